@@ -1,0 +1,70 @@
+# gpurec: GPU recommendation and marketplace analytics for PostgreSQL.
+#
+#   make && make install       builds with nvcc when it is found (or CUDA_HOME
+#                              is given), otherwise a CPU-only extension
+#   make installcheck          pg_regress tests against a running server
+#   make unittest              GoogleTest unit tests of the engine
+#   make NVCC=                 forces the CPU-only build
+
+EXTENSION = gpurec
+EXTVERSION = 0.1
+MODULE_big = gpurec
+DATA = gpurec--$(EXTVERSION).sql
+PGFILEDESC = "gpurec - GPU recommendation and marketplace analytics"
+
+# Files named src/pg_*.cpp talk to PostgreSQL; the rest is the engine.
+PG_SRCS = $(wildcard src/pg_*.cpp)
+ENGINE_SRCS = $(filter-out $(PG_SRCS),$(wildcard src/*.cpp))
+OBJS = $(PG_SRCS:.cpp=.o) $(ENGINE_SRCS:.cpp=.o)
+
+REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
+REGRESS_OPTS = --inputdir=. --load-extension=gpurec
+
+# CUDA: nvcc from PATH, else from CUDA_HOME.
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
+ifneq ($(NVCC),)
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+KERNEL_OBJS = $(patsubst %.cu,%.o,$(wildcard kernels/*.cu))
+GPU_DEFINES = -DGPUREC_WITH_CUDA
+# The runtime is linked statically: gpurec.so loads where CUDA is not installed.
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lpthread
+else
+KERNEL_OBJS = kernels/gpu_absent.o
+endif
+OBJS += $(KERNEL_OBJS)
+
+PG_CPPFLAGS = $(GPU_DEFINES)
+PG_CXXFLAGS = -std=c++17 -Wno-register -Wno-missing-field-initializers
+SHLIB_LINK = $(CUDA_LIBS) -lstdc++
+
+NVCCFLAGS = -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden $(GPU_DEFINES) \
+	-gencode arch=compute_80,code=sm_80 \
+	-gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90
+
+# No LLVM bitcode: the JIT never inlines into this extension's C++.
+override with_llvm = no
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+kernels/%.o: kernels/%.cu kernels/*.cuh kernels/*.hpp src/*.hpp
+	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+
+$(OBJS): $(wildcard src/*.hpp kernels/*.hpp)
+
+# ---- unit tests of the engine (no PostgreSQL needed) -----------------------
+UNIT_TEST = test/unit/gpurec_unit_tests
+UNIT_SRCS = $(wildcard test/unit/*.cpp)
+
+$(UNIT_TEST): $(UNIT_SRCS) $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
+	$(CXX) -std=c++17 -O2 -g $(GPU_DEFINES) -Isrc -Ikernels -o $@ $(UNIT_SRCS) \
+		$(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -lgtest -lgtest_main -lpthread $(CUDA_LIBS)
+
+unittest: $(UNIT_TEST)
+	$(UNIT_TEST)
+
+.PHONY: unittest
+EXTRA_CLEAN = $(UNIT_TEST) kernels/*.o

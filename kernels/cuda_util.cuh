@@ -1,0 +1,142 @@
+/*
+ * cuda_util.cuh: what every .cu file of gpurec shares: error checks that
+ * throw gpurec::Error, owning device and pinned buffers, and event timing.
+ * Included by .cu files only.
+ */
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <utility>
+
+#include "../src/device.hpp"
+#include "../src/errors.hpp"
+
+namespace gpurec::gpu {
+
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char *what);
+
+inline void check(cudaError_t err, const char *what)
+{
+	if (err != cudaSuccess)
+		throw_cuda_error(err, what);
+}
+
+/* After a kernel launch: reports launch failures at once. */
+inline void check_launch(const char *kernel) { check(cudaGetLastError(), kernel); }
+
+/* Allocates bytes on the device; GpuOutOfMemory when it cannot. */
+void *device_alloc(size_t bytes, const ExecContext &ctx);
+
+template <typename T> class DeviceBuffer
+{
+  public:
+	DeviceBuffer() = default;
+	DeviceBuffer(size_t count, const ExecContext &ctx)
+		: ptr_(static_cast<T *>(device_alloc(count * sizeof(T), ctx))), count_(count)
+	{
+	}
+	~DeviceBuffer()
+	{
+		if (ptr_)
+			cudaFree(ptr_);
+	}
+	DeviceBuffer(DeviceBuffer &&o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(o.count_) {}
+	DeviceBuffer &operator=(DeviceBuffer &&o) noexcept
+	{
+		std::swap(ptr_, o.ptr_);
+		std::swap(count_, o.count_);
+		return *this;
+	}
+	DeviceBuffer(const DeviceBuffer &) = delete;
+	DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+
+	T *get() const { return ptr_; }
+	size_t size() const { return count_; }
+
+  private:
+	T *ptr_ = nullptr;
+	size_t count_ = 0;
+};
+
+/* Page-locked host memory, so that copies run at full speed and asynchronously. */
+template <typename T> class PinnedBuffer
+{
+  public:
+	explicit PinnedBuffer(size_t count)
+	{
+		if (cudaMallocHost(reinterpret_cast<void **>(&ptr_), count * sizeof(T)) != cudaSuccess)
+		{
+			cudaGetLastError();
+			throw GpuOutOfMemory("could not allocate pinned host memory");
+		}
+		count_ = count;
+	}
+	~PinnedBuffer() { cudaFreeHost(ptr_); }
+	PinnedBuffer(const PinnedBuffer &) = delete;
+	PinnedBuffer &operator=(const PinnedBuffer &) = delete;
+	T *get() const { return ptr_; }
+	size_t size() const { return count_; }
+
+  private:
+	T *ptr_ = nullptr;
+	size_t count_ = 0;
+};
+
+class Stream
+{
+  public:
+	Stream() { check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+	~Stream() { cudaStreamDestroy(stream_); }
+	Stream(const Stream &) = delete;
+	Stream &operator=(const Stream &) = delete;
+	operator cudaStream_t() const { return stream_; }
+	void synchronize() const { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+  private:
+	cudaStream_t stream_;
+};
+
+/* Times a region of work queued on a stream, in milliseconds. */
+class EventTimer
+{
+  public:
+	explicit EventTimer(cudaStream_t stream) : stream_(stream)
+	{
+		check(cudaEventCreate(&start_), "cudaEventCreate");
+		check(cudaEventCreate(&stop_), "cudaEventCreate");
+		check(cudaEventRecord(start_, stream_), "cudaEventRecord");
+	}
+	~EventTimer()
+	{
+		cudaEventDestroy(start_);
+		cudaEventDestroy(stop_);
+	}
+	EventTimer(const EventTimer &) = delete;
+	EventTimer &operator=(const EventTimer &) = delete;
+	/* Waits for the region to finish and returns its duration. */
+	double stop_ms()
+	{
+		float ms = 0;
+		check(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+		check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+		check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+		return ms;
+	}
+
+  private:
+	cudaStream_t stream_;
+	cudaEvent_t start_, stop_;
+};
+
+/* Grid size for a grid-stride loop over n items. */
+inline unsigned grid_for(size_t n, unsigned block = 256)
+{
+	size_t blocks = (n + block - 1) / block;
+	if (blocks > 132u * 32u)
+		blocks = 132u * 32u;
+	return blocks ? static_cast<unsigned>(blocks) : 1u;
+}
+
+} // namespace gpurec::gpu

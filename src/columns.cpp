@@ -1,0 +1,190 @@
+/*
+ * columns.cpp: id dictionary and exact number keys (see columns.hpp).
+ */
+#include "columns.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/* A strong 64-bit mix, so that sequential or strided ids spread over the table. */
+inline uint64_t hash_id(int64_t id)
+{
+	uint64_t x = static_cast<uint64_t>(id);
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+const int64_t kPow10[] = {1LL,
+						  10LL,
+						  100LL,
+						  1000LL,
+						  10000LL,
+						  100000LL,
+						  1000000LL,
+						  10000000LL,
+						  100000000LL,
+						  1000000000LL,
+						  10000000000LL,
+						  100000000000LL,
+						  1000000000000LL,
+						  10000000000000LL,
+						  100000000000000LL,
+						  1000000000000000LL,
+						  10000000000000000LL,
+						  100000000000000000LL,
+						  1000000000000000000LL};
+
+[[noreturn]] void numeric_out_of_range()
+{
+	throw Error(sqlstate::numeric_value_out_of_range,
+				"numeric value too large or too precise for gpurec",
+				"gpurec holds numeric inputs exactly as 64-bit fixed-point numbers: at most "
+				"18 significant digits and 18 digits after the decimal point in one column.",
+				"Cast the column to double precision or to a numeric of fewer digits.");
+}
+
+/* a * 10^p, or numeric_out_of_range when the result leaves the finite key range. */
+int64_t scale_up(int64_t a, int p)
+{
+	int64_t r;
+	if (p < 0 || p > NumberColumn::kMaxNumericScale || __builtin_mul_overflow(a, kPow10[p], &r) ||
+		r <= NumberColumn::kNumericNegInf || r >= NumberColumn::kNumericPosInf)
+		numeric_out_of_range();
+	return r;
+}
+
+} // namespace
+
+int32_t IdColumn::find(int64_t id) const
+{
+	if (table_.empty())
+		return -1;
+	for (size_t slot = hash_id(id) & mask_;; slot = (slot + 1) & mask_)
+	{
+		int32_t entry = table_[slot];
+		if (entry == 0)
+			return -1;
+		if (values_[entry - 1] == id)
+			return entry - 1;
+	}
+}
+
+void IdColumn::grow_table()
+{
+	size_t capacity = table_.empty() ? 1024 : table_.size() * 2;
+	table_.assign(capacity, 0);
+	mask_ = capacity - 1;
+	for (size_t code = 0; code < values_.size(); ++code)
+	{
+		size_t slot = hash_id(values_[code]) & mask_;
+		while (table_[slot] != 0)
+			slot = (slot + 1) & mask_;
+		table_[slot] = static_cast<int32_t>(code + 1);
+	}
+}
+
+void IdColumn::push_back(int64_t id)
+{
+	/* keep the table at most half full */
+	if ((values_.size() + 1) * 2 > table_.size())
+		grow_table();
+	size_t slot = hash_id(id) & mask_;
+	for (;; slot = (slot + 1) & mask_)
+	{
+		int32_t entry = table_[slot];
+		if (entry == 0)
+			break;
+		if (values_[entry - 1] == id)
+		{
+			codes_.push_back(entry - 1);
+			++counts_[entry - 1];
+			return;
+		}
+	}
+	if (values_.size() >= static_cast<size_t>(INT32_MAX))
+		throw Error(sqlstate::program_limit_exceeded, "too many distinct ids in one input");
+	int32_t code = static_cast<int32_t>(values_.size());
+	values_.push_back(id);
+	counts_.push_back(1);
+	table_[slot] = code + 1;
+	codes_.push_back(code);
+}
+
+void NumberColumn::rescale_to(int new_scale)
+{
+	int step = new_scale - scale_;
+	for (size_t c = 0; c < keys_.chunk_count(); ++c)
+	{
+		int64_t *keys = keys_.chunk_data(c);
+		const int16_t *scales = display_scales_.chunk_data(c);
+		for (size_t i = 0, n = keys_.chunk_rows(c); i < n; ++i)
+			if (scales[i] >= 0)
+				keys[i] = scale_up(keys[i], step);
+	}
+	scale_ = new_scale;
+}
+
+void NumberColumn::push_numeric(int64_t unscaled, int dscale)
+{
+	if (dscale > kMaxNumericScale)
+	{
+		/* trailing zeros beyond 18 digits carry no value: drop them */
+		while (dscale > kMaxNumericScale && unscaled % 10 == 0)
+		{
+			unscaled /= 10;
+			--dscale;
+		}
+		if (dscale > kMaxNumericScale)
+			numeric_out_of_range();
+	}
+	if (dscale > scale_)
+		rescale_to(dscale);
+	keys_.push_back(scale_up(unscaled, scale_ - dscale));
+	display_scales_.push_back(static_cast<int16_t>(dscale));
+}
+
+void NumberColumn::push_numeric_special(int16_t marker)
+{
+	keys_.push_back(marker == kScaleNaN		 ? kNumericNaN
+					: marker == kScalePosInf ? kNumericPosInf
+											 : kNumericNegInf);
+	display_scales_.push_back(marker);
+}
+
+int64_t NumberColumn::unscaled_at_display_scale(size_t row) const
+{
+	return keys_[row] / kPow10[scale_ - display_scales_[row]];
+}
+
+double NumberColumn::to_double(size_t row) const
+{
+	int64_t k = keys_[row];
+	switch (type_)
+	{
+		case NumberType::Integer:
+			return static_cast<double>(k);
+		case NumberType::Float4:
+		case NumberType::Float8:
+			return double_from_order_key(k);
+		case NumberType::Numeric:
+			switch (display_scales_[row])
+			{
+				case kScaleNaN:
+					return std::numeric_limits<double>::quiet_NaN();
+				case kScalePosInf:
+					return std::numeric_limits<double>::infinity();
+				case kScaleNegInf:
+					return -std::numeric_limits<double>::infinity();
+				default:
+					return static_cast<double>(k) / static_cast<double>(kPow10[scale_]);
+			}
+	}
+	return 0;
+}
+
+} // namespace gpurec

@@ -1,0 +1,229 @@
+/*
+ * columns.hpp: the plain columns every engine function reads.
+ *
+ * The input layer (input_query.cpp) streams the rows of an inner query into
+ * these; the engine and the GPU kernels see nothing of PostgreSQL.  Columns
+ * grow in fixed chunks rather than by reallocation, so reading 30 million
+ * offers never holds two copies of a column (the issue caps peak backend
+ * memory at 32 bytes per offer), and so a chunk can go to the GPU as soon as
+ * it is full.
+ */
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+
+namespace gpurec {
+
+template <typename T> class ChunkedColumn
+{
+  public:
+	static constexpr int kChunkShift = 20;
+	static constexpr size_t kChunkRows = size_t(1) << kChunkShift;
+
+	void push_back(T value)
+	{
+		if ((size_ & (kChunkRows - 1)) == 0 && size_ / kChunkRows == chunks_.size())
+			chunks_.emplace_back(new T[kChunkRows]);
+		chunks_[size_ >> kChunkShift][size_ & (kChunkRows - 1)] = value;
+		++size_;
+	}
+	size_t size() const { return size_; }
+	bool empty() const { return size_ == 0; }
+	const T &operator[](size_t i) const { return chunks_[i >> kChunkShift][i & (kChunkRows - 1)]; }
+	T &operator[](size_t i) { return chunks_[i >> kChunkShift][i & (kChunkRows - 1)]; }
+
+	size_t chunk_count() const { return (size_ + kChunkRows - 1) / kChunkRows; }
+	const T *chunk_data(size_t c) const { return chunks_[c].get(); }
+	T *chunk_data(size_t c) { return chunks_[c].get(); }
+	size_t chunk_rows(size_t c) const
+	{
+		return c + 1 < chunk_count() ? kChunkRows : size_ - c * kChunkRows;
+	}
+
+	/* Copies rows [begin, end) into out, contiguous. */
+	void copy_out(size_t begin, size_t end, T *out) const
+	{
+		while (begin < end)
+		{
+			size_t c = begin >> kChunkShift, off = begin & (kChunkRows - 1);
+			size_t n = std::min(end - begin, kChunkRows - off);
+			std::memcpy(out, chunks_[c].get() + off, n * sizeof(T));
+			out += n;
+			begin += n;
+		}
+	}
+	std::vector<T> to_vector() const
+	{
+		std::vector<T> v(size_);
+		copy_out(0, size_, v.data());
+		return v;
+	}
+
+  private:
+	std::vector<std::unique_ptr<T[]>> chunks_;
+	size_t size_ = 0;
+};
+
+/*
+ * An integer id column, dictionary-encoded while it is read: each row holds a
+ * dense code 0..n_distinct-1 in order of first appearance, so that engines
+ * group by plain array indexing (on the CPU and on the GPU alike).
+ */
+class IdColumn
+{
+  public:
+	void push_back(int64_t id);
+
+	size_t size() const { return codes_.size(); }
+	size_t distinct() const { return values_.size(); }
+	const ChunkedColumn<int32_t> &codes() const { return codes_; }
+	int32_t code(size_t row) const { return codes_[row]; }
+	int64_t value_of(int32_t code) const { return values_[code]; }
+	const std::vector<int64_t> &values() const { return values_; }
+	/* Rows per code. */
+	const std::vector<int64_t> &counts() const { return counts_; }
+	/* The code of id, or -1 when the column never held it. */
+	int32_t find(int64_t id) const;
+
+  private:
+	void grow_table();
+
+	ChunkedColumn<int32_t> codes_;
+	std::vector<int64_t> values_;
+	std::vector<int64_t> counts_;
+	std::vector<int32_t> table_; /* open addressing: code + 1, 0 = empty */
+	size_t mask_ = 0;
+};
+
+/*
+ * How the input spelled a number column.  Ordering and ties must be exact for
+ * every input type, so numbers are held as 64-bit order keys: comparing two
+ * keys as signed integers compares the input values as PostgreSQL would
+ * (NaN above everything, -0 equal to 0), and each key converts back to the
+ * exact input value for output.
+ */
+enum class NumberType : uint8_t
+{
+	Integer, /* smallint, integer, bigint: key = value */
+	Float4,	 /* real: key = order bits of the (exactly widened) double */
+	Float8,	 /* double precision: key = order bits of the double */
+	Numeric	 /* numeric: key = value * 10^scale(), special values at the ends */
+};
+
+/* Order keys of doubles: monotone, NaN canonical and highest, -0 == 0. */
+inline int64_t order_key_from_double(double d)
+{
+	int64_t bits;
+	if (std::isnan(d))
+		d = std::numeric_limits<double>::quiet_NaN();
+	if (d == 0)
+		d = 0; /* folds -0 into +0 */
+	std::memcpy(&bits, &d, sizeof bits);
+	return bits >= 0 ? bits : bits ^ INT64_MAX;
+}
+
+inline double double_from_order_key(int64_t key)
+{
+	int64_t bits = key >= 0 ? key : key ^ INT64_MAX;
+	double d;
+	std::memcpy(&d, &bits, sizeof d);
+	return d;
+}
+
+class NumberColumn
+{
+  public:
+	/* Keys of numeric's special values; finite numerics lie strictly between. */
+	static constexpr int64_t kNumericNaN = INT64_MAX;
+	static constexpr int64_t kNumericPosInf = INT64_MAX - 1;
+	static constexpr int64_t kNumericNegInf = INT64_MIN;
+	/* display_scale() markers of those special values */
+	static constexpr int16_t kScaleNaN = -1, kScalePosInf = -2, kScaleNegInf = -3;
+	static constexpr int kMaxNumericScale = 18;
+
+	explicit NumberColumn(NumberType type = NumberType::Integer) : type_(type) {}
+
+	void set_type(NumberType type) { type_ = type; }
+	NumberType type() const { return type_; }
+	size_t size() const { return keys_.size(); }
+	const ChunkedColumn<int64_t> &keys() const { return keys_; }
+	int64_t key(size_t row) const { return keys_[row]; }
+
+	void push_integer(int64_t v) { keys_.push_back(v); }
+	void push_double(double v) { keys_.push_back(order_key_from_double(v)); }
+	/*
+	 * A finite numeric equal to unscaled * 10^-dscale; raises
+	 * numeric_value_out_of_range when the column can no longer hold it exactly
+	 * in 64 bits (about 18 significant digits).
+	 */
+	void push_numeric(int64_t unscaled, int dscale);
+	void push_numeric_special(int16_t marker);
+
+	/* Numeric only: the column's common scale, and each row's own dscale (or marker). */
+	int scale() const { return scale_; }
+	int16_t display_scale(size_t row) const { return display_scales_[row]; }
+	/* Numeric only: a finite row's value as unscaled * 10^-display_scale(row). */
+	int64_t unscaled_at_display_scale(size_t row) const;
+
+	/* The value as a double (exact for Float4/Float8; rounded otherwise). */
+	double to_double(size_t row) const;
+
+  private:
+	void rescale_to(int new_scale);
+
+	NumberType type_;
+	ChunkedColumn<int64_t> keys_;
+	ChunkedColumn<int16_t> display_scales_; /* Numeric only */
+	int scale_ = 0;
+};
+
+class Int64Column : public ChunkedColumn<int64_t>
+{
+};
+
+class FloatColumn : public ChunkedColumn<double>
+{
+};
+
+/* Booleans, or integers restricted to 0 and 1. */
+class LabelColumn : public ChunkedColumn<uint8_t>
+{
+};
+
+/*
+ * One array of doubles per row, flattened: row r's elements are
+ * values[offsets[r] .. offsets[r+1]), valid[i] = 0 where the element is NULL.
+ */
+class FloatArrayColumn
+{
+  public:
+	FloatArrayColumn() { offsets_.push_back(0); }
+	void push_element(double v, bool valid)
+	{
+		values_.push_back(valid ? v : 0.0);
+		valid_.push_back(valid ? 1 : 0);
+	}
+	void end_row() { offsets_.push_back(static_cast<int64_t>(values_.size())); }
+
+	size_t size() const { return offsets_.size() - 1; }
+	int64_t row_begin(size_t r) const { return offsets_[r]; }
+	int64_t row_end(size_t r) const { return offsets_[r + 1]; }
+	const ChunkedColumn<double> &values() const { return values_; }
+	const ChunkedColumn<uint8_t> &valid() const { return valid_; }
+
+  private:
+	ChunkedColumn<double> values_;
+	ChunkedColumn<uint8_t> valid_;
+	std::vector<int64_t> offsets_;
+};
+
+} // namespace gpurec

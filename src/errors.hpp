@@ -1,0 +1,67 @@
+/*
+ * errors.hpp: the engine's exception, carrying a SQLSTATE.
+ *
+ * The engine (everything that is not an SQL entry point) includes no
+ * PostgreSQL header, so it cannot ereport.  It throws gpurec::Error instead;
+ * the guard at each SQL entry point (pg_boundary.hpp) turns it into an
+ * ereport(ERROR) with the same SQLSTATE once every C++ object is destroyed.
+ */
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace gpurec {
+
+/* The SQLSTATEs the engine raises, spelled as PostgreSQL spells them. */
+namespace sqlstate {
+constexpr const char *invalid_parameter_value = "22023";
+constexpr const char *data_exception = "22000";
+constexpr const char *numeric_value_out_of_range = "22003";
+constexpr const char *null_value_not_allowed = "22004";
+constexpr const char *array_subscript_error = "2202E";
+constexpr const char *undefined_column = "42703";
+constexpr const char *datatype_mismatch = "42804";
+constexpr const char *ambiguous_column = "42702";
+constexpr const char *feature_not_supported = "0A000";
+constexpr const char *object_not_in_prerequisite_state = "55000";
+constexpr const char *out_of_memory = "53200";
+constexpr const char *program_limit_exceeded = "54000";
+constexpr const char *internal_error = "XX000";
+} // namespace sqlstate
+
+class Error : public std::runtime_error
+{
+  public:
+	Error(const char *sqlstate, const std::string &message, std::string detail = {},
+		  std::string hint = {})
+		: std::runtime_error(message), sqlstate_(sqlstate), detail_(std::move(detail)),
+		  hint_(std::move(hint))
+	{
+	}
+
+	const char *sqlstate() const { return sqlstate_; }
+	const std::string &detail() const { return detail_; }
+	const std::string &hint() const { return hint_; }
+
+  private:
+	const char *sqlstate_;
+	std::string detail_;
+	std::string hint_;
+};
+
+/*
+ * The GPU could not allocate what a computation needs.  Under
+ * gpurec.device = auto the dispatcher catches it and reruns on the CPU; under
+ * gpurec.device = gpu it reaches the user as an out-of-memory ERROR.
+ */
+class GpuOutOfMemory : public Error
+{
+  public:
+	explicit GpuOutOfMemory(const std::string &message)
+		: Error(sqlstate::out_of_memory, message)
+	{
+	}
+};
+
+} // namespace gpurec

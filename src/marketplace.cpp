@@ -1,0 +1,258 @@
+/*
+ * marketplace.cpp: the k cheapest offers per product, and the smart cart.
+ *
+ * Ranking is one pass of bounded heaps, one per product, over candidate
+ * rows: on the CPU the candidates are all offers; on the GPU the device first
+ * reduces the offers to at most k candidates per product, and the same heaps
+ * rank those.  Either way the result is the same rows in the same order.
+ */
+#include "marketplace.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+#include "../kernels/marketplace_kernels.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/* Rows a CPU loop handles between interrupt checks (a few milliseconds). */
+constexpr size_t kCheckEvery = size_t(1) << 18;
+
+/*
+ * Under gpurec.device = auto: offers are this many before the GPU pays for
+ * its transfer, and k at most this, since the GPU spends a round per rank.
+ */
+constexpr double kMinGpuOffers = 4e6;
+constexpr int kMaxGpuAutoK = 32;
+
+struct Candidate
+{
+	int64_t key;
+	int64_t store;
+	uint32_t row;
+
+	bool operator<(const Candidate &o) const
+	{
+		if (key != o.key)
+			return key < o.key;
+		if (store != o.store)
+			return store < o.store;
+		return row < o.row;
+	}
+};
+
+/*
+ * Ranks candidate rows: per product a max-heap of its k best so far, so a
+ * row costs one comparison with the heap's worst unless it enters.
+ */
+class TopKHeaps
+{
+  public:
+	TopKHeaps(const Offers &offers, int k) : offers_(offers)
+	{
+		size_t n_products = offers.product.distinct();
+		const std::vector<int64_t> &counts = offers.product.counts();
+		offsets_.resize(n_products + 1);
+		offsets_[0] = 0;
+		for (size_t p = 0; p < n_products; ++p)
+			offsets_[p + 1] = offsets_[p] + std::min<int64_t>(k, counts[p]);
+		heaps_.resize(offsets_[n_products]);
+		sizes_.assign(n_products, 0);
+	}
+
+	void add(uint32_t row)
+	{
+		int32_t p = offers_.product.code(row);
+		Candidate c{offers_.price.key(row), offers_.store[row], row};
+		Candidate *heap = heaps_.data() + offsets_[p];
+		int64_t capacity = offsets_[p + 1] - offsets_[p];
+		int64_t &size = sizes_[p];
+		if (size < capacity)
+		{
+			heap[size++] = c;
+			std::push_heap(heap, heap + size);
+		}
+		else if (c < heap[0])
+		{
+			std::pop_heap(heap, heap + size);
+			heap[size - 1] = c;
+			std::push_heap(heap, heap + size);
+		}
+	}
+
+	RankedOffers finish()
+	{
+		RankedOffers out;
+		size_t n_products = sizes_.size();
+		out.product_codes.resize(n_products);
+		std::iota(out.product_codes.begin(), out.product_codes.end(), 0);
+		const IdColumn &product = offers_.product;
+		std::sort(out.product_codes.begin(), out.product_codes.end(),
+				  [&](int32_t a, int32_t b) { return product.value_of(a) < product.value_of(b); });
+		out.offsets.reserve(n_products + 1);
+		out.offsets.push_back(0);
+		out.rows.reserve(heaps_.size());
+		for (int32_t p : out.product_codes)
+		{
+			Candidate *heap = heaps_.data() + offsets_[p];
+			std::sort_heap(heap, heap + sizes_[p]);
+			for (int64_t i = 0; i < sizes_[p]; ++i)
+				out.rows.push_back(heap[i].row);
+			out.offsets.push_back(static_cast<int64_t>(out.rows.size()));
+		}
+		return out;
+	}
+
+  private:
+	const Offers &offers_;
+	std::vector<int64_t> offsets_;
+	std::vector<Candidate> heaps_;
+	std::vector<int64_t> sizes_;
+};
+
+void check_offer_count(const Offers &offers)
+{
+	if (offers.product.size() > UINT32_MAX)
+		throw Error(sqlstate::program_limit_exceeded, "too many offers in one call",
+					"gpurec ranks at most 4294967295 offers per call.");
+}
+
+RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
+{
+	Stopwatch clock;
+	TopKHeaps heaps(offers, k);
+	size_t n = offers.product.size();
+	for (size_t begin = 0; begin < n; begin += kCheckEvery)
+	{
+		ctx.check_interrupts();
+		size_t end = std::min(n, begin + kCheckEvery);
+		for (size_t row = begin; row < end; ++row)
+			heaps.add(static_cast<uint32_t>(row));
+	}
+	RankedOffers out = heaps.finish();
+	ctx.times.compute_ms += clock.elapsed_ms();
+	return out;
+}
+
+RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx)
+{
+	/* no product needs more rounds than it has offers */
+	const std::vector<int64_t> &counts = offers.product.counts();
+	int64_t most_offers = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+	int rounds = static_cast<int>(std::min<int64_t>(k, most_offers));
+	std::vector<uint32_t> candidates =
+		gpu::cheapest_offer_candidates(offers.product.codes(), offers.product.distinct(),
+									   offers.store, offers.price.keys(), rounds, ctx);
+	Stopwatch clock;
+	TopKHeaps heaps(offers, k);
+	for (uint32_t row : candidates)
+		heaps.add(row);
+	RankedOffers out = heaps.finish();
+	ctx.times.compute_ms += clock.elapsed_ms();
+	return out;
+}
+
+} // namespace
+
+RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx)
+{
+	if (k < 1)
+		throw Error(sqlstate::invalid_parameter_value, "k must be at least 1",
+					"k = " + std::to_string(k) + ".");
+	check_offer_count(offers);
+	return dispatch(
+		ctx, "cheapest_offers", k <= kMaxGpuAutoK ? static_cast<double>(offers.product.size()) : 0,
+		kMinGpuOffers,
+		[&] { return rank_on_gpu(offers, k, ctx); }, [&] { return rank_on_cpu(offers, k, ctx); });
+}
+
+std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers &offers,
+										   ExecContext &ctx)
+{
+	size_t n_lines = lines.cart.size();
+	for (size_t i = 0; i < n_lines; ++i)
+		if (lines.quantity[i] < 1)
+			throw Error(sqlstate::invalid_parameter_value, "quantity must be at least 1",
+						"Cart " + std::to_string(lines.cart[i]) + " has " +
+							std::to_string(lines.quantity[i]) + " of product " +
+							std::to_string(lines.product[i]) + ".");
+
+	/* the cheapest offer of every product: the same ranking as cheapest_offers */
+	RankedOffers best = cheapest_offers(offers, 1, ctx);
+	std::vector<int64_t> best_row(offers.product.distinct(), -1);
+	for (size_t i = 0; i < best.product_codes.size(); ++i)
+		best_row[best.product_codes[i]] = best.rows[best.offsets[i]];
+
+	/*
+	 * The current store's cheapest offer of each (product, store) the carts
+	 * hold: one pass over the offers, looking up only products in some cart.
+	 */
+	Stopwatch clock;
+	std::vector<int32_t> line_code(n_lines);
+	std::vector<uint8_t> product_in_cart(offers.product.distinct(), 0);
+	struct PairHash
+	{
+		size_t operator()(const std::pair<int32_t, int64_t> &k) const
+		{
+			return std::hash<int64_t>()(k.second * 1000003 + k.first);
+		}
+	};
+	std::unordered_map<std::pair<int32_t, int64_t>, int64_t, PairHash> current;
+	for (size_t i = 0; i < n_lines; ++i)
+	{
+		line_code[i] = offers.product.find(lines.product[i]);
+		if (line_code[i] >= 0)
+		{
+			product_in_cart[line_code[i]] = 1;
+			current.emplace(std::make_pair(line_code[i], lines.store[i]), -1);
+		}
+	}
+	size_t n_offers = offers.product.size();
+	for (size_t begin = 0; begin < n_offers; begin += kCheckEvery)
+	{
+		ctx.check_interrupts();
+		size_t end = std::min(n_offers, begin + kCheckEvery);
+		for (size_t row = begin; row < end; ++row)
+		{
+			int32_t code = offers.product.code(row);
+			if (!product_in_cart[code])
+				continue;
+			auto it = current.find({code, offers.store[row]});
+			if (it == current.end())
+				continue;
+			int64_t &cur = it->second;
+			if (cur < 0 || offers.price.key(row) < offers.price.key(cur))
+				cur = static_cast<int64_t>(row);
+		}
+	}
+
+	std::vector<CartImprovement> out;
+	for (size_t i = 0; i < n_lines; ++i)
+	{
+		if (line_code[i] < 0)
+		{
+			out.push_back({i, -1, -1});
+			continue;
+		}
+		int64_t cur = current.at({line_code[i], lines.store[i]});
+		int64_t cheapest = best_row[line_code[i]];
+		if (cur < 0 || offers.price.key(cheapest) < offers.price.key(cur))
+			out.push_back({i, cur, cheapest});
+	}
+	std::sort(out.begin(), out.end(), [&](const CartImprovement &a, const CartImprovement &b) {
+		if (lines.cart[a.line] != lines.cart[b.line])
+			return lines.cart[a.line] < lines.cart[b.line];
+		if (lines.product[a.line] != lines.product[b.line])
+			return lines.product[a.line] < lines.product[b.line];
+		if (lines.store[a.line] != lines.store[b.line])
+			return lines.store[a.line] < lines.store[b.line];
+		return a.line < b.line;
+	});
+	ctx.times.compute_ms += clock.elapsed_ms();
+	return out;
+}
+
+} // namespace gpurec

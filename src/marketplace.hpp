@@ -1,0 +1,61 @@
+/*
+ * marketplace.hpp: the k cheapest offers per product, and the smart cart.
+ */
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "columns.hpp"
+#include "device.hpp"
+
+namespace gpurec {
+
+/* The offers of a call, as the input layer read them. */
+struct Offers
+{
+	const IdColumn &product;
+	const Int64Column &store;
+	const NumberColumn &price;
+};
+
+/*
+ * Per product, in ascending product_id: its ranked offers are
+ * rows[offsets[i] .. offsets[i+1]), cheapest first; equal prices rank the
+ * lower store_id first, then the earlier row.
+ */
+struct RankedOffers
+{
+	std::vector<int32_t> product_codes;
+	std::vector<int64_t> offsets;
+	std::vector<uint32_t> rows;
+};
+
+RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx);
+
+/* The cart lines of a call. */
+struct CartLines
+{
+	const Int64Column &cart;
+	const Int64Column &product;
+	const Int64Column &store;
+	const Int64Column &quantity;
+};
+
+/*
+ * A cart line worth showing: a cheaper offer exists (best_row), or the
+ * current store has no offer for it (current_row = -1), or nobody offers the
+ * product at all (both -1).  Rows index the offers.
+ */
+struct CartImprovement
+{
+	size_t line;
+	int64_t current_row;
+	int64_t best_row;
+};
+
+/* In order of cart_id, product_id, store_id, then input order. */
+std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers &offers,
+										   ExecContext &ctx);
+
+} // namespace gpurec

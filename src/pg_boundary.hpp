@@ -1,0 +1,84 @@
+/*
+ * pg_boundary.hpp: the error boundary between PostgreSQL and C++.
+ *
+ * PostgreSQL reports errors by longjmp; C++ by exceptions.  Neither may cross
+ * the other's frames: a longjmp skips C++ destructors (leaking GPU memory,
+ * buffers, locks), and an exception unwinding through PostgreSQL frames
+ * skips PG_TRY bookkeeping.  So the boundary is crossed in exactly two places:
+ *
+ *   GPUREC_SQL_FUNCTION  every SQL entry point runs its C++ body inside
+ *                        sql_entry_guard(), which turns any C++ exception into
+ *                        an ereport(ERROR) after all C++ objects are gone.
+ *   pg_call(f)           C++ code calling PostgreSQL runs it under PG_TRY; a
+ *                        PostgreSQL ERROR comes back as a PgError exception,
+ *                        unwinds the C++ stack normally, and is re-thrown by
+ *                        the entry guard with its SQLSTATE, message, detail
+ *                        and context intact.
+ *
+ * The callable given to pg_call must not own objects with destructors while
+ * it calls into PostgreSQL: a longjmp would skip them.
+ */
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "fmgr.h"
+}
+
+#include <exception>
+#include <type_traits>
+#include <utility>
+
+namespace gpurec {
+
+/* A PostgreSQL ERROR caught by pg_call, held until the entry guard re-throws it. */
+class PgError : public std::exception
+{
+  public:
+	explicit PgError(ErrorData *data) : data_(data) {}
+	ErrorData *data() const { return data_; }
+	const char *what() const noexcept override;
+
+  private:
+	ErrorData *data_;
+};
+
+/* Runs fn(arg) under PG_TRY; throws PgError if it raised an ERROR. */
+void run_postgres_code(void (*fn)(void *), void *arg);
+
+template <typename Fn> auto pg_call(Fn &&fn) -> decltype(fn())
+{
+	using Result = decltype(fn());
+	if constexpr (std::is_void_v<Result>)
+	{
+		run_postgres_code([](void *f) { (*static_cast<std::remove_reference_t<Fn> *>(f))(); },
+						  static_cast<void *>(&fn));
+	}
+	else
+	{
+		Result result{};
+		auto store = [&]() { result = fn(); };
+		run_postgres_code([](void *f) { (*static_cast<decltype(store) *>(f))(); },
+						  static_cast<void *>(&store));
+		return result;
+	}
+}
+
+/* Runs body; any C++ exception becomes an ereport(ERROR) once body's frames are gone. */
+Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo));
+
+/*
+ * For PostgreSQL callbacks into C++ (a DestReceiver's methods): runs fn and
+ * turns any C++ exception into ereport(ERROR) after fn's objects are gone.
+ */
+void cpp_callback_guard(void (*fn)(void *), void *arg);
+
+} // namespace gpurec
+
+/* Declares the V1 SQL function `name` whose C++ body is `body(fcinfo)`. */
+#define GPUREC_SQL_FUNCTION(name, body)                                                            \
+	extern "C" {                                                                                   \
+	PG_FUNCTION_INFO_V1(name);                                                                     \
+	Datum name(PG_FUNCTION_ARGS) { return gpurec::sql_entry_guard(fcinfo, body); }                \
+	}

@@ -1,0 +1,668 @@
+/*
+ * pg_input.cpp: inner queries streamed into columns (see pg_input.hpp).
+ *
+ * The receiver's methods are called by the executor, so they are PostgreSQL
+ * code: they may ereport, and they hold no C++ object across a PostgreSQL
+ * call.  Each row is first converted into plain values (RowValues); only
+ * then does one guarded C++ call append it to the columns.
+ */
+#include "pg_boundary.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "tcop/dest.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/numeric.h"
+#include "utils/plancache.h"
+}
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "pg_input.hpp"
+
+namespace gpurec {
+
+InputTable::InputTable(const char *what, std::vector<ColumnSpec> specs)
+	: what_(what), specs_(std::move(specs))
+{
+	for (const ColumnSpec &spec : specs_)
+	{
+		switch (spec.kind)
+		{
+			case ColumnKind::Id:
+				columns_.emplace_back(std::in_place_type<IdColumn>);
+				break;
+			case ColumnKind::Int64:
+				columns_.emplace_back(std::in_place_type<Int64Column>);
+				break;
+			case ColumnKind::Number:
+				columns_.emplace_back(std::in_place_type<NumberColumn>);
+				break;
+			case ColumnKind::Float:
+				columns_.emplace_back(std::in_place_type<FloatColumn>);
+				break;
+			case ColumnKind::Label:
+				columns_.emplace_back(std::in_place_type<LabelColumn>);
+				break;
+			case ColumnKind::FloatArray:
+				columns_.emplace_back(std::in_place_type<FloatArrayColumn>);
+				break;
+		}
+	}
+}
+
+namespace {
+
+constexpr int kMaxColumns = 8;
+
+/* How one input column's Datums become engine values. */
+enum class Conversion : uint8_t
+{
+	Absent, /* optional column not in the query */
+	Int16,
+	Int32,
+	Int64,
+	Float4,
+	Float8,
+	Numeric,
+	Bool,
+	Float4Array,
+	Float8Array
+};
+
+/*
+ * A numeric as stored on disk: base-10000 digits d[0..n) with value
+ * sum d[i] * 10000^(weight - i), a sign and a display scale.  The layout is
+ * PostgreSQL's documented on-disk format (a short and a long header form),
+ * read here directly because going through numeric_out for every row would
+ * cost more than the whole computation.
+ */
+struct NumericParts
+{
+	int16 special; /* 0, or NumberColumn::kScaleNaN / kScalePosInf / kScaleNegInf */
+	bool negative;
+	int weight;
+	int dscale;
+	int ndigits;
+	const char *digits; /* unaligned uint16 digits */
+};
+
+constexpr uint16 kNumericSignMask = 0xC000;
+constexpr uint16 kNumericNeg = 0x4000;
+constexpr uint16 kNumericShort = 0x8000;
+constexpr uint16 kNumericSpecial = 0xC000;
+constexpr uint16 kNumericExtMask = 0xF000;
+constexpr uint16 kNumericNaN = 0xC000;
+constexpr uint16 kNumericPInf = 0xD000;
+constexpr uint16 kNumericShortSign = 0x2000;
+constexpr uint16 kNumericShortDscaleMask = 0x1F80;
+constexpr int kNumericShortDscaleShift = 7;
+constexpr uint16 kNumericShortWeightSign = 0x0040;
+constexpr uint16 kNumericShortWeightMask = 0x003F;
+constexpr uint16 kNumericDscaleMask = 0x3FFF;
+
+uint16 read_u16(const char *p)
+{
+	uint16 v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+/* `data` points at a numeric that is neither compressed nor external. */
+NumericParts numeric_parts(const struct varlena *data)
+{
+	const char *p = VARDATA_ANY(data);
+	int len = VARSIZE_ANY_EXHDR(data);
+	uint16 header = read_u16(p);
+	NumericParts parts = {0, false, 0, 0, 0, nullptr};
+
+	if ((header & kNumericSignMask) == kNumericSpecial)
+	{
+		uint16 kind = header & kNumericExtMask;
+		parts.special = kind == kNumericNaN	   ? NumberColumn::kScaleNaN
+						: kind == kNumericPInf ? NumberColumn::kScalePosInf
+											   : NumberColumn::kScaleNegInf;
+		return parts;
+	}
+	if ((header & kNumericSignMask) == kNumericShort)
+	{
+		parts.negative = (header & kNumericShortSign) != 0;
+		parts.dscale = (header & kNumericShortDscaleMask) >> kNumericShortDscaleShift;
+		parts.weight = (header & kNumericShortWeightSign) ? (~int(kNumericShortWeightMask) |
+															 (header & kNumericShortWeightMask))
+														  : (header & kNumericShortWeightMask);
+		parts.digits = p + sizeof(uint16);
+		parts.ndigits = (len - int(sizeof(uint16))) / int(sizeof(uint16));
+	}
+	else
+	{
+		parts.negative = (header & kNumericSignMask) == kNumericNeg;
+		parts.dscale = header & kNumericDscaleMask;
+		parts.weight = static_cast<int16>(read_u16(p + sizeof(uint16)));
+		parts.digits = p + 2 * sizeof(uint16);
+		parts.ndigits = (len - 2 * int(sizeof(uint16))) / int(sizeof(uint16));
+	}
+	return parts;
+}
+
+/*
+ * The finite numeric as unscaled * 10^-dscale.  False when it cannot be held
+ * exactly in 64 bits.
+ */
+bool numeric_to_scaled(const NumericParts &n, int64 *unscaled)
+{
+	__int128 acc = 0;
+	const __int128 limit = (__int128) 1 << 100;
+	for (int i = 0; i < n.ndigits; ++i)
+	{
+		acc = acc * 10000 + read_u16(n.digits + 2 * i);
+		if (acc > limit)
+			return false;
+	}
+	/* acc counts units of 10^(4 * (weight + 1 - ndigits)); rescale to 10^-dscale */
+	int exponent = 4 * (n.weight + 1 - n.ndigits) + n.dscale;
+	for (; exponent > 0; --exponent)
+	{
+		acc *= 10;
+		if (acc > limit)
+			return false;
+	}
+	for (; exponent < 0; ++exponent)
+		acc /= 10; /* digits beyond dscale are zero */
+	if (n.negative)
+		acc = -acc;
+	if (acc <= NumberColumn::kNumericNegInf || acc >= NumberColumn::kNumericPosInf)
+		return false;
+	*unscaled = static_cast<int64>(acc);
+	return true;
+}
+
+/*
+ * The numeric rounded to the nearest double, exactly as numeric::float8 does
+ * (that cast prints the decimal and parses it; so do we, without palloc).
+ */
+double numeric_to_double(const NumericParts &n)
+{
+	if (n.special == NumberColumn::kScaleNaN)
+		return std::numeric_limits<double>::quiet_NaN();
+	if (n.special == NumberColumn::kScalePosInf)
+		return std::numeric_limits<double>::infinity();
+	if (n.special == NumberColumn::kScaleNegInf)
+		return -std::numeric_limits<double>::infinity();
+	if (n.ndigits == 0)
+		return 0.0;
+	/* "-dddd...ddddE<exp>": 4 decimal digits per base-10000 digit */
+	char stack_buffer[256];
+	size_t needed = 4 * size_t(n.ndigits) + 32;
+	char *text = needed <= sizeof stack_buffer ? stack_buffer : static_cast<char *>(palloc(needed));
+	char *out = text;
+	if (n.negative)
+		*out++ = '-';
+	for (int i = 0; i < n.ndigits; ++i)
+	{
+		unsigned d = read_u16(n.digits + 2 * i);
+		out[0] = char('0' + d / 1000);
+		out[1] = char('0' + d / 100 % 10);
+		out[2] = char('0' + d / 10 % 10);
+		out[3] = char('0' + d % 10);
+		out += 4;
+	}
+	snprintf(out, 24, "e%d", 4 * (n.weight + 1 - n.ndigits));
+	errno = 0;
+	double value = strtod(text, nullptr);
+	if (text != stack_buffer)
+		pfree(text);
+	return value; /* overflow gives +-HUGE_VAL, as float8in would reject; see caller */
+}
+
+/* One converted row: plain values only, so a longjmp may pass over it. */
+struct RowValues
+{
+	int64 i[kMaxColumns];
+	double d[kMaxColumns];
+	int16 numeric_scale[kMaxColumns]; /* Number/Numeric: dscale or special marker */
+	ArrayType *array[kMaxColumns];	  /* FloatArray: detoasted array, or NULL */
+	bool is_null[kMaxColumns];
+};
+
+struct InputReceiver
+{
+	DestReceiver pub; /* must be first */
+	InputTable *table;
+	ExecContext *ctx;
+	int ncolumns;
+	int max_attno; /* 1-based, for slot_getsomeattrs */
+	int attno[kMaxColumns];
+	Conversion conversion[kMaxColumns];
+	RowValues row;
+	uint64 rows_since_check;
+};
+
+const char *kind_types(ColumnKind kind)
+{
+	switch (kind)
+	{
+		case ColumnKind::Id:
+		case ColumnKind::Int64:
+			return "smallint, integer or bigint";
+		case ColumnKind::Number:
+		case ColumnKind::Float:
+			return "smallint, integer, bigint, numeric, real or double precision";
+		case ColumnKind::Label:
+			return "boolean, smallint, integer or bigint";
+		case ColumnKind::FloatArray:
+			return "real[] or double precision[]";
+	}
+	return "";
+}
+
+/* The conversion for a column of type `type`, or Absent when the kind does not accept it. */
+Conversion conversion_for(ColumnKind kind, Oid type)
+{
+	bool integers = kind != ColumnKind::FloatArray;
+	bool decimals = kind == ColumnKind::Number || kind == ColumnKind::Float;
+	switch (type)
+	{
+		case INT2OID:
+			return integers ? Conversion::Int16 : Conversion::Absent;
+		case INT4OID:
+			return integers ? Conversion::Int32 : Conversion::Absent;
+		case INT8OID:
+			return integers ? Conversion::Int64 : Conversion::Absent;
+		case FLOAT4OID:
+			return decimals ? Conversion::Float4 : Conversion::Absent;
+		case FLOAT8OID:
+			return decimals ? Conversion::Float8 : Conversion::Absent;
+		case NUMERICOID:
+			return decimals ? Conversion::Numeric : Conversion::Absent;
+		case BOOLOID:
+			return kind == ColumnKind::Label ? Conversion::Bool : Conversion::Absent;
+		case FLOAT4ARRAYOID:
+			return kind == ColumnKind::FloatArray ? Conversion::Float4Array : Conversion::Absent;
+		case FLOAT8ARRAYOID:
+			return kind == ColumnKind::FloatArray ? Conversion::Float8Array : Conversion::Absent;
+		default:
+			return Conversion::Absent;
+	}
+}
+
+NumberType number_type_for(Conversion c)
+{
+	switch (c)
+	{
+		case Conversion::Float4:
+			return NumberType::Float4;
+		case Conversion::Float8:
+			return NumberType::Float8;
+		case Conversion::Numeric:
+			return NumberType::Numeric;
+		default:
+			return NumberType::Integer;
+	}
+}
+
+void set_number_type(void *arg)
+{
+	auto *r = static_cast<InputReceiver *>(arg);
+	for (int c = 0; c < r->ncolumns; ++c)
+		if (r->table->specs()[c].kind == ColumnKind::Number)
+			r->table->number(c).set_type(number_type_for(r->conversion[c]));
+}
+
+void receiver_startup(DestReceiver *self, int operation, TupleDesc desc)
+{
+	auto *r = reinterpret_cast<InputReceiver *>(self);
+	const std::vector<ColumnSpec> &specs = r->table->specs();
+	StringInfoData expected;
+
+	initStringInfo(&expected);
+	for (int c = 0; c < r->ncolumns; ++c)
+		appendStringInfo(&expected, "%s%s%s", c ? ", " : "", specs[c].name,
+						 specs[c].optional ? " (optional)" : "");
+
+	r->max_attno = 0;
+	for (int c = 0; c < r->ncolumns; ++c)
+	{
+		const ColumnSpec &spec = specs[c];
+		r->attno[c] = -1;
+		for (int a = 0; a < desc->natts; ++a)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, a);
+			if (att->attisdropped || strcmp(NameStr(att->attname), spec.name) != 0)
+				continue;
+			if (r->attno[c] >= 0)
+				ereport(ERROR, (errcode(ERRCODE_AMBIGUOUS_COLUMN),
+								errmsg("the %s returns more than one column named \"%s\"",
+									   r->table->what(), spec.name)));
+			r->attno[c] = a;
+		}
+		if (r->attno[c] < 0)
+		{
+			if (!spec.optional)
+				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+								errmsg("the %s has no column \"%s\"", r->table->what(), spec.name),
+								errdetail("Expected columns: %s.", expected.data),
+								errhint("Columns are matched by name; rename with AS.")));
+			r->conversion[c] = Conversion::Absent;
+			continue;
+		}
+		Oid type = TupleDescAttr(desc, r->attno[c])->atttypid;
+		r->conversion[c] = conversion_for(spec.kind, type);
+		if (r->conversion[c] == Conversion::Absent)
+			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+							errmsg("column \"%s\" of the %s has type %s", spec.name,
+								   r->table->what(), format_type_be(type)),
+							errdetail("Column \"%s\" must be %s.", spec.name, kind_types(spec.kind))));
+		r->max_attno = Max(r->max_attno, r->attno[c] + 1);
+	}
+	cpp_callback_guard(set_number_type, r);
+}
+
+/* Appends r->row to the columns: the only C++ work per row, behind the guard. */
+void append_row(void *arg)
+{
+	auto *r = static_cast<InputReceiver *>(arg);
+	RowValues &v = r->row;
+	InputTable &table = *r->table;
+	for (int c = 0; c < r->ncolumns; ++c)
+	{
+		switch (table.specs()[c].kind)
+		{
+			case ColumnKind::Id:
+				table.id(c).push_back(v.i[c]);
+				break;
+			case ColumnKind::Int64:
+				table.int64(c).push_back(v.i[c]);
+				break;
+			case ColumnKind::Label:
+				table.label(c).push_back(static_cast<uint8_t>(v.i[c]));
+				break;
+			case ColumnKind::Float:
+				table.floats(c).push_back(v.d[c]);
+				break;
+			case ColumnKind::Number:
+			{
+				NumberColumn &number = table.number(c);
+				switch (number.type())
+				{
+					case NumberType::Integer:
+						number.push_integer(v.i[c]);
+						break;
+					case NumberType::Float4:
+					case NumberType::Float8:
+						number.push_double(v.d[c]);
+						break;
+					case NumberType::Numeric:
+						if (v.numeric_scale[c] < 0)
+							number.push_numeric_special(v.numeric_scale[c]);
+						else
+							number.push_numeric(v.i[c], v.numeric_scale[c]);
+						break;
+				}
+				break;
+			}
+			case ColumnKind::FloatArray:
+			{
+				FloatArrayColumn &arrays = table.float_array(c);
+				ArrayType *array = v.array[c];
+				if (array)
+				{
+					int n = static_cast<int>(v.i[c]);
+					const bits8 *nulls = ARR_NULLBITMAP(array);
+					const char *data = ARR_DATA_PTR(array);
+					bool single = r->conversion[c] == Conversion::Float4Array;
+					for (int e = 0; e < n; ++e)
+					{
+						bool valid = !nulls || (nulls[e / 8] & (1 << (e % 8)));
+						double value = 0;
+						if (valid)
+						{
+							if (single)
+							{
+								float f;
+								memcpy(&f, data, sizeof f);
+								value = f;
+								data += sizeof f;
+							}
+							else
+							{
+								memcpy(&value, data, sizeof value);
+								data += sizeof value;
+							}
+						}
+						arrays.push_element(value, valid);
+					}
+				}
+				arrays.end_row();
+				break;
+			}
+		}
+	}
+	table.count_row();
+}
+
+void count_skipped_row(void *arg) { static_cast<InputReceiver *>(arg)->table->count_skipped_row(); }
+
+/* Reads column c of the slot into r->row; false when a NULL skips the row. */
+bool convert_value(InputReceiver *r, TupleTableSlot *slot, int c)
+{
+	const ColumnSpec &spec = r->table->specs()[c];
+	RowValues &v = r->row;
+	v.is_null[c] = false;
+	v.array[c] = nullptr;
+	if (r->conversion[c] == Conversion::Absent)
+	{
+		v.i[c] = spec.fallback;
+		v.d[c] = static_cast<double>(spec.fallback);
+		return true;
+	}
+	Datum datum = slot->tts_values[r->attno[c]];
+	if (slot->tts_isnull[r->attno[c]])
+	{
+		if (spec.null_skips_row)
+			return false;
+		v.is_null[c] = true;
+		v.i[c] = spec.fallback;
+		v.d[c] = static_cast<double>(spec.fallback);
+		return true;
+	}
+	switch (r->conversion[c])
+	{
+		case Conversion::Int16:
+			v.i[c] = DatumGetInt16(datum);
+			v.d[c] = static_cast<double>(v.i[c]);
+			break;
+		case Conversion::Int32:
+			v.i[c] = DatumGetInt32(datum);
+			v.d[c] = static_cast<double>(v.i[c]);
+			break;
+		case Conversion::Int64:
+			v.i[c] = DatumGetInt64(datum);
+			v.d[c] = static_cast<double>(v.i[c]);
+			break;
+		case Conversion::Float4:
+			v.d[c] = DatumGetFloat4(datum);
+			break;
+		case Conversion::Float8:
+			v.d[c] = DatumGetFloat8(datum);
+			break;
+		case Conversion::Bool:
+			v.i[c] = DatumGetBool(datum) ? 1 : 0;
+			break;
+		case Conversion::Numeric:
+		{
+			struct varlena *raw = reinterpret_cast<struct varlena *>(DatumGetPointer(datum));
+			struct varlena *plain = pg_detoast_datum_packed(raw);
+			NumericParts parts = numeric_parts(plain);
+			if (spec.kind == ColumnKind::Float)
+			{
+				v.d[c] = numeric_to_double(parts);
+				if (std::isinf(v.d[c]) && parts.special == 0)
+					ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+									errmsg("value of column \"%s\" of the %s is out of range for "
+										   "double precision",
+										   spec.name, r->table->what())));
+			}
+			else if (parts.special)
+				v.numeric_scale[c] = parts.special;
+			else
+			{
+				v.numeric_scale[c] = static_cast<int16>(parts.dscale);
+				if (!numeric_to_scaled(parts, &v.i[c]))
+					ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+									errmsg("numeric value %s in column \"%s\" of the %s is too "
+										   "large or too precise for gpurec",
+										   DatumGetCString(DirectFunctionCall1(
+											   numeric_out, PointerGetDatum(plain))),
+										   spec.name, r->table->what()),
+									errdetail("gpurec holds numeric inputs exactly as 64-bit "
+											  "fixed-point numbers: at most 18 significant digits "
+											  "and 18 digits after the decimal point."),
+									errhint("Cast the column to double precision.")));
+			}
+			if (plain != raw)
+				pfree(plain);
+			break;
+		}
+		case Conversion::Float4Array:
+		case Conversion::Float8Array:
+		{
+			ArrayType *array = DatumGetArrayTypeP(datum); /* detoasted (a copy when toasted) */
+			if (ARR_NDIM(array) > 1)
+				ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+								errmsg("column \"%s\" of the %s must hold one-dimensional arrays",
+									   spec.name, r->table->what())));
+			v.array[c] = array;
+			v.i[c] = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+			break;
+		}
+		case Conversion::Absent:
+			break;
+	}
+	if (spec.kind == ColumnKind::Label && r->conversion[c] != Conversion::Bool &&
+		v.i[c] != 0 && v.i[c] != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column \"%s\" of the %s holds %lld; a label must be 0 or 1 (or boolean)",
+						spec.name, r->table->what(), static_cast<long long>(v.i[c]))));
+	return true;
+}
+
+bool receiver_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	auto *r = reinterpret_cast<InputReceiver *>(self);
+	bool keep = true;
+
+	slot_getsomeattrs(slot, r->max_attno);
+	for (int c = 0; c < r->ncolumns && keep; ++c)
+		keep = convert_value(r, slot, c);
+	if (keep)
+		cpp_callback_guard(append_row, r);
+	else
+		cpp_callback_guard(count_skipped_row, r);
+
+	for (int c = 0; c < r->ncolumns; ++c)
+		if (r->row.array[c] &&
+			reinterpret_cast<Pointer>(r->row.array[c]) != DatumGetPointer(slot->tts_values[r->attno[c]]))
+		{
+			pfree(r->row.array[c]);
+			r->row.array[c] = nullptr;
+		}
+
+	/* the executor checks for interrupts too, but not in every plan shape */
+	if (++r->rows_since_check >= 16384)
+	{
+		r->rows_since_check = 0;
+		CHECK_FOR_INTERRUPTS();
+	}
+	return true;
+}
+
+void receiver_shutdown(DestReceiver *) {}
+void receiver_destroy(DestReceiver *) {}
+
+/* Refuses anything but one read-only query. */
+void check_read_only(SPIPlanPtr plan, const char *what)
+{
+	List *sources = SPI_plan_get_plan_sources(plan);
+	if (list_length(sources) != 1)
+		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR),
+						errmsg("the %s must be exactly one SQL statement", what)));
+	CachedPlanSource *source = static_cast<CachedPlanSource *>(linitial(sources));
+	ListCell *lc;
+	foreach (lc, source->query_list)
+	{
+		Query *query = lfirst_node(Query, lc);
+		if (query->commandType != CMD_SELECT || query->hasModifyingCTE || query->rowMarks != NIL ||
+			query->utilityStmt != nullptr)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							errmsg("the %s must be a read-only SELECT", what),
+							errdetail("gpurec runs inner queries read-only; it refuses %s.",
+									  GetCommandTagName(source->commandTag)),
+							errhint("Modify the data in a statement of its own.")));
+	}
+}
+
+struct QueryRun
+{
+	const char *query;
+	InputTable *table;
+	ExecContext *ctx;
+};
+
+void run_query(void *arg)
+{
+	auto *run = static_cast<QueryRun *>(arg);
+	InputReceiver receiver;
+	SPIExecuteOptions options;
+	SPIPlanPtr plan;
+
+	memset(&receiver, 0, sizeof receiver);
+	receiver.pub.receiveSlot = receiver_receive;
+	receiver.pub.rStartup = receiver_startup;
+	receiver.pub.rShutdown = receiver_shutdown;
+	receiver.pub.rDestroy = receiver_destroy;
+	receiver.pub.mydest = DestNone;
+	receiver.table = run->table;
+	receiver.ctx = run->ctx;
+	receiver.ncolumns = static_cast<int>(run->table->specs().size());
+	Assert(receiver.ncolumns <= kMaxColumns);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	plan = SPI_prepare(run->query, 0, nullptr);
+	if (plan == nullptr)
+		elog(ERROR, "could not prepare the %s: %s", run->table->what(),
+			 SPI_result_code_string(SPI_result));
+	check_read_only(plan, run->table->what());
+
+	memset(&options, 0, sizeof options);
+	options.read_only = true;
+	options.dest = &receiver.pub;
+	SPI_execute_plan_extended(plan, &options);
+	SPI_freeplan(plan);
+	SPI_finish();
+}
+
+} // namespace
+
+void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
+{
+	if (table.specs().size() > static_cast<size_t>(kMaxColumns))
+		throw Error(sqlstate::internal_error, "too many columns in one inner query");
+	Stopwatch clock;
+	QueryRun run = {query, &table, &ctx};
+	pg_call([&] { run_query(&run); });
+	ctx.times.read_ms += clock.elapsed_ms();
+}
+
+} // namespace gpurec

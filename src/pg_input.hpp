@@ -1,0 +1,87 @@
+/*
+ * pg_input.hpp: the one input layer of every gpurec function.
+ *
+ * Each function takes its data as inner queries (text), as pgRouting does.
+ * read_inner_query() runs one read-only, with the caller's privileges, and
+ * streams its rows from the executor straight into the engine's columns
+ * through a DestReceiver: no tuplestore, no row-at-a-time SPI fetch.
+ * Columns are matched by name; order and extra columns do not matter.
+ */
+#pragma once
+
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+#include "columns.hpp"
+#include "device.hpp"
+
+namespace gpurec {
+
+enum class ColumnKind
+{
+	Id,		   /* smallint, integer, bigint; dictionary-encoded (IdColumn) */
+	Int64,	   /* smallint, integer, bigint */
+	Number,	   /* any integer type, numeric, real, double precision; exact order keys */
+	Float,	   /* any integer type, numeric, real, double precision; as double */
+	Label,	   /* boolean, or an integer that must be 0 or 1 */
+	FloatArray /* real[] or double precision[] */
+};
+
+struct ColumnSpec
+{
+	const char *name;
+	ColumnKind kind;
+	/* An optional column may be missing from the query: every row then takes `fallback`. */
+	bool optional = false;
+	/* A NULL skips the row; otherwise it takes `fallback` (Int64) or an empty array (FloatArray). */
+	bool null_skips_row = true;
+	int64_t fallback = 0;
+};
+
+using AnyColumn =
+	std::variant<IdColumn, Int64Column, NumberColumn, FloatColumn, LabelColumn, FloatArrayColumn>;
+
+/* The columns of one inner query, in the order of the specs it was made with. */
+class InputTable
+{
+  public:
+	InputTable(const char *what, std::vector<ColumnSpec> specs);
+
+	/* What the query is called in messages: "offers query". */
+	const char *what() const { return what_; }
+	const std::vector<ColumnSpec> &specs() const { return specs_; }
+	size_t rows() const { return rows_; }
+	/* Rows dropped because a column that skips on NULL was NULL. */
+	size_t skipped_rows() const { return skipped_rows_; }
+
+	IdColumn &id(size_t i) { return std::get<IdColumn>(columns_[i]); }
+	Int64Column &int64(size_t i) { return std::get<Int64Column>(columns_[i]); }
+	NumberColumn &number(size_t i) { return std::get<NumberColumn>(columns_[i]); }
+	FloatColumn &floats(size_t i) { return std::get<FloatColumn>(columns_[i]); }
+	LabelColumn &label(size_t i) { return std::get<LabelColumn>(columns_[i]); }
+	FloatArrayColumn &float_array(size_t i) { return std::get<FloatArrayColumn>(columns_[i]); }
+
+	/* Used by the receiver. */
+	AnyColumn &column(size_t i) { return columns_[i]; }
+	void count_row() { ++rows_; }
+	void count_skipped_row() { ++skipped_rows_; }
+
+  private:
+	const char *what_;
+	std::vector<ColumnSpec> specs_;
+	std::vector<AnyColumn> columns_;
+	size_t rows_ = 0;
+	size_t skipped_rows_ = 0;
+};
+
+/*
+ * Runs `query` and appends its rows to `table`.  Errors (each with a SQLSTATE):
+ * a missing column names it and lists the expected ones; a column of an
+ * unsupported type names column and type; a query that is not one read-only
+ * SELECT is refused; the query's own errors (syntax, permissions) come
+ * through as PostgreSQL raised them.
+ */
+void read_inner_query(const char *query, InputTable &table, ExecContext &ctx);
+
+} // namespace gpurec

@@ -1,0 +1,128 @@
+/*
+ * pg_marketplace.cpp: SQL entry points of the marketplace family.
+ */
+#include "pg_boundary.hpp"
+
+extern "C" {
+#include "utils/numeric.h"
+}
+
+#include "marketplace.hpp"
+#include "pg_input.hpp"
+#include "pg_output.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/* offers_query: product_id, store_id, price; a NULL in any skips the row */
+InputTable offers_table()
+{
+	return InputTable("offers query", {{"product_id", ColumnKind::Id},
+									   {"store_id", ColumnKind::Int64},
+									   {"price", ColumnKind::Number}});
+}
+
+Offers offers_of(InputTable &table) { return {table.id(0), table.int64(1), table.number(2)}; }
+
+Datum cheapest_offers_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	const char *offers_query = text_argument(fcinfo, 0);
+	int32 k = PG_GETARG_INT32(1);
+	if (k < 1)
+		throw Error(sqlstate::invalid_parameter_value, "k must be at least 1",
+					"k = " + std::to_string(k) + ".");
+
+	InputTable table = offers_table();
+	read_inner_query(offers_query, table, ctx);
+	Offers offers = offers_of(table);
+	RankedOffers ranked = cheapest_offers(offers, k, ctx);
+
+	Stopwatch clock;
+	ResultWriter out(fcinfo);
+	for (size_t i = 0; i < ranked.product_codes.size(); ++i)
+	{
+		int32_t code = ranked.product_codes[i];
+		Datum values[5];
+		bool nulls[5] = {false, false, false, false, false};
+		values[0] = Int64GetDatum(offers.product.value_of(code));
+		values[4] = Int64GetDatum(offers.product.counts()[code]);
+		for (int64_t r = ranked.offsets[i]; r < ranked.offsets[i + 1]; ++r)
+		{
+			uint32_t row = ranked.rows[r];
+			values[1] = Int32GetDatum(static_cast<int32>(r - ranked.offsets[i] + 1));
+			values[2] = Int64GetDatum(offers.store[row]);
+			values[3] = number_as_numeric(offers.price, row);
+			out.put(values, nulls);
+		}
+	}
+	ctx.times.output_ms += clock.elapsed_ms();
+	report_timing("cheapest_offers", ctx);
+	return (Datum) 0;
+}
+
+Datum improve_carts_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	const char *carts_query = text_argument(fcinfo, 0);
+	const char *offers_query = text_argument(fcinfo, 1);
+
+	/* a cart line with a NULL id is skipped; a NULL quantity counts as 1 */
+	InputTable carts("carts query", {{"cart_id", ColumnKind::Int64},
+									 {"product_id", ColumnKind::Int64},
+									 {"store_id", ColumnKind::Int64},
+									 {"quantity", ColumnKind::Int64, true, false, 1}});
+	read_inner_query(carts_query, carts, ctx);
+	InputTable offer_table = offers_table();
+	read_inner_query(offers_query, offer_table, ctx);
+	Offers offers = offers_of(offer_table);
+	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
+	std::vector<CartImprovement> improvements = improve_carts(lines, offers, ctx);
+
+	Stopwatch clock;
+	ResultWriter out(fcinfo);
+	for (const CartImprovement &line : improvements)
+	{
+		Datum values[8];
+		bool nulls[8] = {false, false, false, false, true, true, true, true};
+		int64 quantity = lines.quantity[line.line];
+		values[0] = Int64GetDatum(lines.cart[line.line]);
+		values[1] = Int64GetDatum(lines.product[line.line]);
+		values[2] = Int64GetDatum(quantity);
+		values[3] = Int64GetDatum(lines.store[line.line]);
+		if (line.current_row >= 0)
+		{
+			values[4] = number_as_numeric(offers.price, line.current_row);
+			nulls[4] = false;
+		}
+		if (line.best_row >= 0)
+		{
+			values[5] = Int64GetDatum(offers.store[line.best_row]);
+			values[6] = number_as_numeric(offers.price, line.best_row);
+			nulls[5] = nulls[6] = false;
+		}
+		if (!nulls[4] && !nulls[6])
+		{
+			/* (current - best) * quantity in numeric, exactly as SQL computes it */
+			Datum current = values[4], best = values[6];
+			values[7] = pg_call([=] {
+				Numeric difference = numeric_sub_opt_error(DatumGetNumeric(current),
+														   DatumGetNumeric(best), nullptr);
+				return NumericGetDatum(
+					numeric_mul_opt_error(difference, int64_to_numeric(quantity), nullptr));
+			});
+			nulls[7] = false;
+		}
+		out.put(values, nulls);
+	}
+	ctx.times.output_ms += clock.elapsed_ms();
+	report_timing("improve_carts", ctx);
+	return (Datum) 0;
+}
+
+} // namespace
+} // namespace gpurec
+
+GPUREC_SQL_FUNCTION(gpurec_cheapest_offers, gpurec::cheapest_offers_body)
+GPUREC_SQL_FUNCTION(gpurec_improve_carts, gpurec::improve_carts_body)
