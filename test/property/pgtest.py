@@ -1,0 +1,79 @@
+"""Shared helpers of gpurec's property and robustness tests.
+
+Talks to the test cluster through psql (the environment's PGHOST etc.), so
+it needs no driver.  Each check prints one line, `PASS name` or
+`FAIL name: why`; test/run_all.sh counts them.  A test script exits 0 when
+it ran to the end, whatever its checks said.
+"""
+import csv
+import io
+import os
+import random
+import subprocess
+import sys
+
+PSQL = os.environ.get("PSQL", "psql")
+
+# GPU runs set PGOPTIONS='-c gpurec.device=gpu' for the whole suite.
+failures = 0
+
+
+def sql(query, *, settings=None, check=True):
+    """Runs query and returns its rows as lists of strings (None for NULL).
+    Only the last statement may return rows (SET and the like print nothing
+    under -q)."""
+    prefix = ""
+    for name, value in (settings or {}).items():
+        prefix += f"SET {name} = '{value}';\n"
+    proc = subprocess.run(
+        [PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--csv", "-P", "null=\\N"],
+        input=prefix + query, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"psql failed: {proc.stderr.strip()}\nquery: {query[:500]}")
+    if proc.returncode != 0:
+        return proc
+    rows = list(csv.reader(io.StringIO(proc.stdout)))[1:]  # past the header
+    return [[None if v == "\\N" else v for v in r] for r in rows]
+
+
+def sql_error(query, settings=None):
+    """Runs query expecting an error; returns (sqlstate, message) or None."""
+    prefix = "\\set VERBOSITY verbose\n"
+    for name, value in (settings or {}).items():
+        prefix += f"SET {name} = '{value}';\n"
+    proc = subprocess.run([PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1"],
+                          input=prefix + query, capture_output=True, text=True)
+    if proc.returncode == 0:
+        return None
+    for line in proc.stderr.splitlines():
+        if line.startswith("ERROR:"):
+            parts = line.split(":", 2)
+            return parts[1].strip(), parts[2].strip() if len(parts) > 2 else ""
+    return ("?", proc.stderr.strip())
+
+
+def check(name, ok, why=""):
+    global failures
+    if ok:
+        print(f"PASS {name}", flush=True)
+    else:
+        failures += 1
+        print(f"FAIL {name}: {why}"[:2000], flush=True)
+    return ok
+
+
+def seeded_random():
+    """A fresh seed per run (printed, so a failure can be replayed with GPUREC_SEED)."""
+    seed = int(os.environ.get("GPUREC_SEED", random.SystemRandom().randrange(1 << 30)))
+    print(f"# seed {seed}", flush=True)
+    return random.Random(seed)
+
+
+def first_difference(got, want):
+    """A short description of where two row lists differ."""
+    if len(got) != len(want):
+        return f"{len(got)} rows, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g != w:
+            return f"row {i}: got {g}, expected {w}"
+    return "same"
