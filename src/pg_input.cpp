@@ -602,13 +602,18 @@ void check_read_only(SPIPlanPtr plan, const char *what)
 	foreach (lc, source->query_list)
 	{
 		Query *query = lfirst_node(Query, lc);
-		if (query->commandType != CMD_SELECT || query->hasModifyingCTE || query->rowMarks != NIL ||
-			query->utilityStmt != nullptr)
+		const char *refused = nullptr;
+		if (query->commandType != CMD_SELECT || query->utilityStmt != nullptr)
+			refused = GetCommandTagName(source->commandTag);
+		else if (query->hasModifyingCTE)
+			refused = "a data-modifying WITH";
+		else if (query->rowMarks != NIL)
+			refused = "SELECT FOR UPDATE/SHARE";
+		if (refused)
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							errmsg("the %s must be a read-only SELECT", what),
-							errdetail("gpurec runs inner queries read-only; it refuses %s.",
-									  GetCommandTagName(source->commandTag)),
-							errhint("Modify the data in a statement of its own.")));
+							errdetail("gpurec runs inner queries read-only; it refuses %s.", refused),
+							errhint("Modify or lock the data in a statement of its own.")));
 	}
 }
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# test/bench/bench_marketplace.sh: cheapest_offers on the classic marketplace
+# size (30,000 products x 1,024 offers = 30.72M rows, random order), against
+# the plain-SQL ways, in one run.  Needs a running cluster (PGHOST etc.) with
+# gpurec installed.  PRODUCTS and OFFERS_PER_PRODUCT scale it down.
+#
+# Prints one line per measurement, then the ratios the issue asks for.
+set -euo pipefail
+products=${PRODUCTS:-30000}
+per_product=${OFFERS_PER_PRODUCT:-1024}
+devices=${DEVICES:-cpu}
+db=gpurec_bench
+psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+export PGDATABASE=$db
+q() { psql -XAtq -v ON_ERROR_STOP=1 "$@"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+q -c "CREATE EXTENSION gpurec"
+
+echo "# loading $((products * per_product)) offers ($products products x $per_product offers, random order)"
+q <<SQL
+SET max_parallel_workers_per_gather = 0;
+CREATE UNLOGGED TABLE offers AS
+  SELECT p AS product_id, s AS store_id,
+         round((1 + random() * 999)::numeric, 2)::numeric(10,2) AS price
+  FROM generate_series(1, $products) p, generate_series(1, $per_product) s
+  ORDER BY random();
+VACUUM ANALYZE offers;
+SQL
+rows=$(q -c "SELECT count(*) FROM offers")
+
+# the median of three runs of a query, in ms
+time_ms() {
+	local sql=$1 settings=${2:-}
+	for i in 1 2 3; do
+		q -c "SET max_parallel_workers_per_gather = 0; $settings" -c '\timing on' -c "$sql" |
+			sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p'
+	done | sort -n | sed -n 2p
+}
+
+sum_ms=$(time_ms "SELECT sum(price) FROM offers")
+echo "serial sum(price):                 $sum_ms ms"
+distinct_ms=$(time_ms "SELECT count(*) FROM (SELECT DISTINCT ON (product_id) product_id, store_id, price FROM offers ORDER BY product_id, price, store_id) s")
+echo "DISTINCT ON (product_id):          $distinct_ms ms"
+for device in $devices; do
+	ms=$(time_ms "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" "SET gpurec.device = $device;")
+	echo "gpurec.cheapest_offers ($device):   $ms ms"
+	echo "  vs DISTINCT ON: $(ratio "$distinct_ms" "$ms")x faster; vs serial sum: $(ratio "$ms" "$sum_ms")x its time"
+	# the phase split, from gpurec.timing
+	q -c "SET gpurec.device = $device; SET gpurec.timing = on;" \
+		-c "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" 2>&1 |
+		grep -E 'NOTICE' | sed 's/^/  /' || true
+	# peak memory of a fresh backend doing one call, read while it lives
+	hwm_kb=$(q -c "SET gpurec.device = $device" -c "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" \
+		-c "SELECT (regexp_match(pg_read_file('/proc/' || pg_backend_pid() || '/status'), 'VmHWM:\s+(\d+)'))[1]" | tail -1)
+	base_kb=$(q -c "SELECT (regexp_match(pg_read_file('/proc/' || pg_backend_pid() || '/status'), 'VmHWM:\s+(\d+)'))[1]" | tail -1)
+	echo "  peak backend memory: $hwm_kb kB (an idle backend: $base_kb kB) = $(ratio "$(( (hwm_kb - base_kb) * 1024 ))" "$rows") bytes per offer"
+done

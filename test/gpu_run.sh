@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# test/gpu_run.sh [suite|bench|all]: the whole GPU run, on a machine with a
+# GPU and nvcc but no PostgreSQL (the lent H100).  It unpacks the portable
+# PostgreSQL 15 that `shared/pg-portable/pack .gpu` made into the git-ignored
+# .gpu/, builds gpurec with nvcc against it, and then
+#   suite: unit tests and the whole SQL suite with gpurec.device = gpu
+#   bench: the benchmarks of test/bench, GPU and CPU
+# Logs go to $OUT (the device tool brings them back) or to /tmp.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+out=${OUT:-/tmp/gpurec-gpu-run}
+mkdir -p "$out"
+if [ ! -d /tmp/pgroot ]; then
+	tar xzf .gpu/pg-portable.tgz -C /tmp || exit 1
+fi
+source /tmp/pgroot/env.sh
+export PG_CONFIG=/tmp/pgroot/usr/lib/postgresql/15/bin/pg_config
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+
+if [ "$what" = suite ] || [ "$what" = all ]; then
+	make -s clean >/dev/null 2>&1
+	GPUREC_NO_APT=1 GPUREC_DEVICE=gpu GPUREC_TEST_DIR=/tmp/gpurec-gpu-test bash test/run_all.sh 2>&1 | tee "$out/suite.log" | tail -80
+fi
+
+if [ "$what" = bench ] || [ "$what" = all ]; then
+	make -s -j8 PG_CONFIG="$PG_CONFIG" >/dev/null && make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
+	nvcc -O3 -o /tmp/d2d_bandwidth test/bench/d2d_bandwidth.cu && /tmp/d2d_bandwidth | tee "$out/d2d.txt"
+	eval "$(test/cluster.sh start /tmp/gpurec-bench -c shared_buffers=4GB -c work_mem=1GB -c max_wal_size=20GB)"
+	for b in test/bench/bench_*.sh; do
+		echo "=== $b"
+		DEVICES="gpu cpu" bash "$b"
+	done 2>&1 | tee "$out/bench.log"
+	test/cluster.sh stop /tmp/gpurec-bench
+fi

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# test/run_all.sh: builds gpurec, starts a throwaway cluster and runs every
+# test: GoogleTest unit tests, pg_regress, property tests against oracles,
+# robustness scripts.  Ends with the line "N passed, N failed" and exits
+# non-zero when anything failed.
+#
+# Environment:
+#   GPUREC_DEVICE=gpu   run the SQL suites with gpurec.device = gpu (GPU machine)
+#   GPUREC_NO_APT=1     do not apt-get the dependencies (they are there already)
+#   PG_CONFIG           which PostgreSQL to build against (default: pg_config)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+work=${GPUREC_TEST_DIR:-/tmp/gpurec-test}
+passed=0
+failed=0
+failures=()
+
+log() { printf '\n=== %s\n' "$*"; }
+record() { # record NAME OK
+	if [ "$2" = 1 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
+}
+
+if [ -z "${GPUREC_NO_APT:-}" ]; then
+	log "installing dependencies"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null
+	apt-get install -y -qq make g++ postgresql-15 postgresql-server-dev-15 postgresql-15-cron \
+		libgtest-dev python3 python3-numpy python3-sklearn >/dev/null || {
+		echo "apt-get failed"
+		exit 1
+	}
+fi
+export PG_CONFIG=${PG_CONFIG:-pg_config}
+export PATH="$($PG_CONFIG --bindir):$PATH"
+
+log "building"
+if ! make -s -j2 PG_CONFIG="$PG_CONFIG" || ! make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; then
+	echo "build failed"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+log "unit tests (GoogleTest)"
+if make -s unittest-build PG_CONFIG="$PG_CONFIG" >/dev/null; then
+	test/unit/gpurec_unit_tests --gtest_color=no >"$work.unit.log" 2>&1
+	grep -E '^\[ +(OK|FAILED) +\]' "$work.unit.log" | grep -v ' tests\?, ' || true
+	unit_ok=$(grep -cE '^\[ +OK +\]' "$work.unit.log")
+	unit_failed=$(grep -E '^\[ +FAILED +\] [A-Za-z]' "$work.unit.log" | grep -vc 'listed below' || true)
+	passed=$((passed + unit_ok))
+	failed=$((failed + unit_failed))
+	grep -qE '^\[ +PASSED +\]|^\[ +FAILED +\]' "$work.unit.log" || record unit-tests-crashed 0
+else
+	record unit-tests-build 0
+fi
+
+log "starting a throwaway cluster"
+preload=""
+[ -f "$($PG_CONFIG --pkglibdir)/pg_cron.so" ] && preload="-c shared_preload_libraries=pg_cron -c cron.database_name=contrib_regression -c cron.use_background_workers=on"
+eval "$(test/cluster.sh start "$work" $preload -c max_connections=50)" || {
+	cat "$work/server.log" 2>/dev/null
+	echo "0 passed, 1 failed"
+	exit 1
+}
+trap 'test/cluster.sh stop "$work"' EXIT
+if [ "${GPUREC_DEVICE:-}" = gpu ]; then
+	export PGOPTIONS="-c gpurec.device=gpu"
+fi
+
+log "pg_regress"
+skip=""
+[ -n "$preload" ] || skip="cron_refresh"
+make -s installcheck PG_CONFIG="$PG_CONFIG" SKIP_REGRESS="$skip" >"$work.regress.log" 2>&1
+cat "$work.regress.log"
+[ -f regression.diffs ] && head -100 regression.diffs
+while read -r name; do record "regress:$name" 1; done < <(grep -E '^(ok|test|     )? *[a-z_]+ +\.\.\. ok' "$work.regress.log" | sed -E 's/.* ([a-z_]+) +\.\.\. ok.*/\1/')
+while read -r name; do record "regress:$name" 0; done < <(grep -E '\.\.\. FAILED' "$work.regress.log" | sed -E 's/.* ([a-z_]+) +\.\.\. FAILED.*/\1/')
+grep -qE '\.\.\. (ok|FAILED)' "$work.regress.log" || record regress-did-not-run 0
+
+run_check_script() { # a script printing PASS/FAIL lines
+	local script=$1 out
+	out=$("$@" 2>&1)
+	local rc=$?
+	echo "$out"
+	while read -r line; do record "$line" 1; done < <(grep -E '^PASS ' <<<"$out")
+	while read -r line; do record "$line" 0; done < <(grep -E '^FAIL ' <<<"$out")
+	[ $rc = 0 ] || record "$script exited with $rc" 0
+}
+
+log "property tests"
+for t in test/property/test_*.py; do
+	[ -e "$t" ] || continue
+	echo "--- $t"
+	run_check_script python3 "$t"
+done
+
+log "robustness tests"
+for t in test/robustness/*; do
+	[ -x "$t" ] && [ -f "$t" ] || continue
+	echo "--- $t"
+	run_check_script "$t"
+done
+
+log "summary"
+for f in "${failures[@]}"; do echo "failed: $f"; done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
