@@ -22,9 +22,9 @@ BEGIN
   END LOOP;
   RAISE NOTICE 'job ran: %', done;
 END $$;
-SELECT store_id, price FROM cron_cheapest;
-SELECT status, return_message FROM cron.job_run_details;
 SELECT cron.unschedule('refresh-cheapest');
+SELECT store_id, price FROM cron_cheapest;
+SELECT DISTINCT status, return_message FROM cron.job_run_details;
 DROP MATERIALIZED VIEW cron_cheapest;
 DROP TABLE cron_offers;
 DROP EXTENSION pg_cron;

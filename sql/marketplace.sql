@@ -14,7 +14,7 @@ SELECT * FROM gpurec.cheapest_offers('SELECT price, in_stock, store_id, product_
 -- price is returned as price::numeric of the input type
 SELECT * FROM gpurec.cheapest_offers('SELECT product_id::smallint AS product_id, store_id::int AS store_id, (price * 3)::real AS price FROM offers', 2);
 SELECT * FROM gpurec.cheapest_offers('SELECT product_id::bigint AS product_id, store_id, price::float8 / 3 AS price FROM offers', 1);
-SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, (price * 100)::bigint AS price FROM offers WHERE price <> 'NaN', 1);
+SELECT * FROM gpurec.cheapest_offers($$SELECT product_id, store_id, (price * 100)::bigint AS price FROM offers WHERE price <> 'NaN'$$, 1);
 SELECT * FROM gpurec.cheapest_offers($$SELECT * FROM (VALUES (1, 1, 1.5::numeric), (1, 2, 1.50), (1, 3, 1), (1, 4, 'Infinity'), (1, 5, '-Infinity'), (1, 6, 0.000000000000000001)) v(product_id, store_id, price)$$, 6);
 -- empty input
 SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE false', 2);

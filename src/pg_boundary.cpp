@@ -52,11 +52,12 @@ namespace {
 /* What a caught C++ exception said, in storage that needs no destructor. */
 struct CaughtError
 {
-	int sqlerrcode = 0;
-	char message[1024] = "";
-	char detail[1024] = "";
-	char hint[512] = "";
-	ErrorData *postgres_error = nullptr;
+	int sqlerrcode;
+	ErrorData *postgres_error;
+	/* filled only when an exception is caught: initialising them would cost every call */
+	char message[1024];
+	char detail[1024];
+	char hint[512];
 };
 
 void copy_text(char *dst, size_t size, const char *src)
@@ -76,6 +77,7 @@ int sqlstate_code(const char *s)
  */
 template <typename Fn> bool run_catching(Fn &&fn, CaughtError *caught)
 {
+	caught->detail[0] = caught->hint[0] = '\0';
 	try
 	{
 		fn();
@@ -125,6 +127,8 @@ pg_attribute_noreturn() void raise_caught(const CaughtError &caught)
 Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
 {
 	CaughtError caught;
+	caught.sqlerrcode = 0;
+	caught.postgres_error = nullptr;
 	Datum result = (Datum) 0;
 	if (run_catching([&] { result = body(fcinfo); }, &caught))
 		return result;
@@ -134,6 +138,8 @@ Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
 void cpp_callback_guard(void (*fn)(void *), void *arg)
 {
 	CaughtError caught;
+	caught.sqlerrcode = 0;
+	caught.postgres_error = nullptr;
 	if (!run_catching([&] { fn(arg); }, &caught))
 		raise_caught(caught);
 }

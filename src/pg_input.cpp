@@ -3,8 +3,8 @@
  *
  * The receiver's methods are called by the executor, so they are PostgreSQL
  * code: they may ereport, and they hold no C++ object across a PostgreSQL
- * call.  Each row is first converted into plain values (RowValues); only
- * then does one guarded C++ call append it to the columns.
+ * call.  Each row is first converted into plain values (RowValues); a
+ * guarded C++ call then appends a whole batch of them to the columns.
  */
 #include "pg_boundary.hpp"
 
@@ -231,8 +231,16 @@ struct RowValues
 	double d[kMaxColumns];
 	int16 numeric_scale[kMaxColumns]; /* Number/Numeric: dscale or special marker */
 	ArrayType *array[kMaxColumns];	  /* FloatArray: detoasted array, or NULL */
-	bool is_null[kMaxColumns];
+	bool array_copied[kMaxColumns];	  /* ... palloc'd by detoasting: pfree after use */
 };
+
+/*
+ * Rows converted before one guarded append: the per-row cost of crossing
+ * into C++ is what makes reading slower than a plain scan.  Queries with an
+ * array column append row by row, so that each detoasted array is freed
+ * at once.
+ */
+constexpr int kBatchRows = 256;
 
 struct InputReceiver
 {
@@ -243,7 +251,10 @@ struct InputReceiver
 	int max_attno; /* 1-based, for slot_getsomeattrs */
 	int attno[kMaxColumns];
 	Conversion conversion[kMaxColumns];
-	RowValues row;
+	int batch_capacity;
+	int batched;
+	uint64 skipped;
+	RowValues batch[kBatchRows];
 	uint64 rows_since_check;
 };
 
@@ -330,6 +341,7 @@ void receiver_startup(DestReceiver *self, int operation, TupleDesc desc)
 						 specs[c].optional ? " (optional)" : "");
 
 	r->max_attno = 0;
+	r->batch_capacity = kBatchRows;
 	for (int c = 0; c < r->ncolumns; ++c)
 	{
 		const ColumnSpec &spec = specs[c];
@@ -363,49 +375,73 @@ void receiver_startup(DestReceiver *self, int operation, TupleDesc desc)
 								   r->table->what(), format_type_be(type)),
 							errdetail("Column \"%s\" must be %s.", spec.name, kind_types(spec.kind))));
 		r->max_attno = Max(r->max_attno, r->attno[c] + 1);
+		if (spec.kind == ColumnKind::FloatArray)
+			r->batch_capacity = 1;
 	}
 	cpp_callback_guard(set_number_type, r);
 }
 
-/* Appends r->row to the columns: the only C++ work per row, behind the guard. */
-void append_row(void *arg)
+/* Appends the batch to the columns: the only C++ work of reading, behind the guard. */
+void append_batch(void *arg)
 {
 	auto *r = static_cast<InputReceiver *>(arg);
-	RowValues &v = r->row;
 	InputTable &table = *r->table;
+	const RowValues *rows = r->batch;
+	int n = r->batched;
 	for (int c = 0; c < r->ncolumns; ++c)
 	{
 		switch (table.specs()[c].kind)
 		{
 			case ColumnKind::Id:
-				table.id(c).push_back(v.i[c]);
+			{
+				IdColumn &ids = table.id(c);
+				for (int k = 0; k < n; ++k)
+					ids.push_back(rows[k].i[c]);
 				break;
+			}
 			case ColumnKind::Int64:
-				table.int64(c).push_back(v.i[c]);
+			{
+				Int64Column &ints = table.int64(c);
+				for (int k = 0; k < n; ++k)
+					ints.push_back(rows[k].i[c]);
 				break;
+			}
 			case ColumnKind::Label:
-				table.label(c).push_back(static_cast<uint8_t>(v.i[c]));
+			{
+				LabelColumn &labels = table.label(c);
+				for (int k = 0; k < n; ++k)
+					labels.push_back(static_cast<uint8_t>(rows[k].i[c]));
 				break;
+			}
 			case ColumnKind::Float:
-				table.floats(c).push_back(v.d[c]);
+			{
+				FloatColumn &floats = table.floats(c);
+				for (int k = 0; k < n; ++k)
+					floats.push_back(rows[k].d[c]);
 				break;
+			}
 			case ColumnKind::Number:
 			{
 				NumberColumn &number = table.number(c);
 				switch (number.type())
 				{
 					case NumberType::Integer:
-						number.push_integer(v.i[c]);
+						for (int k = 0; k < n; ++k)
+							number.push_integer(rows[k].i[c]);
 						break;
 					case NumberType::Float4:
 					case NumberType::Float8:
-						number.push_double(v.d[c]);
+						for (int k = 0; k < n; ++k)
+							number.push_double(rows[k].d[c]);
 						break;
 					case NumberType::Numeric:
-						if (v.numeric_scale[c] < 0)
-							number.push_numeric_special(v.numeric_scale[c]);
-						else
-							number.push_numeric(v.i[c], v.numeric_scale[c]);
+						for (int k = 0; k < n; ++k)
+						{
+							if (rows[k].numeric_scale[c] < 0)
+								number.push_numeric_special(rows[k].numeric_scale[c]);
+							else
+								number.push_numeric(rows[k].i[c], rows[k].numeric_scale[c]);
+						}
 						break;
 				}
 				break;
@@ -413,52 +449,69 @@ void append_row(void *arg)
 			case ColumnKind::FloatArray:
 			{
 				FloatArrayColumn &arrays = table.float_array(c);
-				ArrayType *array = v.array[c];
-				if (array)
+				bool single = r->conversion[c] == Conversion::Float4Array;
+				for (int k = 0; k < n; ++k)
 				{
-					int n = static_cast<int>(v.i[c]);
-					const bits8 *nulls = ARR_NULLBITMAP(array);
-					const char *data = ARR_DATA_PTR(array);
-					bool single = r->conversion[c] == Conversion::Float4Array;
-					for (int e = 0; e < n; ++e)
+					ArrayType *array = rows[k].array[c];
+					if (array)
 					{
-						bool valid = !nulls || (nulls[e / 8] & (1 << (e % 8)));
-						double value = 0;
-						if (valid)
+						int nitems = static_cast<int>(rows[k].i[c]);
+						const bits8 *nulls = ARR_NULLBITMAP(array);
+						const char *data = ARR_DATA_PTR(array);
+						for (int e = 0; e < nitems; ++e)
 						{
-							if (single)
+							bool valid = !nulls || (nulls[e / 8] & (1 << (e % 8)));
+							double value = 0;
+							if (valid)
 							{
-								float f;
-								memcpy(&f, data, sizeof f);
-								value = f;
-								data += sizeof f;
+								if (single)
+								{
+									float f;
+									memcpy(&f, data, sizeof f);
+									value = f;
+									data += sizeof f;
+								}
+								else
+								{
+									memcpy(&value, data, sizeof value);
+									data += sizeof value;
+								}
 							}
-							else
-							{
-								memcpy(&value, data, sizeof value);
-								data += sizeof value;
-							}
+							arrays.push_element(value, valid);
 						}
-						arrays.push_element(value, valid);
 					}
+					arrays.end_row();
 				}
-				arrays.end_row();
 				break;
 			}
 		}
 	}
-	table.count_row();
+	for (int k = 0; k < n; ++k)
+		table.count_row();
+	for (uint64 k = 0; k < r->skipped; ++k)
+		table.count_skipped_row();
 }
 
-void count_skipped_row(void *arg) { static_cast<InputReceiver *>(arg)->table->count_skipped_row(); }
+/* Appends what is batched, then frees the batch's detoasted arrays. */
+void flush_batch(InputReceiver *r)
+{
+	cpp_callback_guard(append_batch, r);
+	for (int k = 0; k < r->batched; ++k)
+		for (int c = 0; c < r->ncolumns; ++c)
+			if (r->batch[k].array_copied[c])
+				pfree(r->batch[k].array[c]);
+	r->batched = 0;
+	r->skipped = 0;
+}
+
 
 /* Reads column c of the slot into r->row; false when a NULL skips the row. */
 bool convert_value(InputReceiver *r, TupleTableSlot *slot, int c)
 {
 	const ColumnSpec &spec = r->table->specs()[c];
-	RowValues &v = r->row;
-	v.is_null[c] = false;
+	RowValues &v = r->batch[r->batched];
 	v.array[c] = nullptr;
+	v.array_copied[c] = false;
 	if (r->conversion[c] == Conversion::Absent)
 	{
 		v.i[c] = spec.fallback;
@@ -470,7 +523,6 @@ bool convert_value(InputReceiver *r, TupleTableSlot *slot, int c)
 	{
 		if (spec.null_skips_row)
 			return false;
-		v.is_null[c] = true;
 		v.i[c] = spec.fallback;
 		v.d[c] = static_cast<double>(spec.fallback);
 		return true;
@@ -542,6 +594,7 @@ bool convert_value(InputReceiver *r, TupleTableSlot *slot, int c)
 								errmsg("column \"%s\" of the %s must hold one-dimensional arrays",
 									   spec.name, r->table->what())));
 			v.array[c] = array;
+			v.array_copied[c] = reinterpret_cast<Pointer>(array) != DatumGetPointer(datum);
 			v.i[c] = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
 			break;
 		}
@@ -565,18 +618,10 @@ bool receiver_receive(TupleTableSlot *slot, DestReceiver *self)
 	slot_getsomeattrs(slot, r->max_attno);
 	for (int c = 0; c < r->ncolumns && keep; ++c)
 		keep = convert_value(r, slot, c);
-	if (keep)
-		cpp_callback_guard(append_row, r);
-	else
-		cpp_callback_guard(count_skipped_row, r);
-
-	for (int c = 0; c < r->ncolumns; ++c)
-		if (r->row.array[c] &&
-			reinterpret_cast<Pointer>(r->row.array[c]) != DatumGetPointer(slot->tts_values[r->attno[c]]))
-		{
-			pfree(r->row.array[c]);
-			r->row.array[c] = nullptr;
-		}
+	if (!keep)
+		++r->skipped;
+	else if (++r->batched == r->batch_capacity)
+		flush_batch(r);
 
 	/* the executor checks for interrupts too, but not in every plan shape */
 	if (++r->rows_since_check >= 16384)
@@ -587,7 +632,10 @@ bool receiver_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
-void receiver_shutdown(DestReceiver *) {}
+void receiver_shutdown(DestReceiver *self)
+{
+	flush_batch(reinterpret_cast<InputReceiver *>(self));
+}
 void receiver_destroy(DestReceiver *) {}
 
 /* Refuses anything but one read-only query. */
@@ -627,11 +675,10 @@ struct QueryRun
 void run_query(void *arg)
 {
 	auto *run = static_cast<QueryRun *>(arg);
-	InputReceiver receiver;
+	InputReceiver &receiver = *static_cast<InputReceiver *>(palloc0(sizeof(InputReceiver)));
 	SPIExecuteOptions options;
 	SPIPlanPtr plan;
 
-	memset(&receiver, 0, sizeof receiver);
 	receiver.pub.receiveSlot = receiver_receive;
 	receiver.pub.rStartup = receiver_startup;
 	receiver.pub.rShutdown = receiver_shutdown;
