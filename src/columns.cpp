@@ -3,6 +3,11 @@
  */
 #include "columns.hpp"
 
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <new>
+
 namespace gpurec {
 
 namespace {
@@ -59,6 +64,19 @@ int64_t scale_up(int64_t a, int p)
 }
 
 } // namespace
+
+void *allocate_chunk(size_t bytes)
+{
+	constexpr size_t kHugePage = size_t(2) << 20;
+	size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+	void *chunk = std::aligned_alloc(kHugePage, rounded);
+	if (chunk == nullptr)
+		throw std::bad_alloc();
+	madvise(chunk, rounded, MADV_HUGEPAGE); /* advice only: failure is harmless */
+	return chunk;
+}
+
+void free_chunk(void *chunk) noexcept { std::free(chunk); }
 
 int32_t IdColumn::find(int64_t id) const
 {
