@@ -10,6 +10,10 @@
  *   3. how many offers are exactly (price, store), and the first such row.
  * A round fills `multiplicity` ranks, so k = 1 costs three passes over the
  * offers, and k rounds at most for any k.
+ *
+ * Offers live on the device in the input layer's chunks (kChunkRows rows
+ * each), copied through pinned staging buffers while the input is still
+ * being read; the kernels address them through a table of chunk pointers.
  */
 #include <climits>
 
@@ -21,6 +25,18 @@ namespace gpurec::gpu {
 namespace {
 
 constexpr uint32_t kNoRow = 0xFFFFFFFFu;
+constexpr int kChunkShift = ChunkedColumn<int32_t>::kChunkShift;
+constexpr size_t kChunkRows = ChunkedColumn<int32_t>::kChunkRows;
+constexpr size_t kChunkMask = kChunkRows - 1;
+constexpr size_t kBytesPerOffer = sizeof(int32_t) + 2 * sizeof(long long);
+
+/* Device offers: row i is at chunk i >> kChunkShift, offset i & kChunkMask. */
+struct OfferChunks
+{
+	const int32_t *const *codes;
+	const long long *const *keys;
+	const long long *const *stores;
+};
 
 /* Per-product state of the rounds. */
 struct ProductState
@@ -54,51 +70,51 @@ __global__ void reset_round(ProductState s, size_t n_products)
 	}
 }
 
-__global__ void least_key(ProductState s, const int32_t *__restrict__ codes,
-						  const long long *__restrict__ keys, const long long *__restrict__ stores,
-						  size_t n)
+__global__ void least_key(ProductState s, OfferChunks offers, size_t n)
 {
 	for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
 		 i += size_t(gridDim.x) * blockDim.x)
 	{
-		int p = codes[i];
+		size_t c = i >> kChunkShift, o = i & kChunkMask;
+		int p = offers.codes[c][o];
 		if (s.need[p] <= 0)
 			continue;
-		long long key = keys[i];
+		long long key = offers.keys[c][o];
 		if (key >= s.best_key[p]) /* cannot lower it: skip the atomic */
 			continue;
-		if (after_last(s, p, key, stores[i]))
+		if (after_last(s, p, key, offers.stores[c][o]))
 			atomicMin(&s.best_key[p], key);
 	}
 }
 
-__global__ void least_store(ProductState s, const int32_t *__restrict__ codes,
-							const long long *__restrict__ keys,
-							const long long *__restrict__ stores, size_t n)
+__global__ void least_store(ProductState s, OfferChunks offers, size_t n)
 {
 	for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
 		 i += size_t(gridDim.x) * blockDim.x)
 	{
-		int p = codes[i];
-		if (s.need[p] <= 0 || keys[i] != s.best_key[p])
+		size_t c = i >> kChunkShift, o = i & kChunkMask;
+		int p = offers.codes[c][o];
+		long long key = offers.keys[c][o];
+		if (s.need[p] <= 0 || key != s.best_key[p])
 			continue;
-		long long store = stores[i];
-		if (after_last(s, p, keys[i], store))
+		long long store = offers.stores[c][o];
+		if (after_last(s, p, key, store))
 			atomicMin(&s.best_store[p], store);
 	}
 }
 
-__global__ void count_best(ProductState s, const int32_t *__restrict__ codes,
-						   const long long *__restrict__ keys, const long long *__restrict__ stores,
-						   size_t n, uint32_t row_base)
+__global__ void count_best(ProductState s, OfferChunks offers, size_t n, uint32_t row_base)
 {
 	for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
 		 i += size_t(gridDim.x) * blockDim.x)
 	{
-		int p = codes[i];
-		if (s.need[p] <= 0 || keys[i] != s.best_key[p] || stores[i] != s.best_store[p])
+		size_t c = i >> kChunkShift, o = i & kChunkMask;
+		int p = offers.codes[c][o];
+		long long key = offers.keys[c][o];
+		if (s.need[p] <= 0 || key != s.best_key[p])
 			continue;
-		if (after_last(s, p, keys[i], stores[i]))
+		long long store = offers.stores[c][o];
+		if (store == s.best_store[p] && after_last(s, p, key, store))
 		{
 			atomicAdd(&s.multiplicity[p], 1ULL);
 			atomicMin(&s.first_row[p], row_base + uint32_t(i));
@@ -147,118 +163,280 @@ __global__ void start_part(ProductState s, size_t n_products, int k)
 	}
 }
 
-/* Copies rows [begin, end) of a chunked column to device memory. */
-template <typename T>
-void upload(const ChunkedColumn<T> &column, size_t begin, size_t end, T *device, cudaStream_t stream)
+struct DeviceChunk
 {
-	constexpr size_t rows_per_chunk = ChunkedColumn<T>::kChunkRows;
-	while (begin < end)
+	DeviceBuffer<int32_t> codes;
+	DeviceBuffer<long long> keys;
+	DeviceBuffer<long long> stores;
+	size_t rows;
+	int key_scale; /* the numeric scale its keys were copied at */
+};
+
+} // namespace
+
+/*
+ * Offer chunks on the device, consecutive from first_chunk.  Copies go
+ * through a ring of pinned staging slots: the host fills one slot while the
+ * copy engine drains another.
+ */
+class OfferUpload
+{
+  public:
+	static constexpr int kSlots = 3;
+
+	explicit OfferUpload(ExecContext &ctx)
+		: ctx_(ctx), staging_(kSlots * kChunkRows * kBytesPerOffer)
 	{
-		size_t c = begin / rows_per_chunk, off = begin % rows_per_chunk;
-		size_t n = std::min(end - begin, rows_per_chunk - off);
-		check(cudaMemcpyAsync(device, column.chunk_data(c) + off, n * sizeof(T),
-							  cudaMemcpyHostToDevice, stream),
-			  "cudaMemcpyAsync");
-		device += n;
-		begin += n;
+		for (cudaEvent_t &e : slot_free_)
+			check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
 	}
+	~OfferUpload()
+	{
+		cudaStreamSynchronize(stream_);
+		for (cudaEvent_t e : slot_free_)
+			cudaEventDestroy(e);
+	}
+
+	cudaStream_t stream() const { return stream_; }
+	size_t first_chunk() const { return first_chunk_; }
+	size_t end_chunk() const { return first_chunk_ + chunks_.size(); }
+	size_t rows() const
+	{
+		return chunks_.empty() ? 0 : (chunks_.size() - 1) * kChunkRows + chunks_.back().rows;
+	}
+	bool failed() const { return failed_; }
+	void mark_failed()
+	{
+		failed_ = true;
+		cudaStreamSynchronize(stream_);
+		chunks_.clear();
+	}
+
+	void start_at(size_t chunk) { first_chunk_ = chunk; }
+
+	/* Copies chunk `c` (the next one) of the three columns. */
+	void push_chunk(size_t c, const ChunkedColumn<int32_t> &codes, const ChunkedColumn<int64_t> &stores,
+					const NumberColumn &price)
+	{
+		size_t rows = codes.chunk_rows(c);
+		DeviceChunk chunk{DeviceBuffer<int32_t>(kChunkRows, ctx_), DeviceBuffer<long long>(kChunkRows, ctx_),
+						  DeviceBuffer<long long>(kChunkRows, ctx_), rows, price.scale()};
+		char *slot = stage(c, codes.chunk_data(c), stores.chunk_data(c), price.keys().chunk_data(c), rows);
+		check(cudaMemcpyAsync(chunk.codes.get(), slot, rows * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+			  "cudaMemcpyAsync");
+		slot += kChunkRows * sizeof(int32_t);
+		check(cudaMemcpyAsync(chunk.keys.get(), slot, rows * sizeof(long long), cudaMemcpyHostToDevice, stream_),
+			  "cudaMemcpyAsync");
+		slot += kChunkRows * sizeof(long long);
+		check(cudaMemcpyAsync(chunk.stores.get(), slot, rows * sizeof(long long), cudaMemcpyHostToDevice,
+							  stream_),
+			  "cudaMemcpyAsync");
+		release_slot();
+		chunks_.push_back(std::move(chunk));
+	}
+
+	/* Copies again the keys of chunks copied before a numeric column changed scale. */
+	void refresh_keys(const NumberColumn &price)
+	{
+		for (size_t j = 0; j < chunks_.size(); ++j)
+		{
+			DeviceChunk &chunk = chunks_[j];
+			if (chunk.key_scale == price.scale())
+				continue;
+			size_t c = first_chunk_ + j;
+			char *slot = stage(c, nullptr, nullptr, price.keys().chunk_data(c), chunk.rows);
+			slot += kChunkRows * sizeof(int32_t);
+			check(cudaMemcpyAsync(chunk.keys.get(), slot, chunk.rows * sizeof(long long),
+								  cudaMemcpyHostToDevice, stream_),
+				  "cudaMemcpyAsync");
+			release_slot();
+			chunk.key_scale = price.scale();
+		}
+	}
+
+	/* The chunk pointer tables, on the device. */
+	OfferChunks device_tables()
+	{
+		std::vector<const void *> host(3 * chunks_.size());
+		size_t n = chunks_.size();
+		for (size_t j = 0; j < n; ++j)
+		{
+			host[j] = chunks_[j].codes.get();
+			host[n + j] = chunks_[j].keys.get();
+			host[2 * n + j] = chunks_[j].stores.get();
+		}
+		tables_ = DeviceBuffer<const void *>(host.size(), ctx_);
+		check(cudaMemcpyAsync(tables_.get(), host.data(), host.size() * sizeof(void *), cudaMemcpyHostToDevice,
+							  stream_),
+			  "cudaMemcpyAsync");
+		stream_.synchronize(); /* `host` goes out of scope */
+		const void *const *t = tables_.get();
+		return {reinterpret_cast<const int32_t *const *>(t), reinterpret_cast<const long long *const *>(t + n),
+				reinterpret_cast<const long long *const *>(t + 2 * n)};
+	}
+
+  private:
+	/* Fills the next free staging slot; returns it. */
+	char *stage(size_t c, const int32_t *codes, const int64_t *stores, const int64_t *keys, size_t rows)
+	{
+		slot_ = next_slot_++ % kSlots;
+		check(cudaEventSynchronize(slot_free_[slot_]), "cudaEventSynchronize");
+		char *slot = staging_.get() + slot_ * kChunkRows * kBytesPerOffer;
+		if (codes)
+			memcpy(slot, codes, rows * sizeof(int32_t));
+		if (keys)
+			memcpy(slot + kChunkRows * sizeof(int32_t), keys, rows * sizeof(int64_t));
+		if (stores)
+			memcpy(slot + kChunkRows * (sizeof(int32_t) + sizeof(int64_t)), stores, rows * sizeof(int64_t));
+		(void) c;
+		return slot;
+	}
+	void release_slot() { check(cudaEventRecord(slot_free_[slot_], stream_), "cudaEventRecord"); }
+
+	ExecContext &ctx_;
+	Stream stream_;
+	PinnedBuffer<char> staging_;
+	cudaEvent_t slot_free_[kSlots];
+	int next_slot_ = 0;
+	int slot_ = 0;
+	size_t first_chunk_ = 0;
+	std::vector<DeviceChunk> chunks_;
+	DeviceBuffer<const void *> tables_;
+	bool failed_ = false;
+};
+
+void OfferUploadDeleter::operator()(OfferUpload *upload) const noexcept { delete upload; }
+
+OfferUploadPtr start_offer_upload(ExecContext &ctx) { return OfferUploadPtr(new OfferUpload(ctx)); }
+
+void upload_offer_chunks(OfferUpload &upload, const ChunkedColumn<int32_t> &product_codes,
+						 const ChunkedColumn<int64_t> &stores, const NumberColumn &price, ExecContext &ctx)
+{
+	if (upload.failed())
+		return;
+	Stopwatch clock;
+	size_t complete = product_codes.size() / kChunkRows;
+	try
+	{
+		for (size_t c = upload.end_chunk(); c < complete; ++c)
+			upload.push_chunk(c, product_codes, stores, price);
+	}
+	catch (const GpuOutOfMemory &)
+	{
+		/* too large to stream: the offers will go through in parts after reading */
+		upload.mark_failed();
+	}
+	ctx.times.transfer_ms += clock.elapsed_ms();
+}
+
+namespace {
+
+/* Runs the rounds over the offers `upload` holds; appends the picked rows. */
+void rank_part(OfferUpload &upload, ProductState s, size_t n_products, int k, unsigned *still_active,
+			   std::vector<uint32_t> &picked_host, std::vector<uint32_t> &candidates, ExecContext &ctx)
+{
+	cudaStream_t stream = upload.stream();
+	OfferChunks offers = upload.device_tables();
+	size_t rows = upload.rows();
+	uint32_t row_base = static_cast<uint32_t>(upload.first_chunk() * kChunkRows);
+	EventTimer compute(stream);
+	unsigned grid_products = grid_for(n_products), grid_rows = grid_for(rows);
+	start_part<<<grid_products, 256, 0, stream>>>(s, n_products, k);
+	check_launch("start_part");
+	for (int round = 0; round < k; ++round)
+	{
+		reset_round<<<grid_products, 256, 0, stream>>>(s, n_products);
+		check_launch("reset_round");
+		least_key<<<grid_rows, 256, 0, stream>>>(s, offers, rows);
+		check_launch("least_key");
+		least_store<<<grid_rows, 256, 0, stream>>>(s, offers, rows);
+		check_launch("least_store");
+		count_best<<<grid_rows, 256, 0, stream>>>(s, offers, rows, row_base);
+		check_launch("count_best");
+		check(cudaMemsetAsync(still_active, 0, sizeof(unsigned), stream), "cudaMemsetAsync");
+		take_round<<<grid_products, 256, 0, stream>>>(s, n_products, k, still_active);
+		check_launch("take_round");
+		if (round + 1 == k)
+			break;
+		unsigned active = 0;
+		check(cudaMemcpyAsync(&active, still_active, sizeof active, cudaMemcpyDeviceToHost, stream),
+			  "cudaMemcpyAsync");
+		check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+		ctx.check_interrupts();
+		if (active == 0)
+			break;
+	}
+	ctx.times.compute_ms += compute.stop_ms();
+	EventTimer transfer(stream);
+	check(cudaMemcpyAsync(picked_host.data(), s.picked, picked_host.size() * sizeof(uint32_t),
+						  cudaMemcpyDeviceToHost, stream),
+		  "cudaMemcpyAsync");
+	ctx.times.transfer_ms += transfer.stop_ms();
+	for (uint32_t row : picked_host)
+		if (row != kNoRow)
+			candidates.push_back(row);
 }
 
 } // namespace
 
-std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &product_codes,
-												size_t n_products,
-												const ChunkedColumn<int64_t> &stores,
-												const ChunkedColumn<int64_t> &price_keys, int k,
-												ExecContext &ctx)
+std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &product_codes, size_t n_products,
+												const ChunkedColumn<int64_t> &stores, const NumberColumn &price,
+												int k, OfferUpload *streamed, ExecContext &ctx)
 {
 	std::vector<uint32_t> candidates;
 	size_t n = product_codes.size();
 	if (n == 0)
 		return candidates;
-	/* a product cannot have more than its offers ranked */
-	size_t k_slots = static_cast<size_t>(k);
-	if (k_slots > n)
-		k_slots = n;
-	int kk = static_cast<int>(k_slots);
 
-	Stream stream;
-	DeviceBuffer<long long> last_key(n_products, ctx), last_store(n_products, ctx),
-		best_key(n_products, ctx), best_store(n_products, ctx);
+	DeviceBuffer<long long> last_key(n_products, ctx), last_store(n_products, ctx), best_key(n_products, ctx),
+		best_store(n_products, ctx);
 	DeviceBuffer<unsigned long long> multiplicity(n_products, ctx);
 	DeviceBuffer<uint32_t> first_row(n_products, ctx);
 	DeviceBuffer<int> need(n_products, ctx), started(n_products, ctx);
-	DeviceBuffer<uint32_t> picked(n_products * k_slots, ctx);
+	DeviceBuffer<uint32_t> picked(n_products * size_t(k), ctx);
 	DeviceBuffer<unsigned> still_active(1, ctx);
-	ProductState s{last_key.get(),	 last_store.get(), best_key.get(),
-				   best_store.get(), multiplicity.get(), first_row.get(),
-				   need.get(),		 started.get(),	   picked.get()};
+	ProductState s{last_key.get(), last_store.get(), best_key.get(), best_store.get(), multiplicity.get(),
+				   first_row.get(), need.get(), started.get(), picked.get()};
+	std::vector<uint32_t> picked_host(n_products * size_t(k));
+	size_t n_chunks = product_codes.chunk_count();
 
-	/* the offers go in parts that fit in what the GPU has free */
+	if (streamed && !streamed->failed())
+	{
+		/* most chunks are there already: finish the copy, then rank all at once */
+		Stopwatch clock;
+		try
+		{
+			streamed->refresh_keys(price);
+			for (size_t c = streamed->end_chunk(); c < n_chunks; ++c)
+				streamed->push_chunk(c, product_codes, stores, price);
+			check(cudaStreamSynchronize(streamed->stream()), "cudaStreamSynchronize");
+		}
+		catch (const GpuOutOfMemory &)
+		{
+			streamed->mark_failed();
+		}
+		ctx.times.transfer_ms += clock.elapsed_ms();
+		if (!streamed->failed())
+		{
+			rank_part(*streamed, s, n_products, k, still_active.get(), picked_host, candidates, ctx);
+			return candidates;
+		}
+	}
+
+	/* in parts that fit in what the GPU has free */
 	size_t free_bytes = 0, total_bytes = 0;
 	check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-	const size_t bytes_per_offer = sizeof(int32_t) + 2 * sizeof(long long);
-	size_t part_rows = (free_bytes / 10 * 8) / bytes_per_offer;
-	part_rows = std::max<size_t>(part_rows - part_rows % ChunkedColumn<int32_t>::kChunkRows,
-								 ChunkedColumn<int32_t>::kChunkRows);
-	if (part_rows > n)
-		part_rows = n;
-	DeviceBuffer<int32_t> codes_d(part_rows, ctx);
-	DeviceBuffer<long long> keys_d(part_rows, ctx), stores_d(part_rows, ctx);
-	std::vector<uint32_t> picked_host(n_products * k_slots);
-
-	for (size_t begin = 0; begin < n; begin += part_rows)
+	size_t part_chunks = std::max<size_t>(1, free_bytes / 10 * 8 / (kChunkRows * kBytesPerOffer));
+	for (size_t first = 0; first < n_chunks; first += part_chunks)
 	{
-		size_t end = std::min(n, begin + part_rows), rows = end - begin;
-		{
-			EventTimer transfer(stream);
-			upload(product_codes, begin, end, codes_d.get(), stream);
-			upload(price_keys, begin, end, reinterpret_cast<int64_t *>(keys_d.get()), stream);
-			upload(stores, begin, end, reinterpret_cast<int64_t *>(stores_d.get()), stream);
-			ctx.times.transfer_ms += transfer.stop_ms();
-		}
-		EventTimer compute(stream);
-		unsigned grid_products = grid_for(n_products), grid_rows = grid_for(rows);
-		start_part<<<grid_products, 256, 0, stream>>>(s, n_products, kk);
-		check_launch("start_part");
-		for (int round = 0; round < kk; ++round)
-		{
-			reset_round<<<grid_products, 256, 0, stream>>>(s, n_products);
-			check_launch("reset_round");
-			least_key<<<grid_rows, 256, 0, stream>>>(s, codes_d.get(), keys_d.get(), stores_d.get(),
-													 rows);
-			check_launch("least_key");
-			least_store<<<grid_rows, 256, 0, stream>>>(s, codes_d.get(), keys_d.get(),
-													   stores_d.get(), rows);
-			check_launch("least_store");
-			count_best<<<grid_rows, 256, 0, stream>>>(s, codes_d.get(), keys_d.get(), stores_d.get(),
-													  rows, static_cast<uint32_t>(begin));
-			check_launch("count_best");
-			check(cudaMemsetAsync(still_active.get(), 0, sizeof(unsigned), stream), "cudaMemsetAsync");
-			take_round<<<grid_products, 256, 0, stream>>>(s, n_products, kk, still_active.get());
-			check_launch("take_round");
-			if (round + 1 == kk)
-				break;
-			unsigned active = 0;
-			check(cudaMemcpyAsync(&active, still_active.get(), sizeof active, cudaMemcpyDeviceToHost,
-								  stream),
-				  "cudaMemcpyAsync");
-			stream.synchronize();
-			ctx.check_interrupts();
-			if (active == 0)
-				break;
-		}
-		ctx.times.compute_ms += compute.stop_ms();
-		{
-			EventTimer transfer(stream);
-			check(cudaMemcpyAsync(picked_host.data(), picked.get(), picked_host.size() * sizeof(uint32_t),
-								  cudaMemcpyDeviceToHost, stream),
-				  "cudaMemcpyAsync");
-			ctx.times.transfer_ms += transfer.stop_ms();
-		}
-		for (uint32_t row : picked_host)
-			if (row != kNoRow)
-				candidates.push_back(row);
+		OfferUpload part(ctx);
+		part.start_at(first);
+		Stopwatch clock;
+		for (size_t c = first; c < std::min(n_chunks, first + part_chunks); ++c)
+			part.push_chunk(c, product_codes, stores, price);
+		check(cudaStreamSynchronize(part.stream()), "cudaStreamSynchronize");
+		ctx.times.transfer_ms += clock.elapsed_ms();
+		rank_part(part, s, n_products, k, still_active.get(), picked_host, candidates, ctx);
 		ctx.check_interrupts();
 	}
 	return candidates;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "../src/columns.hpp"
@@ -11,27 +12,53 @@
 
 namespace gpurec::gpu {
 
+/* Offer chunks already on the device, copied while the input was read. */
+class OfferUpload;
+struct OfferUploadDeleter
+{
+	void operator()(OfferUpload *upload) const noexcept;
+};
+using OfferUploadPtr = std::unique_ptr<OfferUpload, OfferUploadDeleter>;
+
 #ifdef GPUREC_WITH_CUDA
+/* Starts streaming offers to the GPU (pinned staging buffers, one stream). */
+OfferUploadPtr start_offer_upload(ExecContext &ctx);
+
+/*
+ * Copies every complete chunk of the offers that is not on the device yet;
+ * asynchronous, so reading goes on while the copy runs.
+ */
+void upload_offer_chunks(OfferUpload &upload, const ChunkedColumn<int32_t> &product_codes,
+						 const ChunkedColumn<int64_t> &stores, const NumberColumn &price,
+						 ExecContext &ctx);
+
 /*
  * Reduces the offers to at most k candidate rows per product: the k
  * cheapest by (price key, store_id), exact duplicates of an offer given as
- * the same row.  Works through the offers in parts that fit in GPU memory,
- * so the result may hold up to k candidates per product per part; the caller
- * ranks the candidates.
+ * the same row.  Uses the chunks `streamed` holds (when given) and copies the
+ * rest; offers that do not fit in GPU memory go through in parts, so the
+ * result may hold up to k candidates per product per part; the caller ranks
+ * the candidates.
  */
 std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &product_codes,
 												size_t n_products,
 												const ChunkedColumn<int64_t> &stores,
-												const ChunkedColumn<int64_t> &price_keys, int k,
-												ExecContext &ctx);
+												const NumberColumn &price, int k,
+												OfferUpload *streamed, ExecContext &ctx);
 #else
+inline OfferUploadPtr start_offer_upload(ExecContext &) { return nullptr; }
+inline void upload_offer_chunks(OfferUpload &, const ChunkedColumn<int32_t> &,
+								const ChunkedColumn<int64_t> &, const NumberColumn &, ExecContext &)
+{
+}
 inline std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &, size_t,
 													   const ChunkedColumn<int64_t> &,
-													   const ChunkedColumn<int64_t> &, int,
+													   const NumberColumn &, int, OfferUpload *,
 													   ExecContext &)
 {
 	throw Error(sqlstate::object_not_in_prerequisite_state, "gpurec was built without CUDA");
 }
+inline void OfferUploadDeleter::operator()(OfferUpload *) const noexcept {}
 #endif
 
 } // namespace gpurec::gpu

@@ -12,7 +12,6 @@
 #include <numeric>
 #include <unordered_map>
 
-#include "../kernels/marketplace_kernels.hpp"
 
 namespace gpurec {
 
@@ -137,15 +136,15 @@ RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 	return out;
 }
 
-RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx)
+RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStreamer *streamer)
 {
 	/* no product needs more rounds than it has offers */
 	const std::vector<int64_t> &counts = offers.product.counts();
 	int64_t most_offers = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
 	int rounds = static_cast<int>(std::min<int64_t>(k, most_offers));
-	std::vector<uint32_t> candidates =
-		gpu::cheapest_offer_candidates(offers.product.codes(), offers.product.distinct(),
-									   offers.store, offers.price.keys(), rounds, ctx);
+	std::vector<uint32_t> candidates = gpu::cheapest_offer_candidates(
+		offers.product.codes(), offers.product.distinct(), offers.store, offers.price, rounds,
+		streamer ? streamer->upload() : nullptr, ctx);
 	Stopwatch clock;
 	TopKHeaps heaps(offers, k);
 	for (uint32_t row : candidates)
@@ -157,7 +156,37 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx)
 
 } // namespace
 
-RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx)
+OfferStreamer::OfferStreamer(ExecContext &ctx, int k)
+	: ctx_(ctx), enabled_(ctx.mode == DeviceMode::Gpu ||
+						  (ctx.mode == DeviceMode::Auto && k <= kMaxGpuAutoK))
+{
+}
+
+void OfferStreamer::on_chunk(const Offers &offers)
+{
+	if (!enabled_ || (ctx_.mode == DeviceMode::Auto && offers.product.size() < kMinGpuOffers))
+		return;
+	if (!upload_)
+	{
+		if (!gpu_usable())
+		{
+			enabled_ = false;
+			return;
+		}
+		try
+		{
+			upload_ = gpu::start_offer_upload(ctx_);
+		}
+		catch (const GpuOutOfMemory &)
+		{
+			enabled_ = false; /* the ranking decides what to do without a copy */
+			return;
+		}
+	}
+	gpu::upload_offer_chunks(*upload_, offers.product.codes(), offers.store, offers.price, ctx_);
+}
+
+RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx, OfferStreamer *streamer)
 {
 	if (k < 1)
 		throw Error(sqlstate::invalid_parameter_value, "k must be at least 1",
@@ -166,11 +195,12 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx)
 	return dispatch(
 		ctx, "cheapest_offers", k <= kMaxGpuAutoK ? static_cast<double>(offers.product.size()) : 0,
 		kMinGpuOffers,
-		[&] { return rank_on_gpu(offers, k, ctx); }, [&] { return rank_on_cpu(offers, k, ctx); });
+		[&] { return rank_on_gpu(offers, k, ctx, streamer); },
+		[&] { return rank_on_cpu(offers, k, ctx); });
 }
 
 std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers &offers,
-										   ExecContext &ctx)
+										   ExecContext &ctx, OfferStreamer *streamer)
 {
 	size_t n_lines = lines.cart.size();
 	for (size_t i = 0; i < n_lines; ++i)
@@ -181,7 +211,7 @@ std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers 
 							std::to_string(lines.product[i]) + ".");
 
 	/* the cheapest offer of every product: the same ranking as cheapest_offers */
-	RankedOffers best = cheapest_offers(offers, 1, ctx);
+	RankedOffers best = cheapest_offers(offers, 1, ctx, streamer);
 	std::vector<int64_t> best_row(offers.product.distinct(), -1);
 	for (size_t i = 0; i < best.product_codes.size(); ++i)
 		best_row[best.product_codes[i]] = best.rows[best.offsets[i]];

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../kernels/marketplace_kernels.hpp"
 #include "columns.hpp"
 #include "device.hpp"
 
@@ -31,7 +32,26 @@ struct RankedOffers
 	std::vector<uint32_t> rows;
 };
 
-RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx);
+/*
+ * Copies offers to the GPU while the input layer is still reading them,
+ * when the GPU is going to rank them, so that the copy hides behind the
+ * reading.  Give on_chunk() to InputTable::on_chunk_complete().
+ */
+class OfferStreamer
+{
+  public:
+	OfferStreamer(ExecContext &ctx, int k);
+	void on_chunk(const Offers &offers);
+	gpu::OfferUpload *upload() const { return upload_.get(); }
+
+  private:
+	ExecContext &ctx_;
+	bool enabled_;
+	gpu::OfferUploadPtr upload_;
+};
+
+RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx,
+							 OfferStreamer *streamer = nullptr);
 
 /* The cart lines of a call. */
 struct CartLines
@@ -56,6 +76,6 @@ struct CartImprovement
 
 /* In order of cart_id, product_id, store_id, then input order. */
 std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers &offers,
-										   ExecContext &ctx);
+										   ExecContext &ctx, OfferStreamer *streamer = nullptr);
 
 } // namespace gpurec

@@ -486,10 +486,7 @@ void append_batch(void *arg)
 			}
 		}
 	}
-	for (int k = 0; k < n; ++k)
-		table.count_row();
-	for (uint64 k = 0; k < r->skipped; ++k)
-		table.count_skipped_row();
+	table.count_rows(static_cast<size_t>(n), r->skipped);
 }
 
 /* Appends what is batched, then frees the batch's detoasted arrays. */

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <variant>
 #include <vector>
 
@@ -62,10 +63,27 @@ class InputTable
 	LabelColumn &label(size_t i) { return std::get<LabelColumn>(columns_[i]); }
 	FloatArrayColumn &float_array(size_t i) { return std::get<FloatArrayColumn>(columns_[i]); }
 
+	/*
+	 * Called while the query is still running, each time all columns hold
+	 * another full chunk (ChunkedColumn::kChunkRows rows): lets the GPU path
+	 * copy data while the rest is read.
+	 */
+	void on_chunk_complete(std::function<void()> listener) { chunk_listener_ = std::move(listener); }
+
 	/* Used by the receiver. */
 	AnyColumn &column(size_t i) { return columns_[i]; }
-	void count_row() { ++rows_; }
-	void count_skipped_row() { ++skipped_rows_; }
+	void count_rows(size_t appended, size_t skipped)
+	{
+		rows_ += appended;
+		skipped_rows_ += skipped;
+		size_t chunks = rows_ / ChunkedColumn<int32_t>::kChunkRows;
+		if (chunks > notified_chunks_)
+		{
+			notified_chunks_ = chunks;
+			if (chunk_listener_)
+				chunk_listener_();
+		}
+	}
 
   private:
 	const char *what_;
@@ -73,6 +91,8 @@ class InputTable
 	std::vector<AnyColumn> columns_;
 	size_t rows_ = 0;
 	size_t skipped_rows_ = 0;
+	size_t notified_chunks_ = 0;
+	std::function<void()> chunk_listener_;
 };
 
 /*

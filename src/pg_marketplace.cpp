@@ -35,9 +35,11 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 					"k = " + std::to_string(k) + ".");
 
 	InputTable table = offers_table();
-	read_inner_query(offers_query, table, ctx);
 	Offers offers = offers_of(table);
-	RankedOffers ranked = cheapest_offers(offers, k, ctx);
+	OfferStreamer streamer(ctx, k);
+	table.on_chunk_complete([&] { streamer.on_chunk(offers); });
+	read_inner_query(offers_query, table, ctx);
+	RankedOffers ranked = cheapest_offers(offers, k, ctx, &streamer);
 
 	Stopwatch clock;
 	ResultWriter out(fcinfo);
@@ -75,10 +77,12 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 									 {"quantity", ColumnKind::Int64, true, false, 1}});
 	read_inner_query(carts_query, carts, ctx);
 	InputTable offer_table = offers_table();
-	read_inner_query(offers_query, offer_table, ctx);
 	Offers offers = offers_of(offer_table);
+	OfferStreamer streamer(ctx, 1);
+	offer_table.on_chunk_complete([&] { streamer.on_chunk(offers); });
+	read_inner_query(offers_query, offer_table, ctx);
 	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
-	std::vector<CartImprovement> improvements = improve_carts(lines, offers, ctx);
+	std::vector<CartImprovement> improvements = improve_carts(lines, offers, ctx, &streamer);
 
 	Stopwatch clock;
 	ResultWriter out(fcinfo);
