@@ -61,7 +61,7 @@ UNIT_SRCS = $(wildcard test/unit/*.cpp)
 
 $(UNIT_TEST): $(UNIT_SRCS) $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
 	$(CXX) -std=c++17 -O2 -g $(GPU_DEFINES) -Isrc -Ikernels -o $@ $(UNIT_SRCS) \
-		$(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -lgtest -lgtest_main -lpthread $(CUDA_LIBS)
+		$(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -l:libgtest_main.a -l:libgtest.a -lpthread $(CUDA_LIBS)
 
 unittest-build: $(UNIT_TEST)
 

@@ -6,6 +6,10 @@
 #   suite: unit tests and the whole SQL suite with gpurec.device = gpu
 #   bench: the benchmarks of test/bench, GPU and CPU
 # Logs go to $OUT (the device tool brings them back) or to /tmp.
+#
+# Prepare on the build machine (it has GoogleTest; the GPU machine has not):
+#   shared/pg-portable/pack .gpu 15
+#   make unittest-build && cp test/unit/gpurec_unit_tests .gpu/
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -20,7 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 
 if [ "$what" = suite ] || [ "$what" = all ]; then
 	make -s clean >/dev/null 2>&1
-	GPUREC_NO_APT=1 GPUREC_DEVICE=gpu GPUREC_TEST_DIR=/tmp/gpurec-gpu-test bash test/run_all.sh 2>&1 | tee "$out/suite.log" | tail -80
+	GPUREC_UNIT_TESTS=$PWD/.gpu/gpurec_unit_tests GPUREC_NO_APT=1 GPUREC_DEVICE=gpu GPUREC_TEST_DIR=/tmp/gpurec-gpu-test bash test/run_all.sh 2>&1 | tee "$out/suite.log" | tail -80
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then
