@@ -400,7 +400,7 @@ std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &pr
 	std::vector<uint32_t> picked_host(n_products * size_t(k));
 	size_t n_chunks = product_codes.chunk_count();
 
-	if (streamed && !streamed->failed())
+	if (streamed && !streamed->failed() && !ctx.gpu_memory_budget)
 	{
 		/* most chunks are there already: finish the copy, then rank all at once */
 		Stopwatch clock;
@@ -426,6 +426,8 @@ std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &pr
 	/* in parts that fit in what the GPU has free */
 	size_t free_bytes = 0, total_bytes = 0;
 	check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+	if (ctx.gpu_memory_budget)
+		free_bytes = std::min(free_bytes, ctx.gpu_memory_budget);
 	size_t part_chunks = std::max<size_t>(1, free_bytes / 10 * 8 / (kChunkRows * kBytesPerOffer));
 	for (size_t first = 0; first < n_chunks; first += part_chunks)
 	{

@@ -39,6 +39,12 @@ struct ExecContext
 	/* Test-only (gpurec.test_fail_gpu_alloc): every GPU allocation fails. */
 	bool fail_gpu_alloc = false;
 	/*
+	 * Test-only: plan GPU work as if only this many bytes were free (0: what
+	 * the GPU really has), so that the path for inputs larger than GPU memory
+	 * runs on small inputs.
+	 */
+	size_t gpu_memory_budget = 0;
+	/*
 	 * CHECK_FOR_INTERRUPTS; throws (a PostgreSQL error converted to C++) when
 	 * the query was cancelled.  Call it from the backend's thread only, between
 	 * batches of at most a few milliseconds of work.
