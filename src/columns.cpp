@@ -84,25 +84,23 @@ int32_t IdColumn::find(int64_t id) const
 		return -1;
 	for (size_t slot = hash_id(id) & mask_;; slot = (slot + 1) & mask_)
 	{
-		int32_t entry = table_[slot];
-		if (entry == 0)
-			return -1;
-		if (values_[entry - 1] == id)
-			return entry - 1;
+		const Slot &entry = table_[slot];
+		if (entry.code < 0 || entry.id == id)
+			return entry.code;
 	}
 }
 
 void IdColumn::grow_table()
 {
 	size_t capacity = table_.empty() ? 1024 : table_.size() * 2;
-	table_.assign(capacity, 0);
+	table_.assign(capacity, Slot{0, -1});
 	mask_ = capacity - 1;
 	for (size_t code = 0; code < values_.size(); ++code)
 	{
 		size_t slot = hash_id(values_[code]) & mask_;
-		while (table_[slot] != 0)
+		while (table_[slot].code >= 0)
 			slot = (slot + 1) & mask_;
-		table_[slot] = static_cast<int32_t>(code + 1);
+		table_[slot] = Slot{values_[code], static_cast<int32_t>(code)};
 	}
 }
 
@@ -114,13 +112,13 @@ void IdColumn::push_back(int64_t id)
 	size_t slot = hash_id(id) & mask_;
 	for (;; slot = (slot + 1) & mask_)
 	{
-		int32_t entry = table_[slot];
-		if (entry == 0)
+		const Slot &entry = table_[slot];
+		if (entry.code < 0)
 			break;
-		if (values_[entry - 1] == id)
+		if (entry.id == id)
 		{
-			codes_.push_back(entry - 1);
-			++counts_[entry - 1];
+			codes_.push_back(entry.code);
+			++counts_[entry.code];
 			return;
 		}
 	}
@@ -129,25 +127,20 @@ void IdColumn::push_back(int64_t id)
 	int32_t code = static_cast<int32_t>(values_.size());
 	values_.push_back(id);
 	counts_.push_back(1);
-	table_[slot] = code + 1;
+	table_[slot] = Slot{id, code};
 	codes_.push_back(code);
 }
 
 void NumberColumn::rescale_to(int new_scale)
 {
 	int step = new_scale - scale_;
-	for (size_t c = 0; c < keys_.chunk_count(); ++c)
-	{
-		int64_t *keys = keys_.chunk_data(c);
-		const int16_t *scales = display_scales_.chunk_data(c);
-		for (size_t i = 0, n = keys_.chunk_rows(c); i < n; ++i)
-			if (scales[i] >= 0)
-				keys[i] = scale_up(keys[i], step);
-	}
+	for (size_t row = 0; row < keys_.size(); ++row)
+		if (display_scale(row) >= 0)
+			keys_[row] = scale_up(keys_[row], step);
 	scale_ = new_scale;
 }
 
-void NumberColumn::push_numeric(int64_t unscaled, int dscale)
+void NumberColumn::push_numeric_rescaling(int64_t unscaled, int dscale)
 {
 	if (dscale > kMaxNumericScale)
 	{
@@ -160,10 +153,12 @@ void NumberColumn::push_numeric(int64_t unscaled, int dscale)
 		if (dscale > kMaxNumericScale)
 			numeric_out_of_range();
 	}
-	if (dscale > scale_)
+	if (keys_.empty())
+		scale_ = dscale; /* keys at the first row's scale: the common case needs no multiply */
+	else if (dscale > scale_)
 		rescale_to(dscale);
 	keys_.push_back(scale_up(unscaled, scale_ - dscale));
-	display_scales_.push_back(static_cast<int16_t>(dscale));
+	push_display_scale(static_cast<int16_t>(dscale));
 }
 
 void NumberColumn::push_numeric_special(int16_t marker)
@@ -171,12 +166,28 @@ void NumberColumn::push_numeric_special(int16_t marker)
 	keys_.push_back(marker == kScaleNaN		 ? kNumericNaN
 					: marker == kScalePosInf ? kNumericPosInf
 											 : kNumericNegInf);
-	display_scales_.push_back(marker);
+	push_display_scale(marker);
+}
+
+void NumberColumn::push_display_scale(int16_t scale)
+{
+	size_t row = keys_.size() - 1; /* the key is pushed already */
+	if (row == 0)
+		uniform_scale_ = scale;
+	else if (uniform_scale_ != kMixedScales && scale != uniform_scale_)
+	{
+		/* the first row of another scale: from now on, one scale per row */
+		for (size_t r = 0; r < row; ++r)
+			display_scales_.push_back(uniform_scale_);
+		uniform_scale_ = kMixedScales;
+	}
+	if (uniform_scale_ == kMixedScales)
+		display_scales_.push_back(scale);
 }
 
 int64_t NumberColumn::unscaled_at_display_scale(size_t row) const
 {
-	return keys_[row] / kPow10[scale_ - display_scales_[row]];
+	return keys_[row] / kPow10[scale_ - display_scale(row)];
 }
 
 double NumberColumn::to_double(size_t row) const
@@ -190,7 +201,7 @@ double NumberColumn::to_double(size_t row) const
 		case NumberType::Float8:
 			return double_from_order_key(k);
 		case NumberType::Numeric:
-			switch (display_scales_[row])
+			switch (display_scale(row))
 			{
 				case kScaleNaN:
 					return std::numeric_limits<double>::quiet_NaN();

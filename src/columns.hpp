@@ -115,10 +115,17 @@ class IdColumn
   private:
 	void grow_table();
 
+	/* an open-addressing slot: the id beside its code, so a probe is one cache line */
+	struct Slot
+	{
+		int64_t id;
+		int32_t code; /* -1: empty */
+	};
+
 	ChunkedColumn<int32_t> codes_;
 	std::vector<int64_t> values_;
 	std::vector<int64_t> counts_;
-	std::vector<int32_t> table_; /* open addressing: code + 1, 0 = empty */
+	std::vector<Slot> table_;
 	size_t mask_ = 0;
 };
 
@@ -183,12 +190,22 @@ class NumberColumn
 	 * numeric_value_out_of_range when the column can no longer hold it exactly
 	 * in 64 bits (about 18 significant digits).
 	 */
-	void push_numeric(int64_t unscaled, int dscale);
+	void push_numeric(int64_t unscaled, int dscale)
+	{
+		if (dscale == scale_ && dscale == uniform_scale_ && unscaled > kNumericNegInf &&
+			unscaled < kNumericPosInf)
+			keys_.push_back(unscaled); /* the common case: the scale of every row before */
+		else
+			push_numeric_rescaling(unscaled, dscale);
+	}
 	void push_numeric_special(int16_t marker);
 
 	/* Numeric only: the column's common scale, and each row's own dscale (or marker). */
 	int scale() const { return scale_; }
-	int16_t display_scale(size_t row) const { return display_scales_[row]; }
+	int16_t display_scale(size_t row) const
+	{
+		return uniform_scale_ != kMixedScales ? uniform_scale_ : display_scales_[row];
+	}
 	/* Numeric only: a finite row's value as unscaled * 10^-display_scale(row). */
 	int64_t unscaled_at_display_scale(size_t row) const;
 
@@ -196,11 +213,21 @@ class NumberColumn
 	double to_double(size_t row) const;
 
   private:
+	static constexpr int16_t kMixedScales = INT16_MIN;
+
+	void push_numeric_rescaling(int64_t unscaled, int dscale);
+	void push_display_scale(int16_t scale);
 	void rescale_to(int new_scale);
 
 	NumberType type_;
 	ChunkedColumn<int64_t> keys_;
-	ChunkedColumn<int16_t> display_scales_; /* Numeric only */
+	/*
+	 * Numeric only: the dscale (or special marker) of every row while they
+	 * all agree, as a numeric(p,s) column's do; kMixedScales once they differ,
+	 * and then display_scales_ holds one per row.
+	 */
+	int16_t uniform_scale_ = kMixedScales;
+	ChunkedColumn<int16_t> display_scales_;
 	int scale_ = 0;
 };
 

@@ -160,6 +160,18 @@ NumericParts numeric_parts(const struct varlena *data)
  */
 bool numeric_to_scaled(const NumericParts &n, int64 *unscaled)
 {
+	static const int64 pow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+	int exponent = 4 * (n.weight + 1 - n.ndigits) + n.dscale;
+	if (n.ndigits <= 4 && exponent >= -8 && exponent <= 2)
+	{
+		/* prices: at most 16 digits, in 64-bit arithmetic (int128 division is slow) */
+		int64 acc = 0;
+		for (int i = 0; i < n.ndigits; ++i)
+			acc = acc * 10000 + read_u16(n.digits + 2 * i);
+		acc = exponent >= 0 ? acc * pow10[exponent] : acc / pow10[-exponent];
+		*unscaled = n.negative ? -acc : acc;
+		return true;
+	}
 	__int128 acc = 0;
 	const __int128 limit = (__int128) 1 << 100;
 	for (int i = 0; i < n.ndigits; ++i)
@@ -169,7 +181,6 @@ bool numeric_to_scaled(const NumericParts &n, int64 *unscaled)
 			return false;
 	}
 	/* acc counts units of 10^(4 * (weight + 1 - ndigits)); rescale to 10^-dscale */
-	int exponent = 4 * (n.weight + 1 - n.ndigits) + n.dscale;
 	for (; exponent > 0; --exponent)
 	{
 		acc *= 10;

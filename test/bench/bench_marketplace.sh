@@ -51,7 +51,7 @@ for device in $devices; do
 	echo "  vs DISTINCT ON: $(ratio "$distinct_ms" "$ms")x faster; vs serial sum: $(ratio "$ms" "$sum_ms")x its time"
 	# the phase split, from gpurec.timing
 	q -c "SET gpurec.device = $device; SET gpurec.timing = on;" \
-		-c "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" 2>&1 |
+		-c "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" \
 		-c "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" \
 		-c "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" 2>&1 |
 		grep -E 'NOTICE' | sed 's/^/  /' || true
