@@ -69,4 +69,11 @@ unittest: $(UNIT_TEST)
 	$(UNIT_TEST)
 
 .PHONY: unittest unittest-build
-EXTRA_CLEAN = $(UNIT_TEST) kernels/*.o
+EXTRA_CLEAN = $(UNIT_TEST) $(OFFER_BENCH) kernels/*.o
+
+# ---- the GPU compute phase of cheapest_offers, alone (test/bench) ----------
+OFFER_BENCH = test/bench/offer_compute_bench
+$(OFFER_BENCH): test/bench/offer_compute_bench.cpp $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
+	$(CXX) -std=c++17 -O2 $(GPU_DEFINES) -o $@ $< $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -lpthread $(CUDA_LIBS)
+offer-compute-bench: $(OFFER_BENCH)
+.PHONY: offer-compute-bench

@@ -354,16 +354,17 @@ class OfferUpload
 	/* The chunk pointer tables, on the device. */
 	OfferChunks device_tables()
 	{
-		std::vector<const void *> host(3 * chunks_.size());
+		/* pinned: a copy from pageable memory costs milliseconds on some hosts */
+		PinnedBuffer<const void *> host(3 * chunks_.size());
 		size_t n = chunks_.size();
 		for (size_t j = 0; j < n; ++j)
 		{
-			host[j] = chunks_[j].codes.get();
-			host[n + j] = chunks_[j].keys.get();
-			host[2 * n + j] = chunks_[j].stores.get();
+			host.get()[j] = chunks_[j].codes.get();
+			host.get()[n + j] = chunks_[j].keys.get();
+			host.get()[2 * n + j] = chunks_[j].stores.get();
 		}
 		tables_ = DeviceBuffer<const void *>(host.size(), ctx_);
-		check(cudaMemcpyAsync(tables_.get(), host.data(), host.size() * sizeof(void *), cudaMemcpyHostToDevice,
+		check(cudaMemcpyAsync(tables_.get(), host.get(), host.size() * sizeof(void *), cudaMemcpyHostToDevice,
 							  stream_),
 			  "cudaMemcpyAsync");
 		stream_.synchronize(); /* `host` goes out of scope */
@@ -428,10 +429,23 @@ void upload_offer_chunks(OfferUpload &upload, const ChunkedColumn<int32_t> &prod
 
 namespace {
 
+/*
+ * Host ends of the small copies between rounds, pinned: from pageable memory
+ * each such copy cost milliseconds on the lent H100's host.
+ */
+struct HostScratch
+{
+	PinnedBuffer<long long> ranges{4};
+	PinnedBuffer<unsigned> active{1};
+	PinnedBuffer<uint32_t> picked;
+
+	explicit HostScratch(size_t picked_slots) : picked(picked_slots) {}
+};
+
 /* Runs the rounds over the offers `upload` holds; appends the picked rows. */
 void rank_part(OfferUpload &upload, ProductState s, size_t n_products, int k, unsigned *still_active,
 			   long long *ranges,
-			   std::vector<uint32_t> &picked_host, std::vector<uint32_t> &candidates, ExecContext &ctx)
+			   HostScratch &host, std::vector<uint32_t> &candidates, ExecContext &ctx)
 {
 	cudaStream_t stream = upload.stream();
 	OfferChunks offers = upload.device_tables();
@@ -441,12 +455,14 @@ void rank_part(OfferUpload &upload, ProductState s, size_t n_products, int k, un
 	unsigned grid_products = grid_for(n_products), grid_rows = grid_for(rows);
 
 	/* can (price key, store_id) go as one 62-bit value? */
-	long long ranges_host[4] = {LLONG_MAX, LLONG_MIN, LLONG_MAX, LLONG_MIN};
-	check(cudaMemcpyAsync(ranges, ranges_host, sizeof ranges_host, cudaMemcpyHostToDevice, stream),
+	long long *ranges_host = host.ranges.get();
+	ranges_host[0] = ranges_host[2] = LLONG_MAX;
+	ranges_host[1] = ranges_host[3] = LLONG_MIN;
+	check(cudaMemcpyAsync(ranges, ranges_host, 4 * sizeof(long long), cudaMemcpyHostToDevice, stream),
 		  "cudaMemcpyAsync");
 	offer_ranges<<<grid_rows, 256, 0, stream>>>(offers, rows, ranges);
 	check_launch("offer_ranges");
-	check(cudaMemcpyAsync(ranges_host, ranges, sizeof ranges_host, cudaMemcpyDeviceToHost, stream),
+	check(cudaMemcpyAsync(ranges_host, ranges, 4 * sizeof(long long), cudaMemcpyDeviceToHost, stream),
 		  "cudaMemcpyAsync");
 	check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 	auto bits = [](long long lo, long long hi) {
@@ -491,23 +507,23 @@ void rank_part(OfferUpload &upload, ProductState s, size_t n_products, int k, un
 		check_launch("take_round");
 		if (round + 1 == k)
 			break;
-		unsigned active = 0;
-		check(cudaMemcpyAsync(&active, still_active, sizeof active, cudaMemcpyDeviceToHost, stream),
+		check(cudaMemcpyAsync(host.active.get(), still_active, sizeof(unsigned), cudaMemcpyDeviceToHost,
+							  stream),
 			  "cudaMemcpyAsync");
 		check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 		ctx.check_interrupts();
-		if (active == 0)
+		if (*host.active.get() == 0)
 			break;
 	}
 	ctx.times.compute_ms += compute.stop_ms();
 	EventTimer transfer(stream);
-	check(cudaMemcpyAsync(picked_host.data(), s.picked, picked_host.size() * sizeof(uint32_t),
+	check(cudaMemcpyAsync(host.picked.get(), s.picked, host.picked.size() * sizeof(uint32_t),
 						  cudaMemcpyDeviceToHost, stream),
 		  "cudaMemcpyAsync");
 	ctx.times.transfer_ms += transfer.stop_ms();
-	for (uint32_t row : picked_host)
-		if (row != kNoRow)
-			candidates.push_back(row);
+	for (size_t i = 0; i < host.picked.size(); ++i)
+		if (host.picked.get()[i] != kNoRow)
+			candidates.push_back(host.picked.get()[i]);
 }
 
 } // namespace
@@ -531,7 +547,7 @@ std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &pr
 	DeviceBuffer<long long> ranges(4, ctx);
 	ProductState s{last_key.get(), last_store.get(), best_key.get(), best_store.get(), multiplicity.get(),
 				   first_row.get(), need.get(), started.get(), picked.get()};
-	std::vector<uint32_t> picked_host(n_products * size_t(k));
+	HostScratch host(n_products * size_t(k));
 	size_t n_chunks = product_codes.chunk_count();
 
 	if (streamed && !streamed->failed() && !ctx.gpu_memory_budget)
@@ -552,7 +568,7 @@ std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &pr
 		ctx.times.transfer_ms += clock.elapsed_ms();
 		if (!streamed->failed())
 		{
-			rank_part(*streamed, s, n_products, k, still_active.get(), ranges.get(), picked_host,
+			rank_part(*streamed, s, n_products, k, still_active.get(), ranges.get(), host,
 					  candidates, ctx);
 			return candidates;
 		}
@@ -573,7 +589,7 @@ std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &pr
 			part.push_chunk(c, product_codes, stores, price);
 		check(cudaStreamSynchronize(part.stream()), "cudaStreamSynchronize");
 		ctx.times.transfer_ms += clock.elapsed_ms();
-		rank_part(part, s, n_products, k, still_active.get(), ranges.get(), picked_host, candidates,
+		rank_part(part, s, n_products, k, still_active.get(), ranges.get(), host, candidates,
 				  ctx);
 		ctx.check_interrupts();
 	}

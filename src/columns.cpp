@@ -90,6 +90,18 @@ int32_t IdColumn::find(int64_t id) const
 	}
 }
 
+std::vector<int32_t> IdColumn::codes_in_id_order() const
+{
+	std::vector<std::pair<int64_t, int32_t>> pairs(values_.size());
+	for (size_t code = 0; code < values_.size(); ++code)
+		pairs[code] = {values_[code], static_cast<int32_t>(code)};
+	std::sort(pairs.begin(), pairs.end());
+	std::vector<int32_t> codes(pairs.size());
+	for (size_t i = 0; i < pairs.size(); ++i)
+		codes[i] = pairs[i].second;
+	return codes;
+}
+
 void IdColumn::grow_table()
 {
 	size_t capacity = table_.empty() ? 1024 : table_.size() * 2;

@@ -111,6 +111,8 @@ class IdColumn
 	const std::vector<int64_t> &counts() const { return counts_; }
 	/* The code of id, or -1 when the column never held it. */
 	int32_t find(int64_t id) const;
+	/* Every code, in ascending order of its id. */
+	std::vector<int32_t> codes_in_id_order() const;
 
   private:
 	void grow_table();

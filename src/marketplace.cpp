@@ -86,15 +86,10 @@ class TopKHeaps
 	{
 		RankedOffers out;
 		size_t n_products = sizes_.size();
-		out.product_codes.resize(n_products);
-		std::iota(out.product_codes.begin(), out.product_codes.end(), 0);
-		const IdColumn &product = offers_.product;
-		std::sort(out.product_codes.begin(), out.product_codes.end(),
-				  [&](int32_t a, int32_t b) { return product.value_of(a) < product.value_of(b); });
 		out.offsets.reserve(n_products + 1);
 		out.offsets.push_back(0);
 		out.rows.reserve(heaps_.size());
-		for (int32_t p : out.product_codes)
+		for (size_t p = 0; p < n_products; ++p)
 		{
 			Candidate *heap = heaps_.data() + offsets_[p];
 			std::sort_heap(heap, heap + sizes_[p]);
@@ -213,8 +208,9 @@ std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers 
 	/* the cheapest offer of every product: the same ranking as cheapest_offers */
 	RankedOffers best = cheapest_offers(offers, 1, ctx, streamer);
 	std::vector<int64_t> best_row(offers.product.distinct(), -1);
-	for (size_t i = 0; i < best.product_codes.size(); ++i)
-		best_row[best.product_codes[i]] = best.rows[best.offsets[i]];
+	for (size_t p = 0; p < best_row.size(); ++p)
+		if (best.offsets[p + 1] > best.offsets[p])
+			best_row[p] = best.rows[best.offsets[p]];
 
 	/*
 	 * The current store's cheapest offer of each (product, store) the carts

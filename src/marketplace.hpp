@@ -21,13 +21,12 @@ struct Offers
 };
 
 /*
- * Per product, in ascending product_id: its ranked offers are
- * rows[offsets[i] .. offsets[i+1]), cheapest first; equal prices rank the
+ * Per product code p (see IdColumn): its ranked offers are
+ * rows[offsets[p] .. offsets[p+1]), cheapest first; equal prices rank the
  * lower store_id first, then the earlier row.
  */
 struct RankedOffers
 {
-	std::vector<int32_t> product_codes;
 	std::vector<int64_t> offsets;
 	std::vector<uint32_t> rows;
 };

@@ -43,17 +43,16 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 
 	Stopwatch clock;
 	ResultWriter out(fcinfo);
-	for (size_t i = 0; i < ranked.product_codes.size(); ++i)
+	for (int32_t code : offers.product.codes_in_id_order())
 	{
-		int32_t code = ranked.product_codes[i];
 		Datum values[5];
 		bool nulls[5] = {false, false, false, false, false};
 		values[0] = Int64GetDatum(offers.product.value_of(code));
 		values[4] = Int64GetDatum(offers.product.counts()[code]);
-		for (int64_t r = ranked.offsets[i]; r < ranked.offsets[i + 1]; ++r)
+		for (int64_t r = ranked.offsets[code]; r < ranked.offsets[code + 1]; ++r)
 		{
 			uint32_t row = ranked.rows[r];
-			values[1] = Int32GetDatum(static_cast<int32>(r - ranked.offsets[i] + 1));
+			values[1] = Int32GetDatum(static_cast<int32>(r - ranked.offsets[code] + 1));
 			values[2] = Int64GetDatum(offers.store[row]);
 			values[3] = number_as_numeric(offers.price, row);
 			out.put(values, nulls);
