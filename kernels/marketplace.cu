@@ -29,7 +29,7 @@ namespace gpurec::gpu {
 
 namespace {
 
-constexpr uint32_t kNoRow = 0xFFFFFFFFu;
+constexpr uint32_t kNoRow = kNoOffer;
 constexpr int kChunkShift = ChunkedColumn<int32_t>::kChunkShift;
 constexpr size_t kChunkRows = ChunkedColumn<int32_t>::kChunkRows;
 constexpr size_t kChunkMask = kChunkRows - 1;
@@ -521,14 +521,12 @@ void rank_part(OfferUpload &upload, ProductState s, size_t n_products, int k, un
 						  cudaMemcpyDeviceToHost, stream),
 		  "cudaMemcpyAsync");
 	ctx.times.transfer_ms += transfer.stop_ms();
-	for (size_t i = 0; i < host.picked.size(); ++i)
-		if (host.picked.get()[i] != kNoRow)
-			candidates.push_back(host.picked.get()[i]);
+	candidates.insert(candidates.end(), host.picked.get(), host.picked.get() + host.picked.size());
 }
 
 } // namespace
 
-std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &product_codes, size_t n_products,
+std::vector<uint32_t> cheapest_offer_picks(const ChunkedColumn<int32_t> &product_codes, size_t n_products,
 												const ChunkedColumn<int64_t> &stores, const NumberColumn &price,
 												int k, OfferUpload *streamed, ExecContext &ctx)
 {

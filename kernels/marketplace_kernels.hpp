@@ -12,6 +12,9 @@
 
 namespace gpurec::gpu {
 
+/* A pick slot left empty: the product has fewer offers than ranks. */
+constexpr uint32_t kNoOffer = 0xFFFFFFFFu;
+
 /* Offer chunks already on the device, copied while the input was read. */
 class OfferUpload;
 struct OfferUploadDeleter
@@ -33,14 +36,14 @@ void upload_offer_chunks(OfferUpload &upload, const ChunkedColumn<int32_t> &prod
 						 ExecContext &ctx);
 
 /*
- * Reduces the offers to at most k candidate rows per product: the k
- * cheapest by (price key, store_id), exact duplicates of an offer given as
- * the same row.  Uses the chunks `streamed` holds (when given) and copies the
- * rest; offers that do not fit in GPU memory go through in parts, so the
- * result may hold up to k candidates per product per part; the caller ranks
- * the candidates.
+ * The k cheapest offers of every product by (price key, store_id), exact
+ * duplicates of an offer given as the same row: n_products x k rows per
+ * part, product by product, cheapest first, kNoOffer where a product has
+ * fewer.  Uses the chunks `streamed` holds (when given) and copies the rest;
+ * offers that do not fit in GPU memory go through in parts, each with its
+ * own picks, which the caller then ranks together.
  */
-std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &product_codes,
+std::vector<uint32_t> cheapest_offer_picks(const ChunkedColumn<int32_t> &product_codes,
 												size_t n_products,
 												const ChunkedColumn<int64_t> &stores,
 												const NumberColumn &price, int k,
@@ -51,7 +54,7 @@ inline void upload_offer_chunks(OfferUpload &, const ChunkedColumn<int32_t> &,
 								const ChunkedColumn<int64_t> &, const NumberColumn &, ExecContext &)
 {
 }
-inline std::vector<uint32_t> cheapest_offer_candidates(const ChunkedColumn<int32_t> &, size_t,
+inline std::vector<uint32_t> cheapest_offer_picks(const ChunkedColumn<int32_t> &, size_t,
 													   const ChunkedColumn<int64_t> &,
 													   const NumberColumn &, int, OfferUpload *,
 													   ExecContext &)

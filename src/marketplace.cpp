@@ -137,14 +137,35 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 	const std::vector<int64_t> &counts = offers.product.counts();
 	int64_t most_offers = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
 	int rounds = static_cast<int>(std::min<int64_t>(k, most_offers));
-	std::vector<uint32_t> candidates = gpu::cheapest_offer_candidates(
-		offers.product.codes(), offers.product.distinct(), offers.store, offers.price, rounds,
+	size_t n_products = offers.product.distinct();
+	std::vector<uint32_t> picks = gpu::cheapest_offer_picks(
+		offers.product.codes(), n_products, offers.store, offers.price, rounds,
 		streamer ? streamer->upload() : nullptr, ctx);
 	Stopwatch clock;
-	TopKHeaps heaps(offers, k);
-	for (uint32_t row : candidates)
-		heaps.add(row);
-	RankedOffers out = heaps.finish();
+	RankedOffers out;
+	if (picks.size() == n_products * static_cast<size_t>(rounds))
+	{
+		/* one part: the GPU's picks are the ranking */
+		out.offsets.reserve(n_products + 1);
+		out.offsets.push_back(0);
+		out.rows.reserve(picks.size());
+		for (size_t p = 0; p < n_products; ++p)
+		{
+			const uint32_t *slot = picks.data() + p * rounds;
+			for (int r = 0; r < rounds && slot[r] != gpu::kNoOffer; ++r)
+				out.rows.push_back(slot[r]);
+			out.offsets.push_back(static_cast<int64_t>(out.rows.size()));
+		}
+	}
+	else
+	{
+		/* several parts: rank their picks together */
+		TopKHeaps heaps(offers, k);
+		for (uint32_t row : picks)
+			if (row != gpu::kNoOffer)
+				heaps.add(row);
+		out = heaps.finish();
+	}
 	ctx.times.compute_ms += clock.elapsed_ms();
 	return out;
 }
