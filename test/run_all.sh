@@ -41,6 +41,20 @@ if ! make -s -j2 PG_CONFIG="$PG_CONFIG" || ! make -s install PG_CONFIG="$PG_CONF
 	exit 1
 fi
 
+if [ -z "${GPUREC_SKIP_CPU_ONLY_BUILD:-}" ]; then
+	log "a CPU-only build (as on a machine without nvcc) compiles and links"
+	cpu_only=$(mktemp -d)
+	git ls-files -z | xargs -0 cp --parents -t "$cpu_only" 2>/dev/null || cp -r . "$cpu_only"
+	if make -s -C "$cpu_only" NVCC= PG_CONFIG="$PG_CONFIG" >/dev/null 2>&1 && [ -f "$cpu_only/gpurec.so" ]; then
+		record cpu-only-build 1
+		echo "ok"
+	else
+		record cpu-only-build 0
+		echo "FAILED"
+	fi
+	rm -rf "$cpu_only"
+fi
+
 log "unit tests (GoogleTest)"
 # GPUREC_UNIT_TESTS: a unit-test binary built elsewhere (the GPU machine has no GoogleTest)
 unit_tests=${GPUREC_UNIT_TESTS:-test/unit/gpurec_unit_tests}
