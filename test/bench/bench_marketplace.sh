@@ -10,14 +10,17 @@ products=${PRODUCTS:-30000}
 per_product=${OFFERS_PER_PRODUCT:-1024}
 devices=${DEVICES:-cpu}
 db=gpurec_bench
-psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 export PGDATABASE=$db
 q() { psql -XAtq -v ON_ERROR_STOP=1 "$@"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-q -c "CREATE EXTENSION gpurec"
 
-echo "# loading $((products * per_product)) offers ($products products x $per_product offers, random order)"
-q <<SQL
+# REUSE_TABLE=1 keeps the offers of an earlier run of the same size
+if [ "${REUSE_TABLE:-0}" != 1 ] || [ "$(q -d postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$db'")" = 0 ] ||
+	[ "$(q -c "SELECT count(*) FROM offers" 2>/dev/null)" != "$((products * per_product))" ]; then
+	psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+	q -c "CREATE EXTENSION gpurec"
+	echo "# loading $((products * per_product)) offers ($products products x $per_product offers, random order)"
+	q <<SQL
 SET max_parallel_workers_per_gather = 0;
 CREATE UNLOGGED TABLE offers AS
   SELECT p AS product_id, s AS store_id,
@@ -26,27 +29,41 @@ CREATE UNLOGGED TABLE offers AS
   ORDER BY random();
 VACUUM ANALYZE offers;
 SQL
+fi
 rows=$(q -c "SELECT count(*) FROM offers")
 
-# the median of three runs of a query, in ms
-time_ms() {
-	local sql=$1 settings=${2:-}
-	for i in 1 2 3; do
-		q -c "SET max_parallel_workers_per_gather = 0; $settings" -c '\timing on' -c "$sql" |
-			sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p'
-	done | sort -n | sed -n 2p
+# one timed run of a query in a fresh backend, in ms
+run_ms() {
+	q -c "SET max_parallel_workers_per_gather = 0; ${2:-}" -c '\timing on' -c "$1" |
+		sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p'
 }
+median() { sort -n | sed -n 2p; }
+gpurec_sql="SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')"
+sum_sql="SELECT sum(price) FROM offers"
+distinct_sql="SELECT count(*) FROM (SELECT DISTINCT ON (product_id) product_id, store_id, price FROM offers ORDER BY product_id, price, store_id) s"
 
+# three rounds, each running every query once, so that load from elsewhere
+# falls on all of them alike; the medians are compared
+declare -A runs
+for round in 1 2 3; do
+	if [ "${BASELINES:-1}" = 1 ]; then
+		runs[sum]+="$(run_ms "$sum_sql")"$'\n'
+		runs[distinct]+="$(run_ms "$distinct_sql")"$'\n'
+	fi
+	for device in $devices; do
+		runs[$device]+="$(run_ms "$gpurec_sql" "SET gpurec.device = $device;")"$'\n'
+	done
+done
 if [ "${BASELINES:-1}" = 1 ]; then
-	sum_ms=$(time_ms "SELECT sum(price) FROM offers")
+	sum_ms=$(printf '%s' "${runs[sum]}" | median)
+	distinct_ms=$(printf '%s' "${runs[distinct]}" | median)
 	echo "serial sum(price):                 $sum_ms ms"
-	distinct_ms=$(time_ms "SELECT count(*) FROM (SELECT DISTINCT ON (product_id) product_id, store_id, price FROM offers ORDER BY product_id, price, store_id) s")
 	echo "DISTINCT ON (product_id):          $distinct_ms ms"
 else
 	sum_ms=1 distinct_ms=1
 fi
 for device in $devices; do
-	ms=$(time_ms "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" "SET gpurec.device = $device;")
+	ms=$(printf '%s' "${runs[$device]}" | median)
 	echo "gpurec.cheapest_offers ($device):   $ms ms"
 	echo "  vs DISTINCT ON: $(ratio "$distinct_ms" "$ms")x faster; vs serial sum: $(ratio "$ms" "$sum_ms")x its time"
 	# the phase split, from gpurec.timing
