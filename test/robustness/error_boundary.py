@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Errors of the inner queries cross gpurec's error boundary intact.
+
+Each error must reach the client with PostgreSQL's own SQLSTATE (and, for
+an error raised by user code, its message, DETAIL and HINT), and the same
+backend must then compute a small call correctly:
+  * privileges: a role without SELECT on the table, or on one column, gets
+    42501 (cheapest_offers and either query of improve_carts); a role with
+    SELECT gets the right result; row-level security applies (the inner
+    query runs with the caller's rights);
+  * a syntax error 42601, an unknown table 42P01;
+  * errors while the inner query runs, after rows were read: division by
+    zero 22012, a bad cast 22P02, a RAISE with a custom SQLSTATE, in the
+    first or the second inner query of improve_carts;
+  * an ERROR inside a plpgsql EXCEPTION block (a subtransaction) or after a
+    SAVEPOINT is caught, and the next calls of the same transaction work.
+"""
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from robust_lib import Database, check, expect_error, main  # noqa: E402
+
+ROLE = f"gpurec_rob_reader_{os.getpid()}"
+OFFERS = "SELECT product_id, store_id, price FROM offers"
+
+
+def cheapest(query, k=2, label="cheapest"):
+    q = query.replace("'", "''")
+    return (f"SELECT '{label}', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
+            f"gpurec.cheapest_offers('{q}', {k}) WITH ORDINALITY "
+            f"AS t(product_id, offer_rank, store_id, price, n_offers, n);")
+
+
+def improve(carts, offers, label="improve"):
+    c, o = carts.replace("'", "''"), offers.replace("'", "''")
+    return (f"SELECT '{label}', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
+            f"gpurec.improve_carts('{c}', '{o}') WITH ORDINALITY "
+            f"AS t(cart_id, product_id, quantity, current_store_id, current_price, "
+            f"best_store_id, best_price, saving, n);")
+
+
+def body():
+    db = Database("errors")
+    try:
+        run_checks(db)
+        db.check_server_survived("errors-no-backend-crashed")
+    finally:
+        db.drop()
+        db.sql(f"DROP ROLE IF EXISTS {ROLE}", check_rc=False)
+
+
+def run_checks(db):
+    db.sql(f"""
+        CREATE TABLE offers AS
+          SELECT g % 500 AS product_id, g % 43 AS store_id,
+                 round(((g * 7919) % 10000) / 100.0, 2) AS price
+          FROM generate_series(1, 20000) g;
+        CREATE TABLE carts AS
+          SELECT g / 3 AS cart_id, g % 520 AS product_id, g % 43 AS store_id
+          FROM generate_series(1, 600) g;
+        CREATE TABLE granted_offers AS TABLE offers;
+        CREATE TABLE rls_offers AS TABLE offers;
+        ALTER TABLE rls_offers ENABLE ROW LEVEL SECURITY;
+        CREATE POLICY cheap_products ON rls_offers USING (product_id < 100);
+        CREATE FUNCTION rob_raise(p bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+        BEGIN
+          IF p = 400 THEN
+            RAISE EXCEPTION 'rob: product % is cursed', p
+              USING ERRCODE = 'RB123', DETAIL = 'rob detail text', HINT = 'rob hint text';
+          END IF;
+          RETURN p;
+        END $$;
+        CREATE FUNCTION rob_notice(p bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+        BEGIN
+          IF p = 7 THEN RAISE NOTICE 'rob: notice from the inner query'; END IF;
+          RETURN p;
+        END $$;
+        DROP ROLE IF EXISTS {ROLE};
+        CREATE ROLE {ROLE};
+        GRANT USAGE ON SCHEMA gpurec TO {ROLE};
+        GRANT SELECT ON granted_offers, rls_offers, carts TO {ROLE};
+        GRANT SELECT (product_id, store_id) ON offers TO {ROLE};""")
+
+    s = db.session()
+    ref = s.run(cheapest(OFFERS)).rows
+    ref_improve = s.run(improve("SELECT * FROM carts", OFFERS)).rows
+    ref_rls = s.run(cheapest("SELECT product_id, store_id, price FROM offers "
+                             "WHERE product_id < 100")).rows
+    if not check("errors-references", len(ref) == 1 and len(ref[0][1]) == 32 and
+                 len(ref_improve) == 1 and len(ref_rls) == 1, f"{ref} {ref_improve} {ref_rls}"):
+        return
+
+    def usable(name):
+        r = s.run("RESET ROLE;" + cheapest(OFFERS) + " SELECT 'pid', pg_backend_pid();")
+        check(name + "-then-usable", not r.errors() and ref[0] in r.rows and
+              ["pid", str(s.pid)] in r.rows, r.describe())
+
+    def error_case(name, call, sqlstate, role=False):
+        r = s.run((f"SET ROLE {ROLE};" if role else "") + call)
+        ok = expect_error(name, r, sqlstate)
+        usable(name)
+        return r if ok else None
+
+    # privileges
+    error_case("errors-no-column-privilege-42501", cheapest(OFFERS), "42501", role=True)
+    error_case("errors-no-table-privilege-42501",
+               cheapest("SELECT product_id, store_id, 1.0 AS price FROM offers "
+                        "JOIN pg_authid ON false"), "42501", role=True)
+    error_case("errors-improve-carts-offers-privilege-42501",
+               improve("SELECT * FROM carts", OFFERS), "42501", role=True)
+    db.sql(f"REVOKE SELECT ON carts FROM {ROLE}")
+    error_case("errors-improve-carts-carts-privilege-42501",
+               improve("SELECT * FROM carts", "SELECT * FROM granted_offers"), "42501",
+               role=True)
+    r = s.run(f"SET ROLE {ROLE};" + cheapest("SELECT * FROM granted_offers") + "RESET ROLE;")
+    check("errors-granted-role-correct", not r.errors() and r.rows == ref, r.describe())
+    r = s.run(f"SET ROLE {ROLE};" + cheapest("SELECT * FROM rls_offers") + "RESET ROLE;")
+    check("errors-row-level-security-applies", not r.errors() and r.rows == ref_rls,
+          f"expected only the rows the policy shows: {r.describe()}")
+
+    # errors found before the inner query runs
+    error_case("errors-syntax-42601", cheapest("SELEC product_id, store_id, price FROM offers"),
+               "42601")
+    error_case("errors-undefined-table-42P01",
+               cheapest("SELECT product_id, store_id, price FROM no_such_offers"), "42P01")
+
+    # errors while it runs, after rows were read
+    r = error_case("errors-division-by-zero-22012",
+                   cheapest("SELECT product_id, store_id, CASE WHEN product_id = 450 THEN "
+                            "price / 0 ELSE price END AS price FROM offers"), "22012")
+    if r:
+        contexts = r.contexts()
+        check("errors-division-by-zero-context-names-inner-query",
+              any("product_id = 450" in c for c in contexts),
+              f"the CONTEXT should show the inner query: {contexts}")
+    error_case("errors-bad-cast-22P02",
+               cheapest("SELECT product_id, store_id, CASE WHEN product_id = 450 THEN "
+                        "'x'::numeric ELSE price END AS price FROM offers"), "22P02")
+    r = error_case("errors-custom-sqlstate-RB123",
+                   cheapest("SELECT rob_raise(product_id) AS product_id, store_id, price "
+                            "FROM offers"), "RB123")
+    if r:
+        errors = r.errors()
+        check("errors-custom-message-detail-hint",
+              errors[0][1] == "rob: product 400 is cursed" and
+              r.details() == ["rob detail text"] and r.hints() == ["rob hint text"],
+              r.describe())
+    error_case("errors-improve-carts-second-query-22012",
+               improve("SELECT * FROM carts", "SELECT product_id, store_id, round(price / "
+                       "(product_id - 450), 2) AS price FROM offers"), "22012")
+    error_case("errors-improve-carts-first-query-RB123",
+               improve("SELECT cart_id, rob_raise(product_id) AS product_id, store_id "
+                       "FROM carts", OFFERS), "RB123")
+    r = s.run(cheapest("SELECT rob_notice(product_id) AS product_id, store_id, price "
+                       "FROM offers"))
+    check("errors-inner-notice-passes-through",
+          not r.errors() and r.rows == ref and
+          r.notices().count("rob: notice from the inner query") == 40, r.describe())
+
+    # inside one transaction: EXCEPTION blocks and savepoints
+    div0 = ("gpurec.cheapest_offers('SELECT product_id, store_id, "
+            "round(price / (product_id - 450), 2) AS price FROM offers', 2)")
+    r = s.run(f"""
+        BEGIN;
+        CREATE TEMP TABLE rob_log(step text, value text);
+        DO $$
+        DECLARE h text;
+        BEGIN
+          BEGIN
+            PERFORM * FROM {div0};
+            INSERT INTO rob_log VALUES ('not caught', NULL);
+          EXCEPTION WHEN division_by_zero THEN
+            INSERT INTO rob_log VALUES ('caught', SQLSTATE);
+          END;
+          SELECT md5(string_agg(t::text, ',' ORDER BY n)) INTO h
+            FROM gpurec.cheapest_offers('{OFFERS}', 2) WITH ORDINALITY
+            AS t(product_id, offer_rank, store_id, price, n_offers, n);
+          INSERT INTO rob_log VALUES ('same block', h);
+          BEGIN
+            PERFORM * FROM gpurec.improve_carts('SELECT * FROM carts',
+              'SELECT rob_raise(product_id) AS product_id, store_id, price FROM offers');
+          EXCEPTION WHEN SQLSTATE 'RB123' THEN
+            INSERT INTO rob_log VALUES ('caught', SQLSTATE);
+          END;
+        END $$;
+        {cheapest(OFFERS, label='same transaction')}
+        SAVEPOINT before_error;
+        SELECT count(*) FROM {div0};
+        ROLLBACK TO SAVEPOINT before_error;
+        {cheapest(OFFERS, label='after savepoint')}
+        {improve("SELECT * FROM carts", OFFERS, label='improve after savepoint')}
+        SELECT step, value FROM rob_log ORDER BY ctid;
+        COMMIT;
+        SELECT 'pid', pg_backend_pid();""")
+    h = ref[0][1]
+    want = [["same transaction", h], ["after savepoint", h],
+            ["improve after savepoint", ref_improve[0][1]],
+            ["caught", "22012"], ["same block", h], ["caught", "RB123"], ["pid", str(s.pid)]]
+    check("errors-subtransactions-caught-and-next-calls-work",
+          r.rows == want and r.sqlstates() == ["22012"],
+          f"got rows {r.rows}, errors {r.sqlstates()} (expected only the savepoint's 22012)")
+    usable("errors-subtransactions")
+    s.close()
+
+
+if __name__ == "__main__":
+    main(body)

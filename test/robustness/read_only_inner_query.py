@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Inner queries that would modify or lock data are refused.
+
+DELETE/UPDATE/INSERT ... RETURNING, a data-modifying WITH, SELECT ... FOR
+UPDATE/SHARE (at the top or nested), SELECT INTO, EXPLAIN ANALYZE of a
+DELETE, TRUNCATE and two statements are refused (0A000, or 42601 for two
+statements), as either query of improve_carts too, and the tables are
+unchanged afterwards: same rows, no new table, no row lock left.  Read-only
+shapes (WITH, VALUES, TABLE, UNION) still work.
+"""
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from robust_lib import Database, check, expect_error, main  # noqa: E402
+
+COLS = "product_id, store_id, price"
+CARTS = "SELECT cart_id, product_id, store_id FROM carts"
+
+REFUSED = [
+    ("delete-returning", f"DELETE FROM offers RETURNING {COLS}", "0A000"),
+    ("update-returning", f"UPDATE offers SET price = 0 RETURNING {COLS}", "0A000"),
+    ("insert-returning", f"INSERT INTO offers SELECT * FROM offers RETURNING {COLS}", "0A000"),
+    ("with-delete", f"WITH d AS (DELETE FROM offers RETURNING *) SELECT {COLS} FROM d", "0A000"),
+    ("with-update-unused", f"WITH u AS (UPDATE offers SET price = price + 1 RETURNING 1) "
+                           f"SELECT {COLS} FROM offers", "0A000"),
+    ("with-insert", f"WITH i AS (INSERT INTO offers VALUES (1, 1, 1) RETURNING *) "
+                    f"SELECT {COLS} FROM i", "0A000"),
+    ("select-for-update", f"SELECT {COLS} FROM offers FOR UPDATE", "0A000"),
+    ("select-for-share", f"SELECT {COLS} FROM offers FOR SHARE", "0A000"),
+    ("select-for-no-key-update", f"SELECT {COLS} FROM offers FOR NO KEY UPDATE", "0A000"),
+    ("select-for-key-share", f"SELECT {COLS} FROM offers FOR KEY SHARE", "0A000"),
+    ("nested-for-update", f"SELECT {COLS} FROM offers WHERE product_id IN "
+                          f"(SELECT product_id FROM offers FOR UPDATE)", "0A000"),
+    ("cte-for-update", f"WITH x AS (SELECT * FROM offers FOR UPDATE) SELECT {COLS} FROM x",
+     "0A000"),
+    ("select-into", f"SELECT {COLS} INTO rob_copy FROM offers", "0A000"),
+    ("explain-analyze-delete", "EXPLAIN ANALYZE DELETE FROM offers", "0A000"),
+    ("truncate", "TRUNCATE offers", "0A000"),
+    ("two-statements", f"SELECT {COLS} FROM offers; DELETE FROM offers", "42601"),
+]
+
+ALLOWED = [
+    ("with", f"WITH o AS (SELECT * FROM offers) SELECT {COLS} FROM o"),
+    ("table", "TABLE offers"),
+    ("union", f"SELECT {COLS} FROM offers WHERE product_id < 100 UNION ALL "
+              f"SELECT {COLS} FROM offers WHERE product_id >= 100"),
+    ("trailing-semicolon", f"SELECT {COLS} FROM offers;"),
+]
+
+
+def quote(q):
+    return q.replace("'", "''")
+
+
+def cheapest(query):
+    return (f"SELECT 'cheapest', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
+            f"gpurec.cheapest_offers('{quote(query)}', 2) WITH ORDINALITY "
+            f"AS t(product_id, offer_rank, store_id, price, n_offers, n);")
+
+
+def improve(carts, offers):
+    return (f"SELECT 'improve', count(*) FROM "
+            f"gpurec.improve_carts('{quote(carts)}', '{quote(offers)}');")
+
+
+FINGERPRINT = ("SELECT 'fingerprint', count(*), md5(string_agg(o::text, ',' ORDER BY o::text)), "
+               "(SELECT count(*) FROM carts), to_regclass('rob_copy') IS NULL FROM offers o;")
+
+
+def body():
+    db = Database("readonly")
+    try:
+        run_checks(db)
+        db.check_server_survived("readonly-no-backend-crashed")
+    finally:
+        db.drop()
+
+
+def run_checks(db):
+    db.sql("""
+        CREATE TABLE offers AS
+          SELECT g % 200 AS product_id, g % 31 AS store_id,
+                 round(((g * 7919) % 10000) / 100.0, 2) AS price
+          FROM generate_series(1, 5000) g;
+        CREATE TABLE carts AS
+          SELECT g / 2 AS cart_id, g % 210 AS product_id, g % 31 AS store_id
+          FROM generate_series(1, 100) g;""")
+    s = db.session()
+    before = s.run(FINGERPRINT).rows
+    ref = s.run(cheapest(f"SELECT {COLS} FROM offers")).rows
+
+    for name, query, sqlstate in REFUSED:
+        r = s.run(cheapest(query))
+        expect_error(f"readonly-cheapest-offers-{name}-{sqlstate}", r, sqlstate)
+        r = s.run(improve(CARTS, query))
+        expect_error(f"readonly-improve-carts-offers-{name}-{sqlstate}", r, sqlstate)
+    for name in ("delete-returning", "with-delete", "select-for-update"):
+        query = dict((n, q) for n, q, _ in REFUSED)[name]
+        carts_query = query.replace(COLS, "cart_id, product_id, store_id") \
+                           .replace("offers", "carts")
+        r = s.run(improve(carts_query, f"SELECT {COLS} FROM offers"))
+        expect_error(f"readonly-improve-carts-carts-{name}-0A000", r, "0A000")
+
+    after = s.run(FINGERPRINT).rows
+    check("readonly-tables-unchanged", after == before and before[0][4] == "t",
+          f"before {before}, after {after}")
+
+    # inside a transaction: refused under a savepoint, unchanged in the same
+    # transaction, and no row lock taken (another session can lock every row)
+    r = s.run(f"""
+        BEGIN;
+        SAVEPOINT a;
+        {cheapest(f"SELECT {COLS} FROM offers FOR UPDATE")}
+        ROLLBACK TO SAVEPOINT a;
+        {cheapest(f"SELECT {COLS} FROM offers")}
+        {FINGERPRINT}""")
+    check("readonly-in-transaction", r.sqlstates() == ["0A000"] and r.rows == ref + before,
+          r.describe())
+    other = db.session()
+    r2 = other.run("SET lock_timeout = '2s'; SELECT 'locked', count(*) FROM "
+                   "(SELECT 1 FROM offers FOR UPDATE) l;")
+    check("readonly-no-row-lock-left", not r2.errors() and r2.rows == [["locked", "5000"]],
+          r2.describe())
+    other.close()
+    s.run("COMMIT;")
+
+    for name, query in ALLOWED:
+        r = s.run(cheapest(query))
+        check(f"readonly-allowed-{name}", not r.errors() and r.rows == ref, r.describe())
+
+    # not a check: a SELECT may still call a volatile function that writes
+    s.run("CREATE TABLE rob_victim AS SELECT 1 AS x;"
+          "CREATE FUNCTION rob_writer() RETURNS int LANGUAGE plpgsql AS "
+          "$$ BEGIN DELETE FROM rob_victim; RETURN 1; END $$;")
+    r = s.run(cheapest(f"SELECT {COLS}, rob_writer() FROM offers") +
+              "SELECT 'victim', count(*) FROM rob_victim;")
+    if ["victim", "0"] in r.rows:
+        print("# note: a volatile function called by the inner query can still modify data "
+              "(PostgreSQL's read-only SPI mode checks only the statement itself)", flush=True)
+    s.close()
+
+
+if __name__ == "__main__":
+    main(body)
