@@ -35,6 +35,11 @@ SELECT * FROM gpurec.cheapest_offers('SELECT 1 AS product_id, 1 AS store_id, 1 A
 SELECT * FROM gpurec.cheapest_offers('DELETE FROM offers RETURNING product_id, store_id, price');
 SELECT * FROM gpurec.cheapest_offers('WITH d AS (DELETE FROM offers RETURNING *) SELECT product_id, store_id, price FROM d');
 SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers FOR UPDATE');
+-- a function called by the inner query cannot write either
+CREATE FUNCTION sneaky_write() RETURNS boolean LANGUAGE sql VOLATILE
+  AS $$ INSERT INTO offers VALUES (99, 99, 1) RETURNING true $$;
+SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE sneaky_write()');
+DROP FUNCTION sneaky_write();
 SELECT count(*) FROM offers;
 -- the caller's privileges apply to the inner query
 CREATE ROLE gpurec_reader;

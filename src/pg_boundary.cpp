@@ -32,10 +32,12 @@ void run_postgres_code(void (*fn)(void *), void *arg)
 	PG_CATCH();
 	{
 		/*
-		 * Copy the error out of ErrorContext into the transaction's memory: it
-		 * stays valid while the C++ stack unwinds, and goes with the abort.
+		 * Copy the error out of ErrorContext into the (sub)transaction's
+		 * memory: it stays valid while the C++ stack unwinds, and goes with
+		 * the abort, also when a plpgsql EXCEPTION block or a savepoint
+		 * catches the error and the transaction goes on.
 		 */
-		MemoryContextSwitchTo(TopTransactionContext);
+		MemoryContextSwitchTo(CurTransactionContext);
 		error = CopyErrorData();
 		FlushErrorState();
 	}

@@ -9,11 +9,13 @@
 #include "pg_boundary.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "tcop/dest.h"
+#include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -659,7 +661,9 @@ void check_read_only(SPIPlanPtr plan, const char *what)
 	{
 		Query *query = lfirst_node(Query, lc);
 		const char *refused = nullptr;
-		if (query->commandType != CMD_SELECT || query->utilityStmt != nullptr)
+		if (query->utilityStmt != nullptr)
+			refused = CreateCommandName(query->utilityStmt); /* "SELECT INTO" too */
+		else if (query->commandType != CMD_SELECT)
 			refused = GetCommandTagName(source->commandTag);
 		else if (query->hasModifyingCTE)
 			refused = "a data-modifying WITH";
@@ -708,7 +712,23 @@ void run_query(void *arg)
 	memset(&options, 0, sizeof options);
 	options.read_only = true;
 	options.dest = &receiver.pub;
-	SPI_execute_plan_extended(plan, &options);
+
+	/*
+	 * SPI's read_only checks the statement, not the functions it calls; a
+	 * read-only transaction state refuses writes anywhere inside (25006).
+	 * A subtransaction abort restores the flag too.
+	 */
+	bool was_read_only = XactReadOnly;
+	XactReadOnly = true;
+	PG_TRY();
+	{
+		SPI_execute_plan_extended(plan, &options);
+	}
+	PG_FINALLY();
+	{
+		XactReadOnly = was_read_only;
+	}
+	PG_END_TRY();
 	SPI_freeplan(plan);
 	SPI_finish();
 }
