@@ -318,7 +318,7 @@ class OfferUpload
 		size_t rows = codes.chunk_rows(c);
 		DeviceChunk chunk{DeviceBuffer<int32_t>(kChunkRows, ctx_), DeviceBuffer<long long>(kChunkRows, ctx_),
 						  DeviceBuffer<long long>(kChunkRows, ctx_), rows, price.scale()};
-		char *slot = stage(c, codes.chunk_data(c), stores.chunk_data(c), price.keys().chunk_data(c), rows);
+		char *slot = stage(codes.chunk_data(c), stores.chunk_data(c), price.keys().chunk_data(c), rows);
 		check(cudaMemcpyAsync(chunk.codes.get(), slot, rows * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
 			  "cudaMemcpyAsync");
 		slot += kChunkRows * sizeof(int32_t);
@@ -341,7 +341,7 @@ class OfferUpload
 			if (chunk.key_scale == price.scale())
 				continue;
 			size_t c = first_chunk_ + j;
-			char *slot = stage(c, nullptr, nullptr, price.keys().chunk_data(c), chunk.rows);
+			char *slot = stage(nullptr, nullptr, price.keys().chunk_data(c), chunk.rows);
 			slot += kChunkRows * sizeof(int32_t);
 			check(cudaMemcpyAsync(chunk.keys.get(), slot, chunk.rows * sizeof(long long),
 								  cudaMemcpyHostToDevice, stream_),
@@ -375,7 +375,7 @@ class OfferUpload
 
   private:
 	/* Fills the next free staging slot; returns it. */
-	char *stage(size_t c, const int32_t *codes, const int64_t *stores, const int64_t *keys, size_t rows)
+	char *stage(const int32_t *codes, const int64_t *stores, const int64_t *keys, size_t rows)
 	{
 		slot_ = next_slot_++ % kSlots;
 		check(cudaEventSynchronize(slot_free_[slot_]), "cudaEventSynchronize");
@@ -386,7 +386,6 @@ class OfferUpload
 			memcpy(slot + kChunkRows * sizeof(int32_t), keys, rows * sizeof(int64_t));
 		if (stores)
 			memcpy(slot + kChunkRows * (sizeof(int32_t) + sizeof(int64_t)), stores, rows * sizeof(int64_t));
-		(void) c;
 		return slot;
 	}
 	void release_slot() { check(cudaEventRecord(slot_free_[slot_], stream_), "cudaEventRecord"); }
