@@ -73,7 +73,7 @@ fi
 log "starting a throwaway cluster"
 preload=""
 [ -f "$($PG_CONFIG --pkglibdir)/pg_cron.so" ] && preload="-c shared_preload_libraries=pg_cron -c cron.database_name=contrib_regression -c cron.use_background_workers=on"
-eval "$(test/cluster.sh start "$work" $preload -c max_connections=50)" || {
+eval "$(test/cluster.sh start "$work" $preload -c max_connections=50 -c jit=off)" || {
 	cat "$work/server.log" 2>/dev/null
 	echo "0 passed, 1 failed"
 	exit 1
