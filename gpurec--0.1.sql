@@ -35,3 +35,31 @@ LANGUAGE C VOLATILE STRICT;
 
 COMMENT ON FUNCTION improve_carts(text, text) IS
 'Smart cart: the cart lines of carts_query (cart_id, product_id, store_id[, quantity]) that a cheaper store, or any store, can serve better.';
+
+-- ----------------------------------------------------------- ROC fitness --
+
+CREATE FUNCTION roc_fitness(scores_query text)
+RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
+              n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
+AS 'MODULE_PATHNAME', 'gpurec_roc_fitness_rows'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION roc_fitness(text) IS
+'ROC fitness (AUC - 0.5) of every individual of scores_query (individual_id, label, score: one row per example).';
+
+CREATE FUNCTION roc_fitness(population_query text, labels boolean[])
+RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
+              n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
+AS 'MODULE_PATHNAME', 'gpurec_roc_fitness_arrays'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION roc_fitness(text, boolean[]) IS
+'ROC fitness of every individual of population_query (individual_id, scores real[] or double precision[]) against labels.';
+
+CREATE FUNCTION roc_auc(scores float8[], labels boolean[])
+RETURNS float8
+AS 'MODULE_PATHNAME', 'gpurec_roc_auc'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION roc_auc(float8[], boolean[]) IS
+'AUC of one individual''s scores against labels, ties counting half; NULL without a positive or a negative.';

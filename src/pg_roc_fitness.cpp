@@ -1,0 +1,119 @@
+/*
+ * pg_roc_fitness.cpp: SQL entry points of the ROC fitness family.
+ */
+#include "pg_boundary.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+}
+
+#include "pg_input.hpp"
+#include "pg_output.hpp"
+#include "roc_fitness.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/* A boolean[] argument as -1 (NULL), 0, 1. */
+std::vector<int8_t> labels_argument(FunctionCallInfo fcinfo, int n)
+{
+	Datum *elements = nullptr;
+	bool *nulls = nullptr;
+	int count = 0;
+	pg_call([&] {
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(n), BOOLOID, 1, true, TYPALIGN_CHAR, &elements, &nulls,
+						  &count);
+	});
+	std::vector<int8_t> labels(count);
+	for (int i = 0; i < count; ++i)
+		labels[i] = nulls[i] ? -1 : (DatumGetBool(elements[i]) ? 1 : 0);
+	return labels;
+}
+
+void write_results(FunctionCallInfo fcinfo, const std::vector<RocResult> &results, ExecContext &ctx)
+{
+	Stopwatch clock;
+	ResultWriter out(fcinfo);
+	for (const RocResult &r : results)
+	{
+		Datum values[7];
+		bool nulls[7] = {false, !r.has_auc, !r.has_auc, false, false, r.counts.n_positive == 0,
+						 r.counts.n_positive == 0};
+		values[0] = Int64GetDatum(r.individual_id);
+		values[1] = Float8GetDatum(r.auc);
+		values[2] = Float8GetDatum(r.fitness);
+		values[3] = Int64GetDatum(r.counts.n_positive);
+		values[4] = Int64GetDatum(r.counts.n_negative);
+		values[5] = Int64GetDatum(r.counts.lowest_positive_rank);
+		values[6] = Int64GetDatum(r.counts.highest_positive_rank);
+		out.put(values, nulls);
+	}
+	ctx.times.output_ms += clock.elapsed_ms();
+	report_timing("roc_fitness", ctx);
+}
+
+/* roc_fitness(scores_query): individual_id, label, score per row */
+Datum roc_fitness_rows_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	const char *scores_query = text_argument(fcinfo, 0);
+	InputTable rows("scores query", {{"individual_id", ColumnKind::Id},
+									 {"label", ColumnKind::Label},
+									 {"score", ColumnKind::Number}});
+	read_inner_query(scores_query, rows, ctx);
+	RocSegments segments = roc_segments_from_rows(rows.id(0), rows.label(1), rows.number(2));
+	write_results(fcinfo, roc_fitness(segments, ctx), ctx);
+	return (Datum) 0;
+}
+
+/* roc_fitness(population_query, labels): individual_id, scores per row */
+Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	const char *population_query = text_argument(fcinfo, 0);
+	std::vector<int8_t> labels = labels_argument(fcinfo, 1);
+	InputTable population("population query", {{"individual_id", ColumnKind::Int64},
+											   {"scores", ColumnKind::FloatArray}});
+	read_inner_query(population_query, population, ctx);
+	RocSegments segments =
+		roc_segments_from_arrays(population.int64(0), population.float_array(1), labels);
+	write_results(fcinfo, roc_fitness(segments, ctx), ctx);
+	return (Datum) 0;
+}
+
+/* roc_auc(scores float8[], labels boolean[]) for one individual */
+Datum roc_auc_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	Datum *elements = nullptr;
+	bool *nulls = nullptr;
+	int count = 0;
+	pg_call([&] {
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+						  &elements, &nulls, &count);
+	});
+	FloatArrayColumn scores;
+	for (int i = 0; i < count; ++i)
+		scores.push_element(nulls[i] ? 0.0 : DatumGetFloat8(elements[i]), !nulls[i]);
+	scores.end_row();
+	Int64Column individual;
+	individual.push_back(0);
+	std::vector<RocResult> results =
+		roc_fitness(roc_segments_from_arrays(individual, scores, labels_argument(fcinfo, 1)), ctx);
+	if (!results[0].has_auc)
+	{
+		fcinfo->isnull = true;
+		return (Datum) 0;
+	}
+	return Float8GetDatum(results[0].auc);
+}
+
+} // namespace
+} // namespace gpurec
+
+GPUREC_SQL_FUNCTION(gpurec_roc_fitness_rows, gpurec::roc_fitness_rows_body)
+GPUREC_SQL_FUNCTION(gpurec_roc_fitness_arrays, gpurec::roc_fitness_arrays_body)
+GPUREC_SQL_FUNCTION(gpurec_roc_auc, gpurec::roc_auc_body)
