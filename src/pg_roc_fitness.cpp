@@ -95,6 +95,11 @@ Datum roc_auc_body(FunctionCallInfo fcinfo)
 		deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
 						  &elements, &nulls, &count);
 	});
+	std::vector<int8_t> labels = labels_argument(fcinfo, 1);
+	if (static_cast<size_t>(count) != labels.size())
+		throw Error(sqlstate::invalid_parameter_value, "scores and labels must have the same length",
+					"scores has " + std::to_string(count) + " elements, labels " +
+						std::to_string(labels.size()) + ".");
 	FloatArrayColumn scores;
 	for (int i = 0; i < count; ++i)
 		scores.push_element(nulls[i] ? 0.0 : DatumGetFloat8(elements[i]), !nulls[i]);
@@ -102,7 +107,7 @@ Datum roc_auc_body(FunctionCallInfo fcinfo)
 	Int64Column individual;
 	individual.push_back(0);
 	std::vector<RocResult> results =
-		roc_fitness(roc_segments_from_arrays(individual, scores, labels_argument(fcinfo, 1)), ctx);
+		roc_fitness(roc_segments_from_arrays(individual, scores, labels), ctx);
 	if (!results[0].has_auc)
 	{
 		fcinfo->isnull = true;
