@@ -1,0 +1,755 @@
+/*
+ * geo.cu: the geospatial recommender on the GPU.
+ *
+ * All three computations are brute force over point pairs in double
+ * precision, arranged so that one side of each pair sits in registers and
+ * the other streams past every thread of a warp at once (a uniform load:
+ * one transaction feeds 32 threads):
+ *
+ *   similarity to a main user   a thread per other user B, B's points in
+ *                               registers; the main user's points stream.
+ *   best others of every user   a thread per user A, A's points in
+ *                               registers with a running minimum each;
+ *                               every other user's points stream.  Each
+ *                               thread keeps a heap of its k best in global
+ *                               memory, touched only when a user enters.
+ *   strengths of candidates     a thread per 4 candidates and slice of
+ *                               points; the slice's points stream.
+ *
+ * Register tiles are compiled for 4, 8, ..., 32 points (16 under
+ * haversine, whose pairs hold three values per point); users are sorted by
+ * point count so that a warp shares one tile size, and larger users go
+ * through in chunks.  The arithmetic is geo_kernels.hpp's, in the same
+ * order as on the CPU, so results match the CPU bit for bit.
+ *
+ * Work goes in launches of a few tens of milliseconds, with an interrupt
+ * check between them.
+ */
+#include <algorithm>
+#include <numeric>
+
+#include "cuda_util.cuh"
+#include "geo_kernels.hpp"
+
+namespace gpurec::gpu {
+
+namespace {
+
+constexpr int kTileStep = 4;
+constexpr int kEuclideanMaxTile = 32;
+constexpr int kHaversineMaxTile = 16;
+constexpr int kBlock = 128;
+constexpr int kCandidatesPerThread = 4;
+
+/* Pair evaluations per launch: ~30 ms at the euclidean rate; haversine pairs cost ~12x. */
+constexpr double kEuclideanPairsPerLaunch = 4e10;
+constexpr double kHaversinePairsPerLaunch = 3e9;
+
+/* Threads wanted in flight before the best-others search also splits the other users. */
+constexpr double kWantedThreads = 65536;
+
+struct DevicePoints
+{
+	const double *__restrict__ x;
+	const double *__restrict__ y;
+	const double *__restrict__ cos_lat;
+	const int64_t *__restrict__ offsets;
+};
+
+template <GeoMetric M>
+__device__ __forceinline__ double point_key(double ax, double ay, double ac, double bx, double by,
+											double bc)
+{
+	if constexpr (M == GeoMetric::Euclidean)
+		return geo::euclidean_key(ax, ay, bx, by);
+	else
+		return geo::haversine_key(ax, ay, ac, bx, by, bc);
+}
+
+/* Loads point p: x, y and, under haversine, cos(latitude). */
+template <GeoMetric M>
+__device__ __forceinline__ void load_point(const DevicePoints &pts, long long p, double &x, double &y,
+										   double &c)
+{
+	x = __ldg(pts.x + p);
+	y = __ldg(pts.y + p);
+	c = M == GeoMetric::Haversine ? __ldg(pts.cos_lat + p) : 0.0;
+}
+
+/*
+ * floored[u], raw[u] for the users of the list with at most R points each:
+ * over the main user's points in order, the distance to u's nearest point.
+ * u's points sit in registers, padded with copies of its last point (which
+ * change no minimum).
+ */
+template <GeoMetric M, int R>
+__global__ void __launch_bounds__(kBlock)
+	similarity_to_main(DevicePoints pts, long long main_begin, long long main_end,
+					   const int32_t *__restrict__ users, int n, double epsilon, double *floored,
+					   double *raw)
+{
+	int t = blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= n)
+		return;
+	int32_t u = users[t];
+	long long b0 = pts.offsets[u], nb = pts.offsets[u + 1] - b0;
+	double bx[R], by[R], bc[R];
+#pragma unroll
+	for (int j = 0; j < R; ++j)
+		load_point<M>(pts, b0 + (j < nb ? j : nb - 1), bx[j], by[j], bc[j]);
+
+	double f = 0.0, r = 0.0;
+	for (long long a = main_begin; a < main_end; ++a)
+	{
+		double ax, ay, ac;
+		load_point<M>(pts, a, ax, ay, ac);
+		/* four independent chains of minima: the minimum is exact in any order */
+		double best[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
+#pragma unroll
+		for (int j = 0; j < R; ++j)
+			best[j % 4] = geo::lesser(best[j % 4], point_key<M>(ax, ay, ac, bx[j], by[j], bc[j]));
+		double d = geo::key_distance(
+			M, geo::lesser(geo::lesser(best[0], best[1]), geo::lesser(best[2], best[3])));
+		f = geo::add(f, geo::greater(d, epsilon));
+		r = geo::add(r, d);
+	}
+	floored[u] = f;
+	raw[u] = r;
+}
+
+/* The same for users of any size: their points stream from memory too. */
+template <GeoMetric M>
+__global__ void __launch_bounds__(kBlock)
+	similarity_to_main_any(DevicePoints pts, long long main_begin, long long main_end,
+						   const int32_t *__restrict__ users, int n, double epsilon,
+						   double *floored, double *raw)
+{
+	int t = blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= n)
+		return;
+	int32_t u = users[t];
+	long long b0 = pts.offsets[u], b1 = pts.offsets[u + 1];
+	double f = 0.0, r = 0.0;
+	for (long long a = main_begin; a < main_end; ++a)
+	{
+		double ax, ay, ac;
+		load_point<M>(pts, a, ax, ay, ac);
+		double best = INFINITY;
+		for (long long b = b0; b < b1; ++b)
+		{
+			double bx, by, bc;
+			load_point<M>(pts, b, bx, by, bc);
+			best = geo::lesser(best, point_key<M>(ax, ay, ac, bx, by, bc));
+		}
+		double d = geo::key_distance(M, best);
+		f = geo::add(f, geo::greater(d, epsilon));
+		r = geo::add(r, d);
+	}
+	floored[u] = f;
+	raw[u] = r;
+}
+
+/*
+ * Best others: thread t of column blockIdx.y keeps, for user a = users[t],
+ * the k most similar among the other users [b_begin, b_end) of its column,
+ * in heaps[(column * n + t) * k ...] with sizes[column * n + t].  a's points
+ * sit in registers R at a time (all of them when it has at most R), each
+ * with the running minimum of its key against the streaming user b; the
+ * floored distances add up in a's point order, as on the CPU.
+ */
+template <GeoMetric M, int R>
+__global__ void __launch_bounds__(kBlock)
+	best_others(DevicePoints pts, const int64_t *__restrict__ ids,
+				const int32_t *__restrict__ users, int n, int32_t first_b, int32_t column_width,
+				int32_t n_users, double epsilon, int k, SimilarityEntry *heaps, int *sizes)
+{
+	int t = blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= n)
+		return;
+	int32_t b_begin = first_b + static_cast<int32_t>(blockIdx.y) * column_width;
+	int32_t b_end = min(n_users, b_begin + column_width);
+	if (b_begin >= b_end)
+		return;
+	int32_t a = users[t];
+	long long a0 = pts.offsets[a], na = pts.offsets[a + 1] - a0;
+	size_t slot = static_cast<size_t>(blockIdx.y) * n + t;
+	SimilarityEntry *heap = heaps + slot * k;
+	int size = sizes[slot];
+
+	double ax[R], ay[R], ac[R];
+	auto load_chunk = [&](long long c0) {
+		long long last = min(na - c0, static_cast<long long>(R)) - 1;
+#pragma unroll
+		for (int j = 0; j < R; ++j)
+			load_point<M>(pts, a0 + c0 + (j < last ? j : last), ax[j], ay[j], ac[j]);
+	};
+	bool one_chunk = na <= R;
+	if (one_chunk)
+		load_chunk(0);
+
+	for (int32_t b = b_begin; b < b_end; ++b)
+	{
+		if (b == a)
+			continue;
+		long long p0 = __ldg(pts.offsets + b), p1 = __ldg(pts.offsets + b + 1);
+		double f = 0.0;
+		for (long long c0 = 0; c0 < na; c0 += R)
+		{
+			if (!one_chunk)
+				load_chunk(c0);
+			double mn[R];
+#pragma unroll
+			for (int j = 0; j < R; ++j)
+				mn[j] = INFINITY;
+			for (long long p = p0; p < p1; ++p)
+			{
+				double bx, by, bc;
+				load_point<M>(pts, p, bx, by, bc);
+#pragma unroll
+				for (int j = 0; j < R; ++j)
+					mn[j] = geo::lesser(mn[j], point_key<M>(ax[j], ay[j], ac[j], bx, by, bc));
+			}
+#pragma unroll
+			for (int j = 0; j < R; ++j)
+				if (c0 + j < na)
+					f = geo::add(f, geo::greater(geo::key_distance(M, mn[j]), epsilon));
+		}
+		SimilarityEntry e{geo::similarity_of(na, f), __ldg(ids + b)};
+		if (size < k || geo::better(e, heap[0]))
+			geo::heap_offer(heap, size, k, e);
+	}
+	sizes[slot] = size;
+}
+
+/* The weight of each point: its user's similarity to the main user, or 0. */
+__global__ void point_weights(const int64_t *__restrict__ offsets, int32_t n_users,
+							  int32_t main_user, long long main_points, double min_similarity,
+							  const double *__restrict__ floored, double *w)
+{
+	for (int32_t u = blockIdx.x * blockDim.x + threadIdx.x; u < n_users;
+		 u += gridDim.x * blockDim.x)
+	{
+		double sim = geo::similarity_of(main_points, floored[u]);
+		if (u == main_user || !(sim >= min_similarity))
+			sim = 0.0;
+		for (long long p = offsets[u]; p < offsets[u + 1]; ++p)
+			w[p] = sim;
+	}
+}
+
+struct DeviceCandidates
+{
+	const double *__restrict__ x;
+	const double *__restrict__ y;
+	const double *__restrict__ cos_lat;
+	int n;
+};
+
+/*
+ * Slice sums of strengths: block (bx, s) handles slice first_slice + s for
+ * kBlock * kCandidatesPerThread candidates; each thread sums its candidates'
+ * groups as geo_kernels.hpp orders them and writes
+ * partial[s * n_candidates + c].
+ */
+template <GeoMetric M, bool kSquare, bool kFilter>
+__global__ void __launch_bounds__(kBlock)
+	strength_slices(DevicePoints pts, const double *__restrict__ w, long long n_points,
+					long long first_slice, DeviceCandidates cands, StrengthParams sp,
+					PowerPlan power, double *partial)
+{
+	sp.metric = M; /* constants, so that the compiler drops the other branches */
+	sp.has_max_distance = kFilter;
+	long long p_begin = (first_slice + blockIdx.y) * static_cast<long long>(kStrengthSlice);
+	long long p_end = min(n_points, p_begin + static_cast<long long>(kStrengthSlice));
+	int first_c = blockIdx.x * (kBlock * kCandidatesPerThread) + threadIdx.x;
+	double cx[kCandidatesPerThread], cy[kCandidatesPerThread], cc[kCandidatesPerThread];
+#pragma unroll
+	for (int j = 0; j < kCandidatesPerThread; ++j)
+	{
+		int c = min(first_c + j * kBlock, cands.n - 1);
+		cx[j] = cands.x[c];
+		cy[j] = cands.y[c];
+		cc[j] = M == GeoMetric::Haversine ? cands.cos_lat[c] : 0.0;
+	}
+	auto term_base = [&](long long p, int j) {
+		double px, py, pc;
+		load_point<M>(pts, p, px, py, pc);
+		return geo::strength_base(sp, px, py, pc, cx[j], cy[j], cc[j]);
+	};
+	auto denominator = [&](double base) { return kSquare ? base : geo::raise(base, power); };
+
+	double slice_sum[kCandidatesPerThread];
+#pragma unroll
+	for (int j = 0; j < kCandidatesPerThread; ++j)
+		slice_sum[j] = 0.0;
+	for (long long g0 = p_begin; g0 < p_end; g0 += kStrengthGroup)
+	{
+		long long g1 = min(p_end, g0 + kStrengthGroup);
+		geo::GroupFraction group[kCandidatesPerThread];
+		for (long long p = g0; p < g1; ++p)
+		{
+			double wp = __ldg(w + p);
+			if (wp == 0.0)
+				continue;
+			double px, py, pc;
+			load_point<M>(pts, p, px, py, pc);
+#pragma unroll
+			for (int j = 0; j < kCandidatesPerThread; ++j)
+			{
+				double base = geo::strength_base(sp, px, py, pc, cx[j], cy[j], cc[j]);
+				if (base >= 0)
+					group[j].add_term(wp, denominator(base));
+			}
+		}
+#pragma unroll
+		for (int j = 0; j < kCandidatesPerThread; ++j)
+		{
+			double value = 0.0;
+			if (group[j].fallback_needed())
+			{
+				for (long long p = g0; p < g1; ++p)
+				{
+					double wp = __ldg(w + p);
+					double base = wp == 0.0 ? -1.0 : term_base(p, j);
+					if (base >= 0)
+						value = geo::add(value, geo::div(wp, denominator(base)));
+				}
+			}
+			else if (!group[j].empty())
+				value = group[j].value();
+			slice_sum[j] = geo::add(slice_sum[j], value);
+		}
+	}
+#pragma unroll
+	for (int j = 0; j < kCandidatesPerThread; ++j)
+	{
+		int c = first_c + j * kBlock;
+		if (c < cands.n)
+			partial[static_cast<size_t>(blockIdx.y) * cands.n + c] = slice_sum[j];
+	}
+}
+
+/* total[c] += partial[s][c] for the launch's slices, in slice order. */
+__global__ void add_slices(const double *__restrict__ partial, int n_slices, int n, double *total)
+{
+	for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x)
+	{
+		double sum = total[c];
+		for (int s = 0; s < n_slices; ++s)
+			sum = geo::add(sum, partial[static_cast<size_t>(s) * n + c]);
+		total[c] = sum;
+	}
+}
+
+unsigned blocks_for(size_t n, unsigned block = kBlock)
+{
+	return static_cast<unsigned>(std::max<size_t>(1, (n + block - 1) / block));
+}
+
+template <typename T> void upload(DeviceBuffer<T> &to, const std::vector<T> &from, cudaStream_t stream)
+{
+	if (!from.empty())
+		check(cudaMemcpyAsync(to.get(), from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice,
+							  stream),
+			  "cudaMemcpyAsync");
+}
+
+template <typename T> void download(std::vector<T> &to, const DeviceBuffer<T> &from, size_t n,
+									cudaStream_t stream)
+{
+	to.resize(n);
+	if (n)
+		check(cudaMemcpyAsync(to.data(), from.get(), n * sizeof(T), cudaMemcpyDeviceToHost, stream),
+			  "cudaMemcpyAsync");
+}
+
+} // namespace
+
+/*
+ * The points on the device, and the users in order of point count, split
+ * into tile classes: class i holds the users with at most (i + 1) *
+ * kTileStep points (more than the previous class); the last class holds
+ * the users larger than the largest tile.
+ */
+class GeoSession
+{
+  public:
+	GeoSession(const GeoPointSet &points, const GeoCandidateSet *candidates, ExecContext &ctx)
+		: points_(points), ctx_(ctx), n_users_(points.users()), n_points_(points.points()),
+		  max_tile_(points.metric == GeoMetric::Euclidean ? kEuclideanMaxTile : kHaversineMaxTile),
+		  x_(n_points_, ctx), y_(n_points_, ctx),
+		  cos_lat_(points.metric == GeoMetric::Haversine ? n_points_ : 0, ctx),
+		  offsets_(n_users_ + 1, ctx), ids_(n_users_, ctx), by_count_(n_users_, ctx),
+		  floored_(n_users_, ctx), raw_(n_users_, ctx)
+	{
+		by_count_host_.resize(n_users_);
+		std::iota(by_count_host_.begin(), by_count_host_.end(), 0);
+		std::stable_sort(by_count_host_.begin(), by_count_host_.end(),
+						 [&](int32_t a, int32_t b) { return points.count(a) < points.count(b); });
+		int n_classes = max_tile_ / kTileStep + 1;
+		class_begin_.assign(n_classes + 1, n_users_);
+		for (int32_t i = n_users_ - 1; i >= 0; --i)
+			class_begin_[class_of(points.count(by_count_host_[i]))] = i;
+		for (int c = n_classes - 1; c >= 0; --c)
+			class_begin_[c] = std::min(class_begin_[c], class_begin_[c + 1]);
+		count_prefix_.assign(n_users_ + 1, 0);
+		for (int32_t i = 0; i < n_users_; ++i)
+			count_prefix_[i + 1] = count_prefix_[i] + points.count(by_count_host_[i]);
+
+		EventTimer transfer(stream_);
+		upload(x_, points.x, stream_);
+		upload(y_, points.y, stream_);
+		upload(cos_lat_, points.cos_lat, stream_);
+		upload(offsets_, points.offsets, stream_);
+		upload(ids_, points.user_ids, stream_);
+		upload(by_count_, by_count_host_, stream_);
+		if (candidates)
+		{
+			n_candidates_ = static_cast<int>(candidates->size());
+			cand_x_ = DeviceBuffer<double>(n_candidates_, ctx);
+			cand_y_ = DeviceBuffer<double>(n_candidates_, ctx);
+			cand_cos_ = DeviceBuffer<double>(candidates->cos_lat.size(), ctx);
+			upload(cand_x_, candidates->x, stream_);
+			upload(cand_y_, candidates->y, stream_);
+			upload(cand_cos_, candidates->cos_lat, stream_);
+		}
+		ctx.times.transfer_ms += transfer.stop_ms();
+	}
+
+	void similarity_sums(int32_t main_user, double epsilon);
+	void similar_users(int k, double epsilon, std::vector<SimilarityEntry> &heaps,
+					   std::vector<int32_t> &sizes);
+	std::vector<std::vector<double>> strengths(int32_t main_user, double min_similarity,
+											   const StrengthParams &params,
+											   const std::vector<PowerPlan> &powers);
+	void download_sums(std::vector<double> &floored, std::vector<double> &raw)
+	{
+		EventTimer transfer(stream_);
+		download(floored, floored_, n_users_, stream_);
+		download(raw, raw_, n_users_, stream_);
+		ctx_.times.transfer_ms += transfer.stop_ms();
+	}
+
+  private:
+	int class_of(int64_t count) const
+	{
+		if (count > max_tile_)
+			return max_tile_ / kTileStep;
+		return static_cast<int>(std::max<int64_t>(count - 1, 0) / kTileStep);
+	}
+	DevicePoints device_points() const
+	{
+		return {x_.get(), y_.get(), cos_lat_.get(), offsets_.get()};
+	}
+	double pairs_per_launch() const
+	{
+		return points_.metric == GeoMetric::Euclidean ? kEuclideanPairsPerLaunch
+													  : kHaversinePairsPerLaunch;
+	}
+	size_t free_bytes() const
+	{
+		size_t free_b = 0, total_b = 0;
+		check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+		if (ctx_.gpu_memory_budget)
+			free_b = std::min(free_b, ctx_.gpu_memory_budget);
+		return free_b;
+	}
+	/* Waits for the queued launches and lets a cancel through. */
+	void between_launches()
+	{
+		stream_.synchronize();
+		ctx_.check_interrupts();
+	}
+
+	const GeoPointSet &points_;
+	ExecContext &ctx_;
+	int32_t n_users_;
+	int64_t n_points_;
+	int max_tile_;
+	Stream stream_;
+	DeviceBuffer<double> x_, y_, cos_lat_;
+	DeviceBuffer<int64_t> offsets_, ids_;
+	DeviceBuffer<int32_t> by_count_;
+	DeviceBuffer<double> floored_, raw_;
+	std::vector<int32_t> by_count_host_;
+	std::vector<int32_t> class_begin_;
+	std::vector<int64_t> count_prefix_;
+	int n_candidates_ = 0;
+	DeviceBuffer<double> cand_x_, cand_y_, cand_cos_;
+};
+
+void GeoSessionDeleter::operator()(GeoSession *session) const noexcept { delete session; }
+
+namespace {
+
+template <GeoMetric M> constexpr int kMaxTile =
+	M == GeoMetric::Euclidean ? kEuclideanMaxTile : kHaversineMaxTile;
+
+/* Calls launch(std::integral_constant<int, tile>()) for a tile compiled for metric M. */
+template <GeoMetric M, int R = kTileStep, typename Launch> void with_tile(int tile, Launch launch)
+{
+	if constexpr (R <= kMaxTile<M>)
+	{
+		if (tile == R)
+			launch(std::integral_constant<int, R>());
+		else
+			with_tile<M, R + kTileStep>(tile, launch);
+	}
+	else
+		throw Error(sqlstate::internal_error, "no geo kernel for tiles of " + std::to_string(tile));
+}
+
+/* Calls launch(std::integral_constant<GeoMetric, metric>()). */
+template <typename Launch> void with_metric(GeoMetric metric, Launch launch)
+{
+	if (metric == GeoMetric::Euclidean)
+		launch(std::integral_constant<GeoMetric, GeoMetric::Euclidean>());
+	else
+		launch(std::integral_constant<GeoMetric, GeoMetric::Haversine>());
+}
+
+template <bool kValue> using Flag = std::integral_constant<bool, kValue>;
+
+/* Calls launch(Flag<a>(), Flag<b>()). */
+template <typename Launch> void with_flags(bool a, bool b, Launch launch)
+{
+	if (a && b)
+		launch(Flag<true>(), Flag<true>());
+	else if (a)
+		launch(Flag<true>(), Flag<false>());
+	else if (b)
+		launch(Flag<false>(), Flag<true>());
+	else
+		launch(Flag<false>(), Flag<false>());
+}
+
+} // namespace
+
+void GeoSession::similarity_sums(int32_t main_user, double epsilon)
+{
+	long long main_begin = points_.offsets[main_user], main_end = points_.offsets[main_user + 1];
+	double main_points = static_cast<double>(main_end - main_begin);
+	EventTimer compute(stream_);
+	for (size_t c = 0; c + 1 < class_begin_.size(); ++c)
+	{
+		/* the class's users in launches of about pairs_per_launch() pairs */
+		int tile = c + 2 == class_begin_.size() ? 0 : static_cast<int>(c + 1) * kTileStep;
+		for (int32_t lo = class_begin_[c]; lo < class_begin_[c + 1];)
+		{
+			int32_t hi = lo + 1;
+			while (hi < class_begin_[c + 1] &&
+				   main_points * static_cast<double>(count_prefix_[hi + 1] - count_prefix_[lo]) <=
+					   pairs_per_launch())
+				++hi;
+			int n = hi - lo;
+			with_metric(points_.metric, [&](auto metric) {
+				constexpr GeoMetric M = decltype(metric)::value;
+				DevicePoints pts = device_points();
+				const int32_t *users = by_count_.get() + lo;
+				if (tile == 0)
+					similarity_to_main_any<M><<<blocks_for(n), kBlock, 0, stream_>>>(
+						pts, main_begin, main_end, users, n, epsilon, floored_.get(), raw_.get());
+				else
+					with_tile<M>(tile, [&](auto r) {
+						similarity_to_main<M, decltype(r)::value><<<blocks_for(n), kBlock, 0, stream_>>>(
+							pts, main_begin, main_end, users, n, epsilon, floored_.get(), raw_.get());
+					});
+				check_launch("similarity_to_main");
+			});
+			between_launches();
+			lo = hi;
+		}
+	}
+	ctx_.times.compute_ms += compute.stop_ms();
+}
+
+void GeoSession::similar_users(int k, double epsilon, std::vector<SimilarityEntry> &heaps,
+							   std::vector<int32_t> &sizes)
+{
+	heaps.assign(static_cast<size_t>(n_users_) * k, SimilarityEntry{0, 0});
+	sizes.assign(n_users_, 0);
+	double total_points = static_cast<double>(n_points_);
+	double mean_points = total_points / std::max(1, n_users_);
+
+	for (size_t c = 0; c + 1 < class_begin_.size(); ++c)
+	{
+		int32_t class_lo = class_begin_[c], class_hi = class_begin_[c + 1];
+		if (class_lo == class_hi)
+			continue;
+		int tile = c + 2 == class_begin_.size() ? max_tile_ : static_cast<int>(c + 1) * kTileStep;
+		/* pairs a user of this class evaluates per point of another user */
+		double pairs_per_point =
+			c + 2 == class_begin_.size()
+				? static_cast<double>(count_prefix_[class_hi] - count_prefix_[class_lo]) /
+					  (class_hi - class_lo)
+				: tile;
+
+		/*
+		 * Users of the class in batches whose heaps fit; few users get several
+		 * columns, each searching its own share of the other users, merged
+		 * below.
+		 */
+		size_t entry_bytes = sizeof(SimilarityEntry) * static_cast<size_t>(k) + sizeof(int);
+		size_t budget = free_bytes() / 2;
+		for (int32_t lo = class_lo; lo < class_hi;)
+		{
+			int columns = static_cast<int>(
+				std::clamp(std::ceil(kWantedThreads / (class_hi - lo)), 1.0, 64.0));
+			int32_t n = static_cast<int32_t>(std::min<size_t>(
+				class_hi - lo, std::max<size_t>(1, budget / (entry_bytes * columns))));
+			if (static_cast<size_t>(n) * columns * entry_bytes > budget)
+				columns = 1;
+			DeviceBuffer<SimilarityEntry> d_heaps(static_cast<size_t>(n) * columns * k, ctx_);
+			DeviceBuffer<int> d_sizes(static_cast<size_t>(n) * columns, ctx_);
+			check(cudaMemsetAsync(d_sizes.get(), 0, d_sizes.size() * sizeof(int), stream_),
+				  "cudaMemsetAsync");
+
+			/* other users in launches: each column takes column_width of them per launch */
+			double points_per_launch = pairs_per_launch() / (static_cast<double>(n) * pairs_per_point);
+			int32_t column_width = static_cast<int32_t>(std::clamp(
+				points_per_launch / columns / std::max(1.0, mean_points), 1.0,
+				static_cast<double>(n_users_)));
+			EventTimer compute(stream_);
+			for (int64_t first_b = 0; first_b < n_users_;
+				 first_b += static_cast<int64_t>(column_width) * columns)
+			{
+				int32_t launch_columns = static_cast<int32_t>(std::min<int64_t>(
+					columns, (n_users_ - first_b + column_width - 1) / column_width));
+				dim3 grid(blocks_for(n), launch_columns);
+				with_metric(points_.metric, [&](auto metric) {
+					constexpr GeoMetric M = decltype(metric)::value;
+					with_tile<M>(tile, [&](auto r) {
+						best_others<M, decltype(r)::value><<<grid, kBlock, 0, stream_>>>(
+							device_points(), ids_.get(), by_count_.get() + lo, n,
+							static_cast<int32_t>(first_b), column_width, n_users_, epsilon, k,
+							d_heaps.get(), d_sizes.get());
+					});
+				});
+				check_launch("best_others");
+				between_launches();
+			}
+			ctx_.times.compute_ms += compute.stop_ms();
+
+			EventTimer transfer(stream_);
+			std::vector<SimilarityEntry> h_heaps;
+			std::vector<int> h_sizes;
+			download(h_heaps, d_heaps, d_heaps.size(), stream_);
+			download(h_sizes, d_sizes, d_sizes.size(), stream_);
+			ctx_.times.transfer_ms += transfer.stop_ms();
+
+			/* merge the columns' heaps: the k best of their union, the same set as one search */
+			Stopwatch merge;
+			for (int32_t t = 0; t < n; ++t)
+			{
+				int32_t a = by_count_host_[lo + t];
+				SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * k;
+				int size = 0;
+				for (int col = 0; col < columns; ++col)
+				{
+					size_t slot = static_cast<size_t>(col) * n + t;
+					for (int i = 0; i < h_sizes[slot]; ++i)
+						geo::heap_offer(heap, size, k, h_heaps[slot * k + i]);
+				}
+				sizes[a] = size;
+			}
+			ctx_.times.compute_ms += merge.elapsed_ms();
+			lo += n;
+		}
+	}
+}
+
+std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double min_similarity,
+													   const StrengthParams &params,
+													   const std::vector<PowerPlan> &powers)
+{
+	similarity_sums(main_user, params.epsilon);
+	int n = n_candidates_;
+	std::vector<std::vector<double>> out(powers.size());
+	if (n == 0)
+	{
+		for (auto &v : out)
+			v.assign(n, 0.0);
+		return out;
+	}
+	long long n_slices = (n_points_ + kStrengthSlice - 1) / kStrengthSlice;
+	double pairs_per_slice = static_cast<double>(kStrengthSlice) * n;
+	long long slices_per_launch = static_cast<long long>(
+		std::clamp(pairs_per_launch() / pairs_per_slice, 1.0, static_cast<double>(n_slices)));
+	/* the partial sums of a launch: bounded by the memory budget */
+	slices_per_launch = std::min<long long>(
+		slices_per_launch,
+		std::max<long long>(1, free_bytes() / 4 / (sizeof(double) * static_cast<size_t>(n))));
+	slices_per_launch = std::min<long long>(slices_per_launch, 65535);
+
+	DeviceBuffer<double> w(n_points_, ctx_);
+	DeviceBuffer<double> partial(static_cast<size_t>(slices_per_launch) * n, ctx_);
+	DeviceBuffer<double> total(n, ctx_);
+	DeviceCandidates cands{cand_x_.get(), cand_y_.get(), cand_cos_.get(), n};
+	{
+		EventTimer compute(stream_);
+		point_weights<<<blocks_for(n_users_, 256), 256, 0, stream_>>>(
+			offsets_.get(), n_users_, main_user, points_.count(main_user), min_similarity,
+			floored_.get(), w.get());
+		check_launch("point_weights");
+		ctx_.times.compute_ms += compute.stop_ms();
+	}
+	for (size_t e = 0; e < powers.size(); ++e)
+	{
+		const PowerPlan &power = powers[e];
+		bool square = !power.general && power.whole == 1 && !power.half && !power.quarter;
+		EventTimer compute(stream_);
+		check(cudaMemsetAsync(total.get(), 0, n * sizeof(double), stream_), "cudaMemsetAsync");
+		for (long long first = 0; first < n_slices; first += slices_per_launch)
+		{
+			int launch_slices = static_cast<int>(std::min(slices_per_launch, n_slices - first));
+			dim3 grid(blocks_for(n, kBlock * kCandidatesPerThread), launch_slices);
+			with_metric(points_.metric, [&](auto metric) {
+				with_flags(square, params.has_max_distance, [&](auto sq, auto filter) {
+					strength_slices<decltype(metric)::value, decltype(sq)::value,
+									decltype(filter)::value><<<grid, kBlock, 0, stream_>>>(
+						device_points(), w.get(), n_points_, first, cands, params, power,
+						partial.get());
+				});
+			});
+			check_launch("strength_slices");
+			add_slices<<<blocks_for(n, 256), 256, 0, stream_>>>(partial.get(), launch_slices, n,
+																total.get());
+			check_launch("add_slices");
+			between_launches();
+		}
+		ctx_.times.compute_ms += compute.stop_ms();
+		EventTimer transfer(stream_);
+		download(out[e], total, n, stream_);
+		ctx_.times.transfer_ms += transfer.stop_ms();
+	}
+	return out;
+}
+
+GeoSessionPtr open_geo_session(const GeoPointSet &points, const GeoCandidateSet *candidates,
+							   ExecContext &ctx)
+{
+	return GeoSessionPtr(new GeoSession(points, candidates, ctx));
+}
+
+void geo_similarity_sums(GeoSession &session, int32_t main_user, double epsilon,
+						 std::vector<double> &floored, std::vector<double> &raw, ExecContext &)
+{
+	session.similarity_sums(main_user, epsilon);
+	session.download_sums(floored, raw);
+}
+
+void geo_similar_users(GeoSession &session, int k, double epsilon,
+					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
+					   ExecContext &)
+{
+	session.similar_users(k, epsilon, heaps, sizes);
+}
+
+std::vector<std::vector<double>> geo_strengths(GeoSession &session, int32_t main_user,
+											   double min_similarity, const StrengthParams &params,
+											   const std::vector<PowerPlan> &powers, ExecContext &)
+{
+	return session.strengths(main_user, min_similarity, params, powers);
+}
+
+} // namespace gpurec::gpu

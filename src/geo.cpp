@@ -1,0 +1,732 @@
+/*
+ * geo.cpp: the geospatial recommender: validation, grouping points per
+ * user, the CPU algorithms, and the choice of device.
+ *
+ * The CPU loops below and the GPU kernels (kernels/geo.cu) perform the same
+ * IEEE operations in the same order (geo_kernels.hpp), so both give the
+ * same bits.  Compilers must not fuse a*b+c here, whatever -march says:
+ */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "geo.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <unordered_map>
+
+namespace gpurec {
+
+namespace {
+
+/* Under gpurec.device = auto, problems smaller than this many distance evaluations stay on the CPU. */
+constexpr double kMinGpuPairs = 2e7;
+
+/* Distance evaluations per CPU work item: about a millisecond. */
+constexpr double kPairsPerItem = 1e6;
+
+std::string number_text(double v)
+{
+	char buf[64];
+	std::snprintf(buf, sizeof buf, "%.17g", v);
+	return buf;
+}
+
+/* ---- arguments ---------------------------------------------------------- */
+
+void check_epsilon(double epsilon)
+{
+	if (!(epsilon > 0) || !std::isfinite(epsilon))
+		throw Error(sqlstate::invalid_parameter_value, "epsilon must be greater than zero",
+					"epsilon = " + number_text(epsilon) + ".",
+					"epsilon is the least distance counted; the default is 1e-9.");
+}
+
+void check_exponent(double exponent)
+{
+	if (!(exponent > 0) || !std::isfinite(exponent))
+		throw Error(sqlstate::invalid_parameter_value, "exponent must be greater than zero",
+					"exponent = " + number_text(exponent) + ".");
+}
+
+void check_strength_options(const StrengthOptions &strength)
+{
+	if (std::isnan(strength.max_distance) || strength.max_distance < 0)
+		throw Error(sqlstate::invalid_parameter_value, "max_distance must not be negative",
+					"max_distance = " + number_text(strength.max_distance) + ".",
+					"Pass NULL for no limit.");
+	if (std::isnan(strength.min_similarity))
+		throw Error(sqlstate::invalid_parameter_value, "min_similarity must not be NaN");
+}
+
+/* Coordinates: finite; under haversine, longitude and latitude in range. */
+void check_coordinates(double x, double y, GeoMetric metric, const char *what, int64_t id)
+{
+	auto whose = [&] { return std::string(what) + " " + std::to_string(id); };
+	if (!std::isfinite(x) || !std::isfinite(y))
+		throw Error(sqlstate::data_exception,
+					"a point of " + whose() + " has a non-finite coordinate",
+					"x = " + number_text(x) + ", y = " + number_text(y) + ".");
+	if (metric != GeoMetric::Haversine)
+		return;
+	if (y < -90 || y > 90)
+		throw Error(sqlstate::numeric_value_out_of_range,
+					"latitude " + number_text(y) + " of " + whose() + " is out of range",
+					"Under the haversine metric y is the latitude in degrees, from -90 to 90.");
+	if (x < -180 || x > 180)
+		throw Error(sqlstate::numeric_value_out_of_range,
+					"longitude " + number_text(x) + " of " + whose() + " is out of range",
+					"Under the haversine metric x is the longitude in degrees, from -180 to 180.");
+}
+
+int32_t main_user_code(const GeoPointSet &set, const GeoPoints &points, int64_t main_user,
+					   const char *role = "main user")
+{
+	int32_t code = points.user.find(main_user);
+	if (code < 0 || set.count(code) == 0)
+		throw Error(sqlstate::invalid_parameter_value,
+					std::string(role) + " " + std::to_string(main_user) + " has no points",
+					"Similarity to a user is measured from that user's points.");
+	return code;
+}
+
+GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric)
+{
+	GeoCandidateSet set;
+	size_t n = candidates.id.size();
+	set.x = candidates.x.to_vector();
+	set.y = candidates.y.to_vector();
+	for (size_t i = 0; i < n; ++i)
+		check_coordinates(set.x[i], set.y[i], metric, "candidate", candidates.id[i]);
+	if (metric == GeoMetric::Haversine)
+	{
+		set.cos_lat.resize(n);
+		for (size_t i = 0; i < n; ++i)
+			set.cos_lat[i] = geo::cos_latitude(set.y[i]);
+	}
+	return set;
+}
+
+/* The largest squared distance whose square root rounds to at most max_distance. */
+double euclidean_max_key(double max_distance)
+{
+	double key = max_distance * max_distance;
+	while (key > 0 && std::sqrt(key) > max_distance)
+		key = std::nextafter(key, 0.0);
+	while (std::sqrt(std::nextafter(key, INFINITY)) <= max_distance)
+		key = std::nextafter(key, INFINITY);
+	return key;
+}
+
+StrengthParams strength_params(const StrengthOptions &strength, const GeoOptions &options)
+{
+	StrengthParams p;
+	p.metric = options.metric;
+	p.epsilon = options.epsilon;
+	p.epsilon_squared = options.epsilon * options.epsilon;
+	p.has_max_distance = !std::isinf(strength.max_distance);
+	p.max_key = !p.has_max_distance ? INFINITY
+				: options.metric == GeoMetric::Euclidean ? euclidean_max_key(strength.max_distance)
+														 : strength.max_distance;
+	return p;
+}
+
+/* ---- CPU threads -------------------------------------------------------- */
+
+/*
+ * Runs body(i, cancelled) for every i in [0, n) on all cores.  Only worker
+ * threads compute: the calling thread, the backend's own, waits and checks
+ * for interrupts every few milliseconds (PostgreSQL may be called from it
+ * alone).  On a cancel the workers stop after their current item, or sooner
+ * where body polls `cancelled`.
+ */
+template <typename Body> void parallel_for(size_t n, ExecContext &ctx, Body body)
+{
+	if (n == 0)
+		return;
+	size_t n_workers = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+	std::atomic<size_t> next{0};
+	std::atomic<bool> cancelled{false};
+	std::mutex mutex;
+	std::condition_variable finished;
+	size_t running = n_workers;
+	std::exception_ptr failure;
+
+	auto work = [&] {
+		try
+		{
+			for (size_t i; !cancelled.load(std::memory_order_relaxed) && (i = next++) < n;)
+				body(i, cancelled);
+		}
+		catch (...)
+		{
+			std::lock_guard<std::mutex> lock(mutex);
+			if (!failure)
+				failure = std::current_exception();
+			cancelled = true;
+		}
+		std::lock_guard<std::mutex> lock(mutex);
+		if (--running == 0)
+			finished.notify_all();
+	};
+
+	std::vector<std::thread> threads;
+	std::exception_ptr interrupt;
+	try
+	{
+		for (size_t t = 0; t < n_workers; ++t)
+		{
+			threads.emplace_back(work);
+		}
+	}
+	catch (...)
+	{
+		/* could not start a thread: stop those that run, then report */
+		interrupt = std::current_exception();
+		cancelled = true;
+		std::lock_guard<std::mutex> lock(mutex);
+		running -= n_workers - threads.size();
+	}
+	for (;;)
+	{
+		{
+			std::unique_lock<std::mutex> lock(mutex);
+			if (running == 0)
+				break;
+			finished.wait_for(lock, std::chrono::milliseconds(5));
+			if (running == 0)
+				break;
+		}
+		if (interrupt)
+			continue;
+		try
+		{
+			ctx.check_interrupts();
+		}
+		catch (...)
+		{
+			interrupt = std::current_exception();
+			cancelled = true;
+		}
+	}
+	for (std::thread &t : threads)
+		t.join();
+	if (interrupt)
+		std::rethrow_exception(interrupt);
+	if (failure)
+		std::rethrow_exception(failure);
+}
+
+/* Splits [0, n) into items of about `per_item` units of cost(i) each. */
+template <typename Cost>
+std::vector<size_t> split_by_cost(size_t n, double per_item, Cost cost)
+{
+	std::vector<size_t> bounds{0};
+	double acc = 0;
+	for (size_t i = 0; i < n; ++i)
+	{
+		acc += cost(i);
+		if (acc >= per_item)
+		{
+			bounds.push_back(i + 1);
+			acc = 0;
+		}
+	}
+	if (bounds.back() != n)
+		bounds.push_back(n);
+	return bounds;
+}
+
+/* ---- CPU algorithms ----------------------------------------------------- */
+
+/* Order key of the distance between point a and point b of the set. */
+template <GeoMetric M> double pair_key(const GeoPointSet &s, int64_t a, int64_t b)
+{
+	if constexpr (M == GeoMetric::Euclidean)
+		return geo::euclidean_key(s.x[a], s.y[a], s.x[b], s.y[b]);
+	else
+		return geo::haversine_key(s.x[a], s.y[a], s.cos_lat[a], s.x[b], s.y[b], s.cos_lat[b]);
+}
+
+/* The key of the nearest point of user b to point a. */
+template <GeoMetric M> double nearest_key(const GeoPointSet &s, int64_t a, int32_t b)
+{
+	double best = INFINITY;
+	for (int64_t j = s.offsets[b]; j < s.offsets[b + 1]; ++j)
+		best = geo::lesser(best, pair_key<M>(s, a, j));
+	return best;
+}
+
+template <GeoMetric M>
+void similarity_sums_cpu(const GeoPointSet &s, int32_t main_user, double epsilon,
+						 std::vector<double> &floored, std::vector<double> &raw, ExecContext &ctx)
+{
+	int32_t n_users = s.users();
+	int64_t main_begin = s.offsets[main_user], main_end = s.offsets[main_user + 1];
+	double main_points = static_cast<double>(main_end - main_begin);
+	floored.assign(n_users, 0.0);
+	raw.assign(n_users, 0.0);
+	std::vector<size_t> items = split_by_cost(n_users, kPairsPerItem, [&](size_t u) {
+		return main_points * static_cast<double>(s.count(static_cast<int32_t>(u)));
+	});
+	parallel_for(items.size() - 1, ctx, [&](size_t item, const std::atomic<bool> &) {
+		for (size_t u = items[item]; u < items[item + 1]; ++u)
+		{
+			double f = 0.0, r = 0.0;
+			for (int64_t a = main_begin; a < main_end; ++a)
+			{
+				double d = geo::key_distance(M, nearest_key<M>(s, a, static_cast<int32_t>(u)));
+				f = geo::add(f, geo::greater(d, epsilon));
+				r = geo::add(r, d);
+			}
+			floored[u] = f;
+			raw[u] = r;
+		}
+	});
+}
+
+void similarity_sums_on_cpu(const GeoPointSet &s, int32_t main_user, double epsilon,
+							std::vector<double> &floored, std::vector<double> &raw,
+							ExecContext &ctx)
+{
+	Stopwatch clock;
+	if (s.metric == GeoMetric::Euclidean)
+		similarity_sums_cpu<GeoMetric::Euclidean>(s, main_user, epsilon, floored, raw, ctx);
+	else
+		similarity_sums_cpu<GeoMetric::Haversine>(s, main_user, epsilon, floored, raw, ctx);
+	ctx.times.compute_ms += clock.elapsed_ms();
+}
+
+template <GeoMetric M>
+void similar_users_cpu(const GeoPointSet &s, int k, double epsilon,
+					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
+					   ExecContext &ctx)
+{
+	int32_t n_users = s.users();
+	heaps.assign(static_cast<size_t>(n_users) * k, SimilarityEntry{0, 0});
+	sizes.assign(n_users, 0);
+	parallel_for(n_users, ctx, [&](size_t item, const std::atomic<bool> &cancelled) {
+		int32_t a = static_cast<int32_t>(item);
+		SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * k;
+		int size = 0;
+		for (int32_t b = 0; b < n_users && !cancelled.load(std::memory_order_relaxed); ++b)
+		{
+			if (b == a)
+				continue;
+			double f = 0.0;
+			for (int64_t i = s.offsets[a]; i < s.offsets[a + 1]; ++i)
+				f = geo::add(f, geo::greater(geo::key_distance(M, nearest_key<M>(s, i, b)), epsilon));
+			geo::heap_offer(heap, size, k,
+							{geo::similarity_of(s.count(a), f), static_cast<long long>(s.user_ids[b])});
+		}
+		sizes[a] = size;
+	});
+}
+
+void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon,
+						  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
+						  ExecContext &ctx)
+{
+	Stopwatch clock;
+	if (s.metric == GeoMetric::Euclidean)
+		similar_users_cpu<GeoMetric::Euclidean>(s, k, epsilon, heaps, sizes, ctx);
+	else
+		similar_users_cpu<GeoMetric::Haversine>(s, k, epsilon, heaps, sizes, ctx);
+	ctx.times.compute_ms += clock.elapsed_ms();
+}
+
+/*
+ * The weight of every point in a strength: the similarity of its user to
+ * the main user where that is at least min_similarity, else 0 (the main
+ * user's own points weigh 0).
+ */
+std::vector<double> point_weights(const GeoPointSet &s, int32_t main_user, double min_similarity,
+								  const std::vector<double> &floored)
+{
+	std::vector<double> w(s.points(), 0.0);
+	int64_t main_points = s.count(main_user);
+	for (int32_t u = 0; u < s.users(); ++u)
+	{
+		double sim = geo::similarity_of(main_points, floored[u]);
+		if (u == main_user || !(sim >= min_similarity))
+			continue;
+		std::fill(w.begin() + s.offsets[u], w.begin() + s.offsets[u + 1], sim);
+	}
+	return w;
+}
+
+/* Candidates per CPU work item: one pass over the points serves all of them. */
+constexpr size_t kCandidatesPerItem = 8;
+
+/*
+ * The strengths of candidates [first, first + n) under one power, in the
+ * order geo_kernels.hpp fixes: slices, groups of kStrengthGroup as one
+ * fraction, group values into the slice sum, slice sums into the total.
+ */
+void strengths_of_block(const GeoPointSet &s, const std::vector<double> &w,
+						const GeoCandidateSet &cands, size_t first, size_t n,
+						const StrengthParams &sp, const PowerPlan &power, double *out,
+						const std::atomic<bool> &cancelled)
+{
+	int64_t n_points = s.points();
+	bool haversine = sp.metric == GeoMetric::Haversine;
+	double total[kCandidatesPerItem] = {}, slice_sum[kCandidatesPerItem];
+	geo::GroupFraction group[kCandidatesPerItem];
+	auto term_base = [&](int64_t p, size_t c) {
+		return geo::strength_base(sp, s.x[p], s.y[p], haversine ? s.cos_lat[p] : 0.0,
+								  cands.x[first + c], cands.y[first + c],
+								  haversine ? cands.cos_lat[first + c] : 0.0);
+	};
+	for (int64_t slice = 0; slice < n_points && !cancelled.load(std::memory_order_relaxed);
+		 slice += kStrengthSlice)
+	{
+		int64_t slice_end = std::min(n_points, slice + kStrengthSlice);
+		std::fill(slice_sum, slice_sum + n, 0.0);
+		for (int64_t g0 = slice; g0 < slice_end; g0 += kStrengthGroup)
+		{
+			int64_t g1 = std::min(slice_end, g0 + kStrengthGroup);
+			for (size_t c = 0; c < n; ++c)
+				group[c] = geo::GroupFraction();
+			for (int64_t p = g0; p < g1; ++p)
+			{
+				if (w[p] == 0.0)
+					continue;
+				for (size_t c = 0; c < n; ++c)
+				{
+					double base = term_base(p, c);
+					if (base >= 0)
+						group[c].add_term(w[p], geo::raise(base, power));
+				}
+			}
+			for (size_t c = 0; c < n; ++c)
+			{
+				double value = 0.0;
+				if (group[c].fallback_needed())
+				{
+					for (int64_t p = g0; p < g1; ++p)
+					{
+						double base = w[p] == 0.0 ? -1.0 : term_base(p, c);
+						if (base >= 0)
+							value = geo::add(value, geo::div(w[p], geo::raise(base, power)));
+					}
+				}
+				else if (!group[c].empty())
+					value = group[c].value();
+				slice_sum[c] = geo::add(slice_sum[c], value);
+			}
+		}
+		for (size_t c = 0; c < n; ++c)
+			total[c] = geo::add(total[c], slice_sum[c]);
+	}
+	std::copy(total, total + n, out);
+}
+
+std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const GeoCandidateSet &cands,
+												  int32_t main_user, double min_similarity,
+												  const StrengthParams &sp,
+												  const std::vector<PowerPlan> &powers,
+												  ExecContext &ctx)
+{
+	std::vector<double> floored, raw;
+	similarity_sums_on_cpu(s, main_user, sp.epsilon, floored, raw, ctx);
+	Stopwatch clock;
+	std::vector<double> w = point_weights(s, main_user, min_similarity, floored);
+	std::vector<std::vector<double>> out(powers.size(), std::vector<double>(cands.size()));
+	size_t blocks = (cands.size() + kCandidatesPerItem - 1) / kCandidatesPerItem;
+	parallel_for(blocks * powers.size(), ctx, [&](size_t item, const std::atomic<bool> &cancelled) {
+		size_t e = item / blocks, first = (item % blocks) * kCandidatesPerItem;
+		strengths_of_block(s, w, cands, first, std::min(kCandidatesPerItem, cands.size() - first),
+						   sp, powers[e], out[e].data() + first, cancelled);
+	});
+	ctx.times.compute_ms += clock.elapsed_ms();
+	return out;
+}
+
+} // namespace
+
+/* ---- building blocks ---------------------------------------------------- */
+
+GeoMetric parse_geo_metric(const std::string &name)
+{
+	std::string lower(name);
+	std::transform(lower.begin(), lower.end(), lower.begin(),
+				   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+	if (lower == "euclidean")
+		return GeoMetric::Euclidean;
+	if (lower == "haversine")
+		return GeoMetric::Haversine;
+	throw Error(sqlstate::invalid_parameter_value, "unknown metric \"" + name + "\"",
+				"The metric must be 'euclidean' or 'haversine'.");
+}
+
+GeoPointSet group_points(const GeoPoints &points, const GeoOptions &options)
+{
+	check_epsilon(options.epsilon);
+	size_t n = points.user.size();
+	if (points.x.size() != n || points.y.size() != n)
+		throw Error(sqlstate::internal_error, "points columns differ in length");
+	if (n > static_cast<size_t>(INT64_MAX / 2) || points.user.distinct() > INT32_MAX - 1)
+		throw Error(sqlstate::program_limit_exceeded, "too many points or users in one call");
+
+	GeoPointSet set;
+	set.metric = options.metric;
+	int32_t n_users = static_cast<int32_t>(points.user.distinct());
+	set.user_ids = points.user.values();
+	set.offsets.assign(n_users + 1, 0);
+	for (size_t row = 0; row < n; ++row)
+		++set.offsets[points.user.code(row) + 1];
+	std::partial_sum(set.offsets.begin(), set.offsets.end(), set.offsets.begin());
+	std::vector<int64_t> fill(set.offsets.begin(), set.offsets.end() - 1);
+	set.x.resize(n);
+	set.y.resize(n);
+	for (size_t row = 0; row < n; ++row)
+	{
+		int32_t u = points.user.code(row);
+		double x = points.x[row], y = points.y[row];
+		check_coordinates(x, y, options.metric, "user", set.user_ids[u]);
+		int64_t at = fill[u]++;
+		set.x[at] = x;
+		set.y[at] = y;
+	}
+	if (options.metric == GeoMetric::Haversine)
+	{
+		set.cos_lat.resize(n);
+		for (size_t p = 0; p < n; ++p)
+			set.cos_lat[p] = geo::cos_latitude(set.y[p]);
+	}
+	return set;
+}
+
+double auc_of(const std::vector<double> &scores, const std::vector<uint8_t> &positive)
+{
+	size_t n = scores.size();
+	std::vector<uint32_t> order(n);
+	std::iota(order.begin(), order.end(), 0u);
+	std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return scores[a] < scores[b]; });
+	/* twice the rank sum of the positives, with ties at their mid-rank: integers */
+	int64_t twice_rank_sum = 0, n_positive = 0;
+	for (size_t i = 0; i < n;)
+	{
+		size_t j = i;
+		int64_t positives_here = 0;
+		while (j < n && scores[order[j]] == scores[order[i]])
+			positives_here += positive[order[j++]];
+		/* ranks i+1 .. j: mid-rank (i + 1 + j) / 2 */
+		twice_rank_sum += positives_here * static_cast<int64_t>(i + 1 + j);
+		n_positive += positives_here;
+		i = j;
+	}
+	int64_t n_negative = static_cast<int64_t>(n) - n_positive;
+	return static_cast<double>(twice_rank_sum - n_positive * (n_positive + 1)) /
+		   (2.0 * static_cast<double>(n_positive) * static_cast<double>(n_negative));
+}
+
+/* ---- the functions ------------------------------------------------------ */
+
+std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t main_user,
+											const GeoOptions &options, ExecContext &ctx)
+{
+	GeoPointSet set = group_points(points, options);
+	int32_t main = main_user_code(set, points, main_user);
+	std::vector<double> floored, raw;
+	double work = static_cast<double>(set.count(main)) * static_cast<double>(set.points());
+	dispatch(
+		ctx, "user_similarity", work, kMinGpuPairs,
+		[&] {
+			gpu::GeoSessionPtr session = gpu::open_geo_session(set, nullptr, ctx);
+			gpu::geo_similarity_sums(*session, main, options.epsilon, floored, raw, ctx);
+		},
+		[&] { similarity_sums_on_cpu(set, main, options.epsilon, floored, raw, ctx); });
+
+	std::vector<UserSimilarity> out;
+	double main_points = static_cast<double>(set.count(main));
+	for (int32_t u : points.user.codes_in_id_order())
+		if (u != main)
+			out.push_back({set.user_ids[u], geo::similarity_of(set.count(main), floored[u]),
+						   raw[u] / main_points});
+	return out;
+}
+
+std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const GeoOptions &options,
+									   ExecContext &ctx)
+{
+	if (k < 1)
+		throw Error(sqlstate::invalid_parameter_value, "k must be at least 1",
+					"k = " + std::to_string(k) + ".");
+	GeoPointSet set = group_points(points, options);
+	int32_t n_users = set.users();
+	if (n_users < 2)
+		return {};
+	int kept = std::min(k, n_users - 1);
+	std::vector<SimilarityEntry> heaps;
+	std::vector<int32_t> sizes;
+	double work = static_cast<double>(set.points()) * static_cast<double>(set.points());
+	dispatch(
+		ctx, "similar_users", work, kMinGpuPairs,
+		[&] {
+			gpu::GeoSessionPtr session = gpu::open_geo_session(set, nullptr, ctx);
+			gpu::geo_similar_users(*session, kept, options.epsilon, heaps, sizes, ctx);
+		},
+		[&] { similar_users_on_cpu(set, kept, options.epsilon, heaps, sizes, ctx); });
+
+	std::vector<SimilarUser> out;
+	out.reserve(static_cast<size_t>(n_users) * kept);
+	for (int32_t a : points.user.codes_in_id_order())
+	{
+		SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * kept;
+		std::sort(heap, heap + sizes[a], geo::better);
+		for (int r = 0; r < sizes[a]; ++r)
+			out.push_back({set.user_ids[a], r + 1, heap[r].user_id, heap[r].similarity});
+	}
+	return out;
+}
+
+namespace {
+
+/*
+ * Strengths of the candidates for main users one after another, on the
+ * device chosen once: strengths_for(main_code) -> one vector per power.
+ */
+template <typename Consumer>
+void with_strengths(const GeoPointSet &set, const GeoCandidateSet &cands,
+					const std::vector<PowerPlan> &powers, const StrengthOptions &strength,
+					const StrengthParams &sp, double work, const char *function,
+					ExecContext &ctx, Consumer consume)
+{
+	dispatch(
+		ctx, function, work, kMinGpuPairs,
+		[&] {
+			gpu::GeoSessionPtr session = gpu::open_geo_session(set, &cands, ctx);
+			consume([&](int32_t main) {
+				return gpu::geo_strengths(*session, main, strength.min_similarity, sp, powers, ctx);
+			});
+		},
+		[&] {
+			consume([&](int32_t main) {
+				return strengths_on_cpu(set, cands, main, strength.min_similarity, sp, powers, ctx);
+			});
+		});
+}
+
+} // namespace
+
+std::vector<double> predict_strength(const GeoPoints &points, int64_t main_user,
+									 const GeoCandidates &candidates, double exponent,
+									 const StrengthOptions &strength, const GeoOptions &options,
+									 ExecContext &ctx)
+{
+	check_exponent(exponent);
+	check_strength_options(strength);
+	GeoPointSet set = group_points(points, options);
+	int32_t main = main_user_code(set, points, main_user);
+	GeoCandidateSet cands = candidate_set(candidates, options.metric);
+	if (cands.size() == 0)
+		return {};
+	StrengthParams sp = strength_params(strength, options);
+	std::vector<PowerPlan> powers{plan_power(exponent)};
+	double work = static_cast<double>(set.points()) *
+				  static_cast<double>(set.count(main) + static_cast<int64_t>(cands.size()));
+	std::vector<double> out;
+	with_strengths(set, cands, powers, strength, sp, work, "predict_strength", ctx,
+				   [&](auto strengths_for) { out = std::move(strengths_for(main)[0]); });
+	return out;
+}
+
+std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout &holdout,
+									  const GeoCandidates &candidates,
+									  const std::vector<double> &exponents,
+									  const StrengthOptions &strength, const GeoOptions &options,
+									  ExecContext &ctx)
+{
+	if (exponents.empty())
+		throw Error(sqlstate::invalid_parameter_value, "exponents must not be empty");
+	for (double e : exponents)
+		check_exponent(e);
+	check_strength_options(strength);
+	GeoPointSet set = group_points(points, options);
+	GeoCandidateSet cands = candidate_set(candidates, options.metric);
+	StrengthParams sp = strength_params(strength, options);
+
+	/* the candidate rows of each candidate_id */
+	std::unordered_map<int64_t, std::vector<uint32_t>> rows_of;
+	if (cands.size() > UINT32_MAX)
+		throw Error(sqlstate::program_limit_exceeded, "too many candidates in one call");
+	for (size_t r = 0; r < cands.size(); ++r)
+		rows_of[candidates.id[r]].push_back(static_cast<uint32_t>(r));
+
+	/* holdout users in id order, each with its visited candidate ids */
+	std::vector<std::pair<int64_t, int64_t>> visits(holdout.user.size());
+	for (size_t i = 0; i < visits.size(); ++i)
+		visits[i] = {holdout.user[i], holdout.candidate[i]};
+	std::sort(visits.begin(), visits.end());
+	visits.erase(std::unique(visits.begin(), visits.end()), visits.end());
+
+	struct Evaluated
+	{
+		int32_t code;
+		std::vector<uint8_t> positive;
+	};
+	std::vector<Evaluated> users;
+	double work_per_user = 0;
+	for (size_t i = 0; i < visits.size();)
+	{
+		int64_t user = visits[i].first;
+		int32_t code = main_user_code(set, points, user, "holdout user");
+		std::vector<uint8_t> positive(cands.size(), 0);
+		size_t n_positive = 0;
+		for (; i < visits.size() && visits[i].first == user; ++i)
+		{
+			auto it = rows_of.find(visits[i].second);
+			if (it != rows_of.end())
+				for (uint32_t r : it->second)
+					n_positive += positive[r] ? 0 : (positive[r] = 1);
+		}
+		/* an AUC needs a visited and an unvisited candidate */
+		if (n_positive > 0 && n_positive < cands.size())
+		{
+			users.push_back({code, std::move(positive)});
+			work_per_user += static_cast<double>(set.points()) *
+							 static_cast<double>(set.count(code) +
+												 static_cast<int64_t>(cands.size() * exponents.size()));
+		}
+	}
+
+	std::vector<PowerPlan> powers;
+	for (double e : exponents)
+		powers.push_back(plan_power(e));
+	std::vector<double> auc_sum(exponents.size(), 0.0);
+	if (!users.empty())
+		with_strengths(set, cands, powers, strength, sp, work_per_user, "fit_exponent", ctx,
+					   [&](auto strengths_for) {
+						   for (const Evaluated &user : users)
+						   {
+							   std::vector<std::vector<double>> s = strengths_for(user.code);
+							   Stopwatch clock;
+							   for (size_t e = 0; e < exponents.size(); ++e)
+								   auc_sum[e] += auc_of(s[e], user.positive);
+							   ctx.times.compute_ms += clock.elapsed_ms();
+							   ctx.check_interrupts();
+						   }
+					   });
+
+	std::vector<ExponentFit> out;
+	for (size_t e = 0; e < exponents.size(); ++e)
+		out.push_back({exponents[e],
+					   users.empty() ? 0.0 : auc_sum[e] / static_cast<double>(users.size()),
+					   static_cast<int64_t>(users.size())});
+	std::stable_sort(out.begin(), out.end(),
+					 [](const ExponentFit &a, const ExponentFit &b) { return a.exponent < b.exponent; });
+	return out;
+}
+
+} // namespace gpurec

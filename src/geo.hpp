@@ -1,0 +1,125 @@
+/*
+ * geo.hpp: the geospatial recommender: users are sets of points, and a
+ * user B is similar to a user A when every point of A has a point of B
+ * nearby.
+ *
+ * Similarity of B to A (not symmetric): over A's points, the distance to
+ * the nearest of B's points, each floored at epsilon; similarity = 1 / the
+ * mean of those.  Distances are euclidean on (x, y) or, under haversine,
+ * great-circle metres with x = longitude and y = latitude in degrees.
+ *
+ * Every function validates its arguments and data here and throws
+ * gpurec::Error; the SQL layer only converts.  The CPU and GPU paths give
+ * bit-identical results (geo_kernels.hpp says how).
+ */
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "../kernels/geo_kernels.hpp"
+#include "columns.hpp"
+#include "device.hpp"
+
+namespace gpurec {
+
+/* 'euclidean' or 'haversine' (any case); anything else is an ERROR listing the two. */
+GeoMetric parse_geo_metric(const std::string &name);
+
+struct GeoOptions
+{
+	GeoMetric metric = GeoMetric::Euclidean;
+	double epsilon = 1e-9; /* > 0 */
+};
+
+/* The points query: user_id, x, y (rows with a NULL were skipped by the input layer). */
+struct GeoPoints
+{
+	const IdColumn &user;
+	const FloatColumn &x;
+	const FloatColumn &y;
+};
+
+/*
+ * The candidates query: candidate_id, x, y.  Each row is a candidate of its
+ * own, even when an id repeats; results come per row, in input order.
+ */
+struct GeoCandidates
+{
+	const Int64Column &id;
+	const FloatColumn &x;
+	const FloatColumn &y;
+};
+
+/* The holdout query: user_id, candidate_id (the visits to predict). */
+struct GeoHoldout
+{
+	const Int64Column &user;
+	const Int64Column &candidate;
+};
+
+/* user_similarity: one row per user other than the main user, ordered by user_id. */
+struct UserSimilarity
+{
+	int64_t user_id;
+	double similarity;
+	double mean_min_distance; /* the raw mean, not floored */
+};
+
+std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t main_user,
+											const GeoOptions &options, ExecContext &ctx);
+
+/* similar_users: ordered by (user_id, rank); equal similarities rank the lower other_user_id first. */
+struct SimilarUser
+{
+	int64_t user_id;
+	int32_t rank;
+	int64_t other_user_id;
+	double similarity;
+};
+
+std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const GeoOptions &options,
+									   ExecContext &ctx);
+
+struct StrengthOptions
+{
+	double max_distance = std::numeric_limits<double>::infinity(); /* SQL NULL: no limit */
+	double min_similarity = 0;
+};
+
+/* predict_strength: the strength of each candidate row, in input order. */
+std::vector<double> predict_strength(const GeoPoints &points, int64_t main_user,
+									 const GeoCandidates &candidates, double exponent,
+									 const StrengthOptions &strength, const GeoOptions &options,
+									 ExecContext &ctx);
+
+/*
+ * fit_exponent: per exponent (ordered by exponent, duplicates kept), the
+ * mean over holdout users of the AUC of their visited candidates against
+ * the others; users = how many holdout users had both kinds (mean_auc is
+ * meaningless, SQL NULL, when users = 0).  A holdout row whose candidate_id
+ * names no candidate row is ignored; one that names several marks them all.
+ */
+struct ExponentFit
+{
+	double exponent;
+	double mean_auc;
+	int64_t users;
+};
+
+std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout &holdout,
+									  const GeoCandidates &candidates,
+									  const std::vector<double> &exponents,
+									  const StrengthOptions &strength, const GeoOptions &options,
+									  ExecContext &ctx);
+
+/*
+ * Building blocks, exposed for the unit tests: the points grouped per user
+ * (validating coordinates), and the AUC with ties counted half.
+ */
+GeoPointSet group_points(const GeoPoints &points, const GeoOptions &options);
+double auc_of(const std::vector<double> &scores, const std::vector<uint8_t> &positive);
+
+} // namespace gpurec

@@ -1,0 +1,959 @@
+/*
+ * test_geo.cpp: the geospatial recommender against a brute-force oracle
+ * written here independently (library hypot, sin, asin and pow; plain
+ * loops), on random integer grids so that ties and zero distances occur;
+ * the issue's example exactly; haversine on known city pairs; every ERROR.
+ * With a usable GPU, the GPU path must give the CPU's results bit for bit
+ * (up to 1e-12 for exponents that go through pow()).
+ */
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+
+#include "../../src/geo.hpp"
+
+namespace gpurec {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/* ---- inputs -------------------------------------------------------------- */
+
+struct Point
+{
+	int64_t user;
+	double x, y;
+};
+
+struct PointColumns
+{
+	IdColumn user;
+	FloatColumn x, y;
+
+	explicit PointColumns(const std::vector<Point> &rows)
+	{
+		for (const Point &p : rows)
+		{
+			user.push_back(p.user);
+			x.push_back(p.x);
+			y.push_back(p.y);
+		}
+	}
+	GeoPoints view() const { return {user, x, y}; }
+};
+
+struct Candidate
+{
+	int64_t id;
+	double x, y;
+};
+
+struct CandidateColumns
+{
+	Int64Column id;
+	FloatColumn x, y;
+
+	explicit CandidateColumns(const std::vector<Candidate> &rows)
+	{
+		for (const Candidate &c : rows)
+		{
+			id.push_back(c.id);
+			x.push_back(c.x);
+			y.push_back(c.y);
+		}
+	}
+	GeoCandidates view() const { return {id, x, y}; }
+};
+
+struct HoldoutColumns
+{
+	Int64Column user, candidate;
+
+	explicit HoldoutColumns(const std::vector<std::pair<int64_t, int64_t>> &rows)
+	{
+		for (auto [u, c] : rows)
+		{
+			user.push_back(u);
+			candidate.push_back(c);
+		}
+	}
+	GeoHoldout view() const { return {user, candidate}; }
+};
+
+ExecContext cpu_context()
+{
+	ExecContext ctx;
+	ctx.mode = DeviceMode::Cpu;
+	return ctx;
+}
+
+ExecContext gpu_context(size_t budget = 0)
+{
+	ExecContext ctx;
+	ctx.mode = DeviceMode::Gpu;
+	ctx.gpu_memory_budget = budget;
+	return ctx;
+}
+
+/*
+ * Random users on a small integer grid, rows shuffled so users interleave.
+ * Euclidean: x, y in [0, grid]; haversine: a corner of Europe in whole
+ * degrees, plus points at the poles and on the date line.
+ */
+std::vector<Point> random_points(std::mt19937_64 &rng, int users, int max_points, GeoMetric metric,
+								 int grid = 6)
+{
+	std::vector<Point> rows;
+	std::uniform_int_distribution<int> count(1, max_points), cell(0, grid), coin(0, 19);
+	std::set<int64_t> ids;
+	while (static_cast<int>(ids.size()) < users)
+		ids.insert(std::uniform_int_distribution<int64_t>(-1000000, 1000000)(rng));
+	for (int64_t id : ids)
+	{
+		int n = count(rng);
+		for (int i = 0; i < n; ++i)
+		{
+			if (metric == GeoMetric::Euclidean)
+				rows.push_back({id, double(cell(rng)), double(cell(rng))});
+			else if (coin(rng) == 0)
+				rows.push_back({id, coin(rng) < 10 ? 180.0 : -180.0, double(cell(rng) * 15 - 45)});
+			else if (coin(rng) == 0)
+				rows.push_back({id, double(cell(rng) * 30 - 90), coin(rng) < 10 ? 90.0 : -90.0});
+			else
+				rows.push_back({id, double(cell(rng)), double(40 + cell(rng))});
+		}
+	}
+	std::shuffle(rows.begin(), rows.end(), rng);
+	return rows;
+}
+
+std::vector<Candidate> random_candidates(std::mt19937_64 &rng, int n, GeoMetric metric, int grid = 6)
+{
+	std::vector<Candidate> rows;
+	std::uniform_int_distribution<int> cell(0, grid);
+	for (int i = 0; i < n; ++i)
+	{
+		int64_t id = 1000 + (i % (n - n / 8)); /* some ids repeat: each row is its own candidate */
+		if (metric == GeoMetric::Euclidean)
+			rows.push_back({id, double(cell(rng)), double(cell(rng))});
+		else
+			rows.push_back({id, double(cell(rng)), double(40 + cell(rng))});
+	}
+	return rows;
+}
+
+/* ---- the oracle ---------------------------------------------------------- */
+
+/*
+ * Euclidean: hypot.  Great circle: Vincenty's formula on the sphere in long
+ * double, a different formula from the engine's and well conditioned at
+ * every distance, antipodes included.
+ */
+double oracle_distance(GeoMetric metric, double ax, double ay, double bx, double by)
+{
+	if (metric == GeoMetric::Euclidean)
+		return std::hypot(ax - bx, ay - by);
+	const long double rad = 3.141592653589793238462643383279502884L / 180;
+	long double p1 = ay * rad, p2 = by * rad, dl = (bx - ax) * rad;
+	long double y = hypotl(cosl(p2) * sinl(dl), cosl(p1) * sinl(p2) - sinl(p1) * cosl(p2) * cosl(dl));
+	long double x = sinl(p1) * sinl(p2) + cosl(p1) * cosl(p2) * cosl(dl);
+	return static_cast<double>(6371008.8L * atan2l(y, x));
+}
+
+using Users = std::map<int64_t, std::vector<std::pair<double, double>>>;
+
+Users users_of(const std::vector<Point> &rows)
+{
+	Users users;
+	for (const Point &p : rows)
+		users[p.user].push_back({p.x, p.y});
+	return users;
+}
+
+/* Similarity of b to a, and the raw mean of a's nearest distances. */
+std::pair<double, double> oracle_similarity(const Users &users, int64_t a, int64_t b,
+											GeoMetric metric, double epsilon)
+{
+	double floored = 0, raw = 0;
+	for (auto [ax, ay] : users.at(a))
+	{
+		double nearest = kInf;
+		for (auto [bx, by] : users.at(b))
+			nearest = std::min(nearest, oracle_distance(metric, ax, ay, bx, by));
+		floored += std::max(nearest, epsilon);
+		raw += nearest;
+	}
+	double n = double(users.at(a).size());
+	return {1.0 / (floored / n), raw / n};
+}
+
+std::vector<double> oracle_strength(const Users &users, int64_t main, const std::vector<Candidate> &cands,
+									GeoMetric metric, double epsilon, double exponent,
+									double max_distance, double min_similarity)
+{
+	std::vector<double> out;
+	for (const Candidate &c : cands)
+	{
+		double strength = 0;
+		for (const auto &[b, pts] : users)
+		{
+			if (b == main)
+				continue;
+			double sim = oracle_similarity(users, main, b, metric, epsilon).first;
+			if (!(sim >= min_similarity))
+				continue;
+			double sum = 0;
+			for (auto [px, py] : pts)
+			{
+				double d = oracle_distance(metric, px, py, c.x, c.y);
+				if (d <= max_distance)
+					sum += std::pow(std::max(d, epsilon), -exponent);
+			}
+			strength += sim * sum;
+		}
+		out.push_back(strength);
+	}
+	return out;
+}
+
+bool near(double a, double b, double rel)
+{
+	if (a == b)
+		return true;
+	return std::fabs(a - b) <= rel * std::max(std::fabs(a), std::fabs(b));
+}
+
+#define EXPECT_NEAR_REL(a, b, rel) EXPECT_PRED3(near, a, b, rel)
+
+/* Distances: relatively near, or both within a micrometre (zero distances at the poles). */
+bool near_distance(double a, double b, double rel) { return near(a, b, rel) || std::fabs(a - b) < 1e-6; }
+
+/* ---- the issue's example and precision ----------------------------------- */
+
+TEST(Geo, IssueExampleExactly)
+{
+	PointColumns in({{1, 0, 0}, {1, 10, 10}, {2, 4, 4}});
+	ExecContext ctx = cpu_context();
+	std::vector<UserSimilarity> to_a = user_similarity(in.view(), 1, {}, ctx);
+	ASSERT_EQ(to_a.size(), 1u);
+	EXPECT_EQ(to_a[0].user_id, 2);
+	EXPECT_EQ(to_a[0].similarity, 1.0 / ((std::sqrt(32.0) + std::sqrt(72.0)) / 2));
+	EXPECT_EQ(to_a[0].mean_min_distance, (std::sqrt(32.0) + std::sqrt(72.0)) / 2);
+	std::vector<UserSimilarity> to_b = user_similarity(in.view(), 2, {}, ctx);
+	ASSERT_EQ(to_b.size(), 1u);
+	EXPECT_EQ(to_b[0].user_id, 1);
+	EXPECT_EQ(to_b[0].similarity, 1.0 / std::sqrt(32.0));
+	EXPECT_EQ(to_b[0].mean_min_distance, std::sqrt(32.0));
+}
+
+TEST(Geo, IdenticalPointsGiveLargeFiniteSimilarity)
+{
+	PointColumns in({{1, 3, 3}, {2, 3, 3}});
+	ExecContext ctx = cpu_context();
+	std::vector<UserSimilarity> rows = user_similarity(in.view(), 1, {GeoMetric::Euclidean, 1e-9}, ctx);
+	ASSERT_EQ(rows.size(), 1u);
+	EXPECT_EQ(rows[0].similarity, 1 / 1e-9);
+	EXPECT_EQ(rows[0].mean_min_distance, 0.0);
+}
+
+TEST(Geo, SmallDistancesBetweenLargeCoordinatesKeepTheirDigits)
+{
+	/* 3-4-5 triangles around 1e9 and 1e12: the differences are exact */
+	for (double base : {1e9, 1e12, -7.5e11})
+	{
+		PointColumns in({{1, base, base}, {2, base + 3, base + 4}, {3, base + 0.75, base - 1}});
+		ExecContext ctx = cpu_context();
+		std::vector<UserSimilarity> rows = user_similarity(in.view(), 1, {}, ctx);
+		ASSERT_EQ(rows.size(), 2u);
+		EXPECT_EQ(rows[0].mean_min_distance, 5.0) << base;
+		EXPECT_EQ(rows[1].mean_min_distance, 1.25) << base;
+	}
+}
+
+/*
+ * The great-circle distance in long double: the textbook haversine up to a
+ * quarter turn, Vincenty's formula beyond (where the haversine's asin loses
+ * digits near the antipode).
+ */
+long double reference_distance(long double lon1, long double lat1, long double lon2, long double lat2)
+{
+	const long double rad = 3.141592653589793238462643383279502884L / 180;
+	long double s1 = sinl((lat2 - lat1) * rad / 2), s2 = sinl((lon2 - lon1) * rad / 2);
+	long double h = s1 * s1 + cosl(lat1 * rad) * cosl(lat2 * rad) * s2 * s2;
+	if (h <= 0.5L)
+		return 2 * 6371008.8L * asinl(sqrtl(h));
+	return oracle_distance(GeoMetric::Haversine, lon1, lat1, lon2, lat2);
+}
+
+TEST(Geo, HaversineCityPairs)
+{
+	struct City
+	{
+		const char *name;
+		double lon, lat;
+		double km_to_next; /* published great-circle distance to the next city, roughly */
+	};
+	/* Paris, London, New York, Los Angeles, Sydney, Tokyo */
+	std::vector<City> cities = {{"Paris", 2.3522, 48.8566, 343.6},
+								{"London", -0.1276, 51.5072, 5570},
+								{"New York", -74.0060, 40.7128, 3936},
+								{"Los Angeles", -118.2437, 34.0522, 12060},
+								{"Sydney", 151.2093, -33.8688, 7823},
+								{"Tokyo", 139.6503, 35.6762, 0}};
+	GeoOptions hav{GeoMetric::Haversine, 1e-9};
+	for (size_t i = 0; i + 1 < cities.size(); ++i)
+	{
+		const City &a = cities[i], &b = cities[i + 1];
+		PointColumns in({{1, a.lon, a.lat}, {2, b.lon, b.lat}});
+		ExecContext ctx = cpu_context();
+		std::vector<UserSimilarity> rows = user_similarity(in.view(), 1, hav, ctx);
+		ASSERT_EQ(rows.size(), 1u);
+		double want = static_cast<double>(reference_distance(a.lon, a.lat, b.lon, b.lat));
+		EXPECT_NEAR_REL(rows[0].mean_min_distance, want, 1e-13);
+		EXPECT_NEAR(rows[0].mean_min_distance / 1000, a.km_to_next, a.km_to_next * 0.005) << a.name;
+	}
+	/* a metre apart, across the date line, pole to pole, antipodes */
+	std::vector<std::array<double, 4>> pairs = {{2.3522, 48.8566, 2.3522, 48.85660899},
+												{179.9999, 10, -179.9999, 10},
+												{0, 90, 0, -90},
+												{10, 20, -170, -20},
+												{0, 0, 1e-9, 0}};
+	for (auto [lon1, lat1, lon2, lat2] : pairs)
+	{
+		PointColumns in({{1, lon1, lat1}, {2, lon2, lat2}});
+		ExecContext ctx = cpu_context();
+		std::vector<UserSimilarity> rows = user_similarity(in.view(), 1, hav, ctx);
+		double want = static_cast<double>(reference_distance(lon1, lat1, lon2, lat2));
+		EXPECT_NEAR_REL(rows[0].mean_min_distance, want, 1e-12) << lon1 << " " << lat1;
+	}
+}
+
+TEST(Geo, AucCountsTiesHalf)
+{
+	EXPECT_EQ(auc_of({1, 2, 3, 4}, {0, 0, 1, 1}), 1.0);
+	EXPECT_EQ(auc_of({4, 3, 2, 1}, {0, 0, 1, 1}), 0.0);
+	EXPECT_EQ(auc_of({1, 1, 1, 1}, {0, 1, 0, 1}), 0.5);
+	/* positive 2 beats negative 1, ties negative 2: (1 + 0.5) / 2 */
+	EXPECT_EQ(auc_of({1, 2, 2}, {0, 0, 1}), 0.75);
+}
+
+/* ---- against the oracle on random grids ---------------------------------- */
+
+class GeoOracle : public ::testing::TestWithParam<GeoMetric>
+{
+};
+
+TEST_P(GeoOracle, UserSimilarity)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng(std::random_device{}());
+	for (int round = 0; round < 6; ++round)
+	{
+		std::vector<Point> rows = random_points(rng, 2 + round * 5, 1 + round, metric);
+		Users users = users_of(rows);
+		PointColumns in(rows);
+		double epsilon = round % 2 ? 1e-9 : (metric == GeoMetric::Euclidean ? 1.5 : 200000.0);
+		for (const auto &[main, pts] : users)
+		{
+			ExecContext ctx = cpu_context();
+			std::vector<UserSimilarity> got = user_similarity(in.view(), main, {metric, epsilon}, ctx);
+			ASSERT_EQ(got.size(), users.size() - 1);
+			auto it = users.begin();
+			for (const UserSimilarity &row : got)
+			{
+				if (it->first == main)
+					++it;
+				ASSERT_EQ(row.user_id, it->first);
+				auto [sim, mean] = oracle_similarity(users, main, row.user_id, metric, epsilon);
+				EXPECT_NEAR_REL(row.similarity, sim, 1e-12);
+				EXPECT_PRED3(near_distance, row.mean_min_distance, mean, 1e-12);
+				++it;
+			}
+		}
+	}
+}
+
+/*
+ * A similar_users answer is right when every user's rows are the oracle's
+ * similarities, best first, equal ones by ascending id, k of them (or all
+ * others), and no left-out user beats the last row.  Near-equal values
+ * (within 1e-12) may come in either order: floating-point sums decide them.
+ */
+void expect_best_others(const std::vector<SimilarUser> &got, const Users &users, int k,
+						GeoMetric metric, double epsilon)
+{
+	size_t i = 0;
+	for (const auto &[a, pts] : users)
+	{
+		size_t want_rows = std::min<size_t>(k, users.size() - 1);
+		std::set<int64_t> listed;
+		double last = kInf;
+		int64_t last_id = INT64_MIN;
+		for (size_t r = 0; r < want_rows; ++r, ++i)
+		{
+			ASSERT_LT(i, got.size());
+			const SimilarUser &row = got[i];
+			ASSERT_EQ(row.user_id, a);
+			ASSERT_EQ(row.rank, int(r + 1));
+			ASSERT_NE(row.other_user_id, a);
+			ASSERT_TRUE(users.count(row.other_user_id));
+			ASSERT_TRUE(listed.insert(row.other_user_id).second) << "user listed twice";
+			double want = oracle_similarity(users, a, row.other_user_id, metric, epsilon).first;
+			EXPECT_NEAR_REL(row.similarity, want, 1e-12);
+			EXPECT_TRUE(row.similarity < last || (row.similarity == last && row.other_user_id > last_id) ||
+						near(row.similarity, last, 1e-12))
+				<< "user " << a << " rank " << r + 1;
+			last = row.similarity;
+			last_id = row.other_user_id;
+		}
+		for (const auto &[b, bpts] : users)
+			if (b != a && !listed.count(b))
+			{
+				double sim = oracle_similarity(users, a, b, metric, epsilon).first;
+				EXPECT_TRUE(sim < last || (near(sim, last, 1e-12) && (sim != last || b > last_id)))
+					<< "user " << a << " left out " << b << " at " << sim << " > " << last;
+			}
+	}
+	EXPECT_EQ(i, got.size());
+}
+
+TEST_P(GeoOracle, SimilarUsers)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng(std::random_device{}());
+	for (int k : {1, 2, 3, 7, 1000})
+	{
+		std::vector<Point> rows = random_points(rng, 3 + k % 13 * 3, 4, metric, 4);
+		Users users = users_of(rows);
+		PointColumns in(rows);
+		for (double epsilon : {1e-9, metric == GeoMetric::Euclidean ? 1.0 : 300000.0})
+		{
+			ExecContext ctx = cpu_context();
+			std::vector<SimilarUser> got = similar_users(in.view(), k, {metric, epsilon}, ctx);
+			expect_best_others(got, users, k, metric, epsilon);
+		}
+	}
+}
+
+/* The users' similarities to main, sorted: min_similarity thresholds between them. */
+std::vector<double> similarity_thresholds(const Users &users, int64_t main, GeoMetric metric,
+										  double epsilon)
+{
+	std::vector<double> sims;
+	for (const auto &[b, pts] : users)
+		if (b != main)
+			sims.push_back(oracle_similarity(users, main, b, metric, epsilon).first);
+	std::sort(sims.begin(), sims.end());
+	std::vector<double> out{0.0};
+	for (size_t i = 0; i + 1 < sims.size(); ++i)
+		if (!near(sims[i], sims[i + 1], 1e-9))
+			out.push_back((sims[i] + sims[i + 1]) / 2);
+	return out;
+}
+
+TEST_P(GeoOracle, PredictStrength)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng(std::random_device{}());
+	bool euclid = metric == GeoMetric::Euclidean;
+	for (int round = 0; round < 4; ++round)
+	{
+		std::vector<Point> rows = random_points(rng, 6 + round * 3, 5, metric);
+		Users users = users_of(rows);
+		PointColumns in(rows);
+		std::vector<Candidate> cand_rows = random_candidates(rng, 20, metric);
+		CandidateColumns cands(cand_rows);
+		int64_t main = std::next(users.begin(), round % users.size())->first;
+		for (double exponent : {0.5, 1.0, 1.3, 1.5, 2.0, 2.5, 3.0})
+			for (double max_distance : {kInf, 0.0, euclid ? 2.5 : 250000.0})
+				for (double epsilon : {1e-9, euclid ? 0.7 : 90000.0})
+				{
+					std::vector<double> thresholds = similarity_thresholds(users, main, metric, epsilon);
+					double min_similarity = thresholds[rng() % thresholds.size()];
+					ExecContext ctx = cpu_context();
+					std::vector<double> got =
+						predict_strength(in.view(), main, cands.view(), exponent,
+										 {max_distance, min_similarity}, {metric, epsilon}, ctx);
+					std::vector<double> want =
+						oracle_strength(users, main, cand_rows, metric, epsilon, exponent,
+										max_distance, min_similarity);
+					ASSERT_EQ(got.size(), want.size());
+					for (size_t c = 0; c < got.size(); ++c)
+						EXPECT_NEAR_REL(got[c], want[c], 1e-11)
+							<< "candidate row " << c << " exponent " << exponent << " max_distance "
+							<< max_distance << " epsilon " << epsilon;
+				}
+	}
+}
+
+/*
+ * The oracle's AUC can only be bracketed where two strengths are within
+ * rounding of each other: such a pair may count 0, 1/2 or 1.  Exactly equal
+ * strengths of candidates at the same place, or both zero, are ties.
+ */
+std::pair<double, double> oracle_auc_bracket(const std::vector<double> &s,
+											 const std::vector<Candidate> &cands,
+											 const std::vector<bool> &positive)
+{
+	double low = 0, high = 0;
+	double pairs = 0;
+	for (size_t p = 0; p < s.size(); ++p)
+		for (size_t n = 0; n < s.size(); ++n)
+		{
+			if (!positive[p] || positive[n])
+				continue;
+			pairs += 1;
+			bool same_place = cands[p].x == cands[n].x && cands[p].y == cands[n].y;
+			if ((s[p] == 0 && s[n] == 0) || same_place)
+			{
+				low += 0.5;
+				high += 0.5;
+			}
+			else if (near(s[p], s[n], 1e-11))
+				high += 1;
+			else if (s[p] > s[n])
+			{
+				low += 1;
+				high += 1;
+			}
+		}
+	return {low / pairs, high / pairs};
+}
+
+TEST_P(GeoOracle, FitExponent)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng(std::random_device{}());
+	bool euclid = metric == GeoMetric::Euclidean;
+	for (int round = 0; round < 3; ++round)
+	{
+		std::vector<Point> rows = random_points(rng, 8, 4, metric);
+		Users users = users_of(rows);
+		PointColumns in(rows);
+		std::vector<Candidate> cand_rows = random_candidates(rng, 16, metric);
+		CandidateColumns cands(cand_rows);
+		/* holdout: a few users, some visiting nothing listed or everything */
+		std::vector<std::pair<int64_t, int64_t>> visits;
+		for (const auto &[u, pts] : users)
+		{
+			int kind = rng() % 4;
+			for (const Candidate &c : cand_rows)
+				if (kind == 0 ? rng() % 3 == 0 : kind == 1 ? true : kind == 2 ? rng() % 2 == 0 : false)
+					visits.push_back({u, c.id});
+			if (kind == 3)
+				visits.push_back({u, 999999}); /* names no candidate */
+		}
+		HoldoutColumns holdout(visits);
+		std::vector<double> exponents = {3, 1, 2.5, 1.5, 2, 1.3};
+		double max_distance = round == 1 ? (euclid ? 3.0 : 300000.0) : kInf;
+		double min_similarity = round == 2 ? similarity_thresholds(users, users.begin()->first, metric, 1e-9).back() : 0;
+		ExecContext ctx = cpu_context();
+		std::vector<ExponentFit> got = fit_exponent(in.view(), holdout.view(), cands.view(), exponents,
+													{max_distance, min_similarity}, {metric, 1e-9}, ctx);
+		ASSERT_EQ(got.size(), exponents.size());
+		std::vector<double> sorted = exponents;
+		std::sort(sorted.begin(), sorted.end());
+		for (size_t e = 0; e < got.size(); ++e)
+		{
+			EXPECT_EQ(got[e].exponent, sorted[e]);
+			double low = 0, high = 0;
+			int64_t n_users = 0;
+			std::map<int64_t, std::set<int64_t>> visited;
+			for (auto [u, c] : visits)
+				visited[u].insert(c);
+			for (const auto &[u, ids] : visited)
+			{
+				std::vector<bool> positive;
+				size_t n_pos = 0;
+				for (const Candidate &c : cand_rows)
+				{
+					positive.push_back(ids.count(c.id) > 0);
+					n_pos += positive.back();
+				}
+				if (n_pos == 0 || n_pos == cand_rows.size())
+					continue;
+				std::vector<double> s = oracle_strength(users, u, cand_rows, metric, 1e-9, sorted[e],
+														max_distance, min_similarity);
+				auto [lo, hi] = oracle_auc_bracket(s, cand_rows, positive);
+				low += lo;
+				high += hi;
+				++n_users;
+			}
+			EXPECT_EQ(got[e].users, n_users);
+			if (n_users)
+			{
+				EXPECT_GE(got[e].mean_auc, low / n_users - 1e-12) << "exponent " << sorted[e];
+				EXPECT_LE(got[e].mean_auc, high / n_users + 1e-12) << "exponent " << sorted[e];
+			}
+		}
+	}
+}
+
+INSTANTIATE_TEST_SUITE_P(Metrics, GeoOracle,
+						 ::testing::Values(GeoMetric::Euclidean, GeoMetric::Haversine),
+						 [](const auto &info) {
+							 return info.param == GeoMetric::Euclidean ? "euclidean" : "haversine";
+						 });
+
+/* ---- edge cases ---------------------------------------------------------- */
+
+TEST(Geo, EdgeCases)
+{
+	ExecContext ctx = cpu_context();
+	/* a single user: nothing to compare */
+	PointColumns single({{5, 1, 1}, {5, 2, 2}});
+	EXPECT_TRUE(user_similarity(single.view(), 5, {}, ctx).empty());
+	EXPECT_TRUE(similar_users(single.view(), 3, {}, ctx).empty());
+	CandidateColumns cands({{1, 0, 0}, {2, 1, 1}});
+	EXPECT_EQ(predict_strength(single.view(), 5, cands.view(), 2, {}, {}, ctx),
+			  std::vector<double>({0.0, 0.0}));
+	/* empty inputs */
+	PointColumns none({});
+	EXPECT_TRUE(similar_users(none.view(), 3, {}, ctx).empty());
+	CandidateColumns no_cands({});
+	EXPECT_TRUE(predict_strength(single.view(), 5, no_cands.view(), 2, {}, {}, ctx).empty());
+	HoldoutColumns no_holdout({});
+	std::vector<ExponentFit> fit =
+		fit_exponent(single.view(), no_holdout.view(), cands.view(), {2, 1}, {}, {}, ctx);
+	ASSERT_EQ(fit.size(), 2u);
+	EXPECT_EQ(fit[0].exponent, 1);
+	EXPECT_EQ(fit[0].users, 0);
+	/* users with one point each; k beyond the users */
+	PointColumns ones({{1, 0, 0}, {2, 3, 4}, {3, 0, 1}});
+	std::vector<SimilarUser> best = similar_users(ones.view(), 10, {}, ctx);
+	ASSERT_EQ(best.size(), 6u);
+	EXPECT_EQ(best[0].other_user_id, 3);
+	EXPECT_EQ(best[0].similarity, 1.0);
+	EXPECT_EQ(best[1].other_user_id, 2);
+	EXPECT_EQ(best[1].similarity, 0.2);
+	/* equal similarity: the lower other_user_id first */
+	PointColumns tie({{1, 0, 0}, {9, 1, 0}, {4, -1, 0}, {7, 0, 1}});
+	best = similar_users(tie.view(), 2, {}, ctx);
+	ASSERT_EQ(best.size(), 8u);
+	EXPECT_EQ(best[0].other_user_id, 4);
+	EXPECT_EQ(best[1].other_user_id, 7);
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+void expect_error(const std::function<void()> &call, const char *sqlstate, const std::string &words)
+{
+	try
+	{
+		call();
+		ADD_FAILURE() << "no error; expected " << words;
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate) << e.what();
+		EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+	}
+}
+
+TEST(Geo, Errors)
+{
+	ExecContext ctx = cpu_context();
+	PointColumns in({{1, 0, 0}, {2, 1, 1}});
+	CandidateColumns cands({{1, 0, 0}});
+	HoldoutColumns holdout({{1, 1}});
+	const char *bad = sqlstate::invalid_parameter_value;
+
+	expect_error([] { parse_geo_metric("manhattan"); }, bad, "unknown metric \"manhattan\"");
+	try
+	{
+		parse_geo_metric("");
+	}
+	catch (const Error &e)
+	{
+		EXPECT_NE(e.detail().find("'euclidean' or 'haversine'"), std::string::npos);
+	}
+	EXPECT_EQ(parse_geo_metric("Haversine"), GeoMetric::Haversine);
+
+	for (double epsilon : {0.0, -1.0, kNaN})
+	{
+		GeoOptions options{GeoMetric::Euclidean, epsilon};
+		expect_error([&] { user_similarity(in.view(), 1, options, ctx); }, bad, "epsilon");
+		expect_error([&] { similar_users(in.view(), 1, options, ctx); }, bad, "epsilon");
+		expect_error([&] { predict_strength(in.view(), 1, cands.view(), 2, {}, options, ctx); }, bad,
+					 "epsilon");
+		expect_error([&] { fit_exponent(in.view(), holdout.view(), cands.view(), {2}, {}, options, ctx); },
+					 bad, "epsilon");
+	}
+	for (double exponent : {0.0, -2.0, kNaN, kInf})
+	{
+		expect_error([&] { predict_strength(in.view(), 1, cands.view(), exponent, {}, {}, ctx); }, bad,
+					 "exponent");
+		expect_error(
+			[&] { fit_exponent(in.view(), holdout.view(), cands.view(), {2, exponent}, {}, {}, ctx); }, bad,
+			"exponent");
+	}
+	expect_error([&] { fit_exponent(in.view(), holdout.view(), cands.view(), {}, {}, {}, ctx); }, bad,
+				 "exponents");
+	expect_error([&] { predict_strength(in.view(), 1, cands.view(), 2, {-1, 0}, {}, ctx); }, bad,
+				 "max_distance");
+	expect_error([&] { predict_strength(in.view(), 1, cands.view(), 2, {kInf, kNaN}, {}, ctx); }, bad,
+				 "min_similarity");
+	expect_error([&] { similar_users(in.view(), 0, {}, ctx); }, bad, "k must be at least 1");
+	expect_error([&] { user_similarity(in.view(), 3, {}, ctx); }, bad, "main user 3 has no points");
+	expect_error([&] { predict_strength(in.view(), 3, cands.view(), 2, {}, {}, ctx); }, bad,
+				 "main user 3 has no points");
+	HoldoutColumns stranger({{1, 1}, {42, 1}});
+	expect_error([&] { fit_exponent(in.view(), stranger.view(), cands.view(), {2}, {}, {}, ctx); }, bad,
+				 "holdout user 42 has no points");
+
+	/* bad data names the user or the candidate */
+	PointColumns nan_point({{1, 0, 0}, {77, kNaN, 1}});
+	expect_error([&] { similar_users(nan_point.view(), 1, {}, ctx); }, sqlstate::data_exception,
+				 "user 77");
+	PointColumns inf_point({{1, 0, 0}, {78, 1, -kInf}});
+	expect_error([&] { user_similarity(inf_point.view(), 1, {}, ctx); }, sqlstate::data_exception,
+				 "user 78");
+	CandidateColumns nan_cand({{5, 0, kNaN}});
+	expect_error([&] { predict_strength(in.view(), 1, nan_cand.view(), 2, {}, {}, ctx); },
+				 sqlstate::data_exception, "candidate 5");
+	GeoOptions hav{GeoMetric::Haversine, 1e-9};
+	PointColumns high_lat({{1, 0, 0}, {79, 10, 90.5}});
+	expect_error([&] { user_similarity(high_lat.view(), 1, hav, ctx); },
+				 sqlstate::numeric_value_out_of_range, "latitude 90.5 of user 79");
+	PointColumns wide_lon({{1, 0, 0}, {80, -180.25, 10}});
+	expect_error([&] { user_similarity(wide_lon.view(), 1, hav, ctx); },
+				 sqlstate::numeric_value_out_of_range, "longitude -180.25 of user 80");
+	CandidateColumns far_cand({{6, 200, 0}});
+	expect_error([&] { predict_strength(in.view(), 1, far_cand.view(), 2, {}, hav, ctx); },
+				 sqlstate::numeric_value_out_of_range, "candidate 6");
+	/* the same coordinates are fine under euclidean */
+	EXPECT_NO_THROW(user_similarity(wide_lon.view(), 1, {}, ctx));
+}
+
+TEST(Geo, CancelStopsTheCpuPath)
+{
+	std::mt19937_64 rng(1);
+	std::vector<Point> rows = random_points(rng, 2000, 30, GeoMetric::Euclidean, 1000);
+	PointColumns in(rows);
+	struct Cancelled
+	{
+	};
+	ExecContext ctx = cpu_context();
+	int checks = 0;
+	ctx.check_interrupts = [&] {
+		if (++checks == 2)
+			throw Cancelled();
+	};
+	Stopwatch clock;
+	EXPECT_THROW(similar_users(in.view(), 5, {}, ctx), Cancelled);
+	EXPECT_LT(clock.elapsed_ms(), 1000); /* the whole computation takes seconds */
+}
+
+/* Points so far apart that the product of a group's denominators overflows. */
+TEST(Geo, HugeDistancesSumTermByTerm)
+{
+	std::vector<Point> rows = {{1, 0, 0}, {2, 1e80, 0}};
+	for (int i = 0; i < 20; ++i)
+		rows.push_back({2, 1e80 + i * 1e66, 3e79});
+	rows.push_back({3, 1e-200, 0});
+	PointColumns in(rows);
+	std::vector<Candidate> cand_rows = {{1, 0, 0}, {2, 2e80, 1e80}, {3, 1e-200, 0}};
+	CandidateColumns cands(cand_rows);
+	Users users = users_of(rows);
+	for (double exponent : {1.0, 2.0, 3.0})
+	{
+		ExecContext ctx = cpu_context();
+		std::vector<double> got = predict_strength(in.view(), 1, cands.view(), exponent, {}, {}, ctx);
+		std::vector<double> want =
+			oracle_strength(users, 1, cand_rows, GeoMetric::Euclidean, 1e-9, exponent, kInf, 0);
+		for (size_t c = 0; c < got.size(); ++c)
+			EXPECT_NEAR_REL(got[c], want[c], 1e-12) << exponent << " " << c;
+	}
+}
+
+/* ---- GPU against CPU ----------------------------------------------------- */
+
+class GeoGpu : public ::testing::TestWithParam<GeoMetric>
+{
+  protected:
+	void SetUp() override
+	{
+		if (!gpu_usable())
+			GTEST_SKIP() << "no usable GPU";
+	}
+};
+
+/* Users of 1 to 40 points, so that every register tile and the large-user path run. */
+std::vector<Point> varied_points(std::mt19937_64 &rng, int users, GeoMetric metric)
+{
+	std::vector<Point> rows;
+	std::uniform_int_distribution<int> cell(0, 40);
+	for (int u = 0; u < users; ++u)
+	{
+		int n = 1 + u % 40;
+		for (int i = 0; i < n; ++i)
+		{
+			double x = cell(rng), y = cell(rng);
+			if (metric == GeoMetric::Haversine)
+				rows.push_back({int64_t(u) * 7 - 300, x * 0.01 + (u % 3) * 60 - 60, y * 0.01 + 45});
+			else
+				rows.push_back({int64_t(u) * 7 - 300, x * 0.5 + 1e6, y});
+		}
+	}
+	std::shuffle(rows.begin(), rows.end(), rng);
+	return rows;
+}
+
+TEST_P(GeoGpu, UserSimilarityBitIdentical)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng(11);
+	std::vector<Point> rows = varied_points(rng, 300, metric);
+	PointColumns in(rows);
+	for (int64_t main : {int64_t(-300), int64_t(-293), int64_t(7 * 39 - 300), int64_t(7 * 250 - 300)})
+	{
+		ExecContext cpu = cpu_context(), gpu = gpu_context();
+		std::vector<UserSimilarity> want = user_similarity(in.view(), main, {metric, 1e-9}, cpu);
+		std::vector<UserSimilarity> got = user_similarity(in.view(), main, {metric, 1e-9}, gpu);
+		EXPECT_TRUE(gpu.used_gpu);
+		ASSERT_EQ(got.size(), want.size());
+		for (size_t i = 0; i < got.size(); ++i)
+		{
+			ASSERT_EQ(got[i].user_id, want[i].user_id);
+			EXPECT_EQ(got[i].similarity, want[i].similarity) << "user " << got[i].user_id;
+			EXPECT_EQ(got[i].mean_min_distance, want[i].mean_min_distance) << "user " << got[i].user_id;
+		}
+	}
+}
+
+TEST_P(GeoGpu, SimilarUsersBitIdentical)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng(12);
+	std::vector<Point> rows = varied_points(rng, 200, metric);
+	/* and integer-grid users, whose similarities tie */
+	std::vector<Point> grid = random_points(rng, 60, 5, metric, 3);
+	rows.insert(rows.end(), grid.begin(), grid.end());
+	PointColumns in(rows);
+	for (int k : {1, 3, 10})
+		for (size_t budget : {size_t(0), size_t(3000)})
+		{
+			ExecContext cpu = cpu_context(), gpu = gpu_context(budget);
+			std::vector<SimilarUser> want = similar_users(in.view(), k, {metric, 1e-9}, cpu);
+			std::vector<SimilarUser> got = similar_users(in.view(), k, {metric, 1e-9}, gpu);
+			ASSERT_EQ(got.size(), want.size());
+			for (size_t i = 0; i < got.size(); ++i)
+			{
+				ASSERT_EQ(got[i].user_id, want[i].user_id);
+				ASSERT_EQ(got[i].rank, want[i].rank);
+				EXPECT_EQ(got[i].other_user_id, want[i].other_user_id)
+					<< "user " << got[i].user_id << " rank " << got[i].rank;
+				EXPECT_EQ(got[i].similarity, want[i].similarity);
+			}
+		}
+}
+
+TEST_P(GeoGpu, StrengthsBitIdentical)
+{
+	GeoMetric metric = GetParam();
+	bool euclid = metric == GeoMetric::Euclidean;
+	std::mt19937_64 rng(13);
+	/* more than one slice of points */
+	std::vector<Point> rows = varied_points(rng, euclid ? 2500 : 1000, metric);
+	PointColumns in(rows);
+	std::vector<Candidate> cand_rows;
+	for (int i = 0; i < 700; ++i)
+		cand_rows.push_back({i, in.x[rng() % rows.size()] + (i % 3) * 0.25, in.y[rng() % rows.size()]});
+	CandidateColumns cands(cand_rows);
+	for (double exponent : {2.0, 1.0, 1.5, 2.5, 3.0, 1.3})
+		for (double max_distance : {kInf, euclid ? 4.0 : 2000.0})
+			for (size_t budget : {size_t(0), size_t(100000)})
+			{
+				ExecContext cpu = cpu_context(), gpu = gpu_context(budget);
+				StrengthOptions strength{max_distance, exponent == 3.0 ? 1e-3 : 0.0};
+				std::vector<double> want = predict_strength(in.view(), -300, cands.view(), exponent,
+															strength, {metric, 1e-9}, cpu);
+				std::vector<double> got = predict_strength(in.view(), -300, cands.view(), exponent,
+														   strength, {metric, 1e-9}, gpu);
+				ASSERT_EQ(got.size(), want.size());
+				for (size_t c = 0; c < got.size(); ++c)
+				{
+					if (plan_power(exponent).general)
+						EXPECT_NEAR_REL(got[c], want[c], 1e-12) << "candidate " << c;
+					else
+						EXPECT_EQ(got[c], want[c]) << "candidate " << c << " exponent " << exponent;
+				}
+			}
+}
+
+TEST_P(GeoGpu, FitExponentIdentical)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng(14);
+	std::vector<Point> rows = random_points(rng, 40, 6, metric);
+	PointColumns in(rows);
+	std::vector<Candidate> cand_rows = random_candidates(rng, 50, metric);
+	CandidateColumns cands(cand_rows);
+	std::vector<std::pair<int64_t, int64_t>> visits;
+	for (const Point &p : rows)
+		if (rng() % 4 == 0)
+			visits.push_back({p.user, cand_rows[rng() % cand_rows.size()].id});
+	HoldoutColumns holdout(visits);
+	ExecContext cpu = cpu_context(), gpu = gpu_context();
+	std::vector<ExponentFit> want =
+		fit_exponent(in.view(), holdout.view(), cands.view(), {1, 1.5, 2, 2.5, 3}, {}, {metric, 1e-9}, cpu);
+	std::vector<ExponentFit> got =
+		fit_exponent(in.view(), holdout.view(), cands.view(), {1, 1.5, 2, 2.5, 3}, {}, {metric, 1e-9}, gpu);
+	ASSERT_EQ(got.size(), want.size());
+	for (size_t e = 0; e < got.size(); ++e)
+	{
+		EXPECT_EQ(got[e].exponent, want[e].exponent);
+		EXPECT_EQ(got[e].users, want[e].users);
+		EXPECT_EQ(got[e].mean_auc, want[e].mean_auc);
+	}
+}
+
+TEST_P(GeoGpu, HugeDistancesSumTermByTerm)
+{
+	std::vector<Point> rows = {{1, 0, 0}};
+	for (int i = 0; i < 20; ++i)
+		rows.push_back({2, 1e80 + i * 1e66, 3e79});
+	PointColumns in(rows);
+	CandidateColumns cands({{1, 0, 0}, {2, 2e80, 1e80}});
+	if (GetParam() == GeoMetric::Haversine)
+		GTEST_SKIP() << "euclidean only";
+	ExecContext cpu = cpu_context(), gpu = gpu_context();
+	EXPECT_EQ(predict_strength(in.view(), 1, cands.view(), 3, {}, {}, gpu),
+			  predict_strength(in.view(), 1, cands.view(), 3, {}, {}, cpu));
+}
+
+TEST(GeoGpuFallback, AllocationFailureFallsBackUnderAuto)
+{
+	if (!gpu_usable())
+		GTEST_SKIP() << "no usable GPU";
+	std::mt19937_64 rng(15);
+	std::vector<Point> rows = random_points(rng, 3000, 10, GeoMetric::Euclidean, 50);
+	PointColumns in(rows);
+	ExecContext cpu = cpu_context();
+	std::vector<SimilarUser> want = similar_users(in.view(), 2, {}, cpu);
+	ExecContext failing;
+	failing.fail_gpu_alloc = true;
+	std::string notice;
+	failing.notice = [&](const std::string &m) { notice = m; };
+	std::vector<SimilarUser> got = similar_users(in.view(), 2, {}, failing);
+	EXPECT_FALSE(failing.used_gpu);
+	EXPECT_NE(notice.find("on the CPU instead"), std::string::npos) << notice;
+	ASSERT_EQ(got.size(), want.size());
+	ExecContext forced = gpu_context();
+	forced.fail_gpu_alloc = true;
+	EXPECT_THROW(similar_users(in.view(), 2, {}, forced), GpuOutOfMemory);
+}
+
+INSTANTIATE_TEST_SUITE_P(Metrics, GeoGpu, ::testing::Values(GeoMetric::Euclidean, GeoMetric::Haversine),
+						 [](const auto &info) {
+							 return info.param == GeoMetric::Euclidean ? "euclidean" : "haversine";
+						 });
+
+} // namespace
+} // namespace gpurec
