@@ -103,18 +103,25 @@ run_check_script() { # a script printing PASS/FAIL lines
 	[ $rc = 0 ] || record "$script exited with $rc" 0
 }
 
+# Debian's python3, where python3-sklearn is installed (PATH may hold another)
+python=python3
+[ -x /usr/bin/python3 ] && python=/usr/bin/python3
+
 log "property tests"
 for t in test/property/test_*.py; do
 	[ -e "$t" ] || continue
 	echo "--- $t"
-	run_check_script python3 "$t"
+	run_check_script "$python" "$t"
 done
 
 log "robustness tests"
 for t in test/robustness/*; do
 	[ -x "$t" ] && [ -f "$t" ] || continue
 	echo "--- $t"
-	run_check_script "$t"
+	case "$t" in
+	*.py) run_check_script "$python" "$t" ;;
+	*) run_check_script "$t" ;;
+	esac
 done
 
 log "summary"
