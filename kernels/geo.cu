@@ -271,53 +271,52 @@ __global__ void __launch_bounds__(kBlock)
 		cy[j] = cands.y[c];
 		cc[j] = M == GeoMetric::Haversine ? cands.cos_lat[c] : 0.0;
 	}
-	auto term_base = [&](long long p, int j) {
-		double px, py, pc;
-		load_point<M>(pts, p, px, py, pc);
-		return geo::strength_base(sp, px, py, pc, cx[j], cy[j], cc[j]);
+	auto denominator = [&](double px, double py, double pc, int j) {
+		double base = geo::strength_base(sp, px, py, pc, cx[j], cy[j], cc[j]);
+		return kSquare || base < 0 ? base : geo::raise(base, power);
 	};
-	auto denominator = [&](double base) { return kSquare ? base : geo::raise(base, power); };
 
 	double slice_sum[kCandidatesPerThread];
 #pragma unroll
 	for (int j = 0; j < kCandidatesPerThread; ++j)
 		slice_sum[j] = 0.0;
-	for (long long g0 = p_begin; g0 < p_end; g0 += kStrengthGroup)
+	for (long long g0 = p_begin, g1; g0 < p_end; g0 = g1)
 	{
-		long long g1 = min(p_end, g0 + kStrengthGroup);
+		g1 = geo::group_end(w, g0, p_end);
+		double weight = __ldg(w + g0);
+		if (weight == 0.0)
+			continue;
 		geo::GroupFraction group[kCandidatesPerThread];
 		for (long long p = g0; p < g1; ++p)
 		{
-			double wp = __ldg(w + p);
-			if (wp == 0.0)
-				continue;
 			double px, py, pc;
 			load_point<M>(pts, p, px, py, pc);
 #pragma unroll
 			for (int j = 0; j < kCandidatesPerThread; ++j)
 			{
-				double base = geo::strength_base(sp, px, py, pc, cx[j], cy[j], cc[j]);
-				if (base >= 0)
-					group[j].add_term(wp, denominator(base));
+				double g = denominator(px, py, pc, j);
+				if (!kFilter || g >= 0)
+					group[j].add_term(g);
 			}
 		}
 #pragma unroll
 		for (int j = 0; j < kCandidatesPerThread; ++j)
 		{
-			double value = 0.0;
+			double sum = 0.0;
 			if (group[j].fallback_needed())
 			{
 				for (long long p = g0; p < g1; ++p)
 				{
-					double wp = __ldg(w + p);
-					double base = wp == 0.0 ? -1.0 : term_base(p, j);
-					if (base >= 0)
-						value = geo::add(value, geo::div(wp, denominator(base)));
+					double px, py, pc;
+					load_point<M>(pts, p, px, py, pc);
+					double g = denominator(px, py, pc, j);
+					if (g >= 0)
+						sum = geo::add(sum, geo::div(1.0, g));
 				}
 			}
 			else if (!group[j].empty())
-				value = group[j].value();
-			slice_sum[j] = geo::add(slice_sum[j], value);
+				sum = group[j].value();
+			slice_sum[j] = geo::add(slice_sum[j], geo::mul(weight, sum));
 		}
 	}
 #pragma unroll

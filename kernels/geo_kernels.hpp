@@ -118,14 +118,14 @@ struct StrengthParams
 
 /*
  * The sum of one candidate's terms w / g runs over the points in CSR order,
- * in slices of kStrengthSlice points: within a slice, groups of
- * kStrengthGroup consecutive points are added as one fraction N / D (one
- * division per group instead of one per point; D is the product of the
- * group's denominators), each group's value is added to the slice's sum,
- * and the slice sums are added in slice order.  Both devices follow exactly
- * this order.
+ * in slices of kStrengthSlice points.  Within a slice, a group is a run of
+ * at most kStrengthGroup consecutive points of bitwise equal weight w
+ * (mostly the points of one user): its terms add up as w * (N / D), the sum
+ * of the 1 / g as one fraction (one division per group instead of one per
+ * point).  Group values add up into the slice's sum, and slice sums into
+ * the total, in order.  Both devices follow exactly this order.
  */
-constexpr int kStrengthGroup = 8;
+constexpr int kStrengthGroup = 16;
 constexpr int64_t kStrengthSlice = 16384;
 
 namespace geo {
@@ -183,8 +183,24 @@ GEO_HD double root(double a)
 #endif
 }
 
-GEO_HD double lesser(double a, double b) { return b < a ? b : a; }
-GEO_HD double greater(double a, double b) { return b > a ? b : a; }
+/* min and max; the same for all operands here (never NaN; zeros are +0) */
+GEO_HD double lesser(double a, double b)
+{
+#ifdef __CUDA_ARCH__
+	return fmin(a, b);
+#else
+	return b < a ? b : a;
+#endif
+}
+
+GEO_HD double greater(double a, double b)
+{
+#ifdef __CUDA_ARCH__
+	return fmax(a, b);
+#else
+	return b > a ? b : a;
+#endif
+}
 
 /*
  * sin(x) for |x| <= pi/2: the Taylor series to x^23 (truncation below
@@ -348,9 +364,19 @@ GEO_HD double strength_base(const StrengthParams &sp, double px, double py, doub
 	return greater(d2, sp.epsilon_squared);
 }
 
+/* The end of the group that starts at point p (see kStrengthGroup). */
+GEO_HD int64_t group_end(const double *w, int64_t p, int64_t slice_end)
+{
+	int64_t end = p + kStrengthGroup < slice_end ? p + kStrengthGroup : slice_end;
+	int64_t q = p + 1;
+	while (q < end && w[q] == w[p])
+		++q;
+	return q;
+}
+
 /*
- * One group's sum of w_i / g_i as the fraction N / D: adding w / g makes it
- * (N g + w D) / (D g).  All terms are positive, so there is no cancellation;
+ * A group's sum of 1 / g_i as the fraction N / D: adding 1 / g makes it
+ * (N g + D) / (D g).  All terms are positive, so there is no cancellation;
  * only D may leave the range of doubles, and then the group is summed term
  * by term instead (fallback_needed()).
  */
@@ -359,9 +385,9 @@ struct GroupFraction
 	double numerator = 0.0;
 	double denominator = 1.0;
 
-	GEO_HD void add_term(double w, double g)
+	GEO_HD void add_term(double g)
 	{
-		numerator = geo::add(mul(numerator, g), mul(w, denominator));
+		numerator = geo::add(mul(numerator, g), denominator);
 		denominator = mul(denominator, g);
 	}
 	GEO_HD bool empty() const { return numerator == 0.0; }

@@ -370,8 +370,8 @@ constexpr size_t kCandidatesPerItem = 8;
 
 /*
  * The strengths of candidates [first, first + n) under one power, in the
- * order geo_kernels.hpp fixes: slices, groups of kStrengthGroup as one
- * fraction, group values into the slice sum, slice sums into the total.
+ * order geo_kernels.hpp fixes: slices; runs of equal weight as one
+ * fraction; group values into the slice sum; slice sums into the total.
  */
 void strengths_of_block(const GeoPointSet &s, const std::vector<double> &w,
 						const GeoCandidateSet &cands, size_t first, size_t n,
@@ -382,47 +382,47 @@ void strengths_of_block(const GeoPointSet &s, const std::vector<double> &w,
 	bool haversine = sp.metric == GeoMetric::Haversine;
 	double total[kCandidatesPerItem] = {}, slice_sum[kCandidatesPerItem];
 	geo::GroupFraction group[kCandidatesPerItem];
-	auto term_base = [&](int64_t p, size_t c) {
-		return geo::strength_base(sp, s.x[p], s.y[p], haversine ? s.cos_lat[p] : 0.0,
-								  cands.x[first + c], cands.y[first + c],
-								  haversine ? cands.cos_lat[first + c] : 0.0);
+	auto denominator = [&](int64_t p, size_t c) {
+		double base = geo::strength_base(sp, s.x[p], s.y[p], haversine ? s.cos_lat[p] : 0.0,
+										 cands.x[first + c], cands.y[first + c],
+										 haversine ? cands.cos_lat[first + c] : 0.0);
+		return base < 0 ? base : geo::raise(base, power);
 	};
 	for (int64_t slice = 0; slice < n_points && !cancelled.load(std::memory_order_relaxed);
 		 slice += kStrengthSlice)
 	{
 		int64_t slice_end = std::min(n_points, slice + kStrengthSlice);
 		std::fill(slice_sum, slice_sum + n, 0.0);
-		for (int64_t g0 = slice; g0 < slice_end; g0 += kStrengthGroup)
+		for (int64_t g0 = slice, g1; g0 < slice_end; g0 = g1)
 		{
-			int64_t g1 = std::min(slice_end, g0 + kStrengthGroup);
+			g1 = geo::group_end(w.data(), g0, slice_end);
+			double weight = w[g0];
+			if (weight == 0.0)
+				continue;
 			for (size_t c = 0; c < n; ++c)
 				group[c] = geo::GroupFraction();
 			for (int64_t p = g0; p < g1; ++p)
-			{
-				if (w[p] == 0.0)
-					continue;
 				for (size_t c = 0; c < n; ++c)
 				{
-					double base = term_base(p, c);
-					if (base >= 0)
-						group[c].add_term(w[p], geo::raise(base, power));
+					double g = denominator(p, c);
+					if (g >= 0)
+						group[c].add_term(g);
 				}
-			}
 			for (size_t c = 0; c < n; ++c)
 			{
-				double value = 0.0;
+				double sum = 0.0;
 				if (group[c].fallback_needed())
 				{
 					for (int64_t p = g0; p < g1; ++p)
 					{
-						double base = w[p] == 0.0 ? -1.0 : term_base(p, c);
-						if (base >= 0)
-							value = geo::add(value, geo::div(w[p], geo::raise(base, power)));
+						double g = denominator(p, c);
+						if (g >= 0)
+							sum = geo::add(sum, geo::div(1.0, g));
 					}
 				}
 				else if (!group[c].empty())
-					value = group[c].value();
-				slice_sum[c] = geo::add(slice_sum[c], value);
+					sum = group[c].value();
+				slice_sum[c] = geo::add(slice_sum[c], geo::mul(weight, sum));
 			}
 		}
 		for (size_t c = 0; c < n; ++c)
