@@ -64,7 +64,9 @@ Datum roc_fitness_rows_body(FunctionCallInfo fcinfo)
 									 {"label", ColumnKind::Label},
 									 {"score", ColumnKind::Number}});
 	read_inner_query(scores_query, rows, ctx);
+	Stopwatch grouping;
 	RocSegments segments = roc_segments_from_rows(rows.id(0), rows.label(1), rows.number(2));
+	ctx.times.compute_ms += grouping.elapsed_ms();
 	write_results(fcinfo, roc_fitness(segments, ctx), ctx);
 	return (Datum) 0;
 }
@@ -78,8 +80,10 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 	InputTable population("population query", {{"individual_id", ColumnKind::Int64},
 											   {"scores", ColumnKind::FloatArray}});
 	read_inner_query(population_query, population, ctx);
+	Stopwatch grouping;
 	RocSegments segments =
 		roc_segments_from_arrays(population.int64(0), population.float_array(1), labels);
+	ctx.times.compute_ms += grouping.elapsed_ms();
 	write_results(fcinfo, roc_fitness(segments, ctx), ctx);
 	return (Datum) 0;
 }

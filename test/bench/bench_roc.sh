@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# test/bench/bench_roc.sh: roc_fitness on a genetic algorithm's population,
+# against the plain-SQL ways, in one run.  Needs a running cluster (PGHOST
+# etc.) with gpurec installed.
+#   array format: ARRAY_INDIVIDUALS x ARRAY_EXAMPLES (1,000 x 100,000), real[]
+#     vs reading the same arrays: SELECT sum(cardinality(scores))
+#   long format:  LONG_INDIVIDUALS x LONG_EXAMPLES (100 x 100,000 = 10M rows)
+#     vs the plain-SQL mid-rank formulation
+# FORMATS="array long" picks which; DEVICES="cpu gpu" the devices.
+set -euo pipefail
+array_individuals=${ARRAY_INDIVIDUALS:-1000}
+array_examples=${ARRAY_EXAMPLES:-100000}
+long_individuals=${LONG_INDIVIDUALS:-100}
+long_examples=${LONG_EXAMPLES:-100000}
+formats=${FORMATS:-array long}
+devices=${DEVICES:-cpu}
+db=gpurec_bench_roc
+export PGDATABASE=$db
+q() { psql -XAtq -v ON_ERROR_STOP=1 "$@"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+run_ms() { # one timed run in a fresh backend
+	q -c "SET max_parallel_workers_per_gather = 0; ${2:-}" -c '\timing on' -c "$1" |
+		sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p'
+}
+median3() { # median of three runs
+	for i in 1 2 3; do run_ms "$@"; done | sort -n | sed -n 2p
+}
+notice() { # the gpurec.timing NOTICE of one run
+	q -c "SET gpurec.timing = on; $2" -c "$1" 2>&1 | grep NOTICE | sed 's/^/  /' || true
+}
+psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+q -c "CREATE EXTENSION gpurec"
+
+if [[ " $formats " == *" array "* ]]; then
+	echo "# array format: $array_individuals individuals x $array_examples examples (real[])"
+	q <<SQL
+CREATE UNLOGGED TABLE population AS
+  SELECT i AS individual_id,
+         (SELECT array_agg((random() * 100)::int::real / 100) FROM generate_series(1, $array_examples) WHERE i > 0) AS scores
+  FROM generate_series(1, $array_individuals) i;
+CREATE UNLOGGED TABLE labels AS
+  SELECT array_agg(random() < 0.3) AS labels FROM generate_series(1, $array_examples);
+VACUUM ANALYZE population;
+SQL
+	read_ms=$(median3 "SELECT sum(cardinality(scores)) FROM population")
+	echo "read the arrays, sum(cardinality(scores)): $read_ms ms"
+	for device in $devices; do
+		sql="SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT labels FROM labels))"
+		ms=$(median3 "$sql" "SET gpurec.device = $device;")
+		echo "roc_fitness arrays ($device): $ms ms = $(ratio "$ms" "$read_ms")x the reading"
+		notice "$sql" "SET gpurec.device = $device;"
+	done
+fi
+
+if [[ " $formats " == *" long "* ]]; then
+	echo "# long format: $long_individuals individuals x $long_examples examples"
+	q <<SQL
+CREATE UNLOGGED TABLE scores AS
+  SELECT i AS individual_id, random() < 0.3 AS label, (random() * 1000)::int::float8 AS score
+  FROM generate_series(1, $long_individuals) i, generate_series(1, $long_examples) e;
+VACUUM ANALYZE scores;
+SQL
+	midrank_sql="SELECT count(*) FROM (
+	  SELECT individual_id,
+	         (sum(midrank) FILTER (WHERE label) - count(*) FILTER (WHERE label) * (count(*) FILTER (WHERE label) + 1) / 2.0)
+	         / nullif(count(*) FILTER (WHERE label) * count(*) FILTER (WHERE NOT label), 0) AS auc
+	  FROM (SELECT individual_id, label,
+	               rank() OVER (PARTITION BY individual_id ORDER BY score)
+	               + (count(*) OVER (PARTITION BY individual_id, score) - 1) / 2.0 AS midrank
+	        FROM scores) r
+	  GROUP BY individual_id) a"
+	sql_ms=$(run_ms "$midrank_sql")
+	echo "plain-SQL mid-rank AUC: $sql_ms ms"
+	for device in $devices; do
+		sql="SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM scores')"
+		ms=$(median3 "$sql" "SET gpurec.device = $device;")
+		echo "roc_fitness long ($device): $ms ms = $(ratio "$sql_ms" "$ms")x faster than plain SQL"
+		notice "$sql" "SET gpurec.device = $device;"
+	done
+fi
