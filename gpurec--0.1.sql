@@ -63,3 +63,50 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION roc_auc(float8[], boolean[]) IS
 'AUC of one individual''s scores against labels, ties counting half; NULL without a positive or a negative.';
+
+-- ------------------------------------------------------------- geospatial --
+-- Users are sets of points (points_query: user_id, x, y).  Similarity of user
+-- B to user A: 1 / the mean, over A's points, of the distance to B's nearest
+-- point, each distance floored at epsilon.  metric 'euclidean' on (x, y), or
+-- 'haversine': x = longitude, y = latitude in degrees, metres on a sphere of
+-- radius 6371008.8 m.
+
+CREATE FUNCTION user_similarity(points_query text, main_user bigint,
+                                metric text DEFAULT 'euclidean', epsilon float8 DEFAULT 1e-9)
+RETURNS TABLE(user_id bigint, similarity float8, mean_min_distance float8)
+AS 'MODULE_PATHNAME', 'gpurec_user_similarity'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION user_similarity(text, bigint, text, float8) IS
+'The similarity of every other user of points_query (user_id, x, y) to main_user, and the raw mean of main_user''s nearest distances to it.';
+
+CREATE FUNCTION similar_users(points_query text, k integer DEFAULT 10,
+                              metric text DEFAULT 'euclidean', epsilon float8 DEFAULT 1e-9)
+RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
+AS 'MODULE_PATHNAME', 'gpurec_similar_users'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION similar_users(text, integer, text, float8) IS
+'For every user of points_query (user_id, x, y), the k other users most similar to it; equal similarities rank the lower other_user_id first.';
+
+CREATE FUNCTION predict_strength(points_query text, main_user bigint, candidates_query text,
+                                 exponent float8 DEFAULT 2, max_distance float8 DEFAULT NULL,
+                                 min_similarity float8 DEFAULT 0,
+                                 metric text DEFAULT 'euclidean', epsilon float8 DEFAULT 1e-9)
+RETURNS TABLE(candidate_id bigint, strength float8)
+AS 'MODULE_PATHNAME', 'gpurec_predict_strength'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION predict_strength(text, bigint, text, float8, float8, float8, text, float8) IS
+'For each row of candidates_query (candidate_id, x, y), in input order: the sum over the other users B at least min_similarity similar to main_user of similarity x the sum over B''s points within max_distance (NULL: all) of max(distance, epsilon)^-exponent.';
+
+CREATE FUNCTION fit_exponent(points_query text, holdout_query text, candidates_query text,
+                             exponents float8[] DEFAULT '{1,1.5,2,2.5,3}',
+                             max_distance float8 DEFAULT NULL, min_similarity float8 DEFAULT 0,
+                             metric text DEFAULT 'euclidean', epsilon float8 DEFAULT 1e-9)
+RETURNS TABLE(exponent float8, mean_auc float8, users bigint)
+AS 'MODULE_PATHNAME', 'gpurec_fit_exponent'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION fit_exponent(text, text, text, float8[], float8, float8, text, float8) IS
+'For each exponent: the mean, over the users of holdout_query (user_id, candidate_id) with a visited and an unvisited candidate, of the AUC of predict_strength''s ranking of all candidates.';

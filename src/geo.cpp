@@ -456,6 +456,29 @@ std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const Ge
 
 /* ---- building blocks ---------------------------------------------------- */
 
+GeoOptions geo_options(const std::string &metric, double epsilon)
+{
+	GeoOptions options{parse_geo_metric(metric), epsilon};
+	check_epsilon(epsilon);
+	return options;
+}
+
+void check_k(int k)
+{
+	if (k < 1)
+		throw Error(sqlstate::invalid_parameter_value, "k must be at least 1",
+					"k = " + std::to_string(k) + ".");
+}
+
+void check_strength_arguments(const std::vector<double> &exponents, const StrengthOptions &strength)
+{
+	if (exponents.empty())
+		throw Error(sqlstate::invalid_parameter_value, "exponents must not be empty");
+	for (double e : exponents)
+		check_exponent(e);
+	check_strength_options(strength);
+}
+
 GeoMetric parse_geo_metric(const std::string &name)
 {
 	std::string lower(name);
@@ -560,9 +583,7 @@ std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t mai
 std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const GeoOptions &options,
 									   ExecContext &ctx)
 {
-	if (k < 1)
-		throw Error(sqlstate::invalid_parameter_value, "k must be at least 1",
-					"k = " + std::to_string(k) + ".");
+	check_k(k);
 	GeoPointSet set = group_points(points, options);
 	int32_t n_users = set.users();
 	if (n_users < 2)
@@ -625,8 +646,7 @@ std::vector<double> predict_strength(const GeoPoints &points, int64_t main_user,
 									 const StrengthOptions &strength, const GeoOptions &options,
 									 ExecContext &ctx)
 {
-	check_exponent(exponent);
-	check_strength_options(strength);
+	check_strength_arguments({exponent}, strength);
 	GeoPointSet set = group_points(points, options);
 	int32_t main = main_user_code(set, points, main_user);
 	GeoCandidateSet cands = candidate_set(candidates, options.metric);
@@ -648,11 +668,7 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 									  const StrengthOptions &strength, const GeoOptions &options,
 									  ExecContext &ctx)
 {
-	if (exponents.empty())
-		throw Error(sqlstate::invalid_parameter_value, "exponents must not be empty");
-	for (double e : exponents)
-		check_exponent(e);
-	check_strength_options(strength);
+	check_strength_arguments(exponents, strength);
 	GeoPointSet set = group_points(points, options);
 	GeoCandidateSet cands = candidate_set(candidates, options.metric);
 	StrengthParams sp = strength_params(strength, options);
@@ -677,7 +693,7 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 		std::vector<uint8_t> positive;
 	};
 	std::vector<Evaluated> users;
-	double work_per_user = 0;
+	double work = 0;
 	for (size_t i = 0; i < visits.size();)
 	{
 		int64_t user = visits[i].first;
@@ -695,7 +711,7 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 		if (n_positive > 0 && n_positive < cands.size())
 		{
 			users.push_back({code, std::move(positive)});
-			work_per_user += static_cast<double>(set.points()) *
+			work += static_cast<double>(set.points()) *
 							 static_cast<double>(set.count(code) +
 												 static_cast<int64_t>(cands.size() * exponents.size()));
 		}
@@ -706,8 +722,10 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 		powers.push_back(plan_power(e));
 	std::vector<double> auc_sum(exponents.size(), 0.0);
 	if (!users.empty())
-		with_strengths(set, cands, powers, strength, sp, work_per_user, "fit_exponent", ctx,
+		with_strengths(set, cands, powers, strength, sp, work, "fit_exponent", ctx,
 					   [&](auto strengths_for) {
+						   /* from the start: the CPU reruns what a GPU out of memory began */
+						   std::fill(auc_sum.begin(), auc_sum.end(), 0.0);
 						   for (const Evaluated &user : users)
 						   {
 							   std::vector<std::vector<double>> s = strengths_for(user.code);

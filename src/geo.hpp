@@ -116,6 +116,15 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 									  ExecContext &ctx);
 
 /*
+ * The argument checks of the functions above (which make them too), for the
+ * SQL layer to call before it reads any input: metric and epsilon; k; the
+ * exponents and the strength options.
+ */
+GeoOptions geo_options(const std::string &metric, double epsilon);
+void check_k(int k);
+void check_strength_arguments(const std::vector<double> &exponents, const StrengthOptions &strength);
+
+/*
  * Building blocks, exposed for the unit tests: the points grouped per user
  * (validating coordinates), and the AUC with ties counted half.
  */
