@@ -51,7 +51,8 @@ def random_long_table():
             rows.append(f"({individual}, {label}, {score})")
     rows.append("(NULL, 1, 0.5)")
     score_type = rng.choice(["float8", "real", "numeric", "integer"])
-    cast = "round(v.score::numeric * 4)::integer" if score_type == "integer" else f"v.score::{score_type}"
+    cast = ("CASE WHEN v.score::float8 <> 'NaN' THEN round(v.score::numeric * 4)::integer END"
+            if score_type == "integer" else f"v.score::{score_type}")
     sql(f"""
         DROP TABLE IF EXISTS ex;
         CREATE TABLE ex AS SELECT v.individual_id::bigint AS individual_id, v.label::int AS label,
