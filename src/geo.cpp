@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <numeric>
@@ -35,10 +36,20 @@ constexpr double kMinGpuPairs = 2e7;
 /* Distance evaluations per CPU work item: about a millisecond. */
 constexpr double kPairsPerItem = 1e6;
 
+/* As float8 output spells it. */
 std::string number_text(double v)
 {
+	if (std::isnan(v))
+		return "NaN";
+	if (std::isinf(v))
+		return v > 0 ? "Infinity" : "-Infinity";
 	char buf[64];
-	std::snprintf(buf, sizeof buf, "%.17g", v);
+	for (int digits = 15; digits <= 17; ++digits) /* the shortest that reads back the same */
+	{
+		std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+		if (std::strtod(buf, nullptr) == v)
+			break;
+	}
 	return buf;
 }
 
