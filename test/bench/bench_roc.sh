@@ -45,7 +45,7 @@ SQL
 	read_ms=$(median3 "SELECT sum(cardinality(scores)) FROM population")
 	echo "read the arrays, sum(cardinality(scores)): $read_ms ms"
 	for device in $devices; do
-		sql="SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT labels FROM labels))"
+		sql="SELECT sum(auc) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT labels FROM labels))"
 		ms=$(median3 "$sql" "SET gpurec.device = $device;")
 		echo "roc_fitness arrays ($device): $ms ms = $(ratio "$ms" "$read_ms")x the reading"
 		notice "$sql" "SET gpurec.device = $device;"
@@ -60,7 +60,7 @@ CREATE UNLOGGED TABLE scores AS
   FROM generate_series(1, $long_individuals) i, generate_series(1, $long_examples) e;
 VACUUM ANALYZE scores;
 SQL
-	midrank_sql="SELECT count(*) FROM (
+	midrank_sql="SELECT sum(auc) FROM (
 	  SELECT individual_id,
 	         (sum(midrank) FILTER (WHERE label) - count(*) FILTER (WHERE label) * (count(*) FILTER (WHERE label) + 1) / 2.0)
 	         / nullif(count(*) FILTER (WHERE label) * count(*) FILTER (WHERE NOT label), 0) AS auc
@@ -72,7 +72,7 @@ SQL
 	sql_ms=$(run_ms "$midrank_sql")
 	echo "plain-SQL mid-rank AUC: $sql_ms ms"
 	for device in $devices; do
-		sql="SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM scores')"
+		sql="SELECT sum(auc) FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM scores')"
 		ms=$(median3 "$sql" "SET gpurec.device = $device;")
 		echo "roc_fitness long ($device): $ms ms = $(ratio "$sql_ms" "$ms")x faster than plain SQL"
 		notice "$sql" "SET gpurec.device = $device;"
