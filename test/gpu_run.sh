@@ -31,7 +31,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
 	make -s -j8 PG_CONFIG="$PG_CONFIG" >/dev/null && make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
 	nvcc -O3 -o /tmp/d2d_bandwidth test/bench/d2d_bandwidth.cu && /tmp/d2d_bandwidth | tee "$out/d2d.txt"
 	eval "$(test/cluster.sh start /tmp/gpurec-bench -c shared_buffers=4GB -c work_mem=1GB -c max_wal_size=20GB -c jit=off)"
-	for b in test/bench/bench_*.sh; do
+	for b in ${BENCHES:-test/bench/bench_*.sh}; do
 		echo "=== $b"
 		DEVICES="gpu cpu" BASELINES=0 bash "$b"
 	done 2>&1 | tee "$out/bench.log"
