@@ -4,9 +4,11 @@
 #include "roc_fitness.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "../kernels/roc_fitness_kernels.hpp"
 
@@ -17,8 +19,6 @@ namespace {
 /* Examples in a call before the GPU's transfer pays for itself. */
 constexpr double kMinGpuExamples = 2e6;
 
-/* Examples the CPU sorts between interrupt checks. */
-constexpr int64_t kCheckEvery = int64_t(1) << 18;
 
 } // namespace
 
@@ -58,6 +58,8 @@ RocSegments roc_segments_from_arrays(const Int64Column &individual_ids,
 			  [&](size_t a, size_t b) { return individual_ids[a] < individual_ids[b]; });
 	RocSegments out;
 	out.offsets.push_back(0);
+	out.keys.reserve(scores.values().size());
+	out.labels.reserve(scores.values().size());
 	for (size_t i = 0; i < n_rows; ++i)
 	{
 		size_t row = order[i];
@@ -115,33 +117,107 @@ RocCounts roc_counts_of_sorted(const int64_t *keys, const uint8_t *labels, int64
 
 namespace {
 
+/*
+ * Sorts an individual's examples by score, highest first: an LSD radix sort
+ * on the order keys, skipping the byte positions where every key agrees
+ * (scores of a few distinct magnitudes share their high bytes).  Several
+ * times faster than a comparison sort on 100,000 examples.
+ */
+void sort_descending(std::vector<uint64_t> &keys, std::vector<uint8_t> &labels,
+					 std::vector<uint64_t> &keys_tmp, std::vector<uint8_t> &labels_tmp)
+{
+	size_t n = keys.size();
+	keys_tmp.resize(n);
+	labels_tmp.resize(n);
+	for (int shift = 0; shift < 64; shift += 8)
+	{
+		size_t count[256] = {0};
+		for (uint64_t k : keys)
+			++count[(k >> shift) & 0xFF];
+		if (count[(keys.empty() ? 0 : keys[0] >> shift) & 0xFF] == n)
+			continue; /* every key has this byte */
+		size_t at = 0;
+		for (size_t &c : count)
+		{
+			size_t here = c;
+			c = at;
+			at += here;
+		}
+		for (size_t i = 0; i < n; ++i)
+		{
+			size_t to = count[(keys[i] >> shift) & 0xFF]++;
+			keys_tmp[to] = keys[i];
+			labels_tmp[to] = labels[i];
+		}
+		keys.swap(keys_tmp);
+		labels.swap(labels_tmp);
+	}
+}
+
+/* The counts of individuals [first, last): what one CPU thread does. */
+void count_range(const RocSegments &segments, size_t first, size_t last, std::vector<RocCounts> &out,
+				 const std::atomic<bool> &cancelled)
+{
+	std::vector<uint64_t> keys, keys_tmp;
+	std::vector<uint8_t> labels, labels_tmp;
+	std::vector<int64_t> sorted_keys;
+	for (size_t s = first; s < last && !cancelled.load(std::memory_order_relaxed); ++s)
+	{
+		int64_t begin = segments.offsets[s], n = segments.offsets[s + 1] - begin;
+		keys.resize(n);
+		labels.assign(segments.labels.begin() + begin, segments.labels.begin() + begin + n);
+		/* ascending order of ~(key with its sign flipped) is descending order of key */
+		for (int64_t i = 0; i < n; ++i)
+			keys[i] = ~(static_cast<uint64_t>(segments.keys[begin + i]) ^ (uint64_t(1) << 63));
+		sort_descending(keys, labels, keys_tmp, labels_tmp);
+		sorted_keys.resize(n);
+		for (int64_t i = 0; i < n; ++i)
+			sorted_keys[i] = static_cast<int64_t>(~keys[i] ^ (uint64_t(1) << 63));
+		out[s] = roc_counts_of_sorted(sorted_keys.data(), labels.data(), n);
+	}
+}
+
+/*
+ * Two threads share the individuals (the machine has two cores); the
+ * backend's own thread keeps checking for interrupts, and no thread but it
+ * calls PostgreSQL.
+ */
 std::vector<RocCounts> counts_on_cpu(const RocSegments &segments, ExecContext &ctx)
 {
 	Stopwatch clock;
 	size_t n_individuals = segments.individual_ids.size();
 	std::vector<RocCounts> out(n_individuals);
-	std::vector<std::pair<int64_t, uint8_t>> examples;
-	std::vector<int64_t> keys;
-	std::vector<uint8_t> labels;
-	int64_t since_check = 0;
-	for (size_t s = 0; s < n_individuals; ++s)
+	/* split the individuals where half the examples lie */
+	int64_t half = segments.offsets.back() / 2;
+	size_t split = static_cast<size_t>(
+		std::upper_bound(segments.offsets.begin(), segments.offsets.end() - 1, half) -
+		segments.offsets.begin());
+	split = std::min(split, n_individuals);
+	std::atomic<bool> cancelled{false}, helper_done{false};
+	std::thread helper([&] {
+		count_range(segments, split, n_individuals, out, cancelled);
+		helper_done = true;
+	});
+	try
 	{
-		int64_t begin = segments.offsets[s], n = segments.offsets[s + 1] - begin;
-		examples.resize(n);
-		for (int64_t i = 0; i < n; ++i)
-			examples[i] = {segments.keys[begin + i], segments.labels[begin + i]};
-		std::sort(examples.begin(), examples.end(), std::greater<>());
-		keys.resize(n);
-		labels.resize(n);
-		for (int64_t i = 0; i < n; ++i)
-			std::tie(keys[i], labels[i]) = examples[i];
-		out[s] = roc_counts_of_sorted(keys.data(), labels.data(), n);
-		if ((since_check += n) >= kCheckEvery)
+		for (size_t s = 0; s < split; ++s)
 		{
-			since_check = 0;
+			count_range(segments, s, s + 1, out, cancelled);
 			ctx.check_interrupts();
 		}
+		while (!helper_done)
+		{
+			ctx.check_interrupts();
+			std::this_thread::sleep_for(std::chrono::milliseconds(2));
+		}
 	}
+	catch (...)
+	{
+		cancelled = true;
+		helper.join();
+		throw;
+	}
+	helper.join();
 	ctx.times.compute_ms += clock.elapsed_ms();
 	return out;
 }
