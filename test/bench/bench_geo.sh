@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# test/bench/bench_geo.sh: the geospatial recommender at the issue's sizes.
+# Needs a running cluster (PGHOST etc.) with gpurec installed.
+#   similarity  user_similarity, USERS (1,000,000) x 20 points, main user of
+#               64 points: compute-phase pair rate; and on CPU_USERS (10,000)
+#               x 20 points against the plain-SQL cross join
+#   similar     similar_users, SIMILAR_USERS (100,000) x 20 points, k = 10,
+#               end to end (the CPU gets SIMILAR_CPU_USERS, 2,000)
+#   predict     predict_strength, CANDIDATES (10,000) against the USERS x 20
+#               points, exponent 2: compute phase
+# SECTIONS picks sections, DEVICES="cpu gpu" the devices.  Rates are set
+# against the fp32 limit FP32_TFLOPS (67, an H100 SXM) at the fp32
+# operations a pair would need (6 for a distance and its minimum, 10 for a
+# strength term).
+set -euo pipefail
+users=${USERS:-1000000}
+cpu_users=${CPU_USERS:-10000}
+similar_users=${SIMILAR_USERS:-100000}
+similar_cpu_users=${SIMILAR_CPU_USERS:-2000}
+candidates=${CANDIDATES:-10000}
+sections=${SECTIONS:-similarity similar predict}
+devices=${DEVICES:-cpu}
+fp32_tflops=${FP32_TFLOPS:-67}
+db=gpurec_bench_geo
+export PGDATABASE=$db
+q() { psql -XAtq -v ON_ERROR_STOP=1 "$@"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+run_ms() { # one timed run in a fresh backend
+	q -c "SET max_parallel_workers_per_gather = 0; ${2:-}" -c '\timing on' -c "$1" |
+		sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p'
+}
+median3() { for i in 1 2 3; do run_ms "$@"; done | sort -n | sed -n 2p; }
+# the gpurec.timing NOTICE of one run, and its compute milliseconds (least of three)
+notice() { q -c "SET gpurec.timing = on; $2" -c "$1" 2>&1 | grep NOTICE | sed 's/^/  /' || true; }
+compute_ms() {
+	for i in 1 2 3; do notice "$@"; done | sed -nE 's/.*compute ([0-9.]+) ms.*/\1/p' | sort -n | head -1
+}
+# peak memory of a fresh backend doing one call, less an idle one's, per point
+bytes_per_point() {
+	local hwm base
+	hwm=$(q -c "$2" -c "$1" -c "SELECT (regexp_match(pg_read_file('/proc/' || pg_backend_pid() || '/status'), 'VmHWM:\s+(\d+)'))[1]" | tail -1)
+	base=$(q -c "SELECT (regexp_match(pg_read_file('/proc/' || pg_backend_pid() || '/status'), 'VmHWM:\s+(\d+)'))[1]" | tail -1)
+	ratio "$(((hwm - base) * 1024))" "$3"
+}
+# USER_COUNT users of 20 random points in a 10 km square, and user 0 of 64 points
+make_points() {
+	q <<SQL
+SET max_parallel_workers_per_gather = 0;
+DROP TABLE IF EXISTS $1;
+CREATE UNLOGGED TABLE $1 AS
+  SELECT u AS user_id, random() * 10000 AS x, random() * 10000 AS y
+  FROM generate_series(1, $2) u, generate_series(1, 20) i
+  UNION ALL
+  SELECT 0, random() * 10000, random() * 10000 FROM generate_series(1, 64);
+VACUUM ANALYZE $1;
+SQL
+}
+psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+q -c "CREATE EXTENSION gpurec"
+fp32_limit() { awk -v t="$fp32_tflops" -v ops="$1" 'BEGIN { printf "%.3g", t * 1e12 / ops }'; }
+
+if [[ " $sections " == *" similarity "* ]]; then
+	echo "# user_similarity: $users users x 20 points, main user of 64 points"
+	make_points pts "$users"
+	points=$((users * 20 + 64))
+	pairs=$((64 * points))
+	sql="SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM pts', 0)"
+	for device in $devices; do
+		ms=$(compute_ms "$sql" "SET gpurec.device = $device;")
+		echo "user_similarity ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $(fp32_limit 6))"
+		notice "$sql" "SET gpurec.device = $device;"
+		echo "  peak backend memory: $(bytes_per_point "$sql" "SET gpurec.device = $device" "$points") bytes per point"
+	done
+
+	echo "# user_similarity on the CPU against plain SQL: $cpu_users users x 20 points"
+	make_points pts_small "$cpu_users"
+	cross_join="SELECT count(*) FROM (
+	  SELECT b.user_id, avg(d) AS mean_min_distance
+	  FROM (SELECT a.ctid AS main_point, b.user_id, min(sqrt((a.x - b.x)^2 + (a.y - b.y)^2)) AS d
+	        FROM pts_small a, pts_small b WHERE a.user_id = 0 AND b.user_id <> 0
+	        GROUP BY 1, 2) b
+	  GROUP BY 1) s"
+	sql_ms=$(run_ms "$cross_join")
+	echo "plain-SQL cross join: $sql_ms ms"
+	small="SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM pts_small', 0)"
+	ms=$(median3 "$small" "SET gpurec.device = cpu;")
+	echo "user_similarity (cpu): $ms ms = $(ratio "$sql_ms" "$ms")x faster than the cross join"
+	notice "$small" "SET gpurec.device = cpu;"
+fi
+
+if [[ " $sections " == *" similar "* ]]; then
+	for device in $devices; do
+		n=$similar_users
+		[ "$device" = cpu ] && n=$similar_cpu_users
+		echo "# similar_users ($device): $n users x 20 points, k = 10"
+		make_points pts_similar "$n"
+		sql="SELECT count(*) FROM gpurec.similar_users('SELECT user_id, x, y FROM pts_similar WHERE user_id > 0', 10)"
+		ms=$(median3 "$sql" "SET gpurec.device = $device;")
+		pairs=$(awk -v n="$n" 'BEGIN { printf "%.0f", (n * 20) * (n * 20) }')
+		echo "similar_users ($device): $ms ms end to end; $pairs pairs"
+		notice "$sql" "SET gpurec.device = $device;"
+		c=$(notice "$sql" "SET gpurec.device = $device;" | sed -nE 's/.*compute ([0-9.]+) ms.*/\1/p')
+		echo "  compute rate: $(awk -v p="$pairs" -v m="$c" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $(fp32_limit 6))"
+	done
+fi
+
+if [[ " $sections " == *" predict "* ]]; then
+	echo "# predict_strength: $candidates candidates against $users users x 20 points, exponent 2"
+	[ "$(q -c "SELECT to_regclass('pts') IS NOT NULL")" = t ] || make_points pts "$users"
+	q -c "DROP TABLE IF EXISTS cands" -c "CREATE UNLOGGED TABLE cands AS SELECT c AS candidate_id, random() * 10000 AS x, random() * 10000 AS y FROM generate_series(1, $candidates) c"
+	points=$((users * 20 + 64))
+	pairs=$((candidates * points))
+	sql="SELECT count(*) FROM gpurec.predict_strength('SELECT user_id, x, y FROM pts', 0, 'SELECT * FROM cands')"
+	for device in $devices; do
+		if [ "$device" = cpu ] && [ "${PREDICT_ON_CPU:-0}" != 1 ]; then
+			echo "predict_strength (cpu): skipped ($pairs pairs; PREDICT_ON_CPU=1 runs it)"
+			continue
+		fi
+		ms=$(compute_ms "$sql" "SET gpurec.device = $device;")
+		echo "predict_strength ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $(fp32_limit 10))"
+		notice "$sql" "SET gpurec.device = $device;"
+		echo "  peak backend memory: $(bytes_per_point "$sql" "SET gpurec.device = $device" "$points") bytes per point"
+	done
+fi
