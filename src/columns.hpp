@@ -17,6 +17,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "errors.hpp"
@@ -30,6 +31,43 @@ namespace gpurec {
  */
 void *allocate_chunk(size_t bytes);
 void free_chunk(void *chunk) noexcept;
+
+/*
+ * An allocator for large scratch vectors that are written before they are
+ * read: no zeroing on resize(), and blocks of 2 MiB or more on transparent
+ * huge pages (see allocate_chunk).
+ */
+template <typename T> struct BulkAllocator
+{
+	using value_type = T;
+	static constexpr size_t kHugeBytes = size_t(2) << 20;
+
+	BulkAllocator() = default;
+	template <typename U> BulkAllocator(const BulkAllocator<U> &) {}
+
+	T *allocate(size_t n)
+	{
+		size_t bytes = n * sizeof(T);
+		return static_cast<T *>(bytes >= kHugeBytes ? allocate_chunk(bytes) : ::operator new(bytes));
+	}
+	void deallocate(T *p, size_t n) noexcept
+	{
+		if (n * sizeof(T) >= kHugeBytes)
+			free_chunk(p);
+		else
+			::operator delete(p);
+	}
+	/* resize() leaves new elements uninitialised */
+	template <typename U> void construct(U *p) noexcept { ::new (static_cast<void *>(p)) U; }
+	template <typename U, typename... Args> void construct(U *p, Args &&...args)
+	{
+		::new (static_cast<void *>(p)) U(std::forward<Args>(args)...);
+	}
+	template <typename U> bool operator==(const BulkAllocator<U> &) const { return true; }
+	template <typename U> bool operator!=(const BulkAllocator<U> &) const { return false; }
+};
+
+template <typename T> using BulkVector = std::vector<T, BulkAllocator<T>>;
 
 template <typename T> class ChunkedColumn
 {

@@ -123,8 +123,8 @@ namespace {
  * (scores of a few distinct magnitudes share their high bytes).  Several
  * times faster than a comparison sort on 100,000 examples.
  */
-void sort_descending(std::vector<uint64_t> &keys, std::vector<uint8_t> &labels,
-					 std::vector<uint64_t> &keys_tmp, std::vector<uint8_t> &labels_tmp)
+void sort_descending(BulkVector<uint64_t> &keys, BulkVector<uint8_t> &labels,
+					 BulkVector<uint64_t> &keys_tmp, BulkVector<uint8_t> &labels_tmp)
 {
 	size_t n = keys.size();
 	keys_tmp.resize(n);
@@ -158,9 +158,9 @@ void sort_descending(std::vector<uint64_t> &keys, std::vector<uint8_t> &labels,
 void count_range(const RocSegments &segments, size_t first, size_t last, std::vector<RocCounts> &out,
 				 const std::atomic<bool> &cancelled)
 {
-	std::vector<uint64_t> keys, keys_tmp;
-	std::vector<uint8_t> labels, labels_tmp;
-	std::vector<int64_t> sorted_keys;
+	BulkVector<uint64_t> keys, keys_tmp;
+	BulkVector<uint8_t> labels, labels_tmp;
+	BulkVector<int64_t> sorted_keys;
 	for (size_t s = first; s < last && !cancelled.load(std::memory_order_relaxed); ++s)
 	{
 		int64_t begin = segments.offsets[s], n = segments.offsets[s + 1] - begin;

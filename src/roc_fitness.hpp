@@ -21,8 +21,8 @@ struct RocSegments
 {
 	std::vector<int64_t> individual_ids;
 	std::vector<int64_t> offsets; /* individual i: examples offsets[i] .. offsets[i+1] */
-	std::vector<int64_t> keys;	  /* score order keys (columns.hpp): NaN highest */
-	std::vector<uint8_t> labels;  /* 1 positive, 0 negative */
+	BulkVector<int64_t> keys;	 /* score order keys (columns.hpp): NaN highest */
+	BulkVector<uint8_t> labels; /* 1 positive, 0 negative */
 };
 
 /* Long format: one row per (individual, example). */
