@@ -28,6 +28,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include <cub/device/device_radix_sort.cuh>
+
 #include "cuda_util.cuh"
 #include "geo_kernels.hpp"
 
@@ -340,12 +342,38 @@ __global__ void add_slices(const double *__restrict__ partial, int n_slices, int
 	}
 }
 
+/* order[i] = i */
+__global__ void fill_rows(uint32_t *order, long long n)
+{
+	for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+		 i += static_cast<long long>(gridDim.x) * blockDim.x)
+		order[i] = static_cast<uint32_t>(i);
+}
+
+/* The points in CSR order: input row order[i] goes to position i. */
+template <GeoMetric M>
+__global__ void gather_points(const uint32_t *__restrict__ order, const double *__restrict__ in_x,
+							  const double *__restrict__ in_y, long long n, double *x, double *y,
+							  double *cos_lat)
+{
+	for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+		 i += static_cast<long long>(gridDim.x) * blockDim.x)
+	{
+		uint32_t row = order[i];
+		x[i] = in_x[row];
+		y[i] = in_y[row];
+		if (M == GeoMetric::Haversine)
+			cos_lat[i] = geo::cos_latitude(in_y[row]);
+	}
+}
+
 unsigned blocks_for(size_t n, unsigned block = kBlock)
 {
 	return static_cast<unsigned>(std::max<size_t>(1, (n + block - 1) / block));
 }
 
-template <typename T> void upload(DeviceBuffer<T> &to, const std::vector<T> &from, cudaStream_t stream)
+template <typename T, typename Vector>
+void upload(DeviceBuffer<T> &to, const Vector &from, cudaStream_t stream)
 {
 	if (!from.empty())
 		check(cudaMemcpyAsync(to.get(), from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice,
@@ -363,121 +391,6 @@ template <typename T> void download(std::vector<T> &to, const DeviceBuffer<T> &f
 }
 
 } // namespace
-
-/*
- * The points on the device, and the users in order of point count, split
- * into tile classes: class i holds the users with at most (i + 1) *
- * kTileStep points (more than the previous class); the last class holds
- * the users larger than the largest tile.
- */
-class GeoSession
-{
-  public:
-	GeoSession(const GeoPointSet &points, const GeoCandidateSet *candidates, ExecContext &ctx)
-		: points_(points), ctx_(ctx), n_users_(points.users()), n_points_(points.points()),
-		  max_tile_(points.metric == GeoMetric::Euclidean ? kEuclideanMaxTile : kHaversineMaxTile),
-		  x_(n_points_, ctx), y_(n_points_, ctx),
-		  cos_lat_(points.metric == GeoMetric::Haversine ? n_points_ : 0, ctx),
-		  offsets_(n_users_ + 1, ctx), ids_(n_users_, ctx), by_count_(n_users_, ctx),
-		  floored_(n_users_, ctx), raw_(n_users_, ctx)
-	{
-		by_count_host_.resize(n_users_);
-		std::iota(by_count_host_.begin(), by_count_host_.end(), 0);
-		std::stable_sort(by_count_host_.begin(), by_count_host_.end(),
-						 [&](int32_t a, int32_t b) { return points.count(a) < points.count(b); });
-		int n_classes = max_tile_ / kTileStep + 1;
-		class_begin_.assign(n_classes + 1, n_users_);
-		for (int32_t i = n_users_ - 1; i >= 0; --i)
-			class_begin_[class_of(points.count(by_count_host_[i]))] = i;
-		for (int c = n_classes - 1; c >= 0; --c)
-			class_begin_[c] = std::min(class_begin_[c], class_begin_[c + 1]);
-		count_prefix_.assign(n_users_ + 1, 0);
-		for (int32_t i = 0; i < n_users_; ++i)
-			count_prefix_[i + 1] = count_prefix_[i] + points.count(by_count_host_[i]);
-
-		EventTimer transfer(stream_);
-		upload(x_, points.x, stream_);
-		upload(y_, points.y, stream_);
-		upload(cos_lat_, points.cos_lat, stream_);
-		upload(offsets_, points.offsets, stream_);
-		upload(ids_, points.user_ids, stream_);
-		upload(by_count_, by_count_host_, stream_);
-		if (candidates)
-		{
-			n_candidates_ = static_cast<int>(candidates->size());
-			cand_x_ = DeviceBuffer<double>(n_candidates_, ctx);
-			cand_y_ = DeviceBuffer<double>(n_candidates_, ctx);
-			cand_cos_ = DeviceBuffer<double>(candidates->cos_lat.size(), ctx);
-			upload(cand_x_, candidates->x, stream_);
-			upload(cand_y_, candidates->y, stream_);
-			upload(cand_cos_, candidates->cos_lat, stream_);
-		}
-		ctx.times.transfer_ms += transfer.stop_ms();
-	}
-
-	void similarity_sums(int32_t main_user, double epsilon);
-	void similar_users(int k, double epsilon, std::vector<SimilarityEntry> &heaps,
-					   std::vector<int32_t> &sizes);
-	std::vector<std::vector<double>> strengths(int32_t main_user, double min_similarity,
-											   const StrengthParams &params,
-											   const std::vector<PowerPlan> &powers);
-	void download_sums(std::vector<double> &floored, std::vector<double> &raw)
-	{
-		EventTimer transfer(stream_);
-		download(floored, floored_, n_users_, stream_);
-		download(raw, raw_, n_users_, stream_);
-		ctx_.times.transfer_ms += transfer.stop_ms();
-	}
-
-  private:
-	int class_of(int64_t count) const
-	{
-		if (count > max_tile_)
-			return max_tile_ / kTileStep;
-		return static_cast<int>(std::max<int64_t>(count - 1, 0) / kTileStep);
-	}
-	DevicePoints device_points() const
-	{
-		return {x_.get(), y_.get(), cos_lat_.get(), offsets_.get()};
-	}
-	double pairs_per_launch() const
-	{
-		return points_.metric == GeoMetric::Euclidean ? kEuclideanPairsPerLaunch
-													  : kHaversinePairsPerLaunch;
-	}
-	size_t free_bytes() const
-	{
-		size_t free_b = 0, total_b = 0;
-		check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-		if (ctx_.gpu_memory_budget)
-			free_b = std::min(free_b, ctx_.gpu_memory_budget);
-		return free_b;
-	}
-	/* Waits for the queued launches and lets a cancel through. */
-	void between_launches()
-	{
-		stream_.synchronize();
-		ctx_.check_interrupts();
-	}
-
-	const GeoPointSet &points_;
-	ExecContext &ctx_;
-	int32_t n_users_;
-	int64_t n_points_;
-	int max_tile_;
-	Stream stream_;
-	DeviceBuffer<double> x_, y_, cos_lat_;
-	DeviceBuffer<int64_t> offsets_, ids_;
-	DeviceBuffer<int32_t> by_count_;
-	DeviceBuffer<double> floored_, raw_;
-	std::vector<int32_t> by_count_host_;
-	std::vector<int32_t> class_begin_;
-	std::vector<int64_t> count_prefix_;
-	int n_candidates_ = 0;
-	DeviceBuffer<double> cand_x_, cand_y_, cand_cos_;
-};
-
-void GeoSessionDeleter::operator()(GeoSession *session) const noexcept { delete session; }
 
 namespace {
 
@@ -524,9 +437,197 @@ template <typename Launch> void with_flags(bool a, bool b, Launch launch)
 
 } // namespace
 
+/*
+ * The points on the device, grouped per user as GeoPointSet groups them,
+ * and the users in order of point count, split into tile classes: class i
+ * holds the users with at most (i + 1) * kTileStep points (more than the
+ * previous class); the last class holds the users larger than the largest
+ * tile.
+ */
+class GeoSession
+{
+  public:
+	GeoSession(const GeoPoints &points, GeoMetric metric, const GeoCandidateSet *candidates,
+			   ExecContext &ctx)
+		: ctx_(ctx), metric_(metric), n_users_(static_cast<int32_t>(points.user.distinct())),
+		  n_points_(static_cast<int64_t>(points.user.size())),
+		  max_tile_(metric == GeoMetric::Euclidean ? kEuclideanMaxTile : kHaversineMaxTile),
+		  x_(n_points_, ctx), y_(n_points_, ctx),
+		  cos_lat_(metric == GeoMetric::Haversine ? n_points_ : 0, ctx), offsets_(n_users_ + 1, ctx),
+		  ids_(n_users_, ctx), by_count_(n_users_, ctx), floored_(n_users_, ctx), raw_(n_users_, ctx)
+	{
+		if (n_points_ > static_cast<int64_t>(UINT32_MAX))
+			throw Error(sqlstate::program_limit_exceeded, "too many points for the GPU in one call");
+		const std::vector<int64_t> &counts = points.user.counts();
+		offsets_host_.assign(n_users_ + 1, 0);
+		std::partial_sum(counts.begin(), counts.end(), offsets_host_.begin() + 1);
+		sort_users_by_count(counts);
+
+		EventTimer transfer(stream_);
+		upload(offsets_, offsets_host_, stream_);
+		upload(ids_, points.user.values(), stream_);
+		upload(by_count_, by_count_host_, stream_);
+		group_on_device(points);
+		if (candidates)
+		{
+			n_candidates_ = static_cast<int>(candidates->size());
+			cand_x_ = DeviceBuffer<double>(n_candidates_, ctx);
+			cand_y_ = DeviceBuffer<double>(n_candidates_, ctx);
+			cand_cos_ = DeviceBuffer<double>(candidates->cos_lat.size(), ctx);
+			upload(cand_x_, candidates->x, stream_);
+			upload(cand_y_, candidates->y, stream_);
+			upload(cand_cos_, candidates->cos_lat, stream_);
+		}
+		ctx.times.transfer_ms += transfer.stop_ms();
+	}
+
+	void similarity_sums(int32_t main_user, double epsilon);
+	void similar_users(int k, double epsilon, std::vector<SimilarityEntry> &heaps,
+					   std::vector<int32_t> &sizes);
+	std::vector<std::vector<double>> strengths(int32_t main_user, double min_similarity,
+											   const StrengthParams &params,
+											   const std::vector<PowerPlan> &powers);
+	void download_sums(std::vector<double> &floored, std::vector<double> &raw)
+	{
+		EventTimer transfer(stream_);
+		download(floored, floored_, n_users_, stream_);
+		download(raw, raw_, n_users_, stream_);
+		ctx_.times.transfer_ms += transfer.stop_ms();
+	}
+
+  private:
+	/*
+	 * by_count_host_: the users by point count (a counting sort, stable),
+	 * class_begin_ and count_prefix_ over that order.
+	 */
+	void sort_users_by_count(const std::vector<int64_t> &counts)
+	{
+		constexpr int64_t kCap = 1 << 16; /* larger users share the last key */
+		std::vector<int64_t> start(kCap + 2, 0);
+		for (int64_t c : counts)
+			++start[std::min(c, kCap) + 1];
+		std::partial_sum(start.begin(), start.end(), start.begin());
+		by_count_host_.resize(n_users_);
+		for (int32_t u = 0; u < n_users_; ++u)
+			by_count_host_[start[std::min(counts[u], kCap)]++] = u;
+
+		int n_classes = max_tile_ / kTileStep + 1;
+		class_begin_.assign(n_classes + 1, n_users_);
+		for (int32_t i = n_users_ - 1; i >= 0; --i)
+			class_begin_[class_of(counts[by_count_host_[i]])] = i;
+		for (int c = n_classes - 1; c >= 0; --c)
+			class_begin_[c] = std::min(class_begin_[c], class_begin_[c + 1]);
+		count_prefix_.assign(n_users_ + 1, 0);
+		for (int32_t i = 0; i < n_users_; ++i)
+			count_prefix_[i + 1] = count_prefix_[i] + counts[by_count_host_[i]];
+	}
+
+	/*
+	 * Copies the input columns as they are, then sorts the rows by user code
+	 * (a stable radix sort: each user's points stay in input order) and
+	 * gathers x, y (and cos(latitude)) in that order.
+	 */
+	void group_on_device(const GeoPoints &points)
+	{
+		size_t n = static_cast<size_t>(n_points_);
+		if (n == 0)
+			return;
+		DeviceBuffer<uint32_t> codes(n, ctx_), sorted_codes(n, ctx_), rows(n, ctx_), order(n, ctx_);
+		{
+			DeviceBuffer<double> in_x(n, ctx_), in_y(n, ctx_);
+			const ChunkedColumn<int32_t> &code_column = points.user.codes();
+			for (size_t c = 0; c < code_column.chunk_count(); ++c)
+			{
+				size_t first = c * ChunkedColumn<int32_t>::kChunkRows, rows_here = code_column.chunk_rows(c);
+				check(cudaMemcpyAsync(codes.get() + first, code_column.chunk_data(c),
+									  rows_here * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+					  "cudaMemcpyAsync");
+				check(cudaMemcpyAsync(in_x.get() + first, points.x.chunk_data(c), rows_here * sizeof(double),
+									  cudaMemcpyHostToDevice, stream_),
+					  "cudaMemcpyAsync");
+				check(cudaMemcpyAsync(in_y.get() + first, points.y.chunk_data(c), rows_here * sizeof(double),
+									  cudaMemcpyHostToDevice, stream_),
+					  "cudaMemcpyAsync");
+			}
+			fill_rows<<<grid_for(n), 256, 0, stream_>>>(rows.get(), static_cast<long long>(n));
+			check_launch("fill_rows");
+			int end_bit = 1;
+			while (end_bit < 32 && (uint64_t(1) << end_bit) < static_cast<uint64_t>(n_users_))
+				++end_bit;
+			size_t temp_bytes = 0;
+			check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, codes.get(), sorted_codes.get(),
+												  rows.get(), order.get(), static_cast<int64_t>(n), 0,
+												  end_bit, stream_),
+				  "cub::DeviceRadixSort");
+			DeviceBuffer<char> temp(temp_bytes, ctx_);
+			check(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, codes.get(), sorted_codes.get(),
+												  rows.get(), order.get(), static_cast<int64_t>(n), 0,
+												  end_bit, stream_),
+				  "cub::DeviceRadixSort");
+			with_metric(metric_, [&](auto metric) {
+				gather_points<decltype(metric)::value><<<grid_for(n), 256, 0, stream_>>>(
+					order.get(), in_x.get(), in_y.get(), static_cast<long long>(n), x_.get(), y_.get(),
+					cos_lat_.get());
+			});
+			check_launch("gather_points");
+			stream_.synchronize(); /* before the input buffers go */
+		}
+	}
+
+	int class_of(int64_t count) const
+	{
+		if (count > max_tile_)
+			return max_tile_ / kTileStep;
+		return static_cast<int>(std::max<int64_t>(count - 1, 0) / kTileStep);
+	}
+	DevicePoints device_points() const
+	{
+		return {x_.get(), y_.get(), cos_lat_.get(), offsets_.get()};
+	}
+	double pairs_per_launch() const
+	{
+		return metric_ == GeoMetric::Euclidean ? kEuclideanPairsPerLaunch
+													  : kHaversinePairsPerLaunch;
+	}
+	size_t free_bytes() const
+	{
+		size_t free_b = 0, total_b = 0;
+		check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+		if (ctx_.gpu_memory_budget)
+			free_b = std::min(free_b, ctx_.gpu_memory_budget);
+		return free_b;
+	}
+	/* Waits for the queued launches and lets a cancel through. */
+	void between_launches()
+	{
+		stream_.synchronize();
+		ctx_.check_interrupts();
+	}
+
+	ExecContext &ctx_;
+	GeoMetric metric_;
+	int32_t n_users_;
+	int64_t n_points_;
+	int max_tile_;
+	Stream stream_;
+	DeviceBuffer<double> x_, y_, cos_lat_;
+	DeviceBuffer<int64_t> offsets_, ids_;
+	DeviceBuffer<int32_t> by_count_;
+	DeviceBuffer<double> floored_, raw_;
+	std::vector<int64_t> offsets_host_;
+	std::vector<int32_t> by_count_host_;
+	std::vector<int32_t> class_begin_;
+	std::vector<int64_t> count_prefix_;
+	int n_candidates_ = 0;
+	DeviceBuffer<double> cand_x_, cand_y_, cand_cos_;
+};
+
+void GeoSessionDeleter::operator()(GeoSession *session) const noexcept { delete session; }
+
+
 void GeoSession::similarity_sums(int32_t main_user, double epsilon)
 {
-	long long main_begin = points_.offsets[main_user], main_end = points_.offsets[main_user + 1];
+	long long main_begin = offsets_host_[main_user], main_end = offsets_host_[main_user + 1];
 	double main_points = static_cast<double>(main_end - main_begin);
 	EventTimer compute(stream_);
 	for (size_t c = 0; c + 1 < class_begin_.size(); ++c)
@@ -541,7 +642,7 @@ void GeoSession::similarity_sums(int32_t main_user, double epsilon)
 					   pairs_per_launch())
 				++hi;
 			int n = hi - lo;
-			with_metric(points_.metric, [&](auto metric) {
+			with_metric(metric_, [&](auto metric) {
 				constexpr GeoMetric M = decltype(metric)::value;
 				DevicePoints pts = device_points();
 				const int32_t *users = by_count_.get() + lo;
@@ -615,7 +716,7 @@ void GeoSession::similar_users(int k, double epsilon, std::vector<SimilarityEntr
 				int32_t launch_columns = static_cast<int32_t>(std::min<int64_t>(
 					columns, (n_users_ - first_b + column_width - 1) / column_width));
 				dim3 grid(blocks_for(n), launch_columns);
-				with_metric(points_.metric, [&](auto metric) {
+				with_metric(metric_, [&](auto metric) {
 					constexpr GeoMetric M = decltype(metric)::value;
 					with_tile<M>(tile, [&](auto r) {
 						best_others<M, decltype(r)::value><<<grid, kBlock, 0, stream_>>>(
@@ -687,7 +788,7 @@ std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double
 	{
 		EventTimer compute(stream_);
 		point_weights<<<blocks_for(n_users_, 256), 256, 0, stream_>>>(
-			offsets_.get(), n_users_, main_user, points_.count(main_user), min_similarity,
+			offsets_.get(), n_users_, main_user, offsets_host_[main_user + 1] - offsets_host_[main_user], min_similarity,
 			floored_.get(), w.get());
 		check_launch("point_weights");
 		ctx_.times.compute_ms += compute.stop_ms();
@@ -702,7 +803,7 @@ std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double
 		{
 			int launch_slices = static_cast<int>(std::min(slices_per_launch, n_slices - first));
 			dim3 grid(blocks_for(n, kBlock * kCandidatesPerThread), launch_slices);
-			with_metric(points_.metric, [&](auto metric) {
+			with_metric(metric_, [&](auto metric) {
 				with_flags(square, params.has_max_distance, [&](auto sq, auto filter) {
 					strength_slices<decltype(metric)::value, decltype(sq)::value,
 									decltype(filter)::value><<<grid, kBlock, 0, stream_>>>(
@@ -724,10 +825,10 @@ std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double
 	return out;
 }
 
-GeoSessionPtr open_geo_session(const GeoPointSet &points, const GeoCandidateSet *candidates,
-							   ExecContext &ctx)
+GeoSessionPtr open_geo_session(const GeoPoints &points, GeoMetric metric,
+							   const GeoCandidateSet *candidates, ExecContext &ctx)
 {
-	return GeoSessionPtr(new GeoSession(points, candidates, ctx));
+	return GeoSessionPtr(new GeoSession(points, metric, candidates, ctx));
 }
 
 void geo_similarity_sums(GeoSession &session, int32_t main_user, double epsilon,

@@ -14,11 +14,13 @@
  */
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "../src/columns.hpp"
 #include "../src/device.hpp"
 #include "../src/errors.hpp"
 
@@ -37,16 +39,42 @@ enum class GeoMetric : uint8_t
 };
 
 /*
- * The points of a call grouped per user (CSR): user u (its code in the
+ * Vector storage on transparent huge pages (allocate_chunk): first touches
+ * of fresh 4 KiB pages cost more than grouping the points itself.
+ */
+template <typename T> struct HugePageAllocator
+{
+	using value_type = T;
+	HugePageAllocator() = default;
+	template <typename U> HugePageAllocator(const HugePageAllocator<U> &) {}
+	T *allocate(size_t n) { return static_cast<T *>(allocate_chunk(std::max<size_t>(n, 1) * sizeof(T))); }
+	void deallocate(T *p, size_t) noexcept { free_chunk(p); }
+	template <typename U> bool operator==(const HugePageAllocator<U> &) const { return true; }
+	template <typename U> bool operator!=(const HugePageAllocator<U> &) const { return false; }
+};
+
+template <typename T> using HugeVector = std::vector<T, HugePageAllocator<T>>;
+
+/* The points query: user_id, x, y (rows with a NULL were skipped by the input layer). */
+struct GeoPoints
+{
+	const IdColumn &user;
+	const FloatColumn &x;
+	const FloatColumn &y;
+};
+
+/*
+ * The points grouped per user (CSR), for the CPU: user u (its code in the
  * input's IdColumn) owns points offsets[u] .. offsets[u+1], in input order.
+ * The GPU groups them the same way on the device.
  */
 struct GeoPointSet
 {
 	GeoMetric metric = GeoMetric::Euclidean;
 	std::vector<int64_t> offsets{0};
 	std::vector<int64_t> user_ids; /* the id of each user code */
-	std::vector<double> x, y;
-	std::vector<double> cos_lat; /* haversine only: cos(latitude) of each point */
+	HugeVector<double> x, y;
+	HugeVector<double> cos_lat; /* haversine only: cos(latitude) of each point */
 
 	int32_t users() const { return static_cast<int32_t>(user_ids.size()); }
 	int64_t points() const { return offsets.back(); }
@@ -457,9 +485,13 @@ struct GeoSessionDeleter
 using GeoSessionPtr = std::unique_ptr<GeoSession, GeoSessionDeleter>;
 
 #ifdef GPUREC_WITH_CUDA
-/* Copies the points, and the candidates when given, to the GPU. */
-GeoSessionPtr open_geo_session(const GeoPointSet &points, const GeoCandidateSet *candidates,
-							   ExecContext &ctx);
+/*
+ * Copies the points (valid ones: the caller checked them) and the
+ * candidates, when given, to the GPU, and groups the points per user there
+ * in the order GeoPointSet has them.
+ */
+GeoSessionPtr open_geo_session(const GeoPoints &points, GeoMetric metric,
+							   const GeoCandidateSet *candidates, ExecContext &ctx);
 
 /*
  * For every user u (by code): over the main user's points in order, the sum
@@ -491,7 +523,8 @@ std::vector<std::vector<double>> geo_strengths(GeoSession &session, int32_t main
 {
 	throw Error(sqlstate::object_not_in_prerequisite_state, "gpurec was built without CUDA");
 }
-inline GeoSessionPtr open_geo_session(const GeoPointSet &, const GeoCandidateSet *, ExecContext &)
+inline GeoSessionPtr open_geo_session(const GeoPoints &, GeoMetric, const GeoCandidateSet *,
+									  ExecContext &)
 {
 	geo_without_cuda();
 }

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cfloat>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -100,15 +101,86 @@ void check_coordinates(double x, double y, GeoMetric metric, const char *what, i
 					"Under the haversine metric x is the longitude in degrees, from -180 to 180.");
 }
 
-int32_t main_user_code(const GeoPointSet &set, const GeoPoints &points, int64_t main_user,
-					   const char *role = "main user")
+int32_t main_user_code(const GeoPoints &points, int64_t main_user, const char *role = "main user")
 {
 	int32_t code = points.user.find(main_user);
-	if (code < 0 || set.count(code) == 0)
+	if (code < 0)
 		throw Error(sqlstate::invalid_parameter_value,
 					std::string(role) + " " + std::to_string(main_user) + " has no points",
 					"Similarity to a user is measured from that user's points.");
 	return code;
+}
+
+/*
+ * Every coordinate finite and, under haversine, in range; else the error
+ * that names the user of the first bad row.  A branch-free pass per chunk
+ * first, as bad rows are rare.
+ */
+void validate_points(const GeoPoints &points, GeoMetric metric)
+{
+	size_t n = points.user.size();
+	if (points.x.size() != n || points.y.size() != n)
+		throw Error(sqlstate::internal_error, "points columns differ in length");
+	if (points.user.distinct() > static_cast<size_t>(INT32_MAX) - 1)
+		throw Error(sqlstate::program_limit_exceeded, "too many users in one call");
+	bool haversine = metric == GeoMetric::Haversine;
+	for (size_t c = 0; c < points.x.chunk_count(); ++c)
+	{
+		const double *x = points.x.chunk_data(c), *y = points.y.chunk_data(c);
+		size_t rows = points.x.chunk_rows(c);
+		bool bad = false;
+		if (haversine)
+			for (size_t i = 0; i < rows; ++i)
+				bad |= !(x[i] >= -180 && x[i] <= 180 && y[i] >= -90 && y[i] <= 90);
+		else
+			for (size_t i = 0; i < rows; ++i)
+				bad |= !(std::fabs(x[i]) <= DBL_MAX && std::fabs(y[i]) <= DBL_MAX);
+		if (!bad)
+			continue;
+		for (size_t i = 0; i < rows; ++i)
+		{
+			size_t row = c * FloatColumn::kChunkRows + i;
+			check_coordinates(x[i], y[i], metric, "user", points.user.value_of(points.user.code(row)));
+		}
+	}
+}
+
+/* The CSR of valid points, stable: each user's points in input order. */
+GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric)
+{
+	size_t n = points.user.size();
+	GeoPointSet set;
+	set.metric = metric;
+	int32_t n_users = static_cast<int32_t>(points.user.distinct());
+	set.user_ids = points.user.values();
+	set.offsets.assign(n_users + 1, 0);
+	const std::vector<int64_t> &counts = points.user.counts();
+	std::partial_sum(counts.begin(), counts.end(), set.offsets.begin() + 1);
+	std::vector<int64_t> fill(set.offsets.begin(), set.offsets.end() - 1);
+	set.x.resize(n);
+	set.y.resize(n);
+	for (size_t row = 0; row < n; ++row)
+	{
+		int64_t at = fill[points.user.code(row)]++;
+		set.x[at] = points.x[row];
+		set.y[at] = points.y[row];
+	}
+	if (metric == GeoMetric::Haversine)
+	{
+		set.cos_lat.resize(n);
+		for (size_t p = 0; p < n; ++p)
+			set.cos_lat[p] = geo::cos_latitude(set.y[p]);
+	}
+	return set;
+}
+
+/* The CPU path's grouping, counted as its compute. */
+GeoPointSet grouped_on_cpu(const GeoPoints &points, GeoMetric metric, ExecContext &ctx)
+{
+	Stopwatch clock;
+	GeoPointSet set = build_point_set(points, metric);
+	ctx.times.compute_ms += clock.elapsed_ms();
+	return set;
 }
 
 GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric)
@@ -361,10 +433,10 @@ void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon,
  * the main user where that is at least min_similarity, else 0 (the main
  * user's own points weigh 0).
  */
-std::vector<double> point_weights(const GeoPointSet &s, int32_t main_user, double min_similarity,
-								  const std::vector<double> &floored)
+HugeVector<double> point_weights(const GeoPointSet &s, int32_t main_user, double min_similarity,
+								 const std::vector<double> &floored)
 {
-	std::vector<double> w(s.points(), 0.0);
+	HugeVector<double> w(s.points(), 0.0);
 	int64_t main_points = s.count(main_user);
 	for (int32_t u = 0; u < s.users(); ++u)
 	{
@@ -384,7 +456,7 @@ constexpr size_t kCandidatesPerItem = 8;
  * order geo_kernels.hpp fixes: slices; runs of equal weight as one
  * fraction; group values into the slice sum; slice sums into the total.
  */
-void strengths_of_block(const GeoPointSet &s, const std::vector<double> &w,
+void strengths_of_block(const GeoPointSet &s, const HugeVector<double> &w,
 						const GeoCandidateSet &cands, size_t first, size_t n,
 						const StrengthParams &sp, const PowerPlan &power, double *out,
 						const std::atomic<bool> &cancelled)
@@ -451,7 +523,7 @@ std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const Ge
 	std::vector<double> floored, raw;
 	similarity_sums_on_cpu(s, main_user, sp.epsilon, floored, raw, ctx);
 	Stopwatch clock;
-	std::vector<double> w = point_weights(s, main_user, min_similarity, floored);
+	HugeVector<double> w = point_weights(s, main_user, min_similarity, floored);
 	std::vector<std::vector<double>> out(powers.size(), std::vector<double>(cands.size()));
 	size_t blocks = (cands.size() + kCandidatesPerItem - 1) / kCandidatesPerItem;
 	parallel_for(blocks * powers.size(), ctx, [&](size_t item, const std::atomic<bool> &cancelled) {
@@ -506,39 +578,8 @@ GeoMetric parse_geo_metric(const std::string &name)
 GeoPointSet group_points(const GeoPoints &points, const GeoOptions &options)
 {
 	check_epsilon(options.epsilon);
-	size_t n = points.user.size();
-	if (points.x.size() != n || points.y.size() != n)
-		throw Error(sqlstate::internal_error, "points columns differ in length");
-	if (n > static_cast<size_t>(INT64_MAX / 2) || points.user.distinct() > INT32_MAX - 1)
-		throw Error(sqlstate::program_limit_exceeded, "too many points or users in one call");
-
-	GeoPointSet set;
-	set.metric = options.metric;
-	int32_t n_users = static_cast<int32_t>(points.user.distinct());
-	set.user_ids = points.user.values();
-	set.offsets.assign(n_users + 1, 0);
-	for (size_t row = 0; row < n; ++row)
-		++set.offsets[points.user.code(row) + 1];
-	std::partial_sum(set.offsets.begin(), set.offsets.end(), set.offsets.begin());
-	std::vector<int64_t> fill(set.offsets.begin(), set.offsets.end() - 1);
-	set.x.resize(n);
-	set.y.resize(n);
-	for (size_t row = 0; row < n; ++row)
-	{
-		int32_t u = points.user.code(row);
-		double x = points.x[row], y = points.y[row];
-		check_coordinates(x, y, options.metric, "user", set.user_ids[u]);
-		int64_t at = fill[u]++;
-		set.x[at] = x;
-		set.y[at] = y;
-	}
-	if (options.metric == GeoMetric::Haversine)
-	{
-		set.cos_lat.resize(n);
-		for (size_t p = 0; p < n; ++p)
-			set.cos_lat[p] = geo::cos_latitude(set.y[p]);
-	}
-	return set;
+	validate_points(points, options.metric);
+	return build_point_set(points, options.metric);
 }
 
 double auc_of(const std::vector<double> &scores, const std::vector<uint8_t> &positive)
@@ -570,24 +611,28 @@ double auc_of(const std::vector<double> &scores, const std::vector<uint8_t> &pos
 std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t main_user,
 											const GeoOptions &options, ExecContext &ctx)
 {
-	GeoPointSet set = group_points(points, options);
-	int32_t main = main_user_code(set, points, main_user);
+	check_epsilon(options.epsilon);
+	validate_points(points, options.metric);
+	int32_t main = main_user_code(points, main_user);
+	int64_t main_points = points.user.counts()[main];
 	std::vector<double> floored, raw;
-	double work = static_cast<double>(set.count(main)) * static_cast<double>(set.points());
+	double work = static_cast<double>(main_points) * static_cast<double>(points.user.size());
 	dispatch(
 		ctx, "user_similarity", work, kMinGpuPairs,
 		[&] {
-			gpu::GeoSessionPtr session = gpu::open_geo_session(set, nullptr, ctx);
+			gpu::GeoSessionPtr session = gpu::open_geo_session(points, options.metric, nullptr, ctx);
 			gpu::geo_similarity_sums(*session, main, options.epsilon, floored, raw, ctx);
 		},
-		[&] { similarity_sums_on_cpu(set, main, options.epsilon, floored, raw, ctx); });
+		[&] {
+			GeoPointSet set = grouped_on_cpu(points, options.metric, ctx);
+			similarity_sums_on_cpu(set, main, options.epsilon, floored, raw, ctx);
+		});
 
 	std::vector<UserSimilarity> out;
-	double main_points = static_cast<double>(set.count(main));
 	for (int32_t u : points.user.codes_in_id_order())
 		if (u != main)
-			out.push_back({set.user_ids[u], geo::similarity_of(set.count(main), floored[u]),
-						   raw[u] / main_points});
+			out.push_back({points.user.value_of(u), geo::similarity_of(main_points, floored[u]),
+						   raw[u] / static_cast<double>(main_points)});
 	return out;
 }
 
@@ -595,21 +640,25 @@ std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const Geo
 									   ExecContext &ctx)
 {
 	check_k(k);
-	GeoPointSet set = group_points(points, options);
-	int32_t n_users = set.users();
+	check_epsilon(options.epsilon);
+	validate_points(points, options.metric);
+	int32_t n_users = static_cast<int32_t>(points.user.distinct());
 	if (n_users < 2)
 		return {};
 	int kept = std::min(k, n_users - 1);
 	std::vector<SimilarityEntry> heaps;
 	std::vector<int32_t> sizes;
-	double work = static_cast<double>(set.points()) * static_cast<double>(set.points());
+	double n_points = static_cast<double>(points.user.size());
 	dispatch(
-		ctx, "similar_users", work, kMinGpuPairs,
+		ctx, "similar_users", n_points * n_points, kMinGpuPairs,
 		[&] {
-			gpu::GeoSessionPtr session = gpu::open_geo_session(set, nullptr, ctx);
+			gpu::GeoSessionPtr session = gpu::open_geo_session(points, options.metric, nullptr, ctx);
 			gpu::geo_similar_users(*session, kept, options.epsilon, heaps, sizes, ctx);
 		},
-		[&] { similar_users_on_cpu(set, kept, options.epsilon, heaps, sizes, ctx); });
+		[&] {
+			GeoPointSet set = grouped_on_cpu(points, options.metric, ctx);
+			similar_users_on_cpu(set, kept, options.epsilon, heaps, sizes, ctx);
+		});
 
 	std::vector<SimilarUser> out;
 	out.reserve(static_cast<size_t>(n_users) * kept);
@@ -618,7 +667,7 @@ std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const Geo
 		SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * kept;
 		std::sort(heap, heap + sizes[a], geo::better);
 		for (int r = 0; r < sizes[a]; ++r)
-			out.push_back({set.user_ids[a], r + 1, heap[r].user_id, heap[r].similarity});
+			out.push_back({points.user.value_of(a), r + 1, heap[r].user_id, heap[r].similarity});
 	}
 	return out;
 }
@@ -627,10 +676,11 @@ namespace {
 
 /*
  * Strengths of the candidates for main users one after another, on the
- * device chosen once: strengths_for(main_code) -> one vector per power.
+ * device chosen once: consume(strengths_for), strengths_for(main_code) ->
+ * one vector per power.
  */
 template <typename Consumer>
-void with_strengths(const GeoPointSet &set, const GeoCandidateSet &cands,
+void with_strengths(const GeoPoints &points, const GeoCandidateSet &cands,
 					const std::vector<PowerPlan> &powers, const StrengthOptions &strength,
 					const StrengthParams &sp, double work, const char *function,
 					ExecContext &ctx, Consumer consume)
@@ -638,12 +688,13 @@ void with_strengths(const GeoPointSet &set, const GeoCandidateSet &cands,
 	dispatch(
 		ctx, function, work, kMinGpuPairs,
 		[&] {
-			gpu::GeoSessionPtr session = gpu::open_geo_session(set, &cands, ctx);
+			gpu::GeoSessionPtr session = gpu::open_geo_session(points, sp.metric, &cands, ctx);
 			consume([&](int32_t main) {
 				return gpu::geo_strengths(*session, main, strength.min_similarity, sp, powers, ctx);
 			});
 		},
 		[&] {
+			GeoPointSet set = grouped_on_cpu(points, sp.metric, ctx);
 			consume([&](int32_t main) {
 				return strengths_on_cpu(set, cands, main, strength.min_similarity, sp, powers, ctx);
 			});
@@ -658,17 +709,18 @@ std::vector<double> predict_strength(const GeoPoints &points, int64_t main_user,
 									 ExecContext &ctx)
 {
 	check_strength_arguments({exponent}, strength);
-	GeoPointSet set = group_points(points, options);
-	int32_t main = main_user_code(set, points, main_user);
+	check_epsilon(options.epsilon);
+	validate_points(points, options.metric);
+	int32_t main = main_user_code(points, main_user);
 	GeoCandidateSet cands = candidate_set(candidates, options.metric);
 	if (cands.size() == 0)
 		return {};
 	StrengthParams sp = strength_params(strength, options);
 	std::vector<PowerPlan> powers{plan_power(exponent)};
-	double work = static_cast<double>(set.points()) *
-				  static_cast<double>(set.count(main) + static_cast<int64_t>(cands.size()));
+	double work = static_cast<double>(points.user.size()) *
+				  static_cast<double>(points.user.counts()[main] + static_cast<int64_t>(cands.size()));
 	std::vector<double> out;
-	with_strengths(set, cands, powers, strength, sp, work, "predict_strength", ctx,
+	with_strengths(points, cands, powers, strength, sp, work, "predict_strength", ctx,
 				   [&](auto strengths_for) { out = std::move(strengths_for(main)[0]); });
 	return out;
 }
@@ -680,7 +732,8 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 									  ExecContext &ctx)
 {
 	check_strength_arguments(exponents, strength);
-	GeoPointSet set = group_points(points, options);
+	check_epsilon(options.epsilon);
+	validate_points(points, options.metric);
 	GeoCandidateSet cands = candidate_set(candidates, options.metric);
 	StrengthParams sp = strength_params(strength, options);
 
@@ -705,10 +758,11 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 	};
 	std::vector<Evaluated> users;
 	double work = 0;
+	double n_points = static_cast<double>(points.user.size());
 	for (size_t i = 0; i < visits.size();)
 	{
 		int64_t user = visits[i].first;
-		int32_t code = main_user_code(set, points, user, "holdout user");
+		int32_t code = main_user_code(points, user, "holdout user");
 		std::vector<uint8_t> positive(cands.size(), 0);
 		size_t n_positive = 0;
 		for (; i < visits.size() && visits[i].first == user; ++i)
@@ -722,9 +776,8 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 		if (n_positive > 0 && n_positive < cands.size())
 		{
 			users.push_back({code, std::move(positive)});
-			work += static_cast<double>(set.points()) *
-							 static_cast<double>(set.count(code) +
-												 static_cast<int64_t>(cands.size() * exponents.size()));
+			work += n_points * static_cast<double>(points.user.counts()[code] +
+												   static_cast<int64_t>(cands.size() * exponents.size()));
 		}
 	}
 
@@ -733,7 +786,7 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 		powers.push_back(plan_power(e));
 	std::vector<double> auc_sum(exponents.size(), 0.0);
 	if (!users.empty())
-		with_strengths(set, cands, powers, strength, sp, work, "fit_exponent", ctx,
+		with_strengths(points, cands, powers, strength, sp, work, "fit_exponent", ctx,
 					   [&](auto strengths_for) {
 						   /* from the start: the CPU reruns what a GPU out of memory began */
 						   std::fill(auc_sum.begin(), auc_sum.end(), 0.0);

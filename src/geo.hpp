@@ -34,14 +34,6 @@ struct GeoOptions
 	double epsilon = 1e-9; /* > 0 */
 };
 
-/* The points query: user_id, x, y (rows with a NULL were skipped by the input layer). */
-struct GeoPoints
-{
-	const IdColumn &user;
-	const FloatColumn &x;
-	const FloatColumn &y;
-};
-
 /*
  * The candidates query: candidate_id, x, y.  Each row is a candidate of its
  * own, even when an id repeats; results come per row, in input order.
@@ -126,7 +118,8 @@ void check_strength_arguments(const std::vector<double> &exponents, const Streng
 
 /*
  * Building blocks, exposed for the unit tests: the points grouped per user
- * (validating coordinates), and the AUC with ties counted half.
+ * as the CPU path holds them (validating coordinates), and the AUC with
+ * ties counted half.
  */
 GeoPointSet group_points(const GeoPoints &points, const GeoOptions &options);
 double auc_of(const std::vector<double> &scores, const std::vector<uint8_t> &positive);
