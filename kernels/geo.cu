@@ -177,6 +177,7 @@ __global__ void __launch_bounds__(kBlock)
 	size_t slot = static_cast<size_t>(blockIdx.y) * n + t;
 	SimilarityEntry *heap = heaps + slot * k;
 	int size = sizes[slot];
+	SimilarityEntry worst = size == k ? heap[0] : SimilarityEntry{0, 0}; /* the root, once full */
 
 	double ax[R], ay[R], ac[R];
 	auto load_chunk = [&](long long c0) {
@@ -217,8 +218,12 @@ __global__ void __launch_bounds__(kBlock)
 					f = geo::add(f, geo::greater(geo::key_distance(M, mn[j]), epsilon));
 		}
 		SimilarityEntry e{geo::similarity_of(na, f), __ldg(ids + b)};
-		if (size < k || geo::better(e, heap[0]))
+		if (size < k || geo::better(e, worst))
+		{
 			geo::heap_offer(heap, size, k, e);
+			if (size == k)
+				worst = heap[0];
+		}
 	}
 	sizes[slot] = size;
 }
@@ -787,9 +792,9 @@ std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double
 	DeviceCandidates cands{cand_x_.get(), cand_y_.get(), cand_cos_.get(), n};
 	{
 		EventTimer compute(stream_);
+		long long main_points = offsets_host_[main_user + 1] - offsets_host_[main_user];
 		point_weights<<<blocks_for(n_users_, 256), 256, 0, stream_>>>(
-			offsets_.get(), n_users_, main_user, offsets_host_[main_user + 1] - offsets_host_[main_user], min_similarity,
-			floored_.get(), w.get());
+			offsets_.get(), n_users_, main_user, main_points, min_similarity, floored_.get(), w.get());
 		check_launch("point_weights");
 		ctx_.times.compute_ms += compute.stop_ms();
 	}

@@ -22,6 +22,7 @@
 #include <cfloat>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -33,6 +34,9 @@ namespace {
 
 /* Under gpurec.device = auto, problems smaller than this many distance evaluations stay on the CPU. */
 constexpr double kMinGpuPairs = 2e7;
+
+/* Rows a single-threaded CPU loop handles between interrupt checks (a few milliseconds). */
+constexpr size_t kCheckRows = size_t(1) << 18;
 
 /* Distance evaluations per CPU work item: about a millisecond. */
 constexpr double kPairsPerItem = 1e6;
@@ -146,7 +150,8 @@ void validate_points(const GeoPoints &points, GeoMetric metric)
 }
 
 /* The CSR of valid points, stable: each user's points in input order. */
-GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric)
+GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric,
+							const std::function<void()> &check_interrupts = [] {})
 {
 	size_t n = points.user.size();
 	GeoPointSet set;
@@ -161,6 +166,8 @@ GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric)
 	set.y.resize(n);
 	for (size_t row = 0; row < n; ++row)
 	{
+		if ((row & (kCheckRows - 1)) == 0)
+			check_interrupts();
 		int64_t at = fill[points.user.code(row)]++;
 		set.x[at] = points.x[row];
 		set.y[at] = points.y[row];
@@ -178,7 +185,7 @@ GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric)
 GeoPointSet grouped_on_cpu(const GeoPoints &points, GeoMetric metric, ExecContext &ctx)
 {
 	Stopwatch clock;
-	GeoPointSet set = build_point_set(points, metric);
+	GeoPointSet set = build_point_set(points, metric, ctx.check_interrupts);
 	ctx.times.compute_ms += clock.elapsed_ms();
 	return set;
 }
