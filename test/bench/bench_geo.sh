@@ -9,9 +9,11 @@
 #   predict     predict_strength, CANDIDATES (10,000) against the USERS x 20
 #               points, exponent 2: compute phase
 # SECTIONS picks sections, DEVICES="cpu gpu" the devices.  Rates are set
-# against the fp32 limit FP32_TFLOPS (67, an H100 SXM) at the fp32
-# operations a pair would need (6 for a distance and its minimum, 10 for a
-# strength term).
+# against an H100 SXM's fp32 limit in pairs/s: 6.7e12 for a distance and its
+# minimum (5 fp32 instructions at 33.5e12/s), 4.2e12 for a strength term
+# (bound by fp32 reciprocals); test/bench/geo_compute_bench.cpp explains.
+# The "compute" of a GPU call is its kernels; copying the points and
+# grouping them per user on the device is its "transfer".
 set -euo pipefail
 users=${USERS:-1000000}
 cpu_users=${CPU_USERS:-10000}
@@ -20,7 +22,8 @@ similar_cpu_users=${SIMILAR_CPU_USERS:-2000}
 candidates=${CANDIDATES:-10000}
 sections=${SECTIONS:-similarity similar predict}
 devices=${DEVICES:-cpu}
-fp32_tflops=${FP32_TFLOPS:-67}
+similarity_fp32=${SIMILARITY_FP32_LIMIT:-6.7e12}
+strength_fp32=${STRENGTH_FP32_LIMIT:-4.2e12}
 db=gpurec_bench_geo
 export PGDATABASE=$db
 q() { psql -XAtq -v ON_ERROR_STOP=1 "$@"; }
@@ -57,7 +60,6 @@ SQL
 }
 psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 q -c "CREATE EXTENSION gpurec"
-fp32_limit() { awk -v t="$fp32_tflops" -v ops="$1" 'BEGIN { printf "%.3g", t * 1e12 / ops }'; }
 
 if [[ " $sections " == *" similarity "* ]]; then
 	echo "# user_similarity: $users users x 20 points, main user of 64 points"
@@ -67,7 +69,7 @@ if [[ " $sections " == *" similarity "* ]]; then
 	sql="SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM pts', 0)"
 	for device in $devices; do
 		ms=$(compute_ms "$sql" "SET gpurec.device = $device;")
-		echo "user_similarity ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $(fp32_limit 6))"
+		echo "user_similarity ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $similarity_fp32)"
 		notice "$sql" "SET gpurec.device = $device;"
 		echo "  peak backend memory: $(bytes_per_point "$sql" "SET gpurec.device = $device" "$points") bytes per point"
 	done
@@ -100,7 +102,7 @@ if [[ " $sections " == *" similar "* ]]; then
 		echo "similar_users ($device): $ms ms end to end; $pairs pairs"
 		notice "$sql" "SET gpurec.device = $device;"
 		c=$(notice "$sql" "SET gpurec.device = $device;" | sed -nE 's/.*compute ([0-9.]+) ms.*/\1/p')
-		echo "  compute rate: $(awk -v p="$pairs" -v m="$c" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $(fp32_limit 6))"
+		echo "  compute rate: $(awk -v p="$pairs" -v m="$c" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $similarity_fp32)"
 	done
 fi
 
@@ -117,7 +119,7 @@ if [[ " $sections " == *" predict "* ]]; then
 			continue
 		fi
 		ms=$(compute_ms "$sql" "SET gpurec.device = $device;")
-		echo "predict_strength ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $(fp32_limit 10))"
+		echo "predict_strength ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $strength_fp32)"
 		notice "$sql" "SET gpurec.device = $device;"
 		echo "  peak backend memory: $(bytes_per_point "$sql" "SET gpurec.device = $device" "$points") bytes per point"
 	done

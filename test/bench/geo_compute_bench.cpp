@@ -5,7 +5,14 @@
  *   similar_users     SIMILAR (100,000) x 20 points, k = 10
  *   predict_strength  CANDIDATES (10,000) against the USERS x 20 points, exponent 2
  * on the GPU (and the CPU where that is reasonable), with each phase's time
- * and the pair rate against the H100's fp32 limit (67 TFLOPS).
+ * and the pair rate against the H100 SXM's limits.  Instruction rates:
+ * fp32 33.5e12/s (67 TFLOPS counts an FMA as two), fp64 16.7e12/s, the
+ * special-function unit (fp32 reciprocals) 4.2e12/s.  A distance and its
+ * minimum take 5 fp32 instructions (sub, sub, mul, fma, min), so the fp32
+ * limit is 6.7e12 pairs/s; gpurec takes 6 fp64 ones (no fused multiply-add,
+ * so that the CPU gets the same bits): fp64 limit 2.8e12.  A strength term
+ * in fp32 needs a reciprocal (the SFU bounds it at 4.2e12 pairs/s); gpurec
+ * takes 10 fp64 instructions and a division per 16 points: about 1.6e12.
  *
  * Build next to the unit tests (after `make`, which makes the objects):
  *   $(CXX) -std=c++17 -O2 -DGPUREC_WITH_CUDA -o test/bench/geo_compute_bench \
@@ -24,7 +31,9 @@ using namespace gpurec;
 
 namespace {
 
-constexpr double kFp32Flops = 67e12;
+/* H100 SXM limits in pairs/s, see above */
+constexpr double kSimilarityFp32 = 6.7e12, kSimilarityFp64 = 2.8e12;
+constexpr double kStrengthFp32 = 4.2e12, kStrengthFp64 = 1.6e12;
 
 struct Population
 {
@@ -81,13 +90,12 @@ template <typename F> ExecContext median_run(const char *what, DeviceMode mode, 
 	return m;
 }
 
-void rate(double pairs, double ms, double fp32_ops_per_pair)
+void rate(double pairs, double ms, double fp32_limit, double fp64_limit)
 {
 	double per_s = pairs / ms * 1e3;
-	double fp32_limit = kFp32Flops / fp32_ops_per_pair;
-	std::printf("  %.4g pairs in the compute phase = %.3g pairs/s; fp32 limit %.3g pairs/s "
-				"(%d fp32 ops a pair): %.0f%% of it\n",
-				pairs, per_s, fp32_limit, static_cast<int>(fp32_ops_per_pair), 100 * per_s / fp32_limit);
+	std::printf("  %.4g pairs in the compute phase = %.3g pairs/s: %.0f%% of the fp32 limit (%.3g), "
+				"%.0f%% of the fp64 one (%.3g)\n",
+				pairs, per_s, 100 * per_s / fp32_limit, fp32_limit, 100 * per_s / fp64_limit, fp64_limit);
 }
 
 } // namespace
@@ -109,7 +117,7 @@ int main(int argc, char **argv)
 		ExecContext m = median_run("user_similarity", DeviceMode::Gpu, 7, [&](ExecContext &ctx) {
 			user_similarity(big.view(), 0, {}, ctx);
 		});
-		rate(64 * points, m.times.compute_ms, 6);
+		rate(64 * points, m.times.compute_ms, kSimilarityFp32, kSimilarityFp64);
 		std::printf("  GPU memory: 16 bytes per point (x, y) while computing, about 56 while "
 					"grouping them per user; 36 bytes per user\n");
 	}
@@ -118,7 +126,8 @@ int main(int argc, char **argv)
 		fill(small, 10000, rng);
 		ExecContext m = median_run("user_similarity, 10,000 users", DeviceMode::Cpu, 5,
 								   [&](ExecContext &ctx) { user_similarity(small.view(), 0, {}, ctx); });
-		rate(64 * static_cast<double>(small.user.size()), m.times.compute_ms, 6);
+		rate(64 * static_cast<double>(small.user.size()), m.times.compute_ms, kSimilarityFp32,
+			 kSimilarityFp64);
 	}
 
 	if (gpu)
@@ -130,7 +139,7 @@ int main(int argc, char **argv)
 			similar_users(pop.view(), 10, {}, ctx);
 		});
 		double p = static_cast<double>(pop.user.size());
-		rate(p * p, m.times.compute_ms, 6);
+		rate(p * p, m.times.compute_ms, kSimilarityFp32, kSimilarityFp64);
 	}
 
 	if (gpu)
@@ -149,7 +158,7 @@ int main(int argc, char **argv)
 		ExecContext m = median_run("predict_strength", DeviceMode::Gpu, 5, [&](ExecContext &ctx) {
 			predict_strength(big.view(), 0, {id, cx, cy}, 2, {}, {}, ctx);
 		});
-		rate(static_cast<double>(n_candidates) * points, m.times.compute_ms, 10);
+		rate(static_cast<double>(n_candidates) * points, m.times.compute_ms, kStrengthFp32, kStrengthFp64);
 		std::printf("  GPU memory: 24 bytes per point (x, y, weight) while computing\n");
 	}
 	if (!gpu)
