@@ -868,7 +868,7 @@ TEST_P(GeoGpu, StrengthsBitIdentical)
 	CandidateColumns cands(cand_rows);
 	for (double exponent : {2.0, 1.0, 1.5, 2.5, 3.0, 1.3})
 		for (double max_distance : {kInf, euclid ? 4.0 : 2000.0})
-			for (size_t budget : {size_t(0), size_t(100000)})
+			for (size_t budget : {size_t(0), size_t(40000)})
 			{
 				ExecContext cpu = cpu_context(), gpu = gpu_context(budget);
 				StrengthOptions strength{max_distance, exponent == 3.0 ? 1e-3 : 0.0};
@@ -926,6 +926,48 @@ TEST_P(GeoGpu, HugeDistancesSumTermByTerm)
 	ExecContext cpu = cpu_context(), gpu = gpu_context();
 	EXPECT_EQ(predict_strength(in.view(), 1, cands.view(), 3, {}, {}, gpu),
 			  predict_strength(in.view(), 1, cands.view(), 3, {}, {}, cpu));
+}
+
+/* More rows than one input chunk: the upload goes chunk by chunk, the grouping sorts them all. */
+TEST(GeoGpuLarge, ManyChunksGroupLikeTheCpu)
+{
+	if (!gpu_usable())
+		GTEST_SKIP() << "no usable GPU";
+	std::mt19937_64 rng(16);
+	std::vector<Point> rows = random_points(rng, 70000, 31, GeoMetric::Euclidean, 100000);
+	ASSERT_GT(rows.size(), FloatColumn::kChunkRows);
+	PointColumns in(rows);
+	ExecContext cpu = cpu_context(), gpu = gpu_context();
+	int64_t main = rows[12345].user;
+	std::vector<UserSimilarity> want = user_similarity(in.view(), main, {}, cpu);
+	std::vector<UserSimilarity> got = user_similarity(in.view(), main, {}, gpu);
+	ASSERT_EQ(got.size(), want.size());
+	for (size_t i = 0; i < got.size(); ++i)
+	{
+		ASSERT_EQ(got[i].user_id, want[i].user_id);
+		ASSERT_EQ(got[i].similarity, want[i].similarity) << "user " << got[i].user_id;
+		ASSERT_EQ(got[i].mean_min_distance, want[i].mean_min_distance);
+	}
+	EXPECT_GT(gpu.times.transfer_ms, 0);
+	EXPECT_GT(gpu.times.compute_ms, 0);
+}
+
+TEST(GeoGpuLarge, CancelStopsTheGpuPath)
+{
+	if (!gpu_usable())
+		GTEST_SKIP() << "no usable GPU";
+	std::mt19937_64 rng(17);
+	std::vector<Point> rows = random_points(rng, 20000, 30, GeoMetric::Euclidean, 1000);
+	PointColumns in(rows);
+	struct Cancelled
+	{
+	};
+	ExecContext ctx = gpu_context();
+	ctx.check_interrupts = [] { throw Cancelled(); };
+	EXPECT_THROW(similar_users(in.view(), 5, {}, ctx), Cancelled);
+	/* and the GPU still works */
+	ExecContext again = gpu_context();
+	EXPECT_EQ(similar_users(in.view(), 1, {}, again).size(), 20000u);
 }
 
 TEST(GeoGpuFallback, AllocationFailureFallsBackUnderAuto)
