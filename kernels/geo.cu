@@ -7,7 +7,9 @@
  * one transaction feeds 32 threads):
  *
  *   similarity to a main user   a thread per other user B, B's points in
- *                               registers; the main user's points stream.
+ *                               registers; the main user's points stream
+ *                               (a warp per user too large for registers,
+ *                               the main user's points in its lanes).
  *   best others of every user   a thread per user A, A's points in
  *                               registers with a running minimum each;
  *                               every other user's points stream.  Each
@@ -119,36 +121,64 @@ __global__ void __launch_bounds__(kBlock)
 	raw[u] = r;
 }
 
-/* The same for users of any size: their points stream from memory too. */
+/*
+ * The same for users too large for a register tile: a warp per user.  Lane
+ * l holds main points l, l + 32, ... (kWarpTile of them at a time) with a
+ * running minimum each, while the user's points stream past the whole warp;
+ * then every lane adds the distances up in main-point order, fetching each
+ * from the lane that holds it, as the CPU does.
+ */
+constexpr int kWarpTile = 4;
+
 template <GeoMetric M>
 __global__ void __launch_bounds__(kBlock)
-	similarity_to_main_any(DevicePoints pts, long long main_begin, long long main_end,
-						   const int32_t *__restrict__ users, int n, double epsilon,
-						   double *floored, double *raw)
+	similarity_to_main_warp(DevicePoints pts, long long main_begin, long long main_end,
+							const int32_t *__restrict__ users, int n, double epsilon,
+							double *floored, double *raw)
 {
-	int t = blockIdx.x * blockDim.x + threadIdx.x;
-	if (t >= n)
-		return;
-	int32_t u = users[t];
+	int warp = static_cast<int>((blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32);
+	int lane = threadIdx.x % 32;
+	if (warp >= n)
+		return; /* the whole warp */
+	int32_t u = users[warp];
 	long long b0 = pts.offsets[u], b1 = pts.offsets[u + 1];
+	long long n_main = main_end - main_begin;
 	double f = 0.0, r = 0.0;
-	for (long long a = main_begin; a < main_end; ++a)
+	for (long long c0 = 0; c0 < n_main; c0 += 32 * kWarpTile)
 	{
-		double ax, ay, ac;
-		load_point<M>(pts, a, ax, ay, ac);
-		double best = INFINITY;
+		double ax[kWarpTile], ay[kWarpTile], ac[kWarpTile], mn[kWarpTile];
+#pragma unroll
+		for (int t = 0; t < kWarpTile; ++t)
+		{
+			long long i = min(c0 + t * 32 + lane, n_main - 1);
+			load_point<M>(pts, main_begin + i, ax[t], ay[t], ac[t]);
+			mn[t] = INFINITY;
+		}
 		for (long long b = b0; b < b1; ++b)
 		{
 			double bx, by, bc;
 			load_point<M>(pts, b, bx, by, bc);
-			best = geo::lesser(best, point_key<M>(ax, ay, ac, bx, by, bc));
+#pragma unroll
+			for (int t = 0; t < kWarpTile; ++t)
+				mn[t] = geo::lesser(mn[t], point_key<M>(ax[t], ay[t], ac[t], bx, by, bc));
 		}
-		double d = geo::key_distance(M, best);
-		f = geo::add(f, geo::greater(d, epsilon));
-		r = geo::add(r, d);
+#pragma unroll
+		for (int t = 0; t < kWarpTile; ++t)
+		{
+			double d = geo::key_distance(M, mn[t]);
+			for (int l = 0; l < 32 && c0 + t * 32 + l < n_main; ++l)
+			{
+				double dl = __shfl_sync(0xffffffffu, d, l);
+				f = geo::add(f, geo::greater(dl, epsilon));
+				r = geo::add(r, dl);
+			}
+		}
 	}
-	floored[u] = f;
-	raw[u] = r;
+	if (lane == 0)
+	{
+		floored[u] = f;
+		raw[u] = r;
+	}
 }
 
 /*
@@ -652,8 +682,9 @@ void GeoSession::similarity_sums(int32_t main_user, double epsilon)
 				DevicePoints pts = device_points();
 				const int32_t *users = by_count_.get() + lo;
 				if (tile == 0)
-					similarity_to_main_any<M><<<blocks_for(n), kBlock, 0, stream_>>>(
-						pts, main_begin, main_end, users, n, epsilon, floored_.get(), raw_.get());
+					similarity_to_main_warp<M><<<blocks_for(static_cast<size_t>(n) * 32), kBlock, 0,
+												 stream_>>>(pts, main_begin, main_end, users, n, epsilon,
+															floored_.get(), raw_.get());
 				else
 					with_tile<M>(tile, [&](auto r) {
 						similarity_to_main<M, decltype(r)::value><<<blocks_for(n), kBlock, 0, stream_>>>(
