@@ -10,7 +10,6 @@ import io
 import os
 import random
 import subprocess
-import sys
 
 PSQL = os.environ.get("PSQL", "psql")
 
@@ -77,3 +76,20 @@ def first_difference(got, want):
         if g != w:
             return f"row {i}: got {g}, expected {w}"
     return "same"
+
+
+def fresh_database(name):
+    """Creates database `name` with gpurec and makes it the default; returns
+    the gpurec.device settings to test: the GPU against the CPU where one
+    is usable, else auto against cpu."""
+    sql(f"DROP DATABASE IF EXISTS {name}")
+    sql(f"CREATE DATABASE {name}")
+    os.environ["PGDATABASE"] = name
+    sql("CREATE EXTENSION gpurec")
+    has_gpu = sql("SELECT count(*) FROM gpurec.devices()")[0][0] != "0"
+    return ["cpu", "gpu"] if has_gpu else ["cpu", "auto"]
+
+
+def drop_database(name):
+    os.environ["PGDATABASE"] = "postgres"
+    sql(f"DROP DATABASE IF EXISTS {name}")

@@ -10,7 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from pgtest import check, seeded_random, sql  # noqa: E402
+from pgtest import check, drop_database, fresh_database, seeded_random, sql  # noqa: E402
 
 rng = seeded_random()
 DB = "gpurec_property_offers"
@@ -73,12 +73,7 @@ def compare(name, got_sql, want_sql, settings):
 
 
 def main():
-    sql(f"DROP DATABASE IF EXISTS {DB}")
-    sql(f"CREATE DATABASE {DB}")
-    os.environ["PGDATABASE"] = DB
-    sql("CREATE EXTENSION gpurec")
-    has_gpu = sql("SELECT count(*) FROM gpurec.devices()")[0][0] != "0"
-    devices = ["cpu", "gpu"] if has_gpu else ["cpu", "auto"]
+    devices = fresh_database(DB)
     query = "SELECT product_id, store_id, price FROM offers"
 
     for price_type in PRICE_TYPES:
@@ -134,8 +129,7 @@ def main():
                 "'SELECT product_id, store_id, price FROM offers')",
                 cart_oracle, {"gpurec.device": device})
 
-    os.environ["PGDATABASE"] = "postgres"
-    sql(f"DROP DATABASE IF EXISTS {DB}")
+    drop_database(DB)
 
 
 if __name__ == "__main__":

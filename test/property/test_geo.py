@@ -16,7 +16,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from pgtest import check, seeded_random, sql, sql_error  # noqa: E402
+from pgtest import check, drop_database, fresh_database, seeded_random, sql, sql_error  # noqa: E402
 
 rng = seeded_random()
 DB = "gpurec_property_geo"
@@ -284,12 +284,8 @@ def same_rows(name, a, b):
 
 
 def main():
-    sql(f"DROP DATABASE IF EXISTS {DB}")
-    sql(f"CREATE DATABASE {DB}")
-    os.environ["PGDATABASE"] = DB
-    sql("CREATE EXTENSION gpurec")
-    has_gpu = sql("SELECT count(*) FROM gpurec.devices()")[0][0] != "0"
-    devices = ["cpu", "gpu"] if has_gpu else ["cpu", "auto"]
+    devices = fresh_database(DB)
+    has_gpu = "gpu" in devices
 
     for metric in ("euclidean", "haversine"):
         grid = rng.choice([3, 5, 8])
@@ -337,8 +333,7 @@ def main():
                   settings=s)[0][0] == "0")
     check_errors()
 
-    os.environ["PGDATABASE"] = "postgres"
-    sql(f"DROP DATABASE IF EXISTS {DB}")
+    drop_database(DB)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from pgtest import check, seeded_random, sql  # noqa: E402
+from pgtest import check, drop_database, fresh_database, seeded_random, sql  # noqa: E402
 
 try:
     from sklearn.metrics import roc_auc_score
@@ -105,12 +105,8 @@ def compare_sklearn(name, results, table):
 
 
 def main():
-    sql(f"DROP DATABASE IF EXISTS {DB}")
-    sql(f"CREATE DATABASE {DB}")
-    os.environ["PGDATABASE"] = DB
-    sql("CREATE EXTENSION gpurec")
-    has_gpu = sql("SELECT count(*) FROM gpurec.devices()")[0][0] != "0"
-    devices = ["cpu", "gpu"] if has_gpu else ["cpu", "auto"]
+    devices = fresh_database(DB)
+    has_gpu = "gpu" in devices
 
     for trial in range(4):
         score_type = random_long_table()
@@ -162,8 +158,7 @@ def main():
         gpu = sql(q, settings={"gpurec.device": "gpu"})
         check("gpu-equals-cpu-exactly", cpu == gpu, "results differ")
 
-    os.environ["PGDATABASE"] = "postgres"
-    sql(f"DROP DATABASE IF EXISTS {DB}")
+    drop_database(DB)
 
 
 if __name__ == "__main__":
