@@ -33,10 +33,11 @@ run_ms() { # one timed run in a fresh backend
 		sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p'
 }
 median3() { for i in 1 2 3; do run_ms "$@"; done | sort -n | sed -n 2p; }
-# the gpurec.timing NOTICE of one run, and its compute milliseconds (least of three)
+# the gpurec.timing NOTICEs of three runs in fresh backends, into $notices; the least compute into $ms
 notice() { q -c "SET gpurec.timing = on; $2" -c "$1" 2>&1 | grep NOTICE | sed 's/^/  /' || true; }
-compute_ms() {
-	for i in 1 2 3; do notice "$@"; done | sed -nE 's/.*compute ([0-9.]+) ms.*/\1/p' | sort -n | head -1
+three_runs() {
+	notices=$(for i in 1 2 3; do notice "$@"; done)
+	ms=$(sed -nE 's/.*compute ([0-9.]+) ms.*/\1/p' <<<"$notices" | sort -n | head -1)
 }
 # peak memory of a fresh backend doing one call, less an idle one's, per point
 bytes_per_point() {
@@ -68,22 +69,26 @@ if [[ " $sections " == *" similarity "* ]]; then
 	pairs=$((64 * points))
 	sql="SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM pts', 0)"
 	for device in $devices; do
-		ms=$(compute_ms "$sql" "SET gpurec.device = $device;")
+		three_runs "$sql" "SET gpurec.device = $device;"
 		echo "user_similarity ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $similarity_fp32)"
-		notice "$sql" "SET gpurec.device = $device;"
+		echo "$notices"
 		echo "  peak backend memory: $(bytes_per_point "$sql" "SET gpurec.device = $device" "$points") bytes per point"
 	done
 
 	echo "# user_similarity on the CPU against plain SQL: $cpu_users users x 20 points"
 	make_points pts_small "$cpu_users"
-	cross_join="SELECT count(*) FROM (
-	  SELECT b.user_id, avg(d) AS mean_min_distance
-	  FROM (SELECT a.ctid AS main_point, b.user_id, min(sqrt((a.x - b.x)^2 + (a.y - b.y)^2)) AS d
-	        FROM pts_small a, pts_small b WHERE a.user_id = 0 AND b.user_id <> 0
-	        GROUP BY 1, 2) b
-	  GROUP BY 1) s"
-	sql_ms=$(run_ms "$cross_join")
-	echo "plain-SQL cross join: $sql_ms ms"
+	if [ "${BASELINES:-1}" = 1 ]; then
+		cross_join="SELECT count(*) FROM (
+		  SELECT b.user_id, avg(d) AS mean_min_distance
+		  FROM (SELECT a.ctid AS main_point, b.user_id, min(sqrt((a.x - b.x)^2 + (a.y - b.y)^2)) AS d
+		        FROM pts_small a, pts_small b WHERE a.user_id = 0 AND b.user_id <> 0
+		        GROUP BY 1, 2) b
+		  GROUP BY 1) s"
+		sql_ms=$(run_ms "$cross_join")
+		echo "plain-SQL cross join: $sql_ms ms"
+	else
+		sql_ms=0
+	fi
 	small="SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM pts_small', 0)"
 	ms=$(median3 "$small" "SET gpurec.device = cpu;")
 	echo "user_similarity (cpu): $ms ms = $(ratio "$sql_ms" "$ms")x faster than the cross join"
@@ -97,11 +102,12 @@ if [[ " $sections " == *" similar "* ]]; then
 		echo "# similar_users ($device): $n users x 20 points, k = 10"
 		make_points pts_similar "$n"
 		sql="SELECT count(*) FROM gpurec.similar_users('SELECT user_id, x, y FROM pts_similar WHERE user_id > 0', 10)"
-		ms=$(median3 "$sql" "SET gpurec.device = $device;")
+		end_to_end=$(median3 "$sql" "SET gpurec.device = $device;")
 		pairs=$(awk -v n="$n" 'BEGIN { printf "%.0f", (n * 20) * (n * 20) }')
-		echo "similar_users ($device): $ms ms end to end; $pairs pairs"
-		notice "$sql" "SET gpurec.device = $device;"
-		c=$(notice "$sql" "SET gpurec.device = $device;" | sed -nE 's/.*compute ([0-9.]+) ms.*/\1/p')
+		echo "similar_users ($device): $end_to_end ms end to end (median of 3); $pairs pairs"
+		notice_line=$(notice "$sql" "SET gpurec.device = $device;")
+		echo "$notice_line"
+		c=$(sed -nE 's/.*compute ([0-9.]+) ms.*/\1/p' <<<"$notice_line")
 		echo "  compute rate: $(awk -v p="$pairs" -v m="$c" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $similarity_fp32)"
 	done
 fi
@@ -118,9 +124,9 @@ if [[ " $sections " == *" predict "* ]]; then
 			echo "predict_strength (cpu): skipped ($pairs pairs; PREDICT_ON_CPU=1 runs it)"
 			continue
 		fi
-		ms=$(compute_ms "$sql" "SET gpurec.device = $device;")
+		three_runs "$sql" "SET gpurec.device = $device;"
 		echo "predict_strength ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $strength_fp32)"
-		notice "$sql" "SET gpurec.device = $device;"
+		echo "$notices"
 		echo "  peak backend memory: $(bytes_per_point "$sql" "SET gpurec.device = $device" "$points") bytes per point"
 	done
 fi
