@@ -32,10 +32,11 @@ def distance(metric, a, b):
     if metric == "euclidean":
         return math.hypot(a[0] - b[0], a[1] - b[1])
     p1, p2 = math.radians(a[1]), math.radians(b[1])
-    dl = math.radians(b[0] - a[0])
-    y = math.hypot(math.cos(p2) * math.sin(dl),
-                   math.cos(p1) * math.sin(p2) - math.sin(p1) * math.cos(p2) * math.cos(dl))
-    x = math.sin(p1) * math.sin(p2) + math.cos(p1) * math.cos(p2) * math.cos(dl)
+    # cos(radians(90)) is 6e-17, not 0: every longitude of a pole is the same point
+    c1, c2 = (0.0 if abs(lat) == 90 else math.cos(p) for lat, p in ((a[1], p1), (b[1], p2)))
+    dl = math.radians((b[0] - a[0] + 180) % 360 - 180)  # sin(radians(360)) is not 0 either
+    y = math.hypot(c2 * math.sin(dl), c1 * math.sin(p2) - math.sin(p1) * c2 * math.cos(dl))
+    x = math.sin(p1) * math.sin(p2) + c1 * c2 * math.cos(dl)
     return RADIUS * math.atan2(y, x)
 
 
@@ -44,6 +45,13 @@ def similarity(users, a, b, metric, epsilon):
     nearest = [min(distance(metric, p, q) for q in users[b]) for p in users[a]]
     n = len(nearest)
     return n / math.fsum(max(d, epsilon) for d in nearest), math.fsum(nearest) / n
+
+
+def nearest_profile(users, a, b, metric, epsilon):
+    """b's floored nearest distance from each of a's points, in a's point order.
+    Two users with equal profiles have bit-equal similarities in gpurec
+    whatever order it adds them in: a tie that must go to the lower id."""
+    return tuple(max(min(distance(metric, p, q) for q in users[b]), epsilon) for p in users[a])
 
 
 def strengths(users, main, candidates, metric, epsilon, exponent, max_distance, min_similarity):
@@ -156,17 +164,28 @@ def check_similar_users(users, metric, epsilon, k, device):
         if len(set(listed)) != len(listed) or a in listed:
             bad.append(f"user {a}: listed {listed}")
             continue
+        # equal profiles (euclidean: the same distances to the bit) tie exactly
+        profile = (lambda b: nearest_profile(users, a, b, metric, epsilon)) if metric == "euclidean" \
+            else (lambda b: b)
         for i, (_, b, s) in enumerate(rows):
             if not near(s, sims[b]):
                 bad.append(f"user {a} other {b}: {s!r} != {sims[b]!r}")
-            if i and not (s < rows[i - 1][2] or (s == rows[i - 1][2] and b > rows[i - 1][1])
-                          or near(s, rows[i - 1][2])):
-                bad.append(f"user {a}: rank {i + 1} out of order")
+            if i:
+                prev_s, prev_b = rows[i - 1][2], rows[i - 1][1]
+                if profile(b) == profile(prev_b) and not b > prev_b:
+                    bad.append(f"user {a}: exact tie at rank {i + 1}, {b} after {prev_b}")
+                elif not (s < prev_s or (s == prev_s and b > prev_b) or near(s, prev_s)):
+                    bad.append(f"user {a}: rank {i + 1} out of order")
         last_s, last_b = rows[-1][2], rows[-1][1]
         for b, s in sims.items():
-            # a tie within rounding may go either way: the engine and this
-            # oracle add the distances in different orders
-            if b not in listed and not (s < last_s or near(s, last_s)):
+            if b in listed:
+                continue
+            if profile(b) == profile(last_b):
+                if b < last_b:
+                    bad.append(f"user {a}: left out {b}, tied exactly with {last_b} and lower")
+            # otherwise a tie within rounding may go either way: the engine and
+            # this oracle add the distances in different orders
+            elif not (s < last_s or near(s, last_s)):
                 bad.append(f"user {a}: left out {b} at {s!r} beats {last_s!r}")
     check(f"similar_users-{metric}-k{k}-eps{epsilon:g}-{device}", not bad, "; ".join(bad[:5]))
     return got
