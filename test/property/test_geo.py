@@ -315,17 +315,21 @@ def main():
         load_points(users)
         cands = load_candidates(metric, rng.randint(8, 25), grid)
         answers = {}
+        # the same random parameters for every device, so that their answers compare
+        main_user = rng.choice(sorted(users))
+        predict_cases = []
+        for exponent in (2, 1, 0.5, 1.5, 2.5, 3, 1.3):
+            max_distance = rng.choice([None, None, 0.0, 2.5 if metric == "euclidean" else 300000.0])
+            epsilon = rng.choice([1e-9, big_eps])
+            min_sim = rng.choice(thresholds(users, main_user, metric, epsilon))
+            predict_cases.append((exponent, max_distance, epsilon, min_sim))
         for device in devices:
             for epsilon in (1e-9, big_eps):
                 check_user_similarity(users, metric, epsilon, device)
             for k in (1, 2, 3, 7, 1000):
                 answers[("similar", k, device)] = check_similar_users(users, metric, 1e-9, k, device)
             check_similar_users(users, metric, big_eps, 3, device)
-            main_user = rng.choice(sorted(users))
-            for exponent in (2, 1, 0.5, 1.5, 2.5, 3, 1.3):
-                max_distance = rng.choice([None, None, 0.0, 2.5 if metric == "euclidean" else 300000.0])
-                epsilon = rng.choice([1e-9, big_eps])
-                min_sim = rng.choice(thresholds(users, main_user, metric, epsilon))
+            for exponent, max_distance, epsilon, min_sim in predict_cases:
                 answers[("predict", exponent, device)] = check_predict(
                     users, cands, metric, main_user, exponent, max_distance, min_sim, epsilon, device)
             answers[("fit", device)] = check_fit(users, cands, metric, [3, 1, 2, 1.5, 2.5], None, 0.0, device)
