@@ -33,7 +33,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
 	eval "$(test/cluster.sh start /tmp/gpurec-bench -c shared_buffers=4GB -c work_mem=1GB -c max_wal_size=20GB -c jit=off)"
 	for b in ${BENCHES:-test/bench/bench_*.sh}; do
 		echo "=== $b"
-		DEVICES="gpu cpu" BASELINES=0 bash "$b"
+		DEVICES="${DEVICES:-gpu cpu}" BASELINES=0 bash "$b"
 	done 2>&1 | tee "$out/bench.log"
 	test/cluster.sh stop /tmp/gpurec-bench
 fi
