@@ -1,27 +1,35 @@
 /*
  * roc_fitness.cu: exact ROC counts of a whole population on the GPU.
  *
- *  1. one segmented sort puts every individual's examples in descending
- *     score order (cub::DeviceSegmentedSort);
- *  2. a reduction by (individual, score) counts positives and negatives per
- *     tie group, and remembers where each group starts (its rank);
- *  3. an exclusive scan by individual gives the negatives above each group;
- *  4. one thread per group adds pos x (2 x negatives below + negatives tied)
- *     to its individual's integer sum, and its rank to the min/max.
- * The host turns the integers into AUC, as the CPU path does.
+ * The input columns go to the device as they were read; the host does no
+ * per-example work.  For each part of the population that fits in GPU
+ * memory:
+ *
+ *  1. one pass finds the range of the score keys (and whether every score
+ *     is a float exactly, as real[] scores are), so that
+ *  2. every example packs into one integer key, most significant first:
+ *     (individual, score - lowest score, label), in as few bits as the part
+ *     needs; examples with a NULL score or label are dropped here;
+ *  3. one device-wide radix sort of those keys over just those bits puts
+ *     every individual's examples in ascending score order, each tie group's
+ *     negatives before its positives;
+ *  4. one block per individual walks its examples once: the start of each
+ *     tie group and its first positive come from a running maximum (a block
+ *     scan), so the last example of a group knows the group's ranks and its
+ *     number of positives.  With mid-ranks r (ascending, ties averaged),
+ *     2 x wins = sum over positives of 2r - P(P + 1), and 2r of a group is
+ *     its first plus its last rank: integers only.
+ *
+ * The host turns the integers into AUC, as it does for the CPU path.
  */
-#include <cub/device/device_segmented_sort.cuh>
-#include <thrust/binary_search.h>
-#include <thrust/device_ptr.h>
-#include <thrust/execution_policy.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/zip_iterator.h>
-#include <thrust/reduce.h>
-#include <thrust/scan.h>
-#include <thrust/tuple.h>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
+#include <cuda/std/tuple>
 
+#include <algorithm>
 #include <climits>
-#include <new>
+#include <cstring>
 
 #include "cuda_util.cuh"
 #include "roc_fitness_kernels.hpp"
@@ -30,178 +38,653 @@ namespace gpurec::gpu {
 
 namespace {
 
-/* Counts of a tie group: positives, negatives, first position. */
-using GroupCounts = thrust::tuple<long long, long long, long long>;
+constexpr int kBlock = 256;
+constexpr int kItems = 8;
+constexpr int kTile = kBlock * kItems;
 
-struct AddCounts
+/*
+ * Bytes of GPU memory per example of a part, at most: the packed keys twice
+ * (the sort's double buffer, 16-byte keys in the worst case) and a tenth
+ * more for the sort's own scratch.
+ */
+constexpr size_t kKeyBytesPerExample = 2 * 16 * 11 / 10;
+
+/* ---- score keys -------------------------------------------------------- */
+
+/*
+ * Unsigned order keys: monotone in the value, NaN above everything, -0 equal
+ * to 0.  The same order as columns.hpp's order keys, shifted to unsigned.
+ */
+__host__ __device__ inline uint64_t unsigned_key_of_double(double d)
 {
-	__host__ __device__ GroupCounts operator()(const GroupCounts &a, const GroupCounts &b) const
+	uint64_t bits;
+	if (d != d)
+		bits = 0x7FF8000000000000ull;
+	else
 	{
-		return GroupCounts(thrust::get<0>(a) + thrust::get<0>(b), thrust::get<1>(a) + thrust::get<1>(b),
-						   thrust::get<2>(a) < thrust::get<2>(b) ? thrust::get<2>(a) : thrust::get<2>(b));
+		if (d == 0)
+			d = 0; /* folds -0 into +0 */
+		memcpy(&bits, &d, sizeof bits);
+	}
+	return (bits >> 63) ? ~bits : bits | (uint64_t(1) << 63);
+}
+
+__host__ __device__ inline double double_of_unsigned_key(uint64_t key)
+{
+	uint64_t bits = (key >> 63) ? key ^ (uint64_t(1) << 63) : ~key;
+	double d;
+	memcpy(&d, &bits, sizeof d);
+	return d;
+}
+
+__host__ __device__ inline uint32_t unsigned_key_of_float(float f)
+{
+	if (f != f)
+		return 0xFFFFFFFFu;
+	if (f == 0)
+		f = 0;
+	uint32_t bits;
+	memcpy(&bits, &f, sizeof bits);
+	return (bits >> 31) ? ~bits : bits | 0x80000000u;
+}
+
+/* A score key of a double that is a float exactly, narrowed to the float's key: same order. */
+__host__ __device__ inline uint64_t float_key_of_double_key(uint64_t key)
+{
+	return unsigned_key_of_float(static_cast<float>(double_of_unsigned_key(key)));
+}
+
+__host__ __device__ inline bool is_float_exactly(double d)
+{
+	return d != d || static_cast<double>(static_cast<float>(d)) == d;
+}
+
+inline int bit_width(uint64_t x)
+{
+	int bits = 0;
+	for (; x; x >>= 1)
+		++bits;
+	return bits;
+}
+
+/* How a part's examples pack into keys. */
+struct KeyLayout
+{
+	bool to_float;		/* every score is a float exactly: 32-bit float keys */
+	uint64_t score_min; /* subtracted, so that scores take score_bits bits */
+	int score_bits;
+	int segment_bits;
+
+	__device__ uint64_t score_of(uint64_t key) const
+	{
+		return (to_float ? float_key_of_double_key(key) : key) - score_min;
 	}
 };
 
-struct ExampleCounts
+/*
+ * keys_are_doubles: the score keys are those of doubles (real and double
+ * precision scores), which may narrow to floats.  range: the lowest and
+ * highest score key, and whether every score is a float exactly.
+ */
+KeyLayout plan_layout(const unsigned long long range[3], bool keys_are_doubles, uint32_t n_segments)
 {
+	KeyLayout layout;
+	uint64_t lo = range[0], hi = range[1];
+	if (lo > hi) /* no example */
+		lo = hi = 0;
+	layout.to_float = keys_are_doubles && range[2] != 0;
+	if (layout.to_float)
+	{
+		lo = float_key_of_double_key(lo);
+		hi = float_key_of_double_key(hi);
+	}
+	layout.score_min = lo;
+	layout.score_bits = bit_width(hi - lo);
+	layout.segment_bits = bit_width(n_segments - 1);
+	return layout;
+}
+
+/* ---- packed keys ------------------------------------------------------- */
+
+/* (segment, score, label) in one 64-bit integer. */
+struct NarrowKeys
+{
+	using Key = unsigned long long;
+	KeyLayout layout;
+
+	int end_bit() const { return layout.score_bits + 1 + layout.segment_bits; }
+
+	__device__ Key pack(uint32_t segment, uint64_t key, uint32_t label) const
+	{
+		Key k = (layout.score_of(key) << 1) | label;
+		if (layout.segment_bits > 0) /* then the shift is below 64 */
+			k |= static_cast<Key>(segment) << (layout.score_bits + 1);
+		return k;
+	}
+	__device__ uint32_t segment(Key k) const
+	{
+		return layout.segment_bits > 0 ? static_cast<uint32_t>(k >> (layout.score_bits + 1)) : 0;
+	}
+	__device__ static bool same_score(Key a, Key b) { return (a >> 1) == (b >> 1); }
+	__device__ static uint32_t label(Key k) { return static_cast<uint32_t>(k & 1); }
+
+	template <typename Count>
+	static cudaError_t sort(void *temp, size_t &temp_bytes, cub::DoubleBuffer<Key> &keys, Count n, int end_bit,
+							cudaStream_t stream)
+	{
+		return cub::DeviceRadixSort::SortKeys(temp, temp_bytes, keys, n, 0, end_bit, stream);
+	}
+};
+
+/* When they do not fit 64 bits (scores that are doubles): 128 bits, as hi:lo. */
+struct WideKey
+{
+	unsigned long long hi, lo;
+};
+
+struct WideKeyParts
+{
+	__host__ __device__ ::cuda::std::tuple<unsigned long long &, unsigned long long &>
+	operator()(WideKey &k) const
+	{
+		return {k.hi, k.lo};
+	}
+};
+
+struct WideKeys
+{
+	using Key = WideKey;
+	KeyLayout layout;
+
+	int end_bit() const { return 64 + 1 + layout.segment_bits; }
+
+	__device__ Key pack(uint32_t segment, uint64_t key, uint32_t label) const
+	{
+		uint64_t score = layout.score_of(key);
+		return {(static_cast<unsigned long long>(segment) << 1) | (score >> 63), (score << 1) | label};
+	}
+	__device__ uint32_t segment(Key k) const { return static_cast<uint32_t>(k.hi >> 1); }
+	__device__ static bool same_score(Key a, Key b) { return a.hi == b.hi && (a.lo >> 1) == (b.lo >> 1); }
+	__device__ static uint32_t label(Key k) { return static_cast<uint32_t>(k.lo & 1); }
+
+	template <typename Count>
+	static cudaError_t sort(void *temp, size_t &temp_bytes, cub::DoubleBuffer<Key> &keys, Count n, int end_bit,
+							cudaStream_t stream)
+	{
+		return cub::DeviceRadixSort::SortKeys(temp, temp_bytes, keys, n, WideKeyParts{}, 0, end_bit, stream);
+	}
+};
+
+/* ---- the examples of a part, as the kernels read them ------------------- */
+
+/* Array format: rows of `length` elements; local segment = row within the part. */
+struct ArrayExamples
+{
+	const double *values;
+	const uint8_t *valid;
+	const int8_t *labels; /* -1: NULL */
+	long long length;
+
+	__device__ bool at(size_t i, uint32_t &segment, uint64_t &key, uint32_t &label) const
+	{
+		long long row = static_cast<long long>(i) / length;
+		int8_t l = labels[i - row * length];
+		if (l < 0 || !valid[i])
+			return false;
+		segment = static_cast<uint32_t>(row);
+		key = unsigned_key_of_double(values[i]);
+		label = static_cast<uint32_t>(l);
+		return true;
+	}
+};
+
+/* Long format: every row; those of segments [first, end) belong to the part. */
+struct RowExamples
+{
+	const int32_t *codes;
+	const int64_t *keys; /* order keys, columns.hpp */
 	const uint8_t *labels;
-	__host__ __device__ GroupCounts operator()(long long i) const
+	const int32_t *segment_of_code;
+	int32_t first_segment, end_segment;
+
+	__device__ bool at(size_t i, uint32_t &segment, uint64_t &key, uint32_t &label) const
 	{
-		return GroupCounts(labels[i] ? 1 : 0, labels[i] ? 0 : 1, i);
+		int32_t s = segment_of_code[codes[i]];
+		if (s < first_segment || s >= end_segment)
+			return false;
+		segment = static_cast<uint32_t>(s - first_segment);
+		key = static_cast<uint64_t>(keys[i]) ^ (uint64_t(1) << 63);
+		label = labels[i];
+		return true;
 	}
 };
 
-__global__ void fold_groups(size_t n_groups, const int *group_segment, const long long *group_start,
-							const long long *group_pos, const long long *group_neg,
-							const long long *negatives_above, const long long *segment_offsets,
-							const long long *segment_negatives, unsigned long long *twice_wins,
-							long long *lowest_rank, long long *highest_rank)
+/* ---- kernels ----------------------------------------------------------- */
+
+struct KeyRange
 {
-	for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g < n_groups;
-		 g += size_t(gridDim.x) * blockDim.x)
+	unsigned long long lo, hi, all_float;
+};
+
+struct CombineRanges
+{
+	__device__ KeyRange operator()(const KeyRange &a, const KeyRange &b) const
 	{
-		long long pos = group_pos[g];
-		if (pos == 0)
+		return {a.lo < b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi, a.all_float & b.all_float};
+	}
+};
+
+/* range[0..2] (set to ~0, 0, 1 beforehand): lowest and highest key, all floats */
+template <typename Examples>
+__global__ void __launch_bounds__(kBlock) find_key_range(Examples examples, size_t n, unsigned long long *range)
+{
+	using Reduce = cub::BlockReduce<KeyRange, kBlock>;
+	__shared__ typename Reduce::TempStorage temp;
+	KeyRange mine{~0ull, 0, 1};
+	for (size_t i = blockIdx.x * size_t(kBlock) + threadIdx.x; i < n; i += size_t(gridDim.x) * kBlock)
+	{
+		uint32_t segment, label;
+		uint64_t key;
+		if (!examples.at(i, segment, key, label))
 			continue;
-		int s = group_segment[g];
-		long long neg = group_neg[g];
-		long long lower = segment_negatives[s] - negatives_above[g] - neg;
-		atomicAdd(&twice_wins[s], static_cast<unsigned long long>(pos) *
-									  static_cast<unsigned long long>(2 * lower + neg));
-		long long rank = group_start[g] - segment_offsets[s] + 1;
-		atomicMin(&lowest_rank[s], rank);
-		atomicMax(&highest_rank[s], rank);
+		mine.lo = key < mine.lo ? key : mine.lo;
+		mine.hi = key > mine.hi ? key : mine.hi;
+		mine.all_float &= is_float_exactly(double_of_unsigned_key(key)) ? 1 : 0;
+	}
+	KeyRange block = Reduce(temp).Reduce(mine, CombineRanges());
+	if (threadIdx.x == 0)
+	{
+		atomicMin(&range[0], block.lo);
+		atomicMax(&range[1], block.hi);
+		atomicAnd(&range[2], block.all_float);
 	}
 }
 
-template <typename T> T *raw(DeviceBuffer<T> &b) { return b.get(); }
-template <typename T> thrust::device_ptr<T> dev(DeviceBuffer<T> &b) { return thrust::device_pointer_cast(b.get()); }
+/*
+ * Packs the part's examples into keys, dropping those that are not in it;
+ * *count (zero beforehand) ends as the number kept.  Their order does not
+ * matter: the sort comes next.
+ */
+template <typename Examples, typename Keys>
+__global__ void __launch_bounds__(kBlock)
+	pack_keys(Examples examples, size_t n, Keys keys, typename Keys::Key *out, unsigned long long *count)
+{
+	using Scan = cub::BlockScan<int, kBlock>;
+	__shared__ typename Scan::TempStorage scan;
+	__shared__ unsigned long long tile_base;
+	for (size_t tile = blockIdx.x * size_t(kTile); tile < n; tile += size_t(gridDim.x) * kTile)
+	{
+		typename Keys::Key packed[kItems];
+		bool keep[kItems];
+		int kept = 0;
+#pragma unroll
+		for (int j = 0; j < kItems; ++j)
+		{
+			size_t i = tile + size_t(j) * kBlock + threadIdx.x; /* striped: coalesced reads */
+			uint32_t segment, label;
+			uint64_t key;
+			keep[j] = i < n && examples.at(i, segment, key, label);
+			if (keep[j])
+			{
+				packed[j] = keys.pack(segment, key, label);
+				++kept;
+			}
+		}
+		int offset, tile_kept;
+		Scan(scan).ExclusiveSum(kept, offset, tile_kept);
+		if (threadIdx.x == 0)
+			tile_base = atomicAdd(count, static_cast<unsigned long long>(tile_kept));
+		__syncthreads();
+		unsigned long long at = tile_base + offset;
+#pragma unroll
+		for (int j = 0; j < kItems; ++j)
+			if (keep[j])
+				out[at++] = packed[j];
+		__syncthreads(); /* scan storage and tile_base are reused */
+	}
+}
+
+/* begin[s] = the first sorted key of segment s, for s = 0 .. n_segments */
+template <typename Keys>
+__global__ void find_segment_starts(const typename Keys::Key *sorted, size_t n, Keys keys, uint32_t n_segments,
+									long long *begin)
+{
+	for (size_t s = blockIdx.x * size_t(blockDim.x) + threadIdx.x; s <= n_segments;
+		 s += size_t(gridDim.x) * blockDim.x)
+	{
+		size_t lo = 0, hi = n;
+		while (lo < hi)
+		{
+			size_t mid = lo + (hi - lo) / 2;
+			if (keys.segment(sorted[mid]) < s)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		begin[s] = static_cast<long long>(lo);
+	}
+}
+
+/* The latest tie-group start and the latest first positive of a group seen so far. */
+struct LatestMarks
+{
+	__device__ longlong2 operator()(const longlong2 &a, const longlong2 &b) const
+	{
+		return make_longlong2(a.x > b.x ? a.x : b.x, a.y > b.y ? a.y : b.y);
+	}
+};
+
+/* Carries the marks of the tiles before into the block scan of the next. */
+struct MarksBefore
+{
+	longlong2 running;
+	__device__ longlong2 operator()(longlong2 tile) { longlong2 before = running; running = LatestMarks()(before, tile); return before; }
+};
+
+struct GroupSums
+{
+	unsigned long long twice_rank_sum; /* over positives: first + last rank of their group */
+	long long positives;
+	long long lowest_tail, highest_tail; /* positions of the last example of positive groups */
+};
+
+struct AddGroupSums
+{
+	__device__ GroupSums operator()(const GroupSums &a, const GroupSums &b) const
+	{
+		return {a.twice_rank_sum + b.twice_rank_sum, a.positives + b.positives,
+				a.lowest_tail < b.lowest_tail ? a.lowest_tail : b.lowest_tail,
+				a.highest_tail > b.highest_tail ? a.highest_tail : b.highest_tail};
+	}
+};
+
+/*
+ * One block per segment: the segment's sorted keys in tiles, each thread
+ * kItems consecutive ones.  Ascending order with the label as the lowest
+ * bit puts a tie group's negatives first, so a group has positives exactly
+ * when its last example is positive, and it has (last - first positive + 1)
+ * of them.
+ */
+template <typename Keys>
+__global__ void __launch_bounds__(kBlock)
+	fold_segments(const typename Keys::Key *sorted, const long long *segment_begin, RocCounts *out)
+{
+	using Key = typename Keys::Key;
+	using Scan = cub::BlockScan<longlong2, kBlock>;
+	using Reduce = cub::BlockReduce<GroupSums, kBlock>;
+	__shared__ union
+	{
+		typename Scan::TempStorage scan;
+		typename Reduce::TempStorage reduce;
+	} temp;
+
+	const long long begin = segment_begin[blockIdx.x], end = segment_begin[blockIdx.x + 1];
+	GroupSums sums{0, 0, LLONG_MAX, -1};
+	MarksBefore marks_before{make_longlong2(-1, -1)};
+	for (long long tile = begin; tile < end; tile += kTile)
+	{
+		const long long first = tile + static_cast<long long>(threadIdx.x) * kItems;
+		Key k[kItems];
+		longlong2 marks[kItems];
+#pragma unroll
+		for (int j = 0; j < kItems; ++j)
+			if (first + j < end)
+				k[j] = sorted[first + j];
+#pragma unroll
+		for (int j = 0; j < kItems; ++j)
+		{
+			long long i = first + j;
+			marks[j] = make_longlong2(-1, -1);
+			if (i >= end)
+				continue;
+			bool has_before = i > begin;
+			Key before = has_before ? (j > 0 ? k[j - 1] : sorted[i - 1]) : k[j];
+			bool starts_group = !has_before || !Keys::same_score(before, k[j]);
+			bool first_positive = Keys::label(k[j]) && (starts_group || !Keys::label(before));
+			marks[j] = make_longlong2(starts_group ? i : -1, first_positive ? i : -1);
+		}
+		Scan(temp.scan).InclusiveScan(marks, marks, LatestMarks(), marks_before);
+#pragma unroll
+		for (int j = 0; j < kItems; ++j)
+		{
+			long long i = first + j;
+			if (i >= end || !Keys::label(k[j]))
+				continue;
+			bool ends_group = i + 1 == end || !Keys::same_score(k[j], j + 1 < kItems ? k[j + 1] : sorted[i + 1]);
+			if (!ends_group)
+				continue;
+			long long group_first = marks[j].x, first_positive = marks[j].y;
+			long long positives = i - first_positive + 1;
+			/* ascending ranks 1..n within the segment */
+			sums.twice_rank_sum += static_cast<unsigned long long>(positives) *
+								   static_cast<unsigned long long>((group_first - begin + 1) + (i - begin + 1));
+			sums.positives += positives;
+			sums.lowest_tail = i < sums.lowest_tail ? i : sums.lowest_tail;
+			sums.highest_tail = i > sums.highest_tail ? i : sums.highest_tail;
+		}
+		__syncthreads(); /* the scan storage is reused */
+	}
+	GroupSums total = Reduce(temp.reduce).Reduce(sums, AddGroupSums());
+	if (threadIdx.x == 0)
+	{
+		RocCounts c;
+		long long p = total.positives;
+		c.n_positive = p;
+		c.n_negative = (end - begin) - p;
+		/* sum of 2 x mid-rank over positives - P(P + 1) = 2 x (Mann-Whitney U) */
+		c.twice_wins = total.twice_rank_sum - static_cast<unsigned long long>(p) * static_cast<unsigned long long>(p + 1);
+		/* rank() OVER (ORDER BY score DESC) of a group = examples above its last one + 1 */
+		c.lowest_positive_rank = p > 0 ? end - total.highest_tail : 0;
+		c.highest_positive_rank = p > 0 ? end - total.lowest_tail : 0;
+		out[blockIdx.x] = c;
+	}
+}
+
+/* ---- host side --------------------------------------------------------- */
+
+template <typename T>
+void upload(const ChunkedColumn<T> &column, size_t begin, size_t end, T *device, cudaStream_t stream)
+{
+	while (begin < end)
+	{
+		size_t c = begin / ChunkedColumn<T>::kChunkRows, off = begin % ChunkedColumn<T>::kChunkRows;
+		size_t n = std::min(end - begin, ChunkedColumn<T>::kChunkRows - off);
+		check(cudaMemcpyAsync(device, column.chunk_data(c) + off, n * sizeof(T), cudaMemcpyHostToDevice, stream),
+			  "cudaMemcpyAsync");
+		device += n;
+		begin += n;
+	}
+}
+
+template <typename T> void upload(const std::vector<T> &host, T *device, cudaStream_t stream)
+{
+	check(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream),
+		  "cudaMemcpyAsync");
+}
+
+/* What a part may use: the GPU's free memory (or the test budget), less a fifth for safety. */
+size_t usable_gpu_bytes(const ExecContext &ctx)
+{
+	size_t free_bytes = 0, total_bytes = 0;
+	check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+	if (ctx.gpu_memory_budget)
+		free_bytes = std::min(free_bytes, ctx.gpu_memory_budget);
+	return free_bytes / 10 * 8;
+}
+
+unsigned blocks_for_tiles(size_t n) { return grid_for((n + kItems - 1) / kItems, kBlock); }
+
+/* Sorts n keys in place (the double buffer's current half), with 32-bit offsets where they do. */
+template <typename Keys>
+void sort_keys(cub::DoubleBuffer<typename Keys::Key> &keys, size_t n, int end_bit, cudaStream_t stream,
+			   ExecContext &ctx)
+{
+	size_t temp_bytes = 0;
+	auto sort = [&](void *temp) {
+		return n <= UINT32_MAX ? Keys::sort(temp, temp_bytes, keys, static_cast<uint32_t>(n), end_bit, stream)
+							   : Keys::sort(temp, temp_bytes, keys, n, end_bit, stream);
+	};
+	check(sort(nullptr), "DeviceRadixSort");
+	DeviceBuffer<char> temp(temp_bytes, ctx);
+	check(sort(temp.get()), "DeviceRadixSort");
+}
+
+/*
+ * Steps 2 to 4 for one part: packs the part's examples among the n that
+ * `examples` reads (at most `capacity` of them are the part's), sorts them
+ * and folds them into out[0 .. n_segments).
+ */
+template <typename Keys, typename Examples>
+void sort_and_fold(const Examples &examples, size_t n, size_t capacity, const Keys &keys, uint32_t n_segments,
+				   RocCounts *out, Stream &stream, ExecContext &ctx)
+{
+	using Key = typename Keys::Key;
+	DeviceBuffer<Key> packed(capacity, ctx), packed_alt(capacity, ctx);
+	DeviceBuffer<unsigned long long> count(1, ctx);
+	check(cudaMemsetAsync(count.get(), 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
+	pack_keys<<<blocks_for_tiles(n), kBlock, 0, stream>>>(examples, n, keys, packed.get(), count.get());
+	check_launch("pack_keys");
+	unsigned long long kept = 0;
+	check(cudaMemcpyAsync(&kept, count.get(), sizeof kept, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+	stream.synchronize();
+	if (kept > capacity)
+		throw Error(sqlstate::internal_error, "roc_fitness: a part holds more examples than planned");
+	ctx.check_interrupts();
+
+	cub::DoubleBuffer<Key> sorted(packed.get(), packed_alt.get());
+	if (kept > 0)
+		sort_keys<Keys>(sorted, kept, keys.end_bit(), stream, ctx);
+
+	DeviceBuffer<long long> segment_begin(size_t(n_segments) + 1, ctx);
+	find_segment_starts<<<grid_for(size_t(n_segments) + 1), 256, 0, stream>>>(sorted.Current(), kept, keys,
+																			   n_segments, segment_begin.get());
+	check_launch("find_segment_starts");
+	DeviceBuffer<RocCounts> counts(n_segments, ctx);
+	fold_segments<Keys><<<n_segments, kBlock, 0, stream>>>(sorted.Current(), segment_begin.get(), counts.get());
+	check_launch("fold_segments");
+	check(cudaMemcpyAsync(out, counts.get(), n_segments * sizeof(RocCounts), cudaMemcpyDeviceToHost, stream),
+		  "cudaMemcpyAsync");
+	stream.synchronize();
+}
+
+/*
+ * The counts of one part's segments (out[0 .. n_segments)), from the n
+ * examples that `examples` reads on the device, at most `capacity` of which
+ * belong to the part.
+ */
+template <typename Examples>
+void count_part(const Examples &examples, size_t n, size_t capacity, bool keys_are_doubles, uint32_t n_segments,
+				RocCounts *out, Stream &stream, ExecContext &ctx)
+{
+	EventTimer compute(stream);
+	unsigned long long range[3] = {~0ull, 0, 1};
+	DeviceBuffer<unsigned long long> device_range(3, ctx);
+	check(cudaMemcpyAsync(device_range.get(), range, sizeof range, cudaMemcpyHostToDevice, stream),
+		  "cudaMemcpyAsync");
+	find_key_range<<<grid_for(n), kBlock, 0, stream>>>(examples, n, device_range.get());
+	check_launch("find_key_range");
+	check(cudaMemcpyAsync(range, device_range.get(), sizeof range, cudaMemcpyDeviceToHost, stream),
+		  "cudaMemcpyAsync");
+	stream.synchronize();
+
+	KeyLayout layout = plan_layout(range, keys_are_doubles, n_segments);
+	if (layout.segment_bits + layout.score_bits + 1 <= 64)
+		sort_and_fold(examples, n, capacity, NarrowKeys{layout}, n_segments, out, stream, ctx);
+	else
+		sort_and_fold(examples, n, capacity, WideKeys{layout}, n_segments, out, stream, ctx);
+	ctx.times.compute_ms += compute.stop_ms();
+	ctx.check_interrupts();
+}
 
 } // namespace
 
-std::vector<RocCounts> roc_counts(const RocSegments &segments, ExecContext &ctx)
+std::vector<RocCounts> roc_counts_long(const IdColumn &individual, const LabelColumn &label,
+									   const NumberColumn &score, const std::vector<int32_t> &segment_of_code,
+									   ExecContext &ctx)
 {
-	size_t n = segments.keys.size(), n_segments = segments.individual_ids.size();
+	size_t n = individual.size(), n_segments = segment_of_code.size();
 	std::vector<RocCounts> out(n_segments);
-	std::vector<long long> negatives(n_segments);
-	for (size_t s = 0; s < n_segments; ++s)
-	{
-		for (int64_t i = segments.offsets[s]; i < segments.offsets[s + 1]; ++i)
-			(segments.labels[i] ? out[s].n_positive : out[s].n_negative)++;
-		negatives[s] = out[s].n_negative;
-	}
 	if (n == 0)
 		return out;
+	bool keys_are_doubles = score.type() == NumberType::Float4 || score.type() == NumberType::Float8;
+
+	/* every row stays on the device; parts are ranges of segments that fit beside them */
+	size_t resident = n * (sizeof(int32_t) + sizeof(long long) + sizeof(uint8_t)) + n_segments * sizeof(int32_t);
+	size_t usable = usable_gpu_bytes(ctx);
+	if (resident >= usable)
+		throw GpuOutOfMemory("the " + std::to_string(n) + " rows do not fit in GPU memory");
+	size_t part_examples = (usable - resident) / kKeyBytesPerExample;
 
 	Stream stream;
-	auto policy = thrust::cuda::par.on(stream);
-	try
+	DeviceBuffer<int32_t> codes(n, ctx), device_segment_of_code(n_segments, ctx);
+	DeviceBuffer<int64_t> keys(n, ctx);
+	DeviceBuffer<uint8_t> labels(n, ctx);
 	{
-		DeviceBuffer<long long> keys(n, ctx), sorted_keys(n, ctx), offsets(n_segments + 1, ctx),
-			segment_negatives(n_segments, ctx);
-		DeviceBuffer<uint8_t> labels(n, ctx), sorted_labels(n, ctx);
+		EventTimer transfer(stream);
+		upload(individual.codes(), 0, n, codes.get(), stream);
+		upload(score.keys(), 0, n, keys.get(), stream);
+		upload(label, 0, n, labels.get(), stream);
+		upload(segment_of_code, device_segment_of_code.get(), stream);
+		ctx.times.transfer_ms += transfer.stop_ms();
+	}
+	ctx.check_interrupts();
+
+	const std::vector<int64_t> &rows_of_code = individual.counts();
+	std::vector<int32_t> code_of_segment(n_segments);
+	for (size_t code = 0; code < n_segments; ++code)
+		code_of_segment[segment_of_code[code]] = static_cast<int32_t>(code);
+	for (size_t first = 0; first < n_segments;)
+	{
+		/* at least one segment per part; a part that does not fit fails to allocate */
+		size_t end = first, examples = 0;
+		do
+			examples += rows_of_code[code_of_segment[end++]];
+		while (end < n_segments && examples + rows_of_code[code_of_segment[end]] <= part_examples);
+		RowExamples part{codes.get(), keys.get(), labels.get(), device_segment_of_code.get(),
+						 static_cast<int32_t>(first), static_cast<int32_t>(end)};
+		count_part(part, n, examples, keys_are_doubles, static_cast<uint32_t>(end - first), out.data() + first,
+				   stream, ctx);
+		first = end;
+	}
+	return out;
+}
+
+std::vector<RocCounts> roc_counts_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
+										 const std::vector<int32_t> &segment_of_row, ExecContext &ctx)
+{
+	size_t n_rows = scores.size(), length = labels.size();
+	std::vector<RocCounts> out(n_rows);
+	if (n_rows == 0 || length == 0)
+		return out;
+
+	/* parts are ranges of rows, each with its scores on the device */
+	size_t bytes_per_row = length * (sizeof(double) + sizeof(uint8_t) + kKeyBytesPerExample);
+	size_t usable = usable_gpu_bytes(ctx);
+	size_t part_rows = std::max<size_t>(1, std::min(n_rows, usable / bytes_per_row));
+
+	Stream stream;
+	DeviceBuffer<int8_t> device_labels(length, ctx);
+	DeviceBuffer<double> values(part_rows * length, ctx);
+	DeviceBuffer<uint8_t> valid(part_rows * length, ctx);
+	std::vector<RocCounts> part_counts(part_rows);
+	for (size_t first = 0; first < n_rows; first += part_rows)
+	{
+		size_t rows = std::min(part_rows, n_rows - first);
+		size_t begin = static_cast<size_t>(scores.row_begin(first)), end = begin + rows * length;
 		{
 			EventTimer transfer(stream);
-			check(cudaMemcpyAsync(raw(keys), segments.keys.data(), n * sizeof(long long), cudaMemcpyHostToDevice,
-								  stream),
-				  "cudaMemcpyAsync");
-			check(cudaMemcpyAsync(raw(labels), segments.labels.data(), n, cudaMemcpyHostToDevice, stream),
-				  "cudaMemcpyAsync");
-			check(cudaMemcpyAsync(raw(offsets), segments.offsets.data(), (n_segments + 1) * sizeof(long long),
-								  cudaMemcpyHostToDevice, stream),
-				  "cudaMemcpyAsync");
-			check(cudaMemcpyAsync(raw(segment_negatives), negatives.data(), n_segments * sizeof(long long),
-								  cudaMemcpyHostToDevice, stream),
-				  "cudaMemcpyAsync");
+			if (first == 0)
+				upload(labels, device_labels.get(), stream);
+			upload(scores.values(), begin, end, values.get(), stream);
+			upload(scores.valid(), begin, end, valid.get(), stream);
 			ctx.times.transfer_ms += transfer.stop_ms();
 		}
 		ctx.check_interrupts();
-
-		EventTimer compute(stream);
-		/* 1. every individual's examples, highest score first */
-		size_t temp_bytes = 0;
-		check(cub::DeviceSegmentedSort::SortPairsDescending(nullptr, temp_bytes, raw(keys), raw(sorted_keys),
-															  raw(labels), raw(sorted_labels), (long long) n,
-															  (long long) n_segments, raw(offsets),
-															  raw(offsets) + 1, stream),
-			  "DeviceSegmentedSort");
-		DeviceBuffer<char> temp(temp_bytes, ctx);
-		check(cub::DeviceSegmentedSort::SortPairsDescending(raw(temp), temp_bytes, raw(keys), raw(sorted_keys),
-															  raw(labels), raw(sorted_labels), (long long) n,
-															  (long long) n_segments, raw(offsets),
-															  raw(offsets) + 1, stream),
-			  "DeviceSegmentedSort");
-
-		/* the individual of every example */
-		DeviceBuffer<int> segment_of(n, ctx);
-		thrust::upper_bound(policy, dev(offsets) + 1, dev(offsets) + n_segments + 1,
-							thrust::counting_iterator<long long>(0), thrust::counting_iterator<long long>(n),
-							dev(segment_of));
-
-		/* 2. tie groups: (individual, score) -> (positives, negatives, first position) */
-		DeviceBuffer<int> group_segment(n, ctx);
-		DeviceBuffer<long long> group_key(n, ctx), group_pos(n, ctx), group_neg(n, ctx), group_start(n, ctx);
-		auto group_keys_in = thrust::make_zip_iterator(thrust::make_tuple(dev(segment_of), dev(sorted_keys)));
-		auto group_keys_out = thrust::make_zip_iterator(thrust::make_tuple(dev(group_segment), dev(group_key)));
-		auto counts_in = thrust::make_transform_iterator(thrust::counting_iterator<long long>(0),
-														  ExampleCounts{raw(sorted_labels)});
-		auto counts_out =
-			thrust::make_zip_iterator(thrust::make_tuple(dev(group_pos), dev(group_neg), dev(group_start)));
-		auto ends = thrust::reduce_by_key(policy, group_keys_in, group_keys_in + n, counts_in, group_keys_out,
-										  counts_out, thrust::equal_to<thrust::tuple<int, long long>>(),
-										  AddCounts());
-		size_t n_groups = ends.first - group_keys_out;
-
-		/* 3. negatives above each group, within its individual */
-		DeviceBuffer<long long> negatives_above(n_groups, ctx);
-		thrust::exclusive_scan_by_key(policy, dev(group_segment), dev(group_segment) + n_groups, dev(group_neg),
-									  dev(negatives_above));
-
-		/* 4. fold the groups into each individual's counts */
-		DeviceBuffer<unsigned long long> twice_wins(n_segments, ctx);
-		DeviceBuffer<long long> lowest(n_segments, ctx), highest(n_segments, ctx);
-		check(cudaMemsetAsync(raw(twice_wins), 0, n_segments * sizeof(unsigned long long), stream),
-			  "cudaMemsetAsync");
-		thrust::fill(policy, dev(lowest), dev(lowest) + n_segments, LLONG_MAX);
-		thrust::fill(policy, dev(highest), dev(highest) + n_segments, 0LL);
-		fold_groups<<<grid_for(n_groups), 256, 0, stream>>>(n_groups, raw(group_segment), raw(group_start),
-															 raw(group_pos), raw(group_neg), raw(negatives_above),
-															 raw(offsets), raw(segment_negatives), raw(twice_wins),
-															 raw(lowest), raw(highest));
-		check_launch("fold_groups");
-		ctx.times.compute_ms += compute.stop_ms();
-
-		EventTimer transfer(stream);
-		std::vector<unsigned long long> wins(n_segments);
-		std::vector<long long> low(n_segments), high(n_segments);
-		check(cudaMemcpyAsync(wins.data(), raw(twice_wins), n_segments * sizeof(unsigned long long),
-							  cudaMemcpyDeviceToHost, stream),
-			  "cudaMemcpyAsync");
-		check(cudaMemcpyAsync(low.data(), raw(lowest), n_segments * sizeof(long long), cudaMemcpyDeviceToHost,
-							  stream),
-			  "cudaMemcpyAsync");
-		check(cudaMemcpyAsync(high.data(), raw(highest), n_segments * sizeof(long long), cudaMemcpyDeviceToHost,
-							  stream),
-			  "cudaMemcpyAsync");
-		ctx.times.transfer_ms += transfer.stop_ms();
-		for (size_t s = 0; s < n_segments; ++s)
-		{
-			out[s].twice_wins = wins[s];
-			if (out[s].n_positive > 0)
-			{
-				out[s].lowest_positive_rank = low[s];
-				out[s].highest_positive_rank = high[s];
-			}
-		}
-	}
-	catch (const std::bad_alloc &)
-	{
-		/* thrust's own allocations */
-		throw GpuOutOfMemory("GPU out of memory in roc_fitness");
-	}
-	catch (const thrust::system_error &e)
-	{
-		throw Error(sqlstate::internal_error, std::string("CUDA error in roc_fitness: ") + e.what());
+		ArrayExamples part{values.get(), valid.get(), device_labels.get(), static_cast<long long>(length)};
+		count_part(part, rows * length, rows * length, true, static_cast<uint32_t>(rows), part_counts.data(),
+				   stream, ctx);
+		for (size_t r = 0; r < rows; ++r)
+			out[segment_of_row[first + r]] = part_counts[r];
 	}
 	return out;
 }

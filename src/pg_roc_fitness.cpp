@@ -64,10 +64,7 @@ Datum roc_fitness_rows_body(FunctionCallInfo fcinfo)
 									 {"label", ColumnKind::Label},
 									 {"score", ColumnKind::Number}});
 	read_inner_query(scores_query, rows, ctx);
-	Stopwatch grouping;
-	RocSegments segments = roc_segments_from_rows(rows.id(0), rows.label(1), rows.number(2));
-	ctx.times.compute_ms += grouping.elapsed_ms();
-	write_results(fcinfo, roc_fitness(segments, ctx), ctx);
+	write_results(fcinfo, roc_fitness_long(rows.id(0), rows.label(1), rows.number(2), ctx), ctx);
 	return (Datum) 0;
 }
 
@@ -80,11 +77,8 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 	InputTable population("population query", {{"individual_id", ColumnKind::Int64},
 											   {"scores", ColumnKind::FloatArray}});
 	read_inner_query(population_query, population, ctx);
-	Stopwatch grouping;
-	RocSegments segments =
-		roc_segments_from_arrays(population.int64(0), population.float_array(1), labels);
-	ctx.times.compute_ms += grouping.elapsed_ms();
-	write_results(fcinfo, roc_fitness(segments, ctx), ctx);
+	write_results(fcinfo,
+				  roc_fitness_arrays(population.int64(0), population.float_array(1), labels, ctx), ctx);
 	return (Datum) 0;
 }
 
@@ -110,8 +104,7 @@ Datum roc_auc_body(FunctionCallInfo fcinfo)
 	scores.end_row();
 	Int64Column individual;
 	individual.push_back(0);
-	std::vector<RocResult> results =
-		roc_fitness(roc_segments_from_arrays(individual, scores, labels), ctx);
+	std::vector<RocResult> results = roc_fitness_arrays(individual, scores, labels, ctx);
 	if (!results[0].has_auc)
 	{
 		fcinfo->isnull = true;

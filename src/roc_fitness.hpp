@@ -16,28 +16,6 @@
 
 namespace gpurec {
 
-/* Examples grouped by individual, in ascending individual_id. */
-struct RocSegments
-{
-	std::vector<int64_t> individual_ids;
-	std::vector<int64_t> offsets; /* individual i: examples offsets[i] .. offsets[i+1] */
-	BulkVector<int64_t> keys;	 /* score order keys (columns.hpp): NaN highest */
-	BulkVector<uint8_t> labels; /* 1 positive, 0 negative */
-};
-
-/* Long format: one row per (individual, example). */
-RocSegments roc_segments_from_rows(const IdColumn &individual, const LabelColumn &label,
-								   const NumberColumn &score);
-
-/*
- * Array format: one row per individual, each array as long as `labels`
- * (-1 where a label is NULL).  Positions with a NULL score or label are
- * skipped; a NULL array is an individual without examples.
- */
-RocSegments roc_segments_from_arrays(const Int64Column &individual_ids,
-									 const FloatArrayColumn &scores,
-									 const std::vector<int8_t> &labels);
-
 /* Exact per-individual counts, from which every result column follows. */
 struct RocCounts
 {
@@ -58,9 +36,30 @@ struct RocResult
 	double fitness; /* auc - 0.5 */
 };
 
-std::vector<RocResult> roc_fitness(const RocSegments &segments, ExecContext &ctx);
+/*
+ * Long format: one row per (individual, example).  Rows with a NULL label or
+ * score never reach the columns.  One result per individual, in ascending
+ * individual_id.
+ */
+std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelColumn &label,
+										const NumberColumn &score, ExecContext &ctx);
 
-/* The counts of one individual whose examples are sorted by key, highest first. */
+/*
+ * Array format: one row per individual; every scores array as long as
+ * `labels` (-1 where a label is NULL, else 0 or 1).  Positions where the
+ * score or the label is NULL are skipped.  Errors (22023): an array of
+ * another length, naming its individual; an individual_id given twice.
+ * One result per row, in ascending individual_id.
+ */
+std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
+										  const FloatArrayColumn &scores,
+										  const std::vector<int8_t> &labels, ExecContext &ctx);
+
+/*
+ * The counts of one individual whose examples are sorted by score, highest
+ * first (keys: order keys, see columns.hpp).  The CPU path's last step, and
+ * the reference the tests hold both devices to.
+ */
 RocCounts roc_counts_of_sorted(const int64_t *keys, const uint8_t *labels, int64_t n);
 
 } // namespace gpurec

@@ -1,10 +1,22 @@
 /*
- * test_roc_fitness.cpp: ROC counts against brute force, the seed formula,
- * and the GPU against the CPU bit for bit.
+ * test_roc_fitness.cpp: ROC fitness against a brute-force oracle written
+ * here (every positive against every negative, every rank by counting), on
+ * random populations with many ties, NaN, NULL scores and labels,
+ * single-class and one-example individuals, in both formats; the seed
+ * formula; every ERROR of the engine.  With a usable GPU, the GPU path must
+ * give the CPU's counts and AUC bit for bit, on every way the GPU packs its
+ * keys (float, integer and double scores), in parts, and it must give way
+ * on allocation failure and stop on cancel.
  */
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <map>
 #include <random>
 
 #include "../../src/roc_fitness.hpp"
@@ -12,73 +24,315 @@
 namespace gpurec {
 namespace {
 
-/* Random individuals: few distinct scores (many ties), NaN, single-class and empty ones. */
-RocSegments random_population(std::mt19937_64 &rng, int individuals, int max_examples)
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/* ---- inputs -------------------------------------------------------------- */
+
+/* One example as the oracle sees it: its score's order key and its label. */
+struct Example
 {
-	RocSegments s;
-	s.offsets.push_back(0);
-	for (int i = 0; i < individuals; ++i)
+	int64_t key;
+	bool positive;
+};
+
+struct LongInput
+{
+	IdColumn individual;
+	LabelColumn label;
+	NumberColumn score;
+	std::map<int64_t, std::vector<Example>> examples; /* the oracle's copy, by id */
+
+	explicit LongInput(NumberType type) : score(type) {}
+	void add(int64_t id, bool positive)
 	{
-		s.individual_ids.push_back(i * 3 - 10);
-		int n = static_cast<int>(rng() % (max_examples + 1));
-		int kind = static_cast<int>(rng() % 6); /* 0: positives only, 1: negatives only */
-		for (int e = 0; e < n; ++e)
-		{
-			double score = rng() % 50 == 0 ? std::nan("") : static_cast<double>(rng() % 7) / 2;
-			s.keys.push_back(order_key_from_double(score));
-			s.labels.push_back(kind == 0 ? 1 : kind == 1 ? 0 : static_cast<uint8_t>(rng() % 2));
-		}
-		s.offsets.push_back(static_cast<int64_t>(s.keys.size()));
+		individual.push_back(id);
+		label.push_back(positive ? 1 : 0);
+		examples[id].push_back({score.key(score.size() - 1), positive});
 	}
-	return s;
+	void add_double(int64_t id, double score_value, bool positive)
+	{
+		score.push_double(score_value);
+		add(id, positive);
+	}
+	void add_integer(int64_t id, int64_t score_value, bool positive)
+	{
+		score.push_integer(score_value);
+		add(id, positive);
+	}
+};
+
+struct ArrayInput
+{
+	Int64Column ids;
+	FloatArrayColumn scores;
+	std::vector<int8_t> labels;
+	std::map<int64_t, std::vector<Example>> examples;
+
+	/* one row; valid[i] false: a NULL element */
+	void add(int64_t id, const std::vector<double> &values, const std::vector<bool> &valid)
+	{
+		ids.push_back(id);
+		std::vector<Example> &mine = examples[id];
+		for (size_t i = 0; i < values.size(); ++i)
+		{
+			scores.push_element(values[i], valid[i]);
+			if (valid[i] && i < labels.size() && labels[i] >= 0)
+				mine.push_back({order_key_from_double(values[i]), labels[i] == 1});
+		}
+		scores.end_row();
+	}
+};
+
+/* ---- the oracle ---------------------------------------------------------- */
+
+struct Expected
+{
+	int64_t id, n_positive = 0, n_negative = 0;
+	uint64_t twice_wins = 0;
+	int64_t lowest_rank = 0, highest_rank = 0;
+};
+
+Expected brute_force(int64_t id, const std::vector<Example> &examples)
+{
+	Expected e;
+	e.id = id;
+	for (const Example &a : examples)
+	{
+		(a.positive ? e.n_positive : e.n_negative)++;
+		if (!a.positive)
+			continue;
+		int64_t above = 0;
+		for (const Example &b : examples)
+		{
+			above += b.key > a.key;
+			if (!b.positive)
+				e.twice_wins += a.key > b.key ? 2 : a.key == b.key ? 1 : 0;
+		}
+		int64_t rank = above + 1;
+		e.lowest_rank = e.lowest_rank == 0 ? rank : std::min(e.lowest_rank, rank);
+		e.highest_rank = std::max(e.highest_rank, rank);
+	}
+	return e;
 }
 
-TEST(RocFitness, CountsMatchBruteForce)
+void expect_oracle(const std::vector<RocResult> &got, const std::map<int64_t, std::vector<Example>> &examples)
 {
-	std::mt19937_64 rng(std::random_device{}());
-	RocSegments s = random_population(rng, 200, 60);
-	ExecContext ctx;
-	ctx.mode = DeviceMode::Cpu;
-	std::vector<RocResult> got = roc_fitness(s, ctx);
-	ASSERT_EQ(got.size(), s.individual_ids.size());
-	for (size_t i = 0; i < got.size(); ++i)
+	ASSERT_EQ(got.size(), examples.size());
+	size_t i = 0;
+	for (const auto &[id, mine] : examples) /* ascending id */
 	{
-		int64_t p = 0, n = 0, twice = 0, low = 0, high = 0;
-		for (int64_t a = s.offsets[i]; a < s.offsets[i + 1]; ++a)
-		{
-			(s.labels[a] ? p : n)++;
-			if (!s.labels[a])
-				continue;
-			int64_t above = 0;
-			for (int64_t b = s.offsets[i]; b < s.offsets[i + 1]; ++b)
-			{
-				above += s.keys[b] > s.keys[a];
-				if (!s.labels[b])
-					twice += s.keys[a] > s.keys[b] ? 2 : s.keys[a] == s.keys[b] ? 1 : 0;
-			}
-			low = low == 0 ? above + 1 : std::min(low, above + 1);
-			high = std::max(high, above + 1);
-		}
-		const RocResult &r = got[i];
-		EXPECT_EQ(r.individual_id, s.individual_ids[i]);
-		EXPECT_EQ(r.counts.n_positive, p);
-		EXPECT_EQ(r.counts.n_negative, n);
-		EXPECT_EQ(r.has_auc, p > 0 && n > 0);
-		EXPECT_EQ(r.counts.lowest_positive_rank, low);
-		EXPECT_EQ(r.counts.highest_positive_rank, high);
+		Expected want = brute_force(id, mine);
+		const RocResult &r = got[i++];
+		SCOPED_TRACE("individual " + std::to_string(id));
+		EXPECT_EQ(r.individual_id, id);
+		EXPECT_EQ(r.counts.n_positive, want.n_positive);
+		EXPECT_EQ(r.counts.n_negative, want.n_negative);
+		EXPECT_EQ(r.counts.lowest_positive_rank, want.lowest_rank);
+		EXPECT_EQ(r.counts.highest_positive_rank, want.highest_rank);
+		EXPECT_EQ(r.has_auc, want.n_positive > 0 && want.n_negative > 0);
 		if (r.has_auc)
 		{
-			EXPECT_EQ(static_cast<int64_t>(r.counts.twice_wins), twice);
-			EXPECT_NEAR(r.auc, twice / (2.0 * p * n), 1e-15);
+			EXPECT_EQ(r.counts.twice_wins, want.twice_wins);
+			double pairs = 2.0 * want.n_positive * want.n_negative;
+			EXPECT_NEAR(r.auc, want.twice_wins / pairs, 1e-15);
 			EXPECT_NEAR(r.fitness, r.auc - 0.5, 1e-15);
 		}
 	}
 }
 
+void expect_identical(const std::vector<RocResult> &got, const std::vector<RocResult> &want)
+{
+	ASSERT_EQ(got.size(), want.size());
+	for (size_t i = 0; i < got.size(); ++i)
+	{
+		SCOPED_TRACE("individual " + std::to_string(want[i].individual_id));
+		EXPECT_EQ(got[i].individual_id, want[i].individual_id);
+		EXPECT_EQ(got[i].counts.n_positive, want[i].counts.n_positive);
+		EXPECT_EQ(got[i].counts.n_negative, want[i].counts.n_negative);
+		EXPECT_EQ(got[i].counts.twice_wins, want[i].counts.twice_wins);
+		EXPECT_EQ(got[i].counts.lowest_positive_rank, want[i].counts.lowest_positive_rank);
+		EXPECT_EQ(got[i].counts.highest_positive_rank, want[i].counts.highest_positive_rank);
+		EXPECT_EQ(got[i].has_auc, want[i].has_auc);
+		if (want[i].has_auc)
+		{
+			/* bit for bit */
+			EXPECT_EQ(std::memcmp(&got[i].auc, &want[i].auc, sizeof(double)), 0) << got[i].auc;
+			EXPECT_EQ(std::memcmp(&got[i].fitness, &want[i].fitness, sizeof(double)), 0);
+		}
+	}
+}
+
+/* ---- random populations -------------------------------------------------- */
+
+enum class ScoreKind
+{
+	FewFloats,	  /* a dozen values that are floats exactly (real[]), NaN now and then */
+	Doubles,	  /* any double: the GPU needs 128-bit keys */
+	SmallIntegers, /* a few integers, many ties */
+	HugeIntegers  /* integers across the whole 64-bit range: 128-bit keys again */
+};
+
+struct Shape
+{
+	int individuals;
+	int max_examples;
+	ScoreKind kind;
+};
+
+std::mt19937_64 make_rng()
+{
+	uint64_t seed = std::random_device{}();
+	std::cout << "[ seed " << seed << " ]" << std::endl;
+	return std::mt19937_64(seed);
+}
+
+double random_double(std::mt19937_64 &rng, ScoreKind kind)
+{
+	switch (kind)
+	{
+		case ScoreKind::FewFloats:
+			return rng() % 60 == 0 ? kNaN : static_cast<double>(static_cast<int>(rng() % 13) - 4) / 4;
+		case ScoreKind::Doubles:
+			if (rng() % 60 == 0)
+				return rng() % 2 ? kNaN : -std::numeric_limits<double>::infinity();
+			if (rng() % 3 == 0)
+				return static_cast<double>(rng() % 5) / 3; /* ties among doubles too */
+			return std::ldexp(static_cast<double>(rng() % 1000000) - 500000, static_cast<int>(rng() % 40) - 20);
+		default:
+			return static_cast<double>(rng() % 7);
+	}
+}
+
+int64_t random_integer(std::mt19937_64 &rng, ScoreKind kind)
+{
+	if (kind != ScoreKind::HugeIntegers)
+		return static_cast<int64_t>(rng() % 7) - 3;
+	if (rng() % 4 == 0)
+		return rng() % 2 ? INT64_MAX : INT64_MIN;
+	return (static_cast<int64_t>(rng() % 9) - 4) * (INT64_MAX / 5);
+}
+
+/* How many examples an individual gets, and which classes. */
+int random_size(std::mt19937_64 &rng, int max_examples)
+{
+	switch (rng() % 5)
+	{
+		case 0:
+			return 1;
+		case 1:
+			return 2;
+		default:
+			return 1 + static_cast<int>(rng() % max_examples);
+	}
+}
+
+bool random_label(std::mt19937_64 &rng, int individual_kind)
+{
+	return individual_kind == 0 ? true : individual_kind == 1 ? false : rng() % 3 == 0;
+}
+
+LongInput random_long(std::mt19937_64 &rng, const Shape &shape)
+{
+	bool integers = shape.kind == ScoreKind::SmallIntegers || shape.kind == ScoreKind::HugeIntegers;
+	LongInput in(integers ? NumberType::Integer : NumberType::Float8);
+	std::vector<std::pair<int64_t, int>> plan; /* id, examples left */
+	std::vector<int> kinds;
+	for (int i = 0; i < shape.individuals; ++i)
+	{
+		plan.push_back({static_cast<int64_t>(rng() % 1000000) * 7 - 3500000 + i, random_size(rng, shape.max_examples)});
+		kinds.push_back(static_cast<int>(rng() % 8)); /* 0: positives only, 1: negatives only */
+	}
+	/* rows of all individuals interleaved, as a query returns them */
+	size_t left = plan.size();
+	while (left > 0)
+	{
+		size_t i = rng() % plan.size();
+		if (plan[i].second == 0)
+			continue;
+		bool positive = random_label(rng, kinds[i]);
+		if (integers)
+			in.add_integer(plan[i].first, random_integer(rng, shape.kind), positive);
+		else
+			in.add_double(plan[i].first, random_double(rng, shape.kind), positive);
+		if (--plan[i].second == 0)
+			--left;
+	}
+	return in;
+}
+
+ArrayInput random_arrays(std::mt19937_64 &rng, const Shape &shape, int length)
+{
+	ArrayInput in;
+	for (int e = 0; e < length; ++e)
+		in.labels.push_back(rng() % 40 == 0 ? -1 : rng() % 3 == 0 ? 1 : 0);
+	for (int i = 0; i < shape.individuals; ++i)
+	{
+		std::vector<double> values(length);
+		std::vector<bool> valid(length);
+		int null_share = static_cast<int>(rng() % 4); /* some individuals have many NULLs */
+		for (int e = 0; e < length; ++e)
+		{
+			values[e] = random_double(rng, shape.kind);
+			valid[e] = static_cast<int>(rng() % 10) >= null_share * null_share;
+		}
+		in.add(static_cast<int64_t>(rng() % 1000000) * 5 - 2500000 + i, values, valid);
+	}
+	return in;
+}
+
+ExecContext on(DeviceMode mode)
+{
+	ExecContext ctx;
+	ctx.mode = mode;
+	return ctx;
+}
+
+/* ---- the CPU path against the oracle -------------------------------------- */
+
+TEST(RocFitness, LongFormatMatchesBruteForce)
+{
+	std::mt19937_64 rng = make_rng();
+	for (ScoreKind kind : {ScoreKind::FewFloats, ScoreKind::Doubles, ScoreKind::SmallIntegers,
+						   ScoreKind::HugeIntegers})
+	{
+		LongInput in = random_long(rng, {150, 60, kind});
+		ExecContext ctx = on(DeviceMode::Cpu);
+		expect_oracle(roc_fitness_long(in.individual, in.label, in.score, ctx), in.examples);
+	}
+}
+
+TEST(RocFitness, ArrayFormatMatchesBruteForce)
+{
+	std::mt19937_64 rng = make_rng();
+	for (int length : {1, 2, 7, 120})
+		for (ScoreKind kind : {ScoreKind::FewFloats, ScoreKind::Doubles})
+		{
+			ArrayInput in = random_arrays(rng, {60, 0, kind}, length);
+			ExecContext ctx = on(DeviceMode::Cpu);
+			expect_oracle(roc_fitness_arrays(in.ids, in.scores, in.labels, ctx), in.examples);
+		}
+}
+
+TEST(RocFitness, NaNAboveEveryNumberAndNegativeZeroIsZero)
+{
+	LongInput in(NumberType::Float8);
+	in.add_double(1, kNaN, false);
+	in.add_double(1, std::numeric_limits<double>::infinity(), true);
+	in.add_double(1, -0.0, true);
+	in.add_double(1, 0.0, false);
+	ExecContext ctx = on(DeviceMode::Cpu);
+	std::vector<RocResult> r = roc_fitness_long(in.individual, in.label, in.score, ctx);
+	ASSERT_EQ(r.size(), 1u);
+	/* +inf: below the NaN, above the 0; -0: below the NaN, tied with the 0 */
+	EXPECT_EQ(r[0].auc, (0 + 1 + 0 + 0.5) / 4);
+	EXPECT_EQ(r[0].counts.lowest_positive_rank, 2);
+	EXPECT_EQ(r[0].counts.highest_positive_rank, 3);
+}
+
 /* The seed formula: mean over sorted positions of (TPR - FPR), when no scores tie. */
 TEST(RocFitness, SeedFormulaWithoutTies)
 {
-	std::mt19937_64 rng(std::random_device{}());
+	std::mt19937_64 rng = make_rng();
 	for (int trial = 0; trial < 50; ++trial)
 	{
 		int n = 2 + static_cast<int>(rng() % 300);
@@ -86,16 +340,14 @@ TEST(RocFitness, SeedFormulaWithoutTies)
 		for (int i = 0; i < n; ++i)
 			scores[i] = i + 0.5;
 		std::shuffle(scores.begin(), scores.end(), rng);
-		RocSegments s;
-		s.individual_ids = {1};
-		s.offsets = {0, n};
-		int64_t p = 0;
+		ArrayInput in;
+		int p = 0;
 		for (int i = 0; i < n; ++i)
 		{
-			s.keys.push_back(order_key_from_double(scores[i]));
-			s.labels.push_back(static_cast<uint8_t>(rng() % 2));
-			p += s.labels.back();
+			in.labels.push_back(static_cast<int8_t>(rng() % 2));
+			p += in.labels.back();
 		}
+		in.add(1, scores, std::vector<bool>(n, true));
 		if (p == 0 || p == n)
 			continue;
 		/* walk the examples from the highest score down */
@@ -106,40 +358,243 @@ TEST(RocFitness, SeedFormulaWithoutTies)
 		double tp = 0, fp = 0, sum = 0;
 		for (int i : order)
 		{
-			(s.labels[i] ? tp : fp) += 1;
+			(in.labels[i] ? tp : fp) += 1;
 			sum += tp / p - fp / (n - p); /* TPR so far - FPR so far */
 		}
 		double seed = sum / n;
-		ExecContext ctx;
-		ctx.mode = DeviceMode::Cpu;
-		EXPECT_NEAR(roc_fitness(s, ctx)[0].fitness, seed, 1e-12);
+		ExecContext ctx = on(DeviceMode::Cpu);
+		EXPECT_NEAR(roc_fitness_arrays(in.ids, in.scores, in.labels, ctx)[0].fitness, seed, 1e-12);
 	}
 }
 
-TEST(RocFitness, GpuMatchesCpuExactly)
+TEST(RocFitness, ResultDoesNotDependOnRowOrder)
 {
-	if (!gpu_usable())
-		GTEST_SKIP() << "no usable GPU";
-	std::mt19937_64 rng(std::random_device{}());
-	for (auto [individuals, examples] : {std::pair{300, 80}, std::pair{20, 200000}})
+	std::mt19937_64 rng = make_rng();
+	LongInput in = random_long(rng, {40, 50, ScoreKind::FewFloats});
+	std::vector<size_t> order(in.individual.size());
+	for (size_t i = 0; i < order.size(); ++i)
+		order[i] = i;
+	std::shuffle(order.begin(), order.end(), rng);
+	LongInput shuffled(NumberType::Float8);
+	for (size_t row : order)
 	{
-		RocSegments s = random_population(rng, individuals, examples);
-		ExecContext cpu, gpu;
-		cpu.mode = DeviceMode::Cpu;
-		gpu.mode = DeviceMode::Gpu;
-		std::vector<RocResult> want = roc_fitness(s, cpu), got = roc_fitness(s, gpu);
-		ASSERT_EQ(got.size(), want.size());
-		for (size_t i = 0; i < got.size(); ++i)
-		{
-			EXPECT_EQ(got[i].counts.twice_wins, want[i].counts.twice_wins) << i;
-			EXPECT_EQ(got[i].counts.n_positive, want[i].counts.n_positive) << i;
-			EXPECT_EQ(got[i].counts.n_negative, want[i].counts.n_negative) << i;
-			EXPECT_EQ(got[i].counts.lowest_positive_rank, want[i].counts.lowest_positive_rank) << i;
-			EXPECT_EQ(got[i].counts.highest_positive_rank, want[i].counts.highest_positive_rank) << i;
-			if (want[i].has_auc)
-				EXPECT_EQ(got[i].auc, want[i].auc) << i; /* bit for bit */
-		}
+		shuffled.score.push_double(double_from_order_key(in.score.key(row)));
+		shuffled.add(in.individual.value_of(in.individual.code(row)), in.label[row] == 1);
 	}
+	ExecContext a = on(DeviceMode::Cpu), b = on(DeviceMode::Cpu);
+	expect_identical(roc_fitness_long(shuffled.individual, shuffled.label, shuffled.score, a),
+					 roc_fitness_long(in.individual, in.label, in.score, b));
+}
+
+TEST(RocFitness, EmptyInputs)
+{
+	for (DeviceMode mode : {DeviceMode::Cpu, DeviceMode::Gpu})
+	{
+		if (mode == DeviceMode::Gpu && !gpu_usable())
+			continue;
+		ExecContext ctx = on(mode);
+		LongInput none(NumberType::Integer);
+		EXPECT_TRUE(roc_fitness_long(none.individual, none.label, none.score, ctx).empty());
+		ArrayInput arrays;
+		EXPECT_TRUE(roc_fitness_arrays(arrays.ids, arrays.scores, arrays.labels, ctx).empty());
+		/* zero-length arrays and labels: every individual, without examples */
+		arrays.add(5, {}, {});
+		arrays.add(-5, {}, {});
+		std::vector<RocResult> r = roc_fitness_arrays(arrays.ids, arrays.scores, arrays.labels, ctx);
+		ASSERT_EQ(r.size(), 2u);
+		EXPECT_EQ(r[0].individual_id, -5);
+		EXPECT_FALSE(r[0].has_auc);
+		EXPECT_EQ(r[0].counts.n_positive + r[0].counts.n_negative, 0);
+		EXPECT_EQ(r[0].counts.lowest_positive_rank, 0);
+		/* every score NULL */
+		ArrayInput nulls;
+		nulls.labels = {1, 0, -1};
+		nulls.add(1, {0, 0, 0}, {false, false, false});
+		r = roc_fitness_arrays(nulls.ids, nulls.scores, nulls.labels, ctx);
+		ASSERT_EQ(r.size(), 1u);
+		EXPECT_EQ(r[0].counts.n_positive + r[0].counts.n_negative, 0);
+	}
+}
+
+/* ---- errors --------------------------------------------------------------- */
+
+void expect_error(const std::function<void()> &call, const char *sqlstate, const std::string &message)
+{
+	try
+	{
+		call();
+		ADD_FAILURE() << "no error; expected: " << message;
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate);
+		EXPECT_EQ(e.what(), message);
+	}
+}
+
+TEST(RocFitness, ArrayErrors)
+{
+	ArrayInput in;
+	in.labels = {1, 0, 1};
+	in.add(7, {1, 2, 3}, {true, true, true});
+	in.add(8, {1, 2}, {true, true});
+	ExecContext ctx = on(DeviceMode::Cpu);
+	expect_error([&] { roc_fitness_arrays(in.ids, in.scores, in.labels, ctx); },
+				 sqlstate::invalid_parameter_value, "the scores of individual 8 have 2 elements, the labels 3");
+
+	ArrayInput twice;
+	twice.labels = {1, 0};
+	twice.add(3, {1, 2}, {true, true});
+	twice.add(4, {1, 2}, {true, true});
+	twice.add(3, {2, 1}, {true, true});
+	expect_error([&] { roc_fitness_arrays(twice.ids, twice.scores, twice.labels, ctx); },
+				 sqlstate::invalid_parameter_value, "individual 3 appears more than once");
+}
+
+TEST(RocFitness, GpuModeWithoutGpuIsAnError)
+{
+	if (gpu_usable())
+		GTEST_SKIP() << "a GPU is usable";
+	LongInput in(NumberType::Integer);
+	in.add_integer(1, 1, true);
+	ExecContext ctx = on(DeviceMode::Gpu);
+	EXPECT_THROW(roc_fitness_long(in.individual, in.label, in.score, ctx), Error);
+}
+
+/* ---- the GPU path against the CPU path ------------------------------------ */
+
+class RocFitnessGpu : public ::testing::Test
+{
+  protected:
+	void SetUp() override
+	{
+		if (!gpu_usable())
+			GTEST_SKIP() << "no usable GPU";
+	}
+
+	/* the CPU's results, after checking that the GPU gives the same */
+	static std::vector<RocResult> compare_long(const LongInput &in, size_t gpu_memory_budget = 0)
+	{
+		ExecContext cpu = on(DeviceMode::Cpu), gpu = on(DeviceMode::Gpu);
+		gpu.gpu_memory_budget = gpu_memory_budget;
+		std::vector<RocResult> want = roc_fitness_long(in.individual, in.label, in.score, cpu);
+		std::vector<RocResult> got = roc_fitness_long(in.individual, in.label, in.score, gpu);
+		EXPECT_TRUE(gpu.used_gpu);
+		expect_identical(got, want);
+		return want;
+	}
+	static std::vector<RocResult> compare_arrays(const ArrayInput &in, size_t gpu_memory_budget = 0)
+	{
+		ExecContext cpu = on(DeviceMode::Cpu), gpu = on(DeviceMode::Gpu);
+		gpu.gpu_memory_budget = gpu_memory_budget;
+		std::vector<RocResult> want = roc_fitness_arrays(in.ids, in.scores, in.labels, cpu);
+		std::vector<RocResult> got = roc_fitness_arrays(in.ids, in.scores, in.labels, gpu);
+		EXPECT_TRUE(gpu.used_gpu);
+		expect_identical(got, want);
+		return want;
+	}
+};
+
+TEST_F(RocFitnessGpu, LongFormatEveryKeyLayout)
+{
+	std::mt19937_64 rng = make_rng();
+	for (ScoreKind kind : {ScoreKind::FewFloats, ScoreKind::Doubles, ScoreKind::SmallIntegers,
+						   ScoreKind::HugeIntegers})
+	{
+		SCOPED_TRACE(static_cast<int>(kind));
+		/* small individuals, then individuals of many block tiles with long tie groups */
+		LongInput small = random_long(rng, {700, 40, kind});
+		expect_oracle(compare_long(small), small.examples);
+		compare_long(random_long(rng, {12, 60000, kind}));
+	}
+}
+
+TEST_F(RocFitnessGpu, ArrayFormatEveryKeyLayout)
+{
+	std::mt19937_64 rng = make_rng();
+	for (ScoreKind kind : {ScoreKind::FewFloats, ScoreKind::Doubles})
+	{
+		SCOPED_TRACE(static_cast<int>(kind));
+		ArrayInput small = random_arrays(rng, {300, 0, kind}, 50);
+		expect_oracle(compare_arrays(small), small.examples);
+		compare_arrays(random_arrays(rng, {8, 0, kind}, 70000));
+		compare_arrays(random_arrays(rng, {3000, 0, kind}, 1)); /* one example each */
+	}
+}
+
+TEST_F(RocFitnessGpu, ArrayFormatOfRealScoresInFloatKeys)
+{
+	/* scores as real[] gives them: floats widened, over the whole float range */
+	std::mt19937_64 rng = make_rng();
+	ArrayInput in;
+	for (int e = 0; e < 5000; ++e)
+		in.labels.push_back(static_cast<int8_t>(rng() % 2));
+	for (int i = 0; i < 20; ++i)
+	{
+		std::vector<double> values(5000);
+		for (double &v : values)
+		{
+			uint32_t bits = static_cast<uint32_t>(rng());
+			float f;
+			std::memcpy(&f, &bits, sizeof f);
+			v = rng() % 4 == 0 ? static_cast<float>(rng() % 10) : f; /* NaN, inf, denormals too */
+		}
+		in.add(i, values, std::vector<bool>(values.size(), true));
+	}
+	expect_oracle(compare_arrays(in), in.examples);
+}
+
+TEST_F(RocFitnessGpu, InParts)
+{
+	std::mt19937_64 rng = make_rng();
+	/* budgets that leave room for a handful of individuals per part */
+	LongInput rows = random_long(rng, {60, 8000, ScoreKind::FewFloats});
+	compare_long(rows, rows.individual.size() * 20 + 2 * 8000 * 40);
+	ArrayInput arrays = random_arrays(rng, {40, 0, ScoreKind::FewFloats}, 20000);
+	compare_arrays(arrays, 5 * 20000 * 50);
+}
+
+TEST_F(RocFitnessGpu, AllocationFailure)
+{
+	std::mt19937_64 rng = make_rng();
+	ArrayInput in = random_arrays(rng, {3, 0, ScoreKind::FewFloats}, 1000);
+	ExecContext gpu = on(DeviceMode::Gpu);
+	gpu.fail_gpu_alloc = true;
+	EXPECT_THROW(roc_fitness_arrays(in.ids, in.scores, in.labels, gpu), GpuOutOfMemory);
+	/* under auto, large enough for the GPU: computed on the CPU, with a NOTICE */
+	ArrayInput large = random_arrays(rng, {30, 0, ScoreKind::FewFloats}, 100000);
+	ExecContext automatic = on(DeviceMode::Auto), cpu = on(DeviceMode::Cpu);
+	automatic.fail_gpu_alloc = true;
+	std::string notice;
+	automatic.notice = [&](const std::string &text) { notice = text; };
+	expect_identical(roc_fitness_arrays(large.ids, large.scores, large.labels, automatic),
+					 roc_fitness_arrays(large.ids, large.scores, large.labels, cpu));
+	EXPECT_FALSE(automatic.used_gpu);
+	EXPECT_NE(notice.find("computing on the CPU instead"), std::string::npos) << notice;
+}
+
+TEST_F(RocFitnessGpu, CancelStopsTheGpuPath)
+{
+	struct Cancelled
+	{
+	};
+	std::mt19937_64 rng = make_rng();
+	LongInput in = random_long(rng, {50, 2000, ScoreKind::FewFloats});
+	ExecContext gpu = on(DeviceMode::Gpu);
+	gpu.check_interrupts = [] { throw Cancelled(); };
+	EXPECT_THROW(roc_fitness_long(in.individual, in.label, in.score, gpu), Cancelled);
+	/* and the next call works */
+	compare_long(in);
+}
+
+TEST_F(RocFitnessGpu, ReportsTransferAndCompute)
+{
+	std::mt19937_64 rng = make_rng();
+	ArrayInput in = random_arrays(rng, {20, 0, ScoreKind::FewFloats}, 20000);
+	ExecContext gpu = on(DeviceMode::Gpu);
+	roc_fitness_arrays(in.ids, in.scores, in.labels, gpu);
+	EXPECT_GT(gpu.times.transfer_ms, 0);
+	EXPECT_GT(gpu.times.compute_ms, 0);
 }
 
 } // namespace
