@@ -224,10 +224,13 @@ struct ArrayExamples
 	const uint8_t *valid;
 	const int8_t *labels; /* -1: NULL */
 	long long length;
+	bool index_fits_32_bits; /* then the division is a 32-bit one, several times cheaper */
 
 	__device__ bool at(size_t i, uint32_t &segment, uint64_t &key, uint32_t &label) const
 	{
-		long long row = static_cast<long long>(i) / length;
+		long long row = index_fits_32_bits
+							? static_cast<long long>(static_cast<uint32_t>(i) / static_cast<uint32_t>(length))
+							: static_cast<long long>(i) / length;
 		int8_t l = labels[i - row * length];
 		if (l < 0 || !valid[i])
 			return false;
@@ -306,7 +309,7 @@ __global__ void __launch_bounds__(kBlock) find_key_range(Examples examples, size
  * matter: the sort comes next.
  */
 template <typename Examples, typename Keys>
-__global__ void __launch_bounds__(kBlock)
+__global__ void __launch_bounds__(kBlock, 4)
 	pack_keys(Examples examples, size_t n, Keys keys, typename Keys::Key *out, unsigned long long *count)
 {
 	using Scan = cub::BlockScan<int, kBlock>;
@@ -365,27 +368,37 @@ __global__ void find_segment_starts(const typename Keys::Key *sorted, size_t n, 
 	}
 }
 
-/* The latest tie-group start and the latest first positive of a group seen so far. */
+/*
+ * The latest tie-group start and the latest first positive of a group seen
+ * so far, as positions within the segment (which has fewer than 2^31
+ * examples: roc_fitness.cpp checks), so that a thread's marks take half the
+ * registers that 64-bit ones would.
+ */
 struct LatestMarks
 {
-	__device__ longlong2 operator()(const longlong2 &a, const longlong2 &b) const
+	__device__ int2 operator()(const int2 &a, const int2 &b) const
 	{
-		return make_longlong2(a.x > b.x ? a.x : b.x, a.y > b.y ? a.y : b.y);
+		return make_int2(a.x > b.x ? a.x : b.x, a.y > b.y ? a.y : b.y);
 	}
 };
 
 /* Carries the marks of the tiles before into the block scan of the next. */
 struct MarksBefore
 {
-	longlong2 running;
-	__device__ longlong2 operator()(longlong2 tile) { longlong2 before = running; running = LatestMarks()(before, tile); return before; }
+	int2 running;
+	__device__ int2 operator()(int2 tile)
+	{
+		int2 before = running;
+		running = LatestMarks()(before, tile);
+		return before;
+	}
 };
 
 struct GroupSums
 {
 	unsigned long long twice_rank_sum; /* over positives: first + last rank of their group */
 	long long positives;
-	long long lowest_tail, highest_tail; /* positions of the last example of positive groups */
+	int lowest_tail, highest_tail; /* positions of the last example of positive groups */
 };
 
 struct AddGroupSums
@@ -403,14 +416,14 @@ struct AddGroupSums
  * kItems consecutive ones.  Ascending order with the label as the lowest
  * bit puts a tie group's negatives first, so a group has positives exactly
  * when its last example is positive, and it has (last - first positive + 1)
- * of them.
+ * of them.  Positions are within the segment: 0 .. n-1, ranks 1 .. n.
  */
 template <typename Keys>
-__global__ void __launch_bounds__(kBlock)
+__global__ void __launch_bounds__(kBlock, 3)
 	fold_segments(const typename Keys::Key *sorted, const long long *segment_begin, RocCounts *out)
 {
 	using Key = typename Keys::Key;
-	using Scan = cub::BlockScan<longlong2, kBlock>;
+	using Scan = cub::BlockScan<int2, kBlock>;
 	using Reduce = cub::BlockReduce<GroupSums, kBlock>;
 	__shared__ union
 	{
@@ -418,47 +431,46 @@ __global__ void __launch_bounds__(kBlock)
 		typename Reduce::TempStorage reduce;
 	} temp;
 
-	const long long begin = segment_begin[blockIdx.x], end = segment_begin[blockIdx.x + 1];
-	GroupSums sums{0, 0, LLONG_MAX, -1};
-	MarksBefore marks_before{make_longlong2(-1, -1)};
-	for (long long tile = begin; tile < end; tile += kTile)
+	const Key *keys = sorted + segment_begin[blockIdx.x];
+	const int n = static_cast<int>(segment_begin[blockIdx.x + 1] - segment_begin[blockIdx.x]);
+	GroupSums sums{0, 0, INT_MAX, -1};
+	MarksBefore marks_before{make_int2(-1, -1)};
+	for (int tile = 0; tile < n; tile += kTile)
 	{
-		const long long first = tile + static_cast<long long>(threadIdx.x) * kItems;
+		const int first = tile + static_cast<int>(threadIdx.x) * kItems;
 		Key k[kItems];
-		longlong2 marks[kItems];
+		int2 marks[kItems];
 #pragma unroll
 		for (int j = 0; j < kItems; ++j)
-			if (first + j < end)
-				k[j] = sorted[first + j];
+			if (first + j < n)
+				k[j] = keys[first + j];
 #pragma unroll
 		for (int j = 0; j < kItems; ++j)
 		{
-			long long i = first + j;
-			marks[j] = make_longlong2(-1, -1);
-			if (i >= end)
+			int i = first + j;
+			marks[j] = make_int2(-1, -1);
+			if (i >= n)
 				continue;
-			bool has_before = i > begin;
-			Key before = has_before ? (j > 0 ? k[j - 1] : sorted[i - 1]) : k[j];
-			bool starts_group = !has_before || !Keys::same_score(before, k[j]);
+			Key before = i == 0 ? k[j] : j > 0 ? k[j - 1] : keys[i - 1];
+			bool starts_group = i == 0 || !Keys::same_score(before, k[j]);
 			bool first_positive = Keys::label(k[j]) && (starts_group || !Keys::label(before));
-			marks[j] = make_longlong2(starts_group ? i : -1, first_positive ? i : -1);
+			marks[j] = make_int2(starts_group ? i : -1, first_positive ? i : -1);
 		}
 		Scan(temp.scan).InclusiveScan(marks, marks, LatestMarks(), marks_before);
 #pragma unroll
 		for (int j = 0; j < kItems; ++j)
 		{
-			long long i = first + j;
-			if (i >= end || !Keys::label(k[j]))
+			int i = first + j;
+			if (i >= n || !Keys::label(k[j]))
 				continue;
-			bool ends_group = i + 1 == end || !Keys::same_score(k[j], j + 1 < kItems ? k[j + 1] : sorted[i + 1]);
+			bool ends_group = i + 1 == n || !Keys::same_score(k[j], j + 1 < kItems ? k[j + 1] : keys[i + 1]);
 			if (!ends_group)
 				continue;
-			long long group_first = marks[j].x, first_positive = marks[j].y;
-			long long positives = i - first_positive + 1;
-			/* ascending ranks 1..n within the segment */
-			sums.twice_rank_sum += static_cast<unsigned long long>(positives) *
-								   static_cast<unsigned long long>((group_first - begin + 1) + (i - begin + 1));
-			sums.positives += positives;
+			int group_first = marks[j].x, first_positive = marks[j].y;
+			unsigned long long positives = static_cast<unsigned long long>(i - first_positive + 1);
+			/* first rank + last rank, ascending */
+			sums.twice_rank_sum += positives * static_cast<unsigned long long>(group_first + i + 2);
+			sums.positives += static_cast<long long>(positives);
 			sums.lowest_tail = i < sums.lowest_tail ? i : sums.lowest_tail;
 			sums.highest_tail = i > sums.highest_tail ? i : sums.highest_tail;
 		}
@@ -470,12 +482,13 @@ __global__ void __launch_bounds__(kBlock)
 		RocCounts c;
 		long long p = total.positives;
 		c.n_positive = p;
-		c.n_negative = (end - begin) - p;
+		c.n_negative = n - p;
 		/* sum of 2 x mid-rank over positives - P(P + 1) = 2 x (Mann-Whitney U) */
-		c.twice_wins = total.twice_rank_sum - static_cast<unsigned long long>(p) * static_cast<unsigned long long>(p + 1);
+		c.twice_wins = total.twice_rank_sum -
+					   static_cast<unsigned long long>(p) * static_cast<unsigned long long>(p + 1);
 		/* rank() OVER (ORDER BY score DESC) of a group = examples above its last one + 1 */
-		c.lowest_positive_rank = p > 0 ? end - total.highest_tail : 0;
-		c.highest_positive_rank = p > 0 ? end - total.lowest_tail : 0;
+		c.lowest_positive_rank = p > 0 ? n - total.highest_tail : 0;
+		c.highest_positive_rank = p > 0 ? n - total.lowest_tail : 0;
 		out[blockIdx.x] = c;
 	}
 }
@@ -680,7 +693,8 @@ std::vector<RocCounts> roc_counts_arrays(const FloatArrayColumn &scores, const s
 			ctx.times.transfer_ms += transfer.stop_ms();
 		}
 		ctx.check_interrupts();
-		ArrayExamples part{values.get(), valid.get(), device_labels.get(), static_cast<long long>(length)};
+		ArrayExamples part{values.get(), valid.get(), device_labels.get(), static_cast<long long>(length),
+						   rows * length <= UINT32_MAX};
 		count_part(part, rows * length, rows * length, true, static_cast<uint32_t>(rows), part_counts.data(),
 				   stream, ctx);
 		for (size_t r = 0; r < rows; ++r)
