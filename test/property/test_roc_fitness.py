@@ -150,13 +150,21 @@ def main():
                       settings=settings)
         compare_sklearn(f"roc-auc-{device}-vs-sklearn", [(int(r[0]), r[1]) for r in results], "pop_long")
 
-    # the GPU gives exactly the CPU's numbers
+    # the GPU gives exactly the CPU's numbers (every way it packs its keys:
+    # float, integer, numeric and double scores; both formats)
     if has_gpu:
-        random_long_table()
-        q = "SELECT * FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM ex')"
-        cpu = sql(q, settings={"gpurec.device": "cpu"})
-        gpu = sql(q, settings={"gpurec.device": "gpu"})
-        check("gpu-equals-cpu-exactly", cpu == gpu, "results differ")
+        score_type = random_long_table()
+        queries = {f"long-{score_type}": "SELECT * FROM gpurec.roc_fitness("
+                                         "'SELECT individual_id, label, score FROM ex')"}
+        for scores_type in ("float8[]", "real[]"):
+            queries[f"arrays-{scores_type}"] = (
+                f"SELECT * FROM gpurec.roc_fitness('SELECT individual_id, scores::{scores_type} "
+                f"AS scores FROM pop', {labels_literal})")
+        for name, q in queries.items():
+            # float8 output is exact (shortest round trip) since PostgreSQL 12
+            cpu = sql(q, settings={"gpurec.device": "cpu"})
+            gpu = sql(q, settings={"gpurec.device": "gpu"})
+            check(f"gpu-equals-cpu-exactly-{name}", cpu == gpu, "results differ")
 
     drop_database(DB)
 
