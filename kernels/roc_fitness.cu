@@ -31,12 +31,16 @@
 #include <climits>
 #include <cstring>
 
+#include "../src/roc_keys.hpp"
 #include "cuda_util.cuh"
 #include "roc_fitness_kernels.hpp"
 
 namespace gpurec::gpu {
 
 namespace {
+
+using roc_keys::KeyLayout;
+using roc_keys::ScoreRange;
 
 constexpr int kBlock = 256;
 constexpr int kItems = 8;
@@ -49,121 +53,27 @@ constexpr int kTile = kBlock * kItems;
  */
 constexpr size_t kKeyBytesPerExample = 2 * 16 * 11 / 10;
 
-/* ---- score keys -------------------------------------------------------- */
-
-/*
- * Unsigned order keys: monotone in the value, NaN above everything, -0 equal
- * to 0.  The same order as columns.hpp's order keys, shifted to unsigned.
- */
-__host__ __device__ inline uint64_t unsigned_key_of_double(double d)
-{
-	uint64_t bits;
-	if (d != d)
-		bits = 0x7FF8000000000000ull;
-	else
-	{
-		if (d == 0)
-			d = 0; /* folds -0 into +0 */
-		memcpy(&bits, &d, sizeof bits);
-	}
-	return (bits >> 63) ? ~bits : bits | (uint64_t(1) << 63);
-}
-
-__host__ __device__ inline double double_of_unsigned_key(uint64_t key)
-{
-	uint64_t bits = (key >> 63) ? key ^ (uint64_t(1) << 63) : ~key;
-	double d;
-	memcpy(&d, &bits, sizeof d);
-	return d;
-}
-
-__host__ __device__ inline uint32_t unsigned_key_of_float(float f)
-{
-	if (f != f)
-		return 0xFFFFFFFFu;
-	if (f == 0)
-		f = 0;
-	uint32_t bits;
-	memcpy(&bits, &f, sizeof bits);
-	return (bits >> 31) ? ~bits : bits | 0x80000000u;
-}
-
-/* A score key of a double that is a float exactly, narrowed to the float's key: same order. */
-__host__ __device__ inline uint64_t float_key_of_double_key(uint64_t key)
-{
-	return unsigned_key_of_float(static_cast<float>(double_of_unsigned_key(key)));
-}
-
-__host__ __device__ inline bool is_float_exactly(double d)
-{
-	return d != d || static_cast<double>(static_cast<float>(d)) == d;
-}
-
-inline int bit_width(uint64_t x)
-{
-	int bits = 0;
-	for (; x; x >>= 1)
-		++bits;
-	return bits;
-}
-
-/* How a part's examples pack into keys. */
-struct KeyLayout
-{
-	bool to_float;		/* every score is a float exactly: 32-bit float keys */
-	uint64_t score_min; /* subtracted, so that scores take score_bits bits */
-	int score_bits;
-	int segment_bits;
-
-	__device__ uint64_t score_of(uint64_t key) const
-	{
-		return (to_float ? float_key_of_double_key(key) : key) - score_min;
-	}
-};
-
-/*
- * keys_are_doubles: the score keys are those of doubles (real and double
- * precision scores), which may narrow to floats.  range: the lowest and
- * highest score key, and whether every score is a float exactly.
- */
-KeyLayout plan_layout(const unsigned long long range[3], bool keys_are_doubles, uint32_t n_segments)
-{
-	KeyLayout layout;
-	uint64_t lo = range[0], hi = range[1];
-	if (lo > hi) /* no example */
-		lo = hi = 0;
-	layout.to_float = keys_are_doubles && range[2] != 0;
-	if (layout.to_float)
-	{
-		lo = float_key_of_double_key(lo);
-		hi = float_key_of_double_key(hi);
-	}
-	layout.score_min = lo;
-	layout.score_bits = bit_width(hi - lo);
-	layout.segment_bits = bit_width(n_segments - 1);
-	return layout;
-}
-
 /* ---- packed keys ------------------------------------------------------- */
 
-/* (segment, score, label) in one 64-bit integer. */
+/* (segment, score, label) in one 64-bit integer: segment_bits + packed_bits() <= 64. */
 struct NarrowKeys
 {
 	using Key = unsigned long long;
 	KeyLayout layout;
+	int segment_bits;
 
-	int end_bit() const { return layout.score_bits + 1 + layout.segment_bits; }
+	int end_bit() const { return layout.packed_bits() + segment_bits; }
 
 	__device__ Key pack(uint32_t segment, uint64_t key, uint32_t label) const
 	{
 		Key k = (layout.score_of(key) << 1) | label;
-		if (layout.segment_bits > 0) /* then the shift is below 64 */
-			k |= static_cast<Key>(segment) << (layout.score_bits + 1);
+		if (segment_bits > 0) /* then the shift is below 64 */
+			k |= static_cast<Key>(segment) << layout.packed_bits();
 		return k;
 	}
 	__device__ uint32_t segment(Key k) const
 	{
-		return layout.segment_bits > 0 ? static_cast<uint32_t>(k >> (layout.score_bits + 1)) : 0;
+		return segment_bits > 0 ? static_cast<uint32_t>(k >> layout.packed_bits()) : 0;
 	}
 	__device__ static bool same_score(Key a, Key b) { return (a >> 1) == (b >> 1); }
 	__device__ static uint32_t label(Key k) { return static_cast<uint32_t>(k & 1); }
@@ -195,8 +105,9 @@ struct WideKeys
 {
 	using Key = WideKey;
 	KeyLayout layout;
+	int segment_bits;
 
-	int end_bit() const { return 64 + 1 + layout.segment_bits; }
+	int end_bit() const { return 64 + 1 + segment_bits; }
 
 	__device__ Key pack(uint32_t segment, uint64_t key, uint32_t label) const
 	{
@@ -235,7 +146,7 @@ struct ArrayExamples
 		if (l < 0 || !valid[i])
 			return false;
 		segment = static_cast<uint32_t>(row);
-		key = unsigned_key_of_double(values[i]);
+		key = roc_keys::unsigned_key_of_double(values[i]);
 		label = static_cast<uint32_t>(l);
 		return true;
 	}
@@ -256,7 +167,7 @@ struct RowExamples
 		if (s < first_segment || s >= end_segment)
 			return false;
 		segment = static_cast<uint32_t>(s - first_segment);
-		key = static_cast<uint64_t>(keys[i]) ^ (uint64_t(1) << 63);
+		key = roc_keys::unsigned_key_of_order_key(keys[i]);
 		label = labels[i];
 		return true;
 	}
@@ -264,42 +175,35 @@ struct RowExamples
 
 /* ---- kernels ----------------------------------------------------------- */
 
-struct KeyRange
-{
-	unsigned long long lo, hi, all_float;
-};
-
 struct CombineRanges
 {
-	__device__ KeyRange operator()(const KeyRange &a, const KeyRange &b) const
+	__device__ ScoreRange operator()(ScoreRange a, const ScoreRange &b) const
 	{
-		return {a.lo < b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi, a.all_float & b.all_float};
+		a.add(b);
+		return a;
 	}
 };
 
-/* range[0..2] (set to ~0, 0, 1 beforehand): lowest and highest key, all floats */
+/* range[0..2] (set to ~0, 0, 1 beforehand): the lowest and highest key, and whether all are floats */
 template <typename Examples>
 __global__ void __launch_bounds__(kBlock) find_key_range(Examples examples, size_t n, unsigned long long *range)
 {
-	using Reduce = cub::BlockReduce<KeyRange, kBlock>;
+	using Reduce = cub::BlockReduce<ScoreRange, kBlock>;
 	__shared__ typename Reduce::TempStorage temp;
-	KeyRange mine{~0ull, 0, 1};
+	ScoreRange mine;
 	for (size_t i = blockIdx.x * size_t(kBlock) + threadIdx.x; i < n; i += size_t(gridDim.x) * kBlock)
 	{
 		uint32_t segment, label;
 		uint64_t key;
-		if (!examples.at(i, segment, key, label))
-			continue;
-		mine.lo = key < mine.lo ? key : mine.lo;
-		mine.hi = key > mine.hi ? key : mine.hi;
-		mine.all_float &= is_float_exactly(double_of_unsigned_key(key)) ? 1 : 0;
+		if (examples.at(i, segment, key, label))
+			mine.add(key, true);
 	}
-	KeyRange block = Reduce(temp).Reduce(mine, CombineRanges());
+	ScoreRange block = Reduce(temp).Reduce(mine, CombineRanges());
 	if (threadIdx.x == 0)
 	{
-		atomicMin(&range[0], block.lo);
-		atomicMax(&range[1], block.hi);
-		atomicAnd(&range[2], block.all_float);
+		atomicMin(&range[0], static_cast<unsigned long long>(block.lowest));
+		atomicMax(&range[1], static_cast<unsigned long long>(block.highest));
+		atomicAnd(&range[2], block.all_floats ? 1ull : 0ull);
 	}
 }
 
@@ -600,11 +504,16 @@ void count_part(const Examples &examples, size_t n, size_t capacity, bool keys_a
 		  "cudaMemcpyAsync");
 	stream.synchronize();
 
-	KeyLayout layout = plan_layout(range, keys_are_doubles, n_segments);
-	if (layout.segment_bits + layout.score_bits + 1 <= 64)
-		sort_and_fold(examples, n, capacity, NarrowKeys{layout}, n_segments, out, stream, ctx);
+	ScoreRange scores;
+	scores.lowest = range[0];
+	scores.highest = range[1];
+	scores.all_floats = range[2] != 0;
+	KeyLayout layout = roc_keys::plan_layout(scores, keys_are_doubles);
+	int segment_bits = roc_keys::bit_width(n_segments - 1);
+	if (segment_bits + layout.packed_bits() <= 64)
+		sort_and_fold(examples, n, capacity, NarrowKeys{layout, segment_bits}, n_segments, out, stream, ctx);
 	else
-		sort_and_fold(examples, n, capacity, WideKeys{layout}, n_segments, out, stream, ctx);
+		sort_and_fold(examples, n, capacity, WideKeys{layout, segment_bits}, n_segments, out, stream, ctx);
 	ctx.times.compute_ms += compute.stop_ms();
 	ctx.check_interrupts();
 }

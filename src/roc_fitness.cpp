@@ -5,19 +5,30 @@
  * Individuals are numbered 0..n-1 in ascending individual_id ("segments");
  * both paths return one RocCounts per segment, and the AUC is derived from
  * those integers here, once, so that the two devices agree bit for bit.
+ *
+ * On the CPU: every example becomes one packed key, (score, label) in 32,
+ * 64 or 128 bits as the call's scores need (roc_keys.hpp), grouped by
+ * segment; then each segment is radix-sorted on the bytes where its keys
+ * differ and walked once, tie group by tie group.  Two threads share the
+ * segments.
  */
 #include "roc_fitness.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <thread>
 
 #include "../kernels/roc_fitness_kernels.hpp"
+#include "roc_keys.hpp"
 
 namespace gpurec {
+
+using roc_keys::KeyLayout;
+using roc_keys::ScoreRange;
 
 namespace {
 
@@ -25,10 +36,14 @@ namespace {
 constexpr double kMinGpuExamples = 2e6;
 
 /*
- * The most examples one individual may have: the GPU folds tie groups with
- * sums of rank x count, which must stay within 64 bits.
+ * The most examples one individual may have: both paths sum rank x count
+ * over an individual's positives in 64 bits, and the GPU holds positions
+ * within an individual in 32.
  */
 constexpr int64_t kMaxExamplesPerIndividual = INT32_MAX;
+
+/* Below this many examples a comparison sort beats the radix sort's fixed costs. */
+constexpr int64_t kSmallSort = 256;
 
 void check_examples_per_individual(int64_t id, int64_t examples)
 {
@@ -40,18 +55,53 @@ void check_examples_per_individual(int64_t id, int64_t examples)
 						" examples per individual are supported.");
 }
 
-/* The CPU path's input: every segment's examples, contiguous. */
-struct Segments
+/* ---- the examples, packed and grouped by segment ----------------------- */
+
+template <typename Key> struct Segments
 {
-	std::vector<int64_t> offsets; /* segment s: examples offsets[s] .. offsets[s+1] */
-	BulkVector<int64_t> keys;	  /* score order keys (columns.hpp): NaN highest */
-	BulkVector<uint8_t> labels;	  /* 1 positive, 0 negative */
+	std::vector<int64_t> offsets; /* segment s: keys[offsets[s] .. offsets[s+1]) */
+	BulkVector<Key> keys;		  /* (score << 1) | label */
 };
 
-Segments group_rows(const IdColumn &individual, const LabelColumn &label, const NumberColumn &score,
-					const std::vector<int32_t> &code_of_segment)
+template <typename Key> Key pack(const KeyLayout &layout, uint64_t key, uint8_t label)
 {
-	Segments out;
+	return (static_cast<Key>(layout.score_of(key)) << 1) | label;
+}
+
+/* Calls body(Key()) with the narrowest unsigned type that holds a packed key. */
+template <typename Body> auto with_key_type(const KeyLayout &layout, Body body)
+{
+	if (layout.packed_bits() <= 32)
+		return body(uint32_t());
+	if (layout.packed_bits() <= 64)
+		return body(uint64_t());
+	return body(static_cast<unsigned __int128>(0));
+}
+
+bool keys_are_doubles(const NumberColumn &score)
+{
+	return score.type() == NumberType::Float4 || score.type() == NumberType::Float8;
+}
+
+ScoreRange range_of_rows(const NumberColumn &score)
+{
+	ScoreRange range;
+	bool doubles = keys_are_doubles(score);
+	const ChunkedColumn<int64_t> &keys = score.keys();
+	for (size_t c = 0; c < keys.chunk_count(); ++c)
+	{
+		const int64_t *chunk = keys.chunk_data(c);
+		for (size_t i = 0, n = keys.chunk_rows(c); i < n; ++i)
+			range.add(roc_keys::unsigned_key_of_order_key(chunk[i]), doubles);
+	}
+	return range;
+}
+
+template <typename Key>
+Segments<Key> group_rows(const IdColumn &individual, const LabelColumn &label, const NumberColumn &score,
+						 const std::vector<int32_t> &code_of_segment, const KeyLayout &layout)
+{
+	Segments<Key> out;
 	std::vector<int64_t> next(individual.distinct());
 	out.offsets.push_back(0);
 	for (int32_t code : code_of_segment)
@@ -59,98 +109,144 @@ Segments group_rows(const IdColumn &individual, const LabelColumn &label, const 
 		next[code] = out.offsets.back();
 		out.offsets.push_back(out.offsets.back() + individual.counts()[code]);
 	}
-	size_t n = individual.size();
-	out.keys.resize(n);
-	out.labels.resize(n);
-	for (size_t row = 0; row < n; ++row)
-	{
-		int64_t at = next[individual.code(row)]++;
-		out.keys[at] = score.key(row);
-		out.labels[at] = label[row];
-	}
+	out.keys.resize(individual.size());
+	for (size_t row = 0, n = individual.size(); row < n; ++row)
+		out.keys[next[individual.code(row)]++] =
+			pack<Key>(layout, roc_keys::unsigned_key_of_order_key(score.key(row)), label[row]);
 	return out;
 }
 
-Segments group_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
-					  const std::vector<size_t> &row_of_segment)
+/* Calls visit(row, unsigned key, label) for every example that is neither NULL score nor NULL label. */
+template <typename Visit>
+void for_each_array_example(const FloatArrayColumn &scores, const std::vector<int8_t> &labels, size_t row,
+							Visit visit)
 {
-	Segments out;
+	int64_t begin = scores.row_begin(row), end = scores.row_end(row);
+	for (int64_t e = begin; e < end; ++e)
+	{
+		int8_t l = labels[e - begin];
+		if (l >= 0 && scores.valid()[e])
+			visit(roc_keys::unsigned_key_of_double(scores.values()[e]), static_cast<uint8_t>(l));
+	}
+}
+
+ScoreRange range_of_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels)
+{
+	ScoreRange range;
+	for (size_t row = 0; row < scores.size(); ++row)
+		for_each_array_example(scores, labels, row, [&](uint64_t key, uint8_t) { range.add(key, true); });
+	return range;
+}
+
+template <typename Key>
+Segments<Key> group_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
+						   const std::vector<size_t> &row_of_segment, const KeyLayout &layout)
+{
+	Segments<Key> out;
 	out.offsets.push_back(0);
 	out.keys.reserve(scores.values().size());
-	out.labels.reserve(scores.values().size());
 	for (size_t row : row_of_segment)
 	{
-		int64_t begin = scores.row_begin(row), end = scores.row_end(row);
-		for (int64_t e = begin; e < end; ++e)
-		{
-			int8_t l = labels[e - begin];
-			if (l < 0 || !scores.valid()[e])
-				continue;
-			out.keys.push_back(order_key_from_double(scores.values()[e]));
-			out.labels.push_back(static_cast<uint8_t>(l));
-		}
+		for_each_array_example(scores, labels, row, [&](uint64_t key, uint8_t label) {
+			out.keys.push_back(pack<Key>(layout, key, label));
+		});
 		out.offsets.push_back(static_cast<int64_t>(out.keys.size()));
 	}
 	return out;
 }
 
+/* ---- one segment: sort, then walk the tie groups ------------------------ */
+
 /*
- * Sorts an individual's examples by score, highest first: an LSD radix sort
- * on the order keys, skipping the byte positions where every key agrees
- * (scores of a few distinct magnitudes share their high bytes).  Several
- * times faster than a comparison sort on 100,000 examples.
+ * Sorts keys[0 .. n) ascending by score: an LSD radix sort that passes only
+ * over the bytes where the keys differ in more than the label bit (the label
+ * order within a tie does not matter), with every byte's histogram taken in
+ * one read.  Returns where the sorted keys ended: keys or tmp.
  */
-void sort_descending(BulkVector<uint64_t> &keys, BulkVector<uint8_t> &labels,
-					 BulkVector<uint64_t> &keys_tmp, BulkVector<uint8_t> &labels_tmp)
+template <typename Key> Key *sort_by_score(Key *keys, Key *tmp, int64_t n)
 {
-	size_t n = keys.size();
-	keys_tmp.resize(n);
-	labels_tmp.resize(n);
-	for (int shift = 0; shift < 64; shift += 8)
+	if (n < kSmallSort)
 	{
-		size_t count[256] = {0};
-		for (uint64_t k : keys)
-			++count[(k >> shift) & 0xFF];
-		if (count[(keys.empty() ? 0 : keys[0] >> shift) & 0xFF] == n)
-			continue; /* every key has this byte */
-		size_t at = 0;
-		for (size_t &c : count)
+		std::sort(keys, keys + n);
+		return keys;
+	}
+	constexpr int kBytes = sizeof(Key);
+	Key any = 0, all = ~Key(0);
+	for (int64_t i = 0; i < n; ++i)
+	{
+		any |= keys[i];
+		all &= keys[i];
+	}
+	Key differing = (any ^ all) & ~Key(1);
+	int shifts[kBytes], passes = 0;
+	for (int b = 0; b < kBytes; ++b)
+		if ((differing >> (8 * b)) & 0xFF)
+			shifts[passes++] = 8 * b;
+	if (passes == 0)
+		return keys;
+	int64_t count[kBytes][256];
+	std::memset(count, 0, sizeof(count[0]) * passes);
+	for (int64_t i = 0; i < n; ++i)
+		for (int p = 0; p < passes; ++p)
+			++count[p][static_cast<uint8_t>(keys[i] >> shifts[p])];
+	for (int p = 0; p < passes; ++p)
+	{
+		int64_t at = 0;
+		for (int64_t &c : count[p])
 		{
-			size_t here = c;
+			int64_t here = c;
 			c = at;
 			at += here;
 		}
-		for (size_t i = 0; i < n; ++i)
-		{
-			size_t to = count[(keys[i] >> shift) & 0xFF]++;
-			keys_tmp[to] = keys[i];
-			labels_tmp[to] = labels[i];
-		}
-		keys.swap(keys_tmp);
-		labels.swap(labels_tmp);
+		for (int64_t i = 0; i < n; ++i)
+			tmp[count[p][static_cast<uint8_t>(keys[i] >> shifts[p])]++] = keys[i];
+		std::swap(keys, tmp);
 	}
+	return keys;
+}
+
+/*
+ * The counts of one segment sorted ascending by score.  With ascending
+ * mid-ranks r (ties averaged), 2 x (Mann-Whitney U) = sum over positives of
+ * 2r - P(P + 1), and 2r of a tie group is its first plus its last rank.
+ */
+template <typename Key> RocCounts counts_of_sorted(const Key *keys, int64_t n)
+{
+	RocCounts c;
+	uint64_t twice_rank_sum = 0;
+	for (int64_t first = 0; first < n;)
+	{
+		Key score = keys[first] >> 1;
+		int64_t end = first, positives = 0;
+		for (; end < n && (keys[end] >> 1) == score; ++end)
+			positives += static_cast<int64_t>(keys[end] & 1);
+		if (positives > 0)
+		{
+			twice_rank_sum += static_cast<uint64_t>(positives) * static_cast<uint64_t>(first + 1 + end);
+			c.n_positive += positives;
+			/* rank() OVER (ORDER BY score DESC) = examples above + 1; ascending, so the last is lowest */
+			if (c.highest_positive_rank == 0)
+				c.highest_positive_rank = n - end + 1;
+			c.lowest_positive_rank = n - end + 1;
+		}
+		first = end;
+	}
+	c.n_negative = n - c.n_positive;
+	c.twice_wins = twice_rank_sum - static_cast<uint64_t>(c.n_positive) * static_cast<uint64_t>(c.n_positive + 1);
+	return c;
 }
 
 /* The counts of segments [first, last): what one CPU thread does. */
-void count_range(const Segments &segments, size_t first, size_t last, std::vector<RocCounts> &out,
+template <typename Key>
+void count_range(Segments<Key> &segments, size_t first, size_t last, std::vector<RocCounts> &out,
 				 const std::atomic<bool> &cancelled)
 {
-	BulkVector<uint64_t> keys, keys_tmp;
-	BulkVector<uint8_t> labels, labels_tmp;
-	BulkVector<int64_t> sorted_keys;
+	BulkVector<Key> tmp;
 	for (size_t s = first; s < last && !cancelled.load(std::memory_order_relaxed); ++s)
 	{
 		int64_t begin = segments.offsets[s], n = segments.offsets[s + 1] - begin;
-		keys.resize(n);
-		labels.assign(segments.labels.begin() + begin, segments.labels.begin() + begin + n);
-		/* ascending order of ~(key with its sign flipped) is descending order of key */
-		for (int64_t i = 0; i < n; ++i)
-			keys[i] = ~(static_cast<uint64_t>(segments.keys[begin + i]) ^ (uint64_t(1) << 63));
-		sort_descending(keys, labels, keys_tmp, labels_tmp);
-		sorted_keys.resize(n);
-		for (int64_t i = 0; i < n; ++i)
-			sorted_keys[i] = static_cast<int64_t>(~keys[i] ^ (uint64_t(1) << 63));
-		out[s] = roc_counts_of_sorted(sorted_keys.data(), labels.data(), n);
+		tmp.resize(std::max<size_t>(tmp.size(), n));
+		out[s] = counts_of_sorted(sort_by_score(segments.keys.data() + begin, tmp.data(), n), n);
 	}
 }
 
@@ -159,7 +255,7 @@ void count_range(const Segments &segments, size_t first, size_t last, std::vecto
  * own thread keeps checking for interrupts, and no thread but it calls
  * PostgreSQL.
  */
-std::vector<RocCounts> counts_on_cpu(const Segments &segments, ExecContext &ctx)
+template <typename Key> std::vector<RocCounts> counts_on_cpu(Segments<Key> &segments, ExecContext &ctx)
 {
 	size_t n_segments = segments.offsets.size() - 1;
 	std::vector<RocCounts> out(n_segments);
@@ -197,13 +293,21 @@ std::vector<RocCounts> counts_on_cpu(const Segments &segments, ExecContext &ctx)
 	return out;
 }
 
-/* The CPU path: grouping the examples by individual counts as compute. */
-template <typename Group> std::vector<RocCounts> cpu_path(ExecContext &ctx, Group group)
+/*
+ * The CPU path: the range of the scores, then grouping the packed examples
+ * by segment (both count as compute), then the counts.
+ */
+template <typename Range, typename Group>
+std::vector<RocCounts> cpu_path(ExecContext &ctx, bool keys_are_doubles, Range range, Group group)
 {
 	Stopwatch clock;
-	Segments segments = group();
-	ctx.check_interrupts();
-	std::vector<RocCounts> counts = counts_on_cpu(segments, ctx);
+	KeyLayout layout = roc_keys::plan_layout(range(), keys_are_doubles);
+	std::vector<RocCounts> counts = with_key_type(layout, [&](auto zero) {
+		using Key = decltype(zero);
+		Segments<Key> segments = group(zero, layout);
+		ctx.check_interrupts();
+		return counts_on_cpu(segments, ctx);
+	});
 	ctx.times.compute_ms += clock.elapsed_ms();
 	return counts;
 }
@@ -235,32 +339,6 @@ std::vector<RocResult> results_of(const std::vector<int64_t> &ids_of_segments,
 
 } // namespace
 
-RocCounts roc_counts_of_sorted(const int64_t *keys, const uint8_t *labels, int64_t n)
-{
-	RocCounts c;
-	for (int64_t i = 0; i < n; ++i)
-		(labels[i] ? c.n_positive : c.n_negative)++;
-	/* tie groups, highest score first: rank = 1 + examples above */
-	int64_t negatives_above = 0;
-	for (int64_t start = 0; start < n;)
-	{
-		int64_t end = start, pos = 0, neg = 0;
-		for (; end < n && keys[end] == keys[start]; ++end)
-			(labels[end] ? pos : neg)++;
-		if (pos > 0)
-		{
-			int64_t lower = c.n_negative - negatives_above - neg;
-			c.twice_wins += static_cast<uint64_t>(pos) * static_cast<uint64_t>(2 * lower + neg);
-			if (c.lowest_positive_rank == 0)
-				c.lowest_positive_rank = start + 1;
-			c.highest_positive_rank = start + 1;
-		}
-		negatives_above += neg;
-		start = end;
-	}
-	return c;
-}
-
 std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelColumn &label,
 										const NumberColumn &score, ExecContext &ctx)
 {
@@ -278,7 +356,11 @@ std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelC
 		ctx, "roc_fitness", static_cast<double>(individual.size()), kMinGpuExamples,
 		[&] { return gpu::roc_counts_long(individual, label, score, segment_of_code, ctx); },
 		[&] {
-			return cpu_path(ctx, [&] { return group_rows(individual, label, score, code_of_segment); });
+			return cpu_path(
+				ctx, keys_are_doubles(score), [&] { return range_of_rows(score); },
+				[&](auto zero, const KeyLayout &layout) {
+					return group_rows<decltype(zero)>(individual, label, score, code_of_segment, layout);
+				});
 		});
 	return results_of(ids_of_segments, counts);
 }
@@ -316,7 +398,13 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 	std::vector<RocCounts> counts = dispatch(
 		ctx, "roc_fitness", static_cast<double>(scores.values().size()), kMinGpuExamples,
 		[&] { return gpu::roc_counts_arrays(scores, labels, segment_of_row, ctx); },
-		[&] { return cpu_path(ctx, [&] { return group_arrays(scores, labels, row_of_segment); }); });
+		[&] {
+			return cpu_path(
+				ctx, true, [&] { return range_of_arrays(scores, labels); },
+				[&](auto zero, const KeyLayout &layout) {
+					return group_arrays<decltype(zero)>(scores, labels, row_of_segment, layout);
+				});
+		});
 	return results_of(ids_of_segments, counts);
 }
 

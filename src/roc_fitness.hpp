@@ -55,11 +55,4 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 										  const FloatArrayColumn &scores,
 										  const std::vector<int8_t> &labels, ExecContext &ctx);
 
-/*
- * The counts of one individual whose examples are sorted by score, highest
- * first (keys: order keys, see columns.hpp).  The CPU path's last step, and
- * the reference the tests hold both devices to.
- */
-RocCounts roc_counts_of_sorted(const int64_t *keys, const uint8_t *labels, int64_t n);
-
 } // namespace gpurec

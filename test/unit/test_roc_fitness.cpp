@@ -166,8 +166,9 @@ void expect_identical(const std::vector<RocResult> &got, const std::vector<RocRe
 
 enum class ScoreKind
 {
-	FewFloats,	  /* a dozen values that are floats exactly (real[]), NaN now and then */
-	Doubles,	  /* any double: the GPU needs 128-bit keys */
+	FewFloats,	  /* a dozen values that are floats exactly (real[]), NaN now and then: 32-bit keys */
+	UnitDoubles,  /* doubles in [0, 1), some tied: 64-bit keys */
+	Doubles,	  /* any double, both signs, NaN, -inf: 128-bit keys */
 	SmallIntegers, /* a few integers, many ties */
 	HugeIntegers  /* integers across the whole 64-bit range: 128-bit keys again */
 };
@@ -192,6 +193,8 @@ double random_double(std::mt19937_64 &rng, ScoreKind kind)
 	{
 		case ScoreKind::FewFloats:
 			return rng() % 60 == 0 ? kNaN : static_cast<double>(static_cast<int>(rng() % 13) - 4) / 4;
+		case ScoreKind::UnitDoubles:
+			return rng() % 4 == 0 ? static_cast<double>(rng() % 5) / 5 : std::ldexp(static_cast<double>(rng() >> 11), -53);
 		case ScoreKind::Doubles:
 			if (rng() % 60 == 0)
 				return rng() % 2 ? kNaN : -std::numeric_limits<double>::infinity();
@@ -289,25 +292,32 @@ ExecContext on(DeviceMode mode)
 
 /* ---- the CPU path against the oracle -------------------------------------- */
 
+constexpr ScoreKind kEveryKind[] = {ScoreKind::FewFloats, ScoreKind::UnitDoubles, ScoreKind::Doubles,
+									ScoreKind::SmallIntegers, ScoreKind::HugeIntegers};
+constexpr ScoreKind kDoubleKinds[] = {ScoreKind::FewFloats, ScoreKind::UnitDoubles, ScoreKind::Doubles};
+
+/* small individuals (a comparison sort), then large ones (the radix sort) */
 TEST(RocFitness, LongFormatMatchesBruteForce)
 {
 	std::mt19937_64 rng = make_rng();
-	for (ScoreKind kind : {ScoreKind::FewFloats, ScoreKind::Doubles, ScoreKind::SmallIntegers,
-						   ScoreKind::HugeIntegers})
-	{
-		LongInput in = random_long(rng, {150, 60, kind});
-		ExecContext ctx = on(DeviceMode::Cpu);
-		expect_oracle(roc_fitness_long(in.individual, in.label, in.score, ctx), in.examples);
-	}
+	for (ScoreKind kind : kEveryKind)
+		for (Shape shape : {Shape{150, 60, kind}, Shape{6, 3000, kind}})
+		{
+			SCOPED_TRACE(static_cast<int>(kind));
+			LongInput in = random_long(rng, shape);
+			ExecContext ctx = on(DeviceMode::Cpu);
+			expect_oracle(roc_fitness_long(in.individual, in.label, in.score, ctx), in.examples);
+		}
 }
 
 TEST(RocFitness, ArrayFormatMatchesBruteForce)
 {
 	std::mt19937_64 rng = make_rng();
-	for (int length : {1, 2, 7, 120})
-		for (ScoreKind kind : {ScoreKind::FewFloats, ScoreKind::Doubles})
+	for (int length : {1, 2, 7, 120, 2500})
+		for (ScoreKind kind : kDoubleKinds)
 		{
-			ArrayInput in = random_arrays(rng, {60, 0, kind}, length);
+			SCOPED_TRACE(static_cast<int>(kind));
+			ArrayInput in = random_arrays(rng, {length > 1000 ? 5 : 60, 0, kind}, length);
 			ExecContext ctx = on(DeviceMode::Cpu);
 			expect_oracle(roc_fitness_arrays(in.ids, in.scores, in.labels, ctx), in.examples);
 		}
@@ -498,8 +508,7 @@ class RocFitnessGpu : public ::testing::Test
 TEST_F(RocFitnessGpu, LongFormatEveryKeyLayout)
 {
 	std::mt19937_64 rng = make_rng();
-	for (ScoreKind kind : {ScoreKind::FewFloats, ScoreKind::Doubles, ScoreKind::SmallIntegers,
-						   ScoreKind::HugeIntegers})
+	for (ScoreKind kind : kEveryKind)
 	{
 		SCOPED_TRACE(static_cast<int>(kind));
 		/* small individuals, then individuals of many block tiles with long tie groups */
@@ -512,7 +521,7 @@ TEST_F(RocFitnessGpu, LongFormatEveryKeyLayout)
 TEST_F(RocFitnessGpu, ArrayFormatEveryKeyLayout)
 {
 	std::mt19937_64 rng = make_rng();
-	for (ScoreKind kind : {ScoreKind::FewFloats, ScoreKind::Doubles})
+	for (ScoreKind kind : kDoubleKinds)
 	{
 		SCOPED_TRACE(static_cast<int>(kind));
 		ArrayInput small = random_arrays(rng, {300, 0, kind}, 50);
