@@ -1,0 +1,641 @@
+/*
+ * test_columns.cpp: the engine's input columns (columns.hpp), each against a
+ * reference written here: order keys of doubles against IEEE comparison,
+ * numeric keys against exact 128-bit arithmetic, the id dictionary against
+ * std::map.  Fresh random data every run; the seed is printed, and
+ * GPUREC_TEST_SEED replays it.
+ */
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "../../src/columns.hpp"
+
+namespace gpurec {
+namespace {
+
+std::mt19937_64 seeded_rng(const char *test)
+{
+	uint64_t seed;
+	if (const char *fixed = std::getenv("GPUREC_TEST_SEED"))
+		seed = std::strtoull(fixed, nullptr, 10);
+	else
+	{
+		std::random_device device;
+		seed = (uint64_t(device()) << 32) | device();
+	}
+	std::printf("[ seed     ] %s: GPUREC_TEST_SEED=%llu\n", test,
+				static_cast<unsigned long long>(seed));
+	return std::mt19937_64(seed);
+}
+
+double from_bits(uint64_t bits)
+{
+	double d;
+	std::memcpy(&d, &bits, sizeof d);
+	return d;
+}
+
+uint64_t bits_of(double d)
+{
+	uint64_t bits;
+	std::memcpy(&bits, &d, sizeof bits);
+	return bits;
+}
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+/* Doubles of every kind: random bit patterns (all exponents, subnormals,
+ * infinities, NaNs), the edges, and small values with many ties. */
+std::vector<double> interesting_doubles(std::mt19937_64 &rng, size_t n)
+{
+	std::vector<double> v = {0.0,
+							 -0.0,
+							 kInf,
+							 -kInf,
+							 std::numeric_limits<double>::quiet_NaN(),
+							 -std::numeric_limits<double>::quiet_NaN(),
+							 std::numeric_limits<double>::signaling_NaN(),
+							 from_bits(0x7FF0000000000001ULL), /* NaN, smallest payload */
+							 from_bits(0xFFFFFFFFFFFFFFFFULL), /* NaN, all bits */
+							 std::numeric_limits<double>::denorm_min(),
+							 -std::numeric_limits<double>::denorm_min(),
+							 std::numeric_limits<double>::min(),
+							 -std::numeric_limits<double>::min(),
+							 from_bits(0x000FFFFFFFFFFFFFULL), /* largest subnormal */
+							 -from_bits(0x000FFFFFFFFFFFFFULL),
+							 std::numeric_limits<double>::max(),
+							 -std::numeric_limits<double>::max(),
+							 std::numeric_limits<double>::epsilon(),
+							 1.0,
+							 -1.0,
+							 0.1,
+							 0.30000000000000004,
+							 0.3};
+	std::uniform_int_distribution<int> small(-40, 40);
+	while (v.size() < n)
+	{
+		switch (rng() % 4)
+		{
+			case 0:
+				v.push_back(from_bits(rng())); /* any pattern */
+				break;
+			case 1:
+				v.push_back(from_bits(rng() & 0x800FFFFFFFFFFFFFULL)); /* subnormal (or zero) */
+				break;
+			case 2:
+				v.push_back(small(rng) / 8.0); /* ties */
+				break;
+			default:
+				v.push_back(std::ldexp(double(int64_t(rng()) >> 11), small(rng) * 20));
+				break;
+		}
+	}
+	return v;
+}
+
+/* PostgreSQL's float order: NaN above everything, all NaNs equal, -0 == 0. */
+int pg_compare(double a, double b)
+{
+	if (std::isnan(a) || std::isnan(b))
+		return std::isnan(a) - std::isnan(b);
+	return a < b ? -1 : a > b ? 1 : 0;
+}
+
+TEST(OrderKeyProperties, AgreesWithPostgresOrderOnRandomPairs)
+{
+	auto rng = seeded_rng("AgreesWithPostgresOrderOnRandomPairs");
+	std::vector<double> v = interesting_doubles(rng, 4000);
+	for (size_t i = 0; i < v.size(); ++i)
+		for (size_t j = i; j < v.size(); j += 1 + rng() % 7)
+		{
+			int want = pg_compare(v[i], v[j]);
+			int64_t a = order_key_from_double(v[i]), b = order_key_from_double(v[j]);
+			int got = a < b ? -1 : a > b ? 1 : 0;
+			ASSERT_EQ(got, want) << v[i] << " (bits " << std::hex << bits_of(v[i]) << ") vs "
+								 << v[j] << " (bits " << bits_of(v[j]) << ")";
+		}
+}
+
+TEST(OrderKeyProperties, SortingByKeySortsByValue)
+{
+	auto rng = seeded_rng("SortingByKeySortsByValue");
+	std::vector<double> v = interesting_doubles(rng, 100000);
+	std::sort(v.begin(), v.end(), [](double a, double b) {
+		return order_key_from_double(a) < order_key_from_double(b);
+	});
+	for (size_t i = 1; i < v.size(); ++i)
+		ASSERT_LE(pg_compare(v[i - 1], v[i]), 0) << v[i - 1] << " sorted before " << v[i];
+}
+
+TEST(OrderKeyProperties, NaNIsOneKeyAboveInfinity)
+{
+	int64_t nan_key = order_key_from_double(std::numeric_limits<double>::quiet_NaN());
+	auto rng = seeded_rng("NaNIsOneKeyAboveInfinity");
+	for (int i = 0; i < 10000; ++i)
+	{
+		/* any exponent-all-ones pattern with a non-zero mantissa, either sign */
+		uint64_t mantissa = rng() & 0x000FFFFFFFFFFFFFULL;
+		if (mantissa == 0)
+			mantissa = 1;
+		double nan = from_bits((rng() & 0x8000000000000000ULL) | 0x7FF0000000000000ULL | mantissa);
+		ASSERT_TRUE(std::isnan(nan));
+		ASSERT_EQ(order_key_from_double(nan), nan_key) << std::hex << bits_of(nan);
+	}
+	EXPECT_GT(nan_key, order_key_from_double(kInf));
+	EXPECT_GT(nan_key, order_key_from_double(std::numeric_limits<double>::max()));
+	EXPECT_TRUE(std::isnan(double_from_order_key(nan_key)));
+}
+
+TEST(OrderKeyProperties, NegativeZeroIsZero)
+{
+	EXPECT_EQ(order_key_from_double(-0.0), order_key_from_double(0.0));
+	EXPECT_EQ(order_key_from_double(-0.0), 0);
+	EXPECT_FALSE(std::signbit(double_from_order_key(order_key_from_double(-0.0))));
+	EXPECT_LT(order_key_from_double(-std::numeric_limits<double>::denorm_min()), 0);
+	EXPECT_GT(order_key_from_double(std::numeric_limits<double>::denorm_min()), 0);
+}
+
+TEST(OrderKeyProperties, NeighbouringDoublesHaveNeighbouringKeys)
+{
+	/* strictly monotone and dense within each sign: the next double is the next key */
+	auto rng = seeded_rng("NeighbouringDoublesHaveNeighbouringKeys");
+	std::vector<double> v = interesting_doubles(rng, 20000);
+	for (double d : v)
+	{
+		if (std::isnan(d) || std::isinf(d) || d == 0)
+			continue;
+		double up = std::nextafter(d, kInf);
+		if (up == 0 || std::isinf(up))
+			continue;
+		ASSERT_EQ(order_key_from_double(up), order_key_from_double(d) + 1) << d;
+	}
+	EXPECT_EQ(order_key_from_double(kInf), order_key_from_double(std::numeric_limits<double>::max()) + 1);
+	EXPECT_EQ(order_key_from_double(-std::numeric_limits<double>::max()),
+			  order_key_from_double(-kInf) + 1);
+}
+
+TEST(OrderKeyProperties, RoundTripIsBitExact)
+{
+	auto rng = seeded_rng("RoundTripIsBitExact");
+	for (double d : interesting_doubles(rng, 100000))
+	{
+		double back = double_from_order_key(order_key_from_double(d));
+		if (std::isnan(d))
+			ASSERT_TRUE(std::isnan(back));
+		else if (d == 0)
+			ASSERT_EQ(bits_of(back), 0u) << "zero comes back as +0";
+		else
+			ASSERT_EQ(bits_of(back), bits_of(d)) << d;
+	}
+}
+
+TEST(OrderKeyProperties, FloatsWidenInOrder)
+{
+	/* real values are keyed through their exact double: float order is kept, and the
+	 * key converts back to the same float */
+	auto rng = seeded_rng("FloatsWidenInOrder");
+	std::vector<float> f = {0.0f, -0.0f, 1e-40f, -1e-40f, std::numeric_limits<float>::max(),
+							std::numeric_limits<float>::infinity(), 0.1f, 16777217.0f};
+	while (f.size() < 50000)
+	{
+		uint32_t bits = static_cast<uint32_t>(rng());
+		float x;
+		std::memcpy(&x, &bits, sizeof x);
+		f.push_back(x);
+	}
+	for (size_t i = 1; i < f.size(); ++i)
+	{
+		float a = f[i - 1], b = f[i];
+		int64_t ka = order_key_from_double(a), kb = order_key_from_double(b);
+		ASSERT_EQ(ka < kb ? -1 : ka > kb ? 1 : 0, pg_compare(a, b)) << a << " " << b;
+		float back = static_cast<float>(double_from_order_key(kb));
+		if (std::isnan(b))
+			ASSERT_TRUE(std::isnan(back));
+		else
+			ASSERT_EQ(back, b);
+	}
+}
+
+/* ------------------------------------------------------------- numeric keys */
+
+/* A finite numeric the test knows exactly: unscaled * 10^-dscale. */
+struct Decimal
+{
+	int64_t unscaled;
+	int dscale;
+};
+
+__int128 pow10_128(int p)
+{
+	__int128 r = 1;
+	while (p-- > 0)
+		r *= 10;
+	return r;
+}
+
+/* Exact comparison of two decimals. */
+int compare_decimals(const Decimal &a, const Decimal &b)
+{
+	int common = std::max(a.dscale, b.dscale);
+	__int128 x = __int128(a.unscaled) * pow10_128(common - a.dscale);
+	__int128 y = __int128(b.unscaled) * pow10_128(common - b.dscale);
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+void expect_sqlstate(const std::function<void()> &f, const char *state, const char *what)
+{
+	try
+	{
+		f();
+		ADD_FAILURE() << what << ": no error";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), state) << what << ": " << e.what();
+	}
+}
+
+TEST(NumberColumnNumeric, MixedScalesOrderExactly)
+{
+	auto rng = seeded_rng("MixedScalesOrderExactly");
+	for (int trial = 0; trial < 30; ++trial)
+	{
+		NumberColumn c(NumberType::Numeric);
+		std::vector<Decimal> pushed;
+		int max_scale = static_cast<int>(rng() % 10);
+		/* values |v| < 10^6 at scale <= 9: keys at most 10^15, always in range */
+		size_t n = 1 + rng() % 3000;
+		for (size_t i = 0; i < n; ++i)
+		{
+			Decimal d;
+			d.dscale = max_scale ? static_cast<int>(rng() % (max_scale + 1)) : 0;
+			if (rng() % 3 == 0)
+			{
+				/* a few values spelled at several scales: 1.5, 1.50, 1.500 */
+				int64_t tenths = static_cast<int64_t>(rng() % 41) - 20;
+				d.dscale = std::max(d.dscale, 1);
+				d.unscaled = tenths * static_cast<int64_t>(pow10_128(d.dscale - 1));
+			}
+			else
+				d.unscaled = static_cast<int64_t>(rng() % 2000001) - 1000000;
+			pushed.push_back(d);
+			c.push_numeric(d.unscaled, d.dscale);
+		}
+		int scale = 0;
+		for (const Decimal &d : pushed)
+			scale = std::max(scale, d.dscale);
+		ASSERT_EQ(c.size(), n);
+		ASSERT_EQ(c.scale(), scale);
+		for (size_t i = 0; i < n; ++i)
+		{
+			ASSERT_EQ(c.display_scale(i), pushed[i].dscale) << "row " << i;
+			ASSERT_EQ(c.unscaled_at_display_scale(i), pushed[i].unscaled) << "row " << i;
+			ASSERT_EQ(__int128(c.key(i)),
+					  __int128(pushed[i].unscaled) * pow10_128(scale - pushed[i].dscale));
+			ASSERT_DOUBLE_EQ(c.to_double(i),
+							 double(pushed[i].unscaled) / double(pow10_128(pushed[i].dscale)));
+		}
+		for (int pair = 0; pair < 2000; ++pair)
+		{
+			size_t i = rng() % n, j = rng() % n;
+			int want = compare_decimals(pushed[i], pushed[j]);
+			int got = c.key(i) < c.key(j) ? -1 : c.key(i) > c.key(j) ? 1 : 0;
+			ASSERT_EQ(got, want) << pushed[i].unscaled << "e-" << pushed[i].dscale << " vs "
+								 << pushed[j].unscaled << "e-" << pushed[j].dscale;
+		}
+	}
+}
+
+TEST(NumberColumnNumeric, FirstRowAtTheLargestScale)
+{
+	NumberColumn c(NumberType::Numeric);
+	c.push_numeric(1500, 3); /* 1.500 */
+	c.push_numeric(2, 0);	 /* 2 */
+	c.push_numeric(-15, 1);	 /* -1.5 */
+	EXPECT_EQ(c.scale(), 3);
+	EXPECT_EQ(c.key(0), 1500);
+	EXPECT_EQ(c.key(1), 2000);
+	EXPECT_EQ(c.key(2), -1500);
+	EXPECT_EQ(c.display_scale(1), 0);
+	EXPECT_EQ(c.unscaled_at_display_scale(1), 2);
+	EXPECT_EQ(c.display_scale(2), 1);
+	EXPECT_EQ(c.unscaled_at_display_scale(2), -15);
+}
+
+TEST(NumberColumnNumeric, RescaleAcrossChunks)
+{
+	/* more rows than a chunk at one scale, then a row of a larger scale */
+	NumberColumn c(NumberType::Numeric);
+	size_t n = ChunkedColumn<int64_t>::kChunkRows + 1000;
+	for (size_t i = 0; i < n; ++i)
+		c.push_numeric(static_cast<int64_t>(i % 1000) - 500, 1);
+	c.push_numeric(12345, 4); /* 1.2345 */
+	ASSERT_EQ(c.scale(), 4);
+	for (size_t i = 0; i < n; i += 997)
+	{
+		ASSERT_EQ(c.key(i), (static_cast<int64_t>(i % 1000) - 500) * 1000) << i;
+		ASSERT_EQ(c.display_scale(i), 1);
+		ASSERT_EQ(c.unscaled_at_display_scale(i), static_cast<int64_t>(i % 1000) - 500);
+	}
+	EXPECT_EQ(c.key(n - 1), (static_cast<int64_t>((n - 1) % 1000) - 500) * 1000);
+	EXPECT_EQ(c.key(n), 12345);
+	EXPECT_EQ(c.display_scale(n), 4);
+}
+
+TEST(NumberColumnNumeric, SpecialValuesAtTheEnds)
+{
+	NumberColumn c(NumberType::Numeric);
+	c.push_numeric_special(NumberColumn::kScaleNaN);
+	c.push_numeric_special(NumberColumn::kScalePosInf);
+	c.push_numeric(-7, 0);
+	c.push_numeric_special(NumberColumn::kScaleNegInf);
+	c.push_numeric(5, 2); /* rescales the finite rows only */
+	c.push_numeric(INT64_MAX / 1000, 2);
+	c.push_numeric(-(INT64_MAX / 1000), 2);
+	ASSERT_EQ(c.scale(), 2);
+	EXPECT_EQ(c.key(0), NumberColumn::kNumericNaN);
+	EXPECT_EQ(c.key(1), NumberColumn::kNumericPosInf);
+	EXPECT_EQ(c.key(2), -700);
+	EXPECT_EQ(c.key(3), NumberColumn::kNumericNegInf);
+	EXPECT_EQ(c.display_scale(0), NumberColumn::kScaleNaN);
+	EXPECT_EQ(c.display_scale(1), NumberColumn::kScalePosInf);
+	EXPECT_EQ(c.display_scale(3), NumberColumn::kScaleNegInf);
+	EXPECT_EQ(c.display_scale(2), 0);
+	for (size_t finite : {2, 4, 5, 6})
+	{
+		EXPECT_LT(c.key(finite), c.key(1));
+		EXPECT_GT(c.key(finite), c.key(3));
+	}
+	EXPECT_GT(c.key(0), c.key(1));
+	EXPECT_TRUE(std::isnan(c.to_double(0)));
+	EXPECT_EQ(c.to_double(1), kInf);
+	EXPECT_EQ(c.to_double(3), -kInf);
+	EXPECT_EQ(c.to_double(2), -7.0);
+	EXPECT_EQ(c.to_double(4), 0.05);
+}
+
+TEST(NumberColumnNumeric, NegativeValuesAndZeros)
+{
+	NumberColumn c(NumberType::Numeric);
+	c.push_numeric(0, 2);	 /* 0.00 */
+	c.push_numeric(0, 0);	 /* 0 */
+	c.push_numeric(-1, 18); /* -0.000000000000000001 */
+	c.push_numeric(-3, 0);
+	EXPECT_EQ(c.key(0), c.key(1));
+	EXPECT_LT(c.key(2), c.key(0));
+	EXPECT_LT(c.key(3), c.key(2));
+	EXPECT_EQ(c.unscaled_at_display_scale(0), 0);
+	EXPECT_EQ(c.display_scale(0), 2);
+	EXPECT_EQ(c.unscaled_at_display_scale(2), -1);
+	EXPECT_EQ(c.display_scale(2), 18);
+	EXPECT_EQ(c.unscaled_at_display_scale(3), -3);
+}
+
+TEST(NumberColumnNumeric, OutOfRangeIs22003)
+{
+	const char *range = sqlstate::numeric_value_out_of_range;
+	/* the finite range is strictly between the special keys */
+	expect_sqlstate([] { NumberColumn(NumberType::Numeric).push_numeric(INT64_MAX, 0); }, range,
+					"INT64_MAX");
+	expect_sqlstate([] { NumberColumn(NumberType::Numeric).push_numeric(INT64_MAX - 1, 0); },
+					range, "INT64_MAX - 1 (the +Infinity key)");
+	expect_sqlstate([] { NumberColumn(NumberType::Numeric).push_numeric(INT64_MIN, 0); }, range,
+					"INT64_MIN (the -Infinity key)");
+	{
+		NumberColumn c(NumberType::Numeric);
+		c.push_numeric(INT64_MAX - 2, 0);
+		c.push_numeric(INT64_MIN + 1, 0);
+		EXPECT_LT(c.key(0), NumberColumn::kNumericPosInf);
+		EXPECT_GT(c.key(1), NumberColumn::kNumericNegInf);
+	}
+	/* rescaling an earlier row out of range */
+	expect_sqlstate(
+		[] {
+			NumberColumn c(NumberType::Numeric);
+			c.push_numeric(100000000000000000LL, 0); /* 10^17 */
+			c.push_numeric(1, 2);					 /* 10^17 at scale 2 is 10^19 */
+		},
+		range, "10^17 rescaled by 100");
+	/* a later row too large for the column's scale */
+	expect_sqlstate(
+		[] {
+			NumberColumn c(NumberType::Numeric);
+			c.push_numeric(1, 18);
+			c.push_numeric(10, 0); /* 10 at scale 18 is 10^19 */
+		},
+		range, "10 at scale 18");
+	/* more than 18 significant decimals */
+	expect_sqlstate([] { NumberColumn(NumberType::Numeric).push_numeric(5, 19); }, range,
+					"5e-19");
+	expect_sqlstate([] { NumberColumn(NumberType::Numeric).push_numeric(1, 40); }, range, "1e-40");
+	/* at the limit: fine */
+	NumberColumn c(NumberType::Numeric);
+	c.push_numeric(999999999999999999LL, 18);
+	c.push_numeric(-9, 0);
+	EXPECT_EQ(c.key(1), -9000000000000000000LL);
+	EXPECT_EQ(c.unscaled_at_display_scale(0), 999999999999999999LL);
+}
+
+TEST(NumberColumnNumeric, TrailingZerosBeyond18DecimalsKeepTheirScale)
+{
+	/*
+	 * 0.0000000000000001000 (dscale 19) equals 100 x 10^-18.  Its display
+	 * scale is part of the value that SQL returns (price::numeric::text), so
+	 * the column must either keep dscale 19 or refuse the row (22003); it
+	 * must not report dscale 18.
+	 */
+	NumberColumn c(NumberType::Numeric);
+	try
+	{
+		c.push_numeric(1000, 19);
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::numeric_value_out_of_range);
+		return;
+	}
+	EXPECT_EQ(c.display_scale(0), 19) << "0.0000000000000001000 comes back as "
+									  << c.unscaled_at_display_scale(0) << "e-"
+									  << c.display_scale(0);
+}
+
+TEST(NumberColumnNumeric, UniformThenMixedScales)
+{
+	NumberColumn c(NumberType::Numeric);
+	for (int i = 0; i < 100; ++i)
+		c.push_numeric_special(NumberColumn::kScaleNaN);
+	c.push_numeric(3, 1);
+	for (int i = 0; i < 100; ++i)
+		ASSERT_EQ(c.display_scale(i), NumberColumn::kScaleNaN);
+	EXPECT_EQ(c.display_scale(100), 1);
+	EXPECT_EQ(c.key(100), 3);
+	EXPECT_EQ(c.key(0), NumberColumn::kNumericNaN);
+}
+
+TEST(NumberColumnOtherTypes, IntegersAndDoubles)
+{
+	NumberColumn ints(NumberType::Integer);
+	for (int64_t v : {INT64_MIN, int64_t(-1), int64_t(0), INT64_MAX})
+		ints.push_integer(v);
+	EXPECT_EQ(ints.key(0), INT64_MIN);
+	EXPECT_EQ(ints.key(3), INT64_MAX);
+	EXPECT_EQ(ints.to_double(1), -1.0);
+
+	NumberColumn doubles(NumberType::Float8);
+	doubles.push_double(-0.0);
+	doubles.push_double(std::numeric_limits<double>::denorm_min());
+	doubles.push_double(-kInf);
+	doubles.push_double(std::nan(""));
+	EXPECT_EQ(doubles.to_double(0), 0.0);
+	EXPECT_EQ(doubles.to_double(1), std::numeric_limits<double>::denorm_min());
+	EXPECT_EQ(doubles.to_double(2), -kInf);
+	EXPECT_TRUE(std::isnan(doubles.to_double(3)));
+	EXPECT_LT(doubles.key(2), doubles.key(0));
+	EXPECT_LT(doubles.key(0), doubles.key(1));
+	EXPECT_LT(doubles.key(1), doubles.key(3));
+}
+
+/* ----------------------------------------------------------- id dictionary */
+
+/* The dictionary's hash, copied here to make ids that collide in its table. */
+uint64_t mix(int64_t id)
+{
+	uint64_t x = static_cast<uint64_t>(id);
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+void check_dictionary(const IdColumn &ids, const std::vector<int64_t> &pushed,
+					  std::mt19937_64 &rng)
+{
+	std::unordered_map<int64_t, int64_t> counts;
+	std::vector<int64_t> first_seen;
+	for (int64_t id : pushed)
+		if (counts[id]++ == 0)
+			first_seen.push_back(id);
+	ASSERT_EQ(ids.size(), pushed.size());
+	ASSERT_EQ(ids.distinct(), counts.size());
+	ASSERT_EQ(ids.codes().size(), pushed.size());
+	for (size_t i = 0; i < pushed.size(); ++i)
+	{
+		ASSERT_EQ(ids.code(i), ids.codes()[i]);
+		ASSERT_EQ(ids.value_of(ids.code(i)), pushed[i]) << "row " << i;
+	}
+	int64_t total = 0;
+	for (size_t code = 0; code < first_seen.size(); ++code)
+	{
+		ASSERT_EQ(ids.value_of(static_cast<int32_t>(code)), first_seen[code]);
+		ASSERT_EQ(ids.counts()[code], counts[first_seen[code]]);
+		ASSERT_EQ(ids.find(first_seen[code]), static_cast<int32_t>(code));
+		total += ids.counts()[code];
+	}
+	EXPECT_EQ(total, static_cast<int64_t>(pushed.size()));
+	for (int i = 0; i < 20000; ++i)
+	{
+		int64_t probe = i % 2 ? static_cast<int64_t>(rng()) : static_cast<int64_t>(rng() % 4096) - 2048;
+		auto it = counts.find(probe);
+		if (it == counts.end())
+			ASSERT_EQ(ids.find(probe), -1) << probe;
+		else
+			ASSERT_EQ(ids.value_of(ids.find(probe)), probe);
+	}
+	std::vector<int32_t> ordered = ids.codes_in_id_order();
+	ASSERT_EQ(ordered.size(), ids.distinct());
+	std::set<int32_t> seen(ordered.begin(), ordered.end());
+	EXPECT_EQ(seen.size(), ordered.size());
+	for (size_t i = 1; i < ordered.size(); ++i)
+		ASSERT_LT(ids.value_of(ordered[i - 1]), ids.value_of(ordered[i]));
+}
+
+TEST(IdColumnDictionary, RandomIdsWithRepeats)
+{
+	auto rng = seeded_rng("RandomIdsWithRepeats");
+	for (int trial = 0; trial < 5; ++trial)
+	{
+		IdColumn ids;
+		std::vector<int64_t> pushed;
+		std::vector<int64_t> pool = {INT64_MIN, INT64_MAX, 0, -1, 1};
+		size_t distinct = 1 + rng() % 20000;
+		while (pool.size() < distinct)
+			pool.push_back(rng() % 2 ? static_cast<int64_t>(rng()) : static_cast<int64_t>(rng() % 4096) - 2048);
+		size_t n = 1 + rng() % 100000;
+		for (size_t i = 0; i < n; ++i)
+		{
+			pushed.push_back(pool[rng() % std::min<size_t>(pool.size(), 1 + rng() % pool.size())]);
+			ids.push_back(pushed.back());
+		}
+		check_dictionary(ids, pushed, rng);
+	}
+}
+
+TEST(IdColumnDictionary, IdsCollidingInTheTable)
+{
+	/* ids whose hashes agree in their low 12 bits: one long probe chain, wrapping */
+	auto rng = seeded_rng("IdsCollidingInTheTable");
+	std::vector<int64_t> colliding;
+	uint64_t target = rng() & 0xFFF;
+	for (int64_t id = static_cast<int64_t>(rng() >> 8); colliding.size() < 3000; ++id)
+		if ((mix(id) & 0xFFF) == target)
+			colliding.push_back(id);
+	IdColumn ids;
+	std::vector<int64_t> pushed;
+	for (int i = 0; i < 30000; ++i)
+	{
+		pushed.push_back(colliding[rng() % (1 + std::min<size_t>(i, colliding.size() - 1))]);
+		ids.push_back(pushed.back());
+	}
+	check_dictionary(ids, pushed, rng);
+	/* absent ids of the same chain */
+	for (int64_t id = colliding.back() + 1, found = 0; found < 100; ++id)
+		if ((mix(id) & 0xFFF) == target)
+		{
+			++found;
+			ASSERT_EQ(ids.find(id), -1);
+		}
+}
+
+TEST(IdColumnDictionary, MoreRowsThanAChunk)
+{
+	auto rng = seeded_rng("MoreRowsThanAChunk");
+	IdColumn ids;
+	std::vector<int64_t> pushed;
+	size_t n = ChunkedColumn<int32_t>::kChunkRows * 2 + 77;
+	for (size_t i = 0; i < n; ++i)
+	{
+		pushed.push_back(static_cast<int64_t>(rng() % 300000) * 7919 - 1000000);
+		ids.push_back(pushed.back());
+	}
+	EXPECT_EQ(ids.codes().chunk_count(), 3u);
+	check_dictionary(ids, pushed, rng);
+}
+
+TEST(IdColumnDictionary, EmptyAndZero)
+{
+	IdColumn ids;
+	EXPECT_EQ(ids.find(0), -1);
+	EXPECT_EQ(ids.find(INT64_MIN), -1);
+	EXPECT_TRUE(ids.codes_in_id_order().empty());
+	ids.push_back(5);
+	EXPECT_EQ(ids.find(0), -1) << "0 is the id of an empty slot";
+	ids.push_back(0);
+	EXPECT_EQ(ids.find(0), 1);
+	EXPECT_EQ(ids.counts()[1], 1);
+}
+
+} // namespace
+} // namespace gpurec

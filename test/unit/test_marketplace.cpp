@@ -1,0 +1,808 @@
+/*
+ * test_marketplace.cpp: cheapest_offers and improve_carts of the engine
+ * (marketplace.hpp) against brute force written here, on fresh random
+ * markets of every price type: ties on price and on (price, store), exact
+ * duplicates, NaN and infinite prices, negative prices, extreme ids,
+ * numerics of mixed scales.  The brute force orders prices by their true
+ * value (exact decimals, IEEE doubles with PostgreSQL's NaN rule), not by
+ * the engine's order keys.
+ *
+ * Where a GPU is usable, the GPU path must return the same offers as the
+ * CPU path (and fall back to the CPU, or fail, when GPU allocation fails);
+ * where none is, asking for the GPU must fail.  GPUREC_TEST_SEED replays a
+ * run.
+ */
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "../../src/columns.hpp"
+#include "../../src/marketplace.hpp"
+
+namespace gpurec {
+namespace {
+
+std::mt19937_64 seeded_rng(const char *test)
+{
+	uint64_t seed;
+	if (const char *fixed = std::getenv("GPUREC_TEST_SEED"))
+		seed = std::strtoull(fixed, nullptr, 10);
+	else
+	{
+		std::random_device device;
+		seed = (uint64_t(device()) << 32) | device();
+	}
+	std::printf("[ seed     ] %s: GPUREC_TEST_SEED=%llu\n", test,
+				static_cast<unsigned long long>(seed));
+	return std::mt19937_64(seed);
+}
+
+const double kInf = std::numeric_limits<double>::infinity();
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/* A price as the test knows it, apart from the engine's keys. */
+struct TruePrice
+{
+	enum Class
+	{
+		NegInf,
+		Finite,
+		PosInf,
+		NaN
+	} cls;
+	__int128 exact; /* Integer and Numeric: value x 10^18 */
+	double d;		/* Float4 and Float8 */
+	int dscale;		/* Numeric: the display scale the output must keep */
+};
+
+__int128 pow10_128(int p)
+{
+	__int128 r = 1;
+	while (p-- > 0)
+		r *= 10;
+	return r;
+}
+
+int compare_prices(const TruePrice &a, const TruePrice &b, NumberType type)
+{
+	if (a.cls != b.cls)
+		return a.cls < b.cls ? -1 : 1;
+	if (a.cls != TruePrice::Finite)
+		return 0;
+	if (type == NumberType::Float4 || type == NumberType::Float8)
+		return a.d < b.d ? -1 : a.d > b.d ? 1 : 0;
+	return a.exact < b.exact ? -1 : a.exact > b.exact ? 1 : 0;
+}
+
+TruePrice of_double(double d)
+{
+	if (std::isnan(d))
+		return {TruePrice::NaN, 0, d, 0};
+	if (std::isinf(d))
+		return {d > 0 ? TruePrice::PosInf : TruePrice::NegInf, 0, d, 0};
+	return {TruePrice::Finite, 0, d, 0};
+}
+
+/* A market of offers: the engine's columns and the truth beside them. */
+struct Market
+{
+	IdColumn product;
+	Int64Column store;
+	NumberColumn price;
+	std::vector<int64_t> product_id;
+	std::vector<TruePrice> truth;
+
+	explicit Market(NumberType type) : price(type) {}
+	Offers offers() const { return {product, store, price}; }
+	NumberType type() const { return price.type(); }
+	size_t size() const { return truth.size(); }
+
+	void add(int64_t p, int64_t s, TruePrice t, int64_t unscaled = 0)
+	{
+		product.push_back(p);
+		store.push_back(s);
+		product_id.push_back(p);
+		truth.push_back(t);
+		switch (price.type())
+		{
+			case NumberType::Integer:
+				price.push_integer(static_cast<int64_t>(t.exact / pow10_128(18)));
+				break;
+			case NumberType::Float4:
+			case NumberType::Float8:
+				price.push_double(t.d);
+				break;
+			case NumberType::Numeric:
+				if (t.cls == TruePrice::Finite)
+					price.push_numeric(unscaled, t.dscale);
+				else
+					price.push_numeric_special(t.cls == TruePrice::NaN	  ? NumberColumn::kScaleNaN
+											   : t.cls == TruePrice::PosInf ? NumberColumn::kScalePosInf
+																			: NumberColumn::kScaleNegInf);
+				break;
+		}
+	}
+	void add_integer(int64_t p, int64_t s, int64_t v)
+	{
+		add(p, s, {TruePrice::Finite, __int128(v) * pow10_128(18), 0, 0});
+	}
+	void add_numeric(int64_t p, int64_t s, int64_t unscaled, int dscale)
+	{
+		add(p, s, {TruePrice::Finite, __int128(unscaled) * pow10_128(18 - dscale), 0, dscale},
+			unscaled);
+	}
+	void add_double(int64_t p, int64_t s, double d) { add(p, s, of_double(d)); }
+	void add_special(int64_t p, int64_t s, TruePrice::Class cls)
+	{
+		double d = cls == TruePrice::NaN ? kNaN : cls == TruePrice::PosInf ? kInf : -kInf;
+		add(p, s, {cls, 0, d, 0});
+	}
+
+	/* Offer rows a, b: (price, store, row) order. */
+	bool before(size_t a, size_t b) const
+	{
+		int c = compare_prices(truth[a], truth[b], type());
+		if (c != 0)
+			return c < 0;
+		if (store[a] != store[b])
+			return store[a] < store[b];
+		return a < b;
+	}
+	/* What SQL shows of an offer: its store, and its price (value and spelling). */
+	bool same_offer(size_t a, size_t b) const
+	{
+		return store[a] == store[b] && compare_prices(truth[a], truth[b], type()) == 0 &&
+			   (type() != NumberType::Numeric || truth[a].dscale == truth[b].dscale);
+	}
+};
+
+std::vector<int64_t> pick_ids(std::mt19937_64 &rng, size_t n)
+{
+	std::vector<int64_t> ids = {INT64_MIN, INT64_MAX, 0, -1};
+	while (ids.size() < n)
+		ids.push_back(rng() % 2 ? static_cast<int64_t>(rng()) : static_cast<int64_t>(rng() % 200) - 50);
+	std::shuffle(ids.begin(), ids.end(), rng);
+	ids.resize(n);
+	return ids;
+}
+
+/* n random offers of the given price type; few distinct prices and stores, so ties abound. */
+Market random_market(std::mt19937_64 &rng, NumberType type, size_t n)
+{
+	Market m(type);
+	std::vector<int64_t> products = pick_ids(rng, 1 + rng() % 60);
+	std::vector<int64_t> stores = pick_ids(rng, 1 + rng() % 10);
+	std::vector<size_t> weight(products.size());
+	for (size_t &w : weight)
+		w = 1 + (rng() % 4 == 0 ? rng() % 50 : rng() % 3);
+	std::discrete_distribution<size_t> which(weight.begin(), weight.end());
+	for (size_t i = 0; i < n; ++i)
+	{
+		if (i > 0 && rng() % 16 == 0)
+		{
+			/* an exact duplicate of an earlier offer */
+			size_t j = rng() % i;
+			TruePrice t = m.truth[j]; /* a copy: adding may reallocate truth */
+			int64_t unscaled = 0;
+			if (type == NumberType::Numeric && t.cls == TruePrice::Finite)
+				unscaled = static_cast<int64_t>(t.exact / pow10_128(18 - t.dscale));
+			m.add(m.product_id[j], m.store[j], t, unscaled);
+			continue;
+		}
+		int64_t p = rng() % 12 == 0 ? static_cast<int64_t>(rng()) /* most likely a single offer */
+									: products[which(rng)];
+		int64_t s = stores[rng() % stores.size()];
+		bool special = rng() % 10 == 0;
+		switch (type)
+		{
+			case NumberType::Integer:
+			{
+				const int64_t edges[] = {INT64_MIN, INT64_MAX, INT64_MIN + 1, INT64_MAX - 1, 0};
+				m.add_integer(p, s, special ? edges[rng() % 5] : static_cast<int64_t>(rng() % 30) - 6);
+				break;
+			}
+			case NumberType::Numeric:
+				if (special)
+				{
+					switch (rng() % 5)
+					{
+						case 0:
+							m.add_special(p, s, TruePrice::NaN);
+							break;
+						case 1:
+							m.add_special(p, s, TruePrice::PosInf);
+							break;
+						case 2:
+							m.add_special(p, s, TruePrice::NegInf);
+							break;
+						case 3:
+							m.add_numeric(p, s, rng() % 2 ? 1 : -1, 15); /* +-1e-15 */
+							break;
+						default:
+							m.add_numeric(p, s, 999999999999999999LL, 15); /* 999.999... */
+							break;
+					}
+				}
+				else
+				{
+					/* tenths at scale 1, 2 or 3 (1.5, 1.50, 1.500), or whole at scale 0 */
+					int64_t tenths = static_cast<int64_t>(rng() % 141) - 20;
+					int dscale = static_cast<int>(rng() % 4);
+					if (dscale == 0)
+						m.add_numeric(p, s, tenths / 10, 0);
+					else
+						m.add_numeric(p, s, tenths * static_cast<int64_t>(pow10_128(dscale - 1)), dscale);
+				}
+				break;
+			case NumberType::Float8:
+			{
+				const double edges[] = {kNaN,
+										-kNaN,
+										kInf,
+										-kInf,
+										-0.0,
+										0.0,
+										5e-324,
+										-5e-324,
+										std::numeric_limits<double>::max(),
+										0.1,
+										0.3,
+										0.1 + 0.2};
+				m.add_double(p, s, special ? edges[rng() % 12] : (static_cast<int>(rng() % 80) - 20) / 8.0);
+				break;
+			}
+			case NumberType::Float4:
+			{
+				const float edges[] = {std::numeric_limits<float>::quiet_NaN(),
+									   std::numeric_limits<float>::infinity(),
+									   -std::numeric_limits<float>::infinity(),
+									   -0.0f,
+									   0.0f,
+									   1e-40f,
+									   -1e-40f,
+									   std::numeric_limits<float>::max(),
+									   0.1f,
+									   16777216.0f};
+				float f = special ? edges[rng() % 10] : (static_cast<int>(rng() % 80) - 20) / 4.0f;
+				m.add_double(p, s, static_cast<double>(f));
+				break;
+			}
+		}
+	}
+	return m;
+}
+
+/* The brute force: per product id, its rows in (price, store, row) order. */
+std::map<int64_t, std::vector<size_t>> brute_force_ranking(const Market &m)
+{
+	std::map<int64_t, std::vector<size_t>> by_product;
+	for (size_t i = 0; i < m.size(); ++i)
+		by_product[m.product_id[i]].push_back(i);
+	for (auto &entry : by_product)
+		std::sort(entry.second.begin(), entry.second.end(),
+				  [&](size_t a, size_t b) { return m.before(a, b); });
+	return by_product;
+}
+
+ExecContext context(DeviceMode mode)
+{
+	ExecContext ctx;
+	ctx.mode = mode;
+	return ctx;
+}
+
+/* The CPU path returns exactly the brute force's rows, ties by input order. */
+void expect_brute_force(const Market &m, int k, const RankedOffers &got)
+{
+	auto want = brute_force_ranking(m);
+	ASSERT_EQ(got.offsets.size(), m.product.distinct() + 1);
+	ASSERT_EQ(want.size(), m.product.distinct());
+	size_t total = 0;
+	for (const auto &[id, rows] : want)
+	{
+		int32_t code = m.product.find(id);
+		ASSERT_GE(code, 0) << id;
+		ASSERT_EQ(m.product.counts()[code], static_cast<int64_t>(rows.size())) << "n_offers of " << id;
+		size_t ranks = std::min<size_t>(static_cast<size_t>(k), rows.size());
+		ASSERT_EQ(static_cast<size_t>(got.offsets[code + 1] - got.offsets[code]), ranks)
+			<< "ranks of product " << id;
+		for (size_t r = 0; r < ranks; ++r)
+			ASSERT_EQ(got.rows[got.offsets[code] + r], rows[r])
+				<< "product " << id << " rank " << r + 1 << " k " << k;
+		total += ranks;
+	}
+	EXPECT_EQ(got.rows.size(), total);
+}
+
+/* Two rankings show the same offers at every (product, rank). */
+void expect_same_offers(const Market &m, const RankedOffers &a, const RankedOffers &b,
+						const char *what)
+{
+	ASSERT_EQ(a.offsets, b.offsets) << what;
+	ASSERT_EQ(a.rows.size(), b.rows.size()) << what;
+	for (size_t i = 0; i < a.rows.size(); ++i)
+		ASSERT_TRUE(m.same_offer(a.rows[i], b.rows[i]))
+			<< what << ": entry " << i << " is row " << a.rows[i] << " (store " << m.store[a.rows[i]]
+			<< ", scale " << m.truth[a.rows[i]].dscale << ") against row " << b.rows[i]
+			<< " (store " << m.store[b.rows[i]] << ", scale " << m.truth[b.rows[i]].dscale << ")";
+}
+
+const NumberType kPriceTypes[] = {NumberType::Integer, NumberType::Numeric, NumberType::Float4,
+								  NumberType::Float8};
+
+const char *type_name(NumberType t)
+{
+	switch (t)
+	{
+		case NumberType::Integer:
+			return "integer";
+		case NumberType::Numeric:
+			return "numeric";
+		case NumberType::Float4:
+			return "real";
+		case NumberType::Float8:
+			return "double precision";
+	}
+	return "?";
+}
+
+int most_offers(const Market &m)
+{
+	int64_t most = 0;
+	for (int64_t c : m.product.counts())
+		most = std::max(most, c);
+	return static_cast<int>(most);
+}
+
+std::vector<int> ks_for(const Market &m) { return {1, 2, 3, 7, most_offers(m) + 1, INT_MAX}; }
+
+/* --------------------------------------------------------- cheapest_offers */
+
+TEST(MarketplaceCheapest, CpuMatchesBruteForce)
+{
+	auto rng = seeded_rng("MarketplaceCheapest.CpuMatchesBruteForce");
+	for (NumberType type : kPriceTypes)
+		for (int trial = 0; trial < 6; ++trial)
+		{
+			SCOPED_TRACE(type_name(type));
+			Market m = random_market(rng, type, 1 + rng() % 4000);
+			for (int k : ks_for(m))
+			{
+				SCOPED_TRACE(k);
+				ExecContext ctx = context(DeviceMode::Cpu);
+				expect_brute_force(m, k, cheapest_offers(m.offers(), k, ctx));
+				EXPECT_FALSE(ctx.used_gpu);
+			}
+		}
+}
+
+TEST(MarketplaceCheapest, DeepRankingPastAChunk)
+{
+	/* more offers than a chunk, few products: long rankings */
+	auto rng = seeded_rng("MarketplaceCheapest.DeepRankingPastAChunk");
+	Market m = random_market(rng, NumberType::Numeric, ChunkedColumn<int32_t>::kChunkRows + 4321);
+	for (int k : {1, 50})
+	{
+		ExecContext ctx = context(DeviceMode::Cpu);
+		expect_brute_force(m, k, cheapest_offers(m.offers(), k, ctx));
+	}
+}
+
+TEST(MarketplaceCheapest, KBelowOneIsAnError)
+{
+	auto rng = seeded_rng("MarketplaceCheapest.KBelowOneIsAnError");
+	Market empty(NumberType::Integer);
+	Market some = random_market(rng, NumberType::Integer, 100);
+	for (Market *m : {&empty, &some})
+		for (int k : {0, -1, INT_MIN})
+			for (DeviceMode mode : {DeviceMode::Cpu, DeviceMode::Auto, DeviceMode::Gpu})
+			{
+				ExecContext ctx = context(mode);
+				try
+				{
+					cheapest_offers(m->offers(), k, ctx);
+					ADD_FAILURE() << "k = " << k << " accepted";
+				}
+				catch (const Error &e)
+				{
+					EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_parameter_value) << e.what();
+				}
+			}
+}
+
+TEST(MarketplaceCheapest, EmptyInputHasNoRows)
+{
+	for (NumberType type : kPriceTypes)
+		for (int k : {1, 3, INT_MAX})
+		{
+			Market m(type);
+			ExecContext ctx = context(DeviceMode::Cpu);
+			RankedOffers got = cheapest_offers(m.offers(), k, ctx);
+			EXPECT_TRUE(got.rows.empty());
+			EXPECT_EQ(got.offsets, std::vector<int64_t>{0});
+			ExecContext automatic = context(DeviceMode::Auto);
+			EXPECT_TRUE(cheapest_offers(m.offers(), k, automatic).rows.empty());
+		}
+}
+
+TEST(MarketplaceCheapest, TiesByHand)
+{
+	Market m(NumberType::Numeric);
+	m.add_numeric(10, 2, 45, 1);  /* 4.5 at store 2 */
+	m.add_numeric(10, 1, 450, 2); /* 4.50 at store 1: the first rank */
+	m.add_numeric(10, 2, 45, 1);  /* the same as row 0 */
+	m.add_numeric(10, 2, 4500, 3);
+	m.add_special(10, 0, TruePrice::NaN);
+	m.add_special(10, 9, TruePrice::NegInf);
+	m.add_numeric(11, 5, -3, 0);
+	ExecContext ctx = context(DeviceMode::Cpu);
+	RankedOffers got = cheapest_offers(m.offers(), 10, ctx);
+	int32_t p10 = m.product.find(10), p11 = m.product.find(11);
+	std::vector<uint32_t> ranked10(got.rows.begin() + got.offsets[p10],
+								   got.rows.begin() + got.offsets[p10 + 1]);
+	EXPECT_EQ(ranked10, (std::vector<uint32_t>{5, 1, 0, 2, 3, 4}));
+	EXPECT_EQ(got.offsets[p11 + 1] - got.offsets[p11], 1);
+	EXPECT_EQ(got.rows[got.offsets[p11]], 6u);
+}
+
+TEST(MarketplaceCheapest, CancelledOnTheCpu)
+{
+	auto rng = seeded_rng("MarketplaceCheapest.CancelledOnTheCpu");
+	Market m = random_market(rng, NumberType::Integer, 600000);
+	ExecContext ctx = context(DeviceMode::Cpu);
+	int calls = 0;
+	ctx.check_interrupts = [&] {
+		if (++calls == 2)
+			throw Error("57014", "canceling statement due to user request");
+	};
+	EXPECT_THROW(cheapest_offers(m.offers(), 3, ctx), Error);
+	EXPECT_EQ(calls, 2);
+}
+
+/* ----------------------------------------------------------- improve_carts */
+
+struct Carts
+{
+	Int64Column cart, product, store, quantity;
+	CartLines lines() const { return {cart, product, store, quantity}; }
+	void add(int64_t c, int64_t p, int64_t s, int64_t q)
+	{
+		cart.push_back(c);
+		product.push_back(p);
+		store.push_back(s);
+		quantity.push_back(q);
+	}
+};
+
+Carts random_carts(std::mt19937_64 &rng, const Market &m, size_t n)
+{
+	Carts carts;
+	std::vector<int64_t> stores(m.store.to_vector());
+	for (size_t i = 0; i < n; ++i)
+	{
+		if (i > 0 && rng() % 20 == 0)
+		{
+			size_t j = rng() % i;
+			carts.add(carts.cart[j], carts.product[j], carts.store[j], carts.quantity[j]);
+			continue;
+		}
+		int64_t c = rng() % 10 == 0 ? (rng() % 2 ? INT64_MIN : INT64_MAX) : static_cast<int64_t>(rng() % 25);
+		int64_t p = m.size() && rng() % 10 ? m.product_id[rng() % m.size()] : static_cast<int64_t>(rng());
+		int64_t s = !stores.empty() && rng() % 10 ? stores[rng() % stores.size()] : static_cast<int64_t>(rng() % 1000);
+		int64_t q = rng() % 8 == 0 ? INT64_MAX : 1 + static_cast<int64_t>(rng() % 5);
+		carts.add(c, p, s, q);
+	}
+	return carts;
+}
+
+/* The brute force of improve_carts, in its output order. */
+std::vector<CartImprovement> brute_force_carts(const Carts &carts, const Market &m)
+{
+	std::vector<CartImprovement> out;
+	for (size_t line = 0; line < carts.cart.size(); ++line)
+	{
+		int64_t best = -1, current = -1;
+		for (size_t row = 0; row < m.size(); ++row)
+		{
+			if (m.product_id[row] != carts.product[line])
+				continue;
+			if (best < 0 || m.before(row, static_cast<size_t>(best)))
+				best = static_cast<int64_t>(row);
+			/* the current store's cheapest offer: the first of the cheapest rows */
+			if (m.store[row] == carts.store[line] &&
+				(current < 0 || compare_prices(m.truth[row], m.truth[current], m.type()) < 0))
+				current = static_cast<int64_t>(row);
+		}
+		if (best < 0 || current < 0 || compare_prices(m.truth[best], m.truth[current], m.type()) < 0)
+			out.push_back({line, current, best});
+	}
+	std::stable_sort(out.begin(), out.end(), [&](const CartImprovement &a, const CartImprovement &b) {
+		return std::make_tuple(carts.cart[a.line], carts.product[a.line], carts.store[a.line]) <
+			   std::make_tuple(carts.cart[b.line], carts.product[b.line], carts.store[b.line]);
+	});
+	return out;
+}
+
+void expect_same_lines(const std::vector<CartImprovement> &got,
+					   const std::vector<CartImprovement> &want, const Market &m, bool exact_rows,
+					   const char *what)
+{
+	ASSERT_EQ(got.size(), want.size()) << what;
+	for (size_t i = 0; i < got.size(); ++i)
+	{
+		ASSERT_EQ(got[i].line, want[i].line) << what << ": output line " << i;
+		ASSERT_EQ(got[i].current_row < 0, want[i].current_row < 0) << what << ": line " << got[i].line;
+		ASSERT_EQ(got[i].best_row < 0, want[i].best_row < 0) << what << ": line " << got[i].line;
+		if (exact_rows)
+		{
+			ASSERT_EQ(got[i].current_row, want[i].current_row) << what << ": line " << got[i].line;
+			ASSERT_EQ(got[i].best_row, want[i].best_row) << what << ": line " << got[i].line;
+		}
+		else
+		{
+			if (got[i].current_row >= 0)
+			{
+				ASSERT_TRUE(m.same_offer(got[i].current_row, want[i].current_row))
+					<< what << ": current offer of line " << got[i].line;
+			}
+			if (got[i].best_row >= 0)
+			{
+				ASSERT_TRUE(m.same_offer(got[i].best_row, want[i].best_row))
+					<< what << ": best offer of line " << got[i].line;
+			}
+		}
+	}
+}
+
+TEST(MarketplaceCarts, CpuMatchesBruteForce)
+{
+	auto rng = seeded_rng("MarketplaceCarts.CpuMatchesBruteForce");
+	for (NumberType type : kPriceTypes)
+		for (int trial = 0; trial < 5; ++trial)
+		{
+			SCOPED_TRACE(type_name(type));
+			Market m = random_market(rng, type, rng() % 3000);
+			Carts carts = random_carts(rng, m, rng() % 500);
+			ExecContext ctx = context(DeviceMode::Cpu);
+			std::vector<CartImprovement> got = improve_carts(carts.lines(), m.offers(), ctx);
+			expect_same_lines(got, brute_force_carts(carts, m), m, true, "cpu");
+		}
+}
+
+TEST(MarketplaceCarts, ByHand)
+{
+	Market m(NumberType::Numeric);
+	m.add_numeric(10, 1, 45, 1);   /* 0: 4.5 at store 1, the best of 10 */
+	m.add_numeric(10, 1, 450, 2);  /* 1: 4.50 at store 1 */
+	m.add_numeric(10, 2, 500, 2);  /* 2: 5.00 at store 2 */
+	m.add_numeric(10, 2, 6, 0);	   /* 3 */
+	m.add_special(10, 3, TruePrice::NaN); /* 4 */
+	m.add_numeric(11, 2, 7, 0);	   /* 5: the best of 11 */
+	m.add_special(11, 2, TruePrice::NaN); /* 6 */
+	m.add_numeric(13, 4, 45, 1);   /* 7: the best of 13, tied with 8 on price: the lower store */
+	m.add_numeric(13, 5, 45, 1);   /* 8 */
+	Carts carts;
+	carts.add(1, 10, 2, 1); /* 0: 5.00 -> 4.5 */
+	carts.add(1, 10, 1, 2); /* 1: already the best: not shown */
+	carts.add(1, 11, 3, 1); /* 2: store 3 does not offer 11 */
+	carts.add(1, 12, 1, 4); /* 3: nobody offers 12 */
+	carts.add(2, 10, 3, 3); /* 4: NaN -> 4.5 */
+	carts.add(2, 10, 3, 3); /* 5: the same line again */
+	carts.add(2, 11, 2, 1); /* 6: 7 is the best already */
+	carts.add(0, 13, 5, 1); /* 7: equal price at store 4 is not strictly cheaper */
+	ExecContext ctx = context(DeviceMode::Cpu);
+	std::vector<CartImprovement> got = improve_carts(carts.lines(), m.offers(), ctx);
+	std::vector<std::tuple<size_t, int64_t, int64_t>> rows;
+	for (const CartImprovement &c : got)
+		rows.emplace_back(c.line, c.current_row, c.best_row);
+	EXPECT_EQ(rows, (std::vector<std::tuple<size_t, int64_t, int64_t>>{
+						{0, 2, 0}, {2, -1, 5}, {3, -1, -1}, {4, 4, 0}, {5, 4, 0}}));
+}
+
+TEST(MarketplaceCarts, QuantityBelowOneIsAnError)
+{
+	Market m(NumberType::Integer);
+	m.add_integer(1, 1, 5);
+	for (int64_t bad : {int64_t(0), int64_t(-1), INT64_MIN})
+	{
+		Carts carts;
+		carts.add(1, 1, 1, 1);
+		carts.add(2, 1, 2, bad);
+		for (DeviceMode mode : {DeviceMode::Cpu, DeviceMode::Auto})
+		{
+			ExecContext ctx = context(mode);
+			try
+			{
+				improve_carts(carts.lines(), m.offers(), ctx);
+				ADD_FAILURE() << "quantity " << bad << " accepted";
+			}
+			catch (const Error &e)
+			{
+				EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_parameter_value) << e.what();
+			}
+		}
+	}
+}
+
+TEST(MarketplaceCarts, EmptyInputs)
+{
+	auto rng = seeded_rng("MarketplaceCarts.EmptyInputs");
+	Market none(NumberType::Float8);
+	Market some = random_market(rng, NumberType::Float8, 500);
+	Carts no_lines;
+	Carts lines = random_carts(rng, some, 200);
+	ExecContext ctx = context(DeviceMode::Cpu);
+	EXPECT_TRUE(improve_carts(no_lines.lines(), some.offers(), ctx).empty());
+	EXPECT_TRUE(improve_carts(no_lines.lines(), none.offers(), ctx).empty());
+	/* no offers at all: every line, with neither a current nor a best offer */
+	std::vector<CartImprovement> got = improve_carts(lines.lines(), none.offers(), ctx);
+	ASSERT_EQ(got.size(), lines.cart.size());
+	for (const CartImprovement &c : got)
+	{
+		EXPECT_EQ(c.current_row, -1);
+		EXPECT_EQ(c.best_row, -1);
+	}
+	expect_same_lines(got, brute_force_carts(lines, none), none, true, "no offers");
+}
+
+/* --------------------------------------------------------------------- GPU */
+
+TEST(MarketplaceGpu, GpuModeWithoutAGpuIsAnError)
+{
+	if (gpu_usable())
+		GTEST_SKIP() << "a GPU is usable";
+	Market m(NumberType::Integer);
+	m.add_integer(1, 1, 1);
+	ExecContext ctx = context(DeviceMode::Gpu);
+	try
+	{
+		cheapest_offers(m.offers(), 1, ctx);
+		ADD_FAILURE() << "gpurec.device = gpu without a GPU accepted";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::object_not_in_prerequisite_state) << e.what();
+	}
+	/* auto without a GPU: the CPU, silently */
+	ExecContext automatic = context(DeviceMode::Auto);
+	std::string notice;
+	automatic.notice = [&](const std::string &text) { notice = text; };
+	expect_brute_force(m, 1, cheapest_offers(m.offers(), 1, automatic));
+	EXPECT_FALSE(automatic.used_gpu);
+	EXPECT_EQ(notice, "");
+}
+
+class MarketplaceGpuPaths : public ::testing::TestWithParam<NumberType>
+{
+  protected:
+	void SetUp() override
+	{
+		if (!gpu_usable())
+			GTEST_SKIP() << "no usable GPU";
+	}
+};
+
+TEST_P(MarketplaceGpuPaths, SameOffersAsTheCpu)
+{
+	auto rng = seeded_rng("MarketplaceGpuPaths.SameOffersAsTheCpu");
+	for (int trial = 0; trial < 4; ++trial)
+	{
+		bool large = trial == 3;
+		Market m = random_market(rng, GetParam(),
+								 large ? 2 * ChunkedColumn<int32_t>::kChunkRows + 99 : 1 + rng() % 5000);
+		/* the GPU spends a round per rank: no deep rankings of large inputs */
+		for (int k : large ? std::vector<int>{1, 2, 7} : ks_for(m))
+		{
+			SCOPED_TRACE(k);
+			ExecContext cpu = context(DeviceMode::Cpu);
+			RankedOffers want = cheapest_offers(m.offers(), k, cpu);
+
+			ExecContext gpu = context(DeviceMode::Gpu);
+			RankedOffers got = cheapest_offers(m.offers(), k, gpu);
+			EXPECT_TRUE(gpu.used_gpu);
+			expect_same_offers(m, got, want, "gpu");
+
+			/* offers streamed while read, and offers in parts of a small memory budget */
+			ExecContext streamed = context(DeviceMode::Gpu);
+			OfferStreamer streamer(streamed, k);
+			streamer.on_chunk(m.offers());
+			expect_same_offers(m, cheapest_offers(m.offers(), k, streamed, &streamer), want,
+							   "streamed");
+			ExecContext parts = context(DeviceMode::Gpu);
+			parts.gpu_memory_budget = 2 * ChunkedColumn<int32_t>::kChunkRows * 20;
+			expect_same_offers(m, cheapest_offers(m.offers(), k, parts), want, "in parts");
+		}
+		Carts carts = random_carts(rng, m, 400);
+		ExecContext cpu = context(DeviceMode::Cpu), gpu = context(DeviceMode::Gpu);
+		expect_same_lines(improve_carts(carts.lines(), m.offers(), gpu),
+						  improve_carts(carts.lines(), m.offers(), cpu), m, false, "gpu carts");
+	}
+}
+
+INSTANTIATE_TEST_SUITE_P(PriceTypes, MarketplaceGpuPaths,
+						 ::testing::Values(NumberType::Integer, NumberType::Numeric,
+										   NumberType::Float4, NumberType::Float8));
+
+TEST(MarketplaceGpu, TiedOffersKeepTheirOwnSpelling)
+{
+	/* 4.5 and 4.50 at one store: both offers come back, each with its own scale */
+	if (!gpu_usable())
+		GTEST_SKIP() << "no usable GPU";
+	Market m(NumberType::Numeric);
+	m.add_numeric(10, 1, 45, 1);
+	m.add_numeric(10, 1, 450, 2);
+	m.add_numeric(10, 1, 4500, 3);
+	m.add_numeric(10, 2, 1, 0);
+	for (int k : {2, 3, 4})
+	{
+		ExecContext cpu = context(DeviceMode::Cpu), gpu = context(DeviceMode::Gpu);
+		RankedOffers want = cheapest_offers(m.offers(), k, cpu);
+		RankedOffers got = cheapest_offers(m.offers(), k, gpu);
+		ASSERT_EQ(got.rows.size(), want.rows.size());
+		std::vector<int> got_scales, want_scales;
+		for (size_t i = 0; i < got.rows.size(); ++i)
+		{
+			got_scales.push_back(m.truth[got.rows[i]].dscale);
+			want_scales.push_back(m.truth[want.rows[i]].dscale);
+		}
+		std::sort(got_scales.begin(), got_scales.end());
+		std::sort(want_scales.begin(), want_scales.end());
+		EXPECT_EQ(got_scales, want_scales) << "k = " << k;
+	}
+}
+
+TEST(MarketplaceGpu, AllocationFailure)
+{
+	if (!gpu_usable())
+		GTEST_SKIP() << "no usable GPU";
+	/* past the size from which auto picks the GPU (4e6 offers) */
+	auto rng = seeded_rng("MarketplaceGpu.AllocationFailure");
+	Market m = random_market(rng, NumberType::Numeric, 4200000);
+	Carts carts = random_carts(rng, m, 300);
+	ExecContext cpu = context(DeviceMode::Cpu);
+	RankedOffers want = cheapest_offers(m.offers(), 2, cpu);
+	std::vector<CartImprovement> want_lines = improve_carts(carts.lines(), m.offers(), cpu);
+
+	/* auto: the CPU instead, with a notice */
+	ExecContext automatic = context(DeviceMode::Auto);
+	automatic.fail_gpu_alloc = true;
+	std::vector<std::string> notices;
+	automatic.notice = [&](const std::string &text) { notices.push_back(text); };
+	expect_same_offers(m, cheapest_offers(m.offers(), 2, automatic), want, "auto, allocation failing");
+	EXPECT_FALSE(automatic.used_gpu);
+	ASSERT_EQ(notices.size(), 1u);
+	EXPECT_NE(notices[0].find("CPU"), std::string::npos) << notices[0];
+
+	ExecContext auto_carts = context(DeviceMode::Auto);
+	auto_carts.fail_gpu_alloc = true;
+	notices.clear();
+	auto_carts.notice = [&](const std::string &text) { notices.push_back(text); };
+	expect_same_lines(improve_carts(carts.lines(), m.offers(), auto_carts), want_lines, m, false,
+					  "auto carts, allocation failing");
+	EXPECT_EQ(notices.size(), 1u);
+
+	/* gpu: an out-of-memory error */
+	ExecContext forced = context(DeviceMode::Gpu);
+	forced.fail_gpu_alloc = true;
+	try
+	{
+		cheapest_offers(m.offers(), 2, forced);
+		ADD_FAILURE() << "gpurec.device = gpu with failing allocations returned";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::out_of_memory) << e.what();
+		EXPECT_NE(dynamic_cast<const GpuOutOfMemory *>(&e), nullptr) << e.what();
+	}
+}
+
+} // namespace
+} // namespace gpurec
