@@ -154,9 +154,10 @@ void NumberColumn::rescale_to(int new_scale)
 
 void NumberColumn::push_numeric_rescaling(int64_t unscaled, int dscale)
 {
+	int display = dscale; /* as the input spelled it, trailing zeros too */
 	if (dscale > kMaxNumericScale)
 	{
-		/* trailing zeros beyond 18 digits carry no value: drop them */
+		/* trailing zeros beyond 18 digits carry no value: drop them from the key */
 		while (dscale > kMaxNumericScale && unscaled % 10 == 0)
 		{
 			unscaled /= 10;
@@ -170,7 +171,7 @@ void NumberColumn::push_numeric_rescaling(int64_t unscaled, int dscale)
 	else if (dscale > scale_)
 		rescale_to(dscale);
 	keys_.push_back(scale_up(unscaled, scale_ - dscale));
-	push_display_scale(static_cast<int16_t>(dscale));
+	push_display_scale(static_cast<int16_t>(display));
 }
 
 void NumberColumn::push_numeric_special(int16_t marker)

@@ -246,7 +246,11 @@ class NumberColumn
 	{
 		return uniform_scale_ != kMixedScales ? uniform_scale_ : display_scales_[row];
 	}
-	/* Numeric only: a finite row's value as unscaled * 10^-display_scale(row). */
+	/*
+	 * Numeric only: a finite row's value as unscaled * 10^-display_scale(row),
+	 * for rows whose display scale is at most scale() (beyond it, the digits
+	 * are zeros: see number_as_numeric).
+	 */
 	int64_t unscaled_at_display_scale(size_t row) const;
 
 	/* The value as a double (exact for Float4/Float8; rounded otherwise). */

@@ -98,6 +98,27 @@ Datum number_as_numeric(const NumberColumn &column, size_t row)
 											   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 				});
 			}
+			if (scale > column.scale())
+			{
+				/*
+				 * More decimals than the key holds (over 18, all zeros): the value
+				 * at the key's scale, times a 1 spelled with the missing zeros.
+				 */
+				int64 key = column.key(row);
+				int key_scale = column.scale();
+				return pg_call([=] {
+					Numeric value = int64_div_fast_to_numeric(key, key_scale);
+					for (int missing = scale - key_scale; missing > 0; missing -= 18)
+					{
+						int step = missing > 18 ? 18 : missing;
+						int64 one = 1;
+						for (int i = 0; i < step; ++i)
+							one *= 10;
+						value = numeric_mul_opt_error(value, int64_div_fast_to_numeric(one, step), nullptr);
+					}
+					return NumericGetDatum(value);
+				});
+			}
 			int64 unscaled = column.unscaled_at_display_scale(row);
 			return pg_call(
 				[=] { return NumericGetDatum(int64_div_fast_to_numeric(unscaled, scale)); });
