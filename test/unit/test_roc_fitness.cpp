@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -180,9 +181,11 @@ struct Shape
 	ScoreKind kind;
 };
 
+/* A fresh seed each run, printed; GPUREC_SEED replays one. */
 std::mt19937_64 make_rng()
 {
-	uint64_t seed = std::random_device{}();
+	const char *given = std::getenv("GPUREC_SEED");
+	uint64_t seed = given ? std::strtoull(given, nullptr, 10) : std::random_device{}();
 	std::cout << "[ seed " << seed << " ]" << std::endl;
 	return std::mt19937_64(seed);
 }
