@@ -464,6 +464,26 @@ TEST(RocFitness, ArrayErrors)
 				 sqlstate::invalid_parameter_value, "individual 3 appears more than once");
 }
 
+/* Cancel while both threads count: the error comes through, the helper thread is joined. */
+TEST(RocFitness, CancelStopsTheCpuPath)
+{
+	struct Cancelled
+	{
+	};
+	std::mt19937_64 rng = make_rng();
+	LongInput in = random_long(rng, {40, 3000, ScoreKind::FewFloats});
+	ExecContext ctx = on(DeviceMode::Cpu);
+	int calls = 0;
+	ctx.check_interrupts = [&] {
+		if (++calls == 3)
+			throw Cancelled();
+	};
+	EXPECT_THROW(roc_fitness_long(in.individual, in.label, in.score, ctx), Cancelled);
+	EXPECT_EQ(calls, 3);
+	ExecContext again = on(DeviceMode::Cpu);
+	expect_oracle(roc_fitness_long(in.individual, in.label, in.score, again), in.examples);
+}
+
 TEST(RocFitness, GpuModeWithoutGpuIsAnError)
 {
 	if (gpu_usable())
