@@ -52,7 +52,10 @@ def random_long_table():
     rows.append("(NULL, 1, 0.5)")
     score_type = rng.choice(["float8", "real", "numeric", "integer"])
     cast = ("CASE WHEN v.score::float8 <> 'NaN' THEN round(v.score::numeric * 4)::integer END"
-            if score_type == "integer" else f"v.score::{score_type}")
+            if score_type == "integer"
+            # numeric within gpurec's 18 exact digits (random() has 16 decimals)
+            else "round(v.score::numeric, 9)" if score_type == "numeric"
+            else f"v.score::{score_type}")
     sql(f"""
         DROP TABLE IF EXISTS ex;
         CREATE TABLE ex AS SELECT v.individual_id::bigint AS individual_id, v.label::int AS label,
