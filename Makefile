@@ -20,15 +20,27 @@ OBJS = $(PG_SRCS:.cpp=.o) $(ENGINE_SRCS:.cpp=.o)
 REGRESS = $(filter-out $(SKIP_REGRESS),$(sort $(basename $(notdir $(wildcard sql/*.sql)))))
 REGRESS_OPTS = --inputdir=. --load-extension=gpurec
 
-# CUDA: nvcc from PATH, else from CUDA_HOME.
+# CUDA: nvcc from PATH, else from CUDA_HOME. The runtime is linked statically
+# (gpurec.so then loads where CUDA is not installed), so a GPU build needs
+# libcudart_static.a as well as nvcc; a toolkit without it (as some
+# pip-packaged ones) gives the CPU-only build, with a warning. CUDART_STATIC=
+# names the archive when it lives elsewhere.
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
 ifneq ($(NVCC),)
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+CUDART_STATIC ?= $(firstword $(wildcard $(addsuffix /libcudart_static.a, \
+	$(CUDA_HOME)/lib64 $(CUDA_HOME)/lib $(CUDA_HOME)/targets/*/lib \
+	/usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu)))
+ifeq ($(CUDART_STATIC),)
+$(warning gpurec: $(NVCC) found but no libcudart_static.a; building CPU-only)
+NVCC :=
+endif
+endif
+ifneq ($(NVCC),)
 KERNEL_OBJS = $(patsubst %.cu,%.o,$(wildcard kernels/*.cu))
 GPU_DEFINES = -DGPUREC_WITH_CUDA
-# The runtime is linked statically: gpurec.so loads where CUDA is not installed.
-CUDA_LIBS = -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lpthread
+CUDA_LIBS = $(CUDART_STATIC) -ldl -lrt -lpthread
 else
 KERNEL_OBJS = kernels/gpu_absent.o
 endif
@@ -42,6 +54,9 @@ NVCCFLAGS = -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden $(GPU_DEFINES) \
 	-gencode arch=compute_80,code=sm_80 \
 	-gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90
+
+# Read by PGXS's clean rule when it is parsed, so set before the include.
+EXTRA_CLEAN = test/unit/gpurec_unit_tests test/bench/offer_compute_bench kernels/*.o
 
 # No LLVM bitcode: the JIT never inlines into this extension's C++.
 override with_llvm = no
@@ -69,7 +84,6 @@ unittest: $(UNIT_TEST)
 	$(UNIT_TEST)
 
 .PHONY: unittest unittest-build
-EXTRA_CLEAN = $(UNIT_TEST) $(OFFER_BENCH) kernels/*.o
 
 # ---- the GPU compute phase of cheapest_offers, alone (test/bench) ----------
 OFFER_BENCH = test/bench/offer_compute_bench
