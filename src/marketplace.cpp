@@ -131,6 +131,84 @@ RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 	return out;
 }
 
+} // namespace
+
+/*
+ * The GPU gives the exact duplicates of an offer (one product, price key and
+ * store) as their first row repeated, one copy per rank they fill; the CPU
+ * ranks them by row.  Each such run becomes the group's lowest rows in
+ * input order, so both paths return the same rows, and each duplicate keeps
+ * its own spelling of the price (4.5 and 4.50 are one key).  One pass over
+ * the offers, only when the ranking holds a repeat, and it stops as soon as
+ * every run is filled.
+ */
+void spread_duplicates(const Offers &offers, RankedOffers &ranked, ExecContext &ctx)
+{
+	struct Run
+	{
+		int32_t product;
+		int64_t key;
+		int64_t store;
+		int64_t begin; /* position in ranked.rows */
+		int64_t size;
+		int64_t filled;
+	};
+	std::vector<Run> runs;
+	size_t n_products = ranked.offsets.size() - 1;
+	for (size_t p = 0; p < n_products; ++p)
+	{
+		int64_t end = ranked.offsets[p + 1];
+		for (int64_t i = ranked.offsets[p]; i < end;)
+		{
+			uint32_t row = ranked.rows[i];
+			int64_t key = offers.price.key(row), store = offers.store[row];
+			bool repeats = false;
+			int64_t j = i + 1;
+			for (; j < end && offers.price.key(ranked.rows[j]) == key && offers.store[ranked.rows[j]] == store; ++j)
+				repeats |= ranked.rows[j] == ranked.rows[j - 1];
+			if (repeats)
+				runs.push_back({static_cast<int32_t>(p), key, store, i, j - i, 0});
+			i = j;
+		}
+	}
+	if (runs.empty())
+		return;
+
+	/* runs of a product are consecutive in `runs` */
+	constexpr uint32_t kNone = UINT32_MAX;
+	std::vector<uint32_t> first_run(n_products, kNone);
+	for (size_t r = runs.size(); r-- > 0;)
+		first_run[runs[r].product] = static_cast<uint32_t>(r);
+	size_t unfilled = runs.size();
+	size_t n = offers.product.size();
+	for (size_t begin = 0; begin < n && unfilled > 0; begin += kCheckEvery)
+	{
+		ctx.check_interrupts();
+		size_t end = std::min(n, begin + kCheckEvery);
+		for (size_t row = begin; row < end; ++row)
+		{
+			int32_t p = offers.product.code(row);
+			uint32_t r = first_run[p];
+			if (r == kNone)
+				continue;
+			for (; r < runs.size() && runs[r].product == p; ++r)
+			{
+				Run &run = runs[r];
+				if (run.key != offers.price.key(row) || run.store != offers.store[row])
+					continue;
+				if (run.filled < run.size)
+				{
+					ranked.rows[run.begin + run.filled++] = static_cast<uint32_t>(row);
+					unfilled -= run.filled == run.size;
+				}
+				break;
+			}
+		}
+	}
+}
+
+namespace {
+
 RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStreamer *streamer)
 {
 	/* no product needs more rounds than it has offers */
@@ -166,6 +244,7 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 				heaps.add(row);
 		out = heaps.finish();
 	}
+	spread_duplicates(offers, out, ctx);
 	ctx.times.compute_ms += clock.elapsed_ms();
 	return out;
 }

@@ -52,6 +52,14 @@ class OfferStreamer
 RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx,
 							 OfferStreamer *streamer = nullptr);
 
+/*
+ * Replaces, in a ranking, each repetition of a row by the next exact
+ * duplicates of that offer (same product, price key and store) in input
+ * order: the GPU gives m duplicates as their first row m times.  A part of
+ * cheapest_offers' GPU path, declared here for its unit test.
+ */
+void spread_duplicates(const Offers &offers, RankedOffers &ranked, ExecContext &ctx);
+
 /* The cart lines of a call. */
 struct CartLines
 {

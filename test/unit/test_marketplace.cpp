@@ -384,6 +384,52 @@ TEST(MarketplaceCheapest, CpuMatchesBruteForce)
 		}
 }
 
+TEST(MarketplaceCheapest, DuplicatesSpreadAsTheCpuRanksThem)
+{
+	/*
+	 * The GPU's picks as they come back: every run of exact duplicates in
+	 * the CPU's ranking given as one row repeated (one part), or as two rows
+	 * each repeated (two parts, each giving its own first row).  Spreading
+	 * them must give the CPU's very rows.  Runs without a GPU.
+	 */
+	auto rng = seeded_rng("MarketplaceCheapest.DuplicatesSpreadAsTheCpuRanksThem");
+	int runs_seen = 0;
+	for (NumberType type : kPriceTypes)
+		for (int trial = 0; trial < 6; ++trial)
+		{
+			SCOPED_TRACE(type_name(type));
+			Market m = random_market(rng, type, 1 + rng() % 4000);
+			for (int k : ks_for(m))
+			{
+				SCOPED_TRACE(k);
+				ExecContext ctx = context(DeviceMode::Cpu);
+				RankedOffers want = cheapest_offers(m.offers(), k, ctx);
+				for (bool two_parts : {false, true})
+				{
+					RankedOffers picks = want;
+					for (size_t i = 0; i < picks.rows.size();)
+					{
+						size_t j = i + 1;
+						/* one key, store and product: 4.5 and 4.50 too */
+						uint32_t a = want.rows[i];
+						while (j < picks.rows.size() && m.product_id[a] == m.product_id[want.rows[j]] &&
+							   m.store[a] == m.store[want.rows[j]] &&
+							   m.offers().price.key(a) == m.offers().price.key(want.rows[j]))
+							++j;
+						size_t split = two_parts ? i + (j - i + 1) / 2 : j;
+						for (size_t e = i; e < j; ++e)
+							picks.rows[e] = want.rows[e < split ? i : split];
+						runs_seen += j - i > 1;
+						i = j;
+					}
+					spread_duplicates(m.offers(), picks, ctx);
+					EXPECT_EQ(picks.rows, want.rows) << (two_parts ? "two parts" : "one part");
+				}
+			}
+		}
+	EXPECT_GT(runs_seen, 0) << "the random markets held no exact duplicates";
+}
+
 TEST(MarketplaceCheapest, DeepRankingPastAChunk)
 {
 	/* more offers than a chunk, few products: long rankings */
@@ -705,20 +751,23 @@ TEST_P(MarketplaceGpuPaths, SameOffersAsTheCpu)
 			ExecContext cpu = context(DeviceMode::Cpu);
 			RankedOffers want = cheapest_offers(m.offers(), k, cpu);
 
+			/* the very rows: exact duplicates too, in input order */
+			auto expect_cpu_rows = [&](const RankedOffers &got, const char *what) {
+				expect_same_offers(m, got, want, what);
+				EXPECT_EQ(got.rows, want.rows) << what;
+			};
 			ExecContext gpu = context(DeviceMode::Gpu);
-			RankedOffers got = cheapest_offers(m.offers(), k, gpu);
+			expect_cpu_rows(cheapest_offers(m.offers(), k, gpu), "gpu");
 			EXPECT_TRUE(gpu.used_gpu);
-			expect_same_offers(m, got, want, "gpu");
 
 			/* offers streamed while read, and offers in parts of a small memory budget */
 			ExecContext streamed = context(DeviceMode::Gpu);
 			OfferStreamer streamer(streamed, k);
 			streamer.on_chunk(m.offers());
-			expect_same_offers(m, cheapest_offers(m.offers(), k, streamed, &streamer), want,
-							   "streamed");
+			expect_cpu_rows(cheapest_offers(m.offers(), k, streamed, &streamer), "streamed");
 			ExecContext parts = context(DeviceMode::Gpu);
 			parts.gpu_memory_budget = 2 * ChunkedColumn<int32_t>::kChunkRows * 20;
-			expect_same_offers(m, cheapest_offers(m.offers(), k, parts), want, "in parts");
+			expect_cpu_rows(cheapest_offers(m.offers(), k, parts), "in parts");
 		}
 		Carts carts = random_carts(rng, m, 400);
 		ExecContext cpu = context(DeviceMode::Cpu), gpu = context(DeviceMode::Gpu);
@@ -746,6 +795,7 @@ TEST(MarketplaceGpu, TiedOffersKeepTheirOwnSpelling)
 		ExecContext cpu = context(DeviceMode::Cpu), gpu = context(DeviceMode::Gpu);
 		RankedOffers want = cheapest_offers(m.offers(), k, cpu);
 		RankedOffers got = cheapest_offers(m.offers(), k, gpu);
+		EXPECT_EQ(got.rows, want.rows) << "k = " << k;
 		ASSERT_EQ(got.rows.size(), want.rows.size());
 		std::vector<int> got_scales, want_scales;
 		for (size_t i = 0; i < got.rows.size(); ++i)
