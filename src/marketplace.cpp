@@ -155,20 +155,27 @@ void spread_duplicates(const Offers &offers, RankedOffers &ranked, ExecContext &
 	};
 	std::vector<Run> runs;
 	size_t n_products = ranked.offsets.size() - 1;
+	auto same_offer = [&](uint32_t a, uint32_t b) {
+		return offers.price.key(a) == offers.price.key(b) && offers.store[a] == offers.store[b];
+	};
 	for (size_t p = 0; p < n_products; ++p)
 	{
-		int64_t end = ranked.offsets[p + 1];
-		for (int64_t i = ranked.offsets[p]; i < end;)
+		/* a repeat is two equal neighbours: found without touching the offers */
+		int64_t begin = ranked.offsets[p], end = ranked.offsets[p + 1];
+		for (int64_t i = begin + 1; i < end; ++i)
 		{
+			if (ranked.rows[i] != ranked.rows[i - 1])
+				continue;
+			/* the run of that offer around it (several parts give a, a, b, b) */
 			uint32_t row = ranked.rows[i];
-			int64_t key = offers.price.key(row), store = offers.store[row];
-			bool repeats = false;
-			int64_t j = i + 1;
-			for (; j < end && offers.price.key(ranked.rows[j]) == key && offers.store[ranked.rows[j]] == store; ++j)
-				repeats |= ranked.rows[j] == ranked.rows[j - 1];
-			if (repeats)
-				runs.push_back({static_cast<int32_t>(p), key, store, i, j - i, 0});
-			i = j;
+			int64_t first = i - 1, last = i + 1;
+			while (first > begin && same_offer(ranked.rows[first - 1], row))
+				--first;
+			while (last < end && same_offer(ranked.rows[last], row))
+				++last;
+			runs.push_back({static_cast<int32_t>(p), offers.price.key(row), offers.store[row], first,
+							last - first, 0});
+			i = last;
 		}
 	}
 	if (runs.empty())
