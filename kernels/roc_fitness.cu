@@ -128,10 +128,14 @@ struct WideKeys
 
 /* ---- the examples of a part, as the kernels read them ------------------- */
 
-/* Array format: rows of `length` elements; local segment = row within the part. */
-struct ArrayExamples
+/*
+ * Array format: rows of `length` elements, floats (real[]) or doubles;
+ * local segment = row within the part.  valid is null when no element of
+ * the call is NULL.
+ */
+template <typename Value> struct ArrayExamples
 {
-	const double *values;
+	const Value *values;
 	const uint8_t *valid;
 	const int8_t *labels; /* -1: NULL */
 	long long length;
@@ -143,10 +147,10 @@ struct ArrayExamples
 							? static_cast<long long>(static_cast<uint32_t>(i) / static_cast<uint32_t>(length))
 							: static_cast<long long>(i) / length;
 		int8_t l = labels[i - row * length];
-		if (l < 0 || !valid[i])
+		if (l < 0 || (valid && !valid[i]))
 			return false;
 		segment = static_cast<uint32_t>(row);
-		key = roc_keys::unsigned_key_of_double(values[i]);
+		key = roc_keys::unsigned_key_of_double(static_cast<double>(values[i])); /* a float widens exactly */
 		label = static_cast<uint32_t>(l);
 		return true;
 	}
@@ -571,8 +575,13 @@ std::vector<RocCounts> roc_counts_long(const IdColumn &individual, const LabelCo
 	return out;
 }
 
-std::vector<RocCounts> roc_counts_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
-										 const std::vector<int32_t> &segment_of_row, ExecContext &ctx)
+namespace {
+
+/* roc_counts_arrays for elements of type Value, as the column holds them. */
+template <typename Value>
+std::vector<RocCounts> counts_of_arrays(const ChunkedColumn<Value> &values, const FloatArrayColumn &scores,
+										const std::vector<int8_t> &labels, const std::vector<int32_t> &segment_of_row,
+										ExecContext &ctx)
 {
 	size_t n_rows = scores.size(), length = labels.size();
 	std::vector<RocCounts> out(n_rows);
@@ -580,14 +589,15 @@ std::vector<RocCounts> roc_counts_arrays(const FloatArrayColumn &scores, const s
 		return out;
 
 	/* parts are ranges of rows, each with its scores on the device */
-	size_t bytes_per_row = length * (sizeof(double) + sizeof(uint8_t) + kKeyBytesPerExample);
+	bool nulls = scores.has_nulls();
+	size_t bytes_per_row = length * (sizeof(Value) + (nulls ? sizeof(uint8_t) : 0) + kKeyBytesPerExample);
 	size_t usable = usable_gpu_bytes(ctx);
 	size_t part_rows = std::max<size_t>(1, std::min(n_rows, usable / bytes_per_row));
 
 	Stream stream;
 	DeviceBuffer<int8_t> device_labels(length, ctx);
-	DeviceBuffer<double> values(part_rows * length, ctx);
-	DeviceBuffer<uint8_t> valid(part_rows * length, ctx);
+	DeviceBuffer<Value> device_values(part_rows * length, ctx);
+	DeviceBuffer<uint8_t> valid(nulls ? part_rows * length : 0, ctx);
 	std::vector<RocCounts> part_counts(part_rows);
 	for (size_t first = 0; first < n_rows; first += part_rows)
 	{
@@ -597,19 +607,30 @@ std::vector<RocCounts> roc_counts_arrays(const FloatArrayColumn &scores, const s
 			EventTimer transfer(stream);
 			if (first == 0)
 				upload(labels, device_labels.get(), stream);
-			upload(scores.values(), begin, end, values.get(), stream);
-			upload(scores.valid(), begin, end, valid.get(), stream);
+			upload(values, begin, end, device_values.get(), stream);
+			if (nulls)
+				upload(scores.valid(), begin, end, valid.get(), stream);
 			ctx.times.transfer_ms += transfer.stop_ms();
 		}
 		ctx.check_interrupts();
-		ArrayExamples part{values.get(), valid.get(), device_labels.get(), static_cast<long long>(length),
-						   rows * length <= UINT32_MAX};
+		ArrayExamples<Value> part{device_values.get(), nulls ? valid.get() : nullptr, device_labels.get(),
+								  static_cast<long long>(length), rows * length <= UINT32_MAX};
 		count_part(part, rows * length, rows * length, true, static_cast<uint32_t>(rows), part_counts.data(),
 				   stream, ctx);
 		for (size_t r = 0; r < rows; ++r)
 			out[segment_of_row[first + r]] = part_counts[r];
 	}
 	return out;
+}
+
+} // namespace
+
+std::vector<RocCounts> roc_counts_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
+										 const std::vector<int32_t> &segment_of_row, ExecContext &ctx)
+{
+	if (scores.doubles())
+		return counts_of_arrays(scores.double_values(), scores, labels, segment_of_row, ctx);
+	return counts_of_arrays(scores.floats(), scores, labels, segment_of_row, ctx);
 }
 
 } // namespace gpurec::gpu

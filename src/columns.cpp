@@ -229,4 +229,63 @@ double NumberColumn::to_double(size_t row) const
 	return 0;
 }
 
+/* ---- FloatArrayColumn ---------------------------------------------------- */
+
+void FloatArrayColumn::set_doubles(bool doubles)
+{
+	if (elements() != 0)
+		throw Error(sqlstate::internal_error, "FloatArrayColumn: the element width is set before the first row");
+	doubles_ = doubles;
+}
+
+namespace {
+
+bool is_present(const uint8_t *present, size_t e) { return (present[e / 8] >> (e % 8)) & 1; }
+
+} // namespace
+
+template <typename T>
+void FloatArrayColumn::append_values(ChunkedColumn<T> &to, const T *data, size_t n, const uint8_t *present)
+{
+	if (!present)
+	{
+		to.append(n, [&](T *out, size_t first, size_t count) { std::memcpy(out, data + first, count * sizeof(T)); });
+		return;
+	}
+	/* the elements that are there are packed in data: walk them in step */
+	size_t next = 0;
+	to.append(n, [&](T *out, size_t first, size_t count) {
+		for (size_t i = 0; i < count; ++i)
+			if (is_present(present, first + i))
+				std::memcpy(&out[i], data + next++, sizeof(T));
+			else
+				out[i] = 0;
+	});
+}
+
+void FloatArrayColumn::append_validity(size_t n, const uint8_t *present)
+{
+	if (!present && valid_.empty())
+		return;
+	if (valid_.empty()) /* the first NULL: every element so far was there */
+		valid_.append(elements(), [](uint8_t *out, size_t, size_t count) { std::memset(out, 1, count); });
+	valid_.append(n, [&](uint8_t *out, size_t first, size_t count) {
+		if (!present)
+			std::memset(out, 1, count);
+		else
+			for (size_t i = 0; i < count; ++i)
+				out[i] = is_present(present, first + i) ? 1 : 0;
+	});
+}
+
+void FloatArrayColumn::append_row(const void *data, size_t n, const uint8_t *present)
+{
+	append_validity(n, present);
+	if (doubles_)
+		append_values(doubles_column_, static_cast<const double *>(data), n, present);
+	else
+		append_values(floats_, static_cast<const float *>(data), n, present);
+	offsets_.push_back(offsets_.back() + static_cast<int64_t>(n));
+}
+
 } // namespace gpurec

@@ -95,6 +95,23 @@ template <typename T> class ChunkedColumn
 		return c + 1 < chunk_count() ? kChunkRows : size_ - c * kChunkRows;
 	}
 
+	/*
+	 * Appends n values in place: fill(out, first, count) writes values
+	 * first .. first + count - 1 of the n at out, once per chunk they span.
+	 */
+	template <typename Fill> void append(size_t n, Fill fill)
+	{
+		for (size_t done = 0; done < n;)
+		{
+			if ((size_ & (kChunkRows - 1)) == 0 && size_ / kChunkRows == chunks_.size())
+				add_chunk();
+			size_t offset = size_ & (kChunkRows - 1), count = std::min(n - done, kChunkRows - offset);
+			fill(chunks_[size_ >> kChunkShift].get() + offset, done, count);
+			size_ += count;
+			done += count;
+		}
+	}
+
 	/* Copies rows [begin, end) into out, contiguous. */
 	void copy_out(size_t begin, size_t end, T *out) const
 	{
@@ -289,28 +306,49 @@ class LabelColumn : public ChunkedColumn<uint8_t>
 };
 
 /*
- * One array of doubles per row, flattened: row r's elements are
- * values[offsets[r] .. offsets[r+1]), valid[i] = 0 where the element is NULL.
+ * One array of scores per row, flattened: row r's elements are
+ * [row_begin(r), row_end(r)).  Elements keep their width, 4-byte floats for
+ * real[] and 8-byte doubles for double precision[] (set_doubles() before the
+ * first row), so that reading copies each array once, in bulk, and a GPU
+ * gets half the bytes of real[] scores.  A NULL element reads as 0 and
+ * valid() false; the validity bytes exist only from the first NULL on.
  */
 class FloatArrayColumn
 {
   public:
 	FloatArrayColumn() { offsets_.push_back(0); }
-	void push_element(double v, bool valid)
-	{
-		values_.push_back(valid ? v : 0.0);
-		valid_.push_back(valid ? 1 : 0);
-	}
-	void end_row() { offsets_.push_back(static_cast<int64_t>(values_.size())); }
+
+	void set_doubles(bool doubles);
+	/*
+	 * Appends a row of n elements.  data holds the elements that are there,
+	 * packed, as floats or doubles; present is a bitmap (bit e % 8 of byte
+	 * e / 8 set when element e is there, as PostgreSQL's arrays keep it), or
+	 * null when every element is.
+	 */
+	void append_row(const void *data, size_t n, const uint8_t *present);
 
 	size_t size() const { return offsets_.size() - 1; }
+	size_t elements() const { return static_cast<size_t>(offsets_.back()); }
 	int64_t row_begin(size_t r) const { return offsets_[r]; }
 	int64_t row_end(size_t r) const { return offsets_[r + 1]; }
-	const ChunkedColumn<double> &values() const { return values_; }
+
+	bool doubles() const { return doubles_; }
+	const ChunkedColumn<float> &floats() const { return floats_; }
+	const ChunkedColumn<double> &double_values() const { return doubles_column_; }
+	double value(size_t e) const { return doubles_ ? doubles_column_[e] : floats_[e]; }
+
+	bool has_nulls() const { return !valid_.empty(); }
+	/* 1 where an element is there, 0 where NULL; empty while no element was NULL */
 	const ChunkedColumn<uint8_t> &valid() const { return valid_; }
+	bool valid(size_t e) const { return valid_.empty() || valid_[e] != 0; }
 
   private:
-	ChunkedColumn<double> values_;
+	template <typename T> void append_values(ChunkedColumn<T> &to, const T *data, size_t n, const uint8_t *present);
+	void append_validity(size_t n, const uint8_t *present);
+
+	bool doubles_ = false;
+	ChunkedColumn<float> floats_;
+	ChunkedColumn<double> doubles_column_;
 	ChunkedColumn<uint8_t> valid_;
 	std::vector<int64_t> offsets_;
 };

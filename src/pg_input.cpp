@@ -334,12 +334,15 @@ NumberType number_type_for(Conversion c)
 	}
 }
 
-void set_number_type(void *arg)
+/* Numbers and arrays keep what the query's column type tells: set it before the first row. */
+void set_column_types(void *arg)
 {
 	auto *r = static_cast<InputReceiver *>(arg);
 	for (int c = 0; c < r->ncolumns; ++c)
 		if (r->table->specs()[c].kind == ColumnKind::Number)
 			r->table->number(c).set_type(number_type_for(r->conversion[c]));
+		else if (r->table->specs()[c].kind == ColumnKind::FloatArray)
+			r->table->float_array(c).set_doubles(r->conversion[c] == Conversion::Float8Array);
 }
 
 void receiver_startup(DestReceiver *self, int operation, TupleDesc desc)
@@ -391,7 +394,7 @@ void receiver_startup(DestReceiver *self, int operation, TupleDesc desc)
 		if (spec.kind == ColumnKind::FloatArray)
 			r->batch_capacity = 1;
 	}
-	cpp_callback_guard(set_number_type, r);
+	cpp_callback_guard(set_column_types, r);
 }
 
 /* Appends the batch to the columns: the only C++ work of reading, behind the guard. */
@@ -462,38 +465,15 @@ void append_batch(void *arg)
 			case ColumnKind::FloatArray:
 			{
 				FloatArrayColumn &arrays = table.float_array(c);
-				bool single = r->conversion[c] == Conversion::Float4Array;
 				for (int k = 0; k < n; ++k)
 				{
+					/* NULL array: an empty row, which the engine reports by its length */
 					ArrayType *array = rows[k].array[c];
 					if (array)
-					{
-						int nitems = static_cast<int>(rows[k].i[c]);
-						const bits8 *nulls = ARR_NULLBITMAP(array);
-						const char *data = ARR_DATA_PTR(array);
-						for (int e = 0; e < nitems; ++e)
-						{
-							bool valid = !nulls || (nulls[e / 8] & (1 << (e % 8)));
-							double value = 0;
-							if (valid)
-							{
-								if (single)
-								{
-									float f;
-									memcpy(&f, data, sizeof f);
-									value = f;
-									data += sizeof f;
-								}
-								else
-								{
-									memcpy(&value, data, sizeof value);
-									data += sizeof value;
-								}
-							}
-							arrays.push_element(value, valid);
-						}
-					}
-					arrays.end_row();
+						arrays.append_row(ARR_DATA_PTR(array), static_cast<size_t>(rows[k].i[c]),
+										  ARR_NULLBITMAP(array));
+					else
+						arrays.append_row(nullptr, 0, nullptr);
 				}
 				break;
 			}

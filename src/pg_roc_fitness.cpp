@@ -86,22 +86,16 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 Datum roc_auc_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	Datum *elements = nullptr;
-	bool *nulls = nullptr;
-	int count = 0;
-	pg_call([&] {
-		deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-						  &elements, &nulls, &count);
-	});
+	ArrayType *array = pg_call([&] { return PG_GETARG_ARRAYTYPE_P(0); });
+	size_t count = pg_call([&] { return ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)); });
 	std::vector<int8_t> labels = labels_argument(fcinfo, 1);
-	if (static_cast<size_t>(count) != labels.size())
+	if (count != labels.size())
 		throw Error(sqlstate::invalid_parameter_value, "scores and labels must have the same length",
 					"scores has " + std::to_string(count) + " elements, labels " +
 						std::to_string(labels.size()) + ".");
 	FloatArrayColumn scores;
-	for (int i = 0; i < count; ++i)
-		scores.push_element(nulls[i] ? 0.0 : DatumGetFloat8(elements[i]), !nulls[i]);
-	scores.end_row();
+	scores.set_doubles(true);
+	scores.append_row(ARR_DATA_PTR(array), count, ARR_NULLBITMAP(array));
 	Int64Column individual;
 	individual.push_back(0);
 	std::vector<RocResult> results = roc_fitness_arrays(individual, scores, labels, ctx);

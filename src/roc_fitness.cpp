@@ -7,10 +7,11 @@
  * those integers here, once, so that the two devices agree bit for bit.
  *
  * On the CPU: every example becomes one packed key, (score, label) in 32,
- * 64 or 128 bits as the call's scores need (roc_keys.hpp), grouped by
- * segment; then each segment is radix-sorted on the bytes where its keys
- * differ and walked once, tie group by tie group.  Two threads share the
- * segments.
+ * 64 or 128 bits as the call's scores need (roc_keys.hpp): the long
+ * format's all at once, grouped by segment, an array row's only when its
+ * turn comes (its examples lie together).  Each segment is then
+ * radix-sorted on the bytes where its keys differ and walked once, tie
+ * group by tie group.  Two threads share the segments.
  */
 #include "roc_fitness.hpp"
 
@@ -55,13 +56,7 @@ void check_examples_per_individual(int64_t id, int64_t examples)
 						" examples per individual are supported.");
 }
 
-/* ---- the examples, packed and grouped by segment ----------------------- */
-
-template <typename Key> struct Segments
-{
-	std::vector<int64_t> offsets; /* segment s: keys[offsets[s] .. offsets[s+1]) */
-	BulkVector<Key> keys;		  /* (score << 1) | label */
-};
+/* ---- the examples, packed --------------------------------------------- */
 
 template <typename Key> Key pack(const KeyLayout &layout, uint64_t key, uint8_t label)
 {
@@ -97,11 +92,31 @@ ScoreRange range_of_rows(const NumberColumn &score)
 	return range;
 }
 
-template <typename Key>
-Segments<Key> group_rows(const IdColumn &individual, const LabelColumn &label, const NumberColumn &score,
-						 const std::vector<int32_t> &code_of_segment, const KeyLayout &layout)
+/*
+ * The long format's examples: an individual's rows lie anywhere, so every
+ * example is packed up front, grouped by segment; each segment is then
+ * sorted where it lies.
+ */
+template <typename KeyType> struct GroupedRows
 {
-	Segments<Key> out;
+	using Key = KeyType;
+	std::vector<int64_t> offsets; /* segment s: keys[offsets[s] .. offsets[s+1]) */
+	BulkVector<Key> keys;		  /* (score << 1) | label */
+
+	size_t segments() const { return offsets.size() - 1; }
+	int64_t examples_before(size_t s) const { return offsets[s]; }
+	Key *keys_of(size_t s, BulkVector<Key> &, int64_t &n)
+	{
+		n = offsets[s + 1] - offsets[s];
+		return keys.data() + offsets[s];
+	}
+};
+
+template <typename Key>
+GroupedRows<Key> group_rows(const IdColumn &individual, const LabelColumn &label, const NumberColumn &score,
+							const std::vector<int32_t> &code_of_segment, const KeyLayout &layout)
+{
+	GroupedRows<Key> out;
 	std::vector<int64_t> next(individual.distinct());
 	out.offsets.push_back(0);
 	for (int32_t code : code_of_segment)
@@ -116,44 +131,93 @@ Segments<Key> group_rows(const IdColumn &individual, const LabelColumn &label, c
 	return out;
 }
 
-/* Calls visit(row, unsigned key, label) for every example that is neither NULL score nor NULL label. */
+/*
+ * Calls visit(i, element) for elements [begin, begin + length) of the
+ * array column whose label (labels[i]) and score are both there.  real[]
+ * elements come as floats, double precision[] ones as doubles.
+ */
 template <typename Visit>
-void for_each_array_example(const FloatArrayColumn &scores, const std::vector<int8_t> &labels, size_t row,
-							Visit visit)
+void for_each_array_example(const FloatArrayColumn &scores, const std::vector<int8_t> &labels, int64_t begin,
+							int64_t length, Visit visit)
 {
-	int64_t begin = scores.row_begin(row), end = scores.row_end(row);
-	for (int64_t e = begin; e < end; ++e)
-	{
-		int8_t l = labels[e - begin];
-		if (l >= 0 && scores.valid()[e])
-			visit(roc_keys::unsigned_key_of_double(scores.values()[e]), static_cast<uint8_t>(l));
-	}
+	auto walk = [&](const auto &values) {
+		bool nulls = scores.has_nulls();
+		for (int64_t i = 0; i < length; ++i)
+			if (labels[i] >= 0 && (!nulls || scores.valid()[begin + i]))
+				visit(i, values[begin + i]);
+	};
+	if (scores.doubles())
+		walk(scores.double_values());
+	else
+		walk(scores.floats());
 }
 
 ScoreRange range_of_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels)
 {
 	ScoreRange range;
+	int64_t length = static_cast<int64_t>(labels.size());
+	if (scores.doubles())
+	{
+		for (size_t row = 0; row < scores.size(); ++row)
+			for_each_array_example(scores, labels, scores.row_begin(row), length, [&](int64_t, double v) {
+				range.add(roc_keys::unsigned_key_of_double(v), true);
+			});
+		return range;
+	}
+	/* floats: the lowest and highest by their own keys, the same order */
+	uint32_t lowest = UINT32_MAX, highest = 0;
+	float lowest_value = 0, highest_value = 0;
 	for (size_t row = 0; row < scores.size(); ++row)
-		for_each_array_example(scores, labels, row, [&](uint64_t key, uint8_t) { range.add(key, true); });
+		for_each_array_example(scores, labels, scores.row_begin(row), length, [&](int64_t, float v) {
+			uint32_t key = roc_keys::unsigned_key_of_float(v);
+			if (key < lowest)
+				lowest = key, lowest_value = v;
+			if (key > highest)
+				highest = key, highest_value = v;
+		});
+	if (lowest <= highest)
+	{
+		range.add(roc_keys::unsigned_key_of_double(lowest_value), true);
+		range.add(roc_keys::unsigned_key_of_double(highest_value), true);
+	}
 	return range;
 }
 
-template <typename Key>
-Segments<Key> group_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
-						   const std::vector<size_t> &row_of_segment, const KeyLayout &layout)
+/*
+ * The array format's examples: a row's lie together, so each is packed
+ * only when its turn comes, into its thread's scratch; the call never holds
+ * the keys of all rows at once.
+ */
+template <typename KeyType> struct PackedArrayRows
 {
-	Segments<Key> out;
-	out.offsets.push_back(0);
-	out.keys.reserve(scores.values().size());
-	for (size_t row : row_of_segment)
+	using Key = KeyType;
+	const FloatArrayColumn &scores;
+	const std::vector<int8_t> &labels;
+	const std::vector<size_t> &row_of_segment;
+	KeyLayout layout;
+
+	size_t segments() const { return row_of_segment.size(); }
+	int64_t examples_before(size_t s) const { return static_cast<int64_t>(s * labels.size()); }
+	Key *keys_of(size_t s, BulkVector<Key> &scratch, int64_t &n)
 	{
-		for_each_array_example(scores, labels, row, [&](uint64_t key, uint8_t label) {
-			out.keys.push_back(pack<Key>(layout, key, label));
-		});
-		out.offsets.push_back(static_cast<int64_t>(out.keys.size()));
+		int64_t length = static_cast<int64_t>(labels.size());
+		scratch.resize(std::max(scratch.size(), labels.size()));
+		Key *out = scratch.data();
+		n = 0;
+		int64_t begin = scores.row_begin(row_of_segment[s]);
+		if (!scores.doubles() && layout.to_float)
+			/* a float's key directly: what score_of gives through the double */
+			for_each_array_example(scores, labels, begin, length, [&](int64_t i, float v) {
+				out[n++] = (static_cast<Key>(roc_keys::unsigned_key_of_float(v) - layout.score_min) << 1) |
+						   static_cast<Key>(labels[i]);
+			});
+		else
+			for_each_array_example(scores, labels, begin, length, [&](int64_t i, double v) {
+				out[n++] = pack<Key>(layout, roc_keys::unsigned_key_of_double(v), static_cast<uint8_t>(labels[i]));
+			});
+		return out;
 	}
-	return out;
-}
+};
 
 /* ---- one segment: sort, then walk the tie groups ------------------------ */
 
@@ -236,17 +300,19 @@ template <typename Key> RocCounts counts_of_sorted(const Key *keys, int64_t n)
 	return c;
 }
 
-/* The counts of segments [first, last): what one CPU thread does. */
-template <typename Key>
-void count_range(Segments<Key> &segments, size_t first, size_t last, std::vector<RocCounts> &out,
+/* The counts of segments [first, last) of `source`: what one CPU thread does. */
+template <typename Source>
+void count_range(Source &source, size_t first, size_t last, std::vector<RocCounts> &out,
 				 const std::atomic<bool> &cancelled)
 {
-	BulkVector<Key> tmp;
+	using Key = typename Source::Key;
+	BulkVector<Key> scratch, tmp;
 	for (size_t s = first; s < last && !cancelled.load(std::memory_order_relaxed); ++s)
 	{
-		int64_t begin = segments.offsets[s], n = segments.offsets[s + 1] - begin;
+		int64_t n = 0;
+		Key *keys = source.keys_of(s, scratch, n);
 		tmp.resize(std::max<size_t>(tmp.size(), n));
-		out[s] = counts_of_sorted(sort_by_score(segments.keys.data() + begin, tmp.data(), n), n);
+		out[s] = counts_of_sorted(sort_by_score(keys, tmp.data(), n), n);
 	}
 }
 
@@ -255,26 +321,36 @@ void count_range(Segments<Key> &segments, size_t first, size_t last, std::vector
  * own thread keeps checking for interrupts, and no thread but it calls
  * PostgreSQL.
  */
-template <typename Key> std::vector<RocCounts> counts_on_cpu(Segments<Key> &segments, ExecContext &ctx)
+template <typename Source> std::vector<RocCounts> counts_on_cpu(Source &source, ExecContext &ctx)
 {
-	size_t n_segments = segments.offsets.size() - 1;
+	size_t n_segments = source.segments();
 	std::vector<RocCounts> out(n_segments);
 	/* split the segments where half the examples lie */
-	int64_t half = segments.offsets.back() / 2;
-	size_t split = static_cast<size_t>(
-		std::upper_bound(segments.offsets.begin(), segments.offsets.end() - 1, half) -
-		segments.offsets.begin());
-	split = std::min(split, n_segments);
+	size_t split = 0;
+	if (n_segments > 0)
+	{
+		int64_t half = source.examples_before(n_segments) / 2;
+		size_t lo = 0, hi = n_segments;
+		while (lo < hi)
+		{
+			size_t mid = (lo + hi) / 2;
+			if (source.examples_before(mid) <= half)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		split = lo;
+	}
 	std::atomic<bool> cancelled{false}, helper_done{false};
 	std::thread helper([&] {
-		count_range(segments, split, n_segments, out, cancelled);
+		count_range(source, split, n_segments, out, cancelled);
 		helper_done = true;
 	});
 	try
 	{
 		for (size_t s = 0; s < split; ++s)
 		{
-			count_range(segments, s, s + 1, out, cancelled);
+			count_range(source, s, s + 1, out, cancelled);
 			ctx.check_interrupts();
 		}
 		while (!helper_done)
@@ -294,19 +370,18 @@ template <typename Key> std::vector<RocCounts> counts_on_cpu(Segments<Key> &segm
 }
 
 /*
- * The CPU path: the range of the scores, then grouping the packed examples
- * by segment (both count as compute), then the counts.
+ * The CPU path: the range of the scores, then the examples as packed keys
+ * (both count as compute), then the counts.
  */
-template <typename Range, typename Group>
-std::vector<RocCounts> cpu_path(ExecContext &ctx, bool keys_are_doubles, Range range, Group group)
+template <typename Range, typename MakeSource>
+std::vector<RocCounts> cpu_path(ExecContext &ctx, bool keys_are_doubles, Range range, MakeSource make_source)
 {
 	Stopwatch clock;
 	KeyLayout layout = roc_keys::plan_layout(range(), keys_are_doubles);
 	std::vector<RocCounts> counts = with_key_type(layout, [&](auto zero) {
-		using Key = decltype(zero);
-		Segments<Key> segments = group(zero, layout);
+		auto source = make_source(zero, layout);
 		ctx.check_interrupts();
-		return counts_on_cpu(segments, ctx);
+		return counts_on_cpu(source, ctx);
 	});
 	ctx.times.compute_ms += clock.elapsed_ms();
 	return counts;
@@ -396,13 +471,13 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 		segment_of_row[row] = static_cast<int32_t>(s);
 	}
 	std::vector<RocCounts> counts = dispatch(
-		ctx, "roc_fitness", static_cast<double>(scores.values().size()), kMinGpuExamples,
+		ctx, "roc_fitness", static_cast<double>(scores.elements()), kMinGpuExamples,
 		[&] { return gpu::roc_counts_arrays(scores, labels, segment_of_row, ctx); },
 		[&] {
 			return cpu_path(
 				ctx, true, [&] { return range_of_arrays(scores, labels); },
 				[&](auto zero, const KeyLayout &layout) {
-					return group_arrays<decltype(zero)>(scores, labels, row_of_segment, layout);
+					return PackedArrayRows<decltype(zero)>{scores, labels, row_of_segment, layout};
 				});
 		});
 	return results_of(ids_of_segments, counts);

@@ -3,6 +3,7 @@
 # against the plain-SQL ways, in one run.  Needs a running cluster (PGHOST
 # etc.) with gpurec installed.
 #   array format: ARRAY_INDIVIDUALS x ARRAY_EXAMPLES (1,000 x 100,000), real[]
+#     (ARRAY_TYPE="double precision" for float8[])
 #     vs reading the same arrays: SELECT sum(cardinality(scores))
 #   long format:  LONG_INDIVIDUALS x LONG_EXAMPLES (100 x 100,000 = 10M rows)
 #     vs the plain-SQL mid-rank formulation
@@ -12,6 +13,7 @@ array_individuals=${ARRAY_INDIVIDUALS:-1000}
 array_examples=${ARRAY_EXAMPLES:-100000}
 long_individuals=${LONG_INDIVIDUALS:-100}
 long_examples=${LONG_EXAMPLES:-100000}
+array_type=${ARRAY_TYPE:-real}
 formats=${FORMATS:-array long}
 devices=${DEVICES:-cpu}
 db=gpurec_bench_roc
@@ -32,11 +34,11 @@ psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 q -c "CREATE EXTENSION gpurec"
 
 if [[ " $formats " == *" array "* ]]; then
-	echo "# array format: $array_individuals individuals x $array_examples examples (real[])"
+	echo "# array format: $array_individuals individuals x $array_examples examples ($array_type[])"
 	q <<SQL
 CREATE UNLOGGED TABLE population AS
   SELECT i AS individual_id,
-         (SELECT array_agg((random() * 100)::int::real / 100) FROM generate_series(1, $array_examples) WHERE i > 0) AS scores
+         (SELECT array_agg(((random() * 100)::int / 100.0)::$array_type) FROM generate_series(1, $array_examples) WHERE i > 0) AS scores
   FROM generate_series(1, $array_individuals) i;
 CREATE UNLOGGED TABLE labels AS
   SELECT array_agg(random() < 0.3) AS labels FROM generate_series(1, $array_examples);

@@ -66,18 +66,22 @@ int main(int argc, char **argv)
 	/* the benchmark's data: (random() * 100)::int::real / 100, 30% positives */
 	Int64Column ids;
 	FloatArrayColumn scores;
+	scores.set_doubles(doubles);
 	std::vector<int8_t> labels(examples);
 	for (int8_t &l : labels)
 		l = uniform(rng) < 0.3 ? 1 : 0;
+	std::vector<double> row_doubles(examples);
+	std::vector<float> row_floats(examples);
 	for (size_t i = 0; i < individuals; ++i)
 	{
 		ids.push_back(static_cast<int64_t>(i + 1));
 		for (size_t e = 0; e < examples; ++e)
 		{
-			double v = doubles ? uniform(rng) : static_cast<float>(static_cast<int>(uniform(rng) * 100) / 100.0f);
-			scores.push_element(v, true);
+			row_doubles[e] = uniform(rng);
+			row_floats[e] = static_cast<float>(static_cast<int>(uniform(rng) * 100) / 100.0f);
 		}
-		scores.end_row();
+		scores.append_row(doubles ? static_cast<const void *>(row_doubles.data()) : row_floats.data(), examples,
+						  nullptr);
 	}
 	char what[128];
 	std::snprintf(what, sizeof what, "arrays %zu x %zu (%s)", individuals, examples, doubles ? "double" : "real");

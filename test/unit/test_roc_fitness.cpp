@@ -69,18 +69,36 @@ struct ArrayInput
 	std::vector<int8_t> labels;
 	std::map<int64_t, std::vector<Example>> examples;
 
-	/* one row; valid[i] false: a NULL element */
+	/* real[] (floats) or double precision[] scores */
+	explicit ArrayInput(bool doubles = true) { scores.set_doubles(doubles); }
+
+	/*
+	 * One row as PostgreSQL holds an array: the elements that are there
+	 * packed, and a bitmap of which are (none when all are).  valid[i]
+	 * false: a NULL element.  Under real[], values are rounded to floats.
+	 */
 	void add(int64_t id, const std::vector<double> &values, const std::vector<bool> &valid)
 	{
 		ids.push_back(id);
 		std::vector<Example> &mine = examples[id];
+		std::vector<double> doubles;
+		std::vector<float> floats;
+		std::vector<uint8_t> present((values.size() + 7) / 8, 0);
+		bool any_null = false;
 		for (size_t i = 0; i < values.size(); ++i)
 		{
-			scores.push_element(values[i], valid[i]);
-			if (valid[i] && i < labels.size() && labels[i] >= 0)
-				mine.push_back({order_key_from_double(values[i]), labels[i] == 1});
+			any_null |= !valid[i];
+			if (!valid[i])
+				continue;
+			present[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+			double v = scores.doubles() ? values[i] : static_cast<double>(static_cast<float>(values[i]));
+			doubles.push_back(v);
+			floats.push_back(static_cast<float>(v));
+			if (i < labels.size() && labels[i] >= 0)
+				mine.push_back({order_key_from_double(v), labels[i] == 1});
 		}
-		scores.end_row();
+		const void *data = scores.doubles() ? static_cast<const void *>(doubles.data()) : floats.data();
+		scores.append_row(data, values.size(), any_null ? present.data() : nullptr);
 	}
 };
 
@@ -266,9 +284,10 @@ LongInput random_long(std::mt19937_64 &rng, const Shape &shape)
 	return in;
 }
 
-ArrayInput random_arrays(std::mt19937_64 &rng, const Shape &shape, int length)
+/* real[] scores (doubles false) are the random doubles rounded to floats */
+ArrayInput random_arrays(std::mt19937_64 &rng, const Shape &shape, int length, bool doubles = true)
 {
-	ArrayInput in;
+	ArrayInput in(doubles);
 	for (int e = 0; e < length; ++e)
 		in.labels.push_back(rng() % 40 == 0 ? -1 : rng() % 3 == 0 ? 1 : 0);
 	for (int i = 0; i < shape.individuals; ++i)
@@ -318,12 +337,43 @@ TEST(RocFitness, ArrayFormatMatchesBruteForce)
 	std::mt19937_64 rng = make_rng();
 	for (int length : {1, 2, 7, 120, 2500})
 		for (ScoreKind kind : kDoubleKinds)
+			for (bool doubles : {true, false})
+			{
+				SCOPED_TRACE(static_cast<int>(kind));
+				SCOPED_TRACE(doubles ? "double precision[]" : "real[]");
+				ArrayInput in = random_arrays(rng, {length > 1000 ? 5 : 60, 0, kind}, length, doubles);
+				ExecContext ctx = on(DeviceMode::Cpu);
+				expect_oracle(roc_fitness_arrays(in.ids, in.scores, in.labels, ctx), in.examples);
+			}
+}
+
+/* real[] scores over the whole float range: NaN, infinities, denormals, -0 */
+ArrayInput real_scores_over_the_float_range(std::mt19937_64 &rng)
+{
+	ArrayInput in(false);
+	for (int e = 0; e < 5000; ++e)
+		in.labels.push_back(static_cast<int8_t>(rng() % 2));
+	for (int i = 0; i < 20; ++i)
+	{
+		std::vector<double> values(5000);
+		for (double &v : values)
 		{
-			SCOPED_TRACE(static_cast<int>(kind));
-			ArrayInput in = random_arrays(rng, {length > 1000 ? 5 : 60, 0, kind}, length);
-			ExecContext ctx = on(DeviceMode::Cpu);
-			expect_oracle(roc_fitness_arrays(in.ids, in.scores, in.labels, ctx), in.examples);
+			uint32_t bits = static_cast<uint32_t>(rng());
+			float f;
+			std::memcpy(&f, &bits, sizeof f);
+			v = rng() % 4 == 0 ? static_cast<float>(rng() % 10) * (rng() % 2 ? 1 : -1) : f;
 		}
+		in.add(i, values, std::vector<bool>(values.size(), true));
+	}
+	return in;
+}
+
+TEST(RocFitness, ArrayFormatOfRealScoresAcrossTheFloatRange)
+{
+	std::mt19937_64 rng = make_rng();
+	ArrayInput in = real_scores_over_the_float_range(rng);
+	ExecContext ctx = on(DeviceMode::Cpu);
+	expect_oracle(roc_fitness_arrays(in.ids, in.scores, in.labels, ctx), in.examples);
 }
 
 TEST(RocFitness, NaNAboveEveryNumberAndNegativeZeroIsZero)
@@ -545,34 +595,21 @@ TEST_F(RocFitnessGpu, ArrayFormatEveryKeyLayout)
 {
 	std::mt19937_64 rng = make_rng();
 	for (ScoreKind kind : kDoubleKinds)
-	{
-		SCOPED_TRACE(static_cast<int>(kind));
-		ArrayInput small = random_arrays(rng, {300, 0, kind}, 50);
-		expect_oracle(compare_arrays(small), small.examples);
-		compare_arrays(random_arrays(rng, {8, 0, kind}, 70000));
-		compare_arrays(random_arrays(rng, {3000, 0, kind}, 1)); /* one example each */
-	}
+		for (bool doubles : {true, false})
+		{
+			SCOPED_TRACE(static_cast<int>(kind));
+			SCOPED_TRACE(doubles ? "double precision[]" : "real[]");
+			ArrayInput small = random_arrays(rng, {300, 0, kind}, 50, doubles);
+			expect_oracle(compare_arrays(small), small.examples);
+			compare_arrays(random_arrays(rng, {8, 0, kind}, 70000, doubles));
+			compare_arrays(random_arrays(rng, {3000, 0, kind}, 1, doubles)); /* one example each */
+		}
 }
 
 TEST_F(RocFitnessGpu, ArrayFormatOfRealScoresInFloatKeys)
 {
-	/* scores as real[] gives them: floats widened, over the whole float range */
 	std::mt19937_64 rng = make_rng();
-	ArrayInput in;
-	for (int e = 0; e < 5000; ++e)
-		in.labels.push_back(static_cast<int8_t>(rng() % 2));
-	for (int i = 0; i < 20; ++i)
-	{
-		std::vector<double> values(5000);
-		for (double &v : values)
-		{
-			uint32_t bits = static_cast<uint32_t>(rng());
-			float f;
-			std::memcpy(&f, &bits, sizeof f);
-			v = rng() % 4 == 0 ? static_cast<float>(rng() % 10) : f; /* NaN, inf, denormals too */
-		}
-		in.add(i, values, std::vector<bool>(values.size(), true));
-	}
+	ArrayInput in = real_scores_over_the_float_range(rng);
 	expect_oracle(compare_arrays(in), in.examples);
 }
 
