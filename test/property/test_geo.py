@@ -8,8 +8,10 @@ euclidean distances, Vincenty's formula on the sphere for great circles
 
 Where two values are within rounding of each other their order is not
 decided by arithmetic the oracle can reproduce; the checks then accept
-either order, and nothing else.  With a GPU, the GPU's answers must also be
-the CPU's, bit for bit.  Replay a run with GPUREC_SEED.
+either order, and nothing else.  With a GPU, the GPU's answers must also
+agree with the CPU's, to 1e-9 relative as the issue states (sums in another
+order, the GPU's own sin and cos), near ties in either order.  Replay a run
+with GPUREC_SEED.
 """
 import math
 import os
@@ -299,9 +301,33 @@ def check_errors():
         check(f"error-{name}", err is not None and err[0] == state and words in err[1], f"got {err}")
 
 
-def same_rows(name, a, b):
-    check(f"gpu-equals-cpu-{name}", a == b, f"{len(a)} vs {len(b)} rows; first difference "
-          f"{next((x, y) for x, y in zip(a, b) if x != y) if a != b and len(a) == len(b) else ''}")
+GPU_CPU_RELATIVE = 1e-9  # the issue's agreement between the devices
+
+
+def close(x, y):
+    """Two result texts agree: equal, or floats within GPU_CPU_RELATIVE."""
+    if x == y:
+        return True
+    try:
+        a, b = float(x), float(y)
+    except (TypeError, ValueError):
+        return False
+    return abs(a - b) <= GPU_CPU_RELATIVE * max(abs(a), abs(b))
+
+
+def agreeing_rows(name, gpu, cpu, tie_column=None):
+    """GPU and CPU rows agree in order, floats to 1e-9 relative.  Where
+    tie_column (an id ranked by the last column) differs, the two rows must
+    hold values within that tolerance: a near tie either device may order
+    its own way."""
+    def agree(g, c):
+        if all(close(x, y) for x, y in zip(g, c)):
+            return True
+        return (tie_column is not None and close(g[-1], c[-1])
+                and all(close(x, y) for i, (x, y) in enumerate(zip(g, c)) if i != tie_column))
+    bad = next(((g, c) for g, c in zip(gpu, cpu) if not agree(g, c)), None)
+    check(f"gpu-agrees-with-cpu-{name}", len(gpu) == len(cpu) and bad is None,
+          f"{len(gpu)} vs {len(cpu)} rows; first disagreement (gpu, cpu): {bad}")
 
 
 def main():
@@ -340,10 +366,9 @@ def main():
                 if key[-1] == "gpu":
                     cpu = answers[key[:-1] + ("cpu",)]
                     gpu = answers[key]
-                    if key[0] == "predict" and key[1] == 1.3:  # pow() may differ in the last bit
-                        continue
                     if key[0] != "fit":  # fit's holdout is drawn afresh per call
-                        same_rows(f"{metric}-{key[0]}-{key[1]}", gpu, cpu)
+                        agreeing_rows(f"{metric}-{key[0]}-{key[1]}", gpu, cpu,
+                                      tie_column=2 if key[0] == "similar" else None)
 
     # a single user; one point each; empty input
     sql("DROP TABLE IF EXISTS pts; CREATE TABLE pts (noise text, user_id int, x int, y int);"
