@@ -300,7 +300,8 @@ ArrayInput random_arrays(std::mt19937_64 &rng, const Shape &shape, int length, b
 			values[e] = random_double(rng, shape.kind);
 			valid[e] = static_cast<int>(rng() % 10) >= null_share * null_share;
 		}
-		in.add(static_cast<int64_t>(rng() % 1000000) * 5 - 2500000 + i, values, valid);
+		/* distinct ids (an id twice is an error) in random order, negative ones too */
+		in.add((static_cast<int64_t>(rng() % 1000000) - 500000) * 10000 + i, values, valid);
 	}
 	return in;
 }
