@@ -333,6 +333,30 @@ TEST(RocFitness, LongFormatMatchesBruteForce)
 		}
 }
 
+/* individuals past kLargeSegment: the radix sort's 11-bit digits, keys of 32, 64 and 128 bits */
+TEST(RocFitness, LargeIndividualsMatchBruteForce)
+{
+	constexpr int kLargeSegment = 20000; /* 11-bit digits from 16,384 examples */
+	std::mt19937_64 rng = make_rng();
+	for (ScoreKind kind : kEveryKind)
+	{
+		SCOPED_TRACE(static_cast<int>(kind));
+		bool integers = kind == ScoreKind::SmallIntegers || kind == ScoreKind::HugeIntegers;
+		LongInput in(integers ? NumberType::Integer : NumberType::Float8);
+		for (int64_t id : {-7, 11})
+			for (int e = 0; e < kLargeSegment; ++e)
+			{
+				bool positive = rng() % 3 == 0;
+				if (integers)
+					in.add_integer(id, random_integer(rng, kind), positive);
+				else
+					in.add_double(id, random_double(rng, kind), positive);
+			}
+		ExecContext ctx = on(DeviceMode::Cpu);
+		expect_oracle(roc_fitness_long(in.individual, in.label, in.score, ctx), in.examples);
+	}
+}
+
 TEST(RocFitness, ArrayFormatMatchesBruteForce)
 {
 	std::mt19937_64 rng = make_rng();
