@@ -56,7 +56,7 @@ NVCCFLAGS = -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden $(GPU_DEFINES) \
 	-gencode arch=compute_90,code=compute_90
 
 # Read by PGXS's clean rule when it is parsed, so set before the include.
-EXTRA_CLEAN = test/unit/gpurec_unit_tests test/bench/offer_compute_bench kernels/*.o
+EXTRA_CLEAN = test/unit/gpurec_unit_tests test/bench/*_compute_bench kernels/*.o
 
 # No LLVM bitcode: the JIT never inlines into this extension's C++.
 override with_llvm = no
@@ -85,9 +85,10 @@ unittest: $(UNIT_TEST)
 
 .PHONY: unittest unittest-build
 
-# ---- the GPU compute phase of cheapest_offers, alone (test/bench) ----------
-OFFER_BENCH = test/bench/offer_compute_bench
-$(OFFER_BENCH): test/bench/offer_compute_bench.cpp $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
-	$(CXX) -std=c++17 -O2 $(GPU_DEFINES) -o $@ $< $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -lpthread $(CUDA_LIBS)
-offer-compute-bench: $(OFFER_BENCH)
-.PHONY: offer-compute-bench
+# ---- the compute phases alone, without PostgreSQL (test/bench) -------------
+# test/bench/<name>_compute_bench.cpp: GPU and CPU compute of one family.
+COMPUTE_BENCHES = $(patsubst %.cpp,%,$(wildcard test/bench/*_compute_bench.cpp))
+test/bench/%_compute_bench: test/bench/%_compute_bench.cpp $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
+	$(CXX) -std=c++17 -O2 $(GPU_DEFINES) -Isrc -Ikernels -o $@ $< $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -lpthread $(CUDA_LIBS)
+compute-benches: $(COMPUTE_BENCHES)
+.PHONY: compute-benches

@@ -30,6 +30,9 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
 	make -s -j8 PG_CONFIG="$PG_CONFIG" >/dev/null && make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
 	nvcc -O3 -o /tmp/d2d_bandwidth test/bench/d2d_bandwidth.cu && /tmp/d2d_bandwidth | tee "$out/d2d.txt"
+	# the compute phases alone, without PostgreSQL
+	make -s -j8 compute-benches PG_CONFIG="$PG_CONFIG" >/dev/null &&
+		for b in test/bench/*_compute_bench; do echo "=== $b"; "$b"; done 2>&1 | tee "$out/compute.log"
 	eval "$(test/cluster.sh start /tmp/gpurec-bench -c shared_buffers=4GB -c work_mem=1GB -c max_wal_size=20GB -c jit=off)"
 	for b in ${BENCHES:-test/bench/bench_*.sh}; do
 		echo "=== $b"

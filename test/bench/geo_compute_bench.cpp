@@ -14,10 +14,7 @@
  * in fp32 needs a reciprocal (the SFU bounds it at 4.2e12 pairs/s); gpurec
  * takes 10 fp64 instructions and a division per 16 points: about 1.6e12.
  *
- * Build next to the unit tests (after `make`, which makes the objects):
- *   $(CXX) -std=c++17 -O2 -DGPUREC_WITH_CUDA -o test/bench/geo_compute_bench \
- *     test/bench/geo_compute_bench.cpp src/columns.o src/geo.o kernels/*.o \
- *     -lpthread -L$CUDA_HOME/lib64 -lcudart_static -ldl -lrt
+ * Build: make compute-benches
  * Run: test/bench/geo_compute_bench [USERS [SIMILAR [CANDIDATES]]]
  */
 #include <algorithm>

@@ -2,7 +2,7 @@
  * offer_compute_bench.cpp: the GPU compute phase of cheapest_offers alone,
  * on the classic marketplace size (30,000 products x 1,024 offers in random
  * order, numeric(10,2)-like prices), for several k; compared with the CPU
- * path on the same data.  Built by `make offer-compute-bench`.
+ * path on the same data.  Built by `make compute-benches`.
  */
 #include <algorithm>
 #include <cstdio>

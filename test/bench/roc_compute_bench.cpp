@@ -7,11 +7,7 @@
  * on the GPU (median of 5 runs after a warm-up; the issue asks compute at
  * most 10 ms for the array format on an H100) and once on the CPU.
  *
- * Build next to the unit tests (after `make`, which makes the objects):
- *   $(CXX) -std=c++17 -O2 -DGPUREC_WITH_CUDA -o test/bench/roc_compute_bench \
- *     test/bench/roc_compute_bench.cpp src/columns.o src/roc_fitness.o \
- *     kernels/roc_fitness.o kernels/gpu_runtime.o \
- *     -lpthread -L$CUDA_HOME/lib64 -lcudart_static -ldl -lrt
+ * Build: make compute-benches
  * Run: test/bench/roc_compute_bench [INDIVIDUALS [EXAMPLES [real|double]]]
  */
 #include <algorithm>
