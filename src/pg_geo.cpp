@@ -100,8 +100,7 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 	read_inner_query(points_query, points, ctx);
 	std::vector<UserSimilarity> rows = user_similarity(points_of(points), main_user, options, ctx);
 
-	Stopwatch clock;
-	ResultWriter out(fcinfo);
+	ResultWriter out(fcinfo, ctx, "user_similarity");
 	for (const UserSimilarity &row : rows)
 	{
 		Datum values[3] = {Int64GetDatum(row.user_id), Float8GetDatum(row.similarity),
@@ -109,8 +108,7 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 		bool nulls[3] = {false, false, false};
 		out.put(values, nulls);
 	}
-	ctx.times.output_ms += clock.elapsed_ms();
-	report_timing("user_similarity", ctx);
+	out.finish();
 	return (Datum) 0;
 }
 
@@ -126,8 +124,7 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 	read_inner_query(points_query, points, ctx);
 	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx);
 
-	Stopwatch clock;
-	ResultWriter out(fcinfo);
+	ResultWriter out(fcinfo, ctx, "similar_users");
 	for (const SimilarUser &row : rows)
 	{
 		Datum values[4] = {Int64GetDatum(row.user_id), Int32GetDatum(row.rank),
@@ -135,8 +132,7 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 		bool nulls[4] = {false, false, false, false};
 		out.put(values, nulls);
 	}
-	ctx.times.output_ms += clock.elapsed_ms();
-	report_timing("similar_users", ctx);
+	out.finish();
 	return (Datum) 0;
 }
 
@@ -168,16 +164,14 @@ Datum predict_strength_body(FunctionCallInfo fcinfo)
 	std::vector<double> strengths =
 		predict_strength(points_of(points), main_user, cands, exponent, strength, options, ctx);
 
-	Stopwatch clock;
-	ResultWriter out(fcinfo);
+	ResultWriter out(fcinfo, ctx, "predict_strength");
 	for (size_t row = 0; row < strengths.size(); ++row)
 	{
 		Datum values[2] = {Int64GetDatum(cands.id[row]), Float8GetDatum(strengths[row])};
 		bool nulls[2] = {false, false};
 		out.put(values, nulls);
 	}
-	ctx.times.output_ms += clock.elapsed_ms();
-	report_timing("predict_strength", ctx);
+	out.finish();
 	return (Datum) 0;
 }
 
@@ -212,8 +206,7 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 		fit_exponent(points_of(points), {holdout.int64(0), holdout.int64(1)},
 					 candidates_of(candidates), exponents, strength, options, ctx);
 
-	Stopwatch clock;
-	ResultWriter out(fcinfo);
+	ResultWriter out(fcinfo, ctx, "fit_exponent");
 	for (const ExponentFit &fit : fits)
 	{
 		/* no user with a visited and an unvisited candidate: no mean */
@@ -222,8 +215,7 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 		bool nulls[3] = {false, fit.users == 0, false};
 		out.put(values, nulls);
 	}
-	ctx.times.output_ms += clock.elapsed_ms();
-	report_timing("fit_exponent", ctx);
+	out.finish();
 	return (Datum) 0;
 }
 

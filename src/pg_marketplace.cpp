@@ -41,8 +41,7 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 	read_inner_query(offers_query, table, ctx);
 	RankedOffers ranked = cheapest_offers(offers, k, ctx, &streamer);
 
-	Stopwatch clock;
-	ResultWriter out(fcinfo);
+	ResultWriter out(fcinfo, ctx, "cheapest_offers");
 	for (int32_t code : offers.product.codes_in_id_order())
 	{
 		Datum values[5];
@@ -58,8 +57,7 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 			out.put(values, nulls);
 		}
 	}
-	ctx.times.output_ms += clock.elapsed_ms();
-	report_timing("cheapest_offers", ctx);
+	out.finish();
 	return (Datum) 0;
 }
 
@@ -83,8 +81,7 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
 	std::vector<CartImprovement> improvements = improve_carts(lines, offers, ctx, &streamer);
 
-	Stopwatch clock;
-	ResultWriter out(fcinfo);
+	ResultWriter out(fcinfo, ctx, "improve_carts");
 	for (const CartImprovement &line : improvements)
 	{
 		Datum values[8];
@@ -119,8 +116,7 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 		}
 		out.put(values, nulls);
 	}
-	ctx.times.output_ms += clock.elapsed_ms();
-	report_timing("improve_carts", ctx);
+	out.finish();
 	return (Datum) 0;
 }
 

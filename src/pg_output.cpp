@@ -29,6 +29,9 @@ ExecContext exec_context_from_settings()
 	return ctx;
 }
 
+namespace {
+
+/* The gpurec.timing NOTICE of one call. */
 void report_timing(const char *function, const ExecContext &ctx)
 {
 	if (!settings_timing())
@@ -43,6 +46,8 @@ void report_timing(const char *function, const ExecContext &ctx)
 	});
 }
 
+} // namespace
+
 const char *text_argument(FunctionCallInfo fcinfo, int n)
 {
 	return pg_call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(n)); });
@@ -51,6 +56,22 @@ const char *text_argument(FunctionCallInfo fcinfo, int n)
 ResultWriter::ResultWriter(FunctionCallInfo fcinfo) : fcinfo_(fcinfo)
 {
 	pg_call([fcinfo] { InitMaterializedSRF(fcinfo, 0); });
+}
+
+ResultWriter::ResultWriter(FunctionCallInfo fcinfo, ExecContext &ctx, const char *function)
+	: ResultWriter(fcinfo)
+{
+	ctx_ = &ctx;
+	function_ = function;
+	clock_ = Stopwatch();
+}
+
+void ResultWriter::finish()
+{
+	if (!ctx_)
+		return;
+	ctx_->times.output_ms += clock_.elapsed_ms();
+	report_timing(function_, *ctx_);
 }
 
 void ResultWriter::put(const Datum *values, const bool *nulls)

@@ -14,25 +14,30 @@ namespace gpurec {
 /* The engine's context for one call, from the GUCs gpurec.device and friends. */
 ExecContext exec_context_from_settings();
 
-/* Raises the gpurec.timing NOTICE for `function` when that setting is on. */
-void report_timing(const char *function, const ExecContext &ctx);
-
 /* The text argument n as a C string (NULL arguments never reach here: STRICT). */
 const char *text_argument(FunctionCallInfo fcinfo, int n);
 
 /*
  * Materialises a set-returning function's rows into its tuplestore
- * (InitMaterializedSRF), checking for interrupts as it goes.
+ * (InitMaterializedSRF), checking for interrupts as it goes.  Given the
+ * call's context, it is the call's output phase: finish() adds that phase's
+ * time and raises the gpurec.timing NOTICE for `function` when that setting
+ * is on.
  */
 class ResultWriter
 {
   public:
 	explicit ResultWriter(FunctionCallInfo fcinfo);
+	ResultWriter(FunctionCallInfo fcinfo, ExecContext &ctx, const char *function);
 	void put(const Datum *values, const bool *nulls);
+	void finish();
 
   private:
 	FunctionCallInfo fcinfo_;
 	uint64 rows_ = 0;
+	ExecContext *ctx_ = nullptr;
+	const char *function_ = nullptr;
+	Stopwatch clock_;
 };
 
 /* The exact input value of `row` as numeric, as value::numeric would give it. */

@@ -35,8 +35,7 @@ std::vector<int8_t> labels_argument(FunctionCallInfo fcinfo, int n)
 
 void write_results(FunctionCallInfo fcinfo, const std::vector<RocResult> &results, ExecContext &ctx)
 {
-	Stopwatch clock;
-	ResultWriter out(fcinfo);
+	ResultWriter out(fcinfo, ctx, "roc_fitness");
 	for (const RocResult &r : results)
 	{
 		Datum values[7];
@@ -51,8 +50,7 @@ void write_results(FunctionCallInfo fcinfo, const std::vector<RocResult> &result
 		values[6] = Int64GetDatum(r.counts.highest_positive_rank);
 		out.put(values, nulls);
 	}
-	ctx.times.output_ms += clock.elapsed_ms();
-	report_timing("roc_fitness", ctx);
+	out.finish();
 }
 
 /* roc_fitness(scores_query): individual_id, label, score per row */
