@@ -74,7 +74,7 @@ $(OBJS): $(wildcard src/*.hpp kernels/*.hpp)
 UNIT_TEST = test/unit/gpurec_unit_tests
 UNIT_SRCS = $(wildcard test/unit/*.cpp)
 
-$(UNIT_TEST): $(UNIT_SRCS) $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
+$(UNIT_TEST): $(UNIT_SRCS) test/unit/test_random.hpp $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
 	$(CXX) -std=c++17 -O2 -g $(GPU_DEFINES) -Isrc -Ikernels -o $@ $(UNIT_SRCS) \
 		$(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -l:libgtest_main.a -l:libgtest.a -lpthread $(CUDA_LIBS)
 

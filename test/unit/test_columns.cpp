@@ -20,24 +20,10 @@
 #include <vector>
 
 #include "../../src/columns.hpp"
+#include "test_random.hpp"
 
 namespace gpurec {
 namespace {
-
-std::mt19937_64 seeded_rng(const char *test)
-{
-	uint64_t seed;
-	if (const char *fixed = std::getenv("GPUREC_TEST_SEED"))
-		seed = std::strtoull(fixed, nullptr, 10);
-	else
-	{
-		std::random_device device;
-		seed = (uint64_t(device()) << 32) | device();
-	}
-	std::printf("[ seed     ] %s: GPUREC_TEST_SEED=%llu\n", test,
-				static_cast<unsigned long long>(seed));
-	return std::mt19937_64(seed);
-}
 
 double from_bits(uint64_t bits)
 {
@@ -114,7 +100,7 @@ int pg_compare(double a, double b)
 
 TEST(OrderKeyProperties, AgreesWithPostgresOrderOnRandomPairs)
 {
-	auto rng = seeded_rng("AgreesWithPostgresOrderOnRandomPairs");
+	auto rng = seeded_rng();
 	std::vector<double> v = interesting_doubles(rng, 4000);
 	for (size_t i = 0; i < v.size(); ++i)
 		for (size_t j = i; j < v.size(); j += 1 + rng() % 7)
@@ -129,7 +115,7 @@ TEST(OrderKeyProperties, AgreesWithPostgresOrderOnRandomPairs)
 
 TEST(OrderKeyProperties, SortingByKeySortsByValue)
 {
-	auto rng = seeded_rng("SortingByKeySortsByValue");
+	auto rng = seeded_rng();
 	std::vector<double> v = interesting_doubles(rng, 100000);
 	std::sort(v.begin(), v.end(), [](double a, double b) {
 		return order_key_from_double(a) < order_key_from_double(b);
@@ -141,7 +127,7 @@ TEST(OrderKeyProperties, SortingByKeySortsByValue)
 TEST(OrderKeyProperties, NaNIsOneKeyAboveInfinity)
 {
 	int64_t nan_key = order_key_from_double(std::numeric_limits<double>::quiet_NaN());
-	auto rng = seeded_rng("NaNIsOneKeyAboveInfinity");
+	auto rng = seeded_rng();
 	for (int i = 0; i < 10000; ++i)
 	{
 		/* any exponent-all-ones pattern with a non-zero mantissa, either sign */
@@ -169,7 +155,7 @@ TEST(OrderKeyProperties, NegativeZeroIsZero)
 TEST(OrderKeyProperties, NeighbouringDoublesHaveNeighbouringKeys)
 {
 	/* strictly monotone and dense within each sign: the next double is the next key */
-	auto rng = seeded_rng("NeighbouringDoublesHaveNeighbouringKeys");
+	auto rng = seeded_rng();
 	std::vector<double> v = interesting_doubles(rng, 20000);
 	for (double d : v)
 	{
@@ -187,7 +173,7 @@ TEST(OrderKeyProperties, NeighbouringDoublesHaveNeighbouringKeys)
 
 TEST(OrderKeyProperties, RoundTripIsBitExact)
 {
-	auto rng = seeded_rng("RoundTripIsBitExact");
+	auto rng = seeded_rng();
 	for (double d : interesting_doubles(rng, 100000))
 	{
 		double back = double_from_order_key(order_key_from_double(d));
@@ -204,7 +190,7 @@ TEST(OrderKeyProperties, FloatsWidenInOrder)
 {
 	/* real values are keyed through their exact double: float order is kept, and the
 	 * key converts back to the same float */
-	auto rng = seeded_rng("FloatsWidenInOrder");
+	auto rng = seeded_rng();
 	std::vector<float> f = {0.0f, -0.0f, 1e-40f, -1e-40f, std::numeric_limits<float>::max(),
 							std::numeric_limits<float>::infinity(), 0.1f, 16777217.0f};
 	while (f.size() < 50000)
@@ -268,7 +254,7 @@ void expect_sqlstate(const std::function<void()> &f, const char *state, const ch
 
 TEST(NumberColumnNumeric, MixedScalesOrderExactly)
 {
-	auto rng = seeded_rng("MixedScalesOrderExactly");
+	auto rng = seeded_rng();
 	for (int trial = 0; trial < 30; ++trial)
 	{
 		NumberColumn c(NumberType::Numeric);
@@ -564,7 +550,7 @@ void check_dictionary(const IdColumn &ids, const std::vector<int64_t> &pushed,
 
 TEST(IdColumnDictionary, RandomIdsWithRepeats)
 {
-	auto rng = seeded_rng("RandomIdsWithRepeats");
+	auto rng = seeded_rng();
 	for (int trial = 0; trial < 5; ++trial)
 	{
 		IdColumn ids;
@@ -586,7 +572,7 @@ TEST(IdColumnDictionary, RandomIdsWithRepeats)
 TEST(IdColumnDictionary, IdsCollidingInTheTable)
 {
 	/* ids whose hashes agree in their low 12 bits: one long probe chain, wrapping */
-	auto rng = seeded_rng("IdsCollidingInTheTable");
+	auto rng = seeded_rng();
 	std::vector<int64_t> colliding;
 	uint64_t target = rng() & 0xFFF;
 	for (int64_t id = static_cast<int64_t>(rng() >> 8); colliding.size() < 3000; ++id)
@@ -611,7 +597,7 @@ TEST(IdColumnDictionary, IdsCollidingInTheTable)
 
 TEST(IdColumnDictionary, MoreRowsThanAChunk)
 {
-	auto rng = seeded_rng("MoreRowsThanAChunk");
+	auto rng = seeded_rng();
 	IdColumn ids;
 	std::vector<int64_t> pushed;
 	size_t n = ChunkedColumn<int32_t>::kChunkRows * 2 + 77;

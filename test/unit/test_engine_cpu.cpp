@@ -12,23 +12,16 @@
 
 #include "../../src/columns.hpp"
 #include "../../src/marketplace.hpp"
+#include "test_random.hpp"
 
 namespace gpurec {
 namespace {
-
-std::mt19937_64 fresh_rng()
-{
-	std::random_device seed;
-	uint64_t s = (uint64_t(seed()) << 32) | seed();
-	std::printf("seed %llu\n", static_cast<unsigned long long>(s));
-	return std::mt19937_64(s);
-}
 
 TEST(OrderKeys, DoublesOrderAsPostgresDoes)
 {
 	const double inf = std::numeric_limits<double>::infinity();
 	std::vector<double> values = {-inf, -1e300, -2.5, -1, -5e-324, -0.0, 0.0, 5e-324, 1, 2.5, 1e300, inf};
-	auto rng = fresh_rng();
+	auto rng = seeded_rng();
 	std::uniform_real_distribution<double> any(-1e6, 1e6);
 	for (int i = 0; i < 1000; ++i)
 		values.push_back(any(rng));
@@ -96,7 +89,7 @@ TEST(NumberColumn, UniformScaleStoresNoPerRowScale)
 
 TEST(IdColumn, DictionaryEncodesInFirstAppearanceOrder)
 {
-	auto rng = fresh_rng();
+	auto rng = seeded_rng();
 	IdColumn ids;
 	std::map<int64_t, int64_t> counts;
 	std::vector<int64_t> first_seen;
@@ -132,7 +125,7 @@ struct Market
 
 TEST(CheapestOffers, CpuMatchesBruteForce)
 {
-	auto rng = fresh_rng();
+	auto rng = seeded_rng();
 	for (int trial = 0; trial < 20; ++trial)
 	{
 		Market m;
@@ -187,7 +180,7 @@ TEST(CheapestOffers, ErrorsAndEmptyInput)
 
 TEST(ImproveCarts, CpuMatchesBruteForce)
 {
-	auto rng = fresh_rng();
+	auto rng = seeded_rng();
 	Market m;
 	for (int i = 0; i < 2000; ++i)
 	{

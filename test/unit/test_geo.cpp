@@ -16,6 +16,7 @@
 #include <set>
 
 #include "../../src/geo.hpp"
+#include "test_random.hpp"
 
 namespace gpurec {
 namespace {
@@ -352,7 +353,7 @@ class GeoOracle : public ::testing::TestWithParam<GeoMetric>
 TEST_P(GeoOracle, UserSimilarity)
 {
 	GeoMetric metric = GetParam();
-	std::mt19937_64 rng(std::random_device{}());
+	std::mt19937_64 rng = seeded_rng();
 	for (int round = 0; round < 6; ++round)
 	{
 		std::vector<Point> rows = random_points(rng, 2 + round * 5, 1 + round, metric);
@@ -426,7 +427,7 @@ void expect_best_others(const std::vector<SimilarUser> &got, const Users &users,
 TEST_P(GeoOracle, SimilarUsers)
 {
 	GeoMetric metric = GetParam();
-	std::mt19937_64 rng(std::random_device{}());
+	std::mt19937_64 rng = seeded_rng();
 	for (int k : {1, 2, 3, 7, 1000})
 	{
 		std::vector<Point> rows = random_points(rng, 3 + k % 13 * 3, 4, metric, 4);
@@ -460,7 +461,7 @@ std::vector<double> similarity_thresholds(const Users &users, int64_t main, GeoM
 TEST_P(GeoOracle, PredictStrength)
 {
 	GeoMetric metric = GetParam();
-	std::mt19937_64 rng(std::random_device{}());
+	std::mt19937_64 rng = seeded_rng();
 	bool euclid = metric == GeoMetric::Euclidean;
 	for (int round = 0; round < 4; ++round)
 	{
@@ -529,7 +530,7 @@ std::pair<double, double> oracle_auc_bracket(const std::vector<double> &s,
 TEST_P(GeoOracle, FitExponent)
 {
 	GeoMetric metric = GetParam();
-	std::mt19937_64 rng(std::random_device{}());
+	std::mt19937_64 rng = seeded_rng();
 	bool euclid = metric == GeoMetric::Euclidean;
 	for (int round = 0; round < 3; ++round)
 	{

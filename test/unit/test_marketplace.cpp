@@ -26,24 +26,10 @@
 
 #include "../../src/columns.hpp"
 #include "../../src/marketplace.hpp"
+#include "test_random.hpp"
 
 namespace gpurec {
 namespace {
-
-std::mt19937_64 seeded_rng(const char *test)
-{
-	uint64_t seed;
-	if (const char *fixed = std::getenv("GPUREC_TEST_SEED"))
-		seed = std::strtoull(fixed, nullptr, 10);
-	else
-	{
-		std::random_device device;
-		seed = (uint64_t(device()) << 32) | device();
-	}
-	std::printf("[ seed     ] %s: GPUREC_TEST_SEED=%llu\n", test,
-				static_cast<unsigned long long>(seed));
-	return std::mt19937_64(seed);
-}
 
 const double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -368,7 +354,7 @@ std::vector<int> ks_for(const Market &m) { return {1, 2, 3, 7, most_offers(m) + 
 
 TEST(MarketplaceCheapest, CpuMatchesBruteForce)
 {
-	auto rng = seeded_rng("MarketplaceCheapest.CpuMatchesBruteForce");
+	auto rng = seeded_rng();
 	for (NumberType type : kPriceTypes)
 		for (int trial = 0; trial < 6; ++trial)
 		{
@@ -392,7 +378,7 @@ TEST(MarketplaceCheapest, DuplicatesSpreadAsTheCpuRanksThem)
 	 * each repeated (two parts, each giving its own first row).  Spreading
 	 * them must give the CPU's very rows.  Runs without a GPU.
 	 */
-	auto rng = seeded_rng("MarketplaceCheapest.DuplicatesSpreadAsTheCpuRanksThem");
+	auto rng = seeded_rng();
 	int runs_seen = 0;
 	for (NumberType type : kPriceTypes)
 		for (int trial = 0; trial < 6; ++trial)
@@ -433,7 +419,7 @@ TEST(MarketplaceCheapest, DuplicatesSpreadAsTheCpuRanksThem)
 TEST(MarketplaceCheapest, DeepRankingPastAChunk)
 {
 	/* more offers than a chunk, few products: long rankings */
-	auto rng = seeded_rng("MarketplaceCheapest.DeepRankingPastAChunk");
+	auto rng = seeded_rng();
 	Market m = random_market(rng, NumberType::Numeric, ChunkedColumn<int32_t>::kChunkRows + 4321);
 	for (int k : {1, 50})
 	{
@@ -444,7 +430,7 @@ TEST(MarketplaceCheapest, DeepRankingPastAChunk)
 
 TEST(MarketplaceCheapest, KBelowOneIsAnError)
 {
-	auto rng = seeded_rng("MarketplaceCheapest.KBelowOneIsAnError");
+	auto rng = seeded_rng();
 	Market empty(NumberType::Integer);
 	Market some = random_market(rng, NumberType::Integer, 100);
 	for (Market *m : {&empty, &some})
@@ -501,7 +487,7 @@ TEST(MarketplaceCheapest, TiesByHand)
 
 TEST(MarketplaceCheapest, CancelledOnTheCpu)
 {
-	auto rng = seeded_rng("MarketplaceCheapest.CancelledOnTheCpu");
+	auto rng = seeded_rng();
 	Market m = random_market(rng, NumberType::Integer, 600000);
 	ExecContext ctx = context(DeviceMode::Cpu);
 	int calls = 0;
@@ -610,7 +596,7 @@ void expect_same_lines(const std::vector<CartImprovement> &got,
 
 TEST(MarketplaceCarts, CpuMatchesBruteForce)
 {
-	auto rng = seeded_rng("MarketplaceCarts.CpuMatchesBruteForce");
+	auto rng = seeded_rng();
 	for (NumberType type : kPriceTypes)
 		for (int trial = 0; trial < 5; ++trial)
 		{
@@ -680,7 +666,7 @@ TEST(MarketplaceCarts, QuantityBelowOneIsAnError)
 
 TEST(MarketplaceCarts, EmptyInputs)
 {
-	auto rng = seeded_rng("MarketplaceCarts.EmptyInputs");
+	auto rng = seeded_rng();
 	Market none(NumberType::Float8);
 	Market some = random_market(rng, NumberType::Float8, 500);
 	Carts no_lines;
@@ -738,7 +724,7 @@ class MarketplaceGpuPaths : public ::testing::TestWithParam<NumberType>
 
 TEST_P(MarketplaceGpuPaths, SameOffersAsTheCpu)
 {
-	auto rng = seeded_rng("MarketplaceGpuPaths.SameOffersAsTheCpu");
+	auto rng = seeded_rng();
 	for (int trial = 0; trial < 4; ++trial)
 	{
 		bool large = trial == 3;
@@ -814,7 +800,7 @@ TEST(MarketplaceGpu, AllocationFailure)
 	if (!gpu_usable())
 		GTEST_SKIP() << "no usable GPU";
 	/* past the size from which auto picks the GPU (4e6 offers) */
-	auto rng = seeded_rng("MarketplaceGpu.AllocationFailure");
+	auto rng = seeded_rng();
 	Market m = random_market(rng, NumberType::Numeric, 4200000);
 	Carts carts = random_carts(rng, m, 300);
 	ExecContext cpu = context(DeviceMode::Cpu);

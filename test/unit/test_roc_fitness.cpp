@@ -21,6 +21,7 @@
 #include <random>
 
 #include "../../src/roc_fitness.hpp"
+#include "test_random.hpp"
 
 namespace gpurec {
 namespace {
@@ -199,15 +200,6 @@ struct Shape
 	ScoreKind kind;
 };
 
-/* A fresh seed each run, printed; GPUREC_SEED replays one. */
-std::mt19937_64 make_rng()
-{
-	const char *given = std::getenv("GPUREC_SEED");
-	uint64_t seed = given ? std::strtoull(given, nullptr, 10) : std::random_device{}();
-	std::cout << "[ seed " << seed << " ]" << std::endl;
-	return std::mt19937_64(seed);
-}
-
 double random_double(std::mt19937_64 &rng, ScoreKind kind)
 {
 	switch (kind)
@@ -322,7 +314,7 @@ constexpr ScoreKind kDoubleKinds[] = {ScoreKind::FewFloats, ScoreKind::UnitDoubl
 /* small individuals (a comparison sort), then large ones (the radix sort) */
 TEST(RocFitness, LongFormatMatchesBruteForce)
 {
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	for (ScoreKind kind : kEveryKind)
 		for (Shape shape : {Shape{150, 60, kind}, Shape{6, 3000, kind}})
 		{
@@ -337,7 +329,7 @@ TEST(RocFitness, LongFormatMatchesBruteForce)
 TEST(RocFitness, LargeIndividualsMatchBruteForce)
 {
 	constexpr int kLargeSegment = 20000; /* 11-bit digits from 16,384 examples */
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	for (ScoreKind kind : kEveryKind)
 	{
 		SCOPED_TRACE(static_cast<int>(kind));
@@ -359,7 +351,7 @@ TEST(RocFitness, LargeIndividualsMatchBruteForce)
 
 TEST(RocFitness, ArrayFormatMatchesBruteForce)
 {
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	for (int length : {1, 2, 7, 120, 2500})
 		for (ScoreKind kind : kDoubleKinds)
 			for (bool doubles : {true, false})
@@ -395,7 +387,7 @@ ArrayInput real_scores_over_the_float_range(std::mt19937_64 &rng)
 
 TEST(RocFitness, ArrayFormatOfRealScoresAcrossTheFloatRange)
 {
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	ArrayInput in = real_scores_over_the_float_range(rng);
 	ExecContext ctx = on(DeviceMode::Cpu);
 	expect_oracle(roc_fitness_arrays(in.ids, in.scores, in.labels, ctx), in.examples);
@@ -420,7 +412,7 @@ TEST(RocFitness, NaNAboveEveryNumberAndNegativeZeroIsZero)
 /* The seed formula: mean over sorted positions of (TPR - FPR), when no scores tie. */
 TEST(RocFitness, SeedFormulaWithoutTies)
 {
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	for (int trial = 0; trial < 50; ++trial)
 	{
 		int n = 2 + static_cast<int>(rng() % 300);
@@ -457,7 +449,7 @@ TEST(RocFitness, SeedFormulaWithoutTies)
 
 TEST(RocFitness, ResultDoesNotDependOnRowOrder)
 {
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	LongInput in = random_long(rng, {40, 50, ScoreKind::FewFloats});
 	std::vector<size_t> order(in.individual.size());
 	for (size_t i = 0; i < order.size(); ++i)
@@ -545,7 +537,7 @@ TEST(RocFitness, CancelStopsTheCpuPath)
 	struct Cancelled
 	{
 	};
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	LongInput in = random_long(rng, {40, 3000, ScoreKind::FewFloats});
 	ExecContext ctx = on(DeviceMode::Cpu);
 	int calls = 0;
@@ -605,7 +597,7 @@ class RocFitnessGpu : public ::testing::Test
 
 TEST_F(RocFitnessGpu, LongFormatEveryKeyLayout)
 {
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	for (ScoreKind kind : kEveryKind)
 	{
 		SCOPED_TRACE(static_cast<int>(kind));
@@ -618,7 +610,7 @@ TEST_F(RocFitnessGpu, LongFormatEveryKeyLayout)
 
 TEST_F(RocFitnessGpu, ArrayFormatEveryKeyLayout)
 {
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	for (ScoreKind kind : kDoubleKinds)
 		for (bool doubles : {true, false})
 		{
@@ -633,14 +625,14 @@ TEST_F(RocFitnessGpu, ArrayFormatEveryKeyLayout)
 
 TEST_F(RocFitnessGpu, ArrayFormatOfRealScoresInFloatKeys)
 {
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	ArrayInput in = real_scores_over_the_float_range(rng);
 	expect_oracle(compare_arrays(in), in.examples);
 }
 
 TEST_F(RocFitnessGpu, InParts)
 {
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	/* budgets that leave room for a handful of individuals per part */
 	LongInput rows = random_long(rng, {60, 8000, ScoreKind::FewFloats});
 	compare_long(rows, rows.individual.size() * 20 + 2 * 8000 * 40);
@@ -650,7 +642,7 @@ TEST_F(RocFitnessGpu, InParts)
 
 TEST_F(RocFitnessGpu, AllocationFailure)
 {
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	ArrayInput in = random_arrays(rng, {3, 0, ScoreKind::FewFloats}, 1000);
 	ExecContext gpu = on(DeviceMode::Gpu);
 	gpu.fail_gpu_alloc = true;
@@ -672,7 +664,7 @@ TEST_F(RocFitnessGpu, CancelStopsTheGpuPath)
 	struct Cancelled
 	{
 	};
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	LongInput in = random_long(rng, {50, 2000, ScoreKind::FewFloats});
 	ExecContext gpu = on(DeviceMode::Gpu);
 	gpu.check_interrupts = [] { throw Cancelled(); };
@@ -683,7 +675,7 @@ TEST_F(RocFitnessGpu, CancelStopsTheGpuPath)
 
 TEST_F(RocFitnessGpu, ReportsTransferAndCompute)
 {
-	std::mt19937_64 rng = make_rng();
+	std::mt19937_64 rng = seeded_rng();
 	ArrayInput in = random_arrays(rng, {20, 0, ScoreKind::FewFloats}, 20000);
 	ExecContext gpu = on(DeviceMode::Gpu);
 	roc_fitness_arrays(in.ids, in.scores, in.labels, gpu);
