@@ -26,15 +26,8 @@ similarity_fp32=${SIMILARITY_FP32_LIMIT:-6.7e12}
 strength_fp32=${STRENGTH_FP32_LIMIT:-4.2e12}
 db=gpurec_bench_geo
 export PGDATABASE=$db
-q() { psql -XAtq -v ON_ERROR_STOP=1 "$@"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-run_ms() { # one timed run in a fresh backend
-	q -c "SET max_parallel_workers_per_gather = 0; ${2:-}" -c '\timing on' -c "$1" |
-		sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p'
-}
-median3() { for i in 1 2 3; do run_ms "$@"; done | sort -n | sed -n 2p; }
+source "$(dirname "$0")/lib.sh"
 # the gpurec.timing NOTICEs of three runs in fresh backends, into $notices; the least compute into $ms
-notice() { q -c "SET gpurec.timing = on; $2" -c "$1" 2>&1 | grep NOTICE | sed 's/^/  /' || true; }
 three_runs() {
 	notices=$(for i in 1 2 3; do notice "$@"; done)
 	ms=$(sed -nE 's/.*compute ([0-9.]+) ms.*/\1/p' <<<"$notices" | sort -n | head -1)
@@ -59,8 +52,7 @@ CREATE UNLOGGED TABLE $1 AS
 VACUUM ANALYZE $1;
 SQL
 }
-psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-q -c "CREATE EXTENSION gpurec"
+fresh_database
 
 if [[ " $sections " == *" similarity "* ]]; then
 	echo "# user_similarity: $users users x 20 points, main user of 64 points"

@@ -11,14 +11,12 @@ per_product=${OFFERS_PER_PRODUCT:-1024}
 devices=${DEVICES:-cpu}
 db=gpurec_bench
 export PGDATABASE=$db
-q() { psql -XAtq -v ON_ERROR_STOP=1 "$@"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+source "$(dirname "$0")/lib.sh"
 
 # REUSE_TABLE=1 keeps the offers of an earlier run of the same size
 if [ "${REUSE_TABLE:-0}" != 1 ] || [ "$(q -d postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$db'")" = 0 ] ||
 	[ "$(q -c "SELECT count(*) FROM offers" 2>/dev/null)" != "$((products * per_product))" ]; then
-	psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-	q -c "CREATE EXTENSION gpurec"
+	fresh_database
 	echo "# loading $((products * per_product)) offers ($products products x $per_product offers, random order)"
 	q <<SQL
 SET max_parallel_workers_per_gather = 0;
@@ -32,12 +30,6 @@ SQL
 fi
 rows=$(q -c "SELECT count(*) FROM offers")
 
-# one timed run of a query in a fresh backend, in ms
-run_ms() {
-	q -c "SET max_parallel_workers_per_gather = 0; ${2:-}" -c '\timing on' -c "$1" |
-		sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p'
-}
-median() { sort -n | sed -n 2p; }
 gpurec_sql="SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')"
 sum_sql="SELECT sum(price) FROM offers"
 distinct_sql="SELECT count(*) FROM (SELECT DISTINCT ON (product_id) product_id, store_id, price FROM offers ORDER BY product_id, price, store_id) s"

@@ -18,20 +18,8 @@ formats=${FORMATS:-array long}
 devices=${DEVICES:-cpu}
 db=gpurec_bench_roc
 export PGDATABASE=$db
-q() { psql -XAtq -v ON_ERROR_STOP=1 "$@"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-run_ms() { # one timed run in a fresh backend
-	q -c "SET max_parallel_workers_per_gather = 0; ${2:-}" -c '\timing on' -c "$1" |
-		sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p'
-}
-median3() { # median of three runs
-	for i in 1 2 3; do run_ms "$@"; done | sort -n | sed -n 2p
-}
-notice() { # the gpurec.timing NOTICE of one run
-	q -c "SET gpurec.timing = on; $2" -c "$1" 2>&1 | grep NOTICE | sed 's/^/  /' || true
-}
-psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-q -c "CREATE EXTENSION gpurec"
+source "$(dirname "$0")/lib.sh"
+fresh_database
 
 if [[ " $formats " == *" array "* ]]; then
 	echo "# array format: $array_individuals individuals x $array_examples examples ($array_type[])"
