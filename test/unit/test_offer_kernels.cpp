@@ -47,10 +47,11 @@ void expect_same(const RankedOffers &a, const RankedOffers &b, const RandomOffer
 	ASSERT_EQ(a.rows.size(), b.rows.size());
 	for (size_t i = 0; i < a.rows.size(); ++i)
 	{
-		/* exact duplicates of an offer may come as different rows: compare the offers */
 		ASSERT_EQ(in.price.key(a.rows[i]), in.price.key(b.rows[i])) << "rank entry " << i;
 		ASSERT_EQ(in.store[a.rows[i]], in.store[b.rows[i]]) << "rank entry " << i;
 	}
+	/* the very rows: exact duplicates of an offer in input order on both devices */
+	EXPECT_EQ(a.rows, b.rows);
 }
 
 class OfferKernels : public ::testing::TestWithParam<std::tuple<int, bool>>
