@@ -26,6 +26,7 @@
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 namespace gpurec {
@@ -385,16 +386,27 @@ void similarity_sums_cpu(const GeoPointSet &s, int32_t main_user, double epsilon
 	});
 }
 
+/*
+ * Calls run(metric) with s's metric as a compile-time constant (so each
+ * metric gets its own loop), counting the time as compute.
+ */
+template <typename Run> void compute_on_cpu(const GeoPointSet &s, ExecContext &ctx, Run run)
+{
+	Stopwatch clock;
+	if (s.metric == GeoMetric::Euclidean)
+		run(std::integral_constant<GeoMetric, GeoMetric::Euclidean>{});
+	else
+		run(std::integral_constant<GeoMetric, GeoMetric::Haversine>{});
+	ctx.times.compute_ms += clock.elapsed_ms();
+}
+
 void similarity_sums_on_cpu(const GeoPointSet &s, int32_t main_user, double epsilon,
 							std::vector<double> &floored, std::vector<double> &raw,
 							ExecContext &ctx)
 {
-	Stopwatch clock;
-	if (s.metric == GeoMetric::Euclidean)
-		similarity_sums_cpu<GeoMetric::Euclidean>(s, main_user, epsilon, floored, raw, ctx);
-	else
-		similarity_sums_cpu<GeoMetric::Haversine>(s, main_user, epsilon, floored, raw, ctx);
-	ctx.times.compute_ms += clock.elapsed_ms();
+	compute_on_cpu(s, ctx, [&](auto metric) {
+		similarity_sums_cpu<metric()>(s, main_user, epsilon, floored, raw, ctx);
+	});
 }
 
 template <GeoMetric M>
@@ -427,12 +439,9 @@ void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon,
 						  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 						  ExecContext &ctx)
 {
-	Stopwatch clock;
-	if (s.metric == GeoMetric::Euclidean)
-		similar_users_cpu<GeoMetric::Euclidean>(s, k, epsilon, heaps, sizes, ctx);
-	else
-		similar_users_cpu<GeoMetric::Haversine>(s, k, epsilon, heaps, sizes, ctx);
-	ctx.times.compute_ms += clock.elapsed_ms();
+	compute_on_cpu(s, ctx, [&](auto metric) {
+		similar_users_cpu<metric()>(s, k, epsilon, heaps, sizes, ctx);
+	});
 }
 
 /*
