@@ -21,21 +21,25 @@ namespace gpurec {
 namespace {
 
 /* points_query: user_id, x, y; a NULL in any skips the row */
-InputTable points_table()
+InputTable read_points(const char *points_query, ExecContext &ctx)
 {
-	return InputTable("points query", {{"user_id", ColumnKind::Id},
+	InputTable points("points query", {{"user_id", ColumnKind::Id},
 									   {"x", ColumnKind::Float},
 									   {"y", ColumnKind::Float}});
+	read_inner_query(points_query, points, ctx);
+	return points;
 }
 
 GeoPoints points_of(InputTable &table) { return {table.id(0), table.floats(1), table.floats(2)}; }
 
 /* candidates_query: candidate_id, x, y; each row is a candidate */
-InputTable candidates_table()
+InputTable read_candidates(const char *candidates_query, ExecContext &ctx)
 {
-	return InputTable("candidates query", {{"candidate_id", ColumnKind::Int64},
-										   {"x", ColumnKind::Float},
-										   {"y", ColumnKind::Float}});
+	InputTable candidates("candidates query", {{"candidate_id", ColumnKind::Int64},
+											   {"x", ColumnKind::Float},
+											   {"y", ColumnKind::Float}});
+	read_inner_query(candidates_query, candidates, ctx);
+	return candidates;
 }
 
 GeoCandidates candidates_of(InputTable &table)
@@ -49,23 +53,48 @@ GeoOptions options_arguments(FunctionCallInfo fcinfo, int n)
 	return geo_options(text_argument(fcinfo, n), PG_GETARG_FLOAT8(n + 1));
 }
 
-/* For the non-strict functions: whether an argument other than max_distance is NULL. */
-bool any_null_but(FunctionCallInfo fcinfo, int nullable)
+/* max_distance, then min_similarity; a NULL max_distance means no limit */
+constexpr int kMaxDistanceArgument = 4;
+
+/*
+ * For predict_strength and fit_exponent, which cannot be STRICT: a NULL in
+ * an argument other than max_distance gives no rows, as STRICT would.
+ * Returns whether the call was so answered.
+ */
+bool answered_null_as_strict(FunctionCallInfo fcinfo)
 {
 	for (int i = 0; i < PG_NARGS(); ++i)
-		if (i != nullable && PG_ARGISNULL(i))
+		if (i != kMaxDistanceArgument && PG_ARGISNULL(i))
+		{
+			ResultWriter out(fcinfo);
 			return true;
+		}
 	return false;
 }
 
-/* max_distance at argument n: NULL means no limit */
-StrengthOptions strength_arguments(FunctionCallInfo fcinfo, int n)
+/*
+ * The arguments predict_strength and fit_exponent share, at the same places:
+ * points_query (0), candidates_query (2), max_distance and min_similarity
+ * (4, 5), metric and epsilon (6, 7).  They differ in the second and the
+ * fourth (the exponents, which are checked with these).
+ */
+struct StrengthArguments
 {
+	const char *points_query;
+	const char *candidates_query;
 	StrengthOptions strength;
-	if (!PG_ARGISNULL(n))
-		strength.max_distance = PG_GETARG_FLOAT8(n);
-	strength.min_similarity = PG_GETARG_FLOAT8(n + 1);
-	return strength;
+	GeoOptions options;
+};
+
+StrengthArguments strength_arguments(FunctionCallInfo fcinfo, const std::vector<double> &exponents)
+{
+	StrengthArguments args{text_argument(fcinfo, 0), text_argument(fcinfo, 2), StrengthOptions{},
+						   options_arguments(fcinfo, 6)};
+	if (!PG_ARGISNULL(kMaxDistanceArgument))
+		args.strength.max_distance = PG_GETARG_FLOAT8(kMaxDistanceArgument);
+	args.strength.min_similarity = PG_GETARG_FLOAT8(kMaxDistanceArgument + 1);
+	check_strength_arguments(exponents, args.strength);
+	return args;
 }
 
 /* A float8[] argument; a NULL element is an ERROR. */
@@ -96,8 +125,7 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 	int64 main_user = PG_GETARG_INT64(1);
 	GeoOptions options = options_arguments(fcinfo, 2);
 
-	InputTable points = points_table();
-	read_inner_query(points_query, points, ctx);
+	InputTable points = read_points(points_query, ctx);
 	std::vector<UserSimilarity> rows = user_similarity(points_of(points), main_user, options, ctx);
 
 	ResultWriter out(fcinfo, ctx, "user_similarity");
@@ -120,8 +148,7 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 	GeoOptions options = options_arguments(fcinfo, 2);
 	check_k(k);
 
-	InputTable points = points_table();
-	read_inner_query(points_query, points, ctx);
+	InputTable points = read_points(points_query, ctx);
 	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx);
 
 	ResultWriter out(fcinfo, ctx, "similar_users");
@@ -143,26 +170,17 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 Datum predict_strength_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	if (any_null_but(fcinfo, 4))
-	{
-		ResultWriter out(fcinfo);
+	if (answered_null_as_strict(fcinfo))
 		return (Datum) 0;
-	}
-	const char *points_query = text_argument(fcinfo, 0);
 	int64 main_user = PG_GETARG_INT64(1);
-	const char *candidates_query = text_argument(fcinfo, 2);
 	double exponent = PG_GETARG_FLOAT8(3);
-	StrengthOptions strength = strength_arguments(fcinfo, 4);
-	GeoOptions options = options_arguments(fcinfo, 6);
-	check_strength_arguments({exponent}, strength);
+	StrengthArguments args = strength_arguments(fcinfo, {exponent});
 
-	InputTable points = points_table();
-	read_inner_query(points_query, points, ctx);
-	InputTable candidates = candidates_table();
-	read_inner_query(candidates_query, candidates, ctx);
+	InputTable points = read_points(args.points_query, ctx);
+	InputTable candidates = read_candidates(args.candidates_query, ctx);
 	GeoCandidates cands = candidates_of(candidates);
-	std::vector<double> strengths =
-		predict_strength(points_of(points), main_user, cands, exponent, strength, options, ctx);
+	std::vector<double> strengths = predict_strength(points_of(points), main_user, cands, exponent,
+													 args.strength, args.options, ctx);
 
 	ResultWriter out(fcinfo, ctx, "predict_strength");
 	for (size_t row = 0; row < strengths.size(); ++row)
@@ -182,29 +200,20 @@ Datum predict_strength_body(FunctionCallInfo fcinfo)
 Datum fit_exponent_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	if (any_null_but(fcinfo, 4))
-	{
-		ResultWriter out(fcinfo);
+	if (answered_null_as_strict(fcinfo))
 		return (Datum) 0;
-	}
-	const char *points_query = text_argument(fcinfo, 0);
 	const char *holdout_query = text_argument(fcinfo, 1);
-	const char *candidates_query = text_argument(fcinfo, 2);
 	std::vector<double> exponents = float8_array_argument(fcinfo, 3, "exponents");
-	StrengthOptions strength = strength_arguments(fcinfo, 4);
-	GeoOptions options = options_arguments(fcinfo, 6);
-	check_strength_arguments(exponents, strength);
+	StrengthArguments args = strength_arguments(fcinfo, exponents);
 
-	InputTable points = points_table();
-	read_inner_query(points_query, points, ctx);
+	InputTable points = read_points(args.points_query, ctx);
 	InputTable holdout("holdout query",
 					   {{"user_id", ColumnKind::Int64}, {"candidate_id", ColumnKind::Int64}});
 	read_inner_query(holdout_query, holdout, ctx);
-	InputTable candidates = candidates_table();
-	read_inner_query(candidates_query, candidates, ctx);
+	InputTable candidates = read_candidates(args.candidates_query, ctx);
 	std::vector<ExponentFit> fits =
 		fit_exponent(points_of(points), {holdout.int64(0), holdout.int64(1)},
-					 candidates_of(candidates), exponents, strength, options, ctx);
+					 candidates_of(candidates), exponents, args.strength, args.options, ctx);
 
 	ResultWriter out(fcinfo, ctx, "fit_exponent");
 	for (const ExponentFit &fit : fits)
