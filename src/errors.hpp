@@ -51,6 +51,17 @@ class Error : public std::runtime_error
 };
 
 /*
+ * The check of k, the most rows a function returns per key (similar_users,
+ * cheapest_offers), shared so that every function words it alike.
+ */
+inline void check_k(int k)
+{
+	if (k < 1)
+		throw Error(sqlstate::invalid_parameter_value, "k must be at least 1",
+					"k = " + std::to_string(k) + ".");
+}
+
+/*
  * The GPU could not allocate what a computation needs.  Under
  * gpurec.device = auto the dispatcher catches it and reruns on the CPU; under
  * gpurec.device = gpu it reaches the user as an out-of-memory ERROR.

@@ -562,13 +562,6 @@ GeoOptions geo_options(const std::string &metric, double epsilon)
 	return options;
 }
 
-void check_k(int k)
-{
-	if (k < 1)
-		throw Error(sqlstate::invalid_parameter_value, "k must be at least 1",
-					"k = " + std::to_string(k) + ".");
-}
-
 void check_strength_arguments(const std::vector<double> &exponents, const StrengthOptions &strength)
 {
 	if (exponents.empty())

@@ -109,11 +109,10 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 
 /*
  * The argument checks of the functions above (which make them too), for the
- * SQL layer to call before it reads any input: metric and epsilon; k; the
- * exponents and the strength options.
+ * SQL layer to call before it reads any input: metric and epsilon; the
+ * exponents and the strength options (and check_k, errors.hpp).
  */
 GeoOptions geo_options(const std::string &metric, double epsilon);
-void check_k(int k);
 void check_strength_arguments(const std::vector<double> &exponents, const StrengthOptions &strength);
 
 /*

@@ -30,9 +30,7 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 	ExecContext ctx = exec_context_from_settings();
 	const char *offers_query = text_argument(fcinfo, 0);
 	int32 k = PG_GETARG_INT32(1);
-	if (k < 1)
-		throw Error(sqlstate::invalid_parameter_value, "k must be at least 1",
-					"k = " + std::to_string(k) + ".");
+	check_k(k); /* before the query runs */
 
 	InputTable table = offers_table();
 	Offers offers = offers_of(table);
