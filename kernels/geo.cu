@@ -81,6 +81,28 @@ __device__ __forceinline__ void load_point(const DevicePoints &pts, long long p,
 }
 
 /*
+ * mn[j]: the least key from register point j (ax, ay, ac) to the points
+ * [p0, p1), which stream past in order.
+ */
+template <GeoMetric M, int N>
+__device__ __forceinline__ void nearest_keys(const DevicePoints &pts, long long p0, long long p1,
+											 const double (&ax)[N], const double (&ay)[N],
+											 const double (&ac)[N], double (&mn)[N])
+{
+#pragma unroll
+	for (int j = 0; j < N; ++j)
+		mn[j] = INFINITY;
+	for (long long p = p0; p < p1; ++p)
+	{
+		double bx, by, bc;
+		load_point<M>(pts, p, bx, by, bc);
+#pragma unroll
+		for (int j = 0; j < N; ++j)
+			mn[j] = geo::lesser(mn[j], point_key<M>(ax[j], ay[j], ac[j], bx, by, bc));
+	}
+}
+
+/*
  * floored[u], raw[u] for the users of the list with at most R points each:
  * over the main user's points in order, the distance to u's nearest point.
  * u's points sit in registers, padded with copies of its last point (which
@@ -152,16 +174,8 @@ __global__ void __launch_bounds__(kBlock)
 		{
 			long long i = min(c0 + t * 32 + lane, n_main - 1);
 			load_point<M>(pts, main_begin + i, ax[t], ay[t], ac[t]);
-			mn[t] = INFINITY;
 		}
-		for (long long b = b0; b < b1; ++b)
-		{
-			double bx, by, bc;
-			load_point<M>(pts, b, bx, by, bc);
-#pragma unroll
-			for (int t = 0; t < kWarpTile; ++t)
-				mn[t] = geo::lesser(mn[t], point_key<M>(ax[t], ay[t], ac[t], bx, by, bc));
-		}
+		nearest_keys<M>(pts, b0, b1, ax, ay, ac, mn);
 #pragma unroll
 		for (int t = 0; t < kWarpTile; ++t)
 		{
@@ -231,17 +245,7 @@ __global__ void __launch_bounds__(kBlock)
 			if (!one_chunk)
 				load_chunk(c0);
 			double mn[R];
-#pragma unroll
-			for (int j = 0; j < R; ++j)
-				mn[j] = INFINITY;
-			for (long long p = p0; p < p1; ++p)
-			{
-				double bx, by, bc;
-				load_point<M>(pts, p, bx, by, bc);
-#pragma unroll
-				for (int j = 0; j < R; ++j)
-					mn[j] = geo::lesser(mn[j], point_key<M>(ax[j], ay[j], ac[j], bx, by, bc));
-			}
+			nearest_keys<M>(pts, p0, p1, ax, ay, ac, mn);
 #pragma unroll
 			for (int j = 0; j < R; ++j)
 				if (c0 + j < na)
