@@ -350,9 +350,8 @@ int most_offers(const Market &m)
 
 std::vector<int> ks_for(const Market &m) { return {1, 2, 3, 7, most_offers(m) + 1, INT_MAX}; }
 
-/* --------------------------------------------------------- cheapest_offers */
-
-TEST(MarketplaceCheapest, CpuMatchesBruteForce)
+/* Calls check(m, k) on six random markets of each price type, for every k of ks_for(m). */
+template <typename Check> void for_random_markets(Check check)
 {
 	auto rng = seeded_rng();
 	for (NumberType type : kPriceTypes)
@@ -363,11 +362,20 @@ TEST(MarketplaceCheapest, CpuMatchesBruteForce)
 			for (int k : ks_for(m))
 			{
 				SCOPED_TRACE(k);
-				ExecContext ctx = context(DeviceMode::Cpu);
-				expect_brute_force(m, k, cheapest_offers(m.offers(), k, ctx));
-				EXPECT_FALSE(ctx.used_gpu);
+				check(m, k);
 			}
 		}
+}
+
+/* --------------------------------------------------------- cheapest_offers */
+
+TEST(MarketplaceCheapest, CpuMatchesBruteForce)
+{
+	for_random_markets([](const Market &m, int k) {
+		ExecContext ctx = context(DeviceMode::Cpu);
+		expect_brute_force(m, k, cheapest_offers(m.offers(), k, ctx));
+		EXPECT_FALSE(ctx.used_gpu);
+	});
 }
 
 TEST(MarketplaceCheapest, DuplicatesSpreadAsTheCpuRanksThem)
@@ -378,41 +386,32 @@ TEST(MarketplaceCheapest, DuplicatesSpreadAsTheCpuRanksThem)
 	 * each repeated (two parts, each giving its own first row).  Spreading
 	 * them must give the CPU's very rows.  Runs without a GPU.
 	 */
-	auto rng = seeded_rng();
 	int runs_seen = 0;
-	for (NumberType type : kPriceTypes)
-		for (int trial = 0; trial < 6; ++trial)
+	for_random_markets([&](const Market &m, int k) {
+		ExecContext ctx = context(DeviceMode::Cpu);
+		RankedOffers want = cheapest_offers(m.offers(), k, ctx);
+		for (bool two_parts : {false, true})
 		{
-			SCOPED_TRACE(type_name(type));
-			Market m = random_market(rng, type, 1 + rng() % 4000);
-			for (int k : ks_for(m))
+			RankedOffers picks = want;
+			for (size_t i = 0; i < picks.rows.size();)
 			{
-				SCOPED_TRACE(k);
-				ExecContext ctx = context(DeviceMode::Cpu);
-				RankedOffers want = cheapest_offers(m.offers(), k, ctx);
-				for (bool two_parts : {false, true})
-				{
-					RankedOffers picks = want;
-					for (size_t i = 0; i < picks.rows.size();)
-					{
-						size_t j = i + 1;
-						/* one key, store and product: 4.5 and 4.50 too */
-						uint32_t a = want.rows[i];
-						while (j < picks.rows.size() && m.product_id[a] == m.product_id[want.rows[j]] &&
-							   m.store[a] == m.store[want.rows[j]] &&
-							   m.offers().price.key(a) == m.offers().price.key(want.rows[j]))
-							++j;
-						size_t split = two_parts ? i + (j - i + 1) / 2 : j;
-						for (size_t e = i; e < j; ++e)
-							picks.rows[e] = want.rows[e < split ? i : split];
-						runs_seen += j - i > 1;
-						i = j;
-					}
-					spread_duplicates(m.offers(), picks, ctx);
-					EXPECT_EQ(picks.rows, want.rows) << (two_parts ? "two parts" : "one part");
-				}
+				size_t j = i + 1;
+				/* one key, store and product: 4.5 and 4.50 too */
+				uint32_t a = want.rows[i];
+				while (j < picks.rows.size() && m.product_id[a] == m.product_id[want.rows[j]] &&
+					   m.store[a] == m.store[want.rows[j]] &&
+					   m.offers().price.key(a) == m.offers().price.key(want.rows[j]))
+					++j;
+				size_t split = two_parts ? i + (j - i + 1) / 2 : j;
+				for (size_t e = i; e < j; ++e)
+					picks.rows[e] = want.rows[e < split ? i : split];
+				runs_seen += j - i > 1;
+				i = j;
 			}
+			spread_duplicates(m.offers(), picks, ctx);
+			EXPECT_EQ(picks.rows, want.rows) << (two_parts ? "two parts" : "one part");
 		}
+	});
 	EXPECT_GT(runs_seen, 0) << "the random markets held no exact duplicates";
 }
 
