@@ -15,7 +15,7 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from robust_lib import Database, check, expect_error, main  # noqa: E402
+from robust_lib import check, expect_error, main, run_in_database  # noqa: E402
 
 N_OFFERS = int(os.environ.get("GPUREC_ROB_OFFERS", 4_000_000))
 N_PRODUCTS = 200_000
@@ -29,12 +29,7 @@ TIMING = re.compile(r"device (\w+), read ([\d.]+) ms, transfer ([\d.]+) ms, "
 
 
 def body():
-    db = Database("cancel")
-    try:
-        run_checks(db)
-        db.check_server_survived("cancel-no-backend-crashed")
-    finally:
-        db.drop()
+    run_in_database("cancel", run_checks, "cancel-no-backend-crashed")
 
 
 def run_checks(db):

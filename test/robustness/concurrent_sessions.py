@@ -13,7 +13,7 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from robust_lib import Database, check, main  # noqa: E402
+from robust_lib import check, cheapest_digest, improve_digest, main, run_in_database  # noqa: E402
 
 SESSIONS = 8
 ROUNDS = 3
@@ -24,26 +24,16 @@ OFFERS = "SELECT product_id, store_id, price FROM offers"
 
 
 def cheapest(k):
-    return (f"SELECT 'cheapest_{k}', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
-            f"gpurec.cheapest_offers('{OFFERS}', {k}) WITH ORDINALITY "
-            f"AS t(product_id, offer_rank, store_id, price, n_offers, n);")
+    return cheapest_digest(OFFERS, k, label=f"cheapest_{k}")
 
 
 def carts(i):
-    return (f"SELECT 'carts_{i}', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
-            f"gpurec.improve_carts('SELECT cart_id, product_id, store_id, quantity FROM carts "
-            f"WHERE cart_id % 4 <> {i % 4}', '{OFFERS}') WITH ORDINALITY "
-            f"AS t(cart_id, product_id, quantity, current_store_id, current_price, "
-            f"best_store_id, best_price, saving, n);")
+    return improve_digest("SELECT cart_id, product_id, store_id, quantity FROM carts "
+                          f"WHERE cart_id % 4 <> {i % 4}", OFFERS, label=f"carts_{i}")
 
 
 def body():
-    db = Database("concurrent")
-    try:
-        run_checks(db)
-        db.check_server_survived("concurrent-no-backend-crashed")
-    finally:
-        db.drop()
+    run_in_database("concurrent", run_checks, "concurrent-no-backend-crashed")
 
 
 def run_checks(db):

@@ -20,35 +20,15 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from robust_lib import Database, check, expect_error, main  # noqa: E402
+from robust_lib import (check, expect_error, main, run_in_database,  # noqa: E402
+                        cheapest_digest as cheapest, improve_digest as improve)
 
 ROLE = f"gpurec_rob_reader_{os.getpid()}"
 OFFERS = "SELECT product_id, store_id, price FROM offers"
 
 
-def cheapest(query, k=2, label="cheapest"):
-    q = query.replace("'", "''")
-    return (f"SELECT '{label}', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
-            f"gpurec.cheapest_offers('{q}', {k}) WITH ORDINALITY "
-            f"AS t(product_id, offer_rank, store_id, price, n_offers, n);")
-
-
-def improve(carts, offers, label="improve"):
-    c, o = carts.replace("'", "''"), offers.replace("'", "''")
-    return (f"SELECT '{label}', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
-            f"gpurec.improve_carts('{c}', '{o}') WITH ORDINALITY "
-            f"AS t(cart_id, product_id, quantity, current_store_id, current_price, "
-            f"best_store_id, best_price, saving, n);")
-
-
 def body():
-    db = Database("errors")
-    try:
-        run_checks(db)
-        db.check_server_survived("errors-no-backend-crashed")
-    finally:
-        db.drop()
-        db.sql(f"DROP ROLE IF EXISTS {ROLE}", check_rc=False)
+    run_in_database("errors", run_checks, "errors-no-backend-crashed", roles=[ROLE])
 
 
 def run_checks(db):

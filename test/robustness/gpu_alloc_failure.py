@@ -18,34 +18,24 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from robust_lib import Database, check, expect_error, main  # noqa: E402
+from robust_lib import (check, cheapest_digest, expect_error, improve_digest,  # noqa: E402
+                        main, run_in_database)
 
 LARGE_OFFERS = 4_200_000
 ROLE = f"gpurec_rob_plain_{os.getpid()}"
 
 
 def cheapest(table, k):
-    return (f"SELECT 'cheapest', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
-            f"gpurec.cheapest_offers('SELECT product_id, store_id, price FROM {table}', {k}) "
-            f"WITH ORDINALITY AS t(product_id, offer_rank, store_id, price, n_offers, n);")
+    return cheapest_digest(f"SELECT product_id, store_id, price FROM {table}", k)
 
 
 def improve(table):
-    return (f"SELECT 'improve', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
-            f"gpurec.improve_carts('SELECT cart_id, product_id, store_id FROM carts', "
-            f"'SELECT product_id, store_id, price FROM {table}') WITH ORDINALITY "
-            f"AS t(cart_id, product_id, quantity, current_store_id, current_price, "
-            f"best_store_id, best_price, saving, n);")
+    return improve_digest("SELECT cart_id, product_id, store_id FROM carts",
+                          f"SELECT product_id, store_id, price FROM {table}")
 
 
 def body():
-    db = Database("gpualloc")
-    try:
-        run_checks(db)
-        db.check_server_survived("gpu-alloc-no-backend-crashed")
-    finally:
-        db.drop()
-        db.sql(f"DROP ROLE IF EXISTS {ROLE}", check_rc=False)
+    run_in_database("gpualloc", run_checks, "gpu-alloc-no-backend-crashed", roles=[ROLE])
 
 
 def run_checks(db):

@@ -23,7 +23,7 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from robust_lib import Database, check, main  # noqa: E402
+from robust_lib import check, cheapest_digest, improve_digest, main, run_in_database  # noqa: E402
 
 RSS_LIMIT_KB = 4096
 CONTEXT_LIMIT = 64 * 1024
@@ -33,15 +33,10 @@ CARTS = "SELECT cart_id, product_id, store_id, quantity FROM carts"
 
 
 def cheapest(k):
-    return (f"SELECT 'k{k}', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
-            f"gpurec.cheapest_offers('{OFFERS}', {k}) WITH ORDINALITY "
-            f"AS t(product_id, offer_rank, store_id, price, n_offers, n);")
+    return cheapest_digest(OFFERS, k, label=f"k{k}")
 
 
-IMPROVE = ("SELECT 'carts', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
-           f"gpurec.improve_carts('{CARTS}', '{OFFERS}') WITH ORDINALITY "
-           "AS t(cart_id, product_id, quantity, current_store_id, current_price, "
-           "best_store_id, best_price, saving, n);")
+IMPROVE = improve_digest(CARTS, OFFERS, label="carts")
 
 
 def caught(call, condition):
@@ -118,12 +113,7 @@ END $f$;
 
 
 def body():
-    db = Database("memory")
-    try:
-        run_checks(db)
-        db.check_server_survived("memory-no-backend-crashed")
-    finally:
-        db.drop()
+    run_in_database("memory", run_checks, "memory-no-backend-crashed")
 
 
 def proc_memory(pid):

@@ -13,7 +13,8 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from robust_lib import Database, check, expect_error, main  # noqa: E402
+from robust_lib import (check, expect_error, main, quote, run_in_database,  # noqa: E402
+                        cheapest_digest as cheapest)
 
 COLS = "product_id, store_id, price"
 CARTS = "SELECT cart_id, product_id, store_id FROM carts"
@@ -50,16 +51,6 @@ ALLOWED = [
 ]
 
 
-def quote(q):
-    return q.replace("'", "''")
-
-
-def cheapest(query):
-    return (f"SELECT 'cheapest', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
-            f"gpurec.cheapest_offers('{quote(query)}', 2) WITH ORDINALITY "
-            f"AS t(product_id, offer_rank, store_id, price, n_offers, n);")
-
-
 def improve(carts, offers):
     return (f"SELECT 'improve', count(*) FROM "
             f"gpurec.improve_carts('{quote(carts)}', '{quote(offers)}');")
@@ -70,12 +61,7 @@ FINGERPRINT = ("SELECT 'fingerprint', count(*), md5(string_agg(o::text, ',' ORDE
 
 
 def body():
-    db = Database("readonly")
-    try:
-        run_checks(db)
-        db.check_server_survived("readonly-no-backend-crashed")
-    finally:
-        db.drop()
+    run_in_database("readonly", run_checks, "readonly-no-backend-crashed")
 
 
 def run_checks(db):

@@ -224,6 +224,48 @@ class Session:
                 self.proc.wait()
 
 
+def run_in_database(tag, run_checks, crash_check, roles=()):
+    """Runs run_checks(db) in a fresh Database(tag), then checks (as crash_check)
+    that no backend crashed.  The database, and the roles run_checks made, are
+    dropped whatever happens."""
+    db = Database(tag)
+    try:
+        run_checks(db)
+        db.check_server_survived(crash_check)
+    finally:
+        db.drop()
+        for role in roles:  # from the maintenance database: db is gone
+            admin(f"DROP ROLE IF EXISTS {role}", check_rc=False)
+
+
+def quote(text):
+    """text inside a SQL string literal: its quotes doubled."""
+    return text.replace("'", "''")
+
+
+# the output columns of the two marketplace functions
+CHEAPEST_COLUMNS = "product_id, offer_rank, store_id, price, n_offers"
+IMPROVE_COLUMNS = ("cart_id, product_id, quantity, current_store_id, current_price, "
+                   "best_store_id, best_price, saving")
+
+
+def digest_query(label, call, columns):
+    """A query printing label and the md5 of call's rows in the order it returned
+    them: one short row that tells whether two runs gave the same result."""
+    return (f"SELECT '{label}', md5(string_agg(t::text, ',' ORDER BY n)) FROM "
+            f"{call} WITH ORDINALITY AS t({columns}, n);")
+
+
+def cheapest_digest(offers_query, k=2, label="cheapest"):
+    return digest_query(label, f"gpurec.cheapest_offers('{quote(offers_query)}', {k})",
+                        CHEAPEST_COLUMNS)
+
+
+def improve_digest(carts_query, offers_query, label="improve"):
+    return digest_query(label, f"gpurec.improve_carts('{quote(carts_query)}', "
+                               f"'{quote(offers_query)}')", IMPROVE_COLUMNS)
+
+
 def gpu_count(db):
     return int(db.sql("SELECT count(*) FROM gpurec.devices()")[0][0])
 
