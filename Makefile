@@ -12,7 +12,8 @@ MODULE_big = gpurec
 DATA = gpurec--$(EXTVERSION).sql
 PGFILEDESC = "gpurec - GPU recommendation and marketplace analytics"
 
-# Files named src/pg_*.cpp talk to PostgreSQL; the rest is the engine.
+# Three layers (ARCHITECTURE.md): src/pg_*.cpp talk to PostgreSQL; the rest
+# of src/ is the engine; kernels/ are the GPU kernels behind kernels/api/.
 PG_SRCS = $(wildcard src/pg_*.cpp)
 ENGINE_SRCS = $(filter-out $(PG_SRCS),$(wildcard src/*.cpp))
 OBJS = $(PG_SRCS:.cpp=.o) $(ENGINE_SRCS:.cpp=.o)
@@ -37,26 +38,25 @@ $(warning gpurec: $(NVCC) found but no libcudart_static.a; building CPU-only)
 NVCC :=
 endif
 endif
+# Without nvcc the kernels' API is no_cuda.cpp: there is no GPU.
 ifneq ($(NVCC),)
 KERNEL_OBJS = $(patsubst %.cu,%.o,$(wildcard kernels/*.cu))
-GPU_DEFINES = -DGPUREC_WITH_CUDA
 CUDA_LIBS = $(CUDART_STATIC) -ldl -lrt -lpthread
 else
-KERNEL_OBJS = kernels/gpu_absent.o
+KERNEL_OBJS = kernels/no_cuda.o
 endif
 OBJS += $(KERNEL_OBJS)
 
-PG_CPPFLAGS = $(GPU_DEFINES)
 PG_CXXFLAGS = -std=c++17 -Wno-register -Wno-missing-field-initializers
 SHLIB_LINK = $(CUDA_LIBS) -lstdc++
 
-NVCCFLAGS = -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden $(GPU_DEFINES) \
+NVCCFLAGS = -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden \
 	-gencode arch=compute_80,code=sm_80 \
 	-gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90
 
 # Read by PGXS's clean rule when it is parsed, so set before the include.
-EXTRA_CLEAN = test/unit/gpurec_unit_tests test/bench/*_compute_bench kernels/*.o
+EXTRA_CLEAN = test/unit/gpurec_unit_tests test/bench/*_compute_bench kernels/*.o test/layers/probe
 
 # No LLVM bitcode: the JIT never inlines into this extension's C++.
 override with_llvm = no
@@ -65,17 +65,23 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-kernels/%.o: kernels/%.cu kernels/*.cuh kernels/*.hpp src/*.hpp
+kernels/%.o: kernels/%.cu $(wildcard kernels/*.cuh kernels/api/*.hpp)
 	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
 
-$(OBJS): $(wildcard src/*.hpp kernels/*.hpp)
+$(OBJS): $(wildcard src/*.hpp kernels/api/*.hpp)
+
+# The engine and the kernels compile without PostgreSQL's include path, so
+# that an engine or kernel file that includes postgres.h, directly or not,
+# fails to build (src/no_postgres.hpp says so first, where it is included).
+ENGINE_CPPFLAGS = -I. -D_GNU_SOURCE
+$(ENGINE_SRCS:.cpp=.o) kernels/no_cuda.o: override CPPFLAGS := $(ENGINE_CPPFLAGS)
 
 # ---- unit tests of the engine (no PostgreSQL needed) -----------------------
 UNIT_TEST = test/unit/gpurec_unit_tests
 UNIT_SRCS = $(wildcard test/unit/*.cpp)
 
 $(UNIT_TEST): $(UNIT_SRCS) test/unit/test_random.hpp $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
-	$(CXX) -std=c++17 -O2 -g $(GPU_DEFINES) -Isrc -Ikernels -o $@ $(UNIT_SRCS) \
+	$(CXX) -std=c++17 -O2 -g -Isrc -Ikernels -o $@ $(UNIT_SRCS) \
 		$(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -l:libgtest_main.a -l:libgtest.a -lpthread $(CUDA_LIBS)
 
 unittest-build: $(UNIT_TEST)
@@ -89,6 +95,6 @@ unittest: $(UNIT_TEST)
 # test/bench/<name>_compute_bench.cpp: GPU and CPU compute of one family.
 COMPUTE_BENCHES = $(patsubst %.cpp,%,$(wildcard test/bench/*_compute_bench.cpp))
 test/bench/%_compute_bench: test/bench/%_compute_bench.cpp $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
-	$(CXX) -std=c++17 -O2 $(GPU_DEFINES) -Isrc -Ikernels -o $@ $< $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -lpthread $(CUDA_LIBS)
+	$(CXX) -std=c++17 -O2 -Isrc -Ikernels -o $@ $< $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -lpthread $(CUDA_LIBS)
 compute-benches: $(COMPUTE_BENCHES)
 .PHONY: compute-benches

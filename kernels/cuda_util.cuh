@@ -1,6 +1,6 @@
 /*
  * cuda_util.cuh: what every .cu file of gpurec shares: error checks that
- * throw gpurec::Error, owning device and pinned buffers, and event timing.
+ * throw gpu::Failure, owning device and pinned buffers, and event timing.
  * Included by .cu files only.
  */
 #pragma once
@@ -10,8 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "../src/device.hpp"
-#include "../src/errors.hpp"
+#include "api/kernel_api.hpp"
 
 namespace gpurec::gpu {
 
@@ -26,14 +25,14 @@ inline void check(cudaError_t err, const char *what)
 /* After a kernel launch: reports launch failures at once. */
 inline void check_launch(const char *kernel) { check(cudaGetLastError(), kernel); }
 
-/* Allocates bytes on the device; GpuOutOfMemory when it cannot. */
-void *device_alloc(size_t bytes, const ExecContext &ctx);
+/* Allocates bytes on the device; Failure (OutOfMemory) when it cannot. */
+void *device_alloc(size_t bytes, const CallContext &ctx);
 
 template <typename T> class DeviceBuffer
 {
   public:
 	DeviceBuffer() = default;
-	DeviceBuffer(size_t count, const ExecContext &ctx)
+	DeviceBuffer(size_t count, const CallContext &ctx)
 		: ptr_(static_cast<T *>(device_alloc(count * sizeof(T), ctx))), count_(count)
 	{
 	}
@@ -69,7 +68,7 @@ template <typename T> class PinnedBuffer
 		if (cudaMallocHost(reinterpret_cast<void **>(&ptr_), count * sizeof(T)) != cudaSuccess)
 		{
 			cudaGetLastError();
-			throw GpuOutOfMemory("could not allocate pinned host memory");
+			throw Failure(Failure::Kind::OutOfMemory, "could not allocate pinned host memory");
 		}
 		count_ = count;
 	}

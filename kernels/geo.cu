@@ -21,7 +21,7 @@
  * Register tiles are compiled for 4, 8, ..., 32 points (16 under
  * haversine, whose pairs hold three values per point); users are sorted by
  * point count so that a warp shares one tile size, and larger users go
- * through in chunks.  The arithmetic is geo_kernels.hpp's, in the same
+ * through in chunks.  The arithmetic is geo_arithmetic.hpp's, in the same
  * order as on the CPU, so results match the CPU bit for bit.
  *
  * Work goes in launches of a few tens of milliseconds, with an interrupt
@@ -32,12 +32,19 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include "api/geo_kernels.hpp"
 #include "cuda_util.cuh"
-#include "geo_kernels.hpp"
 
 namespace gpurec::gpu {
 
 namespace {
+
+/* The metric as a template argument, so that each kernel is compiled for one. */
+enum class Metric
+{
+	Euclidean,
+	Haversine
+};
 
 constexpr int kTileStep = 4;
 constexpr int kEuclideanMaxTile = 32;
@@ -60,31 +67,31 @@ struct DevicePoints
 	const int64_t *__restrict__ offsets;
 };
 
-template <GeoMetric M>
+template <Metric M>
 __device__ __forceinline__ double point_key(double ax, double ay, double ac, double bx, double by,
 											double bc)
 {
-	if constexpr (M == GeoMetric::Euclidean)
+	if constexpr (M == Metric::Euclidean)
 		return geo::euclidean_key(ax, ay, bx, by);
 	else
 		return geo::haversine_key(ax, ay, ac, bx, by, bc);
 }
 
 /* Loads point p: x, y and, under haversine, cos(latitude). */
-template <GeoMetric M>
+template <Metric M>
 __device__ __forceinline__ void load_point(const DevicePoints &pts, long long p, double &x, double &y,
 										   double &c)
 {
 	x = __ldg(pts.x + p);
 	y = __ldg(pts.y + p);
-	c = M == GeoMetric::Haversine ? __ldg(pts.cos_lat + p) : 0.0;
+	c = M == Metric::Haversine ? __ldg(pts.cos_lat + p) : 0.0;
 }
 
 /*
  * mn[j]: the least key from register point j (ax, ay, ac) to the points
  * [p0, p1), which stream past in order.
  */
-template <GeoMetric M, int N>
+template <Metric M, int N>
 __device__ __forceinline__ void nearest_keys(const DevicePoints &pts, long long p0, long long p1,
 											 const double (&ax)[N], const double (&ay)[N],
 											 const double (&ac)[N], double (&mn)[N])
@@ -108,7 +115,7 @@ __device__ __forceinline__ void nearest_keys(const DevicePoints &pts, long long 
  * u's points sit in registers, padded with copies of its last point (which
  * change no minimum).
  */
-template <GeoMetric M, int R>
+template <Metric M, int R>
 __global__ void __launch_bounds__(kBlock)
 	similarity_to_main(DevicePoints pts, long long main_begin, long long main_end,
 					   const int32_t *__restrict__ users, int n, double epsilon, double *floored,
@@ -135,7 +142,7 @@ __global__ void __launch_bounds__(kBlock)
 		for (int j = 0; j < R; ++j)
 			best[j % 4] = geo::lesser(best[j % 4], point_key<M>(ax, ay, ac, bx[j], by[j], bc[j]));
 		double d = geo::key_distance(
-			M, geo::lesser(geo::lesser(best[0], best[1]), geo::lesser(best[2], best[3])));
+			M == Metric::Haversine, geo::lesser(geo::lesser(best[0], best[1]), geo::lesser(best[2], best[3])));
 		f = geo::add(f, geo::greater(d, epsilon));
 		r = geo::add(r, d);
 	}
@@ -152,7 +159,7 @@ __global__ void __launch_bounds__(kBlock)
  */
 constexpr int kWarpTile = 4;
 
-template <GeoMetric M>
+template <Metric M>
 __global__ void __launch_bounds__(kBlock)
 	similarity_to_main_warp(DevicePoints pts, long long main_begin, long long main_end,
 							const int32_t *__restrict__ users, int n, double epsilon,
@@ -179,7 +186,7 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
 		for (int t = 0; t < kWarpTile; ++t)
 		{
-			double d = geo::key_distance(M, mn[t]);
+			double d = geo::key_distance(M == Metric::Haversine, mn[t]);
 			for (int l = 0; l < 32 && c0 + t * 32 + l < n_main; ++l)
 			{
 				double dl = __shfl_sync(0xffffffffu, d, l);
@@ -203,7 +210,7 @@ __global__ void __launch_bounds__(kBlock)
  * with the running minimum of its key against the streaming user b; the
  * floored distances add up in a's point order, as on the CPU.
  */
-template <GeoMetric M, int R>
+template <Metric M, int R>
 __global__ void __launch_bounds__(kBlock)
 	best_others(DevicePoints pts, const int64_t *__restrict__ ids,
 				const int32_t *__restrict__ users, int n, int32_t first_b, int32_t column_width,
@@ -249,7 +256,7 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
 			for (int j = 0; j < R; ++j)
 				if (c0 + j < na)
-					f = geo::add(f, geo::greater(geo::key_distance(M, mn[j]), epsilon));
+					f = geo::add(f, geo::greater(geo::key_distance(M == Metric::Haversine, mn[j]), epsilon));
 		}
 		SimilarityEntry e{geo::similarity_of(na, f), __ldg(ids + b)};
 		if (size < k || geo::better(e, worst))
@@ -292,13 +299,13 @@ struct DeviceCandidates
  * groups as geo_kernels.hpp orders them and writes
  * partial[s * n_candidates + c].
  */
-template <GeoMetric M, bool kSquare, bool kFilter>
+template <Metric M, bool kSquare, bool kFilter>
 __global__ void __launch_bounds__(kBlock)
 	strength_slices(DevicePoints pts, const double *__restrict__ w, long long n_points,
 					long long first_slice, DeviceCandidates cands, StrengthParams sp,
 					PowerPlan power, double *partial)
 {
-	sp.metric = M; /* constants, so that the compiler drops the other branches */
+	sp.haversine = M == Metric::Haversine; /* constants, so that the compiler drops the other branches */
 	sp.has_max_distance = kFilter;
 	long long p_begin = (first_slice + blockIdx.y) * static_cast<long long>(kStrengthSlice);
 	long long p_end = min(n_points, p_begin + static_cast<long long>(kStrengthSlice));
@@ -310,7 +317,7 @@ __global__ void __launch_bounds__(kBlock)
 		int c = min(first_c + j * kBlock, cands.n - 1);
 		cx[j] = cands.x[c];
 		cy[j] = cands.y[c];
-		cc[j] = M == GeoMetric::Haversine ? cands.cos_lat[c] : 0.0;
+		cc[j] = M == Metric::Haversine ? cands.cos_lat[c] : 0.0;
 	}
 	auto denominator = [&](double px, double py, double pc, int j) {
 		double base = geo::strength_base(sp, px, py, pc, cx[j], cy[j], cc[j]);
@@ -390,7 +397,7 @@ __global__ void fill_rows(uint32_t *order, long long n)
 }
 
 /* The points in CSR order: input row order[i] goes to position i. */
-template <GeoMetric M>
+template <Metric M>
 __global__ void gather_points(const uint32_t *__restrict__ order, const double *__restrict__ in_x,
 							  const double *__restrict__ in_y, long long n, double *x, double *y,
 							  double *cos_lat)
@@ -401,7 +408,7 @@ __global__ void gather_points(const uint32_t *__restrict__ order, const double *
 		uint32_t row = order[i];
 		x[i] = in_x[row];
 		y[i] = in_y[row];
-		if (M == GeoMetric::Haversine)
+		if (M == Metric::Haversine)
 			cos_lat[i] = geo::cos_latitude(in_y[row]);
 	}
 }
@@ -411,13 +418,16 @@ unsigned blocks_for(size_t n, unsigned block = kBlock)
 	return static_cast<unsigned>(std::max<size_t>(1, (n + block - 1) / block));
 }
 
+template <typename T> void upload(DeviceBuffer<T> &to, const T *from, size_t n, cudaStream_t stream)
+{
+	if (n)
+		check(cudaMemcpyAsync(to.get(), from, n * sizeof(T), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+}
+
 template <typename T, typename Vector>
 void upload(DeviceBuffer<T> &to, const Vector &from, cudaStream_t stream)
 {
-	if (!from.empty())
-		check(cudaMemcpyAsync(to.get(), from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice,
-							  stream),
-			  "cudaMemcpyAsync");
+	upload(to, from.data(), from.size(), stream);
 }
 
 template <typename T> void download(std::vector<T> &to, const DeviceBuffer<T> &from, size_t n,
@@ -433,11 +443,11 @@ template <typename T> void download(std::vector<T> &to, const DeviceBuffer<T> &f
 
 namespace {
 
-template <GeoMetric M> constexpr int kMaxTile =
-	M == GeoMetric::Euclidean ? kEuclideanMaxTile : kHaversineMaxTile;
+template <Metric M> constexpr int kMaxTile =
+	M == Metric::Euclidean ? kEuclideanMaxTile : kHaversineMaxTile;
 
 /* Calls launch(std::integral_constant<int, tile>()) for a tile compiled for metric M. */
-template <GeoMetric M, int R = kTileStep, typename Launch> void with_tile(int tile, Launch launch)
+template <Metric M, int R = kTileStep, typename Launch> void with_tile(int tile, Launch launch)
 {
 	if constexpr (R <= kMaxTile<M>)
 	{
@@ -447,16 +457,16 @@ template <GeoMetric M, int R = kTileStep, typename Launch> void with_tile(int ti
 			with_tile<M, R + kTileStep>(tile, launch);
 	}
 	else
-		throw Error(sqlstate::internal_error, "no geo kernel for tiles of " + std::to_string(tile));
+		throw Failure(Failure::Kind::Internal, "no geo kernel for tiles of " + std::to_string(tile));
 }
 
-/* Calls launch(std::integral_constant<GeoMetric, metric>()). */
-template <typename Launch> void with_metric(GeoMetric metric, Launch launch)
+/* Calls launch(std::integral_constant<Metric, metric>()). */
+template <typename Launch> void with_metric(Metric metric, Launch launch)
 {
-	if (metric == GeoMetric::Euclidean)
-		launch(std::integral_constant<GeoMetric, GeoMetric::Euclidean>());
+	if (metric == Metric::Euclidean)
+		launch(std::integral_constant<Metric, Metric::Euclidean>());
 	else
-		launch(std::integral_constant<GeoMetric, GeoMetric::Haversine>());
+		launch(std::integral_constant<Metric, Metric::Haversine>());
 }
 
 template <bool kValue> using Flag = std::integral_constant<bool, kValue>;
@@ -486,36 +496,36 @@ template <typename Launch> void with_flags(bool a, bool b, Launch launch)
 class GeoSession
 {
   public:
-	GeoSession(const GeoPoints &points, GeoMetric metric, const GeoCandidateSet *candidates,
-			   ExecContext &ctx)
-		: ctx_(ctx), metric_(metric), n_users_(static_cast<int32_t>(points.user.distinct())),
-		  n_points_(static_cast<int64_t>(points.user.size())),
-		  max_tile_(metric == GeoMetric::Euclidean ? kEuclideanMaxTile : kHaversineMaxTile),
+	GeoSession(const GeoPointColumns &points, const GeoCandidateColumns *candidates, CallContext &ctx)
+		: ctx_(ctx), metric_(points.haversine ? Metric::Haversine : Metric::Euclidean), n_users_(points.users),
+		  n_points_(static_cast<int64_t>(points.user_codes.rows)),
+		  max_tile_(metric_ == Metric::Euclidean ? kEuclideanMaxTile : kHaversineMaxTile),
 		  x_(n_points_, ctx), y_(n_points_, ctx),
-		  cos_lat_(metric == GeoMetric::Haversine ? n_points_ : 0, ctx), offsets_(n_users_ + 1, ctx),
+		  cos_lat_(metric_ == Metric::Haversine ? n_points_ : 0, ctx), offsets_(n_users_ + 1, ctx),
 		  ids_(n_users_, ctx), by_count_(n_users_, ctx), floored_(n_users_, ctx), raw_(n_users_, ctx)
 	{
 		if (n_points_ > static_cast<int64_t>(UINT32_MAX))
-			throw Error(sqlstate::program_limit_exceeded, "too many points for the GPU in one call");
-		const std::vector<int64_t> &counts = points.user.counts();
+			throw Failure(Failure::Kind::TooLarge, "too many points for the GPU in one call");
+		const int64_t *counts = points.points_per_user;
 		offsets_host_.assign(n_users_ + 1, 0);
-		std::partial_sum(counts.begin(), counts.end(), offsets_host_.begin() + 1);
+		std::partial_sum(counts, counts + n_users_, offsets_host_.begin() + 1);
 		sort_users_by_count(counts);
 
 		EventTimer transfer(stream_);
 		upload(offsets_, offsets_host_, stream_);
-		upload(ids_, points.user.values(), stream_);
+		upload(ids_, points.user_ids, n_users_, stream_);
 		upload(by_count_, by_count_host_, stream_);
 		group_on_device(points);
 		if (candidates)
 		{
-			n_candidates_ = static_cast<int>(candidates->size());
+			n_candidates_ = static_cast<int>(candidates->count);
+			size_t n_cos = candidates->cos_lat ? candidates->count : 0;
 			cand_x_ = DeviceBuffer<double>(n_candidates_, ctx);
 			cand_y_ = DeviceBuffer<double>(n_candidates_, ctx);
-			cand_cos_ = DeviceBuffer<double>(candidates->cos_lat.size(), ctx);
-			upload(cand_x_, candidates->x, stream_);
-			upload(cand_y_, candidates->y, stream_);
-			upload(cand_cos_, candidates->cos_lat, stream_);
+			cand_cos_ = DeviceBuffer<double>(n_cos, ctx);
+			upload(cand_x_, candidates->x, candidates->count, stream_);
+			upload(cand_y_, candidates->y, candidates->count, stream_);
+			upload(cand_cos_, candidates->cos_lat, n_cos, stream_);
 		}
 		ctx.times.transfer_ms += transfer.stop_ms();
 	}
@@ -539,12 +549,12 @@ class GeoSession
 	 * by_count_host_: the users by point count (a counting sort, stable),
 	 * class_begin_ and count_prefix_ over that order.
 	 */
-	void sort_users_by_count(const std::vector<int64_t> &counts)
+	void sort_users_by_count(const int64_t *counts)
 	{
 		constexpr int64_t kCap = 1 << 16; /* larger users share the last key */
 		std::vector<int64_t> start(kCap + 2, 0);
-		for (int64_t c : counts)
-			++start[std::min(c, kCap) + 1];
+		for (int32_t u = 0; u < n_users_; ++u)
+			++start[std::min(counts[u], kCap) + 1];
 		std::partial_sum(start.begin(), start.end(), start.begin());
 		by_count_host_.resize(n_users_);
 		for (int32_t u = 0; u < n_users_; ++u)
@@ -566,7 +576,7 @@ class GeoSession
 	 * (a stable radix sort: each user's points stay in input order) and
 	 * gathers x, y (and cos(latitude)) in that order.
 	 */
-	void group_on_device(const GeoPoints &points)
+	void group_on_device(const GeoPointColumns &points)
 	{
 		size_t n = static_cast<size_t>(n_points_);
 		if (n == 0)
@@ -574,10 +584,10 @@ class GeoSession
 		DeviceBuffer<uint32_t> codes(n, ctx_), sorted_codes(n, ctx_), rows(n, ctx_), order(n, ctx_);
 		{
 			DeviceBuffer<double> in_x(n, ctx_), in_y(n, ctx_);
-			const ChunkedColumn<int32_t> &code_column = points.user.codes();
+			const ChunkedView<int32_t> &code_column = points.user_codes;
 			for (size_t c = 0; c < code_column.chunk_count(); ++c)
 			{
-				size_t first = c * ChunkedColumn<int32_t>::kChunkRows, rows_here = code_column.chunk_rows(c);
+				size_t first = c * kChunkRows, rows_here = code_column.chunk_rows(c);
 				check(cudaMemcpyAsync(codes.get() + first, code_column.chunk_data(c),
 									  rows_here * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
 					  "cudaMemcpyAsync");
@@ -625,7 +635,7 @@ class GeoSession
 	}
 	double pairs_per_launch() const
 	{
-		return metric_ == GeoMetric::Euclidean ? kEuclideanPairsPerLaunch
+		return metric_ == Metric::Euclidean ? kEuclideanPairsPerLaunch
 													  : kHaversinePairsPerLaunch;
 	}
 	size_t free_bytes() const
@@ -643,8 +653,8 @@ class GeoSession
 		ctx_.check_interrupts();
 	}
 
-	ExecContext &ctx_;
-	GeoMetric metric_;
+	CallContext &ctx_;
+	Metric metric_;
 	int32_t n_users_;
 	int64_t n_points_;
 	int max_tile_;
@@ -682,7 +692,7 @@ void GeoSession::similarity_sums(int32_t main_user, double epsilon)
 				++hi;
 			int n = hi - lo;
 			with_metric(metric_, [&](auto metric) {
-				constexpr GeoMetric M = decltype(metric)::value;
+				constexpr Metric M = decltype(metric)::value;
 				DevicePoints pts = device_points();
 				const int32_t *users = by_count_.get() + lo;
 				if (tile == 0)
@@ -757,7 +767,7 @@ void GeoSession::similar_users(int k, double epsilon, std::vector<SimilarityEntr
 					columns, (n_users_ - first_b + column_width - 1) / column_width));
 				dim3 grid(blocks_for(n), launch_columns);
 				with_metric(metric_, [&](auto metric) {
-					constexpr GeoMetric M = decltype(metric)::value;
+					constexpr Metric M = decltype(metric)::value;
 					with_tile<M>(tile, [&](auto r) {
 						best_others<M, decltype(r)::value><<<grid, kBlock, 0, stream_>>>(
 							device_points(), ids_.get(), by_count_.get() + lo, n,
@@ -865,29 +875,28 @@ std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double
 	return out;
 }
 
-GeoSessionPtr open_geo_session(const GeoPoints &points, GeoMetric metric,
-							   const GeoCandidateSet *candidates, ExecContext &ctx)
+GeoSessionPtr open_geo_session(const GeoPointColumns &points, const GeoCandidateColumns *candidates,
+							   CallContext &ctx)
 {
-	return GeoSessionPtr(new GeoSession(points, metric, candidates, ctx));
+	return GeoSessionPtr(new GeoSession(points, candidates, ctx));
 }
 
 void geo_similarity_sums(GeoSession &session, int32_t main_user, double epsilon,
-						 std::vector<double> &floored, std::vector<double> &raw, ExecContext &)
+						 std::vector<double> &floored, std::vector<double> &raw)
 {
 	session.similarity_sums(main_user, epsilon);
 	session.download_sums(floored, raw);
 }
 
 void geo_similar_users(GeoSession &session, int k, double epsilon,
-					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
-					   ExecContext &)
+					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes)
 {
 	session.similar_users(k, epsilon, heaps, sizes);
 }
 
 std::vector<std::vector<double>> geo_strengths(GeoSession &session, int32_t main_user,
 											   double min_similarity, const StrengthParams &params,
-											   const std::vector<PowerPlan> &powers, ExecContext &)
+											   const std::vector<PowerPlan> &powers)
 {
 	return session.strengths(main_user, min_similarity, params, powers);
 }

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "cuda_util.cuh"
-#include "gpu_runtime.hpp"
+#include "api/kernel_api.hpp"
 
 namespace gpurec::gpu {
 
@@ -23,6 +23,31 @@ enum class InitState
 InitState init_state = InitState::Unknown;
 std::string unusable_reason;
 
+/*
+ * Why cudaGetDeviceCount failed, in the user's terms.  Without a GPU the
+ * runtime often finds no driver at all and calls that an insufficient
+ * driver version, which would send users looking for a driver upgrade.
+ */
+std::string why_no_device(cudaError_t err)
+{
+	switch (err)
+	{
+		case cudaErrorNoDevice:
+			return "no GPU was found: no CUDA device is visible to this server";
+		case cudaErrorInsufficientDriver:
+		{
+			int driver = 0;
+			if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0)
+				return "no GPU was found: no NVIDIA driver is installed or loaded on this server";
+			return "the NVIDIA driver (CUDA " + std::to_string(driver / 1000) + "." +
+				   std::to_string(driver % 1000 / 10) + ") is older than the CUDA runtime gpurec was built with (" +
+				   std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) + ")";
+		}
+		default:
+			return std::string("CUDA could not start: ") + cudaGetErrorString(err);
+	}
+}
+
 } // namespace
 
 bool compiled_with_cuda() { return true; }
@@ -36,12 +61,12 @@ bool usable(std::string *why_not)
 		if (err != cudaSuccess)
 		{
 			cudaGetLastError();
-			unusable_reason = std::string("CUDA reports: ") + cudaGetErrorString(err);
+			unusable_reason = why_no_device(err);
 			init_state = InitState::Unusable;
 		}
 		else if (count == 0)
 		{
-			unusable_reason = "no CUDA device is visible";
+			unusable_reason = "no GPU was found: no CUDA device is visible to this server";
 			init_state = InitState::Unusable;
 		}
 		else if ((err = cudaSetDevice(0)) != cudaSuccess || (err = cudaFree(nullptr)) != cudaSuccess)
@@ -86,22 +111,21 @@ void throw_cuda_error(cudaError_t err, const char *what)
 {
 	cudaGetLastError(); /* clear a non-sticky error so the backend stays usable */
 	if (err == cudaErrorMemoryAllocation)
-		throw GpuOutOfMemory(std::string("GPU out of memory in ") + what);
-	throw Error(sqlstate::internal_error, std::string("CUDA error in ") + what + ": " +
-											   cudaGetErrorString(err));
+		throw Failure(Failure::Kind::OutOfMemory, std::string("GPU out of memory in ") + what);
+	throw Failure(Failure::Kind::Internal, std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
 }
 
-void *device_alloc(size_t bytes, const ExecContext &ctx)
+void *device_alloc(size_t bytes, const CallContext &ctx)
 {
 	if (ctx.fail_gpu_alloc)
-		throw GpuOutOfMemory("GPU allocation refused (gpurec.test_fail_gpu_alloc is on)");
+		throw Failure(Failure::Kind::OutOfMemory, "GPU allocation refused (gpurec.test_fail_gpu_alloc is on)");
 	void *ptr = nullptr;
 	cudaError_t err = cudaMalloc(&ptr, bytes ? bytes : 1);
 	if (err != cudaSuccess)
 	{
 		cudaGetLastError();
 		if (err == cudaErrorMemoryAllocation)
-			throw GpuOutOfMemory("could not allocate " + std::to_string(bytes) + " bytes on the GPU");
+			throw Failure(Failure::Kind::OutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes on the GPU");
 		throw_cuda_error(err, "cudaMalloc");
 	}
 	return ptr;

@@ -23,15 +23,13 @@
 #include <climits>
 
 #include "cuda_util.cuh"
-#include "marketplace_kernels.hpp"
+#include "api/marketplace_kernels.hpp"
 
 namespace gpurec::gpu {
 
 namespace {
 
 constexpr uint32_t kNoRow = kNoOffer;
-constexpr int kChunkShift = ChunkedColumn<int32_t>::kChunkShift;
-constexpr size_t kChunkRows = ChunkedColumn<int32_t>::kChunkRows;
 constexpr size_t kChunkMask = kChunkRows - 1;
 constexpr size_t kBytesPerOffer = sizeof(int32_t) + 2 * sizeof(long long);
 
@@ -281,7 +279,7 @@ class OfferUpload
   public:
 	static constexpr int kSlots = 3;
 
-	explicit OfferUpload(ExecContext &ctx)
+	explicit OfferUpload(CallContext &ctx)
 		: ctx_(ctx), staging_(kSlots * kChunkRows * kBytesPerOffer)
 	{
 		for (cudaEvent_t &e : slot_free_)
@@ -312,13 +310,13 @@ class OfferUpload
 	void start_at(size_t chunk) { first_chunk_ = chunk; }
 
 	/* Copies chunk `c` (the next one) of the three columns. */
-	void push_chunk(size_t c, const ChunkedColumn<int32_t> &codes, const ChunkedColumn<int64_t> &stores,
-					const NumberColumn &price)
+	void push_chunk(size_t c, const OfferColumns &offers)
 	{
-		size_t rows = codes.chunk_rows(c);
+		size_t rows = offers.product_codes.chunk_rows(c);
 		DeviceChunk chunk{DeviceBuffer<int32_t>(kChunkRows, ctx_), DeviceBuffer<long long>(kChunkRows, ctx_),
-						  DeviceBuffer<long long>(kChunkRows, ctx_), rows, price.scale()};
-		char *slot = stage(codes.chunk_data(c), stores.chunk_data(c), price.keys().chunk_data(c), rows);
+						  DeviceBuffer<long long>(kChunkRows, ctx_), rows, offers.price_scale};
+		char *slot = stage(offers.product_codes.chunk_data(c), offers.stores.chunk_data(c),
+						   offers.price_keys.chunk_data(c), rows);
 		check(cudaMemcpyAsync(chunk.codes.get(), slot, rows * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
 			  "cudaMemcpyAsync");
 		slot += kChunkRows * sizeof(int32_t);
@@ -333,21 +331,21 @@ class OfferUpload
 	}
 
 	/* Copies again the keys of chunks copied before a numeric column changed scale. */
-	void refresh_keys(const NumberColumn &price)
+	void refresh_keys(const OfferColumns &offers)
 	{
 		for (size_t j = 0; j < chunks_.size(); ++j)
 		{
 			DeviceChunk &chunk = chunks_[j];
-			if (chunk.key_scale == price.scale())
+			if (chunk.key_scale == offers.price_scale)
 				continue;
 			size_t c = first_chunk_ + j;
-			char *slot = stage(nullptr, nullptr, price.keys().chunk_data(c), chunk.rows);
+			char *slot = stage(nullptr, nullptr, offers.price_keys.chunk_data(c), chunk.rows);
 			slot += kChunkRows * sizeof(int32_t);
 			check(cudaMemcpyAsync(chunk.keys.get(), slot, chunk.rows * sizeof(long long),
 								  cudaMemcpyHostToDevice, stream_),
 				  "cudaMemcpyAsync");
 			release_slot();
-			chunk.key_scale = price.scale();
+			chunk.key_scale = offers.price_scale;
 		}
 	}
 
@@ -390,7 +388,7 @@ class OfferUpload
 	}
 	void release_slot() { check(cudaEventRecord(slot_free_[slot_], stream_), "cudaEventRecord"); }
 
-	ExecContext &ctx_;
+	CallContext &ctx_;
 	Stream stream_;
 	PinnedBuffer<char> staging_;
 	cudaEvent_t slot_free_[kSlots];
@@ -404,22 +402,23 @@ class OfferUpload
 
 void OfferUploadDeleter::operator()(OfferUpload *upload) const noexcept { delete upload; }
 
-OfferUploadPtr start_offer_upload(ExecContext &ctx) { return OfferUploadPtr(new OfferUpload(ctx)); }
+OfferUploadPtr start_offer_upload(CallContext &ctx) { return OfferUploadPtr(new OfferUpload(ctx)); }
 
-void upload_offer_chunks(OfferUpload &upload, const ChunkedColumn<int32_t> &product_codes,
-						 const ChunkedColumn<int64_t> &stores, const NumberColumn &price, ExecContext &ctx)
+void upload_offer_chunks(OfferUpload &upload, const OfferColumns &offers, CallContext &ctx)
 {
 	if (upload.failed())
 		return;
 	Stopwatch clock;
-	size_t complete = product_codes.size() / kChunkRows;
+	size_t complete = offers.product_codes.rows / kChunkRows;
 	try
 	{
 		for (size_t c = upload.end_chunk(); c < complete; ++c)
-			upload.push_chunk(c, product_codes, stores, price);
+			upload.push_chunk(c, offers);
 	}
-	catch (const GpuOutOfMemory &)
+	catch (const Failure &e)
 	{
+		if (e.kind() != Failure::Kind::OutOfMemory)
+			throw;
 		/* too large to stream: the offers will go through in parts after reading */
 		upload.mark_failed();
 	}
@@ -444,7 +443,7 @@ struct HostScratch
 /* Runs the rounds over the offers `upload` holds; appends the picked rows. */
 void rank_part(OfferUpload &upload, ProductState s, size_t n_products, int k, unsigned *still_active,
 			   long long *ranges,
-			   HostScratch &host, std::vector<uint32_t> &candidates, ExecContext &ctx)
+			   HostScratch &host, std::vector<uint32_t> &candidates, CallContext &ctx)
 {
 	cudaStream_t stream = upload.stream();
 	OfferChunks offers = upload.device_tables();
@@ -525,12 +524,11 @@ void rank_part(OfferUpload &upload, ProductState s, size_t n_products, int k, un
 
 } // namespace
 
-std::vector<uint32_t> cheapest_offer_picks(const ChunkedColumn<int32_t> &product_codes, size_t n_products,
-												const ChunkedColumn<int64_t> &stores, const NumberColumn &price,
-												int k, OfferUpload *streamed, ExecContext &ctx)
+std::vector<uint32_t> cheapest_offer_picks(const OfferColumns &offers, size_t n_products, int k,
+										   OfferUpload *streamed, CallContext &ctx)
 {
 	std::vector<uint32_t> candidates;
-	size_t n = product_codes.size();
+	size_t n = offers.product_codes.rows;
 	if (n == 0)
 		return candidates;
 
@@ -545,7 +543,7 @@ std::vector<uint32_t> cheapest_offer_picks(const ChunkedColumn<int32_t> &product
 	ProductState s{last_key.get(), last_store.get(), best_key.get(), best_store.get(), multiplicity.get(),
 				   first_row.get(), need.get(), started.get(), picked.get()};
 	HostScratch host(n_products * size_t(k));
-	size_t n_chunks = product_codes.chunk_count();
+	size_t n_chunks = offers.product_codes.chunk_count();
 
 	if (streamed && !streamed->failed() && !ctx.gpu_memory_budget)
 	{
@@ -553,13 +551,15 @@ std::vector<uint32_t> cheapest_offer_picks(const ChunkedColumn<int32_t> &product
 		Stopwatch clock;
 		try
 		{
-			streamed->refresh_keys(price);
+			streamed->refresh_keys(offers);
 			for (size_t c = streamed->end_chunk(); c < n_chunks; ++c)
-				streamed->push_chunk(c, product_codes, stores, price);
+				streamed->push_chunk(c, offers);
 			check(cudaStreamSynchronize(streamed->stream()), "cudaStreamSynchronize");
 		}
-		catch (const GpuOutOfMemory &)
+		catch (const Failure &e)
 		{
+			if (e.kind() != Failure::Kind::OutOfMemory)
+				throw;
 			streamed->mark_failed();
 		}
 		ctx.times.transfer_ms += clock.elapsed_ms();
@@ -583,7 +583,7 @@ std::vector<uint32_t> cheapest_offer_picks(const ChunkedColumn<int32_t> &product
 		part.start_at(first);
 		Stopwatch clock;
 		for (size_t c = first; c < std::min(n_chunks, first + part_chunks); ++c)
-			part.push_chunk(c, product_codes, stores, price);
+			part.push_chunk(c, offers);
 		check(cudaStreamSynchronize(part.stream()), "cudaStreamSynchronize");
 		ctx.times.transfer_ms += clock.elapsed_ms();
 		rank_part(part, s, n_products, k, still_active.get(), ranges.get(), host, candidates,

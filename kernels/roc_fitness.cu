@@ -31,9 +31,9 @@
 #include <climits>
 #include <cstring>
 
-#include "../src/roc_keys.hpp"
+#include "api/roc_kernels.hpp"
+#include "api/roc_keys.hpp"
 #include "cuda_util.cuh"
-#include "roc_fitness_kernels.hpp"
 
 namespace gpurec::gpu {
 
@@ -404,12 +404,12 @@ __global__ void __launch_bounds__(kBlock, 3)
 /* ---- host side --------------------------------------------------------- */
 
 template <typename T>
-void upload(const ChunkedColumn<T> &column, size_t begin, size_t end, T *device, cudaStream_t stream)
+void upload(const ChunkedView<T> &column, size_t begin, size_t end, T *device, cudaStream_t stream)
 {
 	while (begin < end)
 	{
-		size_t c = begin / ChunkedColumn<T>::kChunkRows, off = begin % ChunkedColumn<T>::kChunkRows;
-		size_t n = std::min(end - begin, ChunkedColumn<T>::kChunkRows - off);
+		size_t c = begin / kChunkRows, off = begin % kChunkRows;
+		size_t n = std::min(end - begin, kChunkRows - off);
 		check(cudaMemcpyAsync(device, column.chunk_data(c) + off, n * sizeof(T), cudaMemcpyHostToDevice, stream),
 			  "cudaMemcpyAsync");
 		device += n;
@@ -424,7 +424,7 @@ template <typename T> void upload(const std::vector<T> &host, T *device, cudaStr
 }
 
 /* What a part may use: the GPU's free memory (or the test budget), less a fifth for safety. */
-size_t usable_gpu_bytes(const ExecContext &ctx)
+size_t usable_gpu_bytes(const CallContext &ctx)
 {
 	size_t free_bytes = 0, total_bytes = 0;
 	check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
@@ -438,7 +438,7 @@ unsigned blocks_for_tiles(size_t n) { return grid_for((n + kItems - 1) / kItems,
 /* Sorts n keys in place (the double buffer's current half), with 32-bit offsets where they do. */
 template <typename Keys>
 void sort_keys(cub::DoubleBuffer<typename Keys::Key> &keys, size_t n, int end_bit, cudaStream_t stream,
-			   ExecContext &ctx)
+			   CallContext &ctx)
 {
 	size_t temp_bytes = 0;
 	auto sort = [&](void *temp) {
@@ -457,7 +457,7 @@ void sort_keys(cub::DoubleBuffer<typename Keys::Key> &keys, size_t n, int end_bi
  */
 template <typename Keys, typename Examples>
 void sort_and_fold(const Examples &examples, size_t n, size_t capacity, const Keys &keys, uint32_t n_segments,
-				   RocCounts *out, Stream &stream, ExecContext &ctx)
+				   RocCounts *out, Stream &stream, CallContext &ctx)
 {
 	using Key = typename Keys::Key;
 	DeviceBuffer<Key> packed(capacity, ctx), packed_alt(capacity, ctx);
@@ -469,7 +469,7 @@ void sort_and_fold(const Examples &examples, size_t n, size_t capacity, const Ke
 	check(cudaMemcpyAsync(&kept, count.get(), sizeof kept, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
 	stream.synchronize();
 	if (kept > capacity)
-		throw Error(sqlstate::internal_error, "roc_fitness: a part holds more examples than planned");
+		throw Failure(Failure::Kind::Internal, "roc_fitness: a part holds more examples than planned");
 	ctx.check_interrupts();
 
 	cub::DoubleBuffer<Key> sorted(packed.get(), packed_alt.get());
@@ -495,7 +495,7 @@ void sort_and_fold(const Examples &examples, size_t n, size_t capacity, const Ke
  */
 template <typename Examples>
 void count_part(const Examples &examples, size_t n, size_t capacity, bool keys_are_doubles, uint32_t n_segments,
-				RocCounts *out, Stream &stream, ExecContext &ctx)
+				RocCounts *out, Stream &stream, CallContext &ctx)
 {
 	EventTimer compute(stream);
 	unsigned long long range[3] = {~0ull, 0, 1};
@@ -524,21 +524,20 @@ void count_part(const Examples &examples, size_t n, size_t capacity, bool keys_a
 
 } // namespace
 
-std::vector<RocCounts> roc_counts_long(const IdColumn &individual, const LabelColumn &label,
-									   const NumberColumn &score, const std::vector<int32_t> &segment_of_code,
-									   ExecContext &ctx)
+std::vector<RocCounts> roc_counts_long(const RocExampleRows &rows, const std::vector<int32_t> &segment_of_code,
+									   CallContext &ctx)
 {
-	size_t n = individual.size(), n_segments = segment_of_code.size();
+	size_t n = rows.individual_codes.rows, n_segments = segment_of_code.size();
 	std::vector<RocCounts> out(n_segments);
 	if (n == 0)
 		return out;
-	bool keys_are_doubles = score.type() == NumberType::Float4 || score.type() == NumberType::Float8;
+	bool keys_are_doubles = rows.keys_are_doubles;
 
 	/* every row stays on the device; parts are ranges of segments that fit beside them */
 	size_t resident = n * (sizeof(int32_t) + sizeof(long long) + sizeof(uint8_t)) + n_segments * sizeof(int32_t);
 	size_t usable = usable_gpu_bytes(ctx);
 	if (resident >= usable)
-		throw GpuOutOfMemory("the " + std::to_string(n) + " rows do not fit in GPU memory");
+		throw Failure(Failure::Kind::OutOfMemory, "the " + std::to_string(n) + " rows do not fit in GPU memory");
 	size_t part_examples = (usable - resident) / kKeyBytesPerExample;
 
 	Stream stream;
@@ -547,15 +546,15 @@ std::vector<RocCounts> roc_counts_long(const IdColumn &individual, const LabelCo
 	DeviceBuffer<uint8_t> labels(n, ctx);
 	{
 		EventTimer transfer(stream);
-		upload(individual.codes(), 0, n, codes.get(), stream);
-		upload(score.keys(), 0, n, keys.get(), stream);
-		upload(label, 0, n, labels.get(), stream);
+		upload(rows.individual_codes, 0, n, codes.get(), stream);
+		upload(rows.score_keys, 0, n, keys.get(), stream);
+		upload(rows.labels, 0, n, labels.get(), stream);
 		upload(segment_of_code, device_segment_of_code.get(), stream);
 		ctx.times.transfer_ms += transfer.stop_ms();
 	}
 	ctx.check_interrupts();
 
-	const std::vector<int64_t> &rows_of_code = individual.counts();
+	const int64_t *rows_of_code = rows.rows_per_code;
 	std::vector<int32_t> code_of_segment(n_segments);
 	for (size_t code = 0; code < n_segments; ++code)
 		code_of_segment[segment_of_code[code]] = static_cast<int32_t>(code);
@@ -579,17 +578,17 @@ namespace {
 
 /* roc_counts_arrays for elements of type Value, as the column holds them. */
 template <typename Value>
-std::vector<RocCounts> counts_of_arrays(const ChunkedColumn<Value> &values, const FloatArrayColumn &scores,
+std::vector<RocCounts> counts_of_arrays(const ChunkedView<Value> &values, const RocScoreArrays &scores,
 										const std::vector<int8_t> &labels, const std::vector<int32_t> &segment_of_row,
-										ExecContext &ctx)
+										CallContext &ctx)
 {
-	size_t n_rows = scores.size(), length = labels.size();
+	size_t n_rows = scores.rows, length = labels.size();
 	std::vector<RocCounts> out(n_rows);
 	if (n_rows == 0 || length == 0)
 		return out;
 
 	/* parts are ranges of rows, each with its scores on the device */
-	bool nulls = scores.has_nulls();
+	bool nulls = scores.valid.rows != 0;
 	size_t bytes_per_row = length * (sizeof(Value) + (nulls ? sizeof(uint8_t) : 0) + kKeyBytesPerExample);
 	size_t usable = usable_gpu_bytes(ctx);
 	size_t part_rows = std::max<size_t>(1, std::min(n_rows, usable / bytes_per_row));
@@ -602,14 +601,14 @@ std::vector<RocCounts> counts_of_arrays(const ChunkedColumn<Value> &values, cons
 	for (size_t first = 0; first < n_rows; first += part_rows)
 	{
 		size_t rows = std::min(part_rows, n_rows - first);
-		size_t begin = static_cast<size_t>(scores.row_begin(first)), end = begin + rows * length;
+		size_t begin = first * length, end = begin + rows * length;
 		{
 			EventTimer transfer(stream);
 			if (first == 0)
 				upload(labels, device_labels.get(), stream);
 			upload(values, begin, end, device_values.get(), stream);
 			if (nulls)
-				upload(scores.valid(), begin, end, valid.get(), stream);
+				upload(scores.valid, begin, end, valid.get(), stream);
 			ctx.times.transfer_ms += transfer.stop_ms();
 		}
 		ctx.check_interrupts();
@@ -625,12 +624,12 @@ std::vector<RocCounts> counts_of_arrays(const ChunkedColumn<Value> &values, cons
 
 } // namespace
 
-std::vector<RocCounts> roc_counts_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
-										 const std::vector<int32_t> &segment_of_row, ExecContext &ctx)
+std::vector<RocCounts> roc_counts_arrays(const RocScoreArrays &scores, const std::vector<int8_t> &labels,
+										 const std::vector<int32_t> &segment_of_row, CallContext &ctx)
 {
-	if (scores.doubles())
-		return counts_of_arrays(scores.double_values(), scores, labels, segment_of_row, ctx);
-	return counts_of_arrays(scores.floats(), scores, labels, segment_of_row, ctx);
+	if (scores.doubles)
+		return counts_of_arrays(scores.double_values, scores, labels, segment_of_row, ctx);
+	return counts_of_arrays(scores.floats, scores, labels, segment_of_row, ctx);
 }
 
 } // namespace gpurec::gpu

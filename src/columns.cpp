@@ -1,6 +1,8 @@
 /*
  * columns.cpp: id dictionary and exact number keys (see columns.hpp).
  */
+#include "no_postgres.hpp"
+
 #include "columns.hpp"
 
 #include <sys/mman.h>

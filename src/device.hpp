@@ -4,15 +4,17 @@
  *
  * No PostgreSQL header here: the SQL layer fills ExecContext from the GUCs
  * and supplies the two hooks (interrupt check and NOTICE) as plain callables
- * that go through pg_call.
+ * that go through pg_call.  The GPU is reached only through the kernels'
+ * API (kernels/api/); this file adapts engine columns to its views and its
+ * failures to engine errors.
  */
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <string>
 
-#include "../kernels/gpu_runtime.hpp"
+#include "../kernels/api/kernel_api.hpp"
+#include "columns.hpp"
 #include "errors.hpp"
 
 namespace gpurec {
@@ -24,57 +26,65 @@ enum class DeviceMode
 	Cpu
 };
 
-/* Milliseconds per phase of one call, reported by gpurec.timing. */
-struct PhaseTimes
-{
-	double read_ms = 0;		/* running the inner queries into columns */
-	double transfer_ms = 0; /* host <-> device copies */
-	double compute_ms = 0;	/* the algorithm itself, on whichever device */
-	double output_ms = 0;	/* building the result rows */
-};
+using gpu::PhaseTimes;
+using gpu::Stopwatch;
 
-struct ExecContext
+/*
+ * A call's context: what the kernels use (gpu::CallContext: interrupt
+ * check, memory budget, the test-only allocation failure, phase times) and
+ * what only the engine does.
+ */
+struct ExecContext : gpu::CallContext
 {
 	DeviceMode mode = DeviceMode::Auto;
-	/* Test-only (gpurec.test_fail_gpu_alloc): every GPU allocation fails. */
-	bool fail_gpu_alloc = false;
-	/*
-	 * Test-only: plan GPU work as if only this many bytes were free (0: what
-	 * the GPU really has), so that the path for inputs larger than GPU memory
-	 * runs on small inputs.
-	 */
-	size_t gpu_memory_budget = 0;
-	/*
-	 * CHECK_FOR_INTERRUPTS; throws (a PostgreSQL error converted to C++) when
-	 * the query was cancelled.  Call it from the backend's thread only, between
-	 * batches of at most a few milliseconds of work.
-	 */
-	std::function<void()> check_interrupts = [] {};
 	/* Raises a NOTICE. */
 	std::function<void(const std::string &)> notice = [](const std::string &) {};
-
 	/* Filled in while the call runs. */
 	bool used_gpu = false;
-	PhaseTimes times;
-};
-
-/* Wall-clock stopwatch in milliseconds. */
-class Stopwatch
-{
-  public:
-	Stopwatch() : start_(std::chrono::steady_clock::now()) {}
-	double elapsed_ms() const
-	{
-		return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
-			.count();
-	}
-
-  private:
-	std::chrono::steady_clock::time_point start_;
 };
 
 /* Whether a usable GPU is present; the first call initialises CUDA. */
 inline bool gpu_usable(std::string *why_not = nullptr) { return gpu::usable(why_not); }
+
+/* A column as the kernels see it: its chunks, in place. */
+template <typename T> gpu::ChunkedView<T> chunk_view(const ChunkedColumn<T> &column)
+{
+	static_assert(ChunkedColumn<T>::kChunkRows == gpu::kChunkRows, "engine and kernels chunk alike");
+	gpu::ChunkedView<T> view;
+	view.rows = column.size();
+	view.chunks.reserve(column.chunk_count());
+	for (size_t c = 0; c < column.chunk_count(); ++c)
+		view.chunks.push_back(column.chunk_data(c));
+	return view;
+}
+
+/*
+ * Runs a GPU computation, turning what the kernels throw into the engine's
+ * errors: running out of GPU memory becomes GpuOutOfMemory (which the
+ * dispatch may answer by computing on the CPU), the rest keeps its reason.
+ */
+template <typename Work> auto on_gpu(Work work) -> decltype(work())
+{
+	try
+	{
+		return work();
+	}
+	catch (const gpu::Failure &e)
+	{
+		switch (e.kind())
+		{
+			case gpu::Failure::Kind::OutOfMemory:
+				throw GpuOutOfMemory(e.what());
+			case gpu::Failure::Kind::TooLarge:
+				throw Error(sqlstate::program_limit_exceeded, e.what());
+			case gpu::Failure::Kind::NoGpu:
+				throw Error(sqlstate::object_not_in_prerequisite_state, e.what());
+			case gpu::Failure::Kind::Internal:
+				break;
+		}
+		throw Error(sqlstate::internal_error, e.what());
+	}
+}
 
 /*
  * Runs gpu_path or cpu_path by the context's mode.  `work` estimates the size
@@ -96,14 +106,14 @@ auto dispatch(ExecContext &ctx, const char *function, double work, double min_gp
 						"gpurec.device is 'gpu' but no usable GPU was found", why_not,
 						"Set gpurec.device to 'auto' or 'cpu'.");
 		ctx.used_gpu = true;
-		return gpu_path();
+		return on_gpu(gpu_path);
 	}
 	if (work < min_gpu_work || !gpu_usable())
 		return cpu_path();
 	try
 	{
 		ctx.used_gpu = true;
-		return gpu_path();
+		return on_gpu(gpu_path);
 	}
 	catch (const GpuOutOfMemory &e)
 	{

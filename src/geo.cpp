@@ -12,6 +12,8 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#include "no_postgres.hpp"
+
 #include "geo.hpp"
 
 #include <algorithm>
@@ -222,7 +224,7 @@ double euclidean_max_key(double max_distance)
 StrengthParams strength_params(const StrengthOptions &strength, const GeoOptions &options)
 {
 	StrengthParams p;
-	p.metric = options.metric;
+	p.haversine = options.metric == GeoMetric::Haversine;
 	p.epsilon = options.epsilon;
 	p.epsilon_squared = options.epsilon * options.epsilon;
 	p.has_max_distance = !std::isinf(strength.max_distance);
@@ -376,7 +378,7 @@ void similarity_sums_cpu(const GeoPointSet &s, int32_t main_user, double epsilon
 			double f = 0.0, r = 0.0;
 			for (int64_t a = main_begin; a < main_end; ++a)
 			{
-				double d = geo::key_distance(M, nearest_key<M>(s, a, static_cast<int32_t>(u)));
+				double d = geo::key_distance(M == GeoMetric::Haversine, nearest_key<M>(s, a, static_cast<int32_t>(u)));
 				f = geo::add(f, geo::greater(d, epsilon));
 				r = geo::add(r, d);
 			}
@@ -427,7 +429,7 @@ void similar_users_cpu(const GeoPointSet &s, int k, double epsilon,
 				continue;
 			double f = 0.0;
 			for (int64_t i = s.offsets[a]; i < s.offsets[a + 1]; ++i)
-				f = geo::add(f, geo::greater(geo::key_distance(M, nearest_key<M>(s, i, b)), epsilon));
+				f = geo::add(f, geo::greater(geo::key_distance(M == GeoMetric::Haversine, nearest_key<M>(s, i, b)), epsilon));
 			geo::heap_offer(heap, size, k,
 							{geo::similarity_of(s.count(a), f), static_cast<long long>(s.user_ids[b])});
 		}
@@ -478,7 +480,7 @@ void strengths_of_block(const GeoPointSet &s, const HugeVector<double> &w,
 						const std::atomic<bool> &cancelled)
 {
 	int64_t n_points = s.points();
-	bool haversine = sp.metric == GeoMetric::Haversine;
+	bool haversine = sp.haversine;
 	double total[kCandidatesPerItem] = {}, slice_sum[kCandidatesPerItem];
 	geo::GroupFraction group[kCandidatesPerItem];
 	auto denominator = [&](int64_t p, size_t c) {
@@ -615,6 +617,32 @@ double auc_of(const std::vector<double> &scores, const std::vector<uint8_t> &pos
 		   (2.0 * static_cast<double>(n_positive) * static_cast<double>(n_negative));
 }
 
+namespace {
+
+/*
+ * The points (and candidates) on the GPU: the one place where the engine's
+ * geo columns become the kernels' views.
+ */
+gpu::GeoSessionPtr open_gpu_session(const GeoPoints &points, GeoMetric metric, const GeoCandidateSet *cands,
+									ExecContext &ctx)
+{
+	gpu::GeoPointColumns columns;
+	columns.user_codes = chunk_view(points.user.codes());
+	columns.x = chunk_view(points.x);
+	columns.y = chunk_view(points.y);
+	columns.user_ids = points.user.values().data();
+	columns.points_per_user = points.user.counts().data();
+	columns.users = static_cast<int32_t>(points.user.distinct());
+	columns.haversine = metric == GeoMetric::Haversine;
+	gpu::GeoCandidateColumns candidate_columns;
+	if (cands)
+		candidate_columns = {cands->x.data(), cands->y.data(), cands->cos_lat.empty() ? nullptr : cands->cos_lat.data(),
+							 cands->size()};
+	return gpu::open_geo_session(columns, cands ? &candidate_columns : nullptr, ctx);
+}
+
+} // namespace
+
 /* ---- the functions ------------------------------------------------------ */
 
 std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t main_user,
@@ -629,8 +657,8 @@ std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t mai
 	dispatch(
 		ctx, "user_similarity", work, kMinGpuPairs,
 		[&] {
-			gpu::GeoSessionPtr session = gpu::open_geo_session(points, options.metric, nullptr, ctx);
-			gpu::geo_similarity_sums(*session, main, options.epsilon, floored, raw, ctx);
+			gpu::GeoSessionPtr session = open_gpu_session(points, options.metric, nullptr, ctx);
+			gpu::geo_similarity_sums(*session, main, options.epsilon, floored, raw);
 		},
 		[&] {
 			GeoPointSet set = grouped_on_cpu(points, options.metric, ctx);
@@ -661,8 +689,8 @@ std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const Geo
 	dispatch(
 		ctx, "similar_users", n_points * n_points, kMinGpuPairs,
 		[&] {
-			gpu::GeoSessionPtr session = gpu::open_geo_session(points, options.metric, nullptr, ctx);
-			gpu::geo_similar_users(*session, kept, options.epsilon, heaps, sizes, ctx);
+			gpu::GeoSessionPtr session = open_gpu_session(points, options.metric, nullptr, ctx);
+			gpu::geo_similar_users(*session, kept, options.epsilon, heaps, sizes);
 		},
 		[&] {
 			GeoPointSet set = grouped_on_cpu(points, options.metric, ctx);
@@ -694,16 +722,17 @@ void with_strengths(const GeoPoints &points, const GeoCandidateSet &cands,
 					const StrengthParams &sp, double work, const char *function,
 					ExecContext &ctx, Consumer consume)
 {
+	GeoMetric metric = sp.haversine ? GeoMetric::Haversine : GeoMetric::Euclidean;
 	dispatch(
 		ctx, function, work, kMinGpuPairs,
 		[&] {
-			gpu::GeoSessionPtr session = gpu::open_geo_session(points, sp.metric, &cands, ctx);
+			gpu::GeoSessionPtr session = open_gpu_session(points, metric, &cands, ctx);
 			consume([&](int32_t main) {
-				return gpu::geo_strengths(*session, main, strength.min_similarity, sp, powers, ctx);
+				return gpu::geo_strengths(*session, main, strength.min_similarity, sp, powers);
 			});
 		},
 		[&] {
-			GeoPointSet set = grouped_on_cpu(points, sp.metric, ctx);
+			GeoPointSet set = grouped_on_cpu(points, metric, ctx);
 			consume([&](int32_t main) {
 				return strengths_on_cpu(set, cands, main, strength.min_similarity, sp, powers, ctx);
 			});

@@ -10,20 +10,79 @@
  *
  * Every function validates its arguments and data here and throws
  * gpurec::Error; the SQL layer only converts.  The CPU and GPU paths give
- * bit-identical results (geo_kernels.hpp says how).
+ * the same results (kernels/api/geo_arithmetic.hpp says how).
  */
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "../kernels/geo_kernels.hpp"
+#include "../kernels/api/geo_kernels.hpp"
 #include "columns.hpp"
 #include "device.hpp"
 
 namespace gpurec {
+
+enum class GeoMetric : uint8_t
+{
+	Euclidean, /* on (x, y) */
+	Haversine  /* x = longitude, y = latitude in degrees; metres on a sphere */
+};
+
+/*
+ * Vector storage on transparent huge pages (allocate_chunk): first touches
+ * of fresh 4 KiB pages cost more than grouping the points itself.
+ */
+template <typename T> struct HugePageAllocator
+{
+	using value_type = T;
+	HugePageAllocator() = default;
+	template <typename U> HugePageAllocator(const HugePageAllocator<U> &) {}
+	T *allocate(size_t n) { return static_cast<T *>(allocate_chunk(std::max<size_t>(n, 1) * sizeof(T))); }
+	void deallocate(T *p, size_t) noexcept { free_chunk(p); }
+	template <typename U> bool operator==(const HugePageAllocator<U> &) const { return true; }
+	template <typename U> bool operator!=(const HugePageAllocator<U> &) const { return false; }
+};
+
+template <typename T> using HugeVector = std::vector<T, HugePageAllocator<T>>;
+
+/* The points query: user_id, x, y (rows with a NULL were skipped by the input layer). */
+struct GeoPoints
+{
+	const IdColumn &user;
+	const FloatColumn &x;
+	const FloatColumn &y;
+};
+
+/*
+ * The points grouped per user (CSR), for the CPU: user u (its code in the
+ * input's IdColumn) owns points offsets[u] .. offsets[u+1], in input order.
+ * The GPU groups them the same way on the device.
+ */
+struct GeoPointSet
+{
+	GeoMetric metric = GeoMetric::Euclidean;
+	std::vector<int64_t> offsets{0};
+	std::vector<int64_t> user_ids; /* the id of each user code */
+	HugeVector<double> x, y;
+	HugeVector<double> cos_lat; /* haversine only: cos(latitude) of each point */
+
+	int32_t users() const { return static_cast<int32_t>(user_ids.size()); }
+	int64_t points() const { return offsets.back(); }
+	int64_t count(int32_t u) const { return offsets[u + 1] - offsets[u]; }
+};
+
+/* Candidate locations, one per input row. */
+struct GeoCandidateSet
+{
+	std::vector<double> x, y;
+	std::vector<double> cos_lat; /* haversine only */
+
+	size_t size() const { return x.size(); }
+};
 
 /* 'euclidean' or 'haversine' (any case); anything else is an ERROR listing the two. */
 GeoMetric parse_geo_metric(const std::string &name);

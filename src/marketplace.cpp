@@ -6,6 +6,8 @@
  * reduces the offers to at most k candidates per product, and the same heaps
  * rank those.  Either way the result is the same rows in the same order.
  */
+#include "no_postgres.hpp"
+
 #include "marketplace.hpp"
 
 #include <algorithm>
@@ -216,6 +218,13 @@ void spread_duplicates(const Offers &offers, RankedOffers &ranked, ExecContext &
 
 namespace {
 
+/* The offers as the kernels see them: the one place that adapts them. */
+gpu::OfferColumns offer_columns(const Offers &offers)
+{
+	return {chunk_view(offers.product.codes()), chunk_view(offers.store), chunk_view(offers.price.keys()),
+			offers.price.scale()};
+}
+
 RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStreamer *streamer)
 {
 	/* no product needs more rounds than it has offers */
@@ -223,9 +232,8 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 	int64_t most_offers = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
 	int rounds = static_cast<int>(std::min<int64_t>(k, most_offers));
 	size_t n_products = offers.product.distinct();
-	std::vector<uint32_t> picks = gpu::cheapest_offer_picks(
-		offers.product.codes(), n_products, offers.store, offers.price, rounds,
-		streamer ? streamer->upload() : nullptr, ctx);
+	std::vector<uint32_t> picks = gpu::cheapest_offer_picks(offer_columns(offers), n_products, rounds,
+															streamer ? streamer->upload() : nullptr, ctx);
 	Stopwatch clock;
 	RankedOffers out;
 	if (picks.size() == n_products * static_cast<size_t>(rounds))
@@ -277,7 +285,7 @@ void OfferStreamer::on_chunk(const Offers &offers)
 		}
 		try
 		{
-			upload_ = gpu::start_offer_upload(ctx_);
+			upload_ = on_gpu([&] { return gpu::start_offer_upload(ctx_); });
 		}
 		catch (const GpuOutOfMemory &)
 		{
@@ -285,14 +293,12 @@ void OfferStreamer::on_chunk(const Offers &offers)
 			return;
 		}
 	}
-	gpu::upload_offer_chunks(*upload_, offers.product.codes(), offers.store, offers.price, ctx_);
+	on_gpu([&] { gpu::upload_offer_chunks(*upload_, offer_columns(offers), ctx_); });
 }
 
 RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx, OfferStreamer *streamer)
 {
-	if (k < 1)
-		throw Error(sqlstate::invalid_parameter_value, "k must be at least 1",
-					"k = " + std::to_string(k) + ".");
+	check_k(k);
 	check_offer_count(offers);
 	return dispatch(
 		ctx, "cheapest_offers", k <= kMaxGpuAutoK ? static_cast<double>(offers.product.size()) : 0,

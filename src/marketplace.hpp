@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../kernels/marketplace_kernels.hpp"
+#include "../kernels/api/marketplace_kernels.hpp"
 #include "columns.hpp"
 #include "device.hpp"
 

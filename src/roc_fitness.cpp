@@ -7,12 +7,14 @@
  * those integers here, once, so that the two devices agree bit for bit.
  *
  * On the CPU: every example becomes one packed key, (score, label) in 32,
- * 64 or 128 bits as the call's scores need (roc_keys.hpp): the long
+ * 64 or 128 bits as the call's scores need (kernels/api/roc_keys.hpp): the long
  * format's all at once, grouped by segment, an array row's only when its
  * turn comes (its examples lie together).  Each segment is then
  * radix-sorted on the bytes where its keys differ and walked once, tie
  * group by tie group.  Two threads share the segments.
  */
+#include "no_postgres.hpp"
+
 #include "roc_fitness.hpp"
 
 #include <algorithm>
@@ -23,8 +25,8 @@
 #include <string>
 #include <thread>
 
-#include "../kernels/roc_fitness_kernels.hpp"
-#include "roc_keys.hpp"
+#include "../kernels/api/roc_kernels.hpp"
+#include "../kernels/api/roc_keys.hpp"
 
 namespace gpurec {
 
@@ -453,7 +455,11 @@ std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelC
 	}
 	std::vector<RocCounts> counts = dispatch(
 		ctx, "roc_fitness", static_cast<double>(individual.size()), kMinGpuExamples,
-		[&] { return gpu::roc_counts_long(individual, label, score, segment_of_code, ctx); },
+		[&] {
+			gpu::RocExampleRows rows{chunk_view(individual.codes()), individual.counts().data(), chunk_view(label),
+									 chunk_view(score.keys()), keys_are_doubles(score)};
+			return gpu::roc_counts_long(rows, segment_of_code, ctx);
+		},
 		[&] {
 			return cpu_path(
 				ctx, keys_are_doubles(score), [&] { return range_of_rows(score); },
@@ -496,7 +502,11 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 	}
 	std::vector<RocCounts> counts = dispatch(
 		ctx, "roc_fitness", static_cast<double>(scores.elements()), kMinGpuExamples,
-		[&] { return gpu::roc_counts_arrays(scores, labels, segment_of_row, ctx); },
+		[&] {
+			gpu::RocScoreArrays arrays{scores.size(), scores.doubles(), chunk_view(scores.floats()),
+									   chunk_view(scores.double_values()), chunk_view(scores.valid())};
+			return gpu::roc_counts_arrays(arrays, labels, segment_of_row, ctx);
+		},
 		[&] {
 			return cpu_path(
 				ctx, true, [&] { return range_of_arrays(scores, labels); },

@@ -11,21 +11,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "../kernels/api/roc_kernels.hpp"
 #include "columns.hpp"
 #include "device.hpp"
 
 namespace gpurec {
 
-/* Exact per-individual counts, from which every result column follows. */
-struct RocCounts
-{
-	int64_t n_positive = 0;
-	int64_t n_negative = 0;
-	/* sum over positives of 2 x (negatives scored lower) + (negatives tied) */
-	uint64_t twice_wins = 0;
-	int64_t lowest_positive_rank = 0; /* rank() OVER (ORDER BY score DESC); 0: no positive */
-	int64_t highest_positive_rank = 0;
-};
+/* Exact per-individual counts, from which every result column follows (the GPU returns them too). */
+using gpu::RocCounts;
 
 struct RocResult
 {

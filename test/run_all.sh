@@ -55,6 +55,12 @@ if [ -z "${GPUREC_SKIP_CPU_ONLY_BUILD:-}" ]; then
 	rm -rf "$cpu_only"
 fi
 
+log "layers: the include graph, and postgres.h breaking engine and kernel builds"
+while read -r line; do
+	echo "$line"
+	case "$line" in PASS*) record "$line" 1 ;; FAIL*) record "$line" 0 ;; esac
+done < <(python3 test/layers/check_layers.py 2>&1)
+
 log "unit tests (GoogleTest)"
 # GPUREC_UNIT_TESTS: a unit-test binary built elsewhere (the GPU machine has no GoogleTest)
 unit_tests=${GPUREC_UNIT_TESTS:-test/unit/gpurec_unit_tests}

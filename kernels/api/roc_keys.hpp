@@ -3,7 +3,8 @@
  * unsigned integer, on the CPU and on the GPU alike (plain functions that
  * nvcc compiles for both sides).
  *
- * Scores are order keys (columns.hpp) made unsigned: monotone in the value,
+ * Scores are order keys (signed 64-bit, as the engine's number columns
+ * hold them) made unsigned: monotone in the value,
  * NaN above everything, -0 equal to 0.  Within one call the keys are
  * shifted down by the lowest, and narrowed to float keys where every score
  * is a float exactly (real scores always are), so that (score, label)
@@ -16,15 +17,11 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef __CUDACC__
-#define GPUREC_HOST_DEVICE __host__ __device__
-#else
-#define GPUREC_HOST_DEVICE
-#endif
+#include "host_device.hpp"
 
 namespace gpurec::roc_keys {
 
-GPUREC_HOST_DEVICE inline uint64_t unsigned_key_of_double(double d)
+GPUREC_HOST_DEVICE uint64_t unsigned_key_of_double(double d)
 {
 	uint64_t bits;
 	if (d != d)
@@ -38,13 +35,13 @@ GPUREC_HOST_DEVICE inline uint64_t unsigned_key_of_double(double d)
 	return (bits >> 63) ? ~bits : bits | (uint64_t(1) << 63);
 }
 
-/* The unsigned key of a signed order key (columns.hpp): the same order. */
-GPUREC_HOST_DEVICE inline uint64_t unsigned_key_of_order_key(int64_t key)
+/* The unsigned key of a signed order key: the same order. */
+GPUREC_HOST_DEVICE uint64_t unsigned_key_of_order_key(int64_t key)
 {
 	return static_cast<uint64_t>(key) ^ (uint64_t(1) << 63);
 }
 
-GPUREC_HOST_DEVICE inline double double_of_unsigned_key(uint64_t key)
+GPUREC_HOST_DEVICE double double_of_unsigned_key(uint64_t key)
 {
 	uint64_t bits = (key >> 63) ? key ^ (uint64_t(1) << 63) : ~key;
 	double d;
@@ -52,7 +49,7 @@ GPUREC_HOST_DEVICE inline double double_of_unsigned_key(uint64_t key)
 	return d;
 }
 
-GPUREC_HOST_DEVICE inline uint32_t unsigned_key_of_float(float f)
+GPUREC_HOST_DEVICE uint32_t unsigned_key_of_float(float f)
 {
 	if (f != f)
 		return 0xFFFFFFFFu;
@@ -64,12 +61,12 @@ GPUREC_HOST_DEVICE inline uint32_t unsigned_key_of_float(float f)
 }
 
 /* The key of a double that is a float exactly, narrowed to the float's key: the same order. */
-GPUREC_HOST_DEVICE inline uint64_t float_key_of_double_key(uint64_t key)
+GPUREC_HOST_DEVICE uint64_t float_key_of_double_key(uint64_t key)
 {
 	return unsigned_key_of_float(static_cast<float>(double_of_unsigned_key(key)));
 }
 
-GPUREC_HOST_DEVICE inline bool is_float_exactly(double d)
+GPUREC_HOST_DEVICE bool is_float_exactly(double d)
 {
 	return d != d || static_cast<double>(static_cast<float>(d)) == d;
 }

@@ -1,94 +1,29 @@
 /*
- * geo_kernels.hpp: what the CPU and GPU halves of the geospatial engine
- * share: the points grouped per user, the distance arithmetic, the order of
- * every sum, and the GPU entry points.
+ * geo_arithmetic.hpp: the geospatial arithmetic that the CPU path and the
+ * GPU kernels share: distances, their order keys, the strength terms, the
+ * order of every sum, and the heaps of best others.
  *
- * The two halves must give the same numbers.  Every floating-point step
+ * The two devices must give the same numbers.  Every floating-point step
  * below is one IEEE operation rounded once (no fused multiply-add, no
  * library transcendental: sine and arcsine are polynomials written here),
  * and every sum runs in an order fixed by this file, not by the device.  So
- * for a given input the CPU and the GPU compute bit-identical similarities
- * and strengths, equal values tie the same way on both, and the only
- * exception is an exponent that is not a multiple of 1/4, which goes
- * through the libraries' pow() and may differ in the last bit.
+ * for a given input the CPU and the GPU compute the same similarities and
+ * strengths, equal values tie the same way on both, and the only exception
+ * is an exponent that is not a multiple of 1/4, which goes through the
+ * libraries' pow() and may differ in the last bit.
+ *
+ * The metric is a flag here (haversine or not): which metrics SQL accepts,
+ * and how they are spelled, is the engine's business (geo.hpp).
  */
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <memory>
-#include <vector>
 
-#include "../src/columns.hpp"
-#include "../src/device.hpp"
-#include "../src/errors.hpp"
-
-#if defined(__CUDACC__)
-#define GEO_HD __host__ __device__ __forceinline__
-#else
-#define GEO_HD inline
-#endif
+#include "host_device.hpp"
 
 namespace gpurec {
 
-enum class GeoMetric : uint8_t
-{
-	Euclidean, /* on (x, y) */
-	Haversine  /* x = longitude, y = latitude in degrees; metres on a sphere */
-};
-
-/*
- * Vector storage on transparent huge pages (allocate_chunk): first touches
- * of fresh 4 KiB pages cost more than grouping the points itself.
- */
-template <typename T> struct HugePageAllocator
-{
-	using value_type = T;
-	HugePageAllocator() = default;
-	template <typename U> HugePageAllocator(const HugePageAllocator<U> &) {}
-	T *allocate(size_t n) { return static_cast<T *>(allocate_chunk(std::max<size_t>(n, 1) * sizeof(T))); }
-	void deallocate(T *p, size_t) noexcept { free_chunk(p); }
-	template <typename U> bool operator==(const HugePageAllocator<U> &) const { return true; }
-	template <typename U> bool operator!=(const HugePageAllocator<U> &) const { return false; }
-};
-
-template <typename T> using HugeVector = std::vector<T, HugePageAllocator<T>>;
-
-/* The points query: user_id, x, y (rows with a NULL were skipped by the input layer). */
-struct GeoPoints
-{
-	const IdColumn &user;
-	const FloatColumn &x;
-	const FloatColumn &y;
-};
-
-/*
- * The points grouped per user (CSR), for the CPU: user u (its code in the
- * input's IdColumn) owns points offsets[u] .. offsets[u+1], in input order.
- * The GPU groups them the same way on the device.
- */
-struct GeoPointSet
-{
-	GeoMetric metric = GeoMetric::Euclidean;
-	std::vector<int64_t> offsets{0};
-	std::vector<int64_t> user_ids; /* the id of each user code */
-	HugeVector<double> x, y;
-	HugeVector<double> cos_lat; /* haversine only: cos(latitude) of each point */
-
-	int32_t users() const { return static_cast<int32_t>(user_ids.size()); }
-	int64_t points() const { return offsets.back(); }
-	int64_t count(int32_t u) const { return offsets[u + 1] - offsets[u]; }
-};
-
-/* Candidate locations, one per input row. */
-struct GeoCandidateSet
-{
-	std::vector<double> x, y;
-	std::vector<double> cos_lat; /* haversine only */
-
-	size_t size() const { return x.size(); }
-};
 
 /* One entry of a user's best others: the other user and its similarity. */
 struct SimilarityEntry
@@ -131,7 +66,7 @@ inline PowerPlan plan_power(double exponent)
 /* What the strength of a candidate sums, besides the weights of the points. */
 struct StrengthParams
 {
-	GeoMetric metric;
+	bool haversine; /* else euclidean */
 	double epsilon;
 	double epsilon_squared;
 	/*
@@ -166,7 +101,7 @@ constexpr double kPiOver2Hi = 1.57079632679489655800e+00;
 constexpr double kPiOver2Lo = 6.12323399573676603587e-17;
 
 /* IEEE operations rounded once each, never fused (nvcc fuses a*b+c by default). */
-GEO_HD double mul(double a, double b)
+GPUREC_HOST_DEVICE double mul(double a, double b)
 {
 #ifdef __CUDA_ARCH__
 	return __dmul_rn(a, b);
@@ -175,7 +110,7 @@ GEO_HD double mul(double a, double b)
 #endif
 }
 
-GEO_HD double add(double a, double b)
+GPUREC_HOST_DEVICE double add(double a, double b)
 {
 #ifdef __CUDA_ARCH__
 	return __dadd_rn(a, b);
@@ -184,7 +119,7 @@ GEO_HD double add(double a, double b)
 #endif
 }
 
-GEO_HD double sub(double a, double b)
+GPUREC_HOST_DEVICE double sub(double a, double b)
 {
 #ifdef __CUDA_ARCH__
 	return __dsub_rn(a, b);
@@ -193,7 +128,7 @@ GEO_HD double sub(double a, double b)
 #endif
 }
 
-GEO_HD double div(double a, double b)
+GPUREC_HOST_DEVICE double div(double a, double b)
 {
 #ifdef __CUDA_ARCH__
 	return __ddiv_rn(a, b);
@@ -202,7 +137,7 @@ GEO_HD double div(double a, double b)
 #endif
 }
 
-GEO_HD double root(double a)
+GPUREC_HOST_DEVICE double root(double a)
 {
 #ifdef __CUDA_ARCH__
 	return __dsqrt_rn(a);
@@ -212,7 +147,7 @@ GEO_HD double root(double a)
 }
 
 /* min and max; the same for all operands here (never NaN; zeros are +0) */
-GEO_HD double lesser(double a, double b)
+GPUREC_HOST_DEVICE double lesser(double a, double b)
 {
 #ifdef __CUDA_ARCH__
 	return fmin(a, b);
@@ -221,7 +156,7 @@ GEO_HD double lesser(double a, double b)
 #endif
 }
 
-GEO_HD double greater(double a, double b)
+GPUREC_HOST_DEVICE double greater(double a, double b)
 {
 #ifdef __CUDA_ARCH__
 	return fmax(a, b);
@@ -235,7 +170,7 @@ GEO_HD double greater(double a, double b)
  * 2e-18 there), Horner in x^2.  Small x keep full relative precision,
  * which is what short distances need.
  */
-GEO_HD double sine(double x)
+GPUREC_HOST_DEVICE double sine(double x)
 {
 	double z = mul(x, x);
 	double p = -3.868170170630684e-23;
@@ -253,7 +188,7 @@ GEO_HD double sine(double x)
 }
 
 /* asin(x) for 0 <= x <= 0.5: fdlibm's rational approximation. */
-GEO_HD double arcsine_small(double x)
+GPUREC_HOST_DEVICE double arcsine_small(double x)
 {
 	double z = mul(x, x);
 	double p = 3.47933107596021167570e-05;
@@ -272,7 +207,7 @@ GEO_HD double arcsine_small(double x)
 }
 
 /* asin(x) for 0 <= x <= 1; above 1/2 through asin(x) = pi/2 - 2 asin(sqrt((1 - x) / 2)). */
-GEO_HD double arcsine(double x)
+GPUREC_HOST_DEVICE double arcsine(double x)
 {
 	if (x <= 0.5)
 		return arcsine_small(x);
@@ -281,13 +216,13 @@ GEO_HD double arcsine(double x)
 }
 
 /* cos(latitude) for a latitude in degrees in [-90, 90], as sin(90 - |latitude|): 0 at the poles. */
-GEO_HD double cos_latitude(double latitude)
+GPUREC_HOST_DEVICE double cos_latitude(double latitude)
 {
 	return sine(mul(sub(90.0, latitude < 0 ? -latitude : latitude), 2 * kHalfRadiansPerDegree));
 }
 
 /* The squared distance, the order key of euclidean distances. */
-GEO_HD double euclidean_key(double ax, double ay, double bx, double by)
+GPUREC_HOST_DEVICE double euclidean_key(double ax, double ay, double bx, double by)
 {
 	double dx = sub(ax, bx), dy = sub(ay, by);
 	return add(mul(dx, dx), mul(dy, dy));
@@ -304,7 +239,7 @@ GEO_HD double euclidean_key(double ax, double ay, double bx, double by)
  * above 1/2 are of that kind (1 / h' >= 2), and keys grow with distance
  * throughout.  The same value for (a, b) as for (b, a), bit for bit.
  */
-GEO_HD double haversine_key(double a_lon, double a_lat, double a_cos, double b_lon, double b_lat,
+GPUREC_HOST_DEVICE double haversine_key(double a_lon, double a_lat, double a_cos, double b_lon, double b_lat,
 							double b_cos)
 {
 	double dlon = sub(b_lon, a_lon); /* in [-360, 360]; sin^2(dlon/2) has period 360 */
@@ -325,9 +260,9 @@ GEO_HD double haversine_key(double a_lon, double a_lat, double a_cos, double b_l
 }
 
 /* The distance whose order key is `key`. */
-GEO_HD double key_distance(GeoMetric metric, double key)
+GPUREC_HOST_DEVICE double key_distance(bool haversine, double key)
 {
-	if (metric == GeoMetric::Euclidean)
+	if (!haversine)
 		return root(key);
 	double half_angle;
 	if (key <= 0.5)
@@ -338,13 +273,13 @@ GEO_HD double key_distance(GeoMetric metric, double key)
 }
 
 /* similarity = 1 / mean of the floored distances = n / their sum */
-GEO_HD double similarity_of(int64_t main_points, double floored_sum)
+GPUREC_HOST_DEVICE double similarity_of(int64_t main_points, double floored_sum)
 {
 	return div(static_cast<double>(main_points), floored_sum);
 }
 
 /* s^(exponent/2) for the floored squared distance s. */
-GEO_HD double raise(double s, const PowerPlan &plan)
+GPUREC_HOST_DEVICE double raise(double s, const PowerPlan &plan)
 {
 	if (plan.general)
 	{
@@ -372,11 +307,11 @@ GEO_HD double raise(double s, const PowerPlan &plan)
  * The floored squared distance s = max(d^2, epsilon^2) from point p to
  * candidate c, or -1 when p lies beyond max_distance.
  */
-GEO_HD double strength_base(const StrengthParams &sp, double px, double py, double pcos, double cx,
+GPUREC_HOST_DEVICE double strength_base(const StrengthParams &sp, double px, double py, double pcos, double cx,
 							double cy, double ccos)
 {
 	double d2;
-	if (sp.metric == GeoMetric::Euclidean)
+	if (!sp.haversine)
 	{
 		d2 = euclidean_key(px, py, cx, cy);
 		if (sp.has_max_distance && !(d2 <= sp.max_key))
@@ -384,7 +319,7 @@ GEO_HD double strength_base(const StrengthParams &sp, double px, double py, doub
 	}
 	else
 	{
-		double d = key_distance(GeoMetric::Haversine, haversine_key(px, py, pcos, cx, cy, ccos));
+		double d = key_distance(true, haversine_key(px, py, pcos, cx, cy, ccos));
 		if (sp.has_max_distance && !(d <= sp.max_key))
 			return -1.0;
 		d2 = mul(d, d);
@@ -393,7 +328,7 @@ GEO_HD double strength_base(const StrengthParams &sp, double px, double py, doub
 }
 
 /* The end of the group that starts at point p (see kStrengthGroup). */
-GEO_HD int64_t group_end(const double *w, int64_t p, int64_t slice_end)
+GPUREC_HOST_DEVICE int64_t group_end(const double *w, int64_t p, int64_t slice_end)
 {
 	int64_t end = p + kStrengthGroup < slice_end ? p + kStrengthGroup : slice_end;
 	int64_t q = p + 1;
@@ -413,28 +348,28 @@ struct GroupFraction
 	double numerator = 0.0;
 	double denominator = 1.0;
 
-	GEO_HD void add_term(double g)
+	GPUREC_HOST_DEVICE void add_term(double g)
 	{
 		numerator = geo::add(mul(numerator, g), denominator);
 		denominator = mul(denominator, g);
 	}
-	GEO_HD bool empty() const { return numerator == 0.0; }
-	GEO_HD bool fallback_needed() const
+	GPUREC_HOST_DEVICE bool empty() const { return numerator == 0.0; }
+	GPUREC_HOST_DEVICE bool fallback_needed() const
 	{
 		return !(denominator >= 2.2250738585072014e-308 && denominator <= 1.7976931348623157e308 &&
 				 numerator <= 1.7976931348623157e308);
 	}
-	GEO_HD double value() const { return div(numerator, denominator); }
+	GPUREC_HOST_DEVICE double value() const { return div(numerator, denominator); }
 };
 
 /* Heaps of the best others: the root is the worst kept entry. */
-GEO_HD bool better(const SimilarityEntry &a, const SimilarityEntry &b)
+GPUREC_HOST_DEVICE bool better(const SimilarityEntry &a, const SimilarityEntry &b)
 {
 	return a.similarity > b.similarity || (a.similarity == b.similarity && a.user_id < b.user_id);
 }
 
 /* Offers e to a heap of at most k entries; returns whether it was kept. */
-GEO_HD bool heap_offer(SimilarityEntry *heap, int &size, int k, SimilarityEntry e)
+GPUREC_HOST_DEVICE bool heap_offer(SimilarityEntry *heap, int &size, int k, SimilarityEntry e)
 {
 	int i;
 	if (size < k)
@@ -474,78 +409,4 @@ GEO_HD bool heap_offer(SimilarityEntry *heap, int &size, int k, SimilarityEntry 
 
 } // namespace geo
 
-namespace gpu {
-
-/* The points (and candidates) of one call on the device. */
-class GeoSession;
-struct GeoSessionDeleter
-{
-	void operator()(GeoSession *session) const noexcept;
-};
-using GeoSessionPtr = std::unique_ptr<GeoSession, GeoSessionDeleter>;
-
-#ifdef GPUREC_WITH_CUDA
-/*
- * Copies the points (valid ones: the caller checked them) and the
- * candidates, when given, to the GPU, and groups the points per user there
- * in the order GeoPointSet has them.
- */
-GeoSessionPtr open_geo_session(const GeoPoints &points, GeoMetric metric,
-							   const GeoCandidateSet *candidates, ExecContext &ctx);
-
-/*
- * For every user u (by code): over the main user's points in order, the sum
- * of the distance to u's nearest point, floored at epsilon (floored[u]) and
- * raw (raw[u]).
- */
-void geo_similarity_sums(GeoSession &session, int32_t main_user, double epsilon,
-						 std::vector<double> &floored, std::vector<double> &raw, ExecContext &ctx);
-
-/*
- * For every user u (by code), the k others of highest similarity to u:
- * heaps[u * k .. u * k + sizes[u]), in heap order (the caller sorts).
- */
-void geo_similar_users(GeoSession &session, int k, double epsilon,
-					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
-					   ExecContext &ctx);
-
-/*
- * The strength of every candidate for the main user, one vector per power:
- * points of users other than the main user whose similarity to it is at
- * least min_similarity weigh by that similarity.
- */
-std::vector<std::vector<double>> geo_strengths(GeoSession &session, int32_t main_user,
-											   double min_similarity, const StrengthParams &params,
-											   const std::vector<PowerPlan> &powers,
-											   ExecContext &ctx);
-#else
-[[noreturn]] inline void geo_without_cuda()
-{
-	throw Error(sqlstate::object_not_in_prerequisite_state, "gpurec was built without CUDA");
-}
-inline GeoSessionPtr open_geo_session(const GeoPoints &, GeoMetric, const GeoCandidateSet *,
-									  ExecContext &)
-{
-	geo_without_cuda();
-}
-inline void geo_similarity_sums(GeoSession &, int32_t, double, std::vector<double> &,
-								std::vector<double> &, ExecContext &)
-{
-	geo_without_cuda();
-}
-inline void geo_similar_users(GeoSession &, int, double, std::vector<SimilarityEntry> &,
-							  std::vector<int32_t> &, ExecContext &)
-{
-	geo_without_cuda();
-}
-inline std::vector<std::vector<double>> geo_strengths(GeoSession &, int32_t, double,
-													  const StrengthParams &,
-													  const std::vector<PowerPlan> &, ExecContext &)
-{
-	geo_without_cuda();
-}
-inline void GeoSessionDeleter::operator()(GeoSession *) const noexcept {}
-#endif
-
-} // namespace gpu
 } // namespace gpurec

@@ -1,0 +1,79 @@
+/*
+ * geo_kernels.hpp: the GPU half of the geospatial recommender.  The
+ * arithmetic it shares with the CPU path is in geo_arithmetic.hpp.
+ */
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "geo_arithmetic.hpp"
+#include "kernel_api.hpp"
+
+namespace gpurec::gpu {
+
+/*
+ * The points of a call as read: a dense user code per row (0 .. users - 1,
+ * codes in order of first appearance), x and y.  Per code: its user_id and
+ * its number of points.
+ */
+struct GeoPointColumns
+{
+	ChunkedView<int32_t> user_codes;
+	ChunkedView<double> x, y;
+	const int64_t *user_ids = nullptr;
+	const int64_t *points_per_user = nullptr;
+	int32_t users = 0;
+	bool haversine = false; /* x = longitude, y = latitude in degrees; else euclidean */
+};
+
+/* Candidate locations, one per input row; cos_lat (haversine only) is cos(latitude). */
+struct GeoCandidateColumns
+{
+	const double *x = nullptr;
+	const double *y = nullptr;
+	const double *cos_lat = nullptr;
+	size_t count = 0;
+};
+
+/* The points (and candidates) of one call on the device. */
+class GeoSession;
+struct GeoSessionDeleter
+{
+	void operator()(GeoSession *session) const noexcept;
+};
+using GeoSessionPtr = std::unique_ptr<GeoSession, GeoSessionDeleter>;
+
+/*
+ * Copies the points (valid ones: the caller checked them) and the
+ * candidates, when given, to the GPU, and groups the points per user there:
+ * by code, each user's points in input order.
+ */
+GeoSessionPtr open_geo_session(const GeoPointColumns &points, const GeoCandidateColumns *candidates,
+							   CallContext &ctx);
+
+/*
+ * For every user u (by code): over the main user's points in order, the sum
+ * of the distance to u's nearest point, floored at epsilon (floored[u]) and
+ * raw (raw[u]).
+ */
+void geo_similarity_sums(GeoSession &session, int32_t main_user, double epsilon,
+						 std::vector<double> &floored, std::vector<double> &raw);
+
+/*
+ * For every user u (by code), the k others of highest similarity to u:
+ * heaps[u * k .. u * k + sizes[u]), in heap order (the caller sorts).
+ */
+void geo_similar_users(GeoSession &session, int k, double epsilon, std::vector<SimilarityEntry> &heaps,
+					   std::vector<int32_t> &sizes);
+
+/*
+ * The strength of every candidate for the main user, one vector per power:
+ * points of users other than the main user whose similarity to it is at
+ * least min_similarity weigh by that similarity.
+ */
+std::vector<std::vector<double>> geo_strengths(GeoSession &session, int32_t main_user, double min_similarity,
+											   const StrengthParams &params, const std::vector<PowerPlan> &powers);
+
+} // namespace gpurec::gpu

@@ -1,0 +1,127 @@
+/*
+ * kernel_api.hpp: what every GPU entry point takes and throws, in plain C++.
+ *
+ * The kernels see no engine type: their inputs come as views of host memory
+ * (chunk pointers and row counts), and what they need of the call (the
+ * cancel check, the memory budget, the test-only allocation failure, the
+ * phase clocks) comes in a CallContext.  The engine adapts its columns to
+ * these views and turns a gpu::Failure into its own error, each in one
+ * place (src/device.hpp).
+ *
+ * Implemented by the .cu files when the build has nvcc, and by no_cuda.cpp,
+ * which says that there is no GPU, when it has not.
+ */
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gpurec::gpu {
+
+/*
+ * Host columns come in chunks of kChunkRows rows; a view lists the chunks'
+ * addresses (every chunk full but the last) and the rows they hold.  The
+ * engine's columns use the same chunk size (checked where they are adapted),
+ * so a chunk goes to the device as soon as it is full, with no copy.
+ */
+constexpr int kChunkShift = 20;
+constexpr size_t kChunkRows = size_t(1) << kChunkShift;
+
+template <typename T> struct ChunkedView
+{
+	std::vector<const T *> chunks;
+	size_t rows = 0;
+
+	size_t chunk_count() const { return chunks.size(); }
+	const T *chunk_data(size_t c) const { return chunks[c]; }
+	size_t chunk_rows(size_t c) const { return c + 1 < chunks.size() ? kChunkRows : rows - c * kChunkRows; }
+};
+
+/* Milliseconds per phase of one call (gpurec.timing); kernels add to transfer and compute. */
+struct PhaseTimes
+{
+	double read_ms = 0;		/* running the inner queries into columns */
+	double transfer_ms = 0; /* host <-> device copies */
+	double compute_ms = 0;	/* the algorithm itself, on whichever device */
+	double output_ms = 0;	/* building the result rows */
+};
+
+struct CallContext
+{
+	/*
+	 * Throws when the call was cancelled.  Kernels call it from the calling
+	 * thread between launches of at most a few tens of milliseconds; what it
+	 * throws passes through them untouched.
+	 */
+	std::function<void()> check_interrupts = [] {};
+	/* Plan work as if only this many bytes were free on the GPU (0: what it really has). */
+	size_t gpu_memory_budget = 0;
+	/* Test-only: every GPU allocation fails as if the GPU were full. */
+	bool fail_gpu_alloc = false;
+	PhaseTimes times;
+};
+
+/* What a GPU entry point throws (besides what check_interrupts throws). */
+class Failure : public std::runtime_error
+{
+  public:
+	enum class Kind
+	{
+		OutOfMemory,  /* the GPU (or pinned host memory) could not hold the work */
+		TooLarge,	  /* past a limit of the kernels, whatever the memory */
+		NoGpu,		  /* this build, or this machine, has no usable GPU */
+		Internal	  /* a CUDA error */
+	};
+
+	Failure(Kind kind, const std::string &message) : std::runtime_error(message), kind_(kind) {}
+	Kind kind() const { return kind_; }
+
+  private:
+	Kind kind_;
+};
+
+/* Wall-clock stopwatch in milliseconds. */
+class Stopwatch
+{
+  public:
+	Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+	double elapsed_ms() const
+	{
+		return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+	}
+
+  private:
+	std::chrono::steady_clock::time_point start_;
+};
+
+/* ---- the runtime ------------------------------------------------------- */
+
+struct DeviceInfo
+{
+	int device_id;
+	std::string name;
+	std::string compute_capability; /* "9.0" */
+	long long total_memory_bytes;
+	long long free_memory_bytes;
+	int multiprocessors;
+};
+
+/* True in a build made with nvcc. */
+bool compiled_with_cuda();
+
+/*
+ * Whether this backend can compute on a GPU, and if not, why (in words a
+ * user can act on).  The first call initialises the CUDA runtime (lazily,
+ * never in the postmaster); later calls are free.
+ */
+bool usable(std::string *why_not = nullptr);
+
+/* Every visible GPU; empty without one. */
+std::vector<DeviceInfo> devices();
+
+} // namespace gpurec::gpu

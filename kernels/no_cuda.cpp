@@ -1,0 +1,71 @@
+/*
+ * no_cuda.cpp: the kernels' API in a build made without nvcc, the one way
+ * gpurec builds without CUDA.  There is no GPU: usable() says why, and every
+ * entry point throws gpu::Failure (NoGpu), which the engine never reaches,
+ * as its dispatch asks usable() first.
+ */
+#include "api/geo_kernels.hpp"
+#include "api/kernel_api.hpp"
+#include "api/marketplace_kernels.hpp"
+#include "api/roc_kernels.hpp"
+
+namespace gpurec::gpu {
+
+namespace {
+
+[[noreturn]] void no_gpu() { throw Failure(Failure::Kind::NoGpu, "gpurec was built without CUDA"); }
+
+} // namespace
+
+bool compiled_with_cuda() { return false; }
+
+bool usable(std::string *why_not)
+{
+	if (why_not)
+		*why_not = "gpurec was built without CUDA (nvcc was not found at build time)";
+	return false;
+}
+
+std::vector<DeviceInfo> devices() { return {}; }
+
+/* marketplace */
+class OfferUpload
+{
+};
+void OfferUploadDeleter::operator()(OfferUpload *upload) const noexcept { delete upload; }
+OfferUploadPtr start_offer_upload(CallContext &) { no_gpu(); }
+void upload_offer_chunks(OfferUpload &, const OfferColumns &, CallContext &) { no_gpu(); }
+std::vector<uint32_t> cheapest_offer_picks(const OfferColumns &, size_t, int, OfferUpload *, CallContext &)
+{
+	no_gpu();
+}
+
+/* geospatial */
+class GeoSession
+{
+};
+void GeoSessionDeleter::operator()(GeoSession *session) const noexcept { delete session; }
+GeoSessionPtr open_geo_session(const GeoPointColumns &, const GeoCandidateColumns *, CallContext &) { no_gpu(); }
+void geo_similarity_sums(GeoSession &, int32_t, double, std::vector<double> &, std::vector<double> &) { no_gpu(); }
+void geo_similar_users(GeoSession &, int, double, std::vector<SimilarityEntry> &, std::vector<int32_t> &)
+{
+	no_gpu();
+}
+std::vector<std::vector<double>> geo_strengths(GeoSession &, int32_t, double, const StrengthParams &,
+											   const std::vector<PowerPlan> &)
+{
+	no_gpu();
+}
+
+/* ROC fitness */
+std::vector<RocCounts> roc_counts_long(const RocExampleRows &, const std::vector<int32_t> &, CallContext &)
+{
+	no_gpu();
+}
+std::vector<RocCounts> roc_counts_arrays(const RocScoreArrays &, const std::vector<int8_t> &,
+										 const std::vector<int32_t> &, CallContext &)
+{
+	no_gpu();
+}
+
+} // namespace gpurec::gpu
