@@ -2,6 +2,12 @@
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION gpurec" to load this file. \quit
 
+-- Every role that may read the data may call the functions: the schema is
+-- open to all, as PostGIS's and pgRouting's are, and each inner query runs
+-- with the caller's own privileges (SECURITY INVOKER), so nothing is
+-- reachable through gpurec that the caller could not SELECT itself.
+GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
+
 -- Every function takes its data as inner queries (text), matched by column
 -- name, run read-only with the caller's privileges (SECURITY INVOKER).
 
@@ -69,22 +75,24 @@ COMMENT ON FUNCTION roc_auc(float8[], boolean[]) IS
 -- B to user A: 1 / the mean, over A's points, of the distance to B's nearest
 -- point, each distance floored at epsilon.  metric 'euclidean' on (x, y), or
 -- 'haversine': x = longitude, y = latitude in degrees, metres on a sphere of
--- radius 6371008.8 m.
+-- radius 6371008.8 m.  epsilon NULL (the default) is the metric's own: 1e-9
+-- under euclidean, 10 metres under haversine.  A NULL in any other argument
+-- but max_distance returns no rows, as STRICT would.
 
 CREATE FUNCTION user_similarity(points_query text, main_user bigint,
-                                metric text DEFAULT 'euclidean', epsilon float8 DEFAULT 1e-9)
+                                metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(user_id bigint, similarity float8, mean_min_distance float8)
 AS 'MODULE_PATHNAME', 'gpurec_user_similarity'
-LANGUAGE C VOLATILE STRICT;
+LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION user_similarity(text, bigint, text, float8) IS
 'The similarity of every other user of points_query (user_id, x, y) to main_user, and the raw mean of main_user''s nearest distances to it.';
 
 CREATE FUNCTION similar_users(points_query text, k integer DEFAULT 10,
-                              metric text DEFAULT 'euclidean', epsilon float8 DEFAULT 1e-9)
+                              metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
 AS 'MODULE_PATHNAME', 'gpurec_similar_users'
-LANGUAGE C VOLATILE STRICT;
+LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION similar_users(text, integer, text, float8) IS
 'For every user of points_query (user_id, x, y), the k other users most similar to it; equal similarities rank the lower other_user_id first.';
@@ -92,7 +100,7 @@ COMMENT ON FUNCTION similar_users(text, integer, text, float8) IS
 CREATE FUNCTION predict_strength(points_query text, main_user bigint, candidates_query text,
                                  exponent float8 DEFAULT 2, max_distance float8 DEFAULT NULL,
                                  min_similarity float8 DEFAULT 0,
-                                 metric text DEFAULT 'euclidean', epsilon float8 DEFAULT 1e-9)
+                                 metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(candidate_id bigint, strength float8)
 AS 'MODULE_PATHNAME', 'gpurec_predict_strength'
 LANGUAGE C VOLATILE;
@@ -103,7 +111,7 @@ COMMENT ON FUNCTION predict_strength(text, bigint, text, float8, float8, float8,
 CREATE FUNCTION fit_exponent(points_query text, holdout_query text, candidates_query text,
                              exponents float8[] DEFAULT '{1,1.5,2,2.5,3}',
                              max_distance float8 DEFAULT NULL, min_similarity float8 DEFAULT 0,
-                             metric text DEFAULT 'euclidean', epsilon float8 DEFAULT 1e-9)
+                             metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(exponent float8, mean_auc float8, users bigint)
 AS 'MODULE_PATHNAME', 'gpurec_fit_exponent'
 LANGUAGE C VOLATILE;

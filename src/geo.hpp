@@ -87,10 +87,25 @@ struct GeoCandidateSet
 /* 'euclidean' or 'haversine' (any case); anything else is an ERROR listing the two. */
 GeoMetric parse_geo_metric(const std::string &name);
 
+/*
+ * The least distance counted when a call names none.  Under haversine, 10
+ * metres: about what a phone's position is sure of, so that a check-in at a
+ * venue's exact coordinates weighs as much as one across the street, not
+ * 10^18 times more.  Under euclidean the unit is the data's own, unknown
+ * here: 1e-9 only keeps identical points finite.
+ */
+constexpr double kDefaultEuclideanEpsilon = 1e-9;
+constexpr double kDefaultHaversineEpsilon = 10.0;
+
+inline double default_epsilon(GeoMetric metric)
+{
+	return metric == GeoMetric::Haversine ? kDefaultHaversineEpsilon : kDefaultEuclideanEpsilon;
+}
+
 struct GeoOptions
 {
 	GeoMetric metric = GeoMetric::Euclidean;
-	double epsilon = 1e-9; /* > 0 */
+	double epsilon = kDefaultEuclideanEpsilon; /* > 0 */
 };
 
 /*

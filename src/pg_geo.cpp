@@ -1,18 +1,18 @@
 /*
  * pg_geo.cpp: SQL entry points of the geospatial recommender.
  *
- * user_similarity and similar_users are STRICT.  predict_strength and
- * fit_exponent cannot be (max_distance defaults to NULL, meaning no limit),
- * so they answer a NULL in any other argument as STRICT would: no rows.
+ * None of them is STRICT: epsilon defaults to NULL, the metric's own
+ * epsilon, and max_distance to NULL, no limit.  A NULL in any other
+ * argument gives no rows, as STRICT would.
  */
 #include "pg_boundary.hpp"
 
-extern "C" {
-#include "catalog/pg_type.h"
-#include "utils/array.h"
-}
+
+#include <algorithm>
+#include <initializer_list>
 
 #include "geo.hpp"
+#include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_output.hpp"
 
@@ -47,30 +47,35 @@ GeoCandidates candidates_of(InputTable &table)
 	return {table.int64(0), table.floats(1), table.floats(2)};
 }
 
-/* metric text, epsilon float8 at arguments n and n + 1 */
+/* metric text, epsilon float8 at arguments n and n + 1; a NULL epsilon is the metric's default */
 GeoOptions options_arguments(FunctionCallInfo fcinfo, int n)
 {
-	return geo_options(text_argument(fcinfo, n), PG_GETARG_FLOAT8(n + 1));
+	const char *metric = text_argument(fcinfo, n);
+	double epsilon = PG_ARGISNULL(n + 1) ? default_epsilon(parse_geo_metric(metric)) : PG_GETARG_FLOAT8(n + 1);
+	return geo_options(metric, epsilon);
 }
 
 /* max_distance, then min_similarity; a NULL max_distance means no limit */
 constexpr int kMaxDistanceArgument = 4;
 
 /*
- * For predict_strength and fit_exponent, which cannot be STRICT: a NULL in
- * an argument other than max_distance gives no rows, as STRICT would.
- * Returns whether the call was so answered.
+ * A NULL in an argument other than those that may be NULL gives no rows, as
+ * STRICT would.  Returns whether the call was so answered.
  */
-bool answered_null_as_strict(FunctionCallInfo fcinfo)
+bool answered_null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int> may_be_null)
 {
 	for (int i = 0; i < PG_NARGS(); ++i)
-		if (i != kMaxDistanceArgument && PG_ARGISNULL(i))
+		if (PG_ARGISNULL(i) && std::find(may_be_null.begin(), may_be_null.end(), i) == may_be_null.end())
 		{
 			ResultWriter out(fcinfo);
 			return true;
 		}
 	return false;
 }
+
+/* epsilon of user_similarity and similar_users; of predict_strength and fit_exponent */
+constexpr int kPairEpsilonArgument = 3;
+constexpr int kStrengthEpsilonArgument = 7;
 
 /*
  * The arguments predict_strength and fit_exponent share, at the same places:
@@ -97,30 +102,11 @@ StrengthArguments strength_arguments(FunctionCallInfo fcinfo, const std::vector<
 	return args;
 }
 
-/* A float8[] argument; a NULL element is an ERROR. */
-std::vector<double> float8_array_argument(FunctionCallInfo fcinfo, int n, const char *name)
-{
-	Datum *elements = nullptr;
-	bool *nulls = nullptr;
-	int count = 0;
-	pg_call([&] {
-		deconstruct_array(PG_GETARG_ARRAYTYPE_P(n), FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-						  &elements, &nulls, &count);
-	});
-	std::vector<double> values(count);
-	for (int i = 0; i < count; ++i)
-	{
-		if (nulls[i])
-			throw Error(sqlstate::null_value_not_allowed,
-						std::string(name) + " must not contain NULL elements");
-		values[i] = DatumGetFloat8(elements[i]);
-	}
-	return values;
-}
-
 Datum user_similarity_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
+	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument}))
+		return (Datum) 0;
 	const char *points_query = text_argument(fcinfo, 0);
 	int64 main_user = PG_GETARG_INT64(1);
 	GeoOptions options = options_arguments(fcinfo, 2);
@@ -143,6 +129,8 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 Datum similar_users_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
+	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument}))
+		return (Datum) 0;
 	const char *points_query = text_argument(fcinfo, 0);
 	int32 k = PG_GETARG_INT32(1);
 	GeoOptions options = options_arguments(fcinfo, 2);
@@ -170,7 +158,7 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 Datum predict_strength_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	if (answered_null_as_strict(fcinfo))
+	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument}))
 		return (Datum) 0;
 	int64 main_user = PG_GETARG_INT64(1);
 	double exponent = PG_GETARG_FLOAT8(3);
@@ -200,10 +188,10 @@ Datum predict_strength_body(FunctionCallInfo fcinfo)
 Datum fit_exponent_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	if (answered_null_as_strict(fcinfo))
+	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument}))
 		return (Datum) 0;
 	const char *holdout_query = text_argument(fcinfo, 1);
-	std::vector<double> exponents = float8_array_argument(fcinfo, 3, "exponents");
+	std::vector<double> exponents = float8_list_argument(fcinfo, 3, "exponents");
 	StrengthArguments args = strength_arguments(fcinfo, exponents);
 
 	InputTable points = read_points(args.points_query, ctx);

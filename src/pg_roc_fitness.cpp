@@ -9,6 +9,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 }
 
+#include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_output.hpp"
 #include "roc_fitness.hpp"
@@ -17,21 +18,6 @@ namespace gpurec {
 
 namespace {
 
-/* A boolean[] argument as -1 (NULL), 0, 1. */
-std::vector<int8_t> labels_argument(FunctionCallInfo fcinfo, int n)
-{
-	Datum *elements = nullptr;
-	bool *nulls = nullptr;
-	int count = 0;
-	pg_call([&] {
-		deconstruct_array(PG_GETARG_ARRAYTYPE_P(n), BOOLOID, 1, true, TYPALIGN_CHAR, &elements, &nulls,
-						  &count);
-	});
-	std::vector<int8_t> labels(count);
-	for (int i = 0; i < count; ++i)
-		labels[i] = nulls[i] ? -1 : (DatumGetBool(elements[i]) ? 1 : 0);
-	return labels;
-}
 
 void write_results(FunctionCallInfo fcinfo, const std::vector<RocResult> &results, ExecContext &ctx)
 {
@@ -71,7 +57,7 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
 	const char *population_query = text_argument(fcinfo, 0);
-	std::vector<int8_t> labels = labels_argument(fcinfo, 1);
+	std::vector<int8_t> labels = label_list_argument(fcinfo, 1, "labels");
 	InputTable population("population query", {{"individual_id", ColumnKind::Int64},
 											   {"scores", ColumnKind::FloatArray}});
 	read_inner_query(population_query, population, ctx);
@@ -84,9 +70,9 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 Datum roc_auc_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	ArrayType *array = pg_call([&] { return PG_GETARG_ARRAYTYPE_P(0); });
+	ArrayType *array = list_array_argument(fcinfo, 0, "scores");
 	size_t count = pg_call([&] { return ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)); });
-	std::vector<int8_t> labels = labels_argument(fcinfo, 1);
+	std::vector<int8_t> labels = label_list_argument(fcinfo, 1, "labels");
 	if (count != labels.size())
 		throw Error(sqlstate::invalid_parameter_value, "scores and labels must have the same length",
 					"scores has " + std::to_string(count) + " elements, labels " +

@@ -1,0 +1,68 @@
+/*
+ * pg_arguments.cpp: array arguments (see pg_arguments.hpp).
+ */
+#include "pg_arguments.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+}
+
+#include <string>
+
+#include "errors.hpp"
+
+namespace gpurec {
+
+ArrayType *list_array_argument(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	ArrayType *array = pg_call([&] { return PG_GETARG_ARRAYTYPE_P(n); });
+	if (ARR_NDIM(array) > 1)
+		throw Error(sqlstate::array_subscript_error, std::string(name) + " must be a one-dimensional array",
+					"It has " + std::to_string(ARR_NDIM(array)) + " dimensions.",
+					"Pass a flat list of values, e.g. ARRAY[...] or array_agg(...).");
+	return array;
+}
+
+namespace {
+
+/* The elements of a one-dimensional array, as deconstruct_array gives them. */
+struct Elements
+{
+	Datum *values = nullptr;
+	bool *nulls = nullptr;
+	int count = 0;
+};
+
+Elements elements_of(ArrayType *array, Oid type, int width, bool by_value, char align)
+{
+	Elements e;
+	pg_call([&] { deconstruct_array(array, type, width, by_value, align, &e.values, &e.nulls, &e.count); });
+	return e;
+}
+
+} // namespace
+
+std::vector<double> float8_list_argument(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	Elements e = elements_of(list_array_argument(fcinfo, n, name), FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	std::vector<double> values(e.count);
+	for (int i = 0; i < e.count; ++i)
+	{
+		if (e.nulls[i])
+			throw Error(sqlstate::null_value_not_allowed, std::string(name) + " must not contain NULL elements");
+		values[i] = DatumGetFloat8(e.values[i]);
+	}
+	return values;
+}
+
+std::vector<int8_t> label_list_argument(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	Elements e = elements_of(list_array_argument(fcinfo, n, name), BOOLOID, 1, true, TYPALIGN_CHAR);
+	std::vector<int8_t> labels(e.count);
+	for (int i = 0; i < e.count; ++i)
+		labels[i] = e.nulls[i] ? -1 : (DatumGetBool(e.values[i]) ? 1 : 0);
+	return labels;
+}
+
+} // namespace gpurec

@@ -1,0 +1,30 @@
+/*
+ * pg_arguments.hpp: reading SQL arguments that are arrays, by one rule for
+ * every function: an array argument is a list, so it must have at most one
+ * dimension (an empty array has none); its lower bound does not matter, its
+ * elements count in order.  A multidimensional array is ERROR 2202E rather
+ * than silently flattened.
+ */
+#pragma once
+
+#include "pg_boundary.hpp"
+
+extern "C" {
+#include "utils/array.h"
+}
+
+#include <cstdint>
+#include <vector>
+
+namespace gpurec {
+
+/* Argument n as a detoasted array, refused when it has more than one dimension. */
+ArrayType *list_array_argument(FunctionCallInfo fcinfo, int n, const char *name);
+
+/* A float8[] argument; a NULL element is ERROR 22004. */
+std::vector<double> float8_list_argument(FunctionCallInfo fcinfo, int n, const char *name);
+
+/* A boolean[] argument as -1 (NULL), 0, 1. */
+std::vector<int8_t> label_list_argument(FunctionCallInfo fcinfo, int n, const char *name);
+
+} // namespace gpurec
