@@ -18,8 +18,10 @@ PG_SRCS = $(wildcard src/pg_*.cpp)
 ENGINE_SRCS = $(filter-out $(PG_SRCS),$(wildcard src/*.cpp))
 OBJS = $(PG_SRCS:.cpp=.o) $(ENGINE_SRCS:.cpp=.o)
 
-REGRESS = $(filter-out $(SKIP_REGRESS),$(sort $(basename $(notdir $(wildcard sql/*.sql)))))
-REGRESS_OPTS = --inputdir=. --load-extension=gpurec
+# pg_regress: test/sql/<name>.sql against test/expected/<name>.out; output
+# in results/.  SKIP_REGRESS=cron_refresh where pg_cron is not preloaded.
+REGRESS = $(filter-out $(SKIP_REGRESS),cron_refresh geo marketplace roc_fitness)
+REGRESS_OPTS = --inputdir=test --load-extension=gpurec
 
 # CUDA: nvcc from PATH, else from CUDA_HOME. The runtime is linked statically
 # (gpurec.so then loads where CUDA is not installed), so a GPU build needs

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # test/gpu_run.sh [suite|bench|all]: the whole GPU run, on a machine with a
-# GPU and nvcc but no PostgreSQL (the lent H100).  It unpacks the portable
+# GPU and nvcc but no PostgreSQL (an H100 machine, say).  It unpacks the portable
 # PostgreSQL 15 that `shared/pg-portable/pack .gpu` made into the git-ignored
 # .gpu/, builds gpurec with nvcc against it, and then
 #   suite: unit tests and the whole SQL suite with gpurec.device = gpu
 #   bench: the benchmarks of test/bench, GPU and CPU
-# Logs go to $OUT (the device tool brings them back) or to /tmp.
+# Logs go to $OUT, or to /tmp/gpurec-gpu-run when OUT is unset.
 #
 # Prepare on the build machine (it has GoogleTest; the GPU machine has not):
 #   shared/pg-portable/pack .gpu 15

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/bench/bench_geo.sh: the geospatial recommender at the sizes.
+# test/bench/bench_geo.sh: the geospatial recommender at the sizes below.
 # Needs a running cluster (PGHOST etc.) with gpurec installed.
 #   similarity  user_similarity, USERS (1,000,000) x 20 points, main user of
 #               64 points: compute-phase pair rate; and on CPU_USERS (10,000)

@@ -1,6 +1,6 @@
 /*
  * geo_compute_bench.cpp: the compute phases of the geospatial recommender
- * alone, at the issue's sizes, without PostgreSQL:
+ * alone, at these sizes, without PostgreSQL:
  *   user_similarity   USERS (1,000,000) x 20 points, main user of 64 points
  *   similar_users     SIMILAR (100,000) x 20 points, k = 10
  *   predict_strength  CANDIDATES (10,000) against the USERS x 20 points, exponent 2

@@ -1,10 +1,10 @@
 /*
  * roc_compute_bench.cpp: the compute phase of roc_fitness alone, without
- * PostgreSQL, at the issue's sizes:
+ * PostgreSQL, at these sizes:
  *   array format  INDIVIDUALS (1,000) x EXAMPLES (100,000), scores as real[]
  *                 gives them (floats; "double" scores: any double)
  *   long format   100 x 100,000 rows
- * on the GPU (median of 5 runs after a warm-up; the issue asks compute at
+ * on the GPU (median of 5 runs after a warm-up; the target is compute of at
  * most 10 ms for the array format on an H100) and once on the CPU.
  *
  * Build: make compute-benches

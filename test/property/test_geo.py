@@ -9,7 +9,7 @@ euclidean distances, Vincenty's formula on the sphere for great circles
 Where two values are within rounding of each other their order is not
 decided by arithmetic the oracle can reproduce; the checks then accept
 either order, and nothing else.  With a GPU, the GPU's answers must also
-agree with the CPU's, to 1e-9 relative as the issue states (sums in another
+agree with the CPU's, to 1e-9 relative (GPU_CPU_RELATIVE: sums in another
 order, the GPU's own sin and cos), near ties in either order.  Replay a run
 with GPUREC_SEED.
 """
@@ -301,7 +301,7 @@ def check_errors():
         check(f"error-{name}", err is not None and err[0] == state and words in err[1], f"got {err}")
 
 
-GPU_CPU_RELATIVE = 1e-9  # the issue's agreement between the devices
+GPU_CPU_RELATIVE = 1e-9  # how far a GPU result may be from the CPU's, relatively
 
 
 def close(x, y):

@@ -16,8 +16,11 @@ and the spelling of prices separately:
   * every returned (product, store, price text) is a distinct input offer:
     the result's multiset is contained in the input's, and equals it when k
     exceeds every product's offer count.
-Every check runs under gpurec.device = cpu and under gpu where a GPU is
-usable (else under the default, auto).
+Dense markets (small ids, dozens of offers per product) get the same
+oracles at fixed k, and improve_carts its oracle.  Every check
+runs under gpurec.device = cpu and under gpu where a GPU is usable (else
+under the default, auto); the input-order check of the dense markets runs
+under the session's default device.
 """
 import os
 import sys
@@ -106,10 +109,12 @@ def sql_value(v):
     return "NULL" if v is None else f"'{v}'"
 
 
-def load_offers(table, price_type, product_type, store_type, n):
-    products = random_ids(product_type, rng.randint(5, 60))
+def load_offers(table, price_type, product_type, store_type, n, products=None, stores=None):
+    """n random offers (and a few more with NULLs) in a new table; products
+    and stores are the ids to draw from (random ones of the types if not given)."""
+    products = products or random_ids(product_type, rng.randint(5, 60))
     weights = [rng.choice([1, 1, 2, 5, 20]) for _ in products]
-    stores = random_ids(store_type, rng.randint(2, 10))
+    stores = stores or random_ids(store_type, rng.randint(2, 10))
     draw_price = price_sampler(price_type)
     rows = []
     while len(rows) < n:
@@ -445,6 +450,40 @@ def error_and_edge_checks(device, has_gpu):
                    {"gpurec.device": "auto", "gpurec.test_fail_gpu_alloc": "on"}, "alloc")
 
 
+def dense_checks(devices):
+    """Dense markets: small positive ids (products 1..40, stores 1..12) of one
+    type for both columns, so every product has dozens of offers, for five
+    price types: cheapest_offers at k 1, 2, 3, 7 and 1000 (more than any
+    product's offers), the price spellings at k 3, the input order, and
+    improve_carts against its oracle."""
+    products, stores = list(range(1, 41)), list(range(1, 13))
+    for price_type in ("integer", "bigint", "numeric", "real", "double precision"):
+        id_type = rng.choice(ID_TYPES)
+        tag = f"dense-{price_type.replace(' ', '_')}-{id_type}"
+        table = f"dense_{price_type.replace(' ', '_')}"
+        load_offers(table, price_type, id_type, id_type, rng.randint(200, 1500), products, stores)
+        query = f"SELECT product_id, store_id, price FROM {table}"
+        for device in devices:
+            rows = [except_check(f"cheapest-{tag}-k{k}-{device}", cheapest_got(query, k),
+                                 cheapest_oracle(query, k)) for k in (1, 2, 3, 7, 1000)]
+            rows.append(price_text_check(f"price-text-{tag}-k3-{device}", query, 3))
+            run_checks(rows, {"gpurec.device": device, "enable_nestloop": "off"}, tag)
+        # row order, extra columns and column order do not matter (the session's default device)
+        shuffled = f"SELECT noise, price, store_id, product_id FROM {table} ORDER BY random()"
+        run_checks([except_check(f"order-independent-{tag}-k2", cheapest_got(shuffled, 2),
+                                 cheapest_oracle(query, 2))], {}, tag)
+
+    load_offers("dense_cart_offers", "numeric", "bigint", "bigint", 1500, products, stores)
+    # products 41..45 and stores 13..14 offer nothing
+    load_carts("dense_carts", list(range(1, 46)), list(range(1, 15)), 300, "bigint", "integer")
+    offers = "SELECT product_id, store_id, price FROM dense_cart_offers"
+    carts = "SELECT cart_id, product_id, store_id, quantity FROM dense_carts"
+    for device in devices:
+        run_checks([except_check(f"improve-carts-dense-{device}", improve_got(carts, offers),
+                                 improve_oracle(carts, offers))],
+                   {"gpurec.device": device, "enable_nestloop": "off"}, "dense carts")
+
+
 HAND_OFFERS = """SELECT * FROM (VALUES (10, 1, 4.5), (10, 1, 4.50), (10, 2, 5.00), (10, 2, 6),
                    (10, 3, 'NaN'), (11, 2, 7), (11, 2, 'NaN'), (13, 5, -1),
                    (NULL, 1, 1), (14, NULL, 1), (15, 1, NULL)) o(product_id, store_id, price)"""
@@ -489,6 +528,7 @@ def main():
               f"store_id {store_type}; carts {cart_type}", flush=True)
         for device in devices:
             dataset_checks(tag, table, f"carts_{i}", device)
+    dense_checks(devices)
     for device in devices:
         error_and_edge_checks(device, has_gpu)
     drop_database(DB)

@@ -213,6 +213,25 @@ TEST(OrderKeyProperties, FloatsWidenInOrder)
 	}
 }
 
+TEST(OrderKeyProperties, DoublesOrderAsPostgresDoes)
+{
+	std::vector<double> values = {-kInf, -1e300, -2.5, -1, -5e-324, -0.0, 0.0, 5e-324, 1, 2.5, 1e300, kInf};
+	auto rng = seeded_rng();
+	std::uniform_real_distribution<double> any(-1e6, 1e6);
+	for (int i = 0; i < 1000; ++i)
+		values.push_back(any(rng));
+	for (double a : values)
+	{
+		EXPECT_EQ(double_from_order_key(order_key_from_double(a)), a == 0 ? 0.0 : a);
+		for (double b : {values[3], values[6], values[9], values[20]})
+			EXPECT_EQ(order_key_from_double(a) < order_key_from_double(b), a < b) << a << " " << b;
+	}
+	double nan = std::nan(""), other_nan = -std::nan("1");
+	EXPECT_EQ(order_key_from_double(nan), order_key_from_double(other_nan));
+	EXPECT_GT(order_key_from_double(nan), order_key_from_double(kInf));
+	EXPECT_EQ(order_key_from_double(-0.0), order_key_from_double(0.0));
+}
+
 /* ------------------------------------------------------------- numeric keys */
 
 /* A finite numeric the test knows exactly: unscaled * 10^-dscale. */
@@ -469,6 +488,52 @@ TEST(NumberColumnNumeric, UniformThenMixedScales)
 	EXPECT_EQ(c.key(0), NumberColumn::kNumericNaN);
 }
 
+TEST(NumberColumnNumeric, KeysAcrossScalesAndSpecials)
+{
+	NumberColumn c(NumberType::Numeric);
+	c.push_numeric(150, 2);	  /* 1.50 */
+	c.push_numeric(15, 1);	  /* 1.5 */
+	c.push_numeric(-3, 0);	  /* -3 */
+	c.push_numeric_special(NumberColumn::kScaleNaN);
+	c.push_numeric(1, 18);	  /* 1e-18: rescales every key before it */
+	c.push_numeric_special(NumberColumn::kScaleNegInf);
+	EXPECT_EQ(c.scale(), 18);
+	EXPECT_EQ(c.key(0), c.key(1));
+	EXPECT_LT(c.key(2), c.key(4));
+	EXPECT_LT(c.key(4), c.key(0));
+	EXPECT_GT(c.key(3), c.key(0));
+	EXPECT_LT(c.key(5), c.key(2));
+	EXPECT_EQ(c.display_scale(0), 2);
+	EXPECT_EQ(c.unscaled_at_display_scale(0), 150);
+	EXPECT_EQ(c.display_scale(1), 1);
+	EXPECT_EQ(c.unscaled_at_display_scale(1), 15);
+	EXPECT_EQ(c.display_scale(3), NumberColumn::kScaleNaN);
+	EXPECT_DOUBLE_EQ(c.to_double(2), -3.0);
+
+	expect_sqlstate(
+		[] {
+			NumberColumn too_big(NumberType::Numeric);
+			too_big.push_numeric(1, 0);
+			too_big.push_numeric(1, 18); /* 1 at scale 18 fits; 10^19 x 1 does not */
+			too_big.push_numeric(100, 0);
+		},
+		sqlstate::numeric_value_out_of_range, "100 at scale 18");
+}
+
+TEST(NumberColumnNumeric, UniformScaleStoresNoPerRowScale)
+{
+	NumberColumn c(NumberType::Numeric);
+	for (int i = 0; i < 5; ++i)
+		c.push_numeric(100 + i, 2);
+	for (int i = 0; i < 5; ++i)
+		EXPECT_EQ(c.display_scale(i), 2);
+	c.push_numeric(7, 0);
+	EXPECT_EQ(c.display_scale(4), 2);
+	EXPECT_EQ(c.display_scale(5), 0);
+	EXPECT_EQ(c.unscaled_at_display_scale(5), 7);
+	EXPECT_EQ(c.key(5), 700);
+}
+
 TEST(NumberColumnOtherTypes, IntegersAndDoubles)
 {
 	NumberColumn ints(NumberType::Integer);
@@ -608,6 +673,34 @@ TEST(IdColumnDictionary, MoreRowsThanAChunk)
 	}
 	EXPECT_EQ(ids.codes().chunk_count(), 3u);
 	check_dictionary(ids, pushed, rng);
+}
+
+TEST(IdColumnDictionary, CodesInFirstAppearanceOrder)
+{
+	auto rng = seeded_rng();
+	IdColumn ids;
+	std::map<int64_t, int64_t> counts;
+	std::vector<int64_t> first_seen;
+	for (int i = 0; i < 200000; ++i)
+	{
+		int64_t id = static_cast<int64_t>(rng() % 5000) * 1000003 - 7; /* strided, negative too */
+		if (!counts.count(id))
+			first_seen.push_back(id);
+		++counts[id];
+		ids.push_back(id);
+		ASSERT_EQ(ids.value_of(ids.code(i)), id);
+	}
+	ASSERT_EQ(ids.distinct(), counts.size());
+	for (size_t code = 0; code < first_seen.size(); ++code)
+	{
+		EXPECT_EQ(ids.value_of(static_cast<int32_t>(code)), first_seen[code]);
+		EXPECT_EQ(ids.counts()[code], counts[first_seen[code]]);
+		EXPECT_EQ(ids.find(first_seen[code]), static_cast<int32_t>(code));
+	}
+	EXPECT_EQ(ids.find(123456789), -1);
+	std::vector<int32_t> ordered = ids.codes_in_id_order();
+	for (size_t i = 1; i < ordered.size(); ++i)
+		EXPECT_LT(ids.value_of(ordered[i - 1]), ids.value_of(ordered[i]));
 }
 
 TEST(IdColumnDictionary, EmptyAndZero)

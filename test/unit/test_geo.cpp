@@ -2,7 +2,8 @@
  * test_geo.cpp: the geospatial recommender against a brute-force oracle
  * written here independently (library hypot, sin, asin and pow; plain
  * loops), on random integer grids so that ties and zero distances occur;
- * the issue's example exactly; haversine on known city pairs; every ERROR.
+ * a two-user example by hand, exactly; haversine on known city pairs;
+ * every ERROR.
  * With a usable GPU, the GPU path must give the CPU's results bit for bit
  * (up to 1e-12 for exponents that go through pow()).
  */
@@ -235,10 +236,13 @@ bool near(double a, double b, double rel)
 /* Distances: relatively near, or both within a micrometre (zero distances at the poles). */
 bool near_distance(double a, double b, double rel) { return near(a, b, rel) || std::fabs(a - b) < 1e-6; }
 
-/* ---- the issue's example and precision ----------------------------------- */
+/* ---- an asymmetric pair by hand, and precision --------------------------- */
 
-TEST(Geo, IssueExampleExactly)
+TEST(Geo, AsymmetricSimilarityExactly)
 {
+	/* A = 1: (0, 0) and (10, 10); B = 2: (4, 4).  From A, each of A's points to the
+	 * nearest of B's: 32^0.5 and 72^0.5; from B, its one point to the nearest of A's:
+	 * 32^0.5.  The mean minimum distance, so the similarity, depends on the direction. */
 	PointColumns in({{1, 0, 0}, {1, 10, 10}, {2, 4, 4}});
 	ExecContext ctx = cpu_context();
 	std::vector<UserSimilarity> to_a = user_similarity(in.view(), 1, {}, ctx);

@@ -378,6 +378,43 @@ TEST(MarketplaceCheapest, CpuMatchesBruteForce)
 	});
 }
 
+TEST(MarketplaceCheapest, IntegerPricesMatchSortedOffers)
+{
+	/* each product's (price, store) pairs sorted: its first k are the ranking */
+	auto rng = seeded_rng();
+	for (int trial = 0; trial < 20; ++trial)
+	{
+		Market m(NumberType::Integer);
+		size_t n = 1 + rng() % 3000;
+		for (size_t i = 0; i < n; ++i)
+		{
+			int64_t p = static_cast<int64_t>(rng() % 50);
+			int64_t s = static_cast<int64_t>(rng() % 8);
+			m.add_integer(p, s, static_cast<int64_t>(rng() % 20) - 5); /* ties and duplicates */
+		}
+		int k = 1 + static_cast<int>(rng() % 6);
+		ExecContext ctx = context(DeviceMode::Cpu);
+		RankedOffers got = cheapest_offers(m.offers(), k, ctx);
+
+		std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_product;
+		for (size_t i = 0; i < n; ++i)
+			by_product[m.product.value_of(m.product.code(i))].push_back({m.price.key(i), m.store[i]});
+		for (auto &[id, list] : by_product)
+		{
+			std::sort(list.begin(), list.end());
+			int32_t code = m.product.find(id);
+			size_t ranks = std::min<size_t>(k, list.size());
+			ASSERT_EQ(static_cast<size_t>(got.offsets[code + 1] - got.offsets[code]), ranks);
+			for (size_t r = 0; r < ranks; ++r)
+			{
+				uint32_t row = got.rows[got.offsets[code] + r];
+				EXPECT_EQ(m.price.key(row), list[r].first);
+				EXPECT_EQ(m.store[row], list[r].second);
+			}
+		}
+	}
+}
+
 TEST(MarketplaceCheapest, DuplicatesSpreadAsTheCpuRanksThem)
 {
 	/*
@@ -462,6 +499,23 @@ TEST(MarketplaceCheapest, EmptyInputHasNoRows)
 			ExecContext automatic = context(DeviceMode::Auto);
 			EXPECT_TRUE(cheapest_offers(m.offers(), k, automatic).rows.empty());
 		}
+}
+
+TEST(MarketplaceCheapest, ErrorsAndEmptyInput)
+{
+	Market m(NumberType::Integer);
+	ExecContext ctx = context(DeviceMode::Cpu);
+	try
+	{
+		cheapest_offers(m.offers(), 0, ctx);
+		FAIL() << "k = 0 accepted";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_parameter_value);
+	}
+	RankedOffers none = cheapest_offers(m.offers(), 3, ctx);
+	EXPECT_TRUE(none.rows.empty());
 }
 
 TEST(MarketplaceCheapest, TiesByHand)
@@ -606,6 +660,71 @@ TEST(MarketplaceCarts, CpuMatchesBruteForce)
 			std::vector<CartImprovement> got = improve_carts(carts.lines(), m.offers(), ctx);
 			expect_same_lines(got, brute_force_carts(carts, m), m, true, "cpu");
 		}
+}
+
+TEST(MarketplaceCarts, IntegerPricesMatchALinearScan)
+{
+	/* every line against a scan of all offers: the cheapest (price, store) and the line's store */
+	auto rng = seeded_rng();
+	Market m(NumberType::Integer);
+	for (int i = 0; i < 2000; ++i)
+	{
+		int64_t p = static_cast<int64_t>(rng() % 40);
+		int64_t s = static_cast<int64_t>(rng() % 6);
+		m.add_integer(p, s, static_cast<int64_t>(rng() % 15));
+	}
+	Carts carts;
+	for (int i = 0; i < 500; ++i)
+	{
+		int64_t c = static_cast<int64_t>(rng() % 30);
+		int64_t p = static_cast<int64_t>(rng() % 45); /* some nobody offers */
+		int64_t s = static_cast<int64_t>(rng() % 7);  /* some stores offer nothing */
+		carts.add(c, p, s, 1 + static_cast<int64_t>(rng() % 3));
+	}
+	ExecContext ctx = context(DeviceMode::Cpu);
+	std::vector<CartImprovement> got = improve_carts(carts.lines(), m.offers(), ctx);
+
+	size_t expected = 0;
+	for (size_t line = 0; line < carts.cart.size(); ++line)
+	{
+		int64_t best_key = INT64_MAX, best_store = INT64_MAX, current = INT64_MAX;
+		bool offered = false, current_offers = false;
+		for (size_t i = 0; i < m.size(); ++i)
+		{
+			if (m.product_id[i] != carts.product[line])
+				continue;
+			offered = true;
+			std::pair<int64_t, int64_t> o{m.price.key(i), m.store[i]};
+			if (o < std::make_pair(best_key, best_store))
+				std::tie(best_key, best_store) = o;
+			if (m.store[i] == carts.store[line])
+			{
+				current_offers = true;
+				current = std::min(current, m.price.key(i));
+			}
+		}
+		bool returned = !offered || !current_offers || best_key < current;
+		auto it = std::find_if(got.begin(), got.end(), [&](const CartImprovement &c) { return c.line == line; });
+		ASSERT_EQ(it != got.end(), returned) << "line " << line;
+		if (!returned)
+			continue;
+		++expected;
+		EXPECT_EQ(it->best_row < 0, !offered);
+		EXPECT_EQ(it->current_row < 0, !current_offers);
+		if (offered)
+		{
+			EXPECT_EQ(m.price.key(it->best_row), best_key);
+			EXPECT_EQ(m.store[it->best_row], best_store);
+		}
+		if (current_offers)
+			EXPECT_EQ(m.price.key(it->current_row), current);
+	}
+	EXPECT_EQ(got.size(), expected);
+	for (size_t i = 1; i < got.size(); ++i)
+		EXPECT_LE(carts.cart[got[i - 1].line], carts.cart[got[i].line]);
+
+	carts.quantity[7] = 0;
+	EXPECT_THROW(improve_carts(carts.lines(), m.offers(), ctx), Error);
 }
 
 TEST(MarketplaceCarts, ByHand)

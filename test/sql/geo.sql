@@ -1,7 +1,7 @@
 -- gpurec geospatial recommender: user_similarity, similar_users, predict_strength, fit_exponent
 CREATE TABLE visits (user_id integer, x numeric, y double precision, note text DEFAULT 'x');
 INSERT INTO visits (user_id, x, y) VALUES
-  (1, 0, 0), (1, 10, 10),            -- the issue's example: A = 1, B = 2
+  (1, 0, 0), (1, 10, 10),            -- A = 1, B = 2: not symmetric
   (2, 4, 4),
   (3, 0, 0), (3, 10, 10), (3, 0, 0), -- the same places as user 1 (one twice)
   (4, 1, 0),                         -- 4 and 5 mirror each other around user 1
