@@ -103,3 +103,27 @@ SELECT * FROM gpurec.predict_strength('SELECT user_id, lon AS x, lat AS y FROM c
 SELECT * FROM gpurec.user_similarity('SELECT user_id, x FROM visits', 1);
 SELECT * FROM gpurec.user_similarity('SELECT user_id::numeric AS user_id, x, y FROM visits', 1);
 SELECT * FROM gpurec.predict_strength('SELECT user_id, x, y FROM visits', 1, 'SELECT x, y FROM places');
+
+-- epsilon NULL (the default) is the metric's own: 1e-9 under euclidean, 10
+-- metres under haversine; an explicit epsilon is used as given
+SELECT similarity, mean_min_distance FROM gpurec.user_similarity(
+  'SELECT 1 AS user_id, 0 AS x, 0 AS y UNION ALL SELECT 2, 0, 0', 1);
+SELECT similarity = 1 / 10.0 AS floored_at_10_metres, mean_min_distance FROM gpurec.user_similarity(
+  'SELECT 1 AS user_id, -0.1276 AS x, 51.5072 AS y UNION ALL SELECT 2, -0.1276, 51.5072', 1, 'haversine');
+SELECT similarity = 1 / 0.5 AS explicit_epsilon FROM gpurec.user_similarity(
+  'SELECT 1 AS user_id, -0.1276 AS x, 51.5072 AS y UNION ALL SELECT 2, -0.1276, 51.5072', 1, 'haversine', 0.5);
+SELECT count(*) FROM gpurec.similar_users('SELECT user_id, x, y FROM visits', 2, epsilon => NULL);
+-- a candidate on another user's check-in and one 5 metres away weigh alike,
+-- not 10^16 times apart
+SELECT round((max(strength) / min(strength))::numeric, 6) AS on_point_over_5_metres
+FROM gpurec.predict_strength(
+  'SELECT 1 AS user_id, 13.4050 AS x, 52.5200 AS y UNION ALL SELECT 2, 13.4050, 52.5200 UNION ALL SELECT 2, 13.4200, 52.5300', 1,
+  'SELECT 1 AS candidate_id, 13.4050 AS x, 52.5200 AS y UNION ALL SELECT 2, 13.4050 + 5 / (111195.08 * cos(radians(52.52))), 52.5200',
+  metric => 'haversine');
+-- the NULL rule of the other arguments is unchanged
+SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM visits', NULL);
+SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM visits', 1, NULL);
+
+-- array arguments are lists: a multidimensional one is ERROR 2202E
+SELECT * FROM gpurec.fit_exponent('SELECT user_id, x, y FROM visits', 'SELECT * FROM later', 'SELECT * FROM places', '{{1,2},{3,4}}');
+SELECT exponent FROM gpurec.fit_exponent('SELECT user_id, x, y FROM visits', 'SELECT * FROM later', 'SELECT * FROM places', '[0:1]={1,2}');

@@ -48,3 +48,10 @@ SELECT gpurec.roc_auc('{0.9, 0.8, 0.7, 0.1}', '{t, f, t, f}') AS auc,
        gpurec.roc_auc('{1, 2}', '{t, t}') AS one_class,
        gpurec.roc_auc('{}', '{}') AS empty;
 SELECT gpurec.roc_auc('{1, 2, 3}', '{t, f}');
+
+-- array arguments are lists: a multidimensional one is ERROR 2202E, a lower
+-- bound other than 1 changes nothing
+SELECT gpurec.roc_auc('{{1,2},{3,4}}', '{t,f,t,f}');
+SELECT gpurec.roc_auc('{1,2,3,4}', '{{t,f},{t,f}}');
+SELECT * FROM gpurec.roc_fitness('SELECT 1 AS individual_id, ARRAY[0.9, 0.1]::real[] AS scores', '{{t},{f}}');
+SELECT gpurec.roc_auc('[0:3]={0.9,0.8,0.7,0.1}', '[5:8]={t,f,t,f}') = gpurec.roc_auc('{0.9,0.8,0.7,0.1}', '{t,f,t,f}') AS lower_bounds_ignored;
