@@ -15,10 +15,11 @@ with GPUREC_SEED.
 """
 import math
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from pgtest import check, drop_database, fresh_database, seeded_random, sql, sql_error  # noqa: E402
+from pgtest import PSQL, check, drop_database, fresh_database, seeded_random, sql, sql_error  # noqa: E402
 
 rng = seeded_random()
 DB = "gpurec_property_geo"
@@ -270,7 +271,7 @@ def check_fit(users, cands, metric, exponents, max_distance, min_similarity, dev
             positive = [c[0] in ids for c in cands]
             if not any(positive) or all(positive):
                 continue
-            s = strengths(users, u, cands, metric, 1e-9, e, max_distance, min_similarity)
+            s = strengths(users, u, cands, metric, DEFAULT_EPSILON[metric], e, max_distance, min_similarity)
             lo, hi = auc_bracket(s, cands, positive)
             low, high, n = low + lo, high + hi, n + 1
         if int(r[2]) != n:
@@ -281,6 +282,33 @@ def check_fit(users, cands, metric, exponents, max_distance, min_similarity, dev
             bad.append(f"exponent {e}: mean_auc {r[1]} outside [{low / n}, {high / n}]")
     check(f"fit_exponent-{metric}-md{md}-ms{min_similarity:.3g}-{device}", not bad, "; ".join(bad[:5]))
     return got
+
+
+CHECKINS_SQL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "checkins.sql")
+
+
+def check_checkins_default_epsilon(device):
+    """On a realistic haversine check-in history (test/data/checkins.sql),
+    the default epsilon predicts later visits well, and better than the
+    1e-9 metres that made a check-in on a venue's exact coordinates outweigh
+    one across the street 10^16 times."""
+    seed = rng.uniform(-1, 1)
+    subprocess.run([PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", "users=250", "-v", "venues=800",
+                    "-v", f"seed={seed!r}", "-f", CHECKINS_SQL], check=True, capture_output=True)
+    sql("""DROP TABLE IF EXISTS ck CASCADE;
+           CREATE TABLE ck AS SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY at) AS k,
+                                     count(*) OVER (PARTITION BY user_id) AS n FROM checkins""")
+    train = "SELECT user_id, lon AS x, lat AS y FROM ck WHERE k <= 0.8 * n"
+    later = "SELECT user_id, venue_id AS candidate_id FROM ck WHERE k > 0.8 * n AND user_id <= 8"
+    venues = "SELECT venue_id AS candidate_id, lon AS x, lat AS y FROM venues"
+    best = {}
+    for label, epsilon in (("default", "DEFAULT"), ("1e-9", "1e-9")):
+        rows = sql(f"""SELECT max(mean_auc) FROM gpurec.fit_exponent('{q(train)}', '{q(later)}', '{q(venues)}',
+                       '{{1,2}}', metric => 'haversine', epsilon => {epsilon})""".replace("epsilon => DEFAULT", "epsilon => NULL"),
+                   settings={"gpurec.device": device})
+        best[label] = float(rows[0][0])
+    check(f"checkins-default-epsilon-{device}", best["default"] >= 0.8 and best["default"] > best["1e-9"],
+          f"best mean_auc with the default epsilon {best['default']:.4f}, with 1e-9 m {best['1e-9']:.4f} (seed {seed!r})")
 
 
 def check_errors():
@@ -300,6 +328,9 @@ def check_errors():
         err = sql_error(query)
         check(f"error-{name}", err is not None and err[0] == state and words in err[1], f"got {err}")
 
+
+# the documented epsilon when a call names none (metres under haversine)
+DEFAULT_EPSILON = {"euclidean": 1e-9, "haversine": 10.0}
 
 GPU_CPU_RELATIVE = 1e-9  # how far a GPU result may be from the CPU's, relatively
 
@@ -381,6 +412,8 @@ def main():
         check(f"empty-{device}",
               sql("SELECT count(*) FROM gpurec.similar_users('SELECT 1 AS user_id, 1 AS x, 1 AS y WHERE false')",
                   settings=s)[0][0] == "0")
+    for device in devices:
+        check_checkins_default_epsilon(device)
     check_errors()
 
     drop_database(DB)
