@@ -58,7 +58,7 @@ NVCCFLAGS = -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden \
 	-gencode arch=compute_90,code=compute_90
 
 # Read by PGXS's clean rule when it is parsed, so set before the include.
-EXTRA_CLEAN = test/unit/gpurec_unit_tests test/bench/*_compute_bench kernels/*.o test/layers/probe
+EXTRA_CLEAN = test/unit/gpurec_unit_tests test/unit/gpurec_unit_tests_sanitized test/bench/*_compute_bench kernels/*.o test/layers/probe
 
 # No LLVM bitcode: the JIT never inlines into this extension's C++.
 override with_llvm = no
@@ -82,16 +82,28 @@ $(ENGINE_SRCS:.cpp=.o) kernels/no_cuda.o: override CPPFLAGS := $(ENGINE_CPPFLAGS
 UNIT_TEST = test/unit/gpurec_unit_tests
 UNIT_SRCS = $(wildcard test/unit/*.cpp)
 
-$(UNIT_TEST): $(UNIT_SRCS) test/unit/test_random.hpp $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
+$(UNIT_TEST): $(UNIT_SRCS) $(wildcard test/unit/*.hpp) $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
 	$(CXX) -std=c++17 -O2 -g -Isrc -Ikernels -o $@ $(UNIT_SRCS) \
 		$(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -l:libgtest_main.a -l:libgtest.a -lpthread $(CUDA_LIBS)
+
+# The same tests on a CPU-only engine built with AddressSanitizer (leaks
+# included) and UndefinedBehaviorSanitizer, any finding fatal.
+SANITIZED_UNIT_TEST = test/unit/gpurec_unit_tests_sanitized
+SANITIZE = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+$(SANITIZED_UNIT_TEST): $(UNIT_SRCS) $(wildcard test/unit/*.hpp) $(ENGINE_SRCS) kernels/no_cuda.cpp \
+		$(wildcard src/*.hpp kernels/api/*.hpp)
+	$(CXX) -std=c++17 -O1 -g $(SANITIZE) -I. -Isrc -Ikernels -o $@ $(UNIT_SRCS) $(ENGINE_SRCS) kernels/no_cuda.cpp \
+		-l:libgtest_main.a -l:libgtest.a -lpthread
+
+unittest-sanitized: $(SANITIZED_UNIT_TEST)
+	$(SANITIZED_UNIT_TEST)
 
 unittest-build: $(UNIT_TEST)
 
 unittest: $(UNIT_TEST)
 	$(UNIT_TEST)
 
-.PHONY: unittest unittest-build
+.PHONY: unittest unittest-build unittest-sanitized
 
 # ---- the compute phases alone, without PostgreSQL (test/bench) -------------
 # test/bench/<name>_compute_bench.cpp: GPU and CPU compute of one family.

@@ -336,7 +336,9 @@ std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers 
 	{
 		size_t operator()(const std::pair<int32_t, int64_t> &k) const
 		{
-			return std::hash<int64_t>()(k.second * 1000003 + k.first);
+			/* unsigned: store ids span int64, and a signed product would overflow */
+			return std::hash<uint64_t>()(static_cast<uint64_t>(k.second) * 1000003u +
+										 static_cast<uint32_t>(k.first));
 		}
 	};
 	std::unordered_map<std::pair<int32_t, int64_t>, int64_t, PairHash> current;

@@ -5,6 +5,9 @@
 # .gpu/, builds gpurec with nvcc against it, and then
 #   suite: unit tests and the whole SQL suite with gpurec.device = gpu
 #   bench: the benchmarks of test/bench, GPU and CPU
+#   sanitize: the GPU unit tests under compute-sanitizer's memcheck,
+#             racecheck, initcheck and synccheck (SANITIZE_FILTER narrows
+#             the tests; each tool has SANITIZE_TIMEOUT seconds)
 # Logs go to $OUT, or to /tmp/gpurec-gpu-run when OUT is unset.
 #
 # Prepare on the build machine (it has GoogleTest; the GPU machine has not):
@@ -22,9 +25,19 @@ source /tmp/pgroot/env.sh
 export PG_CONFIG=/tmp/pgroot/usr/lib/postgresql/15/bin/pg_config
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 
+if [ "$what" = sanitize ] || [ "$what" = all ]; then
+	# a tool's finding ends its run with a non-zero code and an error summary
+	for tool in memcheck racecheck initcheck synccheck; do
+		echo "=== compute-sanitizer --tool $tool"
+		timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+			.gpu/gpurec_unit_tests --gtest_filter="${SANITIZE_FILTER:-*Gpu*}" --gtest_brief=1 2>&1 | tail -25
+		echo "exit ${PIPESTATUS[0]} ($tool)"
+	done 2>&1 | tee "$out/sanitize.log"
+fi
+
 if [ "$what" = suite ] || [ "$what" = all ]; then
 	make -s clean >/dev/null 2>&1
-	GPUREC_NO_SKLEARN=1 GPUREC_SKIP_CPU_ONLY_BUILD=1 GPUREC_UNIT_TESTS=$PWD/.gpu/gpurec_unit_tests GPUREC_NO_APT=1 GPUREC_DEVICE=gpu GPUREC_TEST_DIR=/tmp/gpurec-gpu-test bash test/run_all.sh 2>&1 | tee "$out/suite.log" | tail -80
+	GPUREC_NO_SKLEARN=1 GPUREC_SKIP_CPU_ONLY_BUILD=1 GPUREC_SKIP_SANITIZERS=1 GPUREC_UNIT_TESTS=$PWD/.gpu/gpurec_unit_tests GPUREC_NO_APT=1 GPUREC_DEVICE=gpu GPUREC_TEST_DIR=/tmp/gpurec-gpu-test bash test/run_all.sh 2>&1 | tee "$out/suite.log" | tail -80
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then

@@ -76,6 +76,19 @@ else
 	record unit-tests-build 0
 fi
 
+log "unit tests under AddressSanitizer and UndefinedBehaviorSanitizer (CPU engine)"
+# one check: the whole unit suite, CPU-only, with every finding (leaks included) fatal
+if [ -n "${GPUREC_SKIP_SANITIZERS:-}" ]; then
+	echo "skipped (GPUREC_SKIP_SANITIZERS)"
+elif make -s test/unit/gpurec_unit_tests_sanitized PG_CONFIG="$PG_CONFIG" >"$work.sanitized.log" 2>&1 &&
+	test/unit/gpurec_unit_tests_sanitized --gtest_color=no >>"$work.sanitized.log" 2>&1; then
+	grep -E '^\[ +(PASSED|SKIPPED) +\]' "$work.sanitized.log"
+	record "sanitizers: unit tests clean under ASan (with leaks) and UBSan" 1
+else
+	grep -E 'ERROR: |runtime error|FAILED|error:' "$work.sanitized.log" | head -20
+	record "sanitizers: unit tests clean under ASan (with leaks) and UBSan" 0
+fi
+
 log "starting a throwaway cluster"
 preload=""
 [ -f "$($PG_CONFIG --pkglibdir)/pg_cron.so" ] && preload="-c shared_preload_libraries=pg_cron -c cron.database_name=contrib_regression -c cron.use_background_workers=on"
