@@ -16,19 +16,6 @@ extern "C" {
 
 namespace gpurec {
 
-ExecContext exec_context_from_settings()
-{
-	ExecContext ctx;
-	ctx.mode = settings_device_mode();
-	ctx.fail_gpu_alloc = settings_test_fail_gpu_alloc();
-	ctx.check_interrupts = [] { pg_call([] { CHECK_FOR_INTERRUPTS(); }); };
-	ctx.notice = [](const std::string &message) {
-		const char *text = message.c_str();
-		pg_call([text] { ereport(NOTICE, (errmsg("%s", text))); });
-	};
-	return ctx;
-}
-
 namespace {
 
 /* The gpurec.timing NOTICE of one call. */

@@ -1,6 +1,5 @@
 /*
- * pg_output.hpp: result rows and the per-call context, shared by every SQL
- * entry point.
+ * pg_output.hpp: the text arguments and the result rows of every SQL entry point.
  */
 #pragma once
 
@@ -10,9 +9,6 @@
 #include "device.hpp"
 
 namespace gpurec {
-
-/* The engine's context for one call, from the GUCs gpurec.device and friends. */
-ExecContext exec_context_from_settings();
 
 /* The text argument n as a C string (NULL arguments never reach here: STRICT). */
 const char *text_argument(FunctionCallInfo fcinfo, int n);

@@ -11,6 +11,7 @@ extern "C" {
 
 #include "pg_input.hpp"
 #include "pg_output.hpp"
+#include "pg_settings.hpp"
 #include "roc_fitness.hpp"
 
 namespace gpurec {
