@@ -9,6 +9,7 @@ extern "C" {
 
 #include "marketplace.hpp"
 #include "pg_input.hpp"
+#include "pg_numeric.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
 

@@ -7,8 +7,6 @@ extern "C" {
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/float.h"
-#include "utils/numeric.h"
 #include "utils/tuplestore.h"
 }
 
@@ -72,67 +70,6 @@ void ResultWriter::put(const Datum *values, const bool *nulls)
 		if (check)
 			CHECK_FOR_INTERRUPTS();
 	});
-}
-
-Datum number_as_numeric(const NumberColumn &column, size_t row)
-{
-	switch (column.type())
-	{
-		case NumberType::Integer:
-		{
-			int64 v = column.key(row);
-			return pg_call([v] { return NumericGetDatum(int64_to_numeric(v)); });
-		}
-		case NumberType::Float4:
-		{
-			float4 v = static_cast<float4>(double_from_order_key(column.key(row)));
-			return pg_call([v] { return DirectFunctionCall1(float4_numeric, Float4GetDatum(v)); });
-		}
-		case NumberType::Float8:
-		{
-			float8 v = double_from_order_key(column.key(row));
-			return pg_call([v] { return DirectFunctionCall1(float8_numeric, Float8GetDatum(v)); });
-		}
-		case NumberType::Numeric:
-		{
-			int16 scale = column.display_scale(row);
-			if (scale < 0)
-			{
-				const char *text = scale == NumberColumn::kScaleNaN		 ? "NaN"
-								   : scale == NumberColumn::kScalePosInf ? "Infinity"
-																		 : "-Infinity";
-				return pg_call([text] {
-					return DirectFunctionCall3(numeric_in, CStringGetDatum(text),
-											   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
-				});
-			}
-			if (scale > column.scale())
-			{
-				/*
-				 * More decimals than the key holds (over 18, all zeros): the value
-				 * at the key's scale, times a 1 spelled with the missing zeros.
-				 */
-				int64 key = column.key(row);
-				int key_scale = column.scale();
-				return pg_call([=] {
-					Numeric value = int64_div_fast_to_numeric(key, key_scale);
-					for (int missing = scale - key_scale; missing > 0; missing -= 18)
-					{
-						int step = missing > 18 ? 18 : missing;
-						int64 one = 1;
-						for (int i = 0; i < step; ++i)
-							one *= 10;
-						value = numeric_mul_opt_error(value, int64_div_fast_to_numeric(one, step), nullptr);
-					}
-					return NumericGetDatum(value);
-				});
-			}
-			int64 unscaled = column.unscaled_at_display_scale(row);
-			return pg_call(
-				[=] { return NumericGetDatum(int64_div_fast_to_numeric(unscaled, scale)); });
-		}
-	}
-	return (Datum) 0;
 }
 
 } // namespace gpurec

@@ -5,7 +5,6 @@
 
 #include "pg_boundary.hpp"
 
-#include "columns.hpp"
 #include "device.hpp"
 
 namespace gpurec {
@@ -35,8 +34,5 @@ class ResultWriter
 	const char *function_ = nullptr;
 	Stopwatch clock_;
 };
-
-/* The exact input value of `row` as numeric, as value::numeric would give it. */
-Datum number_as_numeric(const NumberColumn &column, size_t row);
 
 } // namespace gpurec
