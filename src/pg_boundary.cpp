@@ -54,8 +54,8 @@ namespace {
 /* What a caught C++ exception said, in storage that needs no destructor. */
 struct CaughtError
 {
-	int sqlerrcode;
-	ErrorData *postgres_error;
+	int sqlerrcode = 0;
+	ErrorData *postgres_error = nullptr;
 	/* filled only when an exception is caught: initialising them would cost every call */
 	char message[1024];
 	char detail[1024];
@@ -129,8 +129,6 @@ pg_attribute_noreturn() void raise_caught(const CaughtError &caught)
 Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
 {
 	CaughtError caught;
-	caught.sqlerrcode = 0;
-	caught.postgres_error = nullptr;
 	Datum result = (Datum) 0;
 	if (run_catching([&] { result = body(fcinfo); }, &caught))
 		return result;
@@ -140,8 +138,6 @@ Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
 void cpp_callback_guard(void (*fn)(void *), void *arg)
 {
 	CaughtError caught;
-	caught.sqlerrcode = 0;
-	caught.postgres_error = nullptr;
 	if (!run_catching([&] { fn(arg); }, &caught))
 		raise_caught(caught);
 }
