@@ -9,10 +9,10 @@
 
 extern "C" {
 #include "catalog/pg_type.h"
-#include "utils/array.h"
 }
 
 #include "geo.hpp"
+#include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
@@ -101,20 +101,15 @@ StrengthArguments strength_arguments(FunctionCallInfo fcinfo, const std::vector<
 /* A float8[] argument; a NULL element is an ERROR. */
 std::vector<double> float8_array_argument(FunctionCallInfo fcinfo, int n, const char *name)
 {
-	Datum *elements = nullptr;
-	bool *nulls = nullptr;
-	int count = 0;
-	pg_call([&] {
-		deconstruct_array(PG_GETARG_ARRAYTYPE_P(n), FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-						  &elements, &nulls, &count);
-	});
-	std::vector<double> values(count);
-	for (int i = 0; i < count; ++i)
+	ArrayElements elements =
+		array_argument(fcinfo, n, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	std::vector<double> values(elements.count);
+	for (int i = 0; i < elements.count; ++i)
 	{
-		if (nulls[i])
+		if (elements.nulls[i])
 			throw Error(sqlstate::null_value_not_allowed,
 						std::string(name) + " must not contain NULL elements");
-		values[i] = DatumGetFloat8(elements[i]);
+		values[i] = DatumGetFloat8(elements.values[i]);
 	}
 	return values;
 }

@@ -8,6 +8,7 @@ extern "C" {
 }
 
 #include "marketplace.hpp"
+#include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_numeric.hpp"
 #include "pg_output.hpp"

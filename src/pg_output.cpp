@@ -6,7 +6,6 @@
 extern "C" {
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "utils/builtins.h"
 #include "utils/tuplestore.h"
 }
 
@@ -32,11 +31,6 @@ void report_timing(const char *function, const ExecContext &ctx)
 }
 
 } // namespace
-
-const char *text_argument(FunctionCallInfo fcinfo, int n)
-{
-	return pg_call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(n)); });
-}
 
 ResultWriter::ResultWriter(FunctionCallInfo fcinfo) : fcinfo_(fcinfo)
 {

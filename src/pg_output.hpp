@@ -1,5 +1,6 @@
 /*
- * pg_output.hpp: the text arguments and the result rows of every SQL entry point.
+ * pg_output.hpp: the result rows of every set-returning SQL entry point, and
+ * the call's output phase.
  */
 #pragma once
 
@@ -8,9 +9,6 @@
 #include "device.hpp"
 
 namespace gpurec {
-
-/* The text argument n as a C string (NULL arguments never reach here: STRICT). */
-const char *text_argument(FunctionCallInfo fcinfo, int n);
 
 /*
  * Materialises a set-returning function's rows into its tuplestore

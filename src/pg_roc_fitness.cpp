@@ -6,9 +6,9 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/array.h"
-#include "utils/lsyscache.h"
 }
 
+#include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
@@ -21,16 +21,10 @@ namespace {
 /* A boolean[] argument as -1 (NULL), 0, 1. */
 std::vector<int8_t> labels_argument(FunctionCallInfo fcinfo, int n)
 {
-	Datum *elements = nullptr;
-	bool *nulls = nullptr;
-	int count = 0;
-	pg_call([&] {
-		deconstruct_array(PG_GETARG_ARRAYTYPE_P(n), BOOLOID, 1, true, TYPALIGN_CHAR, &elements, &nulls,
-						  &count);
-	});
-	std::vector<int8_t> labels(count);
-	for (int i = 0; i < count; ++i)
-		labels[i] = nulls[i] ? -1 : (DatumGetBool(elements[i]) ? 1 : 0);
+	ArrayElements elements = array_argument(fcinfo, n, BOOLOID, 1, true, TYPALIGN_CHAR);
+	std::vector<int8_t> labels(elements.count);
+	for (int i = 0; i < elements.count; ++i)
+		labels[i] = elements.nulls[i] ? -1 : (DatumGetBool(elements.values[i]) ? 1 : 0);
 	return labels;
 }
 
