@@ -1,5 +1,8 @@
 /*
- * pg_arguments.cpp: see pg_arguments.hpp.
+ * pg_arguments.cpp: SQL arguments read into C++ values (see
+ * pg_arguments.hpp).  Each PostgreSQL call runs under pg_call, so an ERROR
+ * while reading an argument (a detoast failing, say) unwinds as a C++
+ * exception.
  */
 #include "pg_arguments.hpp"
 

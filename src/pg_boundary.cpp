@@ -1,5 +1,8 @@
 /*
- * pg_boundary.cpp: see pg_boundary.hpp.
+ * pg_boundary.cpp: the error boundary's two crossings (see pg_boundary.hpp):
+ * run_postgres_code catches a PostgreSQL ERROR under PG_TRY for pg_call, and
+ * the guards turn a C++ exception into ereport(ERROR) once its frames are
+ * gone.
  */
 #include "pg_boundary.hpp"
 

@@ -1,7 +1,8 @@
 /*
  * pg_input.hpp: the one input layer of every gpurec function.
  *
- * Each function takes its data as inner queries (text), as pgRouting does.
+ * Each function takes its data as inner queries (text): any SELECT the
+ * caller may run, joins and views included, feeds it.
  * read_inner_query() runs one read-only, with the caller's privileges, and
  * streams its rows from the executor straight into the engine's columns
  * through a DestReceiver: no tuplestore, no row-at-a-time SPI fetch.

@@ -1,5 +1,7 @@
 /*
- * pg_marketplace.cpp: SQL entry points of the marketplace family.
+ * pg_marketplace.cpp: SQL entry points of the marketplace family
+ * (cheapest_offers, improve_carts): each reads its arguments and inner
+ * queries, runs the engine (marketplace.hpp) and writes its rows.
  */
 #include "pg_boundary.hpp"
 

@@ -1,5 +1,7 @@
 /*
- * pg_output.cpp: see pg_output.hpp.
+ * pg_output.cpp: ResultWriter (see pg_output.hpp): rows put into the
+ * set-returning function's tuplestore, and the gpurec.timing NOTICE that
+ * ends a call's output phase.
  */
 #include "pg_output.hpp"
 

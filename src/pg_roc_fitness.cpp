@@ -1,5 +1,7 @@
 /*
- * pg_roc_fitness.cpp: SQL entry points of the ROC fitness family.
+ * pg_roc_fitness.cpp: SQL entry points of the ROC fitness family
+ * (roc_fitness over rows or arrays, roc_auc): each reads its arguments and
+ * inner query, runs the engine (roc_fitness.hpp) and returns its result.
  */
 #include "pg_boundary.hpp"
 
