@@ -1,11 +1,15 @@
 /*
- * pg_arguments.cpp: array arguments (see pg_arguments.hpp).
+ * pg_arguments.cpp: SQL arguments read into C++ values (see
+ * pg_arguments.hpp).  Each PostgreSQL call runs under pg_call, so an ERROR
+ * while reading an argument (a detoast failing, say) unwinds as a C++
+ * exception.
  */
 #include "pg_arguments.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 }
 
 #include <string>
@@ -13,6 +17,11 @@ extern "C" {
 #include "errors.hpp"
 
 namespace gpurec {
+
+const char *text_argument(FunctionCallInfo fcinfo, int n)
+{
+	return pg_call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(n)); });
+}
 
 ArrayType *list_array_argument(FunctionCallInfo fcinfo, int n, const char *name)
 {

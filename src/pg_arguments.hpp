@@ -1,9 +1,11 @@
 /*
- * pg_arguments.hpp: reading SQL arguments that are arrays, by one rule for
- * every function: an array argument is a list, so it must have at most one
- * dimension (an empty array has none); its lower bound does not matter, its
- * elements count in order.  A multidimensional array is ERROR 2202E rather
- * than silently flattened.
+ * pg_arguments.hpp: reading the SQL arguments of the entry points into C++
+ * values, through pg_call.
+ *
+ * Array arguments follow one rule for every function: an array argument is
+ * a list, so it must have at most one dimension (an empty array has none);
+ * its lower bound does not matter, its elements count in order.  A
+ * multidimensional array is ERROR 2202E rather than silently flattened.
  */
 #pragma once
 
@@ -17,6 +19,9 @@ extern "C" {
 #include <vector>
 
 namespace gpurec {
+
+/* The text argument n as a C string (callers answer NULL arguments first). */
+const char *text_argument(FunctionCallInfo fcinfo, int n);
 
 /* Argument n as a detoasted array, refused when it has more than one dimension. */
 ArrayType *list_array_argument(FunctionCallInfo fcinfo, int n, const char *name);

@@ -1,5 +1,8 @@
 /*
- * pg_boundary.cpp: see pg_boundary.hpp.
+ * pg_boundary.cpp: the error boundary's two crossings (see pg_boundary.hpp):
+ * run_postgres_code catches a PostgreSQL ERROR under PG_TRY for pg_call, and
+ * the guards turn a C++ exception into ereport(ERROR) once its frames are
+ * gone.
  */
 #include "pg_boundary.hpp"
 
@@ -54,8 +57,8 @@ namespace {
 /* What a caught C++ exception said, in storage that needs no destructor. */
 struct CaughtError
 {
-	int sqlerrcode;
-	ErrorData *postgres_error;
+	int sqlerrcode = 0;
+	ErrorData *postgres_error = nullptr;
 	/* filled only when an exception is caught: initialising them would cost every call */
 	char message[1024];
 	char detail[1024];
@@ -129,8 +132,6 @@ pg_attribute_noreturn() void raise_caught(const CaughtError &caught)
 Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
 {
 	CaughtError caught;
-	caught.sqlerrcode = 0;
-	caught.postgres_error = nullptr;
 	Datum result = (Datum) 0;
 	if (run_catching([&] { result = body(fcinfo); }, &caught))
 		return result;
@@ -140,8 +141,6 @@ Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
 void cpp_callback_guard(void (*fn)(void *), void *arg)
 {
 	CaughtError caught;
-	caught.sqlerrcode = 0;
-	caught.postgres_error = nullptr;
 	if (!run_catching([&] { fn(arg); }, &caught))
 		raise_caught(caught);
 }

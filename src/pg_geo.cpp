@@ -15,6 +15,7 @@
 #include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_output.hpp"
+#include "pg_settings.hpp"
 
 namespace gpurec {
 

@@ -1,11 +1,17 @@
 /*
  * pg_input.hpp: the one input layer of every gpurec function.
  *
- * Each function takes its data as inner queries (text), as pgRouting does.
+ * Each function takes its data as inner queries (text): any SELECT the
+ * caller may run, joins and views included, feeds it.
  * read_inner_query() runs one read-only, with the caller's privileges, and
  * streams its rows from the executor straight into the engine's columns
  * through a DestReceiver: no tuplestore, no row-at-a-time SPI fetch.
  * Columns are matched by name; order and extra columns do not matter.
+ *
+ * The layer's files: pg_input.cpp (InputTable), pg_inner_query.cpp (running
+ * the query), pg_receiver.cpp (the DestReceiver and its batches),
+ * pg_column_types.cpp (the types each kind accepts, Datums to engine values)
+ * and pg_numeric.cpp (numeric's on-disk format).
  */
 #pragma once
 
@@ -70,7 +76,7 @@ class InputTable
 	 */
 	void on_chunk_complete(std::function<void()> listener) { chunk_listener_ = std::move(listener); }
 
-	/* Used by the receiver. */
+	/* Used while rows are appended (append_rows in pg_column_types.cpp). */
 	AnyColumn &column(size_t i) { return columns_[i]; }
 	void count_rows(size_t appended, size_t skipped)
 	{

@@ -1,5 +1,7 @@
 /*
- * pg_marketplace.cpp: SQL entry points of the marketplace family.
+ * pg_marketplace.cpp: SQL entry points of the marketplace family
+ * (cheapest_offers, improve_carts): each reads its arguments and inner
+ * queries, runs the engine (marketplace.hpp) and writes its rows.
  */
 #include "pg_boundary.hpp"
 
@@ -8,22 +10,35 @@ extern "C" {
 }
 
 #include "marketplace.hpp"
+#include "pg_arguments.hpp"
 #include "pg_input.hpp"
+#include "pg_numeric.hpp"
 #include "pg_output.hpp"
+#include "pg_settings.hpp"
 
 namespace gpurec {
 
 namespace {
 
-/* offers_query: product_id, store_id, price; a NULL in any skips the row */
-InputTable offers_table()
+/*
+ * offers_query (product_id, store_id, price; a NULL in any skips the row)
+ * read into columns, each full chunk handed to the streamer while the rest
+ * is read.
+ */
+struct OffersInput
 {
-	return InputTable("offers query", {{"product_id", ColumnKind::Id},
-									   {"store_id", ColumnKind::Int64},
-									   {"price", ColumnKind::Number}});
-}
+	InputTable table{"offers query", {{"product_id", ColumnKind::Id},
+									  {"store_id", ColumnKind::Int64},
+									  {"price", ColumnKind::Number}}};
+	Offers offers{table.id(0), table.int64(1), table.number(2)};
+	OfferStreamer streamer;
 
-Offers offers_of(InputTable &table) { return {table.id(0), table.int64(1), table.number(2)}; }
+	OffersInput(const char *offers_query, int k, ExecContext &ctx) : streamer(ctx, k)
+	{
+		table.on_chunk_complete([this] { streamer.on_chunk(offers); });
+		read_inner_query(offers_query, table, ctx);
+	}
+};
 
 Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 {
@@ -32,12 +47,9 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 	int32 k = PG_GETARG_INT32(1);
 	check_k(k); /* before the query runs */
 
-	InputTable table = offers_table();
-	Offers offers = offers_of(table);
-	OfferStreamer streamer(ctx, k);
-	table.on_chunk_complete([&] { streamer.on_chunk(offers); });
-	read_inner_query(offers_query, table, ctx);
-	RankedOffers ranked = cheapest_offers(offers, k, ctx, &streamer);
+	OffersInput input(offers_query, k, ctx);
+	const Offers &offers = input.offers;
+	RankedOffers ranked = cheapest_offers(offers, k, ctx, &input.streamer);
 
 	ResultWriter out(fcinfo, ctx, "cheapest_offers");
 	for (int32_t code : offers.product.codes_in_id_order())
@@ -71,13 +83,10 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 									 {"store_id", ColumnKind::Int64},
 									 {"quantity", ColumnKind::Int64, true, false, 1}});
 	read_inner_query(carts_query, carts, ctx);
-	InputTable offer_table = offers_table();
-	Offers offers = offers_of(offer_table);
-	OfferStreamer streamer(ctx, 1);
-	offer_table.on_chunk_complete([&] { streamer.on_chunk(offers); });
-	read_inner_query(offers_query, offer_table, ctx);
+	OffersInput input(offers_query, 1, ctx);
+	const Offers &offers = input.offers;
 	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
-	std::vector<CartImprovement> improvements = improve_carts(lines, offers, ctx, &streamer);
+	std::vector<CartImprovement> improvements = improve_carts(lines, offers, ctx, &input.streamer);
 
 	ResultWriter out(fcinfo, ctx, "improve_carts");
 	for (const CartImprovement &line : improvements)

@@ -1,33 +1,19 @@
 /*
- * pg_output.cpp: see pg_output.hpp.
+ * pg_output.cpp: ResultWriter (see pg_output.hpp): rows put into the
+ * set-returning function's tuplestore, and the gpurec.timing NOTICE that
+ * ends a call's output phase.
  */
 #include "pg_output.hpp"
 
 extern "C" {
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "utils/builtins.h"
-#include "utils/float.h"
-#include "utils/numeric.h"
 #include "utils/tuplestore.h"
 }
 
 #include "pg_settings.hpp"
 
 namespace gpurec {
-
-ExecContext exec_context_from_settings()
-{
-	ExecContext ctx;
-	ctx.mode = settings_device_mode();
-	ctx.fail_gpu_alloc = settings_test_fail_gpu_alloc();
-	ctx.check_interrupts = [] { pg_call([] { CHECK_FOR_INTERRUPTS(); }); };
-	ctx.notice = [](const std::string &message) {
-		const char *text = message.c_str();
-		pg_call([text] { ereport(NOTICE, (errmsg("%s", text))); });
-	};
-	return ctx;
-}
 
 namespace {
 
@@ -47,11 +33,6 @@ void report_timing(const char *function, const ExecContext &ctx)
 }
 
 } // namespace
-
-const char *text_argument(FunctionCallInfo fcinfo, int n)
-{
-	return pg_call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(n)); });
-}
 
 ResultWriter::ResultWriter(FunctionCallInfo fcinfo) : fcinfo_(fcinfo)
 {
@@ -85,67 +66,6 @@ void ResultWriter::put(const Datum *values, const bool *nulls)
 		if (check)
 			CHECK_FOR_INTERRUPTS();
 	});
-}
-
-Datum number_as_numeric(const NumberColumn &column, size_t row)
-{
-	switch (column.type())
-	{
-		case NumberType::Integer:
-		{
-			int64 v = column.key(row);
-			return pg_call([v] { return NumericGetDatum(int64_to_numeric(v)); });
-		}
-		case NumberType::Float4:
-		{
-			float4 v = static_cast<float4>(double_from_order_key(column.key(row)));
-			return pg_call([v] { return DirectFunctionCall1(float4_numeric, Float4GetDatum(v)); });
-		}
-		case NumberType::Float8:
-		{
-			float8 v = double_from_order_key(column.key(row));
-			return pg_call([v] { return DirectFunctionCall1(float8_numeric, Float8GetDatum(v)); });
-		}
-		case NumberType::Numeric:
-		{
-			int16 scale = column.display_scale(row);
-			if (scale < 0)
-			{
-				const char *text = scale == NumberColumn::kScaleNaN		 ? "NaN"
-								   : scale == NumberColumn::kScalePosInf ? "Infinity"
-																		 : "-Infinity";
-				return pg_call([text] {
-					return DirectFunctionCall3(numeric_in, CStringGetDatum(text),
-											   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
-				});
-			}
-			if (scale > column.scale())
-			{
-				/*
-				 * More decimals than the key holds (over 18, all zeros): the value
-				 * at the key's scale, times a 1 spelled with the missing zeros.
-				 */
-				int64 key = column.key(row);
-				int key_scale = column.scale();
-				return pg_call([=] {
-					Numeric value = int64_div_fast_to_numeric(key, key_scale);
-					for (int missing = scale - key_scale; missing > 0; missing -= 18)
-					{
-						int step = missing > 18 ? 18 : missing;
-						int64 one = 1;
-						for (int i = 0; i < step; ++i)
-							one *= 10;
-						value = numeric_mul_opt_error(value, int64_div_fast_to_numeric(one, step), nullptr);
-					}
-					return NumericGetDatum(value);
-				});
-			}
-			int64 unscaled = column.unscaled_at_display_scale(row);
-			return pg_call(
-				[=] { return NumericGetDatum(int64_div_fast_to_numeric(unscaled, scale)); });
-		}
-	}
-	return (Datum) 0;
 }
 
 } // namespace gpurec

@@ -1,21 +1,14 @@
 /*
- * pg_output.hpp: result rows and the per-call context, shared by every SQL
- * entry point.
+ * pg_output.hpp: the result rows of every set-returning SQL entry point, and
+ * the call's output phase.
  */
 #pragma once
 
 #include "pg_boundary.hpp"
 
-#include "columns.hpp"
 #include "device.hpp"
 
 namespace gpurec {
-
-/* The engine's context for one call, from the GUCs gpurec.device and friends. */
-ExecContext exec_context_from_settings();
-
-/* The text argument n as a C string (NULL arguments never reach here: STRICT). */
-const char *text_argument(FunctionCallInfo fcinfo, int n);
 
 /*
  * Materialises a set-returning function's rows into its tuplestore
@@ -39,8 +32,5 @@ class ResultWriter
 	const char *function_ = nullptr;
 	Stopwatch clock_;
 };
-
-/* The exact input value of `row` as numeric, as value::numeric would give it. */
-Datum number_as_numeric(const NumberColumn &column, size_t row);
 
 } // namespace gpurec

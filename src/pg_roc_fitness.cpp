@@ -1,17 +1,19 @@
 /*
- * pg_roc_fitness.cpp: SQL entry points of the ROC fitness family.
+ * pg_roc_fitness.cpp: SQL entry points of the ROC fitness family
+ * (roc_fitness over rows or arrays, roc_auc): each reads its arguments and
+ * inner query, runs the engine (roc_fitness.hpp) and returns its result.
  */
 #include "pg_boundary.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/array.h"
-#include "utils/lsyscache.h"
 }
 
 #include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_output.hpp"
+#include "pg_settings.hpp"
 #include "roc_fitness.hpp"
 
 namespace gpurec {

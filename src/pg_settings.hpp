@@ -1,5 +1,7 @@
 /*
- * pg_settings.hpp: gpurec's GUCs, defined in pg_gpurec.cpp.
+ * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.timing,
+ * gpurec.test_fail_gpu_alloc) and the engine's per-call context made from
+ * them.  Everything that reads a setting goes through here.
  */
 #pragma once
 
@@ -7,8 +9,15 @@
 
 namespace gpurec {
 
-DeviceMode settings_device_mode();	/* gpurec.device */
-bool settings_timing();				/* gpurec.timing */
-bool settings_test_fail_gpu_alloc(); /* gpurec.test_fail_gpu_alloc */
+/*
+ * Defines the settings and reserves the "gpurec." prefix.  Called by
+ * _PG_init; touches no GPU.
+ */
+void define_settings();
+
+/* The engine's context for one call, from the settings as they are now. */
+ExecContext exec_context_from_settings();
+
+bool settings_timing(); /* gpurec.timing */
 
 } // namespace gpurec

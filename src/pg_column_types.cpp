@@ -1,0 +1,357 @@
+/*
+ * pg_column_types.cpp: the SQL types each ColumnKind accepts and the
+ * conversion of a row's Datums into engine column values (see
+ * pg_column_types.hpp).
+ */
+#include "pg_column_types.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+}
+
+#include <cmath>
+
+#include "pg_numeric.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/* The types a kind accepts, as a column-type error spells them. */
+const char *kind_types(ColumnKind kind)
+{
+	switch (kind)
+	{
+		case ColumnKind::Id:
+		case ColumnKind::Int64:
+			return "smallint, integer or bigint";
+		case ColumnKind::Number:
+		case ColumnKind::Float:
+			return "smallint, integer, bigint, numeric, real or double precision";
+		case ColumnKind::Label:
+			return "boolean, smallint, integer or bigint";
+		case ColumnKind::FloatArray:
+			return "real[] or double precision[]";
+	}
+	return "";
+}
+
+/* The conversion for a column of type `type`, or Absent when the kind does not accept it. */
+Conversion conversion_for(ColumnKind kind, Oid type)
+{
+	bool integers = kind != ColumnKind::FloatArray;
+	bool decimals = kind == ColumnKind::Number || kind == ColumnKind::Float;
+	switch (type)
+	{
+		case INT2OID:
+			return integers ? Conversion::Int16 : Conversion::Absent;
+		case INT4OID:
+			return integers ? Conversion::Int32 : Conversion::Absent;
+		case INT8OID:
+			return integers ? Conversion::Int64 : Conversion::Absent;
+		case FLOAT4OID:
+			return decimals ? Conversion::Float4 : Conversion::Absent;
+		case FLOAT8OID:
+			return decimals ? Conversion::Float8 : Conversion::Absent;
+		case NUMERICOID:
+			return decimals ? Conversion::Numeric : Conversion::Absent;
+		case BOOLOID:
+			return kind == ColumnKind::Label ? Conversion::Bool : Conversion::Absent;
+		case FLOAT4ARRAYOID:
+			return kind == ColumnKind::FloatArray ? Conversion::Float4Array : Conversion::Absent;
+		case FLOAT8ARRAYOID:
+			return kind == ColumnKind::FloatArray ? Conversion::Float8Array : Conversion::Absent;
+		default:
+			return Conversion::Absent;
+	}
+}
+
+NumberType number_type_for(Conversion c)
+{
+	switch (c)
+	{
+		case Conversion::Float4:
+			return NumberType::Float4;
+		case Conversion::Float8:
+			return NumberType::Float8;
+		case Conversion::Numeric:
+			return NumberType::Numeric;
+		default:
+			return NumberType::Integer;
+	}
+}
+
+/* An absent column, or a NULL that does not skip the row: the spec's fallback. */
+void take_fallback(const ColumnSpec &spec, RowValues &v, int c)
+{
+	v.i[c] = spec.fallback;
+	v.d[c] = static_cast<double>(spec.fallback);
+}
+
+/* Converts column c of the row into v; false when a NULL skips the row. */
+bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnull, int c,
+				   RowValues &v)
+{
+	const ColumnSpec &spec = b.specs[c];
+	v.array[c] = nullptr;
+	v.array_copied[c] = false;
+	if (b.conversion[c] == Conversion::Absent)
+	{
+		take_fallback(spec, v, c);
+		return true;
+	}
+	Datum datum = values[b.attno[c]];
+	if (isnull[b.attno[c]])
+	{
+		if (spec.null_skips_row)
+			return false;
+		take_fallback(spec, v, c);
+		return true;
+	}
+	switch (b.conversion[c])
+	{
+		case Conversion::Int16:
+			v.i[c] = DatumGetInt16(datum);
+			v.d[c] = static_cast<double>(v.i[c]);
+			break;
+		case Conversion::Int32:
+			v.i[c] = DatumGetInt32(datum);
+			v.d[c] = static_cast<double>(v.i[c]);
+			break;
+		case Conversion::Int64:
+			v.i[c] = DatumGetInt64(datum);
+			v.d[c] = static_cast<double>(v.i[c]);
+			break;
+		case Conversion::Float4:
+			v.d[c] = DatumGetFloat4(datum);
+			break;
+		case Conversion::Float8:
+			v.d[c] = DatumGetFloat8(datum);
+			break;
+		case Conversion::Bool:
+			v.i[c] = DatumGetBool(datum) ? 1 : 0;
+			break;
+		case Conversion::Numeric:
+		{
+			struct varlena *raw = reinterpret_cast<struct varlena *>(DatumGetPointer(datum));
+			struct varlena *plain = pg_detoast_datum_packed(raw);
+			NumericParts parts = numeric_parts(plain);
+			if (spec.kind == ColumnKind::Float)
+			{
+				v.d[c] = numeric_to_double(parts);
+				if (std::isinf(v.d[c]) && parts.special == 0)
+					ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+									errmsg("value of column \"%s\" of the %s is out of range for "
+										   "double precision",
+										   spec.name, b.what)));
+			}
+			else if (parts.special)
+				v.numeric_scale[c] = parts.special;
+			else
+			{
+				v.numeric_scale[c] = static_cast<int16>(parts.dscale);
+				if (!numeric_to_scaled(parts, &v.i[c]))
+					ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+									errmsg("numeric value %s in column \"%s\" of the %s is too "
+										   "large or too precise for gpurec",
+										   DatumGetCString(DirectFunctionCall1(
+											   numeric_out, PointerGetDatum(plain))),
+										   spec.name, b.what),
+									errdetail("gpurec holds numeric inputs exactly as 64-bit "
+											  "fixed-point numbers: at most 18 significant digits "
+											  "and 18 digits after the decimal point."),
+									errhint("Cast the column to double precision.")));
+			}
+			if (plain != raw)
+				pfree(plain);
+			break;
+		}
+		case Conversion::Float4Array:
+		case Conversion::Float8Array:
+		{
+			ArrayType *array = DatumGetArrayTypeP(datum); /* detoasted (a copy when toasted) */
+			if (ARR_NDIM(array) > 1)
+				ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+								errmsg("column \"%s\" of the %s must hold one-dimensional arrays",
+									   spec.name, b.what)));
+			v.array[c] = array;
+			v.array_copied[c] = reinterpret_cast<Pointer>(array) != DatumGetPointer(datum);
+			v.i[c] = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+			break;
+		}
+		case Conversion::Absent:
+			break;
+	}
+	if (spec.kind == ColumnKind::Label && b.conversion[c] != Conversion::Bool && v.i[c] != 0 &&
+		v.i[c] != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column \"%s\" of the %s holds %lld; a label must be 0 or 1 (or boolean)",
+						spec.name, b.what, static_cast<long long>(v.i[c]))));
+	return true;
+}
+
+} // namespace
+
+void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc desc)
+{
+	const std::vector<ColumnSpec> &specs = table.specs();
+	ColumnBinding &b = *binding;
+	StringInfoData expected;
+
+	b.specs = specs.data();
+	b.what = table.what();
+	b.ncolumns = static_cast<int>(specs.size());
+	Assert(b.ncolumns <= kMaxColumns);
+
+	initStringInfo(&expected);
+	for (int c = 0; c < b.ncolumns; ++c)
+		appendStringInfo(&expected, "%s%s%s", c ? ", " : "", specs[c].name,
+						 specs[c].optional ? " (optional)" : "");
+
+	b.max_attno = 0;
+	for (int c = 0; c < b.ncolumns; ++c)
+	{
+		const ColumnSpec &spec = specs[c];
+		b.attno[c] = -1;
+		for (int a = 0; a < desc->natts; ++a)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, a);
+			if (att->attisdropped || strcmp(NameStr(att->attname), spec.name) != 0)
+				continue;
+			if (b.attno[c] >= 0)
+				ereport(ERROR, (errcode(ERRCODE_AMBIGUOUS_COLUMN),
+								errmsg("the %s returns more than one column named \"%s\"", b.what,
+									   spec.name)));
+			b.attno[c] = a;
+		}
+		if (b.attno[c] < 0)
+		{
+			if (!spec.optional)
+				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+								errmsg("the %s has no column \"%s\"", b.what, spec.name),
+								errdetail("Expected columns: %s.", expected.data),
+								errhint("Columns are matched by name; rename with AS.")));
+			b.conversion[c] = Conversion::Absent;
+			continue;
+		}
+		Oid type = TupleDescAttr(desc, b.attno[c])->atttypid;
+		b.conversion[c] = conversion_for(spec.kind, type);
+		if (b.conversion[c] == Conversion::Absent)
+			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+							errmsg("column \"%s\" of the %s has type %s", spec.name, b.what,
+								   format_type_be(type)),
+							errdetail("Column \"%s\" must be %s.", spec.name, kind_types(spec.kind))));
+		b.max_attno = Max(b.max_attno, b.attno[c] + 1);
+	}
+}
+
+void set_column_types(InputTable &table, const ColumnBinding &binding)
+{
+	for (int c = 0; c < binding.ncolumns; ++c)
+		if (table.specs()[c].kind == ColumnKind::Number)
+			table.number(c).set_type(number_type_for(binding.conversion[c]));
+		else if (table.specs()[c].kind == ColumnKind::FloatArray)
+			table.float_array(c).set_doubles(binding.conversion[c] == Conversion::Float8Array);
+}
+
+bool convert_row(const ColumnBinding &binding, const Datum *values, const bool *isnull,
+				 RowValues *row)
+{
+	bool keep = true;
+	for (int c = 0; c < binding.ncolumns && keep; ++c)
+		keep = convert_value(binding, values, isnull, c, *row);
+	return keep;
+}
+
+void append_rows(InputTable &table, const RowValues *rows, int n, size_t skipped)
+{
+	for (size_t c = 0; c < table.specs().size(); ++c)
+	{
+		switch (table.specs()[c].kind)
+		{
+			case ColumnKind::Id:
+			{
+				IdColumn &ids = table.id(c);
+				for (int k = 0; k < n; ++k)
+					ids.push_back(rows[k].i[c]);
+				break;
+			}
+			case ColumnKind::Int64:
+			{
+				Int64Column &ints = table.int64(c);
+				for (int k = 0; k < n; ++k)
+					ints.push_back(rows[k].i[c]);
+				break;
+			}
+			case ColumnKind::Label:
+			{
+				LabelColumn &labels = table.label(c);
+				for (int k = 0; k < n; ++k)
+					labels.push_back(static_cast<uint8_t>(rows[k].i[c]));
+				break;
+			}
+			case ColumnKind::Float:
+			{
+				FloatColumn &floats = table.floats(c);
+				for (int k = 0; k < n; ++k)
+					floats.push_back(rows[k].d[c]);
+				break;
+			}
+			case ColumnKind::Number:
+			{
+				NumberColumn &number = table.number(c);
+				switch (number.type())
+				{
+					case NumberType::Integer:
+						for (int k = 0; k < n; ++k)
+							number.push_integer(rows[k].i[c]);
+						break;
+					case NumberType::Float4:
+					case NumberType::Float8:
+						for (int k = 0; k < n; ++k)
+							number.push_double(rows[k].d[c]);
+						break;
+					case NumberType::Numeric:
+						for (int k = 0; k < n; ++k)
+						{
+							if (rows[k].numeric_scale[c] < 0)
+								number.push_numeric_special(rows[k].numeric_scale[c]);
+							else
+								number.push_numeric(rows[k].i[c], rows[k].numeric_scale[c]);
+						}
+						break;
+				}
+				break;
+			}
+			case ColumnKind::FloatArray:
+			{
+				FloatArrayColumn &arrays = table.float_array(c);
+				for (int k = 0; k < n; ++k)
+				{
+					/* NULL array: an empty row, which the engine reports by its length */
+					ArrayType *array = rows[k].array[c];
+					if (array)
+						arrays.append_row(ARR_DATA_PTR(array), static_cast<size_t>(rows[k].i[c]),
+										  ARR_NULLBITMAP(array));
+					else
+						arrays.append_row(nullptr, 0, nullptr);
+				}
+				break;
+			}
+		}
+	}
+	table.count_rows(static_cast<size_t>(n), skipped);
+}
+
+void release_rows(const ColumnBinding &binding, RowValues *rows, int n)
+{
+	for (int k = 0; k < n; ++k)
+		for (int c = 0; c < binding.ncolumns; ++c)
+			if (rows[k].array_copied[c])
+				pfree(rows[k].array[c]);
+}
+
+} // namespace gpurec

@@ -1,0 +1,105 @@
+/*
+ * pg_inner_query.cpp: read_inner_query (see pg_input.hpp): runs an inner
+ * query through SPI, read-only and with the caller's privileges, its rows
+ * going straight to the input receiver (pg_receiver.cpp).
+ */
+#include "pg_boundary.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
+#include "utils/plancache.h"
+}
+
+#include "errors.hpp"
+#include "pg_column_types.hpp"
+#include "pg_input.hpp"
+#include "pg_receiver.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/* Refuses anything but one read-only query. */
+void check_read_only(SPIPlanPtr plan, const char *what)
+{
+	List *sources = SPI_plan_get_plan_sources(plan);
+	if (list_length(sources) != 1)
+		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR),
+						errmsg("the %s must be exactly one SQL statement", what)));
+	CachedPlanSource *source = static_cast<CachedPlanSource *>(linitial(sources));
+	ListCell *lc;
+	foreach (lc, source->query_list)
+	{
+		Query *query = lfirst_node(Query, lc);
+		const char *refused = nullptr;
+		if (query->utilityStmt != nullptr)
+			refused = CreateCommandName(query->utilityStmt); /* "SELECT INTO" too */
+		else if (query->commandType != CMD_SELECT)
+			refused = GetCommandTagName(source->commandTag);
+		else if (query->hasModifyingCTE)
+			refused = "a data-modifying WITH";
+		else if (query->rowMarks != NIL)
+			refused = "SELECT FOR UPDATE/SHARE";
+		if (refused)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							errmsg("the %s must be a read-only SELECT", what),
+							errdetail("gpurec runs inner queries read-only; it refuses %s.", refused),
+							errhint("Modify or lock the data in a statement of its own.")));
+	}
+}
+
+/* PostgreSQL code: prepares the query, checks it, and runs it into the table. */
+void run_query(const char *query, InputTable *table)
+{
+	DestReceiver *receiver = create_input_receiver(table);
+	SPIExecuteOptions options;
+	SPIPlanPtr plan;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	plan = SPI_prepare(query, 0, nullptr);
+	if (plan == nullptr)
+		elog(ERROR, "could not prepare the %s: %s", table->what(),
+			 SPI_result_code_string(SPI_result));
+	check_read_only(plan, table->what());
+
+	memset(&options, 0, sizeof options);
+	options.read_only = true;
+	options.dest = receiver;
+
+	/*
+	 * SPI's read_only checks the statement, not the functions it calls; a
+	 * read-only transaction state refuses writes anywhere inside (25006).
+	 * A subtransaction abort restores the flag too.
+	 */
+	bool was_read_only = XactReadOnly;
+	XactReadOnly = true;
+	PG_TRY();
+	{
+		SPI_execute_plan_extended(plan, &options);
+	}
+	PG_FINALLY();
+	{
+		XactReadOnly = was_read_only;
+	}
+	PG_END_TRY();
+	SPI_freeplan(plan);
+	SPI_finish();
+}
+
+} // namespace
+
+void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
+{
+	if (table.specs().size() > static_cast<size_t>(kMaxColumns))
+		throw Error(sqlstate::internal_error, "too many columns in one inner query");
+	Stopwatch clock;
+	InputTable *destination = &table;
+	pg_call([query, destination] { run_query(query, destination); });
+	ctx.times.read_ms += clock.elapsed_ms();
+}
+
+} // namespace gpurec

@@ -1,0 +1,23 @@
+/*
+ * pg_receiver.hpp: the DestReceiver that streams an executor's rows into an
+ * InputTable, for the inner-query runner (pg_inner_query.cpp).
+ */
+#pragma once
+
+#include "pg_boundary.hpp"
+
+extern "C" {
+#include "tcop/dest.h"
+}
+
+#include "pg_input.hpp"
+
+namespace gpurec {
+
+/*
+ * A receiver, palloc'd in the current memory context, that appends every
+ * row it receives to `table`.  PostgreSQL code.
+ */
+DestReceiver *create_input_receiver(InputTable *table);
+
+} // namespace gpurec
