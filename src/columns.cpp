@@ -7,6 +7,7 @@
 
 #include <sys/mman.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 
@@ -46,23 +47,11 @@ const int64_t kPow10[] = {1LL,
 						  100000000000000000LL,
 						  1000000000000000000LL};
 
-[[noreturn]] void numeric_out_of_range()
+/* a * 10^p into r; false when the result leaves the finite key range */
+bool scale_up(int64_t a, int p, int64_t *r)
 {
-	throw Error(sqlstate::numeric_value_out_of_range,
-				"numeric value too large or too precise for gpurec",
-				"gpurec holds numeric inputs exactly as 64-bit fixed-point numbers: at most "
-				"18 significant digits and 18 digits after the decimal point in one column.",
-				"Cast the column to double precision or to a numeric of fewer digits.");
-}
-
-/* a * 10^p, or numeric_out_of_range when the result leaves the finite key range. */
-int64_t scale_up(int64_t a, int p)
-{
-	int64_t r;
-	if (p < 0 || p > NumberColumn::kMaxNumericScale || __builtin_mul_overflow(a, kPow10[p], &r) ||
-		r <= NumberColumn::kNumericNegInf || r >= NumberColumn::kNumericPosInf)
-		numeric_out_of_range();
-	return r;
+	return p >= 0 && p <= NumberColumn::kMaxNumericScale && !__builtin_mul_overflow(a, kPow10[p], r) &&
+		   *r > NumberColumn::kNumericNegInf && *r < NumberColumn::kNumericPosInf;
 }
 
 } // namespace
@@ -148,10 +137,40 @@ void IdColumn::push_back(int64_t id)
 void NumberColumn::rescale_to(int new_scale)
 {
 	int step = new_scale - scale_;
+	/* check every key first, so that an error leaves the column as it was */
+	for (size_t row = 0; row < keys_.size(); ++row)
+	{
+		int64_t key;
+		if (display_scale(row) >= 0 && !scale_up(keys_[row], step, &key))
+			out_of_range(keys_[row], scale_, new_scale);
+	}
 	for (size_t row = 0; row < keys_.size(); ++row)
 		if (display_scale(row) >= 0)
-			keys_[row] = scale_up(keys_[row], step);
+			scale_up(keys_[row], step, &keys_[row]);
 	scale_ = new_scale;
+}
+
+std::string decimal_text(int64_t unscaled, int scale)
+{
+	bool negative = unscaled < 0;
+	std::string digits = std::to_string(negative ? -static_cast<uint64_t>(unscaled) : static_cast<uint64_t>(unscaled));
+	if (scale > 0)
+	{
+		if (digits.size() <= static_cast<size_t>(scale))
+			digits.insert(0, scale + 1 - digits.size(), '0');
+		digits.insert(digits.size() - scale, ".");
+	}
+	return negative ? "-" + digits : digits;
+}
+
+void NumberColumn::out_of_range(int64_t unscaled, int dscale, int at_scale) const
+{
+	std::string value = decimal_text(unscaled, dscale);
+	std::vector<char> message(value.size() + description_.size() + 128), detail(512);
+	std::snprintf(message.data(), message.size(), numeric_range_text::message, value.c_str(),
+				  description_.c_str(), at_scale);
+	std::snprintf(detail.data(), detail.size(), numeric_range_text::detail, at_scale, at_scale);
+	throw Error(sqlstate::numeric_value_out_of_range, message.data(), detail.data(), numeric_range_text::hint);
 }
 
 void NumberColumn::push_numeric_rescaling(int64_t unscaled, int dscale)
@@ -166,13 +185,16 @@ void NumberColumn::push_numeric_rescaling(int64_t unscaled, int dscale)
 			--dscale;
 		}
 		if (dscale > kMaxNumericScale)
-			numeric_out_of_range();
+			out_of_range(unscaled, dscale, dscale);
 	}
 	if (keys_.empty())
 		scale_ = dscale; /* keys at the first row's scale: the common case needs no multiply */
 	else if (dscale > scale_)
 		rescale_to(dscale);
-	keys_.push_back(scale_up(unscaled, scale_ - dscale));
+	int64_t key;
+	if (!scale_up(unscaled, scale_ - dscale, &key))
+		out_of_range(unscaled, dscale, scale_);
+	keys_.push_back(key);
 	push_display_scale(static_cast<int16_t>(display));
 }
 

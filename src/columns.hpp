@@ -234,6 +234,10 @@ class NumberColumn
 
 	explicit NumberColumn(NumberType type = NumberType::Integer) : type_(type) {}
 
+	/* How errors name the column: `column "price" of the offers query`, say. */
+	void set_description(std::string description) { description_ = std::move(description); }
+	const std::string &description() const { return description_; }
+
 	void set_type(NumberType type) { type_ = type; }
 	NumberType type() const { return type_; }
 	size_t size() const { return keys_.size(); }
@@ -243,9 +247,11 @@ class NumberColumn
 	void push_integer(int64_t v) { keys_.push_back(v); }
 	void push_double(double v) { keys_.push_back(order_key_from_double(v)); }
 	/*
-	 * A finite numeric equal to unscaled * 10^-dscale; raises
-	 * numeric_value_out_of_range when the column can no longer hold it exactly
-	 * in 64 bits (about 18 significant digits).
+	 * A finite numeric equal to unscaled * 10^-dscale.  The column holds
+	 * every value exactly as a 64-bit integer at its largest scale (at most
+	 * 18 decimals): value x 10^scale() within the finite key range.  A value
+	 * that breaks that, or makes an earlier one break it, is ERROR 22003
+	 * naming the value and the scale (numeric_range_error).
 	 */
 	void push_numeric(int64_t unscaled, int dscale)
 	{
@@ -280,7 +286,10 @@ class NumberColumn
 	void push_display_scale(int16_t scale);
 	void rescale_to(int new_scale);
 
+	[[noreturn]] void out_of_range(int64_t unscaled, int dscale, int at_scale) const;
+
 	NumberType type_;
+	std::string description_ = "a numeric column";
 	ChunkedColumn<int64_t> keys_;
 	/*
 	 * Numeric only: the dscale (or special marker) of every row while they
@@ -291,6 +300,22 @@ class NumberColumn
 	ChunkedColumn<int16_t> display_scales_;
 	int scale_ = 0;
 };
+
+/* unscaled * 10^-scale as SQL spells it: 1000000000000, 0.0000001, -4.50 */
+std::string decimal_text(int64_t unscaled, int scale);
+
+/*
+ * The words of ERROR 22003 for a numeric the engine cannot hold exactly, as
+ * printf formats: the input layer raises it for a single value too large
+ * for 64 bits, NumberColumn for one that breaks the column's common scale.
+ */
+namespace numeric_range_text {
+constexpr const char *message = "numeric value %s of %s cannot be held exactly at scale %d";
+constexpr const char *detail = "gpurec holds a numeric column exactly as 64-bit integers at its largest scale "
+							   "(the most decimal places among its values; here %d, at most 18): every value "
+							   "x 10^%d must lie within +-9223372036854775806.";
+constexpr const char *hint = "Cast the column to double precision, or round it to fewer decimals.";
+} // namespace numeric_range_text
 
 class Int64Column : public ChunkedColumn<int64_t>
 {

@@ -9,6 +9,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 }
 
 #include <cmath>
@@ -153,16 +154,17 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 			{
 				v.numeric_scale[c] = static_cast<int16>(parts.dscale);
 				if (!numeric_to_scaled(parts, &v.i[c]))
-					ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-									errmsg("numeric value %s in column \"%s\" of the %s is too "
-										   "large or too precise for gpurec",
-										   DatumGetCString(DirectFunctionCall1(
-											   numeric_out, PointerGetDatum(plain))),
-										   spec.name, b.what),
-									errdetail("gpurec holds numeric inputs exactly as 64-bit "
-											  "fixed-point numbers: at most 18 significant digits "
-											  "and 18 digits after the decimal point."),
-									errhint("Cast the column to double precision.")));
+				{
+					int scale = parts.dscale;
+					ereport(ERROR,
+							(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+							 errmsg(numeric_range_text::message,
+									DatumGetCString(DirectFunctionCall1(numeric_out, PointerGetDatum(plain))),
+									psprintf("column \"%s\" of the %s", spec.name, b.what),
+									scale),
+							 errdetail(numeric_range_text::detail, scale, scale),
+							 errhint("%s", numeric_range_text::hint)));
+				}
 			}
 			if (plain != raw)
 				pfree(plain);
@@ -191,6 +193,39 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 				 errmsg("column \"%s\" of the %s holds %lld; a label must be 0 or 1 (or boolean)",
 						spec.name, b.what, static_cast<long long>(v.i[c]))));
 	return true;
+}
+
+/*
+ * When an optional column is missing and the query returns columns that no
+ * spec uses, one of those may be the optional column misspelled (`2 AS qty`
+ * for quantity): a NOTICE names both, since every row then silently takes
+ * the default.  Extra columns are otherwise fine, and say nothing.
+ */
+void notice_unused_columns(const ColumnBinding &b, TupleDesc desc)
+{
+	const ColumnSpec *missing = nullptr;
+	for (int c = 0; c < b.ncolumns && !missing; ++c)
+		if (b.attno[c] < 0)
+			missing = &b.specs[c];
+	if (!missing)
+		return;
+	StringInfoData unused;
+	initStringInfo(&unused);
+	for (int a = 0; a < desc->natts; ++a)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		bool used = att->attisdropped;
+		for (int c = 0; c < b.ncolumns && !used; ++c)
+			used = b.attno[c] == a;
+		if (!used)
+			appendStringInfo(&unused, "%s\"%s\"", unused.len ? ", " : "", NameStr(att->attname));
+	}
+	if (unused.len > 0)
+		ereport(NOTICE, (errmsg("the %s has no column \"%s\", so every row takes its default (%lld)", b.what,
+								missing->name, static_cast<long long>(missing->fallback)),
+						 errdetail("The %s also returns columns gpurec does not use: %s.", b.what, unused.data),
+						 errhint("Columns are matched by name; rename with AS.")));
+	pfree(unused.data);
 }
 
 } // namespace
@@ -237,8 +272,9 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 			b.conversion[c] = Conversion::Absent;
 			continue;
 		}
+		/* a domain is accepted wherever its base type is (its checks ran in the query) */
 		Oid type = TupleDescAttr(desc, b.attno[c])->atttypid;
-		b.conversion[c] = conversion_for(spec.kind, type);
+		b.conversion[c] = conversion_for(spec.kind, getBaseType(type));
 		if (b.conversion[c] == Conversion::Absent)
 			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
 							errmsg("column \"%s\" of the %s has type %s", spec.name, b.what,
@@ -246,6 +282,7 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 							errdetail("Column \"%s\" must be %s.", spec.name, kind_types(spec.kind))));
 		b.max_attno = Max(b.max_attno, b.attno[c] + 1);
 	}
+	notice_unused_columns(b, desc);
 }
 
 void set_column_types(InputTable &table, const ColumnBinding &binding)

@@ -26,6 +26,9 @@ namespace {
 void check_read_only(SPIPlanPtr plan, const char *what)
 {
 	List *sources = SPI_plan_get_plan_sources(plan);
+	if (list_length(sources) == 0)
+		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR), errmsg("the %s is empty", what),
+						errhint("Pass one SELECT statement that returns the expected columns.")));
 	if (list_length(sources) != 1)
 		ereport(ERROR, (errcode(ERRCODE_SYNTAX_ERROR),
 						errmsg("the %s must be exactly one SQL statement", what)));

@@ -22,6 +22,8 @@ InputTable::InputTable(const char *what, std::vector<ColumnSpec> specs)
 				break;
 			case ColumnKind::Number:
 				columns_.emplace_back(std::in_place_type<NumberColumn>);
+				std::get<NumberColumn>(columns_.back())
+					.set_description("column \"" + std::string(spec.name) + "\" of the " + what_);
 				break;
 			case ColumnKind::Float:
 				columns_.emplace_back(std::in_place_type<FloatColumn>);

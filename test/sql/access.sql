@@ -26,3 +26,18 @@ RESET ROLE;
 
 DROP TABLE access_offers, access_secret;
 DROP ROLE gpurec_analyst;
+
+-- settings: with gpurec in session_preload_libraries they are real from a
+-- session's first statement (an enum, not a placeholder string); loading at
+-- session start starts no CUDA
+SELECT current_user AS admin \gset
+CREATE ROLE gpurec_preloaded LOGIN;
+ALTER ROLE gpurec_preloaded SET session_preload_libraries = 'gpurec';
+ALTER ROLE gpurec_preloaded SET gpurec.timing = on;
+\c - gpurec_preloaded
+SELECT name, vartype, enumvals FROM pg_settings WHERE name = 'gpurec.device';
+SHOW gpurec.timing;
+-- the prefix is reserved once gpurec is loaded: a misspelling is an error
+SET gpurec.devcie = 'cpu';
+\c - :admin
+DROP ROLE gpurec_preloaded;

@@ -127,3 +127,8 @@ SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM visits', 
 -- array arguments are lists: a multidimensional one is ERROR 2202E
 SELECT * FROM gpurec.fit_exponent('SELECT user_id, x, y FROM visits', 'SELECT * FROM later', 'SELECT * FROM places', '{{1,2},{3,4}}');
 SELECT exponent FROM gpurec.fit_exponent('SELECT user_id, x, y FROM visits', 'SELECT * FROM later', 'SELECT * FROM places', '[0:1]={1,2}');
+
+-- numeric coordinates of any precision are read as double precision
+SELECT user_id, similarity FROM gpurec.user_similarity(
+  'SELECT 1 AS user_id, 0.12345678901234567890::numeric(30,20) AS x, 0::numeric(30,20) AS y
+   UNION ALL SELECT 2, 3.12345678901234567890::numeric(30,20), 4::numeric(30,20)', 1);

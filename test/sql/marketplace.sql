@@ -96,3 +96,27 @@ INSERT INTO offers VALUES (6, 60, 1.00);
 REFRESH MATERIALIZED VIEW CONCURRENTLY cheapest3;
 SELECT * FROM cheapest3 WHERE product_id IN (5, 6) ORDER BY product_id, offer_rank;
 DROP MATERIALIZED VIEW cheapest3;
+
+-- domains are accepted wherever their base type is
+CREATE DOMAIN money2 AS numeric(10,2) CHECK (VALUE >= 0);
+CREATE DOMAIN product_key AS int;
+SELECT * FROM gpurec.cheapest_offers($$SELECT 1::product_key AS product_id, 7 AS store_id, 4.5::money2 AS price
+                                       UNION ALL SELECT 1::product_key, 3, 4.25::money2$$, 2);
+DROP DOMAIN money2, product_key;
+
+-- a numeric column is held exactly at its largest number of decimals: a
+-- value that does not fit beside the others is named with its column
+SELECT * FROM gpurec.cheapest_offers('SELECT * FROM (VALUES (1, 1, 1000000000000::numeric), (1, 2, 0.0000001)) v(product_id, store_id, price)');
+SELECT * FROM gpurec.cheapest_offers('SELECT * FROM (VALUES (1, 1, 0.0000001), (1, 2, 1000000000000::numeric)) v(product_id, store_id, price)');
+SELECT * FROM gpurec.cheapest_offers('SELECT 1 AS product_id, 1 AS store_id, 12345678901234567890::numeric AS price');
+SELECT * FROM gpurec.cheapest_offers('SELECT 1 AS product_id, 1 AS store_id, 0.1234567890123456789::numeric AS price');
+SELECT price FROM gpurec.cheapest_offers('SELECT 1 AS product_id, 1 AS store_id, 1234567890123456789::numeric AS price');
+
+-- a misspelled optional column is noticed: every line then counts once
+SELECT cart_id, quantity FROM gpurec.improve_carts(
+  'SELECT 1 AS cart_id, 1 AS product_id, 10 AS store_id, 2 AS qty',
+  'SELECT 1 AS product_id, 11 AS store_id, 1.00 AS price');
+-- an empty inner query says so
+SELECT * FROM gpurec.cheapest_offers('');
+SELECT * FROM gpurec.cheapest_offers('  -- nothing here
+');
