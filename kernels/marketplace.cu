@@ -429,7 +429,7 @@ namespace {
 
 /*
  * Host ends of the small copies between rounds, pinned: from pageable memory
- * each such copy cost milliseconds on the lent H100's host.
+ * each such copy can cost milliseconds on a GPU host.
  */
 struct HostScratch
 {

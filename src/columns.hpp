@@ -1,12 +1,12 @@
 /*
  * columns.hpp: the plain columns every engine function reads.
  *
- * The input layer (input_query.cpp) streams the rows of an inner query into
- * these; the engine and the GPU kernels see nothing of PostgreSQL.  Columns
- * grow in fixed chunks rather than by reallocation, so reading 30 million
- * offers never holds two copies of a column (the issue caps peak backend
- * memory at 32 bytes per offer), and so a chunk can go to the GPU as soon as
- * it is full.
+ * The input layer (src/pg_receiver.cpp) streams the rows of an inner query
+ * into these; the engine and the GPU kernels see nothing of PostgreSQL.
+ * Columns grow in fixed chunks rather than by reallocation, so reading 30
+ * million offers never holds two copies of a column (a backend's peak
+ * memory stays near the bytes of one row times the rows), and so a chunk can
+ * go to the GPU as soon as it is full.
  */
 #pragma once
 
@@ -27,7 +27,8 @@ namespace gpurec {
 /*
  * Chunk memory: 2 MiB aligned and advised to use transparent huge pages, as
  * first-touch page faults on fresh 4 KiB pages cost a large share of reading
- * tens of millions of rows (measured: ~20%).  Throws std::bad_alloc.
+ * tens of millions of rows (about a fifth of the reading time without
+ * them).  Throws std::bad_alloc.
  */
 void *allocate_chunk(size_t bytes);
 void free_chunk(void *chunk) noexcept;
