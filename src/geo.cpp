@@ -1,6 +1,7 @@
 /*
  * geo.cpp: the geospatial recommender: validation, grouping points per
- * user, the CPU algorithms, and the choice of device.
+ * user, the CPU algorithms (on all cores through cpu_parallel.hpp), and the
+ * choice of device.
  *
  * The CPU loops below and the GPU kernels (kernels/geo.cu) perform the same
  * IEEE operations in the same order (geo_kernels.hpp), so both give the
@@ -18,18 +19,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cfloat>
 #include <cstdlib>
-#include <exception>
 #include <functional>
-#include <mutex>
 #include <numeric>
-#include <thread>
 #include <type_traits>
 #include <unordered_map>
+
+#include "cpu_parallel.hpp"
 
 namespace gpurec {
 
@@ -234,112 +232,6 @@ StrengthParams strength_params(const StrengthOptions &strength, const GeoOptions
 	return p;
 }
 
-/* ---- CPU threads -------------------------------------------------------- */
-
-/*
- * Runs body(i, cancelled) for every i in [0, n) on all cores.  Only worker
- * threads compute: the calling thread, the backend's own, waits and checks
- * for interrupts every few milliseconds (PostgreSQL may be called from it
- * alone).  On a cancel the workers stop after their current item, or sooner
- * where body polls `cancelled`.
- */
-template <typename Body> void parallel_for(size_t n, ExecContext &ctx, Body body)
-{
-	if (n == 0)
-		return;
-	size_t n_workers = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
-	std::atomic<size_t> next{0};
-	std::atomic<bool> cancelled{false};
-	std::mutex mutex;
-	std::condition_variable finished;
-	size_t running = n_workers;
-	std::exception_ptr failure;
-
-	auto work = [&] {
-		try
-		{
-			for (size_t i; !cancelled.load(std::memory_order_relaxed) && (i = next++) < n;)
-				body(i, cancelled);
-		}
-		catch (...)
-		{
-			std::lock_guard<std::mutex> lock(mutex);
-			if (!failure)
-				failure = std::current_exception();
-			cancelled = true;
-		}
-		std::lock_guard<std::mutex> lock(mutex);
-		if (--running == 0)
-			finished.notify_all();
-	};
-
-	std::vector<std::thread> threads;
-	std::exception_ptr interrupt;
-	try
-	{
-		for (size_t t = 0; t < n_workers; ++t)
-		{
-			threads.emplace_back(work);
-		}
-	}
-	catch (...)
-	{
-		/* could not start a thread: stop those that run, then report */
-		interrupt = std::current_exception();
-		cancelled = true;
-		std::lock_guard<std::mutex> lock(mutex);
-		running -= n_workers - threads.size();
-	}
-	for (;;)
-	{
-		{
-			std::unique_lock<std::mutex> lock(mutex);
-			if (running == 0)
-				break;
-			finished.wait_for(lock, std::chrono::milliseconds(5));
-			if (running == 0)
-				break;
-		}
-		if (interrupt)
-			continue;
-		try
-		{
-			ctx.check_interrupts();
-		}
-		catch (...)
-		{
-			interrupt = std::current_exception();
-			cancelled = true;
-		}
-	}
-	for (std::thread &t : threads)
-		t.join();
-	if (interrupt)
-		std::rethrow_exception(interrupt);
-	if (failure)
-		std::rethrow_exception(failure);
-}
-
-/* Splits [0, n) into items of about `per_item` units of cost(i) each. */
-template <typename Cost>
-std::vector<size_t> split_by_cost(size_t n, double per_item, Cost cost)
-{
-	std::vector<size_t> bounds{0};
-	double acc = 0;
-	for (size_t i = 0; i < n; ++i)
-	{
-		acc += cost(i);
-		if (acc >= per_item)
-		{
-			bounds.push_back(i + 1);
-			acc = 0;
-		}
-	}
-	if (bounds.back() != n)
-		bounds.push_back(n);
-	return bounds;
-}
-
 /* ---- CPU algorithms ----------------------------------------------------- */
 
 /* Order key of the distance between point a and point b of the set. */
@@ -372,7 +264,7 @@ void similarity_sums_cpu(const GeoPointSet &s, int32_t main_user, double epsilon
 	std::vector<size_t> items = split_by_cost(n_users, kPairsPerItem, [&](size_t u) {
 		return main_points * static_cast<double>(s.count(static_cast<int32_t>(u)));
 	});
-	parallel_for(items.size() - 1, ctx, [&](size_t item, const std::atomic<bool> &) {
+	parallel_for(items.size() - 1, ctx, [&](size_t item, size_t, const std::atomic<bool> &) {
 		for (size_t u = items[item]; u < items[item + 1]; ++u)
 		{
 			double f = 0.0, r = 0.0;
@@ -419,7 +311,7 @@ void similar_users_cpu(const GeoPointSet &s, int k, double epsilon,
 	int32_t n_users = s.users();
 	heaps.assign(static_cast<size_t>(n_users) * k, SimilarityEntry{0, 0});
 	sizes.assign(n_users, 0);
-	parallel_for(n_users, ctx, [&](size_t item, const std::atomic<bool> &cancelled) {
+	parallel_for(n_users, ctx, [&](size_t item, size_t, const std::atomic<bool> &cancelled) {
 		int32_t a = static_cast<int32_t>(item);
 		SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * k;
 		int size = 0;
@@ -544,7 +436,7 @@ std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const Ge
 	HugeVector<double> w = point_weights(s, main_user, min_similarity, floored);
 	std::vector<std::vector<double>> out(powers.size(), std::vector<double>(cands.size()));
 	size_t blocks = (cands.size() + kCandidatesPerItem - 1) / kCandidatesPerItem;
-	parallel_for(blocks * powers.size(), ctx, [&](size_t item, const std::atomic<bool> &cancelled) {
+	parallel_for(blocks * powers.size(), ctx, [&](size_t item, size_t, const std::atomic<bool> &cancelled) {
 		size_t e = item / blocks, first = (item % blocks) * kCandidatesPerItem;
 		strengths_of_block(s, w, cands, first, std::min(kCandidatesPerItem, cands.size() - first),
 						   sp, powers[e], out[e].data() + first, cancelled);
