@@ -150,6 +150,22 @@ void validate_points(const GeoPoints &points, GeoMetric metric)
 	}
 }
 
+/* What every function checks first: epsilon, then every point. */
+void check_geo_input(const GeoPoints &points, const GeoOptions &options)
+{
+	check_epsilon(options.epsilon);
+	validate_points(points, options.metric);
+}
+
+/* cos(latitude) of every latitude, which the haversine key takes with it. */
+template <typename Vector> Vector cos_latitudes(const Vector &latitude)
+{
+	Vector out(latitude.size());
+	for (size_t i = 0; i < latitude.size(); ++i)
+		out[i] = geo::cos_latitude(latitude[i]);
+	return out;
+}
+
 /* The CSR of valid points, stable: each user's points in input order. */
 GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric,
 							const std::function<void()> &check_interrupts = [] {})
@@ -174,11 +190,7 @@ GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric,
 		set.y[at] = points.y[row];
 	}
 	if (metric == GeoMetric::Haversine)
-	{
-		set.cos_lat.resize(n);
-		for (size_t p = 0; p < n; ++p)
-			set.cos_lat[p] = geo::cos_latitude(set.y[p]);
-	}
+		set.cos_lat = cos_latitudes(set.y);
 	return set;
 }
 
@@ -200,11 +212,7 @@ GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric)
 	for (size_t i = 0; i < n; ++i)
 		check_coordinates(set.x[i], set.y[i], metric, "candidate", candidates.id[i]);
 	if (metric == GeoMetric::Haversine)
-	{
-		set.cos_lat.resize(n);
-		for (size_t i = 0; i < n; ++i)
-			set.cos_lat[i] = geo::cos_latitude(set.y[i]);
-	}
+		set.cos_lat = cos_latitudes(set.y);
 	return set;
 }
 
@@ -243,13 +251,13 @@ template <GeoMetric M> double pair_key(const GeoPointSet &s, int64_t a, int64_t 
 		return geo::haversine_key(s.x[a], s.y[a], s.cos_lat[a], s.x[b], s.y[b], s.cos_lat[b]);
 }
 
-/* The key of the nearest point of user b to point a. */
-template <GeoMetric M> double nearest_key(const GeoPointSet &s, int64_t a, int32_t b)
+/* The distance from point a to the nearest point of user b. */
+template <GeoMetric M> double nearest_distance(const GeoPointSet &s, int64_t a, int32_t b)
 {
 	double best = INFINITY;
 	for (int64_t j = s.offsets[b]; j < s.offsets[b + 1]; ++j)
 		best = geo::lesser(best, pair_key<M>(s, a, j));
-	return best;
+	return geo::key_distance(M == GeoMetric::Haversine, best);
 }
 
 template <GeoMetric M>
@@ -270,7 +278,7 @@ void similarity_sums_cpu(const GeoPointSet &s, int32_t main_user, double epsilon
 			double f = 0.0, r = 0.0;
 			for (int64_t a = main_begin; a < main_end; ++a)
 			{
-				double d = geo::key_distance(M == GeoMetric::Haversine, nearest_key<M>(s, a, static_cast<int32_t>(u)));
+				double d = nearest_distance<M>(s, a, static_cast<int32_t>(u));
 				f = geo::add(f, geo::greater(d, epsilon));
 				r = geo::add(r, d);
 			}
@@ -321,7 +329,7 @@ void similar_users_cpu(const GeoPointSet &s, int k, double epsilon,
 				continue;
 			double f = 0.0;
 			for (int64_t i = s.offsets[a]; i < s.offsets[a + 1]; ++i)
-				f = geo::add(f, geo::greater(geo::key_distance(M == GeoMetric::Haversine, nearest_key<M>(s, i, b)), epsilon));
+				f = geo::add(f, geo::greater(nearest_distance<M>(s, i, b), epsilon));
 			geo::heap_offer(heap, size, k,
 							{geo::similarity_of(s.count(a), f), static_cast<long long>(s.user_ids[b])});
 		}
@@ -480,8 +488,7 @@ GeoMetric parse_geo_metric(const std::string &name)
 
 GeoPointSet group_points(const GeoPoints &points, const GeoOptions &options)
 {
-	check_epsilon(options.epsilon);
-	validate_points(points, options.metric);
+	check_geo_input(points, options);
 	return build_point_set(points, options.metric);
 }
 
@@ -533,6 +540,28 @@ gpu::GeoSessionPtr open_gpu_session(const GeoPoints &points, GeoMetric metric, c
 	return gpu::open_geo_session(columns, cands ? &candidate_columns : nullptr, ctx);
 }
 
+/*
+ * Runs a computation on the device that dispatch (device.hpp) chooses for
+ * `work` distance evaluations: on_gpu(session) with the points (and the
+ * candidates, when given) on the GPU, or on_cpu(set) with the points
+ * grouped on the CPU.
+ */
+template <typename OnGpu, typename OnCpu>
+void on_chosen_device(const GeoPoints &points, GeoMetric metric, const GeoCandidateSet *cands,
+					  const char *function, double work, ExecContext &ctx, OnGpu on_gpu, OnCpu on_cpu)
+{
+	dispatch(
+		ctx, function, work, kMinGpuPairs,
+		[&] {
+			gpu::GeoSessionPtr session = open_gpu_session(points, metric, cands, ctx);
+			on_gpu(*session);
+		},
+		[&] {
+			GeoPointSet set = grouped_on_cpu(points, metric, ctx);
+			on_cpu(set);
+		});
+}
+
 } // namespace
 
 /* ---- the functions ------------------------------------------------------ */
@@ -540,22 +569,15 @@ gpu::GeoSessionPtr open_gpu_session(const GeoPoints &points, GeoMetric metric, c
 std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t main_user,
 											const GeoOptions &options, ExecContext &ctx)
 {
-	check_epsilon(options.epsilon);
-	validate_points(points, options.metric);
+	check_geo_input(points, options);
 	int32_t main = main_user_code(points, main_user);
 	int64_t main_points = points.user.counts()[main];
 	std::vector<double> floored, raw;
 	double work = static_cast<double>(main_points) * static_cast<double>(points.user.size());
-	dispatch(
-		ctx, "user_similarity", work, kMinGpuPairs,
-		[&] {
-			gpu::GeoSessionPtr session = open_gpu_session(points, options.metric, nullptr, ctx);
-			gpu::geo_similarity_sums(*session, main, options.epsilon, floored, raw);
-		},
-		[&] {
-			GeoPointSet set = grouped_on_cpu(points, options.metric, ctx);
-			similarity_sums_on_cpu(set, main, options.epsilon, floored, raw, ctx);
-		});
+	on_chosen_device(
+		points, options.metric, nullptr, "user_similarity", work, ctx,
+		[&](gpu::GeoSession &session) { gpu::geo_similarity_sums(session, main, options.epsilon, floored, raw); },
+		[&](const GeoPointSet &set) { similarity_sums_on_cpu(set, main, options.epsilon, floored, raw, ctx); });
 
 	std::vector<UserSimilarity> out;
 	for (int32_t u : points.user.codes_in_id_order())
@@ -569,8 +591,7 @@ std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const Geo
 									   ExecContext &ctx)
 {
 	check_k(k);
-	check_epsilon(options.epsilon);
-	validate_points(points, options.metric);
+	check_geo_input(points, options);
 	int32_t n_users = static_cast<int32_t>(points.user.distinct());
 	if (n_users < 2)
 		return {};
@@ -578,16 +599,10 @@ std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const Geo
 	std::vector<SimilarityEntry> heaps;
 	std::vector<int32_t> sizes;
 	double n_points = static_cast<double>(points.user.size());
-	dispatch(
-		ctx, "similar_users", n_points * n_points, kMinGpuPairs,
-		[&] {
-			gpu::GeoSessionPtr session = open_gpu_session(points, options.metric, nullptr, ctx);
-			gpu::geo_similar_users(*session, kept, options.epsilon, heaps, sizes);
-		},
-		[&] {
-			GeoPointSet set = grouped_on_cpu(points, options.metric, ctx);
-			similar_users_on_cpu(set, kept, options.epsilon, heaps, sizes, ctx);
-		});
+	on_chosen_device(
+		points, options.metric, nullptr, "similar_users", n_points * n_points, ctx,
+		[&](gpu::GeoSession &session) { gpu::geo_similar_users(session, kept, options.epsilon, heaps, sizes); },
+		[&](const GeoPointSet &set) { similar_users_on_cpu(set, kept, options.epsilon, heaps, sizes, ctx); });
 
 	std::vector<SimilarUser> out;
 	out.reserve(static_cast<size_t>(n_users) * kept);
@@ -615,16 +630,14 @@ void with_strengths(const GeoPoints &points, const GeoCandidateSet &cands,
 					ExecContext &ctx, Consumer consume)
 {
 	GeoMetric metric = sp.haversine ? GeoMetric::Haversine : GeoMetric::Euclidean;
-	dispatch(
-		ctx, function, work, kMinGpuPairs,
-		[&] {
-			gpu::GeoSessionPtr session = open_gpu_session(points, metric, &cands, ctx);
+	on_chosen_device(
+		points, metric, &cands, function, work, ctx,
+		[&](gpu::GeoSession &session) {
 			consume([&](int32_t main) {
-				return gpu::geo_strengths(*session, main, strength.min_similarity, sp, powers);
+				return gpu::geo_strengths(session, main, strength.min_similarity, sp, powers);
 			});
 		},
-		[&] {
-			GeoPointSet set = grouped_on_cpu(points, metric, ctx);
+		[&](const GeoPointSet &set) {
 			consume([&](int32_t main) {
 				return strengths_on_cpu(set, cands, main, strength.min_similarity, sp, powers, ctx);
 			});
@@ -639,8 +652,7 @@ std::vector<double> predict_strength(const GeoPoints &points, int64_t main_user,
 									 ExecContext &ctx)
 {
 	check_strength_arguments({exponent}, strength);
-	check_epsilon(options.epsilon);
-	validate_points(points, options.metric);
+	check_geo_input(points, options);
 	int32_t main = main_user_code(points, main_user);
 	GeoCandidateSet cands = candidate_set(candidates, options.metric);
 	if (cands.size() == 0)
@@ -662,8 +674,7 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 									  ExecContext &ctx)
 {
 	check_strength_arguments(exponents, strength);
-	check_epsilon(options.epsilon);
-	validate_points(points, options.metric);
+	check_geo_input(points, options);
 	GeoCandidateSet cands = candidate_set(candidates, options.metric);
 	StrengthParams sp = strength_params(strength, options);
 
