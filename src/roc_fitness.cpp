@@ -11,7 +11,8 @@
  * format's all at once, grouped by segment, an array row's only when its
  * turn comes (its examples lie together).  Each segment is then
  * radix-sorted on the bytes where its keys differ and walked once, tie
- * group by tie group.  Two threads share the segments.
+ * group by tie group.  The segments are shared among all cores
+ * (cpu_parallel.hpp).
  */
 #include "no_postgres.hpp"
 
@@ -23,10 +24,10 @@
 #include <cstring>
 #include <numeric>
 #include <string>
-#include <thread>
 
 #include "../kernels/api/roc_kernels.hpp"
 #include "../kernels/api/roc_keys.hpp"
+#include "cpu_parallel.hpp"
 
 namespace gpurec {
 
@@ -47,6 +48,13 @@ constexpr int64_t kMaxExamplesPerIndividual = INT32_MAX;
 
 /* Below this many examples a comparison sort beats the radix sort's fixed costs. */
 constexpr int64_t kSmallSort = 256;
+
+/*
+ * Examples per CPU work item: small segments go together, so that handing
+ * out an item costs little beside sorting its examples (a millisecond or
+ * so); a larger segment is an item of its own.
+ */
+constexpr double kExamplesPerItem = 1 << 16;
 
 void check_examples_per_individual(int64_t id, int64_t examples)
 {
@@ -316,10 +324,11 @@ template <typename Key> RocCounts counts_of_sorted(const Key *keys, int64_t n)
 }
 
 /*
- * One CPU thread's counting: segment by segment, with scratch that lives as
- * long as the thread's share (fresh scratch per segment costs page faults).
+ * One CPU worker's counting: segment by segment, with scratch that lives as
+ * long as the worker's share of the call (fresh scratch per segment costs
+ * page faults).  Aligned so that two workers' counters share no cache line.
  */
-template <typename Source> class SegmentCounter
+template <typename Source> class alignas(64) SegmentCounter
 {
   public:
 	using Key = typename Source::Key;
@@ -340,58 +349,22 @@ template <typename Source> class SegmentCounter
 };
 
 /*
- * Two threads share the segments (the machine has two cores); the backend's
- * own thread keeps checking for interrupts, and no thread but it calls
- * PostgreSQL.
+ * Every segment's counts, on all cores: items of consecutive segments of
+ * about kExamplesPerItem examples, each worker with its own counter.
  */
 template <typename Source> std::vector<RocCounts> counts_on_cpu(Source &source, ExecContext &ctx)
 {
 	size_t n_segments = source.segments();
 	std::vector<RocCounts> out(n_segments);
-	/* split the segments where half the examples lie */
-	size_t split = 0;
-	if (n_segments > 0)
-	{
-		int64_t half = source.examples_before(n_segments) / 2;
-		size_t lo = 0, hi = n_segments;
-		while (lo < hi)
-		{
-			size_t mid = (lo + hi) / 2;
-			if (source.examples_before(mid) <= half)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		split = lo;
-	}
-	std::atomic<bool> cancelled{false}, helper_done{false};
-	std::thread helper([&] {
-		SegmentCounter<Source> counter(source, out);
-		for (size_t s = split; s < n_segments && !cancelled.load(std::memory_order_relaxed); ++s)
-			counter.count(s);
-		helper_done = true;
+	std::vector<size_t> items = split_by_cost(n_segments, kExamplesPerItem, [&](size_t s) {
+		return static_cast<double>(source.examples_before(s + 1) - source.examples_before(s));
 	});
-	try
-	{
-		SegmentCounter<Source> counter(source, out);
-		for (size_t s = 0; s < split; ++s)
-		{
-			counter.count(s);
-			ctx.check_interrupts();
-		}
-		while (!helper_done)
-		{
-			ctx.check_interrupts();
-			std::this_thread::sleep_for(std::chrono::milliseconds(2));
-		}
-	}
-	catch (...)
-	{
-		cancelled = true;
-		helper.join();
-		throw;
-	}
-	helper.join();
+	size_t n_items = items.size() - 1;
+	std::vector<SegmentCounter<Source>> counters(parallel_workers(n_items), SegmentCounter<Source>(source, out));
+	parallel_for(n_items, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &cancelled) {
+		for (size_t s = items[item]; s < items[item + 1] && !cancelled.load(std::memory_order_relaxed); ++s)
+			counters[worker].count(s);
+	});
 	return out;
 }
 

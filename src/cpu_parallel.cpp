@@ -1,0 +1,105 @@
+/*
+ * cpu_parallel.cpp: parallel_for (cpu_parallel.hpp), the worker threads of
+ * every CPU path, and the calling thread's interrupt checks while they run.
+ */
+#include "no_postgres.hpp"
+
+#include "cpu_parallel.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace gpurec {
+
+namespace {
+
+/* How long the calling thread waits for the workers between interrupt checks. */
+constexpr std::chrono::milliseconds kInterruptCheckInterval(5);
+
+} // namespace
+
+size_t parallel_workers(size_t n)
+{
+	return std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body)
+{
+	if (n == 0)
+		return;
+	size_t n_workers = parallel_workers(n);
+	std::atomic<size_t> next{0};
+	std::atomic<bool> cancelled{false};
+	std::mutex mutex;
+	std::condition_variable finished;
+	size_t running = n_workers;
+	std::exception_ptr failure; /* the first that a worker threw */
+
+	auto work = [&](size_t worker) {
+		try
+		{
+			for (size_t i; !cancelled.load(std::memory_order_relaxed) && (i = next++) < n;)
+				body(i, worker, cancelled);
+		}
+		catch (...)
+		{
+			std::lock_guard<std::mutex> lock(mutex);
+			if (!failure)
+				failure = std::current_exception();
+			cancelled = true;
+		}
+		std::lock_guard<std::mutex> lock(mutex);
+		if (--running == 0)
+			finished.notify_all();
+	};
+
+	std::vector<std::thread> threads;
+	std::exception_ptr interrupt; /* what the calling thread caught: a cancel, or no thread to start */
+	try
+	{
+		for (size_t t = 0; t < n_workers; ++t)
+			threads.emplace_back(work, t);
+	}
+	catch (...)
+	{
+		/* could not start a thread: stop those that run, then report */
+		interrupt = std::current_exception();
+		cancelled = true;
+		std::lock_guard<std::mutex> lock(mutex);
+		running -= n_workers - threads.size();
+	}
+	for (;;)
+	{
+		{
+			std::unique_lock<std::mutex> lock(mutex);
+			if (running == 0)
+				break;
+			finished.wait_for(lock, kInterruptCheckInterval);
+			if (running == 0)
+				break;
+		}
+		if (interrupt)
+			continue;
+		try
+		{
+			ctx.check_interrupts();
+		}
+		catch (...)
+		{
+			interrupt = std::current_exception();
+			cancelled = true;
+		}
+	}
+	for (std::thread &t : threads)
+		t.join();
+	if (interrupt)
+		std::rethrow_exception(interrupt);
+	if (failure)
+		std::rethrow_exception(failure);
+}
+
+} // namespace gpurec

@@ -1,0 +1,71 @@
+/*
+ * cpu_parallel.hpp: the engine's one way to spread CPU work over threads.
+ * Every family's CPU path (geo, roc_fitness) runs its items through
+ * parallel_for, so that cancellation, failures and the rule "PostgreSQL is
+ * called from the backend's thread alone" are handled in one place.
+ */
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "device.hpp"
+
+namespace gpurec {
+
+/*
+ * One item's work: item in [0, n); worker in [0, parallel_workers(n)), the
+ * thread that runs it (a worker runs one item at a time, so state kept per
+ * worker needs no lock); cancelled turns true when the call was cancelled
+ * or another item failed, and long items may poll it to stop early.
+ */
+using ParallelBody = std::function<void(size_t item, size_t worker, const std::atomic<bool> &cancelled)>;
+
+/* The worker threads parallel_for starts for n items: one per core, at most one per item. */
+size_t parallel_workers(size_t n);
+
+/*
+ * Runs body for every item in [0, n) on parallel_workers(n) worker threads,
+ * which take the items in turn, and returns when all have finished.
+ *
+ * The calling thread (a backend's own) computes nothing: it waits and calls
+ * ctx.check_interrupts() every few milliseconds.  The cancel checks belong to
+ * it because PostgreSQL is single-threaded: its interrupt check reads the
+ * backend's signal flags and, through pg_call, its error-handling and
+ * memory-context state, which belong to the backend's thread; called from a
+ * worker it would race with that thread.  So no worker ever calls
+ * PostgreSQL, nor anything of ctx: the workers learn of a cancel through
+ * `cancelled` and stop after their current item (or sooner, where body
+ * polls the flag), and what check_interrupts threw is rethrown once they
+ * all have joined.  What body throws stops the other workers the same way
+ * and is rethrown on the calling thread after the join (a cancel first);
+ * no exception leaves a worker thread.
+ */
+void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body);
+
+/*
+ * Splits [0, n) into consecutive ranges of about `per_item` units of
+ * cost(i) each, for parallel_for: range r is [bounds[r], bounds[r + 1]), so
+ * there are bounds.size() - 1 of them (none when n = 0).
+ */
+template <typename Cost> std::vector<size_t> split_by_cost(size_t n, double per_item, Cost cost)
+{
+	std::vector<size_t> bounds{0};
+	double acc = 0;
+	for (size_t i = 0; i < n; ++i)
+	{
+		acc += cost(i);
+		if (acc >= per_item)
+		{
+			bounds.push_back(i + 1);
+			acc = 0;
+		}
+	}
+	if (bounds.back() != n)
+		bounds.push_back(n);
+	return bounds;
+}
+
+} // namespace gpurec

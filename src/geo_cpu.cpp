@@ -1,0 +1,240 @@
+/*
+ * geo_cpu.cpp: the geospatial recommender's CPU algorithms, what the GPU
+ * kernels (kernels/geo.cu) do on the device: the similarity sums to one
+ * user, every user's most similar others, and the strengths of candidates.
+ * Each runs its work items on all cores (cpu_parallel.hpp) and performs
+ * the kernels' IEEE operations in their order (geo_arithmetic.hpp), so the
+ * two devices give the same bits.
+ */
+#include "no_postgres.hpp"
+
+#include "geo_internal.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <type_traits>
+
+#include "cpu_parallel.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/* Distance evaluations per CPU work item: about a millisecond. */
+constexpr double kPairsPerItem = 1e6;
+
+/* Candidates per CPU work item: one pass over the points serves all of them. */
+constexpr size_t kCandidatesPerItem = 8;
+
+/* Order key of the distance between point a and point b of the set. */
+template <GeoMetric M> double pair_key(const GeoPointSet &s, int64_t a, int64_t b)
+{
+	if constexpr (M == GeoMetric::Euclidean)
+		return geo::euclidean_key(s.x[a], s.y[a], s.x[b], s.y[b]);
+	else
+		return geo::haversine_key(s.x[a], s.y[a], s.cos_lat[a], s.x[b], s.y[b], s.cos_lat[b]);
+}
+
+/* The distance from point a to the nearest point of user b. */
+template <GeoMetric M> double nearest_distance(const GeoPointSet &s, int64_t a, int32_t b)
+{
+	double best = INFINITY;
+	for (int64_t j = s.offsets[b]; j < s.offsets[b + 1]; ++j)
+		best = geo::lesser(best, pair_key<M>(s, a, j));
+	return geo::key_distance(M == GeoMetric::Haversine, best);
+}
+
+/*
+ * Calls run(metric) with s's metric as a compile-time constant (so each
+ * metric gets its own loop), counting the time as compute.
+ */
+template <typename Run> void compute_on_cpu(const GeoPointSet &s, ExecContext &ctx, Run run)
+{
+	Stopwatch clock;
+	if (s.metric == GeoMetric::Euclidean)
+		run(std::integral_constant<GeoMetric, GeoMetric::Euclidean>{});
+	else
+		run(std::integral_constant<GeoMetric, GeoMetric::Haversine>{});
+	ctx.times.compute_ms += clock.elapsed_ms();
+}
+
+template <GeoMetric M>
+void similarity_sums_cpu(const GeoPointSet &s, int32_t main_user, double epsilon,
+						 std::vector<double> &floored, std::vector<double> &raw, ExecContext &ctx)
+{
+	int32_t n_users = s.users();
+	int64_t main_begin = s.offsets[main_user], main_end = s.offsets[main_user + 1];
+	double main_points = static_cast<double>(main_end - main_begin);
+	floored.assign(n_users, 0.0);
+	raw.assign(n_users, 0.0);
+	std::vector<size_t> items = split_by_cost(n_users, kPairsPerItem, [&](size_t u) {
+		return main_points * static_cast<double>(s.count(static_cast<int32_t>(u)));
+	});
+	parallel_for(items.size() - 1, ctx, [&](size_t item, size_t, const std::atomic<bool> &) {
+		for (size_t u = items[item]; u < items[item + 1]; ++u)
+		{
+			double f = 0.0, r = 0.0;
+			for (int64_t a = main_begin; a < main_end; ++a)
+			{
+				double d = nearest_distance<M>(s, a, static_cast<int32_t>(u));
+				f = geo::add(f, geo::greater(d, epsilon));
+				r = geo::add(r, d);
+			}
+			floored[u] = f;
+			raw[u] = r;
+		}
+	});
+}
+
+template <GeoMetric M>
+void similar_users_cpu(const GeoPointSet &s, int k, double epsilon,
+					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
+					   ExecContext &ctx)
+{
+	int32_t n_users = s.users();
+	heaps.assign(static_cast<size_t>(n_users) * k, SimilarityEntry{0, 0});
+	sizes.assign(n_users, 0);
+	parallel_for(n_users, ctx, [&](size_t item, size_t, const std::atomic<bool> &cancelled) {
+		int32_t a = static_cast<int32_t>(item);
+		SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * k;
+		int size = 0;
+		for (int32_t b = 0; b < n_users && !cancelled.load(std::memory_order_relaxed); ++b)
+		{
+			if (b == a)
+				continue;
+			double f = 0.0;
+			for (int64_t i = s.offsets[a]; i < s.offsets[a + 1]; ++i)
+				f = geo::add(f, geo::greater(nearest_distance<M>(s, i, b), epsilon));
+			geo::heap_offer(heap, size, k,
+							{geo::similarity_of(s.count(a), f), static_cast<long long>(s.user_ids[b])});
+		}
+		sizes[a] = size;
+	});
+}
+
+/*
+ * The weight of every point in a strength: the similarity of its user to
+ * the main user where that is at least min_similarity, else 0 (the main
+ * user's own points weigh 0).
+ */
+HugeVector<double> point_weights(const GeoPointSet &s, int32_t main_user, double min_similarity,
+								 const std::vector<double> &floored)
+{
+	HugeVector<double> w(s.points(), 0.0);
+	int64_t main_points = s.count(main_user);
+	for (int32_t u = 0; u < s.users(); ++u)
+	{
+		double sim = geo::similarity_of(main_points, floored[u]);
+		if (u == main_user || !(sim >= min_similarity))
+			continue;
+		std::fill(w.begin() + s.offsets[u], w.begin() + s.offsets[u + 1], sim);
+	}
+	return w;
+}
+
+/*
+ * The strengths of candidates [first, first + n) under one power, in the
+ * order geo_kernels.hpp fixes: slices; runs of equal weight as one
+ * fraction; group values into the slice sum; slice sums into the total.
+ */
+void strengths_of_block(const GeoPointSet &s, const HugeVector<double> &w,
+						const GeoCandidateSet &cands, size_t first, size_t n,
+						const StrengthParams &sp, const PowerPlan &power, double *out,
+						const std::atomic<bool> &cancelled)
+{
+	int64_t n_points = s.points();
+	bool haversine = sp.haversine;
+	double total[kCandidatesPerItem] = {}, slice_sum[kCandidatesPerItem];
+	geo::GroupFraction group[kCandidatesPerItem];
+	auto denominator = [&](int64_t p, size_t c) {
+		double base = geo::strength_base(sp, s.x[p], s.y[p], haversine ? s.cos_lat[p] : 0.0,
+										 cands.x[first + c], cands.y[first + c],
+										 haversine ? cands.cos_lat[first + c] : 0.0);
+		return base < 0 ? base : geo::raise(base, power);
+	};
+	for (int64_t slice = 0; slice < n_points && !cancelled.load(std::memory_order_relaxed);
+		 slice += kStrengthSlice)
+	{
+		int64_t slice_end = std::min(n_points, slice + kStrengthSlice);
+		std::fill(slice_sum, slice_sum + n, 0.0);
+		for (int64_t g0 = slice, g1; g0 < slice_end; g0 = g1)
+		{
+			g1 = geo::group_end(w.data(), g0, slice_end);
+			double weight = w[g0];
+			if (weight == 0.0)
+				continue;
+			for (size_t c = 0; c < n; ++c)
+				group[c] = geo::GroupFraction();
+			for (int64_t p = g0; p < g1; ++p)
+				for (size_t c = 0; c < n; ++c)
+				{
+					double g = denominator(p, c);
+					if (g >= 0)
+						group[c].add_term(g);
+				}
+			for (size_t c = 0; c < n; ++c)
+			{
+				double sum = 0.0;
+				if (group[c].fallback_needed())
+				{
+					for (int64_t p = g0; p < g1; ++p)
+					{
+						double g = denominator(p, c);
+						if (g >= 0)
+							sum = geo::add(sum, geo::div(1.0, g));
+					}
+				}
+				else if (!group[c].empty())
+					sum = group[c].value();
+				slice_sum[c] = geo::add(slice_sum[c], geo::mul(weight, sum));
+			}
+		}
+		for (size_t c = 0; c < n; ++c)
+			total[c] = geo::add(total[c], slice_sum[c]);
+	}
+	std::copy(total, total + n, out);
+}
+
+} // namespace
+
+void similarity_sums_on_cpu(const GeoPointSet &s, int32_t main_user, double epsilon,
+							std::vector<double> &floored, std::vector<double> &raw,
+							ExecContext &ctx)
+{
+	compute_on_cpu(s, ctx, [&](auto metric) {
+		similarity_sums_cpu<metric()>(s, main_user, epsilon, floored, raw, ctx);
+	});
+}
+
+void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon,
+						  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
+						  ExecContext &ctx)
+{
+	compute_on_cpu(s, ctx, [&](auto metric) {
+		similar_users_cpu<metric()>(s, k, epsilon, heaps, sizes, ctx);
+	});
+}
+
+std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const GeoCandidateSet &cands,
+												  int32_t main_user, double min_similarity,
+												  const StrengthParams &sp,
+												  const std::vector<PowerPlan> &powers,
+												  ExecContext &ctx)
+{
+	std::vector<double> floored, raw;
+	similarity_sums_on_cpu(s, main_user, sp.epsilon, floored, raw, ctx);
+	Stopwatch clock;
+	HugeVector<double> w = point_weights(s, main_user, min_similarity, floored);
+	std::vector<std::vector<double>> out(powers.size(), std::vector<double>(cands.size()));
+	size_t blocks = (cands.size() + kCandidatesPerItem - 1) / kCandidatesPerItem;
+	parallel_for(blocks * powers.size(), ctx, [&](size_t item, size_t, const std::atomic<bool> &cancelled) {
+		size_t e = item / blocks, first = (item % blocks) * kCandidatesPerItem;
+		strengths_of_block(s, w, cands, first, std::min(kCandidatesPerItem, cands.size() - first),
+						   sp, powers[e], out[e].data() + first, cancelled);
+	});
+	ctx.times.compute_ms += clock.elapsed_ms();
+	return out;
+}
+
+} // namespace gpurec

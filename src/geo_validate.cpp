@@ -1,0 +1,170 @@
+/*
+ * geo_validate.cpp: the geospatial recommender's checks of its arguments
+ * (metric, epsilon, exponents, strength options) and of its data
+ * (coordinates, the main user), each with the ERROR it raises.  The SQL
+ * layer calls the argument checks before it reads any input; the
+ * functions of geo.hpp make them all again.
+ */
+#include "no_postgres.hpp"
+
+#include "geo_internal.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace gpurec {
+
+namespace {
+
+/* As float8 output spells it. */
+std::string number_text(double v)
+{
+	if (std::isnan(v))
+		return "NaN";
+	if (std::isinf(v))
+		return v > 0 ? "Infinity" : "-Infinity";
+	char buf[64];
+	for (int digits = 15; digits <= 17; ++digits) /* the shortest that reads back the same */
+	{
+		std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+		if (std::strtod(buf, nullptr) == v)
+			break;
+	}
+	return buf;
+}
+
+void check_epsilon(double epsilon)
+{
+	if (!(epsilon > 0) || !std::isfinite(epsilon))
+		throw Error(sqlstate::invalid_parameter_value, "epsilon must be greater than zero",
+					"epsilon = " + number_text(epsilon) + ".",
+					"epsilon is the least distance counted; the default is 1e-9.");
+}
+
+void check_exponent(double exponent)
+{
+	if (!(exponent > 0) || !std::isfinite(exponent))
+		throw Error(sqlstate::invalid_parameter_value, "exponent must be greater than zero",
+					"exponent = " + number_text(exponent) + ".");
+}
+
+void check_strength_options(const StrengthOptions &strength)
+{
+	if (std::isnan(strength.max_distance) || strength.max_distance < 0)
+		throw Error(sqlstate::invalid_parameter_value, "max_distance must not be negative",
+					"max_distance = " + number_text(strength.max_distance) + ".",
+					"Pass NULL for no limit.");
+	if (std::isnan(strength.min_similarity))
+		throw Error(sqlstate::invalid_parameter_value, "min_similarity must not be NaN");
+}
+
+/*
+ * Every coordinate finite and, under haversine, in range; else the error
+ * that names the user of the first bad row.  A branch-free pass per chunk
+ * first, as bad rows are rare.
+ */
+void validate_points(const GeoPoints &points, GeoMetric metric)
+{
+	size_t n = points.user.size();
+	if (points.x.size() != n || points.y.size() != n)
+		throw Error(sqlstate::internal_error, "points columns differ in length");
+	if (points.user.distinct() > static_cast<size_t>(INT32_MAX) - 1)
+		throw Error(sqlstate::program_limit_exceeded, "too many users in one call");
+	bool haversine = metric == GeoMetric::Haversine;
+	for (size_t c = 0; c < points.x.chunk_count(); ++c)
+	{
+		const double *x = points.x.chunk_data(c), *y = points.y.chunk_data(c);
+		size_t rows = points.x.chunk_rows(c);
+		bool bad = false;
+		if (haversine)
+			for (size_t i = 0; i < rows; ++i)
+				bad |= !(x[i] >= -180 && x[i] <= 180 && y[i] >= -90 && y[i] <= 90);
+		else
+			for (size_t i = 0; i < rows; ++i)
+				bad |= !(std::fabs(x[i]) <= DBL_MAX && std::fabs(y[i]) <= DBL_MAX);
+		if (!bad)
+			continue;
+		for (size_t i = 0; i < rows; ++i)
+		{
+			size_t row = c * FloatColumn::kChunkRows + i;
+			check_coordinates(x[i], y[i], metric, "user", points.user.value_of(points.user.code(row)));
+		}
+	}
+}
+
+} // namespace
+
+/* ---- arguments ---------------------------------------------------------- */
+
+GeoOptions geo_options(const std::string &metric, double epsilon)
+{
+	GeoOptions options{parse_geo_metric(metric), epsilon};
+	check_epsilon(epsilon);
+	return options;
+}
+
+GeoMetric parse_geo_metric(const std::string &name)
+{
+	std::string lower(name);
+	std::transform(lower.begin(), lower.end(), lower.begin(),
+				   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+	if (lower == "euclidean")
+		return GeoMetric::Euclidean;
+	if (lower == "haversine")
+		return GeoMetric::Haversine;
+	throw Error(sqlstate::invalid_parameter_value, "unknown metric \"" + name + "\"",
+				"The metric must be 'euclidean' or 'haversine'.");
+}
+
+void check_strength_arguments(const std::vector<double> &exponents, const StrengthOptions &strength)
+{
+	if (exponents.empty())
+		throw Error(sqlstate::invalid_parameter_value, "exponents must not be empty");
+	for (double e : exponents)
+		check_exponent(e);
+	check_strength_options(strength);
+}
+
+/* ---- data --------------------------------------------------------------- */
+
+void check_coordinates(double x, double y, GeoMetric metric, const char *what, int64_t id)
+{
+	auto whose = [&] { return std::string(what) + " " + std::to_string(id); };
+	if (!std::isfinite(x) || !std::isfinite(y))
+		throw Error(sqlstate::data_exception,
+					"a point of " + whose() + " has a non-finite coordinate",
+					"x = " + number_text(x) + ", y = " + number_text(y) + ".");
+	if (metric != GeoMetric::Haversine)
+		return;
+	if (y < -90 || y > 90)
+		throw Error(sqlstate::numeric_value_out_of_range,
+					"latitude " + number_text(y) + " of " + whose() + " is out of range",
+					"Under the haversine metric y is the latitude in degrees, from -90 to 90.");
+	if (x < -180 || x > 180)
+		throw Error(sqlstate::numeric_value_out_of_range,
+					"longitude " + number_text(x) + " of " + whose() + " is out of range",
+					"Under the haversine metric x is the longitude in degrees, from -180 to 180.");
+}
+
+int32_t main_user_code(const GeoPoints &points, int64_t main_user, const char *role)
+{
+	int32_t code = points.user.find(main_user);
+	if (code < 0)
+		throw Error(sqlstate::invalid_parameter_value,
+					std::string(role) + " " + std::to_string(main_user) + " has no points",
+					"Similarity to a user is measured from that user's points.");
+	return code;
+}
+
+void check_geo_input(const GeoPoints &points, const GeoOptions &options)
+{
+	check_epsilon(options.epsilon);
+	validate_points(points, options.metric);
+}
+
+} // namespace gpurec

@@ -1,0 +1,175 @@
+/*
+ * test_cpu_parallel.cpp: parallel_for, the CPU paths' one threading helper:
+ * every item runs once, on a worker whose index is its own while it runs;
+ * only the calling thread checks for interrupts; a cancel reaches the
+ * workers and comes back on the calling thread, and so does a worker's
+ * exception, after every worker has stopped.  And split_by_cost's ranges.
+ */
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "../../src/cpu_parallel.hpp"
+
+namespace gpurec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/* Spins until cancelled, for at most 10 s (so that a broken cancel fails rather than hangs); true if cancelled. */
+bool wait_for_cancel(const std::atomic<bool> &cancelled)
+{
+	Clock::time_point give_up = Clock::now() + std::chrono::seconds(10);
+	while (!cancelled.load(std::memory_order_relaxed))
+	{
+		if (Clock::now() > give_up)
+			return false;
+		std::this_thread::yield();
+	}
+	return true;
+}
+
+TEST(CpuParallel, WorkersPerItemCount)
+{
+	size_t cores = std::max(1u, std::thread::hardware_concurrency());
+	EXPECT_EQ(parallel_workers(0), 0u);
+	EXPECT_EQ(parallel_workers(1), 1u);
+	EXPECT_EQ(parallel_workers(1000000), cores);
+	EXPECT_EQ(parallel_workers(cores + 1), cores);
+}
+
+TEST(CpuParallel, EveryItemOnceOnItsOwnWorker)
+{
+	constexpr size_t n = 5000;
+	std::vector<std::atomic<int>> runs(n);
+	size_t workers = parallel_workers(n);
+	std::unique_ptr<std::atomic<bool>[]> busy(new std::atomic<bool>[workers]);
+	for (size_t w = 0; w < workers; ++w)
+		busy[w] = false;
+	std::atomic<int> bad_worker{0}, overlaps{0}, on_caller{0};
+	std::thread::id caller = std::this_thread::get_id();
+	int checks = 0;
+	ExecContext ctx;
+	ctx.check_interrupts = [&] {
+		EXPECT_EQ(std::this_thread::get_id(), caller);
+		++checks;
+	};
+	parallel_for(n, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &cancelled) {
+		EXPECT_FALSE(cancelled.load());
+		if (worker >= workers)
+		{
+			++bad_worker;
+			return;
+		}
+		if (busy[worker].exchange(true))
+			++overlaps;
+		on_caller += std::this_thread::get_id() == caller;
+		++runs[item];
+		std::this_thread::sleep_for(std::chrono::microseconds(20));
+		busy[worker] = false;
+	});
+	EXPECT_EQ(bad_worker.load(), 0);
+	EXPECT_EQ(overlaps.load(), 0);
+	EXPECT_EQ(on_caller.load(), 0) << "the calling thread only waits";
+	for (size_t i = 0; i < n; ++i)
+		ASSERT_EQ(runs[i].load(), 1) << "item " << i;
+}
+
+TEST(CpuParallel, NoItemsNoWork)
+{
+	ExecContext ctx;
+	int checks = 0;
+	ctx.check_interrupts = [&] { ++checks; };
+	parallel_for(0, ctx, [&](size_t, size_t, const std::atomic<bool> &) { ADD_FAILURE() << "no item to run"; });
+	EXPECT_EQ(checks, 0);
+}
+
+/* The calling thread checks for interrupts while the workers run; what it throws stops them, then comes through. */
+TEST(CpuParallel, CancelReachesTheWorkers)
+{
+	struct Cancelled
+	{
+	};
+	std::thread::id caller = std::this_thread::get_id();
+	std::atomic<int> started{0}, saw_cancel{0}, running{0};
+	int checks = 0;
+	ExecContext ctx;
+	ctx.check_interrupts = [&] {
+		EXPECT_EQ(std::this_thread::get_id(), caller);
+		if (++checks == 2)
+			throw Cancelled();
+	};
+	size_t n = 1000;
+	bool caught = false;
+	try
+	{
+		parallel_for(n, ctx, [&](size_t, size_t, const std::atomic<bool> &cancelled) {
+			++running;
+			++started;
+			saw_cancel += wait_for_cancel(cancelled);
+			--running;
+		});
+	}
+	catch (const Cancelled &)
+	{
+		caught = true;
+		EXPECT_EQ(running.load(), 0) << "every worker stopped before the cancel came through";
+	}
+	EXPECT_TRUE(caught);
+	EXPECT_EQ(checks, 2) << "no check once cancelled";
+	EXPECT_GE(started.load(), 1);
+	EXPECT_LE(static_cast<size_t>(started.load()), parallel_workers(n)) << "no item starts after a cancel";
+	EXPECT_EQ(saw_cancel.load(), started.load());
+}
+
+/* An item's exception stops the other workers and is rethrown on the calling thread after they all joined. */
+TEST(CpuParallel, WorkerFailureComesThroughAfterTheJoin)
+{
+	std::atomic<int> running{0}, saw_cancel{0}, others{0};
+	ExecContext ctx;
+	bool caught = false;
+	try
+	{
+		parallel_for(1000, ctx, [&](size_t item, size_t, const std::atomic<bool> &cancelled) {
+			if (item == 0)
+			{
+				/* let the others start before failing */
+				std::this_thread::sleep_for(std::chrono::milliseconds(20));
+				throw std::runtime_error("item 0 failed");
+			}
+			++running;
+			++others;
+			saw_cancel += wait_for_cancel(cancelled);
+			--running;
+		});
+	}
+	catch (const std::runtime_error &e)
+	{
+		caught = true;
+		EXPECT_STREQ(e.what(), "item 0 failed");
+		EXPECT_EQ(running.load(), 0) << "every worker stopped before the failure came through";
+	}
+	EXPECT_TRUE(caught);
+	EXPECT_EQ(saw_cancel.load(), others.load());
+}
+
+TEST(CpuParallel, SplitByCost)
+{
+	auto unit = [](size_t) { return 1.0; };
+	EXPECT_EQ(split_by_cost(0, 2, unit), (std::vector<size_t>{0}));
+	EXPECT_EQ(split_by_cost(5, 2, unit), (std::vector<size_t>{0, 2, 4, 5}));
+	EXPECT_EQ(split_by_cost(4, 2, unit), (std::vector<size_t>{0, 2, 4}));
+	EXPECT_EQ(split_by_cost(3, 100, unit), (std::vector<size_t>{0, 3}));
+	/* a costly element ends its range, and is a range of its own after a full one */
+	std::vector<double> costs{1, 1, 5, 1, 9, 1};
+	EXPECT_EQ(split_by_cost(costs.size(), 2, [&](size_t i) { return costs[i]; }),
+			  (std::vector<size_t>{0, 2, 3, 5, 6}));
+}
+
+} // namespace
+} // namespace gpurec
