@@ -95,6 +95,8 @@ GeoMetric parse_geo_metric(const std::string &name);
  * here: 1e-9 only keeps identical points finite.
  */
 constexpr double kDefaultEuclideanEpsilon = 1e-9;
+/* The largest |x| or |y| under euclidean: (2 x 1e150)^2 x 2 is far below DBL_MAX. */
+constexpr double kMaxEuclideanCoordinate = 1e150;
 constexpr double kDefaultHaversineEpsilon = 10.0;
 
 inline double default_epsilon(GeoMetric metric)
