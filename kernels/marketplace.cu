@@ -568,6 +568,7 @@ std::vector<uint32_t> cheapest_offer_picks(const OfferColumns &offers, size_t n_
 			ctx.interrupt_point(Phase::Transfer);
 			rank_part(*streamed, s, n_products, k, still_active.get(), ranges.get(), host,
 					  candidates, ctx);
+			ctx.interrupt_point(Phase::Compute);
 			return candidates;
 		}
 	}
