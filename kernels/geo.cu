@@ -528,6 +528,7 @@ class GeoSession
 			upload(cand_cos_, candidates->cos_lat, n_cos, stream_);
 		}
 		ctx.times.transfer_ms += transfer.stop_ms();
+		ctx.interrupt_point(Phase::Transfer);
 	}
 
 	void similarity_sums(int32_t main_user, double epsilon);
@@ -650,7 +651,7 @@ class GeoSession
 	void between_launches()
 	{
 		stream_.synchronize();
-		ctx_.check_interrupts();
+		ctx_.interrupt_point(Phase::Compute);
 	}
 
 	CallContext &ctx_;

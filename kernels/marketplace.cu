@@ -509,7 +509,7 @@ void rank_part(OfferUpload &upload, ProductState s, size_t n_products, int k, un
 							  stream),
 			  "cudaMemcpyAsync");
 		check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-		ctx.check_interrupts();
+		ctx.interrupt_point(Phase::Compute);
 		if (*host.active.get() == 0)
 			break;
 	}
@@ -565,8 +565,10 @@ std::vector<uint32_t> cheapest_offer_picks(const OfferColumns &offers, size_t n_
 		ctx.times.transfer_ms += clock.elapsed_ms();
 		if (!streamed->failed())
 		{
+			ctx.interrupt_point(Phase::Transfer);
 			rank_part(*streamed, s, n_products, k, still_active.get(), ranges.get(), host,
 					  candidates, ctx);
+			ctx.interrupt_point(Phase::Compute);
 			return candidates;
 		}
 	}
@@ -586,9 +588,10 @@ std::vector<uint32_t> cheapest_offer_picks(const OfferColumns &offers, size_t n_
 			part.push_chunk(c, offers);
 		check(cudaStreamSynchronize(part.stream()), "cudaStreamSynchronize");
 		ctx.times.transfer_ms += clock.elapsed_ms();
+		ctx.interrupt_point(Phase::Transfer);
 		rank_part(part, s, n_products, k, still_active.get(), ranges.get(), host, candidates,
 				  ctx);
-		ctx.check_interrupts();
+		ctx.interrupt_point(Phase::Compute);
 	}
 	return candidates;
 }

@@ -470,7 +470,7 @@ void sort_and_fold(const Examples &examples, size_t n, size_t capacity, const Ke
 	stream.synchronize();
 	if (kept > capacity)
 		throw Failure(Failure::Kind::Internal, "roc_fitness: a part holds more examples than planned");
-	ctx.check_interrupts();
+	ctx.interrupt_point(Phase::Compute);
 
 	cub::DoubleBuffer<Key> sorted(packed.get(), packed_alt.get());
 	if (kept > 0)
@@ -519,7 +519,7 @@ void count_part(const Examples &examples, size_t n, size_t capacity, bool keys_a
 	else
 		sort_and_fold(examples, n, capacity, WideKeys{layout, segment_bits}, n_segments, out, stream, ctx);
 	ctx.times.compute_ms += compute.stop_ms();
-	ctx.check_interrupts();
+	ctx.interrupt_point(Phase::Compute);
 }
 
 } // namespace
@@ -552,7 +552,7 @@ std::vector<RocCounts> roc_counts_long(const RocExampleRows &rows, const std::ve
 		upload(segment_of_code, device_segment_of_code.get(), stream);
 		ctx.times.transfer_ms += transfer.stop_ms();
 	}
-	ctx.check_interrupts();
+	ctx.interrupt_point(Phase::Transfer);
 
 	const int64_t *rows_of_code = rows.rows_per_code;
 	std::vector<int32_t> code_of_segment(n_segments);
@@ -611,7 +611,7 @@ std::vector<RocCounts> counts_of_arrays(const ChunkedView<Value> &values, const 
 				upload(scores.valid, begin, end, valid.get(), stream);
 			ctx.times.transfer_ms += transfer.stop_ms();
 		}
-		ctx.check_interrupts();
+		ctx.interrupt_point(Phase::Transfer);
 		ArrayExamples<Value> part{device_values.get(), nulls ? valid.get() : nullptr, device_labels.get(),
 								  static_cast<long long>(length), rows * length <= UINT32_MAX};
 		count_part(part, rows * length, rows * length, true, static_cast<uint32_t>(rows), part_counts.data(),

@@ -1,6 +1,6 @@
 /*
  * cpu_parallel.cpp: parallel_for (cpu_parallel.hpp), the worker threads of
- * every CPU path, and the calling thread's interrupt checks while they run.
+ * every CPU path, and the calling thread's interrupt points while they run.
  */
 #include "no_postgres.hpp"
 
@@ -31,6 +31,8 @@ void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body)
 {
 	if (n == 0)
 		return;
+	/* the phase's first interrupt point comes before any work, however short the work is */
+	ctx.interrupt_point(Phase::Compute);
 	size_t n_workers = parallel_workers(n);
 	std::atomic<size_t> next{0};
 	std::atomic<bool> cancelled{false};
@@ -86,7 +88,7 @@ void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body)
 			continue;
 		try
 		{
-			ctx.check_interrupts();
+			ctx.interrupt_point(Phase::Compute);
 		}
 		catch (...)
 		{

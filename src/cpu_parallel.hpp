@@ -30,15 +30,16 @@ size_t parallel_workers(size_t n);
  * Runs body for every item in [0, n) on parallel_workers(n) worker threads,
  * which take the items in turn, and returns when all have finished.
  *
- * The calling thread (a backend's own) computes nothing: it waits and calls
- * ctx.check_interrupts() every few milliseconds.  The cancel checks belong to
+ * The calling thread (a backend's own) computes nothing: it calls
+ * ctx.interrupt_point(Phase::Compute) once before the workers start, then
+ * waits and calls it again every few milliseconds.  The cancel checks belong to
  * it because PostgreSQL is single-threaded: its interrupt check reads the
  * backend's signal flags and, through pg_call, its error-handling and
  * memory-context state, which belong to the backend's thread; called from a
  * worker it would race with that thread.  So no worker ever calls
  * PostgreSQL, nor anything of ctx: the workers learn of a cancel through
  * `cancelled` and stop after their current item (or sooner, where body
- * polls the flag), and what check_interrupts threw is rethrown once they
+ * polls the flag), and what interrupt_point threw is rethrown once they
  * all have joined.  What body throws stops the other workers the same way
  * and is rethrown on the calling thread after the join (a cancel first);
  * no exception leaves a worker thread.

@@ -26,12 +26,15 @@ enum class DeviceMode
 	Cpu
 };
 
+using gpu::Phase;
 using gpu::PhaseTimes;
 using gpu::Stopwatch;
+using gpu::TestFault;
 
 /*
  * A call's context: what the kernels use (gpu::CallContext: interrupt
- * check, memory budget, the test-only allocation failure, phase times) and
+ * points, memory budget, the test-only allocation failure and fault, phase
+ * times) and
  * what only the engine does.
  */
 struct ExecContext : gpu::CallContext

@@ -265,7 +265,7 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 							   for (size_t e = 0; e < exponents.size(); ++e)
 								   auc_sum[e] += auc_of(s[e], user.positive);
 							   ctx.times.compute_ms += clock.elapsed_ms();
-							   ctx.check_interrupts();
+							   ctx.interrupt_point(Phase::Compute);
 						   }
 					   });
 

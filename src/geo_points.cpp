@@ -29,7 +29,7 @@ template <typename Vector> Vector cos_latitudes(const Vector &latitude)
 
 /* The CSR of valid points, stable: each user's points in input order. */
 GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric,
-							const std::function<void()> &check_interrupts = [] {})
+							const std::function<void()> &interrupt_point = [] {})
 {
 	size_t n = points.user.size();
 	GeoPointSet set;
@@ -45,7 +45,7 @@ GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric,
 	for (size_t row = 0; row < n; ++row)
 	{
 		if ((row & (kCheckRows - 1)) == 0)
-			check_interrupts();
+			interrupt_point();
 		int64_t at = fill[points.user.code(row)]++;
 		set.x[at] = points.x[row];
 		set.y[at] = points.y[row];
@@ -61,7 +61,7 @@ GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric,
 GeoPointSet grouped_on_cpu(const GeoPoints &points, GeoMetric metric, ExecContext &ctx)
 {
 	Stopwatch clock;
-	GeoPointSet set = build_point_set(points, metric, ctx.check_interrupts);
+	GeoPointSet set = build_point_set(points, metric, [&ctx] { ctx.interrupt_point(Phase::Compute); });
 	ctx.times.compute_ms += clock.elapsed_ms();
 	return set;
 }

@@ -123,7 +123,7 @@ RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 	size_t n = offers.product.size();
 	for (size_t begin = 0; begin < n; begin += kCheckEvery)
 	{
-		ctx.check_interrupts();
+		ctx.interrupt_point(Phase::Compute);
 		size_t end = std::min(n, begin + kCheckEvery);
 		for (size_t row = begin; row < end; ++row)
 			heaps.add(static_cast<uint32_t>(row));
@@ -192,7 +192,7 @@ void spread_duplicates(const Offers &offers, RankedOffers &ranked, ExecContext &
 	size_t n = offers.product.size();
 	for (size_t begin = 0; begin < n && unfilled > 0; begin += kCheckEvery)
 	{
-		ctx.check_interrupts();
+		ctx.interrupt_point(Phase::Compute);
 		size_t end = std::min(n, begin + kCheckEvery);
 		for (size_t row = begin; row < end; ++row)
 		{
@@ -354,7 +354,7 @@ std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers 
 	size_t n_offers = offers.product.size();
 	for (size_t begin = 0; begin < n_offers; begin += kCheckEvery)
 	{
-		ctx.check_interrupts();
+		ctx.interrupt_point(Phase::Compute);
 		size_t end = std::min(n_offers, begin + kCheckEvery);
 		for (size_t row = begin; row < end; ++row)
 		{

@@ -55,9 +55,9 @@ void check_read_only(SPIPlanPtr plan, const char *what)
 }
 
 /* PostgreSQL code: prepares the query, checks it, and runs it into the table. */
-void run_query(const char *query, InputTable *table)
+void run_query(const char *query, InputTable *table, ExecContext *ctx)
 {
-	DestReceiver *receiver = create_input_receiver(table);
+	DestReceiver *receiver = create_input_receiver(table, ctx);
 	SPIExecuteOptions options;
 	SPIPlanPtr plan;
 
@@ -101,7 +101,8 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 		throw Error(sqlstate::internal_error, "too many columns in one inner query");
 	Stopwatch clock;
 	InputTable *destination = &table;
-	pg_call([query, destination] { run_query(query, destination); });
+	ExecContext *call = &ctx;
+	pg_call([query, destination, call] { run_query(query, destination, call); });
 	ctx.times.read_ms += clock.elapsed_ms();
 }
 

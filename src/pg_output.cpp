@@ -45,6 +45,9 @@ ResultWriter::ResultWriter(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 	ctx_ = &ctx;
 	function_ = function;
 	clock_ = Stopwatch();
+	/* the output phase's first interrupt point comes before any row, however few there are */
+	ExecContext *call = ctx_;
+	pg_call([call] { postgres_interrupt_point(*call, Phase::Output); });
 }
 
 void ResultWriter::finish()
@@ -58,13 +61,19 @@ void ResultWriter::finish()
 void ResultWriter::put(const Datum *values, const bool *nulls)
 {
 	FunctionCallInfo fcinfo = fcinfo_;
+	ExecContext *call = ctx_;
 	bool check = (++rows_ & 4095) == 0;
-	pg_call([=] {
+	pg_call([fcinfo, call, check, values, nulls] {
 		ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, const_cast<Datum *>(values),
 							 const_cast<bool *>(nulls));
 		if (check)
-			CHECK_FOR_INTERRUPTS();
+		{
+			if (call)
+				postgres_interrupt_point(*call, Phase::Output);
+			else
+				CHECK_FOR_INTERRUPTS();
+		}
 	});
 }
 

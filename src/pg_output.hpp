@@ -13,7 +13,9 @@ namespace gpurec {
 /*
  * Materialises a set-returning function's rows into its tuplestore
  * (InitMaterializedSRF), checking for interrupts as it goes.  Given the
- * call's context, it is the call's output phase: finish() adds that phase's
+ * call's context, it is the call's output phase, whose interrupt points
+ * (one as it starts, then one every 4096 rows) may carry gpurec.test_fault;
+ * finish() adds that phase's
  * time and raises the gpurec.timing NOTICE for `function` when that setting
  * is on.
  */

@@ -14,6 +14,7 @@ extern "C" {
 }
 
 #include "pg_column_types.hpp"
+#include "pg_settings.hpp"
 
 namespace gpurec {
 
@@ -31,6 +32,7 @@ struct InputReceiver
 {
 	DestReceiver pub; /* must be first */
 	InputTable *table;
+	ExecContext *ctx;
 	ColumnBinding binding;
 	int batch_capacity;
 	int batched;
@@ -55,6 +57,8 @@ void receiver_startup(DestReceiver *self, int operation, TupleDesc desc)
 			r->binding.conversion[c] != Conversion::Absent)
 			r->batch_capacity = 1;
 	cpp_callback_guard(set_receiver_column_types, r);
+	/* the read phase's first interrupt point comes before any row, however few there are */
+	postgres_interrupt_point(*r->ctx, Phase::Read);
 }
 
 /* Appends the batch to the columns: the only C++ work of reading, behind the guard. */
@@ -87,7 +91,7 @@ bool receiver_receive(TupleTableSlot *slot, DestReceiver *self)
 	if (++r->rows_since_check >= 16384)
 	{
 		r->rows_since_check = 0;
-		CHECK_FOR_INTERRUPTS();
+		postgres_interrupt_point(*r->ctx, Phase::Read);
 	}
 	return true;
 }
@@ -101,7 +105,7 @@ void receiver_destroy(DestReceiver *) {}
 
 } // namespace
 
-DestReceiver *create_input_receiver(InputTable *table)
+DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx)
 {
 	auto *receiver = static_cast<InputReceiver *>(palloc0(sizeof(InputReceiver)));
 	receiver->pub.receiveSlot = receiver_receive;
@@ -110,6 +114,7 @@ DestReceiver *create_input_receiver(InputTable *table)
 	receiver->pub.rDestroy = receiver_destroy;
 	receiver->pub.mydest = DestNone;
 	receiver->table = table;
+	receiver->ctx = ctx;
 	return &receiver->pub;
 }
 

@@ -16,8 +16,9 @@ namespace gpurec {
 
 /*
  * A receiver, palloc'd in the current memory context, that appends every
- * row it receives to `table`.  PostgreSQL code.
+ * row it receives to `table`.  Its interrupt points (one as it starts, then
+ * one every 16384 rows) are the read phase's of `ctx`.  PostgreSQL code.
  */
-DestReceiver *create_input_receiver(InputTable *table);
+DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx);
 
 } // namespace gpurec

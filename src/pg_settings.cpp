@@ -9,8 +9,14 @@
 
 extern "C" {
 #include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/guc.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
 }
+
+#include <cstdlib>
+#include <cstring>
 
 #include "pg_settings.hpp"
 
@@ -21,12 +27,105 @@ namespace {
 int device_setting = static_cast<int>(DeviceMode::Auto);
 bool timing_setting = false;
 bool test_fail_gpu_alloc_setting = false;
+char *test_fault_setting = nullptr;
+/* gpurec.test_fault as parsed by its check hook (at = 0: none). */
+TestFault test_fault;
+
+/* How long a `wait` fault waits for a cancel before it gives up with an ERROR. */
+constexpr int kTestFaultMaxWaitMs = 30000;
+/* The wait's sleep between interrupt checks. */
+constexpr long kTestFaultSleepMs = 10;
+
+const char *const phase_names[] = {"read", "transfer", "compute", "output"};
 
 const struct config_enum_entry device_options[] = {
 	{"auto", static_cast<int>(DeviceMode::Auto), false},
 	{"gpu", static_cast<int>(DeviceMode::Gpu), false},
 	{"cpu", static_cast<int>(DeviceMode::Cpu), false},
 	{nullptr, 0, false}};
+
+/*
+ * Parses "phase:n:action" (phase read, transfer, compute or output; n >= 1;
+ * action wait or error) into *fault; '' is no fault.  On a bad value, says
+ * why in *why and returns false.
+ */
+bool parse_test_fault(const char *value, TestFault *fault, const char **why)
+{
+	*fault = TestFault();
+	if (value == nullptr || value[0] == '\0')
+		return true;
+	const char *first = strchr(value, ':');
+	const char *second = first ? strchr(first + 1, ':') : nullptr;
+	if (second == nullptr)
+	{
+		*why = "The value is phase:n:action, as in output:3:wait.";
+		return false;
+	}
+	size_t phase_length = first - value;
+	bool known = false;
+	for (int p = 0; p < 4; ++p)
+		if (strlen(phase_names[p]) == phase_length && strncmp(value, phase_names[p], phase_length) == 0)
+		{
+			fault->phase = static_cast<Phase>(p);
+			known = true;
+		}
+	if (!known)
+	{
+		*why = "The phase is read, transfer, compute or output.";
+		return false;
+	}
+	const char *digits = first + 1;
+	uint64_t at = 0;
+	for (const char *c = digits; c < second; ++c)
+	{
+		if (*c < '0' || *c > '9' || at > 1000000000)
+		{
+			*why = "n, the phase's interrupt point to fault, is an integer from 1 to 1000000000.";
+			return false;
+		}
+		at = at * 10 + static_cast<uint64_t>(*c - '0');
+	}
+	if (at < 1 || at > 1000000000)
+	{
+		*why = "n, the phase's interrupt point to fault, is an integer from 1 to 1000000000.";
+		return false;
+	}
+	fault->at = at;
+	if (strcmp(second + 1, "wait") == 0)
+		fault->action = TestFault::Action::Wait;
+	else if (strcmp(second + 1, "error") == 0)
+		fault->action = TestFault::Action::Error;
+	else
+	{
+		*why = "The action is wait or error.";
+		return false;
+	}
+	return true;
+}
+
+bool check_test_fault(char **newval, void **extra, GucSource)
+{
+	TestFault parsed;
+	const char *why = nullptr;
+	if (!parse_test_fault(*newval, &parsed, &why))
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errdetail("%s", why);
+		return false;
+	}
+	/* guc.c frees extra with free() */
+	auto *copy = static_cast<TestFault *>(malloc(sizeof(TestFault)));
+	if (copy == nullptr)
+		return false;
+	*copy = parsed;
+	*extra = copy;
+	return true;
+}
+
+void assign_test_fault(const char *, void *extra)
+{
+	test_fault = extra ? *static_cast<TestFault *>(extra) : TestFault();
+}
 
 } // namespace
 
@@ -47,6 +146,14 @@ void define_settings()
 							 "For tests only: makes every GPU allocation fail.", nullptr,
 							 &test_fail_gpu_alloc_setting, false, PGC_SUSET,
 							 GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, nullptr, nullptr, nullptr);
+	DefineCustomStringVariable(
+		"gpurec.test_fault",
+		"For tests only: a fault at one interrupt point of one phase of every call.",
+		"phase:n:action: at the n-th interrupt point (batch boundary) of the read, transfer, "
+		"compute or output phase, wait until cancelled (wait) or raise an ERROR (error).  "
+		"Empty: none.",
+		&test_fault_setting, "", PGC_SUSET, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, check_test_fault,
+		assign_test_fault, nullptr);
 	MarkGUCPrefixReserved("gpurec");
 }
 
@@ -58,11 +165,47 @@ ExecContext exec_context_from_settings()
 	ctx.mode = static_cast<DeviceMode>(device_setting);
 	ctx.fail_gpu_alloc = test_fail_gpu_alloc_setting;
 	ctx.check_interrupts = [] { pg_call([] { CHECK_FOR_INTERRUPTS(); }); };
+	ctx.fault = test_fault;
+	ctx.inject_fault = [](const TestFault &fault) { pg_call([&fault] { run_test_fault(fault); }); };
 	ctx.notice = [](const std::string &message) {
 		const char *text = message.c_str();
 		pg_call([text] { ereport(NOTICE, (errmsg("%s", text))); });
 	};
 	return ctx;
+}
+
+} // namespace gpurec
+
+namespace gpurec {
+
+void run_test_fault(const TestFault &fault)
+{
+	const char *phase = phase_names[static_cast<int>(fault.phase)];
+	if (fault.action == TestFault::Action::Error)
+		ereport(ERROR, (errcode(ERRCODE_OPERATOR_INTERVENTION),
+						errmsg("gpurec.test_fault: error injected in the %s phase", phase)));
+
+	/* shows in pg_stat_activity as wait_event_type and wait_event 'Extension' */
+	TimestampTz started = GetCurrentTimestamp();
+	for (;;)
+	{
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (TimestampDifferenceExceeds(started, GetCurrentTimestamp(), kTestFaultMaxWaitMs))
+			ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+							errmsg("gpurec.test_fault: waited %d s in the %s phase and was not "
+								   "cancelled",
+								   kTestFaultMaxWaitMs / 1000, phase)));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 kTestFaultSleepMs, PG_WAIT_EXTENSION);
+	}
+}
+
+void postgres_interrupt_point(ExecContext &ctx, Phase phase)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (ctx.fault.due(phase))
+		run_test_fault(ctx.fault);
 }
 
 } // namespace gpurec

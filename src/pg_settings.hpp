@@ -1,7 +1,8 @@
 /*
  * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.timing,
- * gpurec.test_fail_gpu_alloc) and the engine's per-call context made from
- * them.  Everything that reads a setting goes through here.
+ * gpurec.test_fail_gpu_alloc, gpurec.test_fault) and the engine's per-call
+ * context made from them.  Everything that reads a setting goes through
+ * here.
  */
 #pragma once
 
@@ -19,5 +20,20 @@ void define_settings();
 ExecContext exec_context_from_settings();
 
 bool settings_timing(); /* gpurec.timing */
+
+/*
+ * An interrupt point of `phase` in PostgreSQL code (the receiver's batches,
+ * the result rows): CHECK_FOR_INTERRUPTS, then the test fault when it is
+ * due.  May ereport.
+ */
+void postgres_interrupt_point(ExecContext &ctx, Phase phase);
+
+/*
+ * Carries out a gpurec.test_fault: `error` raises ERROR 57000 naming the
+ * phase; `wait` sleeps in short steps, checking for interrupts, until a
+ * cancel or statement_timeout ends it, and after 30 s raises ERROR 55000.
+ * PostgreSQL code.
+ */
+void run_test_fault(const TestFault &fault);
 
 } // namespace gpurec

@@ -379,7 +379,7 @@ std::vector<RocCounts> cpu_path(ExecContext &ctx, bool keys_are_doubles, Range r
 	KeyLayout layout = roc_keys::plan_layout(range(), keys_are_doubles);
 	std::vector<RocCounts> counts = with_key_type(layout, [&](auto zero) {
 		auto source = make_source(zero, layout);
-		ctx.check_interrupts();
+		ctx.interrupt_point(Phase::Compute);
 		return counts_on_cpu(source, ctx);
 	});
 	ctx.times.compute_ms += clock.elapsed_ms();

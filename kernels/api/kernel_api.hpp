@@ -3,7 +3,7 @@
  *
  * The kernels see no engine type: their inputs come as views of host memory
  * (chunk pointers and row counts), and what they need of the call (the
- * cancel check, the memory budget, the test-only allocation failure, the
+ * phase-tagged interrupt points, the memory budget, the test-only allocation failure, the
  * phase clocks) comes in a CallContext.  The engine adapts its columns to
  * these views and turns a gpu::Failure into its own error, each in one
  * place (src/device.hpp).
@@ -51,14 +51,59 @@ struct PhaseTimes
 	double output_ms = 0;	/* building the result rows */
 };
 
+/* The phases of a call, as gpurec.timing reports them and interrupt points name them. */
+enum class Phase : uint8_t
+{
+	Read,
+	Transfer,
+	Compute,
+	Output
+};
+
+/*
+ * Test-only (gpurec.test_fault): what to do at one interrupt point of one
+ * phase.  `at` counts the phase's interrupt points from 1; 0 injects nothing.
+ */
+struct TestFault
+{
+	enum class Action : uint8_t
+	{
+		Wait, /* wait, checking for interrupts, until cancelled (bounded) */
+		Error /* raise an ERROR naming the phase */
+	};
+	Phase phase = Phase::Read;
+	uint64_t at = 0;
+	Action action = Action::Wait;
+	uint64_t seen = 0; /* the phase's interrupt points passed so far */
+
+	/* Counts an interrupt point of `p`; true at the one to fault.  One compare when unset. */
+	bool due(Phase p) { return at != 0 && p == phase && ++seen == at; }
+};
+
 struct CallContext
 {
 	/*
-	 * Throws when the call was cancelled.  Kernels call it from the calling
-	 * thread between launches of at most a few tens of milliseconds; what it
-	 * throws passes through them untouched.
+	 * Throws when the call was cancelled.  Called through interrupt_point(),
+	 * which names the phase.
 	 */
 	std::function<void()> check_interrupts = [] {};
+	/* Test-only: carries out `fault` where it is due (interrupt_point calls it). */
+	TestFault fault;
+	std::function<void(const TestFault &)> inject_fault = [](const TestFault &) {};
+
+	/*
+	 * A point between batches of `phase`: throws when the call was
+	 * cancelled, or where a test fault is due.  Kernels call it from the
+	 * calling thread between launches of at most a few tens of
+	 * milliseconds (Transfer after copies, Compute after computing); what
+	 * it throws passes through them untouched.
+	 */
+	void interrupt_point(Phase phase)
+	{
+		check_interrupts();
+		if (fault.due(phase))
+			inject_fault(fault);
+	}
 	/* Plan work as if only this many bytes were free on the GPU (0: what it really has). */
 	size_t gpu_memory_budget = 0;
 	/* Test-only: every GPU allocation fails as if the GPU were full. */
@@ -66,7 +111,7 @@ struct CallContext
 	PhaseTimes times;
 };
 
-/* What a GPU entry point throws (besides what check_interrupts throws). */
+/* What a GPU entry point throws (besides what interrupt_point throws). */
 class Failure : public std::runtime_error
 {
   public:

@@ -3,7 +3,9 @@
  * every item runs once, on a worker whose index is its own while it runs;
  * only the calling thread checks for interrupts; a cancel reaches the
  * workers and comes back on the calling thread, and so does a worker's
- * exception, after every worker has stopped.  And split_by_cost's ranges.
+ * exception, after every worker has stopped.  A test fault aimed at the
+ * compute phase's first interrupt point comes before any item runs, on the
+ * calling thread.  And split_by_cost's ranges.
  */
 #include <gtest/gtest.h>
 
@@ -156,6 +158,42 @@ TEST(CpuParallel, WorkerFailureComesThroughAfterTheJoin)
 	}
 	EXPECT_TRUE(caught);
 	EXPECT_EQ(saw_cancel.load(), others.load());
+}
+
+/* interrupt_point counts per phase; a fault fires once, at its point, after the interrupt check */
+TEST(CpuParallel, TestFaultCountsItsPhaseOnly)
+{
+	ExecContext ctx;
+	std::vector<int> order;
+	ctx.check_interrupts = [&] { order.push_back(0); };
+	ctx.inject_fault = [&](const TestFault &f) { order.push_back(static_cast<int>(f.phase) + 1); };
+	ctx.fault.phase = Phase::Transfer;
+	ctx.fault.at = 2;
+	ctx.interrupt_point(Phase::Compute);
+	ctx.interrupt_point(Phase::Transfer);
+	ctx.interrupt_point(Phase::Compute);
+	ctx.interrupt_point(Phase::Transfer);
+	ctx.interrupt_point(Phase::Transfer);
+	EXPECT_EQ(order, (std::vector<int>{0, 0, 0, 0, 2, 0}));
+}
+
+TEST(CpuParallel, ComputeFaultBeforeAnyItem)
+{
+	struct Injected
+	{
+	};
+	std::thread::id caller = std::this_thread::get_id();
+	ExecContext ctx;
+	ctx.fault.phase = Phase::Compute;
+	ctx.fault.at = 1;
+	ctx.fault.action = TestFault::Action::Error;
+	ctx.inject_fault = [&](const TestFault &) {
+		EXPECT_EQ(std::this_thread::get_id(), caller);
+		throw Injected();
+	};
+	std::atomic<int> ran{0};
+	EXPECT_THROW(parallel_for(1, ctx, [&](size_t, size_t, const std::atomic<bool> &) { ++ran; }), Injected);
+	EXPECT_EQ(ran.load(), 0);
 }
 
 TEST(CpuParallel, SplitByCost)
