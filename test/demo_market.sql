@@ -1,0 +1,88 @@
+-- demo.sh, marketplace: cheapest_offers and improve_carts on the offers table
+-- demo.sh loaded (psql variable products: products x 1,024 stores), each
+-- beside the plain-SQL way.  Read by psql -X -q from stdin.
+SET gpurec.timing = on;
+SELECT to_char(:products, 'FM999,999,999') AS products_c,
+       to_char(:products * 1024, 'FM999,999,999') AS offers_c,
+       least(:products, 3000) AS sample,
+       to_char(least(:products, 3000), 'FM999,999,999') AS sample_c,
+       to_char(least(:products, 3000) * 1024, 'FM999,999,999') AS sample_offers_c,
+       :products > 3000 AS subset \gset
+
+\echo
+\echo '== Marketplace: the cheapest offers of every product'
+\echo 'gpurec.timing is on: each gpurec call adds one NOTICE line with the device it ran on (cpu or gpu) and'
+\echo 'its milliseconds: reading the rows of its query (read), moving data to and from the GPU (transfer, 0 on'
+\echo 'the CPU), the algorithm itself (compute) and returning rows (output).'
+\echo
+\echo '-- the 3 cheapest in-stock offers of each of the' :products_c 'products:'
+\echo '   gpurec.cheapest_offers(''SELECT product_id, store_id, price FROM offers WHERE in_stock'', 3)'
+SELECT clock_timestamp() AS t0 \gset
+CREATE TEMP TABLE cheapest3 AS
+  SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE in_stock', 3);
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 2) AS full_s, to_char(count(*), 'FM999,999,999') AS n
+FROM cheapest3 \gset
+\echo '  ' :n 'rows in' :full_s 's; products 1 and 2 (n_offers: how many stores have the product in stock):'
+SELECT * FROM cheapest3 WHERE product_id <= 2 ORDER BY product_id, offer_rank;
+
+\if :subset
+\echo '-- the cheapest offer of each product, plain SQL beside gpurec, on the first' :sample_c 'products (':sample_offers_c' offers;'
+\echo '   plain SQL on all' :offers_c 'offers takes about 50 s on 2 cores):'
+\else
+\echo '-- the cheapest offer of each product, plain SQL beside gpurec, on all' :sample_c 'products (':sample_offers_c' offers):'
+\endif
+\echo '   plain SQL: SELECT DISTINCT ON (product_id) product_id, store_id, price FROM offers'
+\echo '              WHERE in_stock AND product_id <=' :sample 'ORDER BY product_id, price, store_id'
+\echo '   gpurec:    gpurec.cheapest_offers(''SELECT product_id, store_id, price FROM offers WHERE in_stock AND product_id <=' :sample''')'
+SELECT clock_timestamp() AS t0 \gset
+CREATE TEMP TABLE plain_cheapest AS
+  SELECT DISTINCT ON (product_id) product_id, store_id, price FROM offers
+  WHERE in_stock AND product_id <= :sample ORDER BY product_id, price, store_id;
+SELECT extract(epoch FROM clock_timestamp() - :'t0') AS plain_s \gset
+SELECT clock_timestamp() AS t0 \gset
+CREATE TEMP TABLE gpurec_cheapest AS
+  SELECT product_id, store_id, price
+  FROM gpurec.cheapest_offers(format('SELECT product_id, store_id, price FROM offers WHERE in_stock AND product_id <= %s', :sample));
+SELECT extract(epoch FROM clock_timestamp() - :'t0') AS gpurec_s \gset
+SELECT format('   plain SQL %s s, gpurec %s s (%sx); rows that differ: %s of %s',
+              round(:plain_s, 2), round(:gpurec_s, 2), round(:plain_s / :gpurec_s, 1),
+              (SELECT count(*) FROM ((TABLE plain_cheapest EXCEPT ALL TABLE gpurec_cheapest)
+                                     UNION ALL (TABLE gpurec_cheapest EXCEPT ALL TABLE plain_cheapest)) d),
+              to_char((SELECT count(*) FROM plain_cheapest), 'FM999,999,999')) AS line \gset
+\echo :line
+
+-- Carts: 100,000 carts of 5 random lines (product, store, quantity 1 to 4),
+-- and in every 2,000th cart a 6th line: a product no store offers yet.
+CREATE TEMP TABLE carts AS
+  SELECT c AS cart_id, 1 + (random() * (:products - 1))::int AS product_id,
+         1 + (random() * 1023)::int AS store_id, 1 + (random() * 3)::int AS quantity
+  FROM generate_series(1, 100000) c, generate_series(1, 5) line
+  UNION ALL
+  SELECT c, :products + 1 + (c / 2000) % 10, 1 + (random() * 1023)::int, 1
+  FROM generate_series(2000, 100000, 2000) c;
+ANALYZE carts;
+SELECT to_char(count(*), 'FM999,999,999') AS lines FROM carts \gset
+
+\echo
+\echo '== Marketplace: smart cart'
+\echo '-- 100,000 shopping carts,' :lines 'lines (product, store, quantity; 50 of them for products no store'
+\echo '   offers yet): which lines would a cheaper store serve?'
+\echo '   gpurec.improve_carts(''SELECT cart_id, product_id, store_id, quantity FROM carts'','
+\echo '                        ''SELECT product_id, store_id, price FROM offers WHERE in_stock'')'
+SELECT clock_timestamp() AS t0 \gset
+CREATE TEMP TABLE better AS
+  SELECT *, CASE WHEN best_price IS NULL THEN 'c: no store offers the product'
+                 WHEN current_price IS NULL THEN 'b: out of stock at the cart''s store'
+                 ELSE 'a: cheaper at another store' END AS kind
+  FROM gpurec.improve_carts('SELECT cart_id, product_id, store_id, quantity FROM carts',
+                            'SELECT product_id, store_id, price FROM offers WHERE in_stock');
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 2) AS secs,
+       to_char(count(*), 'FM999,999,999') AS n FROM better \gset
+\echo '  ' :n 'of the' :lines 'lines come back, in' :secs 's (the others are at their cheapest store already):'
+SELECT substr(kind, 4) AS line_kind, count(*) AS lines, sum(saving) AS total_saving FROM better GROUP BY kind ORDER BY kind;
+\echo 'Two lines of each kind.  saving = (current_price - best_price) x quantity.  Where the cart''s store does'
+\echo 'not offer the product (out of stock there), current_price and saving are NULL; where no store offers it'
+\echo 'at all, best_store_id, best_price and saving are NULL too:'
+SELECT cart_id, product_id, quantity, current_store_id, current_price, best_store_id, best_price, saving
+FROM (SELECT *, row_number() OVER (PARTITION BY kind ORDER BY cart_id, product_id) AS n FROM better) b
+WHERE n <= 2 ORDER BY kind, cart_id, product_id;
