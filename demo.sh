@@ -12,9 +12,11 @@
 #                         fit_exponent (a check-in history, test/data/checkins.sql)
 #   test/demo_roc.sql     roc_fitness (long and array formats), roc_auc
 #
-# About 3 minutes on 2 CPU cores at the default size, after the build.
-set -euo pipefail
+# About 2 minutes on 2 CPU cores at the default size (1 for DEMO_PRODUCTS=3000),
+# after the build.
+set -Eeuo pipefail
 cd "$(dirname "$0")"
+trap 'echo "demo.sh stopped: the step above failed (server log: /tmp/gpurec-demo/server.log)" >&2' ERR
 products=${DEMO_PRODUCTS:-30000}
 dir=/tmp/gpurec-demo
 log=/tmp/gpurec-demo-build.log
@@ -46,7 +48,7 @@ step() {
 start=$(now)
 offers=$((products * 1024))
 echo "gpurec demo: GPU-speed recommendation and marketplace analytics inside PostgreSQL 15."
-echo "Every step says what it does and how long it took: about $(((offers + 29999999) / 30000000 + 1)) minutes on 2 CPU cores, after the build."
+echo "Every step says what it does and how long it took: about $((offers / 30000000 + 1)) minute$([ $offers -lt 30000000 ] || echo s) on 2 CPU cores, after the build."
 echo "Marketplace size: $(commas "$products") products x 1,024 stores = $(commas $offers) offers (DEMO_PRODUCTS sets the"
 echo "number of products: 30,000 by default, the classic marketplace size; DEMO_PRODUCTS=3000 for a tenth)."
 echo
@@ -61,12 +63,12 @@ export PG_CONFIG=${PG_CONFIG:-pg_config}
 if command -v nvcc >/dev/null 2>&1 || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
 	kind="with its CUDA kernels (nvcc found; about 1.5 minutes on 2 cores the first time)"
 else
-	kind="CPU-only, as no nvcc was found (under a minute the first time)"
+	kind="CPU-only, as no nvcc was found (about 15 s on 2 cores the first time)"
 fi
 step "building gpurec $kind" make -j"$(nproc)"
 step "installing it into PostgreSQL's directories (make install)" make install
 trap 'test/cluster.sh stop $dir' EXIT
-printf '%s... ' "starting a throwaway PostgreSQL cluster in $dir, as user pgtest (stopped when the demo ends)"
+printf '%s... ' "starting a throwaway cluster in $dir as user pgtest (stopped at the end)"
 t=$(now)
 cluster_env=$(test/cluster.sh start $dir -c shared_buffers=1GB -c work_mem=256MB -c max_wal_size=8GB 2>>"$log") ||
 	{ echo "FAILED; see $log and $dir/server.log"; exit 1; }
@@ -101,7 +103,7 @@ loaders=$(nproc)
 [ "$loaders" -le 8 ] || loaders=8
 printf '%s\n%s... ' \
 	"loading $(commas $offers) offers: $(commas "$products") products x 1,024 stores, a random price each, 5% out of stock," \
-	"  in scrambled order, with $loaders INSERTs at once (about $(((offers + 500000) / 1000000 + 1)) s on 2 cores), then VACUUM ANALYZE"
+	"  in scrambled order, with $loaders INSERTs at once (about $((offers / 2000000 + 2)) s on 2 cores), then VACUUM ANALYZE"
 t=$(now)
 q -c 'CREATE UNLOGGED TABLE offers (product_id integer, store_id integer, price numeric(10,2), in_stock boolean)'
 pids=()
@@ -136,6 +138,7 @@ cat <<EOF
 - Beside the plain-SQL way: the same answers, with the timings above.
 Read more in README.md: "Inner queries" (how the query arguments are read),
 "Marketplace", "Geospatial recommender", "ROC fitness for genetic algorithms",
-"Settings" (gpurec.device, gpurec.timing) and "Tests".
+"Settings" (gpurec.device, gpurec.timing) and "Tests"; BENCHMARKS.md for timings on a 2-core
+machine and on an H100 GPU.
 The throwaway cluster in $dir stops now; the demo data goes with it.
 EOF

@@ -24,7 +24,7 @@ SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 1) AS secs,
        to_char(count(*), 'FM999,999') AS n, to_char(count(*) FILTER (WHERE k <= 0.8 * n), 'FM999,999') AS n_earlier,
        to_char(count(*) FILTER (WHERE k > 0.8 * n), 'FM999,999') AS n_later
 FROM visits \gset
-\echo 'done in' :secs 's:' :n 'check-ins in checkins(user_id, venue_id, lon, lat, at), venues in venues(venue_id, lon, lat).'
+\echo 'done in' :secs 's: checkins(user_id, venue_id, lon, lat, at),' :n 'rows, and venues(venue_id, lon, lat).'
 \echo 'The view earlier holds the first 80% of each user''s check-ins (':n_earlier'), later the last 20% (':n_later'):'
 \echo 'the visits to predict.'
 \echo
@@ -71,7 +71,8 @@ FROM gpurec_sim g FULL JOIN plain_sim p USING (user_id) \gset
 \echo :line
 
 \echo
-\echo '-- every user''s 3 most similar users, all 600 x 599 pairs in one call (user 1''s are the first 3 above):'
+\echo '-- every user''s 3 most similar users, all 600 x 599 pairs in one call (about 5 s on 2 CPU cores);'
+\echo '   user 1''s are the first 3 above:'
 \echo '   gpurec.similar_users(''SELECT user_id, lon AS x, lat AS y FROM checkins'', 3, ''haversine'')'
 SELECT clock_timestamp() AS t0 \gset
 CREATE TEMP TABLE neighbours AS
@@ -97,7 +98,8 @@ SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 2) AS secs,
        (SELECT string_agg(rank::text, ', ' ORDER BY rank)
         FROM strengths WHERE venue_id IN (SELECT venue_id FROM later WHERE user_id = 1)) AS ranks,
        (SELECT count(DISTINCT venue_id) FROM later WHERE user_id = 1) AS n_later \gset
-\echo '   in' :secs 's.  The venues user 1 did go to later (hidden from the prediction) rank' :ranks 'of 3,000.'
+\echo '   in' :secs 's.  The venues user 1 did go to later (hidden from the prediction) rank, of 3,000:'
+\echo '  ' :ranks
 \echo '   The 10 strongest, with user 1''s visits there before and later:'
 SELECT s.rank, s.venue_id, s.strength,
        (SELECT count(*) FROM earlier e WHERE e.user_id = 1 AND e.venue_id = s.venue_id) AS visits_before,
@@ -117,7 +119,7 @@ CREATE TEMP TABLE londoners AS
 \echo '                       ''{1,2,3}'', max_distance => 5000, metric => ''haversine'')'
 \echo '   For each exponent and each of those users, every London venue is ranked by predict_strength;'
 \echo '   mean_auc: how well the venues a user visited later rank above the others, averaged over the users'
-\echo '   (1: always above; 0.5: no better than chance).'
+\echo '   (1: always above; 0.5: no better than chance).  About 4 s on 2 CPU cores.'
 SELECT clock_timestamp() AS t0 \gset
 CREATE TEMP TABLE fit AS
   SELECT * FROM gpurec.fit_exponent('SELECT user_id, lon AS x, lat AS y FROM earlier WHERE lon < 1',
@@ -127,3 +129,6 @@ CREATE TEMP TABLE fit AS
 SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 2) AS secs \gset
 \echo '   in' :secs 's:'
 SELECT * FROM fit ORDER BY exponent;
+SELECT exponent, round(mean_auc::numeric, 3) AS auc FROM fit ORDER BY mean_auc DESC, exponent LIMIT 1 \gset
+\echo 'Exponent' :exponent 'ranks the later visits best here (mean_auc' :auc'); predict_strength takes it as'
+\echo 'exponent =>' :exponent'.'

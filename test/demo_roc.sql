@@ -42,7 +42,8 @@ SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 1) AS secs,
 \echo '-- array format, one row per individual:'
 \echo '   gpurec.roc_fitness(''SELECT individual_id, scores FROM population'', (SELECT labels FROM training))'
 \echo '   auc: the chance that a positive example scores above a negative one (ties count half); fitness = auc - 0.5:'
-\echo '   0.5 ranks every positive first, 0 is chance, below 0 anti-correlated.  Ranks: 1 = the highest score.'
+\echo '   0.5 ranks every positive first, 0 is chance, below 0 anti-correlated.  Rank 1 is the highest score;'
+\echo '   lowest_positive_rank is the best rank a positive holds, highest_positive_rank the worst.'
 \echo '   auc, fitness and the positive ranks are NULL for an individual without a positive (200 here); auc and'
 \echo '   fitness are NULL too for one without a negative.'
 SELECT clock_timestamp() AS t0 \gset
