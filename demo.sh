@@ -91,13 +91,13 @@ SELECT * FROM gpurec.devices();
 \else
 \echo 'gpurec.devices() returns no rows: no GPU is usable here, so every function runs on the CPU (all cores),'
 \echo 'with the same answers a GPU gives.  With a GPU, gpurec.device = auto (the default) uses it for large inputs.'
+\echo
 \endif
 SQL
-
 # The load runs as one INSERT per core, each over a slice of a scrambled
 # order of all (product, store) pairs: offer j is product j / 1024 + 1, store
-# j % 1024 + 1, with j = i x 2654435761 (a prime) mod the number of offers.
-echo
+# j % 1024 + 1, with j = i x 2654435761 mod the number of offers (a prime
+# above any number of offers here, so every pair comes once).
 echo "== Marketplace data"
 loaders=$(nproc)
 [ "$loaders" -le 8 ] || loaders=8

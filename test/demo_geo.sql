@@ -132,3 +132,4 @@ SELECT * FROM fit ORDER BY exponent;
 SELECT exponent, round(mean_auc::numeric, 3) AS auc FROM fit ORDER BY mean_auc DESC, exponent LIMIT 1 \gset
 \echo 'Exponent' :exponent 'ranks the later visits best here (mean_auc' :auc'); predict_strength takes it as'
 \echo 'exponent =>' :exponent'.'
+\echo
