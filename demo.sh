@@ -16,7 +16,7 @@
 # after the build.
 set -Eeuo pipefail
 cd "$(dirname "$0")"
-trap 'echo "demo.sh stopped: the step above failed (server log: /tmp/gpurec-demo/server.log)" >&2' ERR
+trap 'echo "demo.sh stopped: the step above failed (server log: $dir/server.log)" >&2' ERR
 products=${DEMO_PRODUCTS:-30000}
 dir=/tmp/gpurec-demo
 log=/tmp/gpurec-demo-build.log

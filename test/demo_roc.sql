@@ -6,7 +6,7 @@
 SET gpurec.timing = on;
 
 \echo '== ROC fitness for genetic algorithms: data'
-\echo 'making a population of 200 individuals, each scoring the same 20,000 examples (30% positive) (about 10 s):'
+\echo 'making a population of 200 individuals, each scoring the same 20,000 examples, 30% of them positive (about 10 s):'
 \echo '  individuals 1 to 195:   score = label (1 or 0) + gaussian noise, the noise growing from sd 0.1 to 20;'
 \echo '  individuals 196 to 199: score = -label + noise (anti-correlated: they rank the negatives first);'
 \echo '  individual 200:         scored only the negative examples (its scores of the positives are NULL).'
