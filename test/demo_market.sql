@@ -1,0 +1,86 @@
+-- demo.sh, marketplace: cheapest_offers and improve_carts on the offers table
+-- demo.sh loaded (psql variable products: products x 1,024 stores), each
+-- beside the plain-SQL way.  Read by psql -X -q from stdin.
+SET gpurec.timing = on;
+SELECT to_char(:products, 'FM999,999,999') AS products_c,
+       to_char(:products * 1024, 'FM999,999,999') AS offers_c,
+       (:products * 1024 + 500000) / 1000000 + 1 AS plain_guess,
+       (:products * 1024 + 3000000) / 6000000 + 1 AS cheapest_guess,
+       (:products * 1024 + 1500000) / 3000000 + 2 AS carts_guess \gset
+
+\echo
+\echo '== Marketplace: the cheapest offers of every product'
+\echo 'gpurec.timing is on: each gpurec call adds one NOTICE line with the device it ran on (cpu or gpu) and'
+\echo 'its milliseconds: reading the rows of its query (read), moving data to and from the GPU (transfer, 0 on'
+\echo 'the CPU), the algorithm itself (compute) and returning rows (output).'
+\echo
+\echo '-- the 3 cheapest in-stock offers of each of the' :products_c 'products, among all' :offers_c 'offers'
+\echo '   (about' :cheapest_guess 's on 2 CPU cores):'
+\echo '   gpurec.cheapest_offers(''SELECT product_id, store_id, price FROM offers WHERE in_stock'', 3)'
+SELECT clock_timestamp() AS t0 \gset
+CREATE TEMP TABLE cheapest3 AS
+  SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE in_stock', 3);
+SELECT extract(epoch FROM clock_timestamp() - :'t0') AS gpurec_s, to_char(count(*), 'FM999,999,999') AS n
+FROM cheapest3 \gset
+SELECT round(:gpurec_s, 2) AS secs \gset
+\echo '  ' :n 'rows in' :secs 's; products 1 and 2 (n_offers: how many stores have the product in stock):'
+SELECT * FROM cheapest3 WHERE product_id <= 2 ORDER BY product_id, offer_rank;
+
+\echo '-- the same in plain SQL, a row_number() window over all the offers (it sorts them: about' :plain_guess 's on 2 cores):'
+\echo '   SELECT product_id, offer_rank, store_id, price'
+\echo '   FROM (SELECT product_id, store_id, price,'
+\echo '                row_number() OVER (PARTITION BY product_id ORDER BY price, store_id) AS offer_rank'
+\echo '         FROM offers WHERE in_stock) o'
+\echo '   WHERE offer_rank <= 3'
+SELECT clock_timestamp() AS t0 \gset
+CREATE TEMP TABLE plain_cheapest3 AS
+  SELECT product_id, offer_rank, store_id, price
+  FROM (SELECT product_id, store_id, price,
+               row_number() OVER (PARTITION BY product_id ORDER BY price, store_id) AS offer_rank
+        FROM offers WHERE in_stock) o
+  WHERE offer_rank <= 3;
+SELECT extract(epoch FROM clock_timestamp() - :'t0') AS plain_s \gset
+CREATE TEMP TABLE gpurec_cheapest3 AS SELECT product_id, offer_rank, store_id, price FROM cheapest3;
+SELECT format('   plain SQL %s s, gpurec %s s (%sx); rows that differ: %s of %s',
+              round(:plain_s, 2), round(:gpurec_s, 2), round(:plain_s / :gpurec_s, 1),
+              (SELECT count(*) FROM ((TABLE plain_cheapest3 EXCEPT ALL TABLE gpurec_cheapest3)
+                                     UNION ALL (TABLE gpurec_cheapest3 EXCEPT ALL TABLE plain_cheapest3)) d),
+              to_char((SELECT count(*) FROM plain_cheapest3), 'FM999,999,999')) AS line \gset
+\echo :line
+\echo '   gpurec''s time is mostly read: PostgreSQL running the inner query and handing over its rows.'
+
+-- Carts: 100,000 carts of 5 random lines (product, store, quantity 1 to 4),
+-- and in every 2,000th cart a 6th line: a product no store offers yet.
+CREATE TEMP TABLE carts AS
+  SELECT c AS cart_id, 1 + (random() * (:products - 1))::int AS product_id,
+         1 + (random() * 1023)::int AS store_id, 1 + (random() * 3)::int AS quantity
+  FROM generate_series(1, 100000) c, generate_series(1, 5) line
+  UNION ALL
+  SELECT c, :products + 1 + (c / 2000) % 10, 1 + (random() * 1023)::int, 1
+  FROM generate_series(2000, 100000, 2000) c;
+ANALYZE carts;
+SELECT to_char(count(*), 'FM999,999,999') AS lines FROM carts \gset
+
+\echo
+\echo '== Marketplace: smart cart'
+\echo '-- 100,000 shopping carts,' :lines 'lines (product, store, quantity; 50 of them for products no store'
+\echo '   offers yet): which lines would a cheaper store serve? (about' :carts_guess 's on 2 CPU cores)'
+\echo '   gpurec.improve_carts(''SELECT cart_id, product_id, store_id, quantity FROM carts'','
+\echo '                        ''SELECT product_id, store_id, price FROM offers WHERE in_stock'')'
+SELECT clock_timestamp() AS t0 \gset
+CREATE TEMP TABLE better AS
+  SELECT *, CASE WHEN best_price IS NULL THEN 'c: no store offers the product'
+                 WHEN current_price IS NULL THEN 'b: out of stock at the cart''s store'
+                 ELSE 'a: cheaper at another store' END AS kind
+  FROM gpurec.improve_carts('SELECT cart_id, product_id, store_id, quantity FROM carts',
+                            'SELECT product_id, store_id, price FROM offers WHERE in_stock');
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 2) AS secs,
+       to_char(count(*), 'FM999,999,999') AS n FROM better \gset
+\echo '  ' :n 'of the' :lines 'lines come back, in' :secs 's (the others are at their cheapest store already):'
+SELECT substr(kind, 4) AS line_kind, count(*) AS lines, sum(saving) AS total_saving FROM better GROUP BY kind ORDER BY kind;
+\echo 'Two lines of each kind.  saving = (current_price - best_price) x quantity.  Where the cart''s store does'
+\echo 'not offer the product (out of stock there), current_price and saving are NULL; where no store offers it'
+\echo 'at all, best_store_id, best_price and saving are NULL too:'
+SELECT cart_id, product_id, quantity, current_store_id, current_price, best_store_id, best_price, saving
+FROM (SELECT *, row_number() OVER (PARTITION BY kind ORDER BY cart_id, product_id) AS n FROM better) b
+WHERE n <= 2 ORDER BY kind, cart_id, product_id;
