@@ -26,12 +26,15 @@ export PG_CONFIG=/tmp/pgroot/usr/lib/postgresql/15/bin/pg_config
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 
 if [ "$what" = sanitize ] || [ "$what" = all ]; then
-	# a tool's finding ends its run with a non-zero code and an error summary
-	for tool in memcheck racecheck initcheck synccheck; do
-		echo "=== compute-sanitizer --tool $tool"
-		timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-			.gpu/gpurec_unit_tests --gtest_filter="${SANITIZE_FILTER:-*Gpu*}" --gtest_brief=1 2>&1 | tail -25
-		echo "exit ${PIPESTATUS[0]} ($tool)"
+	# each tool's whole report in $out/sanitize-TOOL.log; a finding ends the
+	# run with exit 99 and an ERROR SUMMARY line.  SANITIZE_TOOLS picks
+	# tools, SANITIZE_FILTER the tests (racecheck only sees shared memory)
+	for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
+		timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+			.gpu/gpurec_unit_tests --gtest_filter="${SANITIZE_FILTER:-*Gpu*}" --gtest_brief=1 >"$out/sanitize-$tool.log" 2>&1
+		echo "=== compute-sanitizer --tool $tool: exit $? (124: timed out)"
+		grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitize-$tool.log"
+		grep -m 3 -A 6 -E '^========= (Invalid|Uninitialized|Race|Barrier|Error|Program hit)' "$out/sanitize-$tool.log"
 	done 2>&1 | tee "$out/sanitize.log"
 fi
 
