@@ -14,6 +14,7 @@ the library is loaded.  Every session sets gpurec.device itself, so the
 script means the same under PGOPTIONS='-c gpurec.device=gpu'.
 """
 import os
+import re
 import sys
 
 sys.dont_write_bytecode = True
@@ -95,6 +96,12 @@ def run_checks(db):
         r = s.run("SET gpurec.test_fail_gpu_alloc = off; SET gpurec.device = 'gpu';" +
                   cheapest("offers", 3))
         expect_error("gpu-alloc-no-gpu-device-gpu-55000", r, "55000")
+        # the reason is the machine's, in its words: no GPU, no driver, or no CUDA in the
+        # build; never a CUDA version mismatch when no driver is there at all
+        why = " ".join(r.details())
+        check("gpu-device-without-gpu-says-why",
+              re.search(r"no GPU was found|built without CUDA|older than the CUDA runtime", why) is not None
+              and "insufficient" not in why, r.describe())
 
     # auto on an input large enough for the GPU: the NOTICE, and the CPU's result
     if gpus > 0:
