@@ -173,9 +173,9 @@ void NumberColumn::out_of_range(int64_t unscaled, int dscale, int at_scale) cons
 	throw Error(sqlstate::numeric_value_out_of_range, message.data(), detail.data(), numeric_range_text::hint);
 }
 
-void NumberColumn::push_numeric_rescaling(int64_t unscaled, int dscale)
+void NumberColumn::push_numeric_rescaling(int64_t unscaled, int dscale, int display)
 {
-	int display = dscale; /* as the input spelled it, trailing zeros too */
+	/* display: as the input spelled it, trailing zeros too */
 	if (dscale > kMaxNumericScale)
 	{
 		/* trailing zeros beyond 18 digits carry no value: drop them from the key */

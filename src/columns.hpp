@@ -254,13 +254,15 @@ class NumberColumn
 	 * that breaks that, or makes an earlier one break it, is ERROR 22003
 	 * naming the value and the scale (numeric_range_error).
 	 */
-	void push_numeric(int64_t unscaled, int dscale)
+	void push_numeric(int64_t unscaled, int dscale) { push_numeric(unscaled, dscale, dscale); }
+	/* The same value given at `scale`, shown with display_scale >= scale decimals (trailing zeros). */
+	void push_numeric(int64_t unscaled, int scale, int display_scale)
 	{
-		if (dscale == scale_ && dscale == uniform_scale_ && unscaled > kNumericNegInf &&
+		if (scale == scale_ && display_scale == uniform_scale_ && unscaled > kNumericNegInf &&
 			unscaled < kNumericPosInf)
 			keys_.push_back(unscaled); /* the common case: the scale of every row before */
 		else
-			push_numeric_rescaling(unscaled, dscale);
+			push_numeric_rescaling(unscaled, scale, display_scale);
 	}
 	void push_numeric_special(int16_t marker);
 
@@ -283,7 +285,7 @@ class NumberColumn
   private:
 	static constexpr int16_t kMixedScales = INT16_MIN;
 
-	void push_numeric_rescaling(int64_t unscaled, int dscale);
+	void push_numeric_rescaling(int64_t unscaled, int dscale, int display);
 	void push_display_scale(int16_t scale);
 	void rescale_to(int new_scale);
 

@@ -153,7 +153,10 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 			else
 			{
 				v.numeric_scale[c] = static_cast<int16>(parts.dscale);
-				if (!numeric_to_scaled(parts, &v.i[c]))
+				int key_scale = 0;
+				bool held = numeric_to_scaled(parts, &v.i[c], &key_scale);
+				v.numeric_key_scale[c] = static_cast<int16>(key_scale);
+				if (!held)
 				{
 					int scale = parts.dscale;
 					ereport(ERROR,
@@ -357,7 +360,8 @@ void append_rows(InputTable &table, const RowValues *rows, int n, size_t skipped
 							if (rows[k].numeric_scale[c] < 0)
 								number.push_numeric_special(rows[k].numeric_scale[c]);
 							else
-								number.push_numeric(rows[k].i[c], rows[k].numeric_scale[c]);
+								number.push_numeric(rows[k].i[c], rows[k].numeric_key_scale[c],
+													rows[k].numeric_scale[c]);
 						}
 						break;
 				}

@@ -73,6 +73,7 @@ struct RowValues
 	int64 i[kMaxColumns];
 	double d[kMaxColumns];
 	int16 numeric_scale[kMaxColumns]; /* Number/Numeric: dscale or special marker */
+	int16 numeric_key_scale[kMaxColumns]; /* ... the scale of i[c]: dscale, trailing zeros past 18 dropped */
 	ArrayType *array[kMaxColumns];	  /* FloatArray: detoasted array, or NULL */
 	bool array_copied[kMaxColumns];	  /* ... palloc'd by detoasting: pfree after use */
 };

@@ -104,11 +104,14 @@ inline NumericParts numeric_parts(const struct varlena *data)
 }
 
 /*
- * The finite numeric as unscaled * 10^-dscale.  False when it cannot be held
- * exactly in 64 bits.
+ * The finite numeric as unscaled * 10^-scale, where scale is its dscale,
+ * or, past NumberColumn::kMaxNumericScale decimals, its dscale less its
+ * trailing zeros (33/100.0 has dscale 20 but two decimals that count).  False when it cannot be
+ * held exactly in 64 bits.
  */
-inline bool numeric_to_scaled(const NumericParts &n, int64 *unscaled)
+inline bool numeric_to_scaled(const NumericParts &n, int64 *unscaled, int *scale)
 {
+	*scale = n.dscale;
 	using numeric_disk::read_u16;
 	static const int64 pow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
 	int exponent = 4 * (n.weight + 1 - n.ndigits) + n.dscale;
@@ -139,6 +142,12 @@ inline bool numeric_to_scaled(const NumericParts &n, int64 *unscaled)
 	}
 	for (; exponent < 0; ++exponent)
 		acc /= 10; /* digits beyond dscale are zero */
+	if (*scale > NumberColumn::kMaxNumericScale) /* rare (a division's result): all its trailing zeros go */
+		while (*scale > 0 && acc % 10 == 0)
+		{
+			acc /= 10;
+			--*scale;
+		}
 	if (n.negative)
 		acc = -acc;
 	if (acc <= NumberColumn::kNumericNegInf || acc >= NumberColumn::kNumericPosInf)

@@ -120,3 +120,7 @@ SELECT cart_id, quantity FROM gpurec.improve_carts(
 SELECT * FROM gpurec.cheapest_offers('');
 SELECT * FROM gpurec.cheapest_offers('  -- nothing here
 ');
+-- trailing zeros past 18 decimals do not count (33/100.0 has 20 decimals, two of them significant),
+-- and the price comes back spelled as the input was
+SELECT price, price::text = (33/100.0)::text AS same_spelling, n_offers FROM gpurec.cheapest_offers(
+  'SELECT 1 AS product_id, s AS store_id, CASE WHEN s = 1 THEN 33/100.0 ELSE 1000000 + s END AS price FROM generate_series(1, 3) s');
