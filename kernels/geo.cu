@@ -754,6 +754,12 @@ void GeoSession::similar_users(int k, double epsilon, std::vector<SimilarityEntr
 			DeviceBuffer<int> d_sizes(static_cast<size_t>(n) * columns, ctx_);
 			check(cudaMemsetAsync(d_sizes.get(), 0, d_sizes.size() * sizeof(int), stream_),
 				  "cudaMemsetAsync");
+			/*
+			 * Heaps are downloaded whole though only sizes[] entries of each are
+			 * written; zeroed, no byte of the copy is uninitialised (initcheck).
+			 */
+			check(cudaMemsetAsync(d_heaps.get(), 0, d_heaps.size() * sizeof(SimilarityEntry), stream_),
+				  "cudaMemsetAsync");
 
 			/* other users in launches: each column takes column_width of them per launch */
 			double points_per_launch = pairs_per_launch() / (static_cast<double>(n) * pairs_per_point);
