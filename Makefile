@@ -75,7 +75,8 @@ $(OBJS): $(wildcard src/*.hpp kernels/api/*.hpp)
 # The engine and the kernels compile without PostgreSQL's include path, so
 # that an engine or kernel file that includes postgres.h, directly or not,
 # fails to build (src/no_postgres.hpp says so first, where it is included).
-ENGINE_CPPFLAGS = -I. -D_GNU_SOURCE
+# PostgreSQL's other preprocessor flags (_FORTIFY_SOURCE and the like) stay.
+ENGINE_CPPFLAGS := -I. $(filter-out -I%,$(CPPFLAGS))
 $(ENGINE_SRCS:.cpp=.o) kernels/no_cuda.o: override CPPFLAGS := $(ENGINE_CPPFLAGS)
 
 # ---- unit tests of the engine (no PostgreSQL needed) -----------------------
