@@ -278,6 +278,20 @@ def expect_error(name, result, sqlstate, extra=""):
                  f"{result.describe()}")
 
 
+def check_cancelled(name, r, sent, t0, answer, pid, victim_pid, small_ref, slack_s):
+    """The outcome of a call cancelled by pg_cancel_backend at t0 (monotonic
+    seconds; the call was sent at `sent`): exactly one 57014, within slack_s
+    of the cancel, and then the same backend answering the small query sent
+    after the call.  Returns the seconds from the cancel to the error, or None."""
+    late = None
+    if expect_error(name, r, "57014", f" (pg_cancel_backend said {answer})"):
+        late = sent + r.errors()[0][2] - t0
+        check(name + "-in-time", late <= slack_s, f"the error came {late:.2f} s after pg_cancel_backend")
+    ok = ["after", small_ref[1]] in r.rows and ["pid", str(pid)] in r.rows and int(pid) == victim_pid
+    check(name + "-session-usable", ok, f"the next call in the cancelled session: {r.describe()}")
+    return late
+
+
 def main(body):
     """Runs body() and exits 0 when it ran to the end (a crash is one FAIL line)."""
     script = os.path.basename(sys.argv[0])
