@@ -56,18 +56,37 @@ bool scale_up(int64_t a, int p, int64_t *r)
 
 } // namespace
 
+namespace {
+
+constexpr size_t kHugePage = size_t(2) << 20;
+
+size_t mapped_bytes(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
+
+} // namespace
+
 void *allocate_chunk(size_t bytes)
 {
-	constexpr size_t kHugePage = size_t(2) << 20;
-	size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-	void *chunk = std::aligned_alloc(kHugePage, rounded);
-	if (chunk == nullptr)
+	size_t rounded = mapped_bytes(bytes);
+	/* map one huge page more, then unmap what lies before and after the aligned part */
+	void *mapped = mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mapped == MAP_FAILED)
 		throw std::bad_alloc();
+	uintptr_t start = reinterpret_cast<uintptr_t>(mapped);
+	uintptr_t aligned = (start + kHugePage - 1) & ~(uintptr_t(kHugePage) - 1);
+	if (aligned > start)
+		munmap(mapped, aligned - start);
+	if (size_t after = start + kHugePage - aligned)
+		munmap(reinterpret_cast<void *>(aligned + rounded), after);
+	void *chunk = reinterpret_cast<void *>(aligned);
 	madvise(chunk, rounded, MADV_HUGEPAGE); /* advice only: failure is harmless */
 	return chunk;
 }
 
-void free_chunk(void *chunk) noexcept { std::free(chunk); }
+void free_chunk(void *chunk, size_t bytes) noexcept
+{
+	if (chunk != nullptr)
+		munmap(chunk, mapped_bytes(bytes));
+}
 
 int32_t IdColumn::find(int64_t id) const
 {

@@ -28,10 +28,14 @@ namespace gpurec {
  * Chunk memory: 2 MiB aligned and advised to use transparent huge pages, as
  * first-touch page faults on fresh 4 KiB pages cost a large share of reading
  * tens of millions of rows (about a fifth of the reading time without
- * them).  Throws std::bad_alloc.
+ * them).  Mapped from the kernel and unmapped by free_chunk (given the same
+ * bytes), not taken from malloc: glibc raises its mmap threshold after the
+ * first such block is freed, and later blocks then came from the brk heap,
+ * where they fragmented it and kept a backend's resident memory growing over
+ * thousands of small calls.  Throws std::bad_alloc.
  */
 void *allocate_chunk(size_t bytes);
-void free_chunk(void *chunk) noexcept;
+void free_chunk(void *chunk, size_t bytes) noexcept;
 
 /*
  * An allocator for large scratch vectors that are written before they are
@@ -54,7 +58,7 @@ template <typename T> struct BulkAllocator
 	void deallocate(T *p, size_t n) noexcept
 	{
 		if (n * sizeof(T) >= kHugeBytes)
-			free_chunk(p);
+			free_chunk(p, n * sizeof(T));
 		else
 			::operator delete(p);
 	}
@@ -135,7 +139,7 @@ template <typename T> class ChunkedColumn
   private:
 	struct ChunkFree
 	{
-		void operator()(T *chunk) const noexcept { free_chunk(chunk); }
+		void operator()(T *chunk) const noexcept { free_chunk(chunk, kChunkRows * sizeof(T)); }
 	};
 	void add_chunk()
 	{

@@ -32,23 +32,6 @@ enum class GeoMetric : uint8_t
 	Haversine  /* x = longitude, y = latitude in degrees; metres on a sphere */
 };
 
-/*
- * Vector storage on transparent huge pages (allocate_chunk): first touches
- * of fresh 4 KiB pages cost more than grouping the points itself.
- */
-template <typename T> struct HugePageAllocator
-{
-	using value_type = T;
-	HugePageAllocator() = default;
-	template <typename U> HugePageAllocator(const HugePageAllocator<U> &) {}
-	T *allocate(size_t n) { return static_cast<T *>(allocate_chunk(std::max<size_t>(n, 1) * sizeof(T))); }
-	void deallocate(T *p, size_t) noexcept { free_chunk(p); }
-	template <typename U> bool operator==(const HugePageAllocator<U> &) const { return true; }
-	template <typename U> bool operator!=(const HugePageAllocator<U> &) const { return false; }
-};
-
-template <typename T> using HugeVector = std::vector<T, HugePageAllocator<T>>;
-
 /* The points query: user_id, x, y (rows with a NULL were skipped by the input layer). */
 struct GeoPoints
 {
@@ -67,8 +50,8 @@ struct GeoPointSet
 	GeoMetric metric = GeoMetric::Euclidean;
 	std::vector<int64_t> offsets{0};
 	std::vector<int64_t> user_ids; /* the id of each user code */
-	HugeVector<double> x, y;
-	HugeVector<double> cos_lat; /* haversine only: cos(latitude) of each point */
+	BulkVector<double> x, y;
+	BulkVector<double> cos_lat; /* haversine only: cos(latitude) of each point */
 
 	int32_t users() const { return static_cast<int32_t>(user_ids.size()); }
 	int64_t points() const { return offsets.back(); }

@@ -118,10 +118,10 @@ void similar_users_cpu(const GeoPointSet &s, int k, double epsilon,
  * the main user where that is at least min_similarity, else 0 (the main
  * user's own points weigh 0).
  */
-HugeVector<double> point_weights(const GeoPointSet &s, int32_t main_user, double min_similarity,
+BulkVector<double> point_weights(const GeoPointSet &s, int32_t main_user, double min_similarity,
 								 const std::vector<double> &floored)
 {
-	HugeVector<double> w(s.points(), 0.0);
+	BulkVector<double> w(s.points(), 0.0);
 	int64_t main_points = s.count(main_user);
 	for (int32_t u = 0; u < s.users(); ++u)
 	{
@@ -138,7 +138,7 @@ HugeVector<double> point_weights(const GeoPointSet &s, int32_t main_user, double
  * order geo_kernels.hpp fixes: slices; runs of equal weight as one
  * fraction; group values into the slice sum; slice sums into the total.
  */
-void strengths_of_block(const GeoPointSet &s, const HugeVector<double> &w,
+void strengths_of_block(const GeoPointSet &s, const BulkVector<double> &w,
 						const GeoCandidateSet &cands, size_t first, size_t n,
 						const StrengthParams &sp, const PowerPlan &power, double *out,
 						const std::atomic<bool> &cancelled)
@@ -225,7 +225,7 @@ std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const Ge
 	std::vector<double> floored, raw;
 	similarity_sums_on_cpu(s, main_user, sp.epsilon, floored, raw, ctx);
 	Stopwatch clock;
-	HugeVector<double> w = point_weights(s, main_user, min_similarity, floored);
+	BulkVector<double> w = point_weights(s, main_user, min_similarity, floored);
 	std::vector<std::vector<double>> out(powers.size(), std::vector<double>(cands.size()));
 	size_t blocks = (cands.size() + kCandidatesPerItem - 1) / kCandidatesPerItem;
 	parallel_for(blocks * powers.size(), ctx, [&](size_t item, size_t, const std::atomic<bool> &cancelled) {

@@ -1114,8 +1114,9 @@ def proc_memory(pid):
 def memory_flat(db):
     """The same mix of calls (valid and failing) run round after round in one
     backend: after a warm-up of half the rounds (the first calls of the CPU
-    threads touch their malloc arenas), RssAnon grows less than 8 MB and the
-    memory contexts less than 64 kB."""
+    threads touch their malloc arenas), RssAnon grows less than 2 MB and the
+    memory contexts less than 64 kB.  (Before the column chunks were mapped
+    from the kernel, fragmentation of the brk heap grew it by 4 MB a round.)"""
     s = db.session("gpurec_fuzz_memory")
     mix = []
     for gen in (gen_marketplace, gen_roc, gen_geo, gen_shapes, gen_failing):
@@ -1135,7 +1136,7 @@ def memory_flat(db):
     print(f"# memory: {len(mix)} calls a round, {len(rss)} rounds; RssAnon by round {rss} kB; "
           f"contexts {contexts[half]} -> {contexts[-1]} B", flush=True)
     check("fuzz: backend memory flat over repeated calls",
-          growth is not None and growth < 8192 and contexts[-1] - contexts[half] < 65536,
+          growth is not None and growth < 2048 and contexts[-1] - contexts[half] < 65536,
           f"RssAnon grew {growth} kB and contexts {contexts[-1] - contexts[half]} B over the "
           f"last {len(rss) - half} rounds of {len(mix)} calls (seed {SEED})")
     return len(mix) * len(rss)
