@@ -128,29 +128,65 @@ void IdColumn::grow_table()
 
 void IdColumn::push_back(int64_t id)
 {
-	/* keep the table at most half full */
+	int32_t code = intern(id);
+	codes_.push_back(code);
+	++counts_[code];
+}
+
+int32_t IdColumn::intern(int64_t id)
+{
 	if ((values_.size() + 1) * 2 > table_.size())
 		grow_table();
 	size_t slot = hash_id(id) & mask_;
-	for (;; slot = (slot + 1) & mask_)
-	{
-		const Slot &entry = table_[slot];
-		if (entry.code < 0)
-			break;
-		if (entry.id == id)
-		{
-			codes_.push_back(entry.code);
-			++counts_[entry.code];
-			return;
-		}
-	}
+	for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
+		if (table_[slot].id == id)
+			return table_[slot].code;
 	if (values_.size() >= static_cast<size_t>(INT32_MAX))
 		throw Error(sqlstate::program_limit_exceeded, "too many distinct ids in one input");
 	int32_t code = static_cast<int32_t>(values_.size());
 	values_.push_back(id);
-	counts_.push_back(1);
+	counts_.push_back(0);
 	table_[slot] = Slot{id, code};
-	codes_.push_back(code);
+	return code;
+}
+
+void IdColumn::serialize(ByteWriter &out) const
+{
+	out.put<uint64_t>(values_.size());
+	out.write(values_.data(), values_.size() * sizeof(int64_t));
+	out.write(counts_.data(), counts_.size() * sizeof(int64_t));
+	codes_.serialize(out);
+}
+
+void IdColumn::append_serialized(ByteReader &in)
+{
+	size_t distinct = in.get<uint64_t>();
+	if (distinct > static_cast<size_t>(INT32_MAX))
+		throw Error(sqlstate::internal_error, "IdColumn: a serialized dictionary out of range");
+	const uint8_t *values = in.take(distinct * sizeof(int64_t));
+	const uint8_t *counts = in.take(distinct * sizeof(int64_t));
+	std::vector<int32_t> code_of(distinct);
+	for (size_t d = 0; d < distinct; ++d)
+	{
+		int64_t id, count;
+		std::memcpy(&id, values + d * sizeof id, sizeof id);
+		std::memcpy(&count, counts + d * sizeof count, sizeof count);
+		code_of[d] = intern(id);
+		counts_[code_of[d]] += count;
+	}
+	size_t n = in.get<uint64_t>();
+	if (n > SIZE_MAX / sizeof(int32_t))
+		throw Error(sqlstate::internal_error, "IdColumn: a serialized row count out of range");
+	const uint8_t *codes = in.take(n * sizeof(int32_t));
+	codes_.append(n, [&](int32_t *out, size_t first, size_t count) {
+		std::memcpy(out, codes + first * sizeof(int32_t), count * sizeof(int32_t));
+		for (size_t i = 0; i < count; ++i)
+		{
+			if (static_cast<uint32_t>(out[i]) >= distinct)
+				throw Error(sqlstate::internal_error, "IdColumn: a serialized code out of range");
+			out[i] = code_of[out[i]];
+		}
+	});
 }
 
 void NumberColumn::rescale_to(int new_scale)
@@ -272,6 +308,82 @@ double NumberColumn::to_double(size_t row) const
 	return 0;
 }
 
+void NumberColumn::serialize(ByteWriter &out) const
+{
+	out.put<uint8_t>(static_cast<uint8_t>(type_));
+	out.put<int32_t>(scale_);
+	out.put<int16_t>(uniform_scale_);
+	keys_.serialize(out);
+	if (type_ == NumberType::Numeric && uniform_scale_ == kMixedScales)
+		display_scales_.serialize(out);
+}
+
+void NumberColumn::append_serialized(ByteReader &in)
+{
+	if (in.get<uint8_t>() != static_cast<uint8_t>(type_))
+		throw Error(sqlstate::internal_error, "NumberColumn: appending a column of another type");
+	int part_scale = in.get<int32_t>();
+	int16_t part_uniform = in.get<int16_t>();
+	if (part_scale < 0 || part_scale > kMaxNumericScale)
+		throw Error(sqlstate::internal_error, "NumberColumn: a serialized scale out of range");
+	if (type_ != NumberType::Numeric)
+	{
+		keys_.append_serialized(in);
+		return;
+	}
+	ChunkedColumn<int64_t> part_keys;
+	part_keys.append_serialized(in);
+	ChunkedColumn<int16_t> part_displays;
+	if (part_uniform == kMixedScales)
+		part_displays.append_serialized(in);
+	size_t n = part_keys.size();
+	if (n == 0)
+		return;
+	auto part_display = [&](size_t row) { return part_uniform != kMixedScales ? part_uniform : part_displays[row]; };
+
+	bool was_empty = keys_.empty();
+	int target = was_empty ? part_scale : std::max(scale_, part_scale);
+	int step = target - part_scale;
+	/* check the part's keys before changing anything, so that an error leaves the column as it was */
+	for (size_t row = 0; step > 0 && row < n; ++row)
+	{
+		int64_t key;
+		if (part_display(row) >= 0 && !scale_up(part_keys[row], step, &key))
+			out_of_range(part_keys[row], part_scale, target);
+	}
+	if (!was_empty && target > scale_)
+		rescale_to(target);
+	scale_ = target;
+	keys_.append(n, [&](int64_t *out, size_t first, size_t count) {
+		for (size_t i = 0; i < count; ++i)
+		{
+			int64_t key = part_keys[first + i];
+			if (step > 0 && part_display(first + i) >= 0)
+				scale_up(key, step, &key);
+			out[i] = key;
+		}
+	});
+
+	if (was_empty)
+		uniform_scale_ = part_uniform;
+	else if (uniform_scale_ != kMixedScales && uniform_scale_ == part_uniform)
+		return;
+	else if (uniform_scale_ != kMixedScales)
+	{
+		/* the scales differ from now on: one per row, the rows before included */
+		int16_t before = uniform_scale_;
+		display_scales_.append(keys_.size() - n, [&](int16_t *out, size_t, size_t count) {
+			std::fill(out, out + count, before);
+		});
+		uniform_scale_ = kMixedScales;
+	}
+	if (uniform_scale_ == kMixedScales)
+		display_scales_.append(n, [&](int16_t *out, size_t first, size_t count) {
+			for (size_t i = 0; i < count; ++i)
+				out[i] = part_display(first + i);
+		});
+}
+
 /* ---- FloatArrayColumn ---------------------------------------------------- */
 
 void FloatArrayColumn::set_doubles(bool doubles)
@@ -329,6 +441,52 @@ void FloatArrayColumn::append_row(const void *data, size_t n, const uint8_t *pre
 	else
 		append_values(floats_, static_cast<const float *>(data), n, present);
 	offsets_.push_back(offsets_.back() + static_cast<int64_t>(n));
+}
+
+void FloatArrayColumn::serialize(ByteWriter &out) const
+{
+	out.put<uint8_t>(doubles_ ? 1 : 0);
+	out.put<uint64_t>(offsets_.size());
+	out.write(offsets_.data(), offsets_.size() * sizeof(int64_t));
+	if (doubles_)
+		doubles_column_.serialize(out);
+	else
+		floats_.serialize(out);
+	out.put<uint8_t>(has_nulls() ? 1 : 0);
+	if (has_nulls())
+		valid_.serialize(out);
+}
+
+void FloatArrayColumn::append_serialized(ByteReader &in)
+{
+	if (in.get<uint8_t>() != (doubles_ ? 1 : 0))
+		throw Error(sqlstate::internal_error, "FloatArrayColumn: appending a column of another element width");
+	size_t n_offsets = in.get<uint64_t>();
+	if (n_offsets == 0 || n_offsets > SIZE_MAX / sizeof(int64_t))
+		throw Error(sqlstate::internal_error, "FloatArrayColumn: serialized offsets out of range");
+	const uint8_t *offsets = in.take(n_offsets * sizeof(int64_t));
+	size_t elements_before = elements();
+	if (doubles_)
+		doubles_column_.append_serialized(in);
+	else
+		floats_.append_serialized(in);
+	size_t part_elements = elements_column_size() - elements_before;
+	bool part_nulls = in.get<uint8_t>() != 0;
+	if (part_nulls && valid_.empty()) /* the first NULL: every element so far was there */
+		valid_.append(elements_before, [](uint8_t *out, size_t, size_t count) { std::memset(out, 1, count); });
+	if (part_nulls)
+		valid_.append_serialized(in);
+	else if (!valid_.empty())
+		valid_.append(part_elements, [](uint8_t *out, size_t, size_t count) { std::memset(out, 1, count); });
+	int64_t base = offsets_.back();
+	for (size_t r = 1; r < n_offsets; ++r)
+	{
+		int64_t offset;
+		std::memcpy(&offset, offsets + r * sizeof offset, sizeof offset);
+		offsets_.push_back(base + offset);
+	}
+	if (static_cast<size_t>(offsets_.back()) != elements_column_size() || (has_nulls() && valid_.size() != elements_column_size()))
+		throw Error(sqlstate::internal_error, "FloatArrayColumn: serialized offsets and elements disagree");
 }
 
 } // namespace gpurec

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "byte_stream.hpp"
 #include "errors.hpp"
 
 namespace gpurec {
@@ -129,6 +130,23 @@ template <typename T> class ChunkedColumn
 			begin += n;
 		}
 	}
+	/* The flat form (byte_stream.hpp): the row count, then the rows. */
+	void serialize(ByteWriter &out) const
+	{
+		out.put<uint64_t>(size_);
+		for (size_t c = 0; c < chunk_count(); ++c)
+			out.write(chunk_data(c), chunk_rows(c) * sizeof(T));
+	}
+	/* Appends the rows of a column that serialize() wrote. */
+	void append_serialized(ByteReader &in)
+	{
+		size_t n = in.get<uint64_t>();
+		if (n > SIZE_MAX / sizeof(T))
+			throw Error(sqlstate::internal_error, "ChunkedColumn: a serialized row count out of range");
+		const uint8_t *rows = in.take(n * sizeof(T));
+		append(n, [&](T *out, size_t first, size_t count) { std::memcpy(out, rows + first * sizeof(T), count * sizeof(T)); });
+	}
+
 	std::vector<T> to_vector() const
 	{
 		std::vector<T> v(size_);
@@ -174,8 +192,19 @@ class IdColumn
 	/* Every code, in ascending order of its id. */
 	std::vector<int32_t> codes_in_id_order() const;
 
+	/* The flat form: the distinct ids with their row counts, then the codes. */
+	void serialize(ByteWriter &out) const;
+	/*
+	 * Appends a column that serialize() wrote: its ids join this dictionary
+	 * (new ones get the next codes) and its codes are translated, so the
+	 * work is per distinct id plus one table lookup per row.
+	 */
+	void append_serialized(ByteReader &in);
+
   private:
 	void grow_table();
+	/* The code of id, added to the dictionary (with no row) when new. */
+	int32_t intern(int64_t id);
 
 	/* an open-addressing slot: the id beside its code, so a probe is one cache line */
 	struct Slot
@@ -286,6 +315,16 @@ class NumberColumn
 	/* The value as a double (exact for Float4/Float8; rounded otherwise). */
 	double to_double(size_t row) const;
 
+	/* The flat form: scales, the keys, and the display scales when they are mixed. */
+	void serialize(ByteWriter &out) const;
+	/*
+	 * Appends a column of the same type that serialize() wrote.  The result
+	 * is the column that pushing its rows one by one would have made: keys
+	 * at the larger of the two scales (ERROR 22003 as push_numeric when a
+	 * value cannot be held there), display scales kept per row.
+	 */
+	void append_serialized(ByteReader &in);
+
   private:
 	static constexpr int16_t kMixedScales = INT16_MIN;
 
@@ -374,8 +413,14 @@ class FloatArrayColumn
 	const ChunkedColumn<uint8_t> &valid() const { return valid_; }
 	bool valid(size_t e) const { return valid_.empty() || valid_[e] != 0; }
 
+	/* The flat form: element width, row offsets, elements, validity when any is NULL. */
+	void serialize(ByteWriter &out) const;
+	/* Appends the rows of a column of the same width that serialize() wrote. */
+	void append_serialized(ByteReader &in);
+
   private:
 	template <typename T> void append_values(ChunkedColumn<T> &to, const T *data, size_t n, const uint8_t *present);
+	size_t elements_column_size() const { return doubles_ ? doubles_column_.size() : floats_.size(); }
 	void append_validity(size_t n, const uint8_t *present);
 
 	bool doubles_ = false;

@@ -38,4 +38,41 @@ InputTable::InputTable(const char *what, std::vector<ColumnSpec> specs)
 	}
 }
 
+namespace {
+
+/* The first bytes of a serialized table: what it is and in which version of this layout. */
+constexpr uint32_t kTableMagic = 0x67707231; /* "gpr1" */
+
+} // namespace
+
+void InputTable::serialize(ByteWriter &out) const
+{
+	out.put<uint32_t>(kTableMagic);
+	out.put<uint32_t>(static_cast<uint32_t>(specs_.size()));
+	out.put<uint64_t>(rows_);
+	out.put<uint64_t>(skipped_rows_);
+	for (const AnyColumn &column : columns_)
+	{
+		out.put<uint8_t>(static_cast<uint8_t>(column.index()));
+		std::visit([&](const auto &c) { c.serialize(out); }, column);
+	}
+}
+
+void InputTable::append_serialized(ByteReader &in)
+{
+	if (in.get<uint32_t>() != kTableMagic || in.get<uint32_t>() != specs_.size())
+		throw Error(sqlstate::internal_error, "InputTable: serialized columns of another table");
+	size_t rows = in.get<uint64_t>();
+	size_t skipped = in.get<uint64_t>();
+	for (AnyColumn &column : columns_)
+	{
+		if (in.get<uint8_t>() != column.index())
+			throw Error(sqlstate::internal_error, "InputTable: a serialized column of another kind");
+		std::visit([&](auto &c) { c.append_serialized(in); }, column);
+	}
+	if (!in.at_end())
+		throw Error(sqlstate::internal_error, "InputTable: bytes after the serialized columns");
+	count_rows(rows, skipped);
+}
+
 } // namespace gpurec

@@ -91,6 +91,15 @@ class InputTable
 		}
 	}
 
+	/*
+	 * The flat form of the columns (byte_stream.hpp), and appending one:
+	 * how a parallel worker's columns join the calling backend's table.
+	 * The result has the rows of both, this table's first, as if they had
+	 * been read one after the other.
+	 */
+	void serialize(ByteWriter &out) const;
+	void append_serialized(ByteReader &in);
+
   private:
 	const char *what_;
 	std::vector<ColumnSpec> specs_;
