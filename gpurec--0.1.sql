@@ -118,3 +118,45 @@ LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION fit_exponent(text, text, text, float8[], float8, float8, text, float8) IS
 'For each exponent: the mean, over the users of holdout_query (user_id, candidate_id) with a visited and an unvisited candidate, of the AUC of predict_strength''s ranking of all candidates.';
+
+-- ---------------------------------------------------------- parallel read --
+
+-- gpurec's own, for reading inner queries with PostgreSQL's parallel workers
+-- (src/pg_parallel_read.cpp): each worker builds engine columns from its share
+-- of the rows and sends them as its partial state.  Not for direct use: it
+-- refuses to run outside a gpurec function.
+
+CREATE FUNCTION _read_columns_transition(internal, text, VARIADIC "any")
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gpurec_read_columns_transition'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE FUNCTION _read_columns_serialize(internal)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_read_columns_serialize'
+LANGUAGE C STRICT PARALLEL SAFE;
+
+CREATE FUNCTION _read_columns_deserialize(bytea, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gpurec_read_columns_deserialize'
+LANGUAGE C STRICT PARALLEL SAFE;
+
+CREATE FUNCTION _read_columns_combine(internal, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gpurec_read_columns_combine'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE FUNCTION _read_columns_final(internal)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'gpurec_read_columns_final'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE AGGREGATE _read_columns(text, VARIADIC "any") (
+    SFUNC = _read_columns_transition,
+    STYPE = internal,
+    SERIALFUNC = _read_columns_serialize,
+    DESERIALFUNC = _read_columns_deserialize,
+    COMBINEFUNC = _read_columns_combine,
+    FINALFUNC = _read_columns_final,
+    PARALLEL = SAFE
+);

@@ -44,6 +44,8 @@ struct ExecContext : gpu::CallContext
 	std::function<void(const std::string &)> notice = [](const std::string &) {};
 	/* Filled in while the call runs. */
 	bool used_gpu = false;
+	/* How each inner query was read, for the timing NOTICE: "offers query: 2 workers". */
+	std::string read_notes;
 };
 
 /* Whether a usable GPU is present; the first call initialises CUDA. */

@@ -82,3 +82,14 @@ void cpp_callback_guard(void (*fn)(void *), void *arg);
 	PG_FUNCTION_INFO_V1(name);                                                                     \
 	Datum name(PG_FUNCTION_ARGS) { return gpurec::sql_entry_guard(fcinfo, body); }                \
 	}
+
+/*
+ * Declares the V1 SQL function `name` that is PostgreSQL code itself
+ * (`fn(fcinfo)` may ereport and holds no C++ object, as an aggregate's
+ * support functions): its C++ work goes through cpp_callback_guard.
+ */
+#define GPUREC_POSTGRES_FUNCTION(name, fn)                                                         \
+	extern "C" {                                                                                   \
+	PG_FUNCTION_INFO_V1(name);                                                                     \
+	Datum name(PG_FUNCTION_ARGS) { return fn(fcinfo); }                                            \
+	}

@@ -9,6 +9,7 @@ extern "C" {
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "nodes/parsenodes.h"
+#include "utils/memutils.h"
 #include "tcop/utility.h"
 #include "utils/plancache.h"
 }
@@ -16,6 +17,7 @@ extern "C" {
 #include "errors.hpp"
 #include "pg_column_types.hpp"
 #include "pg_input.hpp"
+#include "pg_parallel_read.hpp"
 #include "pg_receiver.hpp"
 
 namespace gpurec {
@@ -54,12 +56,27 @@ void check_read_only(SPIPlanPtr plan, const char *what)
 	}
 }
 
-/* PostgreSQL code: prepares the query, checks it, and runs it into the table. */
-void run_query(const char *query, InputTable *table, ExecContext *ctx)
+/* The text of the one statement of `source`: without a trailing semicolon or comment. */
+char *statement_text(CachedPlanSource *source)
 {
-	DestReceiver *receiver = create_input_receiver(table, ctx);
+	RawStmt *raw = source->raw_parse_tree;
+	const char *text = source->query_string + raw->stmt_location;
+	return raw->stmt_len > 0 ? pnstrdup(text, raw->stmt_len) : pstrdup(text);
+}
+
+void set_table_column_types(void *arg)
+{
+	auto *a = static_cast<std::pair<InputTable *, const ColumnBinding *> *>(arg);
+	set_column_types(*a->first, *a->second);
+}
+
+/* PostgreSQL code: prepares the query, checks it, and runs it into the table. */
+ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext *ctx)
+{
 	SPIExecuteOptions options;
 	SPIPlanPtr plan;
+	ColumnBinding binding;
+	ParallelReadOutcome outcome;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -68,10 +85,8 @@ void run_query(const char *query, InputTable *table, ExecContext *ctx)
 		elog(ERROR, "could not prepare the %s: %s", table->what(),
 			 SPI_result_code_string(SPI_result));
 	check_read_only(plan, table->what());
-
-	memset(&options, 0, sizeof options);
-	options.read_only = true;
-	options.dest = receiver;
+	CachedPlanSource *source = static_cast<CachedPlanSource *>(linitial(SPI_plan_get_plan_sources(plan)));
+	bind_columns(&binding, *table, source->resultDesc);
 
 	/*
 	 * SPI's read_only checks the statement, not the functions it calls; a
@@ -82,7 +97,21 @@ void run_query(const char *query, InputTable *table, ExecContext *ctx)
 	XactReadOnly = true;
 	PG_TRY();
 	{
-		SPI_execute_plan_extended(plan, &options);
+		if (table->keeps_row_order())
+			outcome.why_serial = "its row order is kept";
+		else
+		{
+			std::pair<InputTable *, const ColumnBinding *> types(table, &binding);
+			cpp_callback_guard(set_table_column_types, &types);
+			outcome = try_parallel_read(statement_text(source), binding, table, ctx);
+		}
+		if (!outcome.ran)
+		{
+			memset(&options, 0, sizeof options);
+			options.read_only = true;
+			options.dest = create_input_receiver(table, ctx, binding);
+			SPI_execute_plan_extended(plan, &options);
+		}
 	}
 	PG_FINALLY();
 	{
@@ -91,6 +120,7 @@ void run_query(const char *query, InputTable *table, ExecContext *ctx)
 	PG_END_TRY();
 	SPI_freeplan(plan);
 	SPI_finish();
+	return outcome;
 }
 
 } // namespace
@@ -102,8 +132,16 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 	Stopwatch clock;
 	InputTable *destination = &table;
 	ExecContext *call = &ctx;
-	pg_call([query, destination, call] { run_query(query, destination, call); });
+	ParallelReadOutcome outcome = pg_call([query, destination, call] { return run_query(query, destination, call); });
 	ctx.times.read_ms += clock.elapsed_ms();
+
+	std::string note = std::string(table.what()) + ": ";
+	if (outcome.ran && outcome.worker_parts > 0)
+		note += std::to_string(outcome.worker_parts) + " of " + std::to_string(outcome.planned_workers) +
+				" planned parallel workers and the calling backend";
+	else
+		note += std::string("the calling backend alone, as ") + (outcome.why_serial ? outcome.why_serial : "planned");
+	ctx.read_notes += (ctx.read_notes.empty() ? "" : "; ") + note;
 }
 
 } // namespace gpurec

@@ -62,6 +62,14 @@ class InputTable
 	/* Rows dropped because a column that skips on NULL was NULL. */
 	size_t skipped_rows() const { return skipped_rows_; }
 
+	/*
+	 * For a function whose result follows the query's row order (candidates
+	 * come back in input order): read in the calling backend, in the order
+	 * the query returns them, never by parallel workers.
+	 */
+	void keep_row_order() { keeps_row_order_ = true; }
+	bool keeps_row_order() const { return keeps_row_order_; }
+
 	IdColumn &id(size_t i) { return std::get<IdColumn>(columns_[i]); }
 	Int64Column &int64(size_t i) { return std::get<Int64Column>(columns_[i]); }
 	NumberColumn &number(size_t i) { return std::get<NumberColumn>(columns_[i]); }
@@ -107,11 +115,16 @@ class InputTable
 	size_t rows_ = 0;
 	size_t skipped_rows_ = 0;
 	size_t notified_chunks_ = 0;
+	bool keeps_row_order_ = false;
 	std::function<void()> chunk_listener_;
 };
 
 /*
- * Runs `query` and appends its rows to `table`.  Errors (each with a SQLSTATE):
+ * Runs `query` and appends its rows to `table`: with PostgreSQL's parallel
+ * workers when its plan can run in parallel and the table need not keep row
+ * order (pg_parallel_read.hpp), else in the calling backend; the rows are
+ * the same either way, only their order may differ.  ctx.read_notes says
+ * which path read and why.  Errors (each with a SQLSTATE):
  * a missing column names it and lists the expected ones; a column of an
  * unsupported type names column and type; a query that is not one read-only
  * SELECT is refused; the query's own errors (syntax, permissions) come

@@ -28,7 +28,8 @@ void report_timing(const char *function, const ExecContext &ctx)
 		ereport(NOTICE, (errmsg("gpurec.%s: device %s, read %.3f ms, transfer %.3f ms, compute "
 								"%.3f ms, output %.3f ms",
 								function, device, t.read_ms, t.transfer_ms, t.compute_ms,
-								t.output_ms)));
+								t.output_ms),
+						 errdetail("Read: %s.", ctx.read_notes.c_str())));
 	});
 }
 

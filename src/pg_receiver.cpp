@@ -34,6 +34,7 @@ struct InputReceiver
 	InputTable *table;
 	ExecContext *ctx;
 	ColumnBinding binding;
+	bool bound; /* binding made before the query ran */
 	int batch_capacity;
 	int batched;
 	uint64 skipped;
@@ -50,7 +51,8 @@ void set_receiver_column_types(void *arg)
 void receiver_startup(DestReceiver *self, int operation, TupleDesc desc)
 {
 	auto *r = reinterpret_cast<InputReceiver *>(self);
-	bind_columns(&r->binding, *r->table, desc);
+	if (!r->bound)
+		bind_columns(&r->binding, *r->table, desc);
 	r->batch_capacity = kBatchRows;
 	for (int c = 0; c < r->binding.ncolumns; ++c)
 		if (r->binding.specs[c].kind == ColumnKind::FloatArray &&
@@ -116,6 +118,15 @@ DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx)
 	receiver->table = table;
 	receiver->ctx = ctx;
 	return &receiver->pub;
+}
+
+DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx, const ColumnBinding &binding)
+{
+	DestReceiver *receiver = create_input_receiver(table, ctx);
+	auto *r = reinterpret_cast<InputReceiver *>(receiver);
+	r->binding = binding;
+	r->bound = true;
+	return receiver;
 }
 
 } // namespace gpurec

@@ -10,6 +10,7 @@ extern "C" {
 #include "tcop/dest.h"
 }
 
+#include "pg_column_types.hpp"
 #include "pg_input.hpp"
 
 namespace gpurec {
@@ -20,5 +21,8 @@ namespace gpurec {
  * one every 16384 rows) are the read phase's of `ctx`.  PostgreSQL code.
  */
 DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx);
+
+/* The same, with the columns bound already (bind_columns) to the rows it will receive. */
+DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx, const ColumnBinding &binding);
 
 } // namespace gpurec

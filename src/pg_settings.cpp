@@ -26,6 +26,7 @@ namespace {
 
 int device_setting = static_cast<int>(DeviceMode::Auto);
 bool timing_setting = false;
+int parallel_workers_setting = -1;
 bool test_fail_gpu_alloc_setting = false;
 char *test_fault_setting = nullptr;
 /* gpurec.test_fault as parsed by its check hook (at = 0: none). */
@@ -142,6 +143,12 @@ void define_settings()
 							 "each phase.",
 							 nullptr, &timing_setting, false, PGC_USERSET, 0, nullptr, nullptr,
 							 nullptr);
+	DefineCustomIntVariable("gpurec.parallel_workers",
+							"The most parallel workers that read one inner query; -1 follows PostgreSQL.",
+							"Workers come from PostgreSQL's own settings (max_parallel_workers_per_gather, "
+							"max_parallel_workers, a table's parallel_workers); this may only lower them.  0 reads "
+							"every inner query in the calling backend.",
+							&parallel_workers_setting, -1, -1, 1024, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("gpurec.test_fail_gpu_alloc",
 							 "For tests only: makes every GPU allocation fail.", nullptr,
 							 &test_fail_gpu_alloc_setting, false, PGC_SUSET,
@@ -158,6 +165,8 @@ void define_settings()
 }
 
 bool settings_timing() { return timing_setting; }
+
+int settings_parallel_workers() { return parallel_workers_setting; }
 
 ExecContext exec_context_from_settings()
 {

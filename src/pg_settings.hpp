@@ -1,5 +1,5 @@
 /*
- * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.timing,
+ * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.timing, gpurec.parallel_workers,
  * gpurec.test_fail_gpu_alloc, gpurec.test_fault) and the engine's per-call
  * context made from them.  Everything that reads a setting goes through
  * here.
@@ -20,6 +20,8 @@ void define_settings();
 ExecContext exec_context_from_settings();
 
 bool settings_timing(); /* gpurec.timing */
+
+int settings_parallel_workers(); /* gpurec.parallel_workers: -1 follows PostgreSQL */
 
 /*
  * An interrupt point of `phase` in PostgreSQL code (the receiver's batches,

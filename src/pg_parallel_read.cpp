@@ -1,0 +1,467 @@
+/*
+ * pg_parallel_read.cpp: the parallel path of reading an inner query (see
+ * pg_parallel_read.hpp) and the aggregate gpurec._read_columns behind it.
+ *
+ * The aggregate's functions run in two kinds of process:
+ *   - a parallel worker: the transition function appends rows to columns of
+ *     the worker's own; the serial function flattens them into one bytea,
+ *     the worker's partial state, which the tuple queue carries;
+ *   - the calling backend (the leader): its own share of the rows goes
+ *     straight into the call's table (the `active_read` of this backend), its
+ *     serial function sends an empty state, and the combine function appends
+ *     every worker's state to the table.
+ * The final function only returns how many worker states arrived.
+ *
+ * Each state owns C++ objects (the worker's columns); a reset callback on
+ * the aggregate's memory context deletes them, so an ERROR or a cancel
+ * anywhere frees them with the context.
+ */
+#include "pg_parallel_read.hpp"
+
+extern "C" {
+#include "access/parallel.h"
+#include "access/xact.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/plannodes.h"
+#include "optimizer/cost.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/plancache.h"
+}
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pg_settings.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/* Rows converted before one guarded append, as in the serial receiver (pg_receiver.cpp). */
+constexpr int kBatchRows = 256;
+
+/* The read this backend runs now, as the leader; null when none. */
+struct ActiveRead
+{
+	InputTable *table;
+	int worker_parts;
+};
+ActiveRead *active_read = nullptr;
+
+/*
+ * The specs, as the wrapper query passes them to every process: the
+ * query's name, then per column its name, kind, null rule, fallback and
+ * the conversion the leader bound.  One line per column, fields split by
+ * tabs (spec names never hold either).
+ */
+char *encode_specs(const ColumnBinding &binding)
+{
+	StringInfoData text;
+	initStringInfo(&text);
+	appendStringInfoString(&text, binding.what);
+	for (int c = 0; c < binding.ncolumns; ++c)
+	{
+		const ColumnSpec &spec = binding.specs[c];
+		appendStringInfo(&text, "\n%s\t%d\t%d\t%d\t%lld\t%d", spec.name, static_cast<int>(spec.kind),
+						 spec.optional ? 1 : 0, spec.null_skips_row ? 1 : 0, static_cast<long long>(spec.fallback),
+						 static_cast<int>(binding.conversion[c]));
+	}
+	return text.data;
+}
+
+/* One process's state of the aggregate: its batch, and its columns in a worker. */
+struct ReadState
+{
+	std::string what;
+	std::vector<std::string> names;
+	std::vector<ColumnSpec> specs;
+	std::unique_ptr<InputTable> own; /* a worker's columns */
+	InputTable *table = nullptr;	 /* own, or the leader's active_read table */
+	ColumnBinding binding{};
+	ExecContext ctx;
+	int batched = 0;
+	uint64_t skipped = 0;
+	uint64_t rows_since_check = 0;
+	int batch_capacity = kBatchRows;
+	RowValues batch[kBatchRows];
+};
+
+/* Parses what encode_specs wrote into state's specs and binding. */
+void decode_specs(ReadState &state, const std::string &text)
+{
+	size_t line_end = text.find('\n');
+	state.what = text.substr(0, line_end);
+	std::vector<int> conversions;
+	while (line_end != std::string::npos)
+	{
+		size_t start = line_end + 1;
+		line_end = text.find('\n', start);
+		std::string line = text.substr(start, line_end == std::string::npos ? std::string::npos : line_end - start);
+		std::vector<std::string> fields;
+		for (size_t at = 0;;)
+		{
+			size_t tab = line.find('\t', at);
+			fields.push_back(line.substr(at, tab == std::string::npos ? std::string::npos : tab - at));
+			if (tab == std::string::npos)
+				break;
+			at = tab + 1;
+		}
+		if (fields.size() != 6 || state.names.size() >= static_cast<size_t>(kMaxColumns))
+			throw Error(sqlstate::internal_error, "gpurec._read_columns: malformed column specs");
+		state.names.push_back(fields[0]);
+		ColumnSpec spec{nullptr, static_cast<ColumnKind>(std::stoi(fields[1]))};
+		spec.optional = fields[2] == "1";
+		spec.null_skips_row = fields[3] == "1";
+		spec.fallback = std::stoll(fields[4]);
+		state.specs.push_back(spec);
+		conversions.push_back(std::stoi(fields[5]));
+	}
+	for (size_t c = 0; c < state.specs.size(); ++c)
+		state.specs[c].name = state.names[c].c_str();
+
+	ColumnBinding &b = state.binding;
+	b.specs = state.specs.data();
+	b.what = state.what.c_str();
+	b.ncolumns = static_cast<int>(state.specs.size());
+	int passed = 0;
+	for (int c = 0; c < b.ncolumns; ++c)
+	{
+		b.conversion[c] = static_cast<Conversion>(conversions[c]);
+		b.attno[c] = b.conversion[c] == Conversion::Absent ? -1 : passed++;
+		if (b.specs[c].kind == ColumnKind::FloatArray && b.conversion[c] != Conversion::Absent)
+			state.batch_capacity = 1; /* each detoasted array is freed at once */
+	}
+	b.max_attno = passed;
+}
+
+struct NewStateArgs
+{
+	const char *specs;
+	ReadState *state;
+};
+
+void make_state(void *arg)
+{
+	auto *a = static_cast<NewStateArgs *>(arg);
+	auto state = std::make_unique<ReadState>();
+	decode_specs(*state, a->specs);
+	if (active_read != nullptr && !IsParallelWorker())
+		state->table = active_read->table;
+	else
+	{
+		state->own = std::make_unique<InputTable>(state->what.c_str(), state->specs);
+		state->table = state->own.get();
+		set_column_types(*state->table, state->binding);
+	}
+	state->ctx = exec_context_from_settings();
+	a->state = state.release();
+}
+
+void append_batch(void *arg)
+{
+	auto *s = static_cast<ReadState *>(arg);
+	append_rows(*s->table, s->batch, s->batched, s->skipped);
+}
+
+void flush_batch(ReadState *s)
+{
+	cpp_callback_guard(append_batch, s);
+	release_rows(s->binding, s->batch, s->batched);
+	s->batched = 0;
+	s->skipped = 0;
+}
+
+/* The state of this aggregate call, made on its first row in the aggregate's context. */
+ReadState *state_for(FunctionCallInfo fcinfo)
+{
+	if (!PG_ARGISNULL(0))
+		return reinterpret_cast<ReadState *>(PG_GETARG_POINTER(0));
+	MemoryContext aggregate_context;
+	if (!AggCheckCallContext(fcinfo, &aggregate_context))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						errmsg("gpurec._read_columns is gpurec's own and runs only inside its functions")));
+	if (!IsParallelWorker() && active_read == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						errmsg("gpurec._read_columns is gpurec's own and runs only inside its functions")));
+	char *specs = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	NewStateArgs args{specs, nullptr};
+	cpp_callback_guard(make_state, &args);
+	ReadState *state = args.state;
+	/* the context's reset or deletion (the query's end, an ERROR) frees the state */
+	auto *callback = static_cast<MemoryContextCallback *>(MemoryContextAlloc(aggregate_context, sizeof(MemoryContextCallback)));
+	callback->func = [](void *arg) { delete static_cast<ReadState *>(arg); }; /* destructors do not throw */
+	callback->arg = state;
+	MemoryContextRegisterResetCallback(aggregate_context, callback);
+	/* the read phase's first interrupt point comes before any row, as in the serial path */
+	postgres_interrupt_point(state->ctx, Phase::Read);
+	return state;
+}
+
+Datum read_columns_transition(FunctionCallInfo fcinfo)
+{
+	ReadState *s = state_for(fcinfo);
+	Datum values[kMaxColumns];
+	bool isnull[kMaxColumns];
+	int passed = s->binding.max_attno;
+	if (PG_NARGS() != 2 + passed)
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+						errmsg("gpurec._read_columns: %d columns passed, %d expected", PG_NARGS() - 2, passed)));
+	for (int k = 0; k < passed; ++k)
+	{
+		values[k] = PG_GETARG_DATUM(2 + k);
+		isnull[k] = PG_ARGISNULL(2 + k);
+	}
+	if (!convert_row(s->binding, values, isnull, &s->batch[s->batched]))
+		++s->skipped;
+	else if (++s->batched == s->batch_capacity)
+		flush_batch(s);
+	if (++s->rows_since_check >= 16384)
+	{
+		s->rows_since_check = 0;
+		postgres_interrupt_point(s->ctx, Phase::Read);
+	}
+	PG_RETURN_POINTER(s);
+}
+
+struct SerializeArgs
+{
+	ReadState *state;
+	size_t size;
+	uint8_t *out;
+};
+
+void count_serialized(void *arg)
+{
+	auto *a = static_cast<SerializeArgs *>(arg);
+	ByteWriter counter;
+	a->state->table->serialize(counter);
+	a->size = counter.size();
+}
+
+void write_serialized(void *arg)
+{
+	auto *a = static_cast<SerializeArgs *>(arg);
+	ByteWriter writer(a->out, a->size);
+	a->state->table->serialize(writer);
+	a->state->own.reset(); /* the columns now travel as bytes: free them before the leader copies */
+}
+
+Datum read_columns_serialize(FunctionCallInfo fcinfo)
+{
+	ReadState *s = reinterpret_cast<ReadState *>(PG_GETARG_POINTER(0));
+	if (s->batched > 0 || s->skipped > 0)
+		flush_batch(s);
+	bytea *out;
+	if (!s->own)
+	{
+		/* the leader's share is in the call's table already */
+		out = static_cast<bytea *>(palloc(VARHDRSZ));
+		SET_VARSIZE(out, VARHDRSZ);
+		PG_RETURN_BYTEA_P(out);
+	}
+	SerializeArgs args{s, 0, nullptr};
+	cpp_callback_guard(count_serialized, &args);
+	if (args.size > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a parallel worker read more of the %s than one partial state can carry", s->what.c_str()),
+				 errdetail("Its %zu rows take %zu bytes as columns; a worker sends at most 1 GB.",
+						   s->table->rows(), args.size),
+				 errhint("Allow more workers (max_parallel_workers_per_gather), or SET gpurec.parallel_workers = 0 "
+						 "to read in the calling backend.")));
+	out = static_cast<bytea *>(palloc(VARHDRSZ + args.size));
+	SET_VARSIZE(out, VARHDRSZ + args.size);
+	args.out = reinterpret_cast<uint8_t *>(VARDATA(out));
+	cpp_callback_guard(write_serialized, &args);
+	PG_RETURN_BYTEA_P(out);
+}
+
+/* A worker's state as it arrives in the leader: the bytes, read in place. */
+struct ArrivedPart
+{
+	const uint8_t *data;
+	size_t size;
+};
+
+Datum read_columns_deserialize(FunctionCallInfo fcinfo)
+{
+	bytea *bytes = PG_GETARG_BYTEA_P(0); /* a worker's state is never compressed: no copy */
+	auto *part = static_cast<ArrivedPart *>(palloc(sizeof(ArrivedPart)));
+	part->data = reinterpret_cast<const uint8_t *>(VARDATA(bytes));
+	part->size = VARSIZE(bytes) - VARHDRSZ;
+	PG_RETURN_POINTER(part);
+}
+
+void append_part(void *arg)
+{
+	auto *part = static_cast<ArrivedPart *>(arg);
+	ByteReader reader(part->data, part->size);
+	active_read->table->append_serialized(reader);
+}
+
+Datum read_columns_combine(FunctionCallInfo fcinfo)
+{
+	if (active_read == nullptr || IsParallelWorker())
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+						errmsg("gpurec._read_columns: partial states combined outside gpurec's read")));
+	if (!PG_ARGISNULL(1))
+	{
+		auto *part = reinterpret_cast<ArrivedPart *>(PG_GETARG_POINTER(1));
+		if (part->size > 0)
+		{
+			cpp_callback_guard(append_part, part);
+			++active_read->worker_parts;
+		}
+	}
+	/* the state stays whatever it was: the rows live in the call's table */
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	PG_RETURN_POINTER(PG_GETARG_POINTER(0));
+}
+
+Datum read_columns_final(FunctionCallInfo fcinfo)
+{
+	if (active_read == nullptr || IsParallelWorker())
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+						errmsg("gpurec._read_columns: finalized outside gpurec's read")));
+	/* a serial plan (replanned since the check) ran every row through the leader: flush them */
+	if (!PG_ARGISNULL(0))
+	{
+		ReadState *s = reinterpret_cast<ReadState *>(PG_GETARG_POINTER(0));
+		if (!s->own && (s->batched > 0 || s->skipped > 0))
+			flush_batch(s);
+	}
+	PG_RETURN_INT64(active_read->worker_parts);
+}
+
+/*
+ * The workers a plan splits the aggregate over: the plan is a Finalize
+ * Aggregate whose input, through any Sort, is a Gather (Merge) of Partial
+ * Aggregates.  0 for any other shape, which the serial path then reads.
+ */
+int planned_workers(SPIPlanPtr plan)
+{
+	CachedPlan *cached = SPI_plan_get_cached_plan(plan);
+	if (cached == nullptr)
+		return 0;
+	int workers = 0;
+	if (list_length(cached->stmt_list) == 1)
+	{
+		PlannedStmt *stmt = linitial_node(PlannedStmt, cached->stmt_list);
+		Plan *top = stmt->planTree;
+		if (top != nullptr && IsA(top, Agg) && reinterpret_cast<Agg *>(top)->aggsplit == AGGSPLIT_FINAL_DESERIAL)
+		{
+			for (Plan *p = top->lefttree; p != nullptr; p = p->lefttree)
+			{
+				if (IsA(p, Gather))
+				{
+					workers = reinterpret_cast<Gather *>(p)->num_workers;
+					break;
+				}
+				if (IsA(p, GatherMerge))
+				{
+					workers = reinterpret_cast<GatherMerge *>(p)->num_workers;
+					break;
+				}
+			}
+		}
+	}
+	ReleaseCachedPlan(cached, nullptr); /* an unsaved plan's, held by no resource owner */
+	return workers;
+}
+
+/* SELECT gpurec._read_columns('<specs>', q."a", ...) FROM (<query>) AS q */
+char *wrapper_query(const char *query, const ColumnBinding &binding, const char *specs)
+{
+	StringInfoData sql;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT gpurec._read_columns(%s", quote_literal_cstr(specs));
+	for (int c = 0; c < binding.ncolumns; ++c)
+		if (binding.conversion[c] != Conversion::Absent)
+			appendStringInfo(&sql, ", q.%s", quote_identifier(binding.specs[c].name));
+	/* the newline ends a trailing -- comment of the inner query */
+	appendStringInfo(&sql, ") FROM (%s\n) AS q", query);
+	return sql.data;
+}
+
+} // namespace
+
+ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &binding, InputTable *table,
+									  ExecContext *ctx)
+{
+	ParallelReadOutcome outcome;
+	int limit = settings_parallel_workers();
+	if (limit == 0)
+	{
+		outcome.why_serial = "gpurec.parallel_workers is 0";
+		return outcome;
+	}
+	if (max_parallel_workers_per_gather == 0)
+	{
+		outcome.why_serial = "max_parallel_workers_per_gather is 0";
+		return outcome;
+	}
+	if (IsInParallelMode())
+	{
+		outcome.why_serial = "the call itself runs in parallel mode";
+		return outcome;
+	}
+
+	/* gpurec.parallel_workers lowers PostgreSQL's own limit for this query only */
+	int nest_level = NewGUCNestLevel();
+	if (limit > 0 && limit < max_parallel_workers_per_gather)
+		(void) set_config_option("max_parallel_workers_per_gather", std::to_string(limit).c_str(), PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+
+	char *specs = encode_specs(binding);
+	char *sql = wrapper_query(query, binding, specs);
+	SPIPlanPtr plan = SPI_prepare_cursor(sql, 0, nullptr, CURSOR_OPT_PARALLEL_OK);
+	if (plan == nullptr)
+		elog(ERROR, "could not prepare the parallel read of the %s: %s", binding.what,
+			 SPI_result_code_string(SPI_result));
+	outcome.planned_workers = planned_workers(plan);
+	if (outcome.planned_workers == 0)
+	{
+		SPI_freeplan(plan);
+		AtEOXact_GUC(true, nest_level);
+		outcome.why_serial = "the plan is not parallel";
+		return outcome;
+	}
+
+	ActiveRead read{table, 0};
+	ActiveRead *outer = active_read;
+	SPIExecuteOptions options;
+	memset(&options, 0, sizeof options);
+	options.read_only = true;
+	options.dest = None_Receiver;
+	active_read = &read;
+	PG_TRY();
+	{
+		SPI_execute_plan_extended(plan, &options);
+	}
+	PG_FINALLY();
+	{
+		active_read = outer;
+	}
+	PG_END_TRY();
+	SPI_freeplan(plan);
+	AtEOXact_GUC(true, nest_level);
+	outcome.ran = true;
+	outcome.worker_parts = read.worker_parts;
+	if (read.worker_parts == 0)
+		outcome.why_serial = "no background worker was free (max_parallel_workers)";
+	return outcome;
+}
+
+} // namespace gpurec
+
+/* PostgreSQL code, not C++ bodies: each reaches C++ through cpp_callback_guard only. */
+GPUREC_POSTGRES_FUNCTION(gpurec_read_columns_transition, gpurec::read_columns_transition)
+GPUREC_POSTGRES_FUNCTION(gpurec_read_columns_serialize, gpurec::read_columns_serialize)
+GPUREC_POSTGRES_FUNCTION(gpurec_read_columns_deserialize, gpurec::read_columns_deserialize)
+GPUREC_POSTGRES_FUNCTION(gpurec_read_columns_combine, gpurec::read_columns_combine)
+GPUREC_POSTGRES_FUNCTION(gpurec_read_columns_final, gpurec::read_columns_final)

@@ -1,0 +1,56 @@
+/*
+ * pg_parallel_read.hpp: reading an inner query with PostgreSQL's parallel
+ * workers, each of which builds engine columns of its own.
+ *
+ * How: the inner query is wrapped as
+ *
+ *     SELECT gpurec._read_columns('<specs>', q."col", ...) FROM (<inner>) AS q
+ *
+ * where _read_columns is an aggregate with an `internal` state and
+ * serial, deserial and combine functions, PARALLEL SAFE.  When the planner
+ * splits it (Finalize Aggregate over Gather over Partial Aggregate), every
+ * worker converts and appends its share of the rows to columns of its own
+ * and sends them, serialized, as its one partial state; the calling backend
+ * appends each arriving state to the call's table (InputTable::
+ * append_serialized: a dictionary merge and bulk copies, no per-row
+ * conversion).  Its own share it appends straight to that table.
+ *
+ * So any inner query the planner can run in parallel is read on several
+ * cores: joins, views, partitioned tables included.  Where it cannot
+ * (LIMIT, a parallel-unsafe function, no workers allowed), or where the
+ * table must keep the query's row order, read_inner_query runs the serial
+ * path instead (pg_inner_query.cpp).
+ */
+#pragma once
+
+#include "pg_boundary.hpp"
+
+extern "C" {
+#include "executor/spi.h"
+}
+
+#include "pg_column_types.hpp"
+#include "pg_input.hpp"
+
+namespace gpurec {
+
+/* What the parallel path did, for the gpurec.timing NOTICE. */
+struct ParallelReadOutcome
+{
+	bool ran = false;	   /* false: the caller reads serially */
+	int planned_workers = 0;
+	int worker_parts = 0;  /* partial states that arrived from workers */
+	const char *why_serial = nullptr; /* when !ran, or when no worker launched */
+};
+
+/*
+ * Tries the parallel path for `query` (already prepared and checked as
+ * read-only), whose columns `binding` bound.  Runs it and fills `table` when
+ * the plan is split over workers; otherwise returns with ran = false and
+ * table untouched.  PostgreSQL code: may ereport, holds no C++ object.
+ * Called between SPI_connect and SPI_finish.
+ */
+ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &binding, InputTable *table,
+									  ExecContext *ctx);
+
+} // namespace gpurec
