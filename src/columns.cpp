@@ -331,15 +331,32 @@ void NumberColumn::append_serialized(ByteReader &in)
 		keys_.append_serialized(in);
 		return;
 	}
-	ChunkedColumn<int64_t> part_keys;
-	part_keys.append_serialized(in);
-	ChunkedColumn<int16_t> part_displays;
+	/* the keys and display scales are read in place, without a copy of their own */
+	size_t n = in.get<uint64_t>();
+	if (n > SIZE_MAX / sizeof(int64_t))
+		throw Error(sqlstate::internal_error, "NumberColumn: a serialized row count out of range");
+	const uint8_t *key_bytes = in.take(n * sizeof(int64_t));
+	const uint8_t *display_bytes = nullptr;
 	if (part_uniform == kMixedScales)
-		part_displays.append_serialized(in);
-	size_t n = part_keys.size();
+	{
+		if (in.get<uint64_t>() != n)
+			throw Error(sqlstate::internal_error, "NumberColumn: serialized keys and scales disagree");
+		display_bytes = in.take(n * sizeof(int16_t));
+	}
 	if (n == 0)
 		return;
-	auto part_display = [&](size_t row) { return part_uniform != kMixedScales ? part_uniform : part_displays[row]; };
+	auto part_key = [&](size_t row) {
+		int64_t key;
+		std::memcpy(&key, key_bytes + row * sizeof key, sizeof key);
+		return key;
+	};
+	auto part_display = [&](size_t row) {
+		if (!display_bytes)
+			return part_uniform;
+		int16_t scale;
+		std::memcpy(&scale, display_bytes + row * sizeof scale, sizeof scale);
+		return scale;
+	};
 
 	bool was_empty = keys_.empty();
 	int target = was_empty ? part_scale : std::max(scale_, part_scale);
@@ -348,20 +365,17 @@ void NumberColumn::append_serialized(ByteReader &in)
 	for (size_t row = 0; step > 0 && row < n; ++row)
 	{
 		int64_t key;
-		if (part_display(row) >= 0 && !scale_up(part_keys[row], step, &key))
-			out_of_range(part_keys[row], part_scale, target);
+		if (part_display(row) >= 0 && !scale_up(part_key(row), step, &key))
+			out_of_range(part_key(row), part_scale, target);
 	}
 	if (!was_empty && target > scale_)
 		rescale_to(target);
 	scale_ = target;
 	keys_.append(n, [&](int64_t *out, size_t first, size_t count) {
-		for (size_t i = 0; i < count; ++i)
-		{
-			int64_t key = part_keys[first + i];
-			if (step > 0 && part_display(first + i) >= 0)
-				scale_up(key, step, &key);
-			out[i] = key;
-		}
+		std::memcpy(out, key_bytes + first * sizeof(int64_t), count * sizeof(int64_t));
+		for (size_t i = 0; step > 0 && i < count; ++i)
+			if (part_display(first + i) >= 0)
+				scale_up(out[i], step, &out[i]);
 	});
 
 	if (was_empty)

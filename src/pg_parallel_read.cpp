@@ -25,12 +25,15 @@ extern "C" {
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
 #include "optimizer/cost.h"
+#include "storage/lwlock.h"
 #include "utils/builtins.h"
+#include "utils/dsa.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 }
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,20 +51,44 @@ constexpr int kBatchRows = 256;
 struct ActiveRead
 {
 	InputTable *table;
+	dsa_area *area; /* where workers leave their columns */
 	int worker_parts;
+};
+
+/*
+ * How a partial state travels: its first byte.  A worker leaves its columns
+ * in the leader's area and sends where they are; only when the area cannot
+ * hold them do the bytes ride in the state itself, through the tuple queue
+ * (a 64 kB ring: several times slower for a large state).
+ */
+enum class StateKind : uint8_t
+{
+	Empty = 0,	/* the leader's own: its rows are in the call's table already */
+	Inline = 1, /* the serialized columns follow */
+	InArea = 2	/* a dsa_pointer and a byte count follow */
+};
+
+/* Where a worker finds the leader's area: handle, and a token only the wrapper query knows. */
+struct AreaAddress
+{
+	dsa_handle handle;
+	dsa_pointer token_at;
+	uint64 token;
 };
 ActiveRead *active_read = nullptr;
 
 /*
  * The specs, as the wrapper query passes them to every process: the
- * query's name, then per column its name, kind, null rule, fallback and
+ * leader's area (AreaAddress), the query's name, then per column its name, kind, null rule, fallback and
  * the conversion the leader bound.  One line per column, fields split by
  * tabs (spec names never hold either).
  */
-char *encode_specs(const ColumnBinding &binding)
+char *encode_specs(const ColumnBinding &binding, const AreaAddress &area)
 {
 	StringInfoData text;
 	initStringInfo(&text);
+	appendStringInfo(&text, "%u %llu %llu\n", static_cast<unsigned>(area.handle),
+					 static_cast<unsigned long long>(area.token_at), static_cast<unsigned long long>(area.token));
 	appendStringInfoString(&text, binding.what);
 	for (int c = 0; c < binding.ncolumns; ++c)
 	{
@@ -80,6 +107,8 @@ struct ReadState
 	std::vector<std::string> names;
 	std::vector<ColumnSpec> specs;
 	std::unique_ptr<InputTable> own; /* a worker's columns */
+	AreaAddress address{};
+	dsa_area *area = nullptr;		 /* a worker's mapping of the leader's area */
 	InputTable *table = nullptr;	 /* own, or the leader's active_read table */
 	ColumnBinding binding{};
 	ExecContext ctx;
@@ -93,8 +122,14 @@ struct ReadState
 /* Parses what encode_specs wrote into state's specs and binding. */
 void decode_specs(ReadState &state, const std::string &text)
 {
-	size_t line_end = text.find('\n');
-	state.what = text.substr(0, line_end);
+	unsigned handle;
+	unsigned long long token_at, token;
+	if (std::sscanf(text.c_str(), "%u %llu %llu", &handle, &token_at, &token) != 3)
+		throw Error(sqlstate::internal_error, "gpurec._read_columns: malformed column specs");
+	state.address = AreaAddress{static_cast<dsa_handle>(handle), static_cast<dsa_pointer>(token_at), token};
+	size_t what_start = text.find('\n') + 1;
+	size_t line_end = text.find('\n', what_start);
+	state.what = text.substr(what_start, line_end == std::string::npos ? std::string::npos : line_end - what_start);
 	std::vector<int> conversions;
 	while (line_end != std::string::npos)
 	{
@@ -191,6 +226,17 @@ ReadState *state_for(FunctionCallInfo fcinfo)
 	NewStateArgs args{specs, nullptr};
 	cpp_callback_guard(make_state, &args);
 	ReadState *state = args.state;
+	if (state->own)
+	{
+		/* a worker: map the leader's area (its handle lives as long as the state), and make sure
+		 * the wrapper query is the leader's own */
+		MemoryContext caller_context = MemoryContextSwitchTo(aggregate_context);
+		state->area = dsa_attach(state->address.handle);
+		MemoryContextSwitchTo(caller_context);
+		if (*static_cast<uint64 *>(dsa_get_address(state->area, state->address.token_at)) != state->address.token)
+			ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+							errmsg("gpurec._read_columns: the read area is not this query's")));
+	}
 	/* the context's reset or deletion (the query's end, an ERROR) frees the state */
 	auto *callback = static_cast<MemoryContextCallback *>(MemoryContextAlloc(aggregate_context, sizeof(MemoryContextCallback)));
 	callback->func = [](void *arg) { delete static_cast<ReadState *>(arg); }; /* destructors do not throw */
@@ -250,33 +296,55 @@ void write_serialized(void *arg)
 	a->state->own.reset(); /* the columns now travel as bytes: free them before the leader copies */
 }
 
+/* A worker is done with the area once its state is written (a mapping left to the end draws a leak WARNING). */
+void detach_area(ReadState *s)
+{
+	dsa_detach(s->area);
+	s->area = nullptr;
+}
+
+bytea *state_header(StateKind kind, size_t payload)
+{
+	auto *out = static_cast<bytea *>(palloc(VARHDRSZ + 1 + payload));
+	SET_VARSIZE(out, VARHDRSZ + 1 + payload);
+	*reinterpret_cast<uint8_t *>(VARDATA(out)) = static_cast<uint8_t>(kind);
+	return out;
+}
+
 Datum read_columns_serialize(FunctionCallInfo fcinfo)
 {
 	ReadState *s = reinterpret_cast<ReadState *>(PG_GETARG_POINTER(0));
 	if (s->batched > 0 || s->skipped > 0)
 		flush_batch(s);
-	bytea *out;
-	if (!s->own)
-	{
-		/* the leader's share is in the call's table already */
-		out = static_cast<bytea *>(palloc(VARHDRSZ));
-		SET_VARSIZE(out, VARHDRSZ);
-		PG_RETURN_BYTEA_P(out);
-	}
+	if (!s->own) /* the leader's share is in the call's table already */
+		PG_RETURN_BYTEA_P(state_header(StateKind::Empty, 0));
+
 	SerializeArgs args{s, 0, nullptr};
 	cpp_callback_guard(count_serialized, &args);
-	if (args.size > MaxAllocSize - VARHDRSZ)
+	dsa_pointer at = dsa_allocate_extended(s->area, args.size, DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
+	if (DsaPointerIsValid(at))
+	{
+		args.out = static_cast<uint8_t *>(dsa_get_address(s->area, at));
+		cpp_callback_guard(write_serialized, &args);
+		detach_area(s);
+		bytea *out = state_header(StateKind::InArea, sizeof(uint64) * 2);
+		uint64 where[2] = {static_cast<uint64>(at), static_cast<uint64>(args.size)};
+		memcpy(VARDATA(out) + 1, where, sizeof where);
+		PG_RETURN_BYTEA_P(out);
+	}
+	if (args.size > MaxAllocSize - VARHDRSZ - 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("a parallel worker read more of the %s than one partial state can carry", s->what.c_str()),
-				 errdetail("Its %zu rows take %zu bytes as columns; a worker sends at most 1 GB.",
+				 errdetail("Its %zu rows take %zu bytes as columns; without room in dynamic shared memory, a "
+						   "worker sends at most 1 GB.",
 						   s->table->rows(), args.size),
 				 errhint("Allow more workers (max_parallel_workers_per_gather), or SET gpurec.parallel_workers = 0 "
 						 "to read in the calling backend.")));
-	out = static_cast<bytea *>(palloc(VARHDRSZ + args.size));
-	SET_VARSIZE(out, VARHDRSZ + args.size);
-	args.out = reinterpret_cast<uint8_t *>(VARDATA(out));
+	bytea *out = state_header(StateKind::Inline, args.size);
+	args.out = reinterpret_cast<uint8_t *>(VARDATA(out)) + 1;
 	cpp_callback_guard(write_serialized, &args);
+	detach_area(s);
 	PG_RETURN_BYTEA_P(out);
 }
 
@@ -285,14 +353,35 @@ struct ArrivedPart
 {
 	const uint8_t *data;
 	size_t size;
+	dsa_pointer in_area; /* InvalidDsaPointer when inline */
 };
 
 Datum read_columns_deserialize(FunctionCallInfo fcinfo)
 {
-	bytea *bytes = PG_GETARG_BYTEA_P(0); /* a worker's state is never compressed: no copy */
-	auto *part = static_cast<ArrivedPart *>(palloc(sizeof(ArrivedPart)));
-	part->data = reinterpret_cast<const uint8_t *>(VARDATA(bytes));
-	part->size = VARSIZE(bytes) - VARHDRSZ;
+	if (active_read == nullptr || IsParallelWorker())
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+						errmsg("gpurec._read_columns: a partial state read outside gpurec's read")));
+	bytea *bytes = PG_GETARG_BYTEA_P(0); /* a state is never compressed: no copy */
+	size_t size = VARSIZE(bytes) - VARHDRSZ;
+	const uint8_t *data = reinterpret_cast<const uint8_t *>(VARDATA(bytes));
+	auto *part = static_cast<ArrivedPart *>(palloc0(sizeof(ArrivedPart)));
+	part->in_area = InvalidDsaPointer;
+	StateKind kind = size > 0 ? static_cast<StateKind>(data[0]) : StateKind::Empty;
+	if (kind == StateKind::Inline)
+	{
+		part->data = data + 1;
+		part->size = size - 1;
+	}
+	else if (kind == StateKind::InArea && size == 1 + 2 * sizeof(uint64))
+	{
+		uint64 where[2];
+		memcpy(where, data + 1, sizeof where);
+		part->in_area = static_cast<dsa_pointer>(where[0]);
+		part->data = static_cast<const uint8_t *>(dsa_get_address(active_read->area, part->in_area));
+		part->size = static_cast<size_t>(where[1]);
+	}
+	else if (kind != StateKind::Empty)
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("gpurec._read_columns: a malformed partial state")));
 	PG_RETURN_POINTER(part);
 }
 
@@ -311,10 +400,12 @@ Datum read_columns_combine(FunctionCallInfo fcinfo)
 	if (!PG_ARGISNULL(1))
 	{
 		auto *part = reinterpret_cast<ArrivedPart *>(PG_GETARG_POINTER(1));
-		if (part->size > 0)
+		if (part->data != nullptr)
 		{
 			cpp_callback_guard(append_part, part);
 			++active_read->worker_parts;
+			if (DsaPointerIsValid(part->in_area))
+				dsa_free(active_read->area, part->in_area); /* its memory is free for the next worker's */
 		}
 	}
 	/* the state stays whatever it was: the rows live in the call's table */
@@ -417,7 +508,19 @@ ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &bi
 		(void) set_config_option("max_parallel_workers_per_gather", std::to_string(limit).c_str(), PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 
-	char *specs = encode_specs(binding);
+	/* the area the workers leave their columns in: the resource owner frees it on any ERROR */
+	static int tranche = 0;
+	if (tranche == 0)
+	{
+		tranche = LWLockNewTrancheId();
+		LWLockRegisterTranche(tranche, "gpurec_parallel_read");
+	}
+	dsa_area *area = dsa_create(tranche);
+	AreaAddress address{dsa_get_handle(area), dsa_allocate(area, sizeof(uint64)), 0};
+	if (!pg_strong_random(&address.token, sizeof address.token))
+		elog(ERROR, "could not generate a random token");
+	*static_cast<uint64 *>(dsa_get_address(area, address.token_at)) = address.token;
+	char *specs = encode_specs(binding, address);
 	char *sql = wrapper_query(query, binding, specs);
 	SPIPlanPtr plan = SPI_prepare_cursor(sql, 0, nullptr, CURSOR_OPT_PARALLEL_OK);
 	if (plan == nullptr)
@@ -426,13 +529,14 @@ ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &bi
 	outcome.planned_workers = planned_workers(plan);
 	if (outcome.planned_workers == 0)
 	{
+		dsa_detach(area);
 		SPI_freeplan(plan);
 		AtEOXact_GUC(true, nest_level);
 		outcome.why_serial = "the plan is not parallel";
 		return outcome;
 	}
 
-	ActiveRead read{table, 0};
+	ActiveRead read{table, area, 0};
 	ActiveRead *outer = active_read;
 	SPIExecuteOptions options;
 	memset(&options, 0, sizeof options);
@@ -448,6 +552,7 @@ ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &bi
 		active_read = outer;
 	}
 	PG_END_TRY();
+	dsa_detach(area); /* the workers have ended: the last detach frees it */
 	SPI_freeplan(plan);
 	AtEOXact_GUC(true, nest_level);
 	outcome.ran = true;
