@@ -150,6 +150,23 @@ int32_t IdColumn::intern(int64_t id)
 	return code;
 }
 
+IdColumn IdColumn::grouped(const std::vector<int64_t> &ids, const std::vector<int64_t> &counts)
+{
+	IdColumn column;
+	for (size_t d = 0; d < ids.size(); ++d)
+	{
+		int32_t code = column.intern(ids[d]);
+		if (static_cast<size_t>(code) != d)
+			throw Error(sqlstate::internal_error, "IdColumn::grouped: an id given twice");
+		column.counts_[code] = counts[d];
+		int64_t left = counts[d];
+		column.codes_.append(static_cast<size_t>(left), [code](int32_t *out, size_t, size_t count) {
+			std::fill(out, out + count, code);
+		});
+	}
+	return column;
+}
+
 void IdColumn::serialize(ByteWriter &out) const
 {
 	out.put<uint64_t>(values_.size());

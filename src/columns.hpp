@@ -192,6 +192,12 @@ class IdColumn
 	/* Every code, in ascending order of its id. */
 	std::vector<int32_t> codes_in_id_order() const;
 
+	/*
+	 * A column whose rows are grouped by id: counts[i] rows of ids[i], for
+	 * distinct ids in the order given, which become codes 0, 1, ...
+	 */
+	static IdColumn grouped(const std::vector<int64_t> &ids, const std::vector<int64_t> &counts);
+
 	/* The flat form: the distinct ids with their row counts, then the codes. */
 	void serialize(ByteWriter &out) const;
 	/*

@@ -32,6 +32,15 @@ enum class GeoMetric : uint8_t
 	Haversine  /* x = longitude, y = latitude in degrees; metres on a sphere */
 };
 
+/*
+ * Puts the points in the order every geo function computes in: by user_id,
+ * then x, then y (as IEEE bit patterns where equal), with user codes in
+ * ascending id order.  The sums over a user's points then come out the same
+ * bits however the rows arrived: in the query's order, or from parallel
+ * workers in any order.  Uses the CPU's threads (ctx's interrupt points).
+ */
+void order_points(IdColumn &user, FloatColumn &x, FloatColumn &y, ExecContext &ctx);
+
 /* The points query: user_id, x, y (rows with a NULL were skipped by the input layer). */
 struct GeoPoints
 {

@@ -6,8 +6,10 @@
  */
 #include "no_postgres.hpp"
 
+#include "cpu_parallel.hpp"
 #include "geo_internal.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <numeric>
 
@@ -55,7 +57,87 @@ GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric,
 	return set;
 }
 
+/* The order of two points of one user: x, then y, by value, then by bit pattern (-0 before 0). */
+struct PointKey
+{
+	int64_t x_key, y_key;
+	uint64_t x_bits, y_bits;
+	bool operator<(const PointKey &o) const
+	{
+		if (x_key != o.x_key)
+			return x_key < o.x_key;
+		if (y_key != o.y_key)
+			return y_key < o.y_key;
+		if (x_bits != o.x_bits)
+			return x_bits < o.x_bits;
+		return y_bits < o.y_bits;
+	}
+};
+
+PointKey point_key(double x, double y)
+{
+	PointKey k{order_key_from_double(x), order_key_from_double(y), 0, 0};
+	std::memcpy(&k.x_bits, &x, sizeof x);
+	std::memcpy(&k.y_bits, &y, sizeof y);
+	return k;
+}
+
 } // namespace
+
+void order_points(IdColumn &user, FloatColumn &x, FloatColumn &y, ExecContext &ctx)
+{
+	size_t n = user.size();
+	std::vector<int32_t> by_id = user.codes_in_id_order();
+	std::vector<int32_t> rank(by_id.size());
+	std::vector<int64_t> ids(by_id.size()), counts(by_id.size()), offsets(by_id.size() + 1, 0);
+	for (size_t r = 0; r < by_id.size(); ++r)
+	{
+		rank[by_id[r]] = static_cast<int32_t>(r);
+		ids[r] = user.value_of(by_id[r]);
+		counts[r] = user.counts()[by_id[r]];
+		offsets[r + 1] = offsets[r] + counts[r];
+	}
+	/* each user's points together, users in id order */
+	BulkVector<double> px(n), py(n);
+	std::vector<int64_t> fill(offsets.begin(), offsets.end() - 1);
+	for (size_t row = 0; row < n; ++row)
+	{
+		if ((row & (kCheckRows - 1)) == 0)
+			ctx.interrupt_point(Phase::Read);
+		int64_t at = fill[rank[user.code(row)]]++;
+		px[at] = x[row];
+		py[at] = y[row];
+	}
+	/* then each user's points by (x, y), on every core */
+	std::vector<size_t> bounds =
+		split_by_cost(by_id.size(), 1 << 16, [&](size_t u) { return static_cast<double>(counts[u]); });
+	parallel_for(bounds.size() - 1, ctx, [&](size_t part, size_t, const std::atomic<bool> &cancelled) {
+		std::vector<std::pair<PointKey, size_t>> keyed;
+		std::vector<double> sx, sy;
+		for (size_t u = bounds[part]; u < bounds[part + 1] && !cancelled; ++u)
+		{
+			size_t begin = static_cast<size_t>(offsets[u]), end = static_cast<size_t>(offsets[u + 1]);
+			keyed.clear();
+			for (size_t i = begin; i < end; ++i)
+				keyed.emplace_back(point_key(px[i], py[i]), i);
+			std::sort(keyed.begin(), keyed.end(),
+					  [](const auto &a, const auto &b) { return a.first < b.first; });
+			sx.assign(px.begin() + begin, px.begin() + end);
+			sy.assign(py.begin() + begin, py.begin() + end);
+			for (size_t i = 0; i < keyed.size(); ++i)
+			{
+				px[begin + i] = sx[keyed[i].second - begin];
+				py[begin + i] = sy[keyed[i].second - begin];
+			}
+		}
+	});
+	user = IdColumn::grouped(ids, counts);
+	FloatColumn ordered_x, ordered_y;
+	ordered_x.append(n, [&](double *out, size_t first, size_t count) { std::copy_n(px.data() + first, count, out); });
+	ordered_y.append(n, [&](double *out, size_t first, size_t count) { std::copy_n(py.data() + first, count, out); });
+	x = std::move(ordered_x);
+	y = std::move(ordered_y);
+}
 
 /* The CPU path's grouping, counted as its compute. */
 GeoPointSet grouped_on_cpu(const GeoPoints &points, GeoMetric metric, ExecContext &ctx)

@@ -86,7 +86,14 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 			 SPI_result_code_string(SPI_result));
 	check_read_only(plan, table->what());
 	CachedPlanSource *source = static_cast<CachedPlanSource *>(linitial(SPI_plan_get_plan_sources(plan)));
+	/* errors of binding name the query, as SPI's own context does for errors while it runs */
+	ErrorContextCallback context;
+	context.callback = [](void *arg) { errcontext("SQL statement \"%s\"", static_cast<const char *>(arg)); };
+	context.arg = const_cast<char *>(query);
+	context.previous = error_context_stack;
+	error_context_stack = &context;
 	bind_columns(&binding, *table, source->resultDesc);
+	error_context_stack = context.previous;
 
 	/*
 	 * SPI's read_only checks the statement, not the functions it calls; a
