@@ -305,10 +305,15 @@ class NumberColumn
 	}
 	void push_numeric_special(int16_t marker);
 
-	/* Numeric only: the column's common scale, and each row's own dscale (or marker). */
+	/* Numeric rows spelled with different display scales (1.5 and 1.50): their order may tell. */
+	bool has_mixed_scales() const { return type_ == NumberType::Numeric && uniform_scale_ == kMixedScales && !keys_.empty(); }
+
+	/* The column's common scale, and each row's own dscale (or marker); 0 unless numeric. */
 	int scale() const { return scale_; }
 	int16_t display_scale(size_t row) const
 	{
+		if (type_ != NumberType::Numeric)
+			return 0;
 		return uniform_scale_ != kMixedScales ? uniform_scale_ : display_scales_[row];
 	}
 	/*

@@ -129,6 +129,7 @@ RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 			heaps.add(static_cast<uint32_t>(row));
 	}
 	RankedOffers out = heaps.finish();
+	settle_ties(offers, out, ctx);
 	ctx.times.compute_ms += clock.elapsed_ms();
 	return out;
 }
@@ -136,15 +137,17 @@ RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 } // namespace
 
 /*
- * The GPU gives the exact duplicates of an offer (one product, price key and
- * store) as their first row repeated, one copy per rank they fill; the CPU
- * ranks them by row.  Each such run becomes the group's lowest rows in
- * input order, so both paths return the same rows, and each duplicate keeps
- * its own spelling of the price (4.5 and 4.50 are one key).  One pass over
- * the offers, only when the ranking holds a repeat, and it stops as soon as
- * every run is filled.
+ * Offers of one product with an equal price key and store form a tie: they
+ * differ at most in how the price was spelled (4.5, 4.50).  The ranks a tie
+ * fills take its members with the fewest decimals first, a rule of values,
+ * not of row order, so that rows read in any order (by parallel workers)
+ * give the same answer.  Members spelled alike read alike, so only two cases
+ * need a pass over the offers: the GPU gives a tie as its first row
+ * repeated, once per rank it fills; and the CPU takes a tie's members in row
+ * order, which decides the spelling only when the column mixes scales.  The
+ * pass stops as soon as it can: at once when only repeats need filling.
  */
-void spread_duplicates(const Offers &offers, RankedOffers &ranked, ExecContext &ctx)
+void settle_ties(const Offers &offers, RankedOffers &ranked, ExecContext &ctx)
 {
 	struct Run
 	{
@@ -153,8 +156,9 @@ void spread_duplicates(const Offers &offers, RankedOffers &ranked, ExecContext &
 		int64_t store;
 		int64_t begin; /* position in ranked.rows */
 		int64_t size;
-		int64_t filled;
+		std::vector<std::pair<int16_t, uint32_t>> members; /* the best so far: (display scale, row), sorted */
 	};
+	bool mixed = offers.price.has_mixed_scales();
 	std::vector<Run> runs;
 	size_t n_products = ranked.offsets.size() - 1;
 	auto same_offer = [&](uint32_t a, uint32_t b) {
@@ -162,22 +166,18 @@ void spread_duplicates(const Offers &offers, RankedOffers &ranked, ExecContext &
 	};
 	for (size_t p = 0; p < n_products; ++p)
 	{
-		/* a repeat is two equal neighbours: found without touching the offers */
 		int64_t begin = ranked.offsets[p], end = ranked.offsets[p + 1];
-		for (int64_t i = begin + 1; i < end; ++i)
+		for (int64_t first = begin; first < end;)
 		{
-			if (ranked.rows[i] != ranked.rows[i - 1])
-				continue;
-			/* the run of that offer around it (several parts give a, a, b, b) */
-			uint32_t row = ranked.rows[i];
-			int64_t first = i - 1, last = i + 1;
-			while (first > begin && same_offer(ranked.rows[first - 1], row))
-				--first;
-			while (last < end && same_offer(ranked.rows[last], row))
-				++last;
-			runs.push_back({static_cast<int32_t>(p), offers.price.key(row), offers.store[row], first,
-							last - first, 0});
-			i = last;
+			uint32_t row = ranked.rows[first];
+			int64_t last = first + 1;
+			bool repeats = false;
+			for (; last < end && same_offer(ranked.rows[last], row); ++last)
+				repeats |= ranked.rows[last] == ranked.rows[last - 1];
+			if (mixed || repeats)
+				runs.push_back({static_cast<int32_t>(p), offers.price.key(row), offers.store[row], first,
+								last - first, {}});
+			first = last;
 		}
 	}
 	if (runs.empty())
@@ -188,7 +188,8 @@ void spread_duplicates(const Offers &offers, RankedOffers &ranked, ExecContext &
 	std::vector<uint32_t> first_run(n_products, kNone);
 	for (size_t r = runs.size(); r-- > 0;)
 		first_run[runs[r].product] = static_cast<uint32_t>(r);
-	size_t unfilled = runs.size();
+	/* without mixed scales the first members in row order will do: stop once every run has them */
+	size_t unfilled = mixed ? SIZE_MAX : runs.size();
 	size_t n = offers.product.size();
 	for (size_t begin = 0; begin < n && unfilled > 0; begin += kCheckEvery)
 	{
@@ -205,15 +206,26 @@ void spread_duplicates(const Offers &offers, RankedOffers &ranked, ExecContext &
 				Run &run = runs[r];
 				if (run.key != offers.price.key(row) || run.store != offers.store[row])
 					continue;
-				if (run.filled < run.size)
+				std::pair<int16_t, uint32_t> member(offers.price.display_scale(row), static_cast<uint32_t>(row));
+				auto &best = run.members;
+				if (static_cast<int64_t>(best.size()) < run.size)
 				{
-					ranked.rows[run.begin + run.filled++] = static_cast<uint32_t>(row);
-					unfilled -= run.filled == run.size;
+					best.insert(std::upper_bound(best.begin(), best.end(), member), member);
+					if (!mixed && static_cast<int64_t>(best.size()) == run.size)
+						--unfilled;
+				}
+				else if (member < best.back())
+				{
+					best.pop_back();
+					best.insert(std::upper_bound(best.begin(), best.end(), member), member);
 				}
 				break;
 			}
 		}
 	}
+	for (const Run &run : runs)
+		for (size_t i = 0; i < run.members.size(); ++i)
+			ranked.rows[run.begin + static_cast<int64_t>(i)] = run.members[i].second;
 }
 
 namespace {
@@ -259,7 +271,7 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 				heaps.add(row);
 		out = heaps.finish();
 	}
-	spread_duplicates(offers, out, ctx);
+	settle_ties(offers, out, ctx);
 	ctx.times.compute_ms += clock.elapsed_ms();
 	return out;
 }
@@ -365,7 +377,10 @@ std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers 
 			if (it == current.end())
 				continue;
 			int64_t &cur = it->second;
-			if (cur < 0 || offers.price.key(row) < offers.price.key(cur))
+			/* equal prices: the fewer decimals, as settle_ties ranks them, so that row order does not matter */
+			if (cur < 0 || offers.price.key(row) < offers.price.key(cur) ||
+				(offers.price.key(row) == offers.price.key(cur) &&
+				 offers.price.display_scale(row) < offers.price.display_scale(cur)))
 				cur = static_cast<int64_t>(row);
 		}
 	}
@@ -390,6 +405,9 @@ std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers 
 			return lines.product[a.line] < lines.product[b.line];
 		if (lines.store[a.line] != lines.store[b.line])
 			return lines.store[a.line] < lines.store[b.line];
+		/* lines equal so far differ in quantity or in nothing: row order must not show */
+		if (lines.quantity[a.line] != lines.quantity[b.line])
+			return lines.quantity[a.line] < lines.quantity[b.line];
 		return a.line < b.line;
 	});
 	ctx.times.compute_ms += clock.elapsed_ms();

@@ -23,7 +23,7 @@ struct Offers
 /*
  * Per product code p (see IdColumn): its ranked offers are
  * rows[offsets[p] .. offsets[p+1]), cheapest first; equal prices rank the
- * lower store_id first, then the earlier row.
+ * lower store_id first, then the fewer decimals (settle_ties).
  */
 struct RankedOffers
 {
@@ -53,12 +53,12 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx,
 							 OfferStreamer *streamer = nullptr);
 
 /*
- * Replaces, in a ranking, each repetition of a row by the next exact
- * duplicates of that offer (same product, price key and store) in input
- * order: the GPU gives m duplicates as their first row m times.  A part of
- * cheapest_offers' GPU path, declared here for its unit test.
+ * Fills the ranks of each tie (offers of one product with an equal price key
+ * and store) with its members of fewest decimals first, replacing the GPU's
+ * repeated rows too (see marketplace.cpp).  A part of both paths of
+ * cheapest_offers, declared here for its unit test.
  */
-void spread_duplicates(const Offers &offers, RankedOffers &ranked, ExecContext &ctx);
+void settle_ties(const Offers &offers, RankedOffers &ranked, ExecContext &ctx);
 
 /* The cart lines of a call. */
 struct CartLines

@@ -145,7 +145,7 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 	std::string note = std::string(table.what()) + ": ";
 	if (outcome.ran && outcome.worker_parts > 0)
 		note += std::to_string(outcome.worker_parts) + " of " + std::to_string(outcome.planned_workers) +
-				" planned parallel workers and the calling backend";
+				" planned parallel workers read rows, beside the calling backend";
 	else
 		note += std::string("the calling backend alone, as ") + (outcome.why_serial ? outcome.why_serial : "planned");
 	ctx.read_notes += (ctx.read_notes.empty() ? "" : "; ") + note;

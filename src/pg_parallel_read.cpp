@@ -558,7 +558,8 @@ ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &bi
 	outcome.ran = true;
 	outcome.worker_parts = read.worker_parts;
 	if (read.worker_parts == 0)
-		outcome.why_serial = "no background worker was free (max_parallel_workers)";
+		outcome.why_serial = "no planned worker read a row (none was free under max_parallel_workers, or "
+							 "the calling backend read them all before one started)";
 	return outcome;
 }
 

@@ -14,6 +14,9 @@
  */
 #include <gtest/gtest.h>
 
+#include <numeric>
+#include <tuple>
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -140,6 +143,9 @@ struct Market
 			return c < 0;
 		if (store[a] != store[b])
 			return store[a] < store[b];
+		/* a tie spelled differently (4.5, 4.50): the fewer decimals first */
+		if (type() == NumberType::Numeric && truth[a].cls == TruePrice::Finite && truth[a].dscale != truth[b].dscale)
+			return truth[a].dscale < truth[b].dscale;
 		return a < b;
 	}
 	/* What SQL shows of an offer: its store, and its price (value and spelling). */
@@ -285,7 +291,7 @@ ExecContext context(DeviceMode mode)
 	return ctx;
 }
 
-/* The CPU path returns exactly the brute force's rows, ties by input order. */
+/* The CPU path returns exactly the brute force's rows: ties by spelling, then input order. */
 void expect_brute_force(const Market &m, int k, const RankedOffers &got)
 {
 	auto want = brute_force_ranking(m);
@@ -445,11 +451,61 @@ TEST(MarketplaceCheapest, DuplicatesSpreadAsTheCpuRanksThem)
 				runs_seen += j - i > 1;
 				i = j;
 			}
-			spread_duplicates(m.offers(), picks, ctx);
+			settle_ties(m.offers(), picks, ctx);
 			EXPECT_EQ(picks.rows, want.rows) << (two_parts ? "two parts" : "one part");
 		}
 	});
 	EXPECT_GT(runs_seen, 0) << "the random markets held no exact duplicates";
+}
+
+TEST(MarketplaceCheapest, RowOrderDoesNotChangeTheAnswer)
+{
+	/*
+	 * The same offers in a shuffled order (as parallel workers may deliver
+	 * them) rank to the same values, spelling included: ties of one product,
+	 * price and store spelled 4.5 and 4.50 fill their ranks fewest decimals
+	 * first, whatever row came first.
+	 */
+	auto rng = seeded_rng();
+	auto ranks = [](const Market &m, const RankedOffers &r) {
+		std::vector<std::tuple<int64_t, size_t, int64_t, int64_t, int16_t>> out;
+		for (size_t p = 0; p + 1 < r.offsets.size(); ++p)
+			for (int64_t i = r.offsets[p]; i < r.offsets[p + 1]; ++i)
+			{
+				uint32_t row = r.rows[i];
+				out.emplace_back(m.product_id[row], static_cast<size_t>(i - r.offsets[p]), m.store[row],
+								 m.price.key(row), m.price.display_scale(row));
+			}
+		std::sort(out.begin(), out.end());
+		return out;
+	};
+	int mixed_seen = 0;
+	for (NumberType type : kPriceTypes)
+		for (int trial = 0; trial < 6; ++trial)
+		{
+			Market m = random_market(rng, type, 1 + rng() % 3000);
+			std::vector<size_t> order(m.size());
+			std::iota(order.begin(), order.end(), 0);
+			std::shuffle(order.begin(), order.end(), rng);
+			Market shuffled(type);
+			for (size_t i : order)
+			{
+				const TruePrice &t = m.truth[i];
+				int64_t unscaled = type == NumberType::Numeric && t.cls == TruePrice::Finite
+									   ? static_cast<int64_t>(t.exact / pow10_128(18 - t.dscale))
+									   : 0;
+				shuffled.add(m.product_id[i], m.store[i], t, unscaled);
+			}
+			mixed_seen += m.price.has_mixed_scales();
+			for (int k : ks_for(m))
+			{
+				ExecContext a = context(DeviceMode::Cpu), b = context(DeviceMode::Cpu);
+				EXPECT_EQ(ranks(m, cheapest_offers(m.offers(), k, a)),
+						  ranks(shuffled, cheapest_offers(shuffled.offers(), k, b)))
+					<< type_name(type) << " k=" << k;
+			}
+		}
+	EXPECT_GT(mixed_seen, 0) << "no market mixed numeric scales";
 }
 
 TEST(MarketplaceCheapest, DeepRankingPastAChunk)
@@ -601,17 +657,16 @@ std::vector<CartImprovement> brute_force_carts(const Carts &carts, const Market 
 				continue;
 			if (best < 0 || m.before(row, static_cast<size_t>(best)))
 				best = static_cast<int64_t>(row);
-			/* the current store's cheapest offer: the first of the cheapest rows */
-			if (m.store[row] == carts.store[line] &&
-				(current < 0 || compare_prices(m.truth[row], m.truth[current], m.type()) < 0))
+			/* the current store's cheapest offer: of the cheapest rows, the fewest decimals, then the first */
+			if (m.store[row] == carts.store[line] && (current < 0 || m.before(row, static_cast<size_t>(current))))
 				current = static_cast<int64_t>(row);
 		}
 		if (best < 0 || current < 0 || compare_prices(m.truth[best], m.truth[current], m.type()) < 0)
 			out.push_back({line, current, best});
 	}
 	std::stable_sort(out.begin(), out.end(), [&](const CartImprovement &a, const CartImprovement &b) {
-		return std::make_tuple(carts.cart[a.line], carts.product[a.line], carts.store[a.line]) <
-			   std::make_tuple(carts.cart[b.line], carts.product[b.line], carts.store[b.line]);
+		return std::make_tuple(carts.cart[a.line], carts.product[a.line], carts.store[a.line], carts.quantity[a.line]) <
+			   std::make_tuple(carts.cart[b.line], carts.product[b.line], carts.store[b.line], carts.quantity[b.line]);
 	});
 	return out;
 }

@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""Parallel reading: every function, every input column type, read by
+parallel workers (plans forced with parallel_setup_cost = 0 and the like),
+gives the rows of the serial read (gpurec.parallel_workers = 0) bit for bit,
+and the plain-SQL answer where one is written here.  Each parallel call
+must say, in its gpurec.timing NOTICE, that workers read: a test that
+silently ran serially would prove nothing.
+
+Also: the serial fallbacks (LIMIT, max_parallel_workers = 0,
+gpurec.parallel_workers), a lower gpurec.parallel_workers, errors raised
+in workers (their SQLSTATE as the serial read raises it), and the
+dynamic shared memory segments all released afterwards.
+
+Fresh random data each run (GPUREC_SEED replays it).
+"""
+import os
+import re
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pgtest import PSQL, check, drop_database, first_difference, fresh_database, seeded_random, sql  # noqa: E402
+
+rng = seeded_random()
+DB = f"gpurec_parallel_{os.getpid()}"
+
+FORCE = {
+    "parallel_setup_cost": "0",
+    "parallel_tuple_cost": "0",
+    "min_parallel_table_scan_size": "0",
+}
+
+
+def run(query, settings):
+    """(rows, notices, error) of query under settings: rows as CSV lines."""
+    prefix = "".join(f"SET {k} = '{v}';\n" for k, v in settings.items())
+    proc = subprocess.run([PSQL, "-X", "-q", "--csv", "-P", "null=\\N", "-v", "ON_ERROR_STOP=1",
+                           "-v", "VERBOSITY=verbose"],
+                          input=prefix + "\\set VERBOSITY verbose\n" + query, capture_output=True, text=True)
+    error = None
+    for line in proc.stderr.splitlines():
+        m = re.match(r"^ERROR:\s+([0-9A-Z]{5}):", line)
+        if m:
+            error = m.group(1)
+            break
+    return proc.stdout.splitlines()[1:], proc.stderr, error
+
+
+def parallel_settings(device):
+    s = dict(FORCE)
+    s["max_parallel_workers_per_gather"] = str(rng.randint(2, 4))
+    s["parallel_leader_participation"] = rng.choice(["on", "off"])
+    s["gpurec.timing"] = "on"
+    s["gpurec.device"] = device
+    return s
+
+
+def workers_read(notices):
+    """The number of workers the timing NOTICE says read rows, over all inner queries."""
+    return sum(int(n) for n in re.findall(r"(\d+) of \d+ planned parallel workers", notices))
+
+
+def compare(name, query, device, want_workers=True):
+    serial_rows, _, serial_error = run(query, {"gpurec.parallel_workers": "0", "gpurec.device": device})
+    settings = parallel_settings(device)
+    rows, notices, error = run(query, settings)
+    same = rows == serial_rows and error == serial_error
+    check(f"parallel-read {name} ({device}) equals the serial read", same,
+          f"{first_difference(rows, serial_rows)}; errors {error} vs {serial_error}; settings {settings}")
+    # without the leader's help, the rows can only come from workers (with it, a small
+    # table may be read whole before a worker starts)
+    if want_workers and settings["parallel_leader_participation"] == "off":
+        check(f"parallel-read {name} ({device}) was read by workers", workers_read(notices) > 0 or error,
+              f"NOTICE: {notices.strip()[:600]}")
+    return rows
+
+
+# ---------------------------------------------------------------- data --
+
+def make_data():
+    seed = rng.random() * 2 - 1
+    n_offers = rng.randint(20000, 40000)
+    sql(f"""
+        CREATE DOMAIN price_domain AS numeric(10,2);
+        CREATE DOMAIN id_domain AS integer;
+        SELECT setseed({seed});
+        CREATE TABLE offers AS
+          SELECT CASE WHEN random() < 0.02 THEN NULL ELSE (random() * 700)::int END AS product_id,
+                 CASE WHEN random() < 0.02 THEN NULL ELSE (random() * 40)::int END AS store_id,
+                 CASE WHEN random() < 0.02 THEN NULL
+                      WHEN random() < 0.003 THEN 'NaN'::numeric
+                      WHEN random() < 0.003 THEN 'Infinity'::numeric
+                      ELSE round((random() * 60)::numeric, (random() * 3)::int) END AS price_numeric,
+                 ((random() * 200)::int / 4.0)::real AS price_real,
+                 ((random() * 200)::int / 8.0)::float8 AS price_double,
+                 (random() * 50)::int AS price_int,
+                 round((random() * 90)::numeric, 2)::price_domain AS price_domain
+          FROM generate_series(1, {n_offers});
+        -- exact duplicates, and a row of int64 limits
+        INSERT INTO offers SELECT * FROM offers WHERE random() < 0.05;
+        INSERT INTO offers VALUES (9223372036854775807 % 2147483647, 7, 1, 1, 1, 1, 1);
+        CREATE TABLE offers_int8 AS
+          SELECT product_id::bigint * 4294967296 AS product_id, store_id::bigint - 9223372036854775807 AS store_id,
+                 price_numeric AS price FROM offers;
+        CREATE TABLE offers_int2 AS
+          SELECT (product_id % 30000)::smallint AS product_id, store_id::smallint AS store_id,
+                 price_int::smallint AS price FROM offers;
+        CREATE TABLE products AS SELECT DISTINCT product_id, product_id % 3 AS category FROM offers;
+        CREATE TABLE carts AS
+          SELECT (random() * 3000)::int AS cart_id, (random() * 750)::int AS product_id,
+                 (random() * 42)::int AS store_id,
+                 CASE WHEN random() < 0.05 THEN NULL ELSE 1 + (random() * 4)::int END AS quantity
+          FROM generate_series(1, {n_offers // 2});
+        CREATE TABLE examples AS
+          SELECT (random() * 300)::int AS individual_id, random() < 0.4 AS label,
+                 (random() < 0.5)::int AS label_int,
+                 ((random() * 40)::int / 8.0)::real AS score_real,
+                 ((random() * 40)::int / 16.0)::float8 AS score_double,
+                 round((random() * 5)::numeric, (random() * 2)::int) AS score_numeric
+          FROM generate_series(1, {n_offers});
+        CREATE TABLE population AS
+          SELECT i AS individual_id,
+                 ARRAY(SELECT ((random() * 30)::int / 4.0)::real FROM generate_series(1, 64) WHERE i > 0) AS scores_real,
+                 ARRAY(SELECT ((random() * 30)::int / 8.0)::float8 FROM generate_series(1, 64) WHERE i > 0) AS scores_double
+          FROM generate_series(1, 4000) i;
+        CREATE TABLE points AS
+          SELECT u AS user_id,
+                 (random() * 40)::int / 2.0 AS x_double, (random() * 40)::int / 2.0 AS y_double,
+                 (random() * 40)::int AS x_int, (random() * 40)::int AS y_int,
+                 -20 + (random() * 40)::int / 4.0 AS lon, -20 + (random() * 40)::int / 4.0 AS lat
+          FROM generate_series(1, 700) u, generate_series(1, 1 + (random() * 8)::int) p;
+        UPDATE points SET x_double = NULL WHERE random() < 0.01;
+        CREATE TABLE candidates AS
+          SELECT c AS candidate_id, (random() * 40)::int / 2.0 AS x, (random() * 40)::int / 2.0 AS y,
+                 -20 + (random() * 40)::int / 4.0 AS lon, -20 + (random() * 40)::int / 4.0 AS lat
+          FROM generate_series(1, 60) c;
+        CREATE TABLE holdout AS
+          SELECT u AS user_id, (random() * 59)::int + 1 AS candidate_id
+          FROM generate_series(1, 700) u WHERE random() < 0.05;
+        ANALYZE;
+    """)
+
+
+# --------------------------------------------------------------- checks --
+
+def cheapest_oracle(table, price, k):
+    return [",".join(r) for r in sql(f"""
+        SELECT product_id, offer_rank, store_id, price, n_offers FROM (
+          SELECT product_id, store_id, {price}::numeric AS price,
+                 row_number() OVER (PARTITION BY product_id
+                                    ORDER BY {price}, store_id, scale({price}::numeric)) AS offer_rank,
+                 count(*) OVER (PARTITION BY product_id) AS n_offers
+          FROM {table}
+          WHERE product_id IS NOT NULL AND store_id IS NOT NULL AND {price} IS NOT NULL) s
+        WHERE offer_rank <= {k} ORDER BY product_id, offer_rank""")]
+
+
+def check_marketplace(device):
+    for price in ["price_numeric", "price_real", "price_double", "price_int", "price_domain"]:
+        k = rng.choice([1, 3])
+        q = f"SELECT product_id, store_id, {price} AS price FROM offers"
+        rows = compare(f"cheapest_offers {price} k={k}",
+                       f"SELECT * FROM gpurec.cheapest_offers($q${q}$q$, {k})", device)
+        if price in ("price_numeric", "price_int", "price_domain"):
+            want = cheapest_oracle("offers", price, k)
+            check(f"parallel-read cheapest_offers {price} ({device}) equals plain SQL", rows == want,
+                  first_difference(rows, want))
+    for table in ["offers_int8", "offers_int2"]:
+        compare(f"cheapest_offers {table}",
+                f"SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM {table}', 2)",
+                device)
+    compare("cheapest_offers over a join",
+            "SELECT * FROM gpurec.cheapest_offers($q$SELECT o.product_id::id_domain AS product_id, store_id, "
+            "price_domain AS price FROM offers o JOIN products p USING (product_id) WHERE p.category <> 1$q$)",
+            device)
+    compare("cheapest_offers over UNION ALL",
+            "SELECT * FROM gpurec.cheapest_offers($q$SELECT product_id, store_id, price_int AS price FROM offers "
+            "UNION ALL SELECT product_id, store_id + 100, price_int + 1 FROM offers$q$, 2)", device)
+    compare("improve_carts",
+            "SELECT * FROM gpurec.improve_carts('SELECT cart_id, product_id, store_id, quantity FROM carts', "
+            "'SELECT product_id, store_id, price_numeric AS price FROM offers')", device)
+
+
+def check_roc(device):
+    for label in ["label", "label_int"]:
+        for score in ["score_real", "score_double", "score_numeric"]:
+            compare(f"roc_fitness long {label} {score}",
+                    f"SELECT * FROM gpurec.roc_fitness('SELECT individual_id, {label} AS label, {score} AS score "
+                    f"FROM examples')", device)
+    labels = "ARRAY(SELECT g % 3 = 0 FROM generate_series(1, 64) g)"
+    for scores in ["scores_real", "scores_double"]:
+        compare(f"roc_fitness arrays {scores}",
+                f"SELECT * FROM gpurec.roc_fitness('SELECT individual_id, {scores} AS scores FROM population', "
+                f"{labels})", device)
+
+
+def check_geo(device):
+    for x, y, metric in [("x_double", "y_double", "euclidean"), ("x_int", "y_int", "euclidean"),
+                         ("lon", "lat", "haversine")]:
+        points = f"SELECT user_id, {x} AS x, {y} AS y FROM points"
+        main = rng.randint(1, 700)
+        compare(f"user_similarity {x} {metric}",
+                f"SELECT * FROM gpurec.user_similarity($q${points}$q$, {main}, '{metric}')", device)
+        compare(f"similar_users {x} {metric}",
+                f"SELECT * FROM gpurec.similar_users($q${points}$q$, 3, '{metric}')", device)
+        cx, cy = ("lon", "lat") if metric == "haversine" else ("x", "y")
+        cands = f"SELECT candidate_id, {cx} AS x, {cy} AS y FROM candidates"
+        compare(f"predict_strength {x} {metric}",
+                f"SELECT * FROM gpurec.predict_strength($q${points}$q$, {main}, $q${cands}$q$, 2, NULL, 0, "
+                f"'{metric}')", device)
+        compare(f"fit_exponent {x} {metric}",
+                f"SELECT * FROM gpurec.fit_exponent($q${points}$q$, 'SELECT user_id, candidate_id FROM holdout', "
+                f"$q${cands}$q$, '{{1, 2}}', NULL, 0, '{metric}')", device)
+
+
+def check_fallbacks():
+    q = "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price_int AS price FROM offers{}')"
+    want, _, _ = run(q.format(""), {"gpurec.parallel_workers": "0"})
+    timing = dict(FORCE, **{"gpurec.timing": "on"})
+    cases = [
+        ("a LIMIT", q.format(" LIMIT 1000000"), timing, "the plan is not parallel"),
+        ("max_parallel_workers = 0", q.format(""), dict(timing, max_parallel_workers="0"),
+         "no planned worker read a row"),
+        ("max_parallel_workers_per_gather = 0", q.format(""), dict(timing, max_parallel_workers_per_gather="0"),
+         "max_parallel_workers_per_gather is 0"),
+        ("gpurec.parallel_workers = 0", q.format(""), dict(timing, **{"gpurec.parallel_workers": "0"}),
+         "gpurec.parallel_workers is 0"),
+    ]
+    for name, query, settings, why in cases:
+        rows, notices, error = run(query, settings)
+        if name == "a LIMIT":
+            rows_sorted, want_sorted = sorted(rows), sorted(want)
+            ok = rows_sorted == want_sorted
+        else:
+            ok = rows == want
+        check(f"parallel-read fallback {name}: same rows", ok and error is None, f"error {error}")
+        check(f"parallel-read fallback {name}: the NOTICE says why", why in notices, notices.strip()[:400])
+    rows, notices, _ = run(q.format(""), dict(timing, max_parallel_workers_per_gather="4",
+                                              parallel_leader_participation="off",
+                                              **{"gpurec.parallel_workers": "2"}))
+    check("parallel-read gpurec.parallel_workers = 2 lowers the planned workers from 4 to 2",
+          re.search(r"[12] of 2 planned parallel workers", notices) is not None and rows == want,
+          notices.strip()[:400])
+
+
+def check_worker_errors():
+    """Errors raised while workers read: the serial read's SQLSTATE, whoever raised it."""
+    cases = [
+        ("division by zero in the inner query",
+         "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, 1 / (price_int - 49) AS price "
+         "FROM offers')", "22012"),
+        ("a numeric no scale holds (in one part only)",
+         "SELECT * FROM gpurec.cheapest_offers($q$SELECT product_id, store_id, CASE WHEN price_int = 7 "
+         "THEN 92233720368547758.0 ELSE 0.000001 END AS price FROM offers$q$)", "22003"),
+        ("a label that is neither 0 nor 1",
+         "SELECT * FROM gpurec.roc_fitness('SELECT individual_id, CASE WHEN individual_id = 5 THEN 2 ELSE "
+         "label_int END AS label, score_real AS score FROM examples')", None),
+        ("an error raised by a function in the query",
+         "SELECT * FROM gpurec.cheapest_offers($q$SELECT product_id, store_id, CASE WHEN product_id = 9 THEN "
+         "('x' || product_id)::int ELSE price_int END AS price FROM offers$q$)", "22P02"),
+    ]
+    for name, query, want in cases:
+        _, _, serial = run(query, {"gpurec.parallel_workers": "0"})
+        _, notices, parallel = run(query, dict(FORCE, max_parallel_workers_per_gather="3"))
+        ok = parallel is not None and parallel == serial and (want is None or parallel == want)
+        check(f"parallel-read error: {name}", ok, f"parallel {parallel}, serial {serial}, want {want}")
+        after, _, error = run("SELECT count(*) FROM gpurec.cheapest_offers('SELECT 1 AS product_id, "
+                              "1 AS store_id, 1 AS price')", dict(FORCE))
+        check(f"parallel-read error: {name}: the next call works", error is None and after == ["1"], after)
+
+
+def shm_segments():
+    try:
+        return sorted(f for f in os.listdir("/dev/shm") if f.startswith("PostgreSQL."))
+    except OSError:
+        return None
+
+
+def main():
+    devices = fresh_database(DB)
+    try:
+        before = shm_segments()
+        make_data()
+        for device in devices:
+            check_marketplace(device)
+            check_roc(device)
+            check_geo(device)
+        check_fallbacks()
+        check_worker_errors()
+        after = shm_segments()
+        check("parallel-read: every dynamic shared memory segment released",
+              before is None or after == before, f"{len(before or [])} segments before, {len(after or [])} after")
+    finally:
+        drop_database(DB)
+
+
+if __name__ == "__main__":
+    main()
