@@ -36,7 +36,7 @@ from fractions import Fraction
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from robust_lib import check, main, run_in_database  # noqa: E402
+from robust_lib import check, main, proc_memory, run_in_database  # noqa: E402
 
 SECONDS = float(os.environ.get("GPUREC_FUZZ_SECONDS", "90"))
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -1100,15 +1100,6 @@ CATEGORIES = [
     ("fuzz: failing, empty and DML inner queries", list, gen_failing, 0.14),
     ("fuzz: large inputs", fixed_large, None, 0),
 ]
-
-
-def proc_memory(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            fields = dict(line.split(":", 1) for line in f if ":" in line)
-        return int(fields["RssAnon"].split()[0])
-    except (OSError, KeyError):
-        return None
 
 
 def memory_flat(db):

@@ -278,6 +278,16 @@ def expect_error(name, result, sqlstate, extra=""):
                  f"{result.describe()}")
 
 
+def proc_memory(pid):
+    """RssAnon of process pid in kB, or None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        return int(fields["RssAnon"].split()[0])
+    except (OSError, KeyError):
+        return None
+
+
 def check_cancelled(name, r, sent, t0, answer, pid, victim_pid, small_ref, slack_s):
     """The outcome of a call cancelled by pg_cancel_backend at t0 (monotonic
     seconds; the call was sent at `sent`): exactly one 57014, within slack_s
