@@ -49,7 +49,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
 	# the compute phases alone, without PostgreSQL
 	make -s -j8 compute-benches PG_CONFIG="$PG_CONFIG" >/dev/null &&
 		for b in test/bench/*_compute_bench; do echo "=== $b"; "$b"; done 2>&1 | tee "$out/compute.log"
-	eval "$(test/cluster.sh start /tmp/gpurec-bench -c shared_buffers=4GB -c work_mem=1GB -c max_wal_size=20GB -c jit=off)"
+	eval "$(test/cluster.sh start /tmp/gpurec-bench -c shared_buffers=4GB -c work_mem=1GB -c max_wal_size=20GB -c jit=off -c max_worker_processes=32 -c max_parallel_workers=32)"
 	for b in ${BENCHES:-test/bench/bench_*.sh}; do
 		echo "=== $b"
 		DEVICES="${DEVICES:-gpu cpu}" BASELINES=0 bash "$b"

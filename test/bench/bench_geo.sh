@@ -51,6 +51,7 @@ CREATE UNLOGGED TABLE $1 AS
   SELECT 0, random() * 10000, random() * 10000 FROM generate_series(1, 64);
 VACUUM ANALYZE $1;
 SQL
+	allow_workers "$1"
 }
 fresh_database
 
@@ -61,7 +62,7 @@ if [[ " $sections " == *" similarity "* ]]; then
 	pairs=$((64 * points))
 	sql="SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM pts', 0)"
 	for device in $devices; do
-		three_runs "$sql" "SET gpurec.device = $device;"
+		three_runs "$sql" "$parallel SET gpurec.device = $device;"
 		echo "user_similarity ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $similarity_fp32)"
 		echo "$notices"
 		echo "  peak backend memory: $(bytes_per_point "$sql" "SET gpurec.device = $device" "$points") bytes per point"
@@ -82,9 +83,9 @@ if [[ " $sections " == *" similarity "* ]]; then
 		sql_ms=0
 	fi
 	small="SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM pts_small', 0)"
-	ms=$(median3 "$small" "SET gpurec.device = cpu;")
+	ms=$(median3 "$small" "$parallel SET gpurec.device = cpu;")
 	echo "user_similarity (cpu): $ms ms = $(ratio "$sql_ms" "$ms")x faster than the cross join"
-	notice "$small" "SET gpurec.device = cpu;"
+	notice "$small" "$parallel SET gpurec.device = cpu;"
 fi
 
 if [[ " $sections " == *" similar "* ]]; then
@@ -94,10 +95,10 @@ if [[ " $sections " == *" similar "* ]]; then
 		echo "# similar_users ($device): $n users x 20 points, k = 10"
 		make_points pts_similar "$n"
 		sql="SELECT count(*) FROM gpurec.similar_users('SELECT user_id, x, y FROM pts_similar WHERE user_id > 0', 10)"
-		end_to_end=$(median3 "$sql" "SET gpurec.device = $device;")
+		end_to_end=$(median3 "$sql" "$parallel SET gpurec.device = $device;")
 		pairs=$(awk -v n="$n" 'BEGIN { printf "%.0f", (n * 20) * (n * 20) }')
 		echo "similar_users ($device): $end_to_end ms end to end (median of 3); $pairs pairs"
-		notice_line=$(notice "$sql" "SET gpurec.device = $device;")
+		notice_line=$(notice "$sql" "$parallel SET gpurec.device = $device;")
 		echo "$notice_line"
 		c=$(sed -nE 's/.*compute ([0-9.]+) ms.*/\1/p' <<<"$notice_line")
 		echo "  compute rate: $(awk -v p="$pairs" -v m="$c" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $similarity_fp32)"
@@ -116,7 +117,7 @@ if [[ " $sections " == *" predict "* ]]; then
 			echo "predict_strength (cpu): skipped ($pairs pairs; PREDICT_ON_CPU=1 runs it)"
 			continue
 		fi
-		three_runs "$sql" "SET gpurec.device = $device;"
+		three_runs "$sql" "$parallel SET gpurec.device = $device;"
 		echo "predict_strength ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $strength_fp32)"
 		echo "$notices"
 		echo "  peak backend memory: $(bytes_per_point "$sql" "SET gpurec.device = $device" "$points") bytes per point"

@@ -29,11 +29,14 @@ CREATE UNLOGGED TABLE offers AS
 VACUUM ANALYZE offers;
 SQL
 fi
+allow_workers offers
 rows=$(q -c "SELECT count(*) FROM offers")
 
 gpurec_sql="SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')"
 sum_sql="SELECT sum(price) FROM offers"
+count_sql="SELECT count(*) FROM offers"
 distinct_sql="SELECT count(*) FROM (SELECT DISTINCT ON (product_id) product_id, store_id, price FROM offers ORDER BY product_id, price, store_id) s"
+serial_read="SET gpurec.parallel_workers = 0;"
 
 # three rounds, each running every query once, so that load from elsewhere
 # falls on all of them alike; the medians are compared
@@ -41,32 +44,45 @@ declare -A runs
 for round in 1 2 3; do
 	if [ "${BASELINES:-1}" = 1 ]; then
 		runs[sum]+="$(run_ms "$sum_sql")"$'\n'
+		runs[psum]+="$(run_ms "$sum_sql" "$parallel")"$'\n'
+		runs[count]+="$(run_ms "$count_sql")"$'\n'
+		runs[pcount]+="$(run_ms "$count_sql" "$parallel")"$'\n'
 		runs[distinct]+="$(run_ms "$distinct_sql")"$'\n'
 	fi
 	for device in $devices; do
-		runs[$device]+="$(run_ms "$gpurec_sql" "SET gpurec.device = $device;")"$'\n'
+		runs[$device]+="$(run_ms "$gpurec_sql" "$parallel SET gpurec.device = $device;")"$'\n'
+		runs[serial_$device]+="$(run_ms "$gpurec_sql" "$parallel $serial_read SET gpurec.device = $device;")"$'\n'
 	done
 done
 if [ "${BASELINES:-1}" = 1 ]; then
 	sum_ms=$(printf '%s' "${runs[sum]}" | median)
+	psum_ms=$(printf '%s' "${runs[psum]}" | median)
+	count_ms=$(printf '%s' "${runs[count]}" | median)
+	pcount_ms=$(printf '%s' "${runs[pcount]}" | median)
 	distinct_ms=$(printf '%s' "${runs[distinct]}" | median)
+	echo "# $rows offers, $workers parallel workers and the calling backend ($(nproc) cores)"
 	echo "serial sum(price):                 $sum_ms ms"
+	echo "parallel sum(price):               $psum_ms ms"
+	echo "serial count(*):                   $count_ms ms ($(ratio "$(awk -v m="$count_ms" -v r="$rows" 'BEGIN { print m * 1e6 / r }')" 1) ns a row)"
+	echo "parallel count(*):                 $pcount_ms ms ($(ratio "$(awk -v m="$pcount_ms" -v r="$rows" -v p="$workers" 'BEGIN { print m * 1e6 * (p + 1) / r }')" 1) ns a row per process)"
 	echo "DISTINCT ON (product_id):          $distinct_ms ms"
 else
-	sum_ms=1 distinct_ms=1
+	sum_ms=1 psum_ms=1 distinct_ms=1 pcount_ms=1
 fi
 for device in $devices; do
 	ms=$(printf '%s' "${runs[$device]}" | median)
-	echo "gpurec.cheapest_offers ($device):   $ms ms"
-	echo "  vs DISTINCT ON: $(ratio "$distinct_ms" "$ms")x faster; vs serial sum: $(ratio "$ms" "$sum_ms")x its time"
-	# the phase split, from gpurec.timing
-	q -c "SET gpurec.device = $device; SET gpurec.timing = on;" \
-		-c "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" \
-		-c "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" \
-		-c "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" 2>&1 |
-		grep -E 'NOTICE' | sed 's/^/  /' || true
+	serial_ms=$(printf '%s' "${runs[serial_$device]}" | median)
+	echo "gpurec.cheapest_offers ($device), parallel read:   $ms ms"
+	echo "gpurec.cheapest_offers ($device), serial read:     $serial_ms ms"
+	echo "  vs DISTINCT ON: $(ratio "$distinct_ms" "$ms")x faster; vs serial sum: $(ratio "$ms" "$sum_ms")x its time;" \
+		"vs parallel sum: $(ratio "$ms" "$psum_ms")x; serial read vs serial sum: $(ratio "$serial_ms" "$sum_ms")x"
+	# the phase split, from gpurec.timing; the read rate per process beside count(*)'s
+	notices=$(for i in 1 2 3; do notice "$gpurec_sql" "$parallel SET gpurec.device = $device;"; done)
+	printf '%s\n' "$notices"
+	read_ms=$(printf '%s\n' "$notices" | sed -nE 's/.*read ([0-9.]+) ms.*/\1/p' | median)
+	echo "  parallel read: $(ratio "$(awk -v m="$read_ms" -v r="$rows" -v p="$workers" 'BEGIN { print m * 1e6 * (p + 1) / r }')" 1) ns a row per process"
 	# peak memory of a fresh backend doing one call, read while it lives
-	hwm_kb=$(q -c "SET gpurec.device = $device" -c "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" \
+	hwm_kb=$(q -c "$parallel SET gpurec.device = $device" -c "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" \
 		-c "SELECT (regexp_match(pg_read_file('/proc/' || pg_backend_pid() || '/status'), 'VmHWM:\s+(\d+)'))[1]" | tail -1)
 	base_kb=$(q -c "SELECT (regexp_match(pg_read_file('/proc/' || pg_backend_pid() || '/status'), 'VmHWM:\s+(\d+)'))[1]" | tail -1)
 	echo "  peak backend memory: $hwm_kb kB (an idle backend: $base_kb kB) = $(ratio "$(( (hwm_kb - base_kb) * 1024 ))" "$rows") bytes per offer"

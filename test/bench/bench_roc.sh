@@ -32,13 +32,15 @@ CREATE UNLOGGED TABLE labels AS
   SELECT array_agg(random() < 0.3) AS labels FROM generate_series(1, $array_examples);
 VACUUM ANALYZE population;
 SQL
+	allow_workers population
 	read_ms=$(median3 "SELECT sum(cardinality(scores)) FROM population")
 	echo "read the arrays, sum(cardinality(scores)): $read_ms ms"
+	echo "  with $workers parallel workers: $(median3 "SELECT sum(cardinality(scores)) FROM population" "$parallel") ms"
 	for device in $devices; do
 		sql="SELECT sum(auc) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT labels FROM labels))"
-		ms=$(median3 "$sql" "SET gpurec.device = $device;")
+		ms=$(median3 "$sql" "$parallel SET gpurec.device = $device;")
 		echo "roc_fitness arrays ($device): $ms ms = $(ratio "$ms" "$read_ms")x the reading"
-		notice "$sql" "SET gpurec.device = $device;"
+		notice "$sql" "$parallel SET gpurec.device = $device;"
 	done
 fi
 
@@ -50,6 +52,7 @@ CREATE UNLOGGED TABLE scores AS
   FROM generate_series(1, $long_individuals) i, generate_series(1, $long_examples) e;
 VACUUM ANALYZE scores;
 SQL
+	allow_workers scores
 	midrank_sql="SELECT sum(auc) FROM (
 	  SELECT individual_id,
 	         (sum(midrank) FILTER (WHERE label) - count(*) FILTER (WHERE label) * (count(*) FILTER (WHERE label) + 1) / 2.0)
@@ -63,8 +66,8 @@ SQL
 	echo "plain-SQL mid-rank AUC: $sql_ms ms"
 	for device in $devices; do
 		sql="SELECT sum(auc) FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM scores')"
-		ms=$(median3 "$sql" "SET gpurec.device = $device;")
+		ms=$(median3 "$sql" "$parallel SET gpurec.device = $device;")
 		echo "roc_fitness long ($device): $ms ms = $(ratio "$sql_ms" "$ms")x faster than plain SQL"
-		notice "$sql" "SET gpurec.device = $device;"
+		notice "$sql" "$parallel SET gpurec.device = $device;"
 	done
 fi

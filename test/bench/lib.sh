@@ -1,6 +1,11 @@
 # test/bench/lib.sh: what every benchmark script does the same way.  Source
-# it after setting PGDATABASE; every query runs in a fresh backend, without
-# parallel workers, so that a figure is one backend's work.
+# it after setting PGDATABASE.  Every query runs in a fresh backend, without
+# parallel workers unless its settings name $parallel: the PostgreSQL
+# baselines are one backend's work; gpurec's calls read with $workers
+# parallel workers (WORKERS, default one fewer than the cores: the calling
+# backend reads too), and so do the parallel baselines they are compared to.
+workers=${WORKERS:-$(($(nproc) > 1 ? $(nproc) - 1 : 1))}
+parallel="SET max_parallel_workers_per_gather = $workers; SET max_parallel_workers = $workers;"
 
 q() { psql -XAtq -v ON_ERROR_STOP=1 "$@"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -15,7 +20,9 @@ median() { sort -n | sed -n 2p; }
 # median3 SQL [SETTINGS]: the median of three runs, in ms
 median3() { for i in 1 2 3; do run_ms "$@"; done | median; }
 # notice SQL [SETTINGS]: the gpurec.timing NOTICE of one run, indented
-notice() { q -c "SET gpurec.timing = on; ${2:-}" -c "$1" 2>&1 | grep NOTICE | sed 's/^/  /' || true; }
+notice() { q -c "SET gpurec.timing = on; ${2:-}" -c "$1" 2>&1 | grep -E 'NOTICE|DETAIL' | sed 's/^/  /' || true; }
+# allow_workers TABLE: the planner may give TABLE's scans $workers workers (it gives big tables fewer by default)
+allow_workers() { q -c "ALTER TABLE $1 SET (parallel_workers = $workers)"; }
 # fresh_database: $PGDATABASE dropped, created again, with gpurec
 fresh_database() {
 	psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $PGDATABASE" -c "CREATE DATABASE $PGDATABASE"
