@@ -47,7 +47,7 @@ for round in 1 2 3; do
 		runs[psum]+="$(run_ms "$sum_sql" "$parallel")"$'\n'
 		runs[count]+="$(run_ms "$count_sql")"$'\n'
 		runs[pcount]+="$(run_ms "$count_sql" "$parallel")"$'\n'
-		runs[distinct]+="$(run_ms "$distinct_sql")"$'\n'
+		[ "${DISTINCT:-1}" = 1 ] && runs[distinct]+="$(run_ms "$distinct_sql")"$'\n'
 	fi
 	for device in $devices; do
 		runs[$device]+="$(run_ms "$gpurec_sql" "$parallel SET gpurec.device = $device;")"$'\n'
@@ -59,7 +59,8 @@ if [ "${BASELINES:-1}" = 1 ]; then
 	psum_ms=$(printf '%s' "${runs[psum]}" | median)
 	count_ms=$(printf '%s' "${runs[count]}" | median)
 	pcount_ms=$(printf '%s' "${runs[pcount]}" | median)
-	distinct_ms=$(printf '%s' "${runs[distinct]}" | median)
+	distinct_ms=$(printf "%s" "${runs[distinct]:-}" | median)
+	[ -n "$distinct_ms" ] || distinct_ms=1 # DISTINCT=0 skips it
 	echo "# $rows offers, $workers parallel workers and the calling backend ($(nproc) cores)"
 	echo "serial sum(price):                 $sum_ms ms"
 	echo "parallel sum(price):               $psum_ms ms"
