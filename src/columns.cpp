@@ -175,7 +175,7 @@ void IdColumn::serialize(ByteWriter &out) const
 	codes_.serialize(out);
 }
 
-void IdColumn::append_serialized(ByteReader &in)
+void IdColumn::append_serialized(ByteReader &in, const PieceRunner &run)
 {
 	size_t distinct = in.get<uint64_t>();
 	if (distinct > static_cast<size_t>(INT32_MAX))
@@ -195,15 +195,18 @@ void IdColumn::append_serialized(ByteReader &in)
 	if (n > SIZE_MAX / sizeof(int32_t))
 		throw Error(sqlstate::internal_error, "IdColumn: a serialized row count out of range");
 	const uint8_t *codes = in.take(n * sizeof(int32_t));
-	codes_.append(n, [&](int32_t *out, size_t first, size_t count) {
-		std::memcpy(out, codes + first * sizeof(int32_t), count * sizeof(int32_t));
-		for (size_t i = 0; i < count; ++i)
-		{
-			if (static_cast<uint32_t>(out[i]) >= distinct)
-				throw Error(sqlstate::internal_error, "IdColumn: a serialized code out of range");
-			out[i] = code_of[out[i]];
-		}
-	});
+	codes_.append_in_pieces(
+		n,
+		[&](int32_t *out, size_t first, size_t count) {
+			std::memcpy(out, codes + first * sizeof(int32_t), count * sizeof(int32_t));
+			for (size_t i = 0; i < count; ++i)
+			{
+				if (static_cast<uint32_t>(out[i]) >= distinct)
+					throw Error(sqlstate::internal_error, "IdColumn: a serialized code out of range");
+				out[i] = code_of[out[i]];
+			}
+		},
+		run);
 }
 
 void NumberColumn::rescale_to(int new_scale)
@@ -335,7 +338,7 @@ void NumberColumn::serialize(ByteWriter &out) const
 		display_scales_.serialize(out);
 }
 
-void NumberColumn::append_serialized(ByteReader &in)
+void NumberColumn::append_serialized(ByteReader &in, const PieceRunner &run)
 {
 	if (in.get<uint8_t>() != static_cast<uint8_t>(type_))
 		throw Error(sqlstate::internal_error, "NumberColumn: appending a column of another type");
@@ -345,7 +348,7 @@ void NumberColumn::append_serialized(ByteReader &in)
 		throw Error(sqlstate::internal_error, "NumberColumn: a serialized scale out of range");
 	if (type_ != NumberType::Numeric)
 	{
-		keys_.append_serialized(in);
+		keys_.append_serialized(in, run);
 		return;
 	}
 	/* the keys and display scales are read in place, without a copy of their own */
@@ -388,12 +391,15 @@ void NumberColumn::append_serialized(ByteReader &in)
 	if (!was_empty && target > scale_)
 		rescale_to(target);
 	scale_ = target;
-	keys_.append(n, [&](int64_t *out, size_t first, size_t count) {
-		std::memcpy(out, key_bytes + first * sizeof(int64_t), count * sizeof(int64_t));
-		for (size_t i = 0; step > 0 && i < count; ++i)
-			if (part_display(first + i) >= 0)
-				scale_up(out[i], step, &out[i]);
-	});
+	keys_.append_in_pieces(
+		n,
+		[&](int64_t *out, size_t first, size_t count) {
+			std::memcpy(out, key_bytes + first * sizeof(int64_t), count * sizeof(int64_t));
+			for (size_t i = 0; step > 0 && i < count; ++i)
+				if (part_display(first + i) >= 0)
+					scale_up(out[i], step, &out[i]);
+		},
+		run);
 
 	if (was_empty)
 		uniform_scale_ = part_uniform;
@@ -488,7 +494,7 @@ void FloatArrayColumn::serialize(ByteWriter &out) const
 		valid_.serialize(out);
 }
 
-void FloatArrayColumn::append_serialized(ByteReader &in)
+void FloatArrayColumn::append_serialized(ByteReader &in, const PieceRunner &run)
 {
 	if (in.get<uint8_t>() != (doubles_ ? 1 : 0))
 		throw Error(sqlstate::internal_error, "FloatArrayColumn: appending a column of another element width");
@@ -498,15 +504,15 @@ void FloatArrayColumn::append_serialized(ByteReader &in)
 	const uint8_t *offsets = in.take(n_offsets * sizeof(int64_t));
 	size_t elements_before = elements();
 	if (doubles_)
-		doubles_column_.append_serialized(in);
+		doubles_column_.append_serialized(in, run);
 	else
-		floats_.append_serialized(in);
+		floats_.append_serialized(in, run);
 	size_t part_elements = elements_column_size() - elements_before;
 	bool part_nulls = in.get<uint8_t>() != 0;
 	if (part_nulls && valid_.empty()) /* the first NULL: every element so far was there */
 		valid_.append(elements_before, [](uint8_t *out, size_t, size_t count) { std::memset(out, 1, count); });
 	if (part_nulls)
-		valid_.append_serialized(in);
+		valid_.append_serialized(in, run);
 	else if (!valid_.empty())
 		valid_.append(part_elements, [](uint8_t *out, size_t, size_t count) { std::memset(out, 1, count); });
 	int64_t base = offsets_.back();

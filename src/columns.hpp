@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -75,6 +76,21 @@ template <typename T> struct BulkAllocator
 
 template <typename T> using BulkVector = std::vector<T, BulkAllocator<T>>;
 
+/*
+ * Runs run_piece(0) .. run_piece(pieces - 1), in any order, perhaps several
+ * at once on other threads, and returns when all have run (rethrowing what
+ * one threw).  Appending serialized columns copies through one, so that the
+ * caller decides where the copying runs: serially by default, on the CPU's
+ * threads where the input layer gives it (pg_parallel_read.cpp).
+ */
+using PieceRunner = std::function<void(size_t pieces, const std::function<void(size_t)> &run_piece)>;
+
+inline void run_serially(size_t pieces, const std::function<void(size_t)> &run_piece)
+{
+	for (size_t i = 0; i < pieces; ++i)
+		run_piece(i);
+}
+
 template <typename T> class ChunkedColumn
 {
   public:
@@ -130,6 +146,29 @@ template <typename T> class ChunkedColumn
 			begin += n;
 		}
 	}
+	/*
+	 * append(), with fill called for pieces of a quarter chunk through run:
+	 * perhaps at once on several threads, so fill must be safe to run so.
+	 * The rows count only once every piece is filled.
+	 */
+	template <typename Fill> void append_in_pieces(size_t n, Fill fill, const PieceRunner &run)
+	{
+		constexpr size_t kPieceRows = kChunkRows / 4;
+		size_t start = size_, end = size_ + n;
+		while (chunks_.size() * kChunkRows < end)
+			add_chunk();
+		run((n + kPieceRows - 1) / kPieceRows, [&](size_t piece) {
+			for (size_t first = piece * kPieceRows, last = std::min(n, first + kPieceRows); first < last;)
+			{
+				size_t at = start + first, offset = at & (kChunkRows - 1);
+				size_t count = std::min(last - first, kChunkRows - offset);
+				fill(chunks_[at >> kChunkShift].get() + offset, first, count);
+				first += count;
+			}
+		});
+		size_ = end;
+	}
+
 	/* The flat form (byte_stream.hpp): the row count, then the rows. */
 	void serialize(ByteWriter &out) const
 	{
@@ -137,14 +176,16 @@ template <typename T> class ChunkedColumn
 		for (size_t c = 0; c < chunk_count(); ++c)
 			out.write(chunk_data(c), chunk_rows(c) * sizeof(T));
 	}
-	/* Appends the rows of a column that serialize() wrote. */
-	void append_serialized(ByteReader &in)
+	/* Appends the rows of a column that serialize() wrote, copying through run. */
+	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially)
 	{
 		size_t n = in.get<uint64_t>();
 		if (n > SIZE_MAX / sizeof(T))
 			throw Error(sqlstate::internal_error, "ChunkedColumn: a serialized row count out of range");
 		const uint8_t *rows = in.take(n * sizeof(T));
-		append(n, [&](T *out, size_t first, size_t count) { std::memcpy(out, rows + first * sizeof(T), count * sizeof(T)); });
+		append_in_pieces(
+			n, [rows](T *out, size_t first, size_t count) { std::memcpy(out, rows + first * sizeof(T), count * sizeof(T)); },
+			run);
 	}
 
 	std::vector<T> to_vector() const
@@ -203,9 +244,9 @@ class IdColumn
 	/*
 	 * Appends a column that serialize() wrote: its ids join this dictionary
 	 * (new ones get the next codes) and its codes are translated, so the
-	 * work is per distinct id plus one table lookup per row.
+	 * work is per distinct id plus one table lookup per row (through run).
 	 */
-	void append_serialized(ByteReader &in);
+	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially);
 
   private:
 	void grow_table();
@@ -334,7 +375,7 @@ class NumberColumn
 	 * at the larger of the two scales (ERROR 22003 as push_numeric when a
 	 * value cannot be held there), display scales kept per row.
 	 */
-	void append_serialized(ByteReader &in);
+	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially);
 
   private:
 	static constexpr int16_t kMixedScales = INT16_MIN;
@@ -427,7 +468,7 @@ class FloatArrayColumn
 	/* The flat form: element width, row offsets, elements, validity when any is NULL. */
 	void serialize(ByteWriter &out) const;
 	/* Appends the rows of a column of the same width that serialize() wrote. */
-	void append_serialized(ByteReader &in);
+	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially);
 
   private:
 	template <typename T> void append_values(ChunkedColumn<T> &to, const T *data, size_t n, const uint8_t *present);

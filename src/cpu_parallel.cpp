@@ -27,12 +27,12 @@ size_t parallel_workers(size_t n)
 	return std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
 }
 
-void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body)
+void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body, Phase phase)
 {
 	if (n == 0)
 		return;
 	/* the phase's first interrupt point comes before any work, however short the work is */
-	ctx.interrupt_point(Phase::Compute);
+	ctx.interrupt_point(phase);
 	size_t n_workers = parallel_workers(n);
 	std::atomic<size_t> next{0};
 	std::atomic<bool> cancelled{false};
@@ -88,7 +88,7 @@ void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body)
 			continue;
 		try
 		{
-			ctx.interrupt_point(Phase::Compute);
+			ctx.interrupt_point(phase);
 		}
 		catch (...)
 		{

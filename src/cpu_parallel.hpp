@@ -31,7 +31,7 @@ size_t parallel_workers(size_t n);
  * which take the items in turn, and returns when all have finished.
  *
  * The calling thread (a backend's own) computes nothing: it calls
- * ctx.interrupt_point(Phase::Compute) once before the workers start, then
+ * ctx.interrupt_point(phase) once before the workers start, then
  * waits and calls it again every few milliseconds.  The cancel checks belong to
  * it because PostgreSQL is single-threaded: its interrupt check reads the
  * backend's signal flags and, through pg_call, its error-handling and
@@ -44,7 +44,7 @@ size_t parallel_workers(size_t n);
  * and is rethrown on the calling thread after the join (a cancel first);
  * no exception leaves a worker thread.
  */
-void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body);
+void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body, Phase phase = Phase::Compute);
 
 /*
  * Splits [0, n) into consecutive ranges of about `per_item` units of

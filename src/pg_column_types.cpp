@@ -39,7 +39,8 @@ const char *kind_types(ColumnKind kind)
 	return "";
 }
 
-/* The conversion for a column of type `type`, or Absent when the kind does not accept it. */
+} // namespace
+
 Conversion conversion_for(ColumnKind kind, Oid type)
 {
 	bool integers = kind != ColumnKind::FloatArray;
@@ -68,6 +69,8 @@ Conversion conversion_for(ColumnKind kind, Oid type)
 			return Conversion::Absent;
 	}
 }
+
+namespace {
 
 NumberType number_type_for(Conversion c)
 {

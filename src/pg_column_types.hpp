@@ -54,6 +54,9 @@ struct ColumnBinding
 	Conversion conversion[kMaxColumns];
 };
 
+/* The conversion of a column of `kind` from SQL type `type` (a base type); Absent when it does not accept it. */
+Conversion conversion_for(ColumnKind kind, Oid type);
+
 /*
  * Matches the specs of `table` by name to the attributes of `desc` and picks
  * each one's conversion.  Raises an ERROR for a column named twice, a

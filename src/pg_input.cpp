@@ -58,7 +58,7 @@ void InputTable::serialize(ByteWriter &out) const
 	}
 }
 
-void InputTable::append_serialized(ByteReader &in)
+void InputTable::append_serialized(ByteReader &in, const PieceRunner &run)
 {
 	if (in.get<uint32_t>() != kTableMagic || in.get<uint32_t>() != specs_.size())
 		throw Error(sqlstate::internal_error, "InputTable: serialized columns of another table");
@@ -68,7 +68,7 @@ void InputTable::append_serialized(ByteReader &in)
 	{
 		if (in.get<uint8_t>() != column.index())
 			throw Error(sqlstate::internal_error, "InputTable: a serialized column of another kind");
-		std::visit([&](auto &c) { c.append_serialized(in); }, column);
+		std::visit([&](auto &c) { c.append_serialized(in, run); }, column);
 	}
 	if (!in.at_end())
 		throw Error(sqlstate::internal_error, "InputTable: bytes after the serialized columns");

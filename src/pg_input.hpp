@@ -106,7 +106,7 @@ class InputTable
 	 * been read one after the other.
 	 */
 	void serialize(ByteWriter &out) const;
-	void append_serialized(ByteReader &in);
+	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially);
 
   private:
 	const char *what_;

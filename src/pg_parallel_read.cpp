@@ -27,6 +27,7 @@ extern "C" {
 #include "optimizer/cost.h"
 #include "storage/lwlock.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/dsa.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -38,6 +39,7 @@ extern "C" {
 #include <string>
 #include <vector>
 
+#include "cpu_parallel.hpp"
 #include "pg_settings.hpp"
 
 namespace gpurec {
@@ -51,6 +53,7 @@ constexpr int kBatchRows = 256;
 struct ActiveRead
 {
 	InputTable *table;
+	ExecContext *ctx; /* the call's: its interrupt points, while parts are appended on the CPU's threads */
 	dsa_area *area; /* where workers leave their columns */
 	int worker_parts;
 };
@@ -222,10 +225,29 @@ ReadState *state_for(FunctionCallInfo fcinfo)
 	if (!IsParallelWorker() && active_read == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						errmsg("gpurec._read_columns is gpurec's own and runs only inside its functions")));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("gpurec._read_columns: no column specs")));
 	char *specs = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	NewStateArgs args{specs, nullptr};
 	cpp_callback_guard(make_state, &args);
 	ReadState *state = args.state;
+	/*
+	 * Each argument's SQL type must give the conversion the specs name: they
+	 * come as text, and a conversion applied to a Datum of another type
+	 * would read it as what it is not.
+	 */
+	const ColumnBinding &b = state->binding;
+	bool types_agree = PG_NARGS() == 2 + b.max_attno;
+	for (int c = 0; c < b.ncolumns && types_agree; ++c)
+		if (b.attno[c] >= 0)
+			types_agree = conversion_for(b.specs[c].kind, getBaseType(get_fn_expr_argtype(fcinfo->flinfo, 2 + b.attno[c]))) ==
+						  b.conversion[c];
+	if (!types_agree)
+	{
+		delete state;
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+						errmsg("gpurec._read_columns: the columns passed are not those the specs name")));
+	}
 	if (state->own)
 	{
 		/* a worker: map the leader's area (its handle lives as long as the state), and make sure
@@ -389,7 +411,15 @@ void append_part(void *arg)
 {
 	auto *part = static_cast<ArrivedPart *>(arg);
 	ByteReader reader(part->data, part->size);
-	active_read->table->append_serialized(reader);
+	/* the copying of a large part runs on the CPU's threads; the backend's own checks for cancel */
+	ExecContext &ctx = *active_read->ctx;
+	active_read->table->append_serialized(reader, [&ctx](size_t pieces, const std::function<void(size_t)> &piece) {
+		if (pieces == 1)
+			piece(0);
+		else
+			parallel_for(
+				pieces, ctx, [&piece](size_t i, size_t, const std::atomic<bool> &) { piece(i); }, Phase::Read);
+	});
 }
 
 Datum read_columns_combine(FunctionCallInfo fcinfo)
@@ -536,7 +566,7 @@ ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &bi
 		return outcome;
 	}
 
-	ActiveRead read{table, area, 0};
+	ActiveRead read{table, ctx, area, 0};
 	ActiveRead *outer = active_read;
 	SPIExecuteOptions options;
 	memset(&options, 0, sizeof options);

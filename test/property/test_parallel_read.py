@@ -270,6 +270,22 @@ def check_worker_errors():
         check(f"parallel-read error: {name}: the next call works", error is None and after == ["1"], after)
 
 
+def check_misuse():
+    """The aggregate behind parallel reading, called directly: an ERROR, never a crash, even in workers
+    and with column specs that lie about the columns' types."""
+    _, _, error = run("SELECT gpurec._read_columns('x', 1) FROM offers", {})
+    check("parallel-read: _read_columns called directly is refused", error == "0A000", f"got {error}")
+    lying = "0 0 0\noffers query\nprice\t2\t0\t1\t0\t6"  # a numeric conversion, given an integer
+    for spec in (lying, "nonsense", None):
+        literal = "NULL" if spec is None else "E'" + spec.replace("\\", "\\\\") + "'"
+        _, _, error = run(f"SELECT gpurec._read_columns({literal}, price_int) FROM offers",
+                          dict(FORCE, max_parallel_workers_per_gather="2", parallel_leader_participation="off"))
+        check(f"parallel-read: _read_columns with specs {spec!r} in workers is an ERROR", error is not None,
+              "no error")
+    alive, _, error = run("SELECT 1", {})
+    check("parallel-read: the server survived the misuse", alive == ["1"] and error is None, f"{alive} {error}")
+
+
 def shm_segments():
     try:
         return sorted(f for f in os.listdir("/dev/shm") if f.startswith("PostgreSQL."))
@@ -288,6 +304,7 @@ def main():
             check_geo(device)
         check_fallbacks()
         check_worker_errors()
+        check_misuse()
         after = shm_segments()
         check("parallel-read: every dynamic shared memory segment released",
               before is None or after == before, f"{len(before or [])} segments before, {len(after or [])} after")

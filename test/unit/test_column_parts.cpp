@@ -7,7 +7,9 @@
  */
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "../../src/columns.hpp"
@@ -15,6 +17,16 @@
 
 namespace gpurec {
 namespace {
+
+/* Runs the pieces on threads of their own, the last first: order and concurrency must not matter. */
+void run_on_threads(size_t pieces, const std::function<void(size_t)> &piece)
+{
+	std::vector<std::thread> threads;
+	for (size_t i = pieces; i-- > 0;)
+		threads.emplace_back(piece, i);
+	for (std::thread &t : threads)
+		t.join();
+}
 
 /* Serializes `part` and appends it to `into`, through a counting then a copying writer. */
 template <typename Column> void append_part(Column &into, const Column &part)
@@ -26,7 +38,7 @@ template <typename Column> void append_part(Column &into, const Column &part)
 	part.serialize(writer);
 	ASSERT_EQ(writer.size(), bytes.size());
 	ByteReader reader(bytes.data(), bytes.size());
-	into.append_serialized(reader);
+	into.append_serialized(reader, run_on_threads);
 	EXPECT_TRUE(reader.at_end());
 }
 
