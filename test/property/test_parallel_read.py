@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -305,7 +306,11 @@ def main():
         check_fallbacks()
         check_worker_errors()
         check_misuse()
+        deadline = time.monotonic() + 5  # a backend that ended a moment ago may still be detaching
         after = shm_segments()
+        while before is not None and after != before and time.monotonic() < deadline:
+            time.sleep(0.1)
+            after = shm_segments()
         check("parallel-read: every dynamic shared memory segment released",
               before is None or after == before, f"{len(before or [])} segments before, {len(after or [])} after")
     finally:
