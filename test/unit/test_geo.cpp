@@ -1004,3 +1004,89 @@ INSTANTIATE_TEST_SUITE_P(Metrics, GeoGpu, ::testing::Values(GeoMetric::Euclidean
 
 } // namespace
 } // namespace gpurec
+
+namespace gpurec {
+namespace {
+
+/* Bit patterns, so that "equal" means the last bit too. */
+uint64_t bits(double d)
+{
+	uint64_t b;
+	std::memcpy(&b, &d, sizeof b);
+	return b;
+}
+
+TEST(GeoPointOrder, ShuffledRowsGiveTheSameBits)
+{
+	/*
+	 * order_points puts the points in (user_id, x, y) order with codes by
+	 * id, as the input layer does after every read: the same points in any
+	 * row order (parallel workers deliver them so) then give every geo
+	 * function's answer to the last bit.
+	 */
+	std::mt19937_64 rng = seeded_rng();
+	for (GeoMetric metric : {GeoMetric::Euclidean, GeoMetric::Haversine})
+		for (int round = 0; round < 4; ++round)
+		{
+			std::vector<Point> rows = random_points(rng, 8 + round * 5, 9, metric);
+			std::vector<Point> shuffled = rows;
+			std::shuffle(shuffled.begin(), shuffled.end(), rng);
+			PointColumns a(rows), b(shuffled);
+			ExecContext ctx = cpu_context();
+			order_points(a.user, a.x, a.y, ctx);
+			order_points(b.user, b.x, b.y, ctx);
+			ASSERT_EQ(a.user.size(), rows.size());
+			for (size_t r = 0; r < rows.size(); ++r)
+			{
+				ASSERT_EQ(a.user.value_of(a.user.code(r)), b.user.value_of(b.user.code(r)));
+				ASSERT_EQ(a.user.code(r), b.user.code(r));
+				ASSERT_EQ(bits(a.x[r]), bits(b.x[r]));
+				ASSERT_EQ(bits(a.y[r]), bits(b.y[r]));
+			}
+			std::vector<Candidate> cand_rows = random_candidates(rng, 15, metric);
+			CandidateColumns cands(cand_rows);
+			GeoOptions options{metric, metric == GeoMetric::Euclidean ? 1e-9 : 10.0};
+			int64_t main = rows[rng() % rows.size()].user;
+			ExecContext c1 = cpu_context(), c2 = cpu_context();
+			std::vector<UserSimilarity> s1 = user_similarity(a.view(), main, options, c1);
+			std::vector<UserSimilarity> s2 = user_similarity(b.view(), main, options, c2);
+			ASSERT_EQ(s1.size(), s2.size());
+			for (size_t i = 0; i < s1.size(); ++i)
+			{
+				EXPECT_EQ(s1[i].user_id, s2[i].user_id);
+				EXPECT_EQ(bits(s1[i].similarity), bits(s2[i].similarity));
+				EXPECT_EQ(bits(s1[i].mean_min_distance), bits(s2[i].mean_min_distance));
+			}
+			std::vector<SimilarUser> k1 = similar_users(a.view(), 3, options, c1);
+			std::vector<SimilarUser> k2 = similar_users(b.view(), 3, options, c2);
+			ASSERT_EQ(k1.size(), k2.size());
+			for (size_t i = 0; i < k1.size(); ++i)
+			{
+				EXPECT_EQ(k1[i].user_id, k2[i].user_id);
+				EXPECT_EQ(k1[i].other_user_id, k2[i].other_user_id);
+				EXPECT_EQ(bits(k1[i].similarity), bits(k2[i].similarity));
+			}
+			std::vector<double> p1 = predict_strength(a.view(), main, cands.view(), 1.5, {}, options, c1);
+			std::vector<double> p2 = predict_strength(b.view(), main, cands.view(), 1.5, {}, options, c2);
+			ASSERT_EQ(p1.size(), p2.size());
+			for (size_t i = 0; i < p1.size(); ++i)
+				EXPECT_EQ(bits(p1[i]), bits(p2[i])) << "candidate row " << i;
+			if (!gpu_usable())
+				continue;
+			/* the GPU groups the points it is given in their order: the same holds there */
+			ExecContext g1 = gpu_context(), g2 = gpu_context();
+			std::vector<UserSimilarity> t1 = user_similarity(a.view(), main, options, g1);
+			std::vector<UserSimilarity> t2 = user_similarity(b.view(), main, options, g2);
+			ASSERT_EQ(t1.size(), t2.size());
+			for (size_t i = 0; i < t1.size(); ++i)
+				EXPECT_EQ(bits(t1[i].similarity), bits(t2[i].similarity)) << "gpu, user " << t1[i].user_id;
+			std::vector<double> q1 = predict_strength(a.view(), main, cands.view(), 1.5, {}, options, g1);
+			std::vector<double> q2 = predict_strength(b.view(), main, cands.view(), 1.5, {}, options, g2);
+			ASSERT_EQ(q1.size(), q2.size());
+			for (size_t i = 0; i < q1.size(); ++i)
+				EXPECT_EQ(bits(q1[i]), bits(q2[i])) << "gpu, candidate row " << i;
+		}
+}
+
+} // namespace
+} // namespace gpurec
