@@ -248,6 +248,11 @@ ReadState *state_for(FunctionCallInfo fcinfo)
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
 						errmsg("gpurec._read_columns: the columns passed are not those the specs name")));
 	}
+	/* the context's reset or deletion (the query's end, an ERROR) frees the state */
+	auto *callback = static_cast<MemoryContextCallback *>(MemoryContextAlloc(aggregate_context, sizeof(MemoryContextCallback)));
+	callback->func = [](void *arg) { delete static_cast<ReadState *>(arg); }; /* destructors do not throw */
+	callback->arg = state;
+	MemoryContextRegisterResetCallback(aggregate_context, callback);
 	if (state->own)
 	{
 		/* a worker: map the leader's area (its handle lives as long as the state), and make sure
@@ -259,11 +264,6 @@ ReadState *state_for(FunctionCallInfo fcinfo)
 			ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
 							errmsg("gpurec._read_columns: the read area is not this query's")));
 	}
-	/* the context's reset or deletion (the query's end, an ERROR) frees the state */
-	auto *callback = static_cast<MemoryContextCallback *>(MemoryContextAlloc(aggregate_context, sizeof(MemoryContextCallback)));
-	callback->func = [](void *arg) { delete static_cast<ReadState *>(arg); }; /* destructors do not throw */
-	callback->arg = state;
-	MemoryContextRegisterResetCallback(aggregate_context, callback);
 	/* the read phase's first interrupt point comes before any row, as in the serial path */
 	postgres_interrupt_point(state->ctx, Phase::Read);
 	return state;
