@@ -435,7 +435,11 @@ Datum read_columns_combine(FunctionCallInfo fcinfo)
 			cpp_callback_guard(append_part, part);
 			++active_read->worker_parts;
 			if (DsaPointerIsValid(part->in_area))
-				dsa_free(active_read->area, part->in_area); /* its memory is free for the next worker's */
+			{
+				/* give its memory back now, so that the parts are not all resident at the end */
+				dsa_free(active_read->area, part->in_area);
+				dsa_trim(active_read->area);
+			}
 		}
 	}
 	/* the state stays whatever it was: the rows live in the call's table */
