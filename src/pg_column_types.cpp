@@ -15,6 +15,7 @@ extern "C" {
 #include <cmath>
 
 #include "pg_numeric.hpp"
+#include "pg_settings.hpp"
 
 namespace gpurec {
 
@@ -396,6 +397,56 @@ void release_rows(const ColumnBinding &binding, RowValues *rows, int n)
 		for (int c = 0; c < binding.ncolumns; ++c)
 			if (rows[k].array_copied[c])
 				pfree(rows[k].array[c]);
+}
+
+void start_batch(RowBatch *batch, const ColumnBinding &binding)
+{
+	batch->capacity = RowBatch::kRows;
+	for (int c = 0; c < binding.ncolumns; ++c)
+		if (binding.specs[c].kind == ColumnKind::FloatArray && binding.conversion[c] != Conversion::Absent)
+			batch->capacity = 1;
+	batch->batched = 0;
+	batch->skipped = 0;
+	batch->rows_since_check = 0;
+}
+
+namespace {
+
+struct AppendArgs
+{
+	RowBatch *batch;
+	InputTable *table;
+};
+
+void append_batch(void *arg)
+{
+	auto *a = static_cast<AppendArgs *>(arg);
+	append_rows(*a->table, a->batch->rows, a->batch->batched, a->batch->skipped);
+}
+
+} // namespace
+
+void flush_batch(RowBatch *batch, InputTable &table, const ColumnBinding &binding)
+{
+	AppendArgs args{batch, &table};
+	cpp_callback_guard(append_batch, &args);
+	release_rows(binding, batch->rows, batch->batched);
+	batch->batched = 0;
+	batch->skipped = 0;
+}
+
+void add_row(RowBatch *batch, InputTable &table, const ColumnBinding &binding, const Datum *values,
+			 const bool *isnull, ExecContext &ctx)
+{
+	if (!convert_row(binding, values, isnull, &batch->rows[batch->batched]))
+		++batch->skipped;
+	else if (++batch->batched == batch->capacity)
+		flush_batch(batch, table, binding);
+	if (++batch->rows_since_check >= 16384)
+	{
+		batch->rows_since_check = 0;
+		postgres_interrupt_point(ctx, Phase::Read);
+	}
 }
 
 } // namespace gpurec

@@ -98,4 +98,35 @@ void append_rows(InputTable &table, const RowValues *rows, int n, size_t skipped
 /* Frees the arrays that converting `n` rows detoasted into copies. */
 void release_rows(const ColumnBinding &binding, RowValues *rows, int n);
 
+/*
+ * Rows converted and waiting for one guarded append: the per-row cost of
+ * crossing into C++ is what makes reading slower than a plain scan.  Every
+ * reader of rows (the serial receiver, each process of a parallel read) adds
+ * them through one.  Plain values only, so PostgreSQL code may hold it.
+ */
+struct RowBatch
+{
+	static constexpr int kRows = 256;
+	int capacity; /* kRows, or 1 with an array column: each detoasted array is freed at once */
+	int batched;
+	uint64 skipped;
+	uint64 rows_since_check;
+	RowValues rows[kRows];
+};
+
+/* Empties batch for rows bound by binding. */
+void start_batch(RowBatch *batch, const ColumnBinding &binding);
+
+/*
+ * Converts one row (values and nulls by binding's attno) into the batch,
+ * appending the batch to table when it is full, and gives ctx's read phase
+ * an interrupt point every 16384 rows (the executor checks too, but not in
+ * every plan shape).  PostgreSQL code.
+ */
+void add_row(RowBatch *batch, InputTable &table, const ColumnBinding &binding, const Datum *values,
+			 const bool *isnull, ExecContext &ctx);
+
+/* Appends what is batched to table (through cpp_callback_guard), then frees the batch's detoasted arrays. */
+void flush_batch(RowBatch *batch, InputTable &table, const ColumnBinding &binding);
+
 } // namespace gpurec

@@ -94,6 +94,8 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 	error_context_stack = &context;
 	bind_columns(&binding, *table, source->resultDesc);
 	error_context_stack = context.previous;
+	std::pair<InputTable *, const ColumnBinding *> types(table, &binding);
+	cpp_callback_guard(set_table_column_types, &types);
 
 	/*
 	 * SPI's read_only checks the statement, not the functions it calls; a
@@ -107,11 +109,7 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 		if (table->keeps_row_order())
 			outcome.why_serial = "its row order is kept";
 		else
-		{
-			std::pair<InputTable *, const ColumnBinding *> types(table, &binding);
-			cpp_callback_guard(set_table_column_types, &types);
 			outcome = try_parallel_read(statement_text(source), binding, table, ctx);
-		}
 		if (!outcome.ran)
 		{
 			memset(&options, 0, sizeof options);

@@ -46,9 +46,6 @@ namespace gpurec {
 
 namespace {
 
-/* Rows converted before one guarded append, as in the serial receiver (pg_receiver.cpp). */
-constexpr int kBatchRows = 256;
-
 /* The read this backend runs now, as the leader; null when none. */
 struct ActiveRead
 {
@@ -115,11 +112,7 @@ struct ReadState
 	InputTable *table = nullptr;	 /* own, or the leader's active_read table */
 	ColumnBinding binding{};
 	ExecContext ctx;
-	int batched = 0;
-	uint64_t skipped = 0;
-	uint64_t rows_since_check = 0;
-	int batch_capacity = kBatchRows;
-	RowValues batch[kBatchRows];
+	RowBatch batch;
 };
 
 /* Parses what encode_specs wrote into state's specs and binding. */
@@ -170,10 +163,9 @@ void decode_specs(ReadState &state, const std::string &text)
 	{
 		b.conversion[c] = static_cast<Conversion>(conversions[c]);
 		b.attno[c] = b.conversion[c] == Conversion::Absent ? -1 : passed++;
-		if (b.specs[c].kind == ColumnKind::FloatArray && b.conversion[c] != Conversion::Absent)
-			state.batch_capacity = 1; /* each detoasted array is freed at once */
 	}
 	b.max_attno = passed;
+	start_batch(&state.batch, b);
 }
 
 struct NewStateArgs
@@ -197,20 +189,6 @@ void make_state(void *arg)
 	}
 	state->ctx = exec_context_from_settings();
 	a->state = state.release();
-}
-
-void append_batch(void *arg)
-{
-	auto *s = static_cast<ReadState *>(arg);
-	append_rows(*s->table, s->batch, s->batched, s->skipped);
-}
-
-void flush_batch(ReadState *s)
-{
-	cpp_callback_guard(append_batch, s);
-	release_rows(s->binding, s->batch, s->batched);
-	s->batched = 0;
-	s->skipped = 0;
 }
 
 /* The state of this aggregate call, made on its first row in the aggregate's context. */
@@ -283,15 +261,7 @@ Datum read_columns_transition(FunctionCallInfo fcinfo)
 		values[k] = PG_GETARG_DATUM(2 + k);
 		isnull[k] = PG_ARGISNULL(2 + k);
 	}
-	if (!convert_row(s->binding, values, isnull, &s->batch[s->batched]))
-		++s->skipped;
-	else if (++s->batched == s->batch_capacity)
-		flush_batch(s);
-	if (++s->rows_since_check >= 16384)
-	{
-		s->rows_since_check = 0;
-		postgres_interrupt_point(s->ctx, Phase::Read);
-	}
+	add_row(&s->batch, *s->table, s->binding, values, isnull, s->ctx);
 	PG_RETURN_POINTER(s);
 }
 
@@ -336,8 +306,7 @@ bytea *state_header(StateKind kind, size_t payload)
 Datum read_columns_serialize(FunctionCallInfo fcinfo)
 {
 	ReadState *s = reinterpret_cast<ReadState *>(PG_GETARG_POINTER(0));
-	if (s->batched > 0 || s->skipped > 0)
-		flush_batch(s);
+	flush_batch(&s->batch, *s->table, s->binding);
 	if (!s->own) /* the leader's share is in the call's table already */
 		PG_RETURN_BYTEA_P(state_header(StateKind::Empty, 0));
 
@@ -370,6 +339,14 @@ Datum read_columns_serialize(FunctionCallInfo fcinfo)
 	PG_RETURN_BYTEA_P(out);
 }
 
+/* The leader's steps (deserialize, combine, finalize) run only inside a read of gpurec's own. */
+void require_active_read(const char *step)
+{
+	if (active_read == nullptr || IsParallelWorker())
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+						errmsg("gpurec._read_columns: %s outside gpurec's read", step)));
+}
+
 /* A worker's state as it arrives in the leader: the bytes, read in place. */
 struct ArrivedPart
 {
@@ -380,9 +357,7 @@ struct ArrivedPart
 
 Datum read_columns_deserialize(FunctionCallInfo fcinfo)
 {
-	if (active_read == nullptr || IsParallelWorker())
-		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-						errmsg("gpurec._read_columns: a partial state read outside gpurec's read")));
+	require_active_read("a partial state read");
 	bytea *bytes = PG_GETARG_BYTEA_P(0); /* a state is never compressed: no copy */
 	size_t size = VARSIZE(bytes) - VARHDRSZ;
 	const uint8_t *data = reinterpret_cast<const uint8_t *>(VARDATA(bytes));
@@ -424,9 +399,7 @@ void append_part(void *arg)
 
 Datum read_columns_combine(FunctionCallInfo fcinfo)
 {
-	if (active_read == nullptr || IsParallelWorker())
-		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-						errmsg("gpurec._read_columns: partial states combined outside gpurec's read")));
+	require_active_read("partial states combined");
 	if (!PG_ARGISNULL(1))
 	{
 		auto *part = reinterpret_cast<ArrivedPart *>(PG_GETARG_POINTER(1));
@@ -450,15 +423,13 @@ Datum read_columns_combine(FunctionCallInfo fcinfo)
 
 Datum read_columns_final(FunctionCallInfo fcinfo)
 {
-	if (active_read == nullptr || IsParallelWorker())
-		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-						errmsg("gpurec._read_columns: finalized outside gpurec's read")));
+	require_active_read("finalized");
 	/* a serial plan (replanned since the check) ran every row through the leader: flush them */
 	if (!PG_ARGISNULL(0))
 	{
 		ReadState *s = reinterpret_cast<ReadState *>(PG_GETARG_POINTER(0));
-		if (!s->own && (s->batched > 0 || s->skipped > 0))
-			flush_batch(s);
+		if (!s->own)
+			flush_batch(&s->batch, *s->table, s->binding);
 	}
 	PG_RETURN_INT64(active_read->worker_parts);
 }

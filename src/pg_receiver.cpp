@@ -3,8 +3,8 @@
  *
  * Its methods are called by the executor, so they are PostgreSQL code: they
  * may ereport, and they hold no C++ object across a PostgreSQL call.  Each
- * row is first converted into plain values (convert_row); a guarded C++ call
- * then appends a whole batch of them to the columns.
+ * row is first converted into plain values and batched (add_row, in
+ * pg_column_types); a guarded C++ call then appends a whole batch.
  */
 #include "pg_receiver.hpp"
 
@@ -20,63 +20,21 @@ namespace gpurec {
 
 namespace {
 
-/*
- * Rows converted before one guarded append: the per-row cost of crossing
- * into C++ is what makes reading slower than a plain scan.  Queries with an
- * array column append row by row, so that each detoasted array is freed
- * at once.
- */
-constexpr int kBatchRows = 256;
-
 struct InputReceiver
 {
 	DestReceiver pub; /* must be first */
 	InputTable *table;
 	ExecContext *ctx;
 	ColumnBinding binding;
-	bool bound; /* binding made before the query ran */
-	int batch_capacity;
-	int batched;
-	uint64 skipped;
-	RowValues batch[kBatchRows];
-	uint64 rows_since_check;
+	RowBatch batch;
 };
-
-void set_receiver_column_types(void *arg)
-{
-	auto *r = static_cast<InputReceiver *>(arg);
-	set_column_types(*r->table, r->binding);
-}
 
 void receiver_startup(DestReceiver *self, int operation, TupleDesc desc)
 {
 	auto *r = reinterpret_cast<InputReceiver *>(self);
-	if (!r->bound)
-		bind_columns(&r->binding, *r->table, desc);
-	r->batch_capacity = kBatchRows;
-	for (int c = 0; c < r->binding.ncolumns; ++c)
-		if (r->binding.specs[c].kind == ColumnKind::FloatArray &&
-			r->binding.conversion[c] != Conversion::Absent)
-			r->batch_capacity = 1;
-	cpp_callback_guard(set_receiver_column_types, r);
+	start_batch(&r->batch, r->binding);
 	/* the read phase's first interrupt point comes before any row, however few there are */
 	postgres_interrupt_point(*r->ctx, Phase::Read);
-}
-
-/* Appends the batch to the columns: the only C++ work of reading, behind the guard. */
-void append_batch(void *arg)
-{
-	auto *r = static_cast<InputReceiver *>(arg);
-	append_rows(*r->table, r->batch, r->batched, r->skipped);
-}
-
-/* Appends what is batched, then frees the batch's detoasted arrays. */
-void flush_batch(InputReceiver *r)
-{
-	cpp_callback_guard(append_batch, r);
-	release_rows(r->binding, r->batch, r->batched);
-	r->batched = 0;
-	r->skipped = 0;
 }
 
 bool receiver_receive(TupleTableSlot *slot, DestReceiver *self)
@@ -84,30 +42,21 @@ bool receiver_receive(TupleTableSlot *slot, DestReceiver *self)
 	auto *r = reinterpret_cast<InputReceiver *>(self);
 
 	slot_getsomeattrs(slot, r->binding.max_attno);
-	if (!convert_row(r->binding, slot->tts_values, slot->tts_isnull, &r->batch[r->batched]))
-		++r->skipped;
-	else if (++r->batched == r->batch_capacity)
-		flush_batch(r);
-
-	/* the executor checks for interrupts too, but not in every plan shape */
-	if (++r->rows_since_check >= 16384)
-	{
-		r->rows_since_check = 0;
-		postgres_interrupt_point(*r->ctx, Phase::Read);
-	}
+	add_row(&r->batch, *r->table, r->binding, slot->tts_values, slot->tts_isnull, *r->ctx);
 	return true;
 }
 
 void receiver_shutdown(DestReceiver *self)
 {
-	flush_batch(reinterpret_cast<InputReceiver *>(self));
+	auto *r = reinterpret_cast<InputReceiver *>(self);
+	flush_batch(&r->batch, *r->table, r->binding);
 }
 
 void receiver_destroy(DestReceiver *) {}
 
 } // namespace
 
-DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx)
+DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx, const ColumnBinding &binding)
 {
 	auto *receiver = static_cast<InputReceiver *>(palloc0(sizeof(InputReceiver)));
 	receiver->pub.receiveSlot = receiver_receive;
@@ -117,16 +66,8 @@ DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx)
 	receiver->pub.mydest = DestNone;
 	receiver->table = table;
 	receiver->ctx = ctx;
+	receiver->binding = binding;
 	return &receiver->pub;
-}
-
-DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx, const ColumnBinding &binding)
-{
-	DestReceiver *receiver = create_input_receiver(table, ctx);
-	auto *r = reinterpret_cast<InputReceiver *>(receiver);
-	r->binding = binding;
-	r->bound = true;
-	return receiver;
 }
 
 } // namespace gpurec

@@ -17,12 +17,11 @@ namespace gpurec {
 
 /*
  * A receiver, palloc'd in the current memory context, that appends every
- * row it receives to `table`.  Its interrupt points (one as it starts, then
- * one every 16384 rows) are the read phase's of `ctx`.  PostgreSQL code.
+ * row it receives to `table`, whose columns `binding` bound (bind_columns,
+ * set_column_types) to the rows it will receive.  Its interrupt points (one
+ * as it starts, then one every 16384 rows) are the read phase's of `ctx`.
+ * PostgreSQL code.
  */
-DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx);
-
-/* The same, with the columns bound already (bind_columns) to the rows it will receive. */
 DestReceiver *create_input_receiver(InputTable *table, ExecContext *ctx, const ColumnBinding &binding);
 
 } // namespace gpurec
