@@ -6,10 +6,11 @@
 #   make unittest              GoogleTest unit tests of the engine
 #   make NVCC=                 forces the CPU-only build
 
-EXTENSION = gpurec
+# gpurec_shards: gpurec over several servers (PL/pgSQL on dblink, no C).
+EXTENSION = gpurec gpurec_shards
 EXTVERSION = 0.1
 MODULE_big = gpurec
-DATA = gpurec--$(EXTVERSION).sql
+DATA = gpurec--$(EXTVERSION).sql gpurec_shards--$(EXTVERSION).sql
 PGFILEDESC = "gpurec - GPU recommendation and marketplace analytics"
 
 # Three layers (ARCHITECTURE.md): src/pg_*.cpp talk to PostgreSQL; the rest
