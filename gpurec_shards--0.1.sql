@@ -144,14 +144,14 @@ BEGIN
             END IF;
         END LOOP;
         -- wait in pg_sleep, which answers cancel and statement_timeout:
-        -- dblink_get_result would wait in libpq, deaf to both
+        -- dblink_get_result would wait in libpq, deaf to both.  Each
+        -- dblink_is_busy also reads what has arrived, so every connection
+        -- is asked each round: a shard whose results are not read stalls
+        -- once its socket is full.
         LOOP
             busy := false;
             FOR i IN 1 .. n LOOP
-                IF dblink_is_busy(conns[i]) = 1 THEN
-                    busy := true;
-                    EXIT;
-                END IF;
+                busy := (dblink_is_busy(conns[i]) = 1) OR busy;
             END LOOP;
             EXIT WHEN NOT busy;
             PERFORM pg_sleep(0.001);

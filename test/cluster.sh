@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test/cluster.sh start DIR [-c name=value ...]   initdb + start a throwaway cluster
 # test/cluster.sh stop DIR
+# test/cluster.sh resume DIR [-c name=value ...]   starts a stopped cluster again
 #
 # The cluster listens only on a Unix socket in DIR and runs as the
 # unprivileged user pgtest when called as root (the server refuses root).
@@ -31,11 +32,15 @@ start)
 		-o "-k $dir -c listen_addresses= $*" start >/dev/null
 	echo "export PGHOST=$dir PGUSER=postgres PGDATABASE=postgres"
 	;;
+resume)
+	run pg_ctl -D "$dir/db" -l "$dir/server.log" -w -t 60 \
+		-o "-k $dir -c listen_addresses= $*" start >/dev/null
+	;;
 stop)
 	run pg_ctl -D "$dir/db" -m fast -w stop >/dev/null 2>&1 || true
 	;;
 *)
-	echo "usage: cluster.sh start|stop DIR" >&2
+	echo "usage: cluster.sh start|resume|stop DIR" >&2
 	exit 2
 	;;
 esac

@@ -133,6 +133,13 @@ for t in test/property/test_*.py; do
 	run_check_script "$python" "$t"
 done
 
+log "scale-out tests (gpurec_shards over three clusters of their own)"
+for t in test/shards/test_*.py; do
+	[ -e "$t" ] || continue
+	echo "--- $t"
+	GPUREC_SHARDS_DIR="$work-shard" run_check_script "$python" "$t"
+done
+
 log "robustness tests"
 for t in test/robustness/*; do
 	[ -x "$t" ] && [ -f "$t" ] || continue

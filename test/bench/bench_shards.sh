@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# test/bench/bench_shards.sh: gpurec_shards' cost, in one run.
+#
+#   overhead: 10,000 offers on one cluster, and the same offers sharded over
+#             CLUSTERS clusters, cheapest_offers through gpurec_shards;
+#   weak scaling: each of CLUSTERS clusters holds PRODUCTS x PER_SHARD
+#             offers (default 30,000 x 256 = 7.68M; 4 clusters: 30.72M) and
+#             INDIVIDUALS x EXAMPLES real[] scores; one cluster's local call
+#             on its part against the distributed call on all parts.
+#
+# Starts its own clusters (test/cluster.sh) in /tmp/gpurec-bench-shard-N and
+# stops them at the end; each cluster's calls read with WORKERS parallel
+# workers (default: the cores shared out among the clusters, less one for
+# each calling backend).  Timings are medians of 3 (overhead: of 11), each
+# in a session that has already made one call (dblink connections open).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+clusters=${CLUSTERS:-4}
+products=${PRODUCTS:-30000}
+per_shard=${PER_SHARD:-256}
+individuals=${INDIVIDUALS:-250}
+examples=${EXAMPLES:-100000}
+workers=${WORKERS:-$(( $(nproc) / clusters > 1 ? $(nproc) / clusters - 1 : 1 ))}
+devices=${DEVICES:-cpu}
+base=/tmp/gpurec-bench-shard
+
+q() { psql -XAtq -v ON_ERROR_STOP=1 -U postgres "$@"; }
+# warm_ms HOST DB SQL: the second of two runs in one session, in ms
+warm_ms() {
+	q -h "$1" -d "$2" -c '\timing on' -c "$3" -c "$3" | sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -1
+}
+median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+runs() { # runs N HOST DB SQL: median of N warm runs
+	local n=$1
+	shift
+	for _ in $(seq "$n"); do warm_ms "$@"; done | median
+}
+
+cleanup() { for i in $(seq "$clusters"); do test/cluster.sh stop "$base-$i"; done; }
+trap cleanup EXIT
+servers=""
+shards=""
+for i in $(seq "$clusters"); do
+	test/cluster.sh start "$base-$i" -c shared_buffers=2GB -c work_mem=512MB -c jit=off \
+		-c max_worker_processes=32 -c max_parallel_workers=32 \
+		-c max_parallel_workers_per_gather="$workers" >/dev/null
+	servers+="CREATE SERVER s$i FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$base-$i', dbname 'bench', options '-c gpurec.device=auto');
+CREATE USER MAPPING FOR CURRENT_USER SERVER s$i OPTIONS (user 'postgres');"
+	shards+="${shards:+,}s$i"
+done
+echo "# $clusters clusters, $workers parallel workers each, devices: $devices"
+
+# every cluster loads its part at once
+for i in $(seq "$clusters"); do
+	(
+		q -h "$base-$i" -d postgres -c "CREATE DATABASE bench"
+		q -h "$base-$i" -d bench <<SQL
+CREATE EXTENSION gpurec;
+SET max_parallel_workers_per_gather = 0;
+CREATE UNLOGGED TABLE offers AS
+  SELECT p AS product_id, $i * 1000000 + s AS store_id,
+         round((1 + random() * 999)::numeric, 2)::numeric(10,2) AS price
+  FROM generate_series(1, $products) p, generate_series(1, $per_shard) s
+  ORDER BY random();
+CREATE UNLOGGED TABLE small_offers AS
+  SELECT (random() * 999)::int AS product_id, (random() * 99)::bigint AS store_id,
+         round((random() * 100)::numeric, 2) AS price
+  FROM generate_series(1, 10000 / $clusters);
+CREATE UNLOGGED TABLE population AS
+  SELECT $i * 100000 + g AS individual_id,
+         (SELECT array_agg(random()::real) FROM generate_series(1, $examples) WHERE g > 0) AS scores
+  FROM generate_series(1, $individuals) g;
+ALTER TABLE offers SET (parallel_workers = $workers);
+ALTER TABLE population SET (parallel_workers = $workers);
+VACUUM ANALYZE;
+SQL
+	) &
+done
+wait
+q -h "$base-1" -d postgres -c "CREATE DATABASE coord" -c "CREATE DATABASE whole"
+q -h "$base-1" -d coord -c "CREATE EXTENSION gpurec_shards CASCADE" -c "$servers" 2>/dev/null
+q -h "$base-1" -d whole -c "CREATE EXTENSION gpurec" -c "CREATE EXTENSION dblink" \
+	-c "CREATE TABLE small_offers (product_id int, store_id bigint, price numeric)"
+for i in $(seq "$clusters"); do
+	q -h "$base-$i" -d bench -c "COPY small_offers TO STDOUT" | q -h "$base-1" -d whole -c "COPY small_offers FROM STDIN"
+done
+q -h "$base-1" -d whole -c "VACUUM ANALYZE small_offers"
+labels=$(q -h "$base-1" -d bench -c "SELECT array_agg(random() < 0.3)::text FROM generate_series(1, $examples)")
+
+for device in $devices; do
+	set_device="SET gpurec.device = $device;"
+	for i in $(seq "$clusters"); do # the shards' sessions use the same device
+		q -h "$base-1" -d coord -c "ALTER SERVER s$i OPTIONS (SET options '-c gpurec.device=$device')"
+	done
+	small_local=$(runs 11 "$base-1" whole "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT * FROM small_offers', 2)")
+	small_dist=$(runs 11 "$base-1" coord "$set_device SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT * FROM small_offers', 2)")
+	echo "overhead ($device): cheapest_offers on 10,000 offers, k = 2: one cluster $small_local ms, over $clusters shards $small_dist ms: +$(awk -v a="$small_dist" -v b="$small_local" 'BEGIN { printf "%.1f", a - b }') ms"
+
+		one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')")
+	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT product_id, store_id, price FROM offers')")
+	echo "weak scaling ($device): cheapest_offers, one cluster $((products * per_shard)) offers $one ms; $clusters clusters $((clusters * products * per_shard)) offers $all ms: $(ratio "$all" "$one")x"
+	one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', '$labels')")
+	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population', '$labels')")
+	echo "weak scaling ($device): roc_fitness, one cluster $individuals x $examples real[] $one ms; $clusters clusters $((clusters * individuals)) individuals $all ms: $(ratio "$all" "$one")x"
+done

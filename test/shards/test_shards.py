@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""gpurec_shards against one server holding every row.
+
+Starts three throwaway clusters on Unix sockets (test/cluster.sh).  Cluster
+1 holds the coordinator database (gpurec_shards, the foreign servers, the
+candidates and holdout tables) and the reference database `whole` with every
+row; each cluster holds one shard database.  Fresh random data (seed
+printed; GPUREC_SEED replays) with ties, NULLs and mixed decimals is sharded
+by its key and, for the offers, by a column that is not the key; every
+function's distributed answer must equal the single server's, row for row
+and bit for bit (predict_strength and fit_exponent: within 1e-9 relative,
+their sums being added in another order).  Then faults: a shard that is
+down, a shard whose query fails, data split across shards, cancel and
+statement_timeout while the shards work.
+"""
+import os
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "property"))
+from pgtest import check, first_difference, seeded_random  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BASE = os.environ.get("GPUREC_SHARDS_DIR", "/tmp/gpurec-shards")
+HOSTS = [f"{BASE}-{i}" for i in (1, 2, 3)]
+SHARDS = "ARRAY['s1','s2','s3']"
+PSQL = os.environ.get("PSQL", "psql")
+DEVICE = os.environ.get("GPUREC_DEVICE")
+
+
+def run(host, db, query, check_rc=True):
+    env = dict(os.environ, PGHOST=host, PGDATABASE=db, PGUSER="postgres")
+    if DEVICE:
+        env["PGOPTIONS"] = f"-c gpurec.device={DEVICE}"
+    proc = subprocess.run([PSQL, "-X", "-q", "-A", "-t", "-F", "|", "-v", "ON_ERROR_STOP=1",
+                           "-v", "VERBOSITY=verbose", "-P", "null=<null>"],
+                          input="\\set VERBOSITY verbose\n" + query, capture_output=True, text=True, env=env)
+    if check_rc and proc.returncode != 0:
+        raise RuntimeError(f"psql on {host}/{db} failed: {proc.stderr.strip()[:1500]}\nquery: {query[:300]}")
+    return proc
+
+
+def rows(host, db, query):
+    out = run(host, db, query).stdout
+    return [line for line in out.splitlines() if line]
+
+
+def error_of(host, db, query, settings=""):
+    """(sqlstate, message, seconds) of the error query raises, or None."""
+    started = time.monotonic()
+    proc = run(host, db, settings + query, check_rc=False)
+    took = time.monotonic() - started
+    for line in proc.stderr.splitlines():
+        if line.startswith("ERROR:"):
+            parts = line.split(":", 2)
+            return parts[1].strip(), parts[2].strip(), took
+    return None
+
+
+def copy_rows(host, db, table, data):
+    body = "\n".join("\t".join("\\N" if v is None else str(v) for v in row) for row in data)
+    run(host, db, f"COPY {table} FROM STDIN;\n{body}\n\\.\n")
+
+
+COORD = (HOSTS[0], "coord")
+WHOLE = (HOSTS[0], "whole")
+SHARD_DBS = [(h, "shard") for h in HOSTS]
+
+TABLES = """
+CREATE TABLE offers (product_id integer, store_id bigint, price numeric);
+CREATE TABLE carts (cart_id bigint, product_id bigint, store_id bigint, quantity integer);
+CREATE TABLE scores (individual_id bigint, label boolean, score float8);
+CREATE TABLE population (individual_id bigint, scores real[]);
+CREATE TABLE points (user_id bigint, x numeric, y float8);
+CREATE TABLE geo_points (user_id bigint, x float8, y float8);
+"""
+
+
+def make_data(rnd):
+    data = {}
+    offers = []
+    for _ in range(3000):
+        price = rnd.choice([f"{rnd.randint(0, 40) / 4:.2f}", str(rnd.randint(0, 10)),
+                            f"{rnd.randint(0, 400) / 40:.3f}", f"{rnd.randint(0, 10)}.5"])
+        offers.append([rnd.choice([None] + list(range(60)) * 20), rnd.randint(1, 25), price])
+    offers += [[7, 3, "2.5"], [7, 3, "2.50"], [7, 3, "2.500"], [7, 4, "2.5"], [7, 3, "2.5"]]
+    offers += [[8, None, "1"], [8, 2, None]]
+    data["offers"] = offers
+    carts = []
+    for cart in range(1, 121):
+        for _ in range(rnd.randint(1, 6)):
+            carts.append([cart, rnd.choice(list(range(64)) + [None]), rnd.choice([rnd.randint(1, 25), 99, None]),
+                          rnd.choice([1, 2, 3, None])])
+    carts.append([None, 3, 4, 1])
+    data["carts"] = carts
+    scores = []
+    for ind in range(1, 61):
+        for ex in range(rnd.randint(0, 40)):
+            scores.append([ind, rnd.choice([True, False, None]),
+                           rnd.choice([round(rnd.random(), 2), rnd.randint(0, 3), None, float("nan")])])
+    data["scores"] = scores
+    labels = [rnd.choice(["t", "f", None]) for _ in range(25)]
+    population = []
+    for ind in range(1, 51):
+        arr = [rnd.choice([str(round(rnd.random(), 2)), str(rnd.randint(0, 2)), "NULL"]) for _ in labels]
+        population.append([ind, "{" + ",".join(arr) + "}" if rnd.random() > 0.05 else None])
+    data["population"] = population
+    data["labels"] = "{" + ",".join(v or "NULL" for v in labels) + "}"
+    points = []
+    for user in range(1, 81):
+        for _ in range(rnd.randint(1, 8)):
+            points.append([user, rnd.choice([f"{rnd.uniform(-50, 50):.3f}", str(rnd.randint(-5, 5))]),
+                           rnd.choice([round(rnd.uniform(-50, 50), 4), 0.0, -0.0])])
+    points.append([None, "1", 1.0])
+    points.append([5, None, 2.0])
+    data["points"] = points
+    geo = []
+    for user in range(1, 41):
+        for _ in range(rnd.randint(1, 6)):
+            geo.append([user, round(rnd.uniform(-180, 180), 5), round(rnd.uniform(-89, 89), 5)])
+    data["geo_points"] = geo
+    return data
+
+
+def shard_of(rnd, table, row, by_key):
+    key = {"offers": 0, "carts": 0, "scores": 0, "population": 0, "points": 0, "geo_points": 0}[table]
+    if not by_key:
+        return rnd.randrange(3)
+    k = row[key]
+    return 0 if k is None else int(k) % 3
+
+
+def load(rnd, data, by_key):
+    """Shards the tables (offers by product or at random; the rest by their key)."""
+    for host, db in SHARD_DBS:
+        run(host, db, "TRUNCATE offers, carts, scores, population, points, geo_points;")
+    for table in ("offers", "carts", "scores", "population", "points", "geo_points"):
+        parts = [[], [], []]
+        for row in data[table]:
+            parts[shard_of(rnd, table, row, by_key or table != "offers")].append(row)
+        for (host, db), part in zip(SHARD_DBS, parts):
+            copy_rows(host, db, table, part)
+    for host, db in SHARD_DBS:
+        run(host, db, "ANALYZE;")
+
+
+def setup():
+    for host in HOSTS:
+        subprocess.run([os.path.join(ROOT, "test", "cluster.sh"), "start", host, "-c", "max_connections=40",
+                        "-c", "jit=off"], check=True, stdout=subprocess.DEVNULL)
+    for host in HOSTS:
+        run(host, "postgres", "CREATE DATABASE shard;")
+        run(host, "shard", "CREATE EXTENSION gpurec;" + TABLES)
+    run(HOSTS[0], "postgres", "CREATE DATABASE coord; CREATE DATABASE whole;")
+    run(*WHOLE, "CREATE EXTENSION gpurec;" + TABLES)
+    servers = "".join(
+        f"CREATE SERVER s{i} FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '{h}', dbname 'shard');"
+        f"CREATE USER MAPPING FOR CURRENT_USER SERVER s{i} OPTIONS (user 'postgres');"
+        for i, h in enumerate(HOSTS, 1))
+    run(*COORD, "CREATE EXTENSION gpurec_shards CASCADE;" + servers +
+        "CREATE TABLE candidates (candidate_id bigint, x float8, y numeric);"
+        "CREATE TABLE holdout (user_id bigint, candidate_id bigint);")
+
+
+def teardown():
+    for host in HOSTS:
+        subprocess.run([os.path.join(ROOT, "test", "cluster.sh"), "stop", host], stdout=subprocess.DEVNULL)
+
+
+def compare(name, local_call, shard_call, tolerance=None):
+    try:
+        want = rows(*WHOLE, f"SELECT * FROM {local_call};")
+    except RuntimeError as e:
+        check(name, False, f"the single server failed: {e}")
+        return
+    try:
+        got = rows(*COORD, f"SELECT * FROM {shard_call};")
+    except RuntimeError as e:
+        check(name, False, str(e))
+        return
+    if tolerance is None:
+        check(name, got == want and len(want) > 0, first_difference(got, want) if got != want else "no rows")
+        return
+    ok = len(got) == len(want) and len(want) > 0
+    why = first_difference(got, want) if not ok else ""
+    for g, w in zip(got, want):
+        for a, b in zip(g.split("|"), w.split("|")):
+            if a == b:
+                continue
+            try:
+                fa, fb = float(a), float(b)
+            except ValueError:
+                ok, why = False, f"{g} != {w}"
+                break
+            if abs(fa - fb) > tolerance * max(abs(fa), abs(fb)):
+                ok, why = False, f"{g} != {w} beyond {tolerance} relative"
+    check(name, ok, why)
+
+
+def functional(rnd, data, by_key):
+    tag = "by-key" if by_key else "offers-not-by-key"
+    load(rnd, data, by_key)
+    for k in (1, 2, 5):
+        compare(f"cheapest-offers-k{k}-{tag}",
+                f"gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', {k})",
+                f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', {k})")
+    compare(f"cheapest-offers-float-prices-{tag}",
+            "gpurec.cheapest_offers('SELECT product_id, store_id, price::float8 / 3 AS price FROM offers', 3)",
+            f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price::float8 / 3 AS price FROM offers', 3)")
+    compare(f"improve-carts-{tag}",
+            "gpurec.improve_carts('SELECT * FROM carts', 'SELECT * FROM offers')",
+            f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM carts', 'SELECT * FROM offers')")
+    if not by_key:
+        return
+    compare("roc-fitness-long", "gpurec.roc_fitness('SELECT * FROM scores')",
+            f"gpurec_shards.roc_fitness({SHARDS}, 'SELECT * FROM scores')")
+    labels = data["labels"]
+    compare("roc-fitness-arrays", f"gpurec.roc_fitness('SELECT * FROM population', '{labels}')",
+            f"gpurec_shards.roc_fitness({SHARDS}, 'SELECT * FROM population', '{labels}')")
+    compare("roc-auc", f"(SELECT individual_id, gpurec.roc_auc(scores, '{labels}') FROM population "
+            "WHERE scores IS NOT NULL ORDER BY 1) AS t",
+            f"gpurec_shards.roc_auc({SHARDS}, 'SELECT * FROM population', '{labels}')")
+    for main in (5, 17, 42):
+        compare(f"user-similarity-main{main}", f"gpurec.user_similarity('SELECT * FROM points', {main})",
+                f"gpurec_shards.user_similarity({SHARDS}, 'SELECT * FROM points', {main})")
+    compare("user-similarity-haversine",
+            "gpurec.user_similarity('SELECT * FROM geo_points', 7, 'haversine', 25)",
+            f"gpurec_shards.user_similarity({SHARDS}, 'SELECT * FROM geo_points', 7, 'haversine', 25)")
+    for k in (1, 3, 100):
+        compare(f"similar-users-k{k}", f"gpurec.similar_users('SELECT * FROM points', {k})",
+                f"gpurec_shards.similar_users({SHARDS}, 'SELECT * FROM points', {k})")
+    compare("similar-users-haversine", "gpurec.similar_users('SELECT * FROM geo_points', 4, 'haversine')",
+            f"gpurec_shards.similar_users({SHARDS}, 'SELECT * FROM geo_points', 4, 'haversine')")
+    # candidates and holdout live on the coordinator (and, for the
+    # reference, in `whole`)
+    cands = [[rnd.randint(1, 30), round(rnd.uniform(-50, 50), 3), f"{rnd.uniform(-50, 50):.2f}"] for _ in range(40)]
+    cands += [[None, 1.0, "1"], [3, None, "2"]]
+    holdout = [[rnd.randint(1, 80), rnd.choice([rnd.randint(1, 30), 999])] for _ in range(60)]
+    for host, db in (COORD, WHOLE):
+        run(host, db, "DROP TABLE IF EXISTS candidates, holdout;"
+            "CREATE TABLE candidates (candidate_id bigint, x float8, y numeric);"
+            "CREATE TABLE holdout (user_id bigint, candidate_id bigint);")
+        copy_rows(host, db, "candidates", cands)
+        copy_rows(host, db, "holdout", holdout)
+    for args in ("2", "1.5, 30, 0.01", "3, NULL, 0"):
+        compare(f"predict-strength-{args.replace(', ', '-')}",
+                f"gpurec.predict_strength('SELECT * FROM points', 12, 'SELECT * FROM candidates', {args})",
+                f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM points', 12, "
+                f"'SELECT * FROM candidates', {args})", tolerance=1e-9)
+    compare("fit-exponent",
+            "gpurec.fit_exponent('SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates', "
+            "'{1,2,2,0.5}')",
+            f"gpurec_shards.fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', "
+            "'SELECT * FROM candidates', '{1,2,2,0.5}')", tolerance=1e-9)
+
+
+def faults():
+    # a shard whose inner query fails: its SQLSTATE, its name in the message
+    run(HOSTS[1], "shard", "CREATE OR REPLACE VIEW failing AS SELECT product_id, store_id, price / 0 AS price "
+        "FROM offers;")
+    for host in (HOSTS[0], HOSTS[2]):
+        run(host, "shard", "CREATE OR REPLACE VIEW failing AS SELECT * FROM offers;")
+    e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM failing');")
+    check("shard-error-keeps-sqlstate-and-names-shard", e is not None and e[0] == "22012" and '"s2"' in e[1],
+          f"got {e}")
+    # the engine's own argument checks, on the coordinator, before any shard
+    e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM offers', 0);")
+    check("bad-k-is-the-engines-error", e is not None and e[0] == "22023" and "shard" not in e[1], f"got {e}")
+    e = error_of(*COORD, "SELECT * FROM gpurec_shards.cheapest_offers(ARRAY['s1','nowhere'], 'SELECT * FROM offers');")
+    check("unknown-shard-42704", e is not None and e[0] == "42704" and "nowhere" in e[1], f"got {e}")
+    e = error_of(*COORD, "SELECT * FROM gpurec_shards.cheapest_offers(ARRAY['s1','s1'], 'SELECT * FROM offers');")
+    check("shard-named-twice-22023", e is not None and e[0] == "22023", f"got {e}")
+    e = error_of(*COORD, "SELECT * FROM gpurec_shards.cheapest_offers('{}', 'SELECT * FROM offers');")
+    check("no-shards-22023", e is not None and e[0] == "22023", f"got {e}")
+    e = error_of(*COORD, f"SELECT * FROM gpurec_shards.user_similarity({SHARDS}, 'SELECT * FROM points', 123456);")
+    check("missing-main-user-is-the-engines-error", e is not None and e[0] == "22023" and "123456" in e[1]
+          and "shard" not in e[1], f"got {e}")
+    # data split across shards is refused, not answered wrongly
+    run(HOSTS[0], "shard", "INSERT INTO scores VALUES (1000, true, 0.5), (1000, false, 0.25);")
+    run(HOSTS[2], "shard", "INSERT INTO scores VALUES (1000, true, 0.5), (1000, false, 0.75);")
+    e = error_of(*COORD, f"SELECT * FROM gpurec_shards.roc_fitness({SHARDS}, 'SELECT * FROM scores');")
+    check("individual-split-across-shards-22023", e is not None and e[0] == "22023"
+          and "individual 1000" in e[1] and '"s1"' in e[1] and '"s3"' in e[1], f"got {e}")
+    for host in (HOSTS[0], HOSTS[2]):
+        run(host, "shard", "DELETE FROM scores WHERE individual_id = 1000;")
+    # NULL arguments: no rows, as the single server
+    got = rows(*COORD, f"SELECT count(*) FROM gpurec_shards.cheapest_offers({SHARDS}, NULL);"
+               f"SELECT count(*) FROM gpurec_shards.user_similarity({SHARDS}, 'SELECT * FROM points', NULL);")
+    check("null-arguments-no-rows", got == ["0", "0"], f"got {got}")
+
+    # cancel and statement_timeout while every shard works: the error within
+    # a second, the shards' queries ended, the session usable
+    slow = "SELECT product_id, store_id, price + 0 * length(pg_sleep(0.005)::text) AS price FROM offers"
+    for how in ("statement_timeout", "cancel"):
+        if how == "statement_timeout":
+            e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, '{slow}');",
+                         settings="SET statement_timeout = '700ms';")
+            late = e[2] - 0.7 if e else None
+        else:
+            env = dict(os.environ, PGHOST=COORD[0], PGDATABASE=COORD[1], PGUSER="postgres",
+                       PGAPPNAME="gpurec_shards_victim")
+            victim = subprocess.Popen(
+                [PSQL, "-X", "-q", "-c", f"SELECT count(*) FROM gpurec_shards.cheapest_offers({SHARDS}, '{slow}');"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(0.8)
+            sent = time.monotonic()
+            rows(*COORD, "SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                 "WHERE application_name = 'gpurec_shards_victim';")
+            _, err = victim.communicate(timeout=30)
+            late = time.monotonic() - sent
+            e = ("57014", err) if "57014" in err or "canceling statement" in err else None
+        check(f"{how}-57014-within-1s", e is not None and e[0] == "57014" and late is not None and late < 1.0,
+              f"got {e}, {late} s late")
+        time.sleep(0.5)
+        busy = [rows(h, "postgres", "SELECT count(*) FROM pg_stat_activity WHERE datname = 'shard' "
+                     "AND state = 'active' AND query LIKE '%cheapest_offers%'")[0] for h in HOSTS]
+        check(f"{how}-shards-stopped", busy == ["0", "0", "0"], f"active shard queries: {busy}")
+        compare(f"{how}-then-usable", "gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 2)",
+                f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2)")
+
+    # a shard that is down: the call fails naming it; up again, calls work
+    subprocess.run([os.path.join(ROOT, "test", "cluster.sh"), "stop", HOSTS[2]], stdout=subprocess.DEVNULL)
+    e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM offers');")
+    check("shard-down-names-it", e is not None and e[0].startswith("08") and '"s3"' in e[1], f"got {e}")
+    subprocess.run([os.path.join(ROOT, "test", "cluster.sh"), "resume", HOSTS[2], "-c", "jit=off"],
+                   stdout=subprocess.DEVNULL, check=False)
+    compare("shard-up-again-answers",
+            "gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 2)",
+            f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2)")
+
+
+def main():
+    rnd = seeded_random()
+    data = make_data(rnd)
+    try:
+        setup()
+        for table in ("offers", "carts", "scores", "population", "points", "geo_points"):
+            copy_rows(*WHOLE, table, data[table])
+        functional(rnd, data, by_key=False)
+        functional(rnd, data, by_key=True)
+        faults()
+    finally:
+        teardown()
+
+
+if __name__ == "__main__":
+    main()
