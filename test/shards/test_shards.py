@@ -256,6 +256,26 @@ def functional(rnd, data, by_key):
             "'SELECT * FROM candidates', '{1,2,2,0.5}')", tolerance=1e-9)
 
 
+def materialized_view():
+    """REFRESH MATERIALIZED VIEW runs its query as a security-restricted
+    operation (no temporary tables, for one): the distributed calls must
+    work there, as pg_cron's refreshes use them."""
+    try:
+        run(*COORD, f"CREATE MATERIALIZED VIEW cheapest AS SELECT * FROM gpurec_shards.cheapest_offers("
+            f"{SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2);"
+            f"CREATE MATERIALIZED VIEW similar_lists AS SELECT * FROM gpurec_shards.similar_users("
+            f"{SHARDS}, 'SELECT * FROM points', 2);"
+            f"CREATE MATERIALIZED VIEW fit AS SELECT * FROM gpurec_shards.fit_exponent("
+            f"{SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates');"
+            "REFRESH MATERIALIZED VIEW cheapest; REFRESH MATERIALIZED VIEW similar_lists; REFRESH MATERIALIZED VIEW fit;")
+    except RuntimeError as e:
+        check("materialized-view-refresh", False, str(e))
+        return
+    compare("materialized-view-refresh",
+            "gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 2)",
+            "cheapest")
+
+
 def faults():
     # a shard whose inner query fails: its SQLSTATE, its name in the message
     run(HOSTS[1], "shard", "CREATE OR REPLACE VIEW failing AS SELECT product_id, store_id, price / 0 AS price "
@@ -340,6 +360,7 @@ def main():
             copy_rows(*WHOLE, table, data[table])
         functional(rnd, data, by_key=False)
         functional(rnd, data, by_key=True)
+        materialized_view()
         faults()
     finally:
         teardown()
