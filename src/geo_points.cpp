@@ -97,17 +97,36 @@ void order_points(IdColumn &user, FloatColumn &x, FloatColumn &y, ExecContext &c
 		counts[r] = user.counts()[by_id[r]];
 		offsets[r + 1] = offsets[r] + counts[r];
 	}
-	/* each user's points together, users in id order */
+	/*
+	 * Each user's points together, users in id order.  One thread per core
+	 * owns a range of users holding about as many points as the others and
+	 * scans every row for them: no slot is written by two threads and no
+	 * counter is shared, and the rows' order within a user does not matter,
+	 * as the sort below settles it.
+	 */
 	BulkVector<double> px(n), py(n);
-	std::vector<int64_t> fill(offsets.begin(), offsets.end() - 1);
-	for (size_t row = 0; row < n; ++row)
-	{
-		if ((row & (kCheckRows - 1)) == 0)
-			ctx.interrupt_point(Phase::Read);
-		int64_t at = fill[rank[user.code(row)]]++;
-		px[at] = x[row];
-		py[at] = y[row];
-	}
+	size_t threads = parallel_workers(by_id.size());
+	std::vector<size_t> owners = split_by_cost(
+		by_id.size(), static_cast<double>(n) / static_cast<double>(std::max<size_t>(1, threads)),
+		[&](size_t u) { return static_cast<double>(counts[u]); });
+	parallel_for(
+		owners.size() - 1, ctx,
+		[&](size_t part, size_t, const std::atomic<bool> &cancelled) {
+			int32_t lo = static_cast<int32_t>(owners[part]), hi = static_cast<int32_t>(owners[part + 1]);
+			std::vector<int64_t> fill(offsets.begin() + lo, offsets.begin() + hi);
+			for (size_t row = 0; row < n; ++row)
+			{
+				if ((row & (kCheckRows - 1)) == 0 && cancelled.load(std::memory_order_relaxed))
+					return;
+				int32_t r = rank[user.code(row)];
+				if (r < lo || r >= hi)
+					continue;
+				int64_t at = fill[r - lo]++;
+				px[at] = x[row];
+				py[at] = y[row];
+			}
+		},
+		Phase::Read);
 	/* then each user's points by (x, y), on every core */
 	std::vector<size_t> bounds =
 		split_by_cost(by_id.size(), 1 << 16, [&](size_t u) { return static_cast<double>(counts[u]); });
