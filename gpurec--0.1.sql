@@ -126,10 +126,14 @@ COMMENT ON FUNCTION fit_exponent(text, text, text, float8[], float8, float8, tex
 -- of the rows and sends them as its partial state.  Not for direct use: it
 -- refuses to run outside a gpurec function.
 
+-- COST: converting a row into columns is real work, and a row may carry a
+-- whole array; at the default cost of 1 the planner keeps a few thousand rows
+-- of big arrays (a table it may split, as its parallel_workers allows) in
+-- one backend, as the parallel plan's start-up seems to cost more.
 CREATE FUNCTION _read_columns_transition(internal, text, VARIADIC "any")
 RETURNS internal
 AS 'MODULE_PATHNAME', 'gpurec_read_columns_transition'
-LANGUAGE C PARALLEL SAFE;
+LANGUAGE C PARALLEL SAFE COST 1000;
 
 CREATE FUNCTION _read_columns_serialize(internal)
 RETURNS bytea
