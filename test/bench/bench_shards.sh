@@ -86,7 +86,12 @@ for i in $(seq "$clusters"); do
 	q -h "$base-$i" -d bench -c "COPY small_offers TO STDOUT" | q -h "$base-1" -d whole -c "COPY small_offers FROM STDIN"
 done
 q -h "$base-1" -d whole -c "VACUUM ANALYZE small_offers"
+# the labels as a table in every database that calls: a 100,000-element
+# array does not fit on a command line
 labels=$(q -h "$base-1" -d bench -c "SELECT array_agg(random() < 0.3)::text FROM generate_series(1, $examples)")
+for db in bench coord; do
+	printf "CREATE TABLE labels AS SELECT '%s'::boolean[] AS l;\n" "$labels" | q -h "$base-1" -d "$db"
+done
 
 for device in $devices; do
 	set_device="SET gpurec.device = $device;"
@@ -100,7 +105,7 @@ for device in $devices; do
 		one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')")
 	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT product_id, store_id, price FROM offers')")
 	echo "weak scaling ($device): cheapest_offers, one cluster $((products * per_shard)) offers $one ms; $clusters clusters $((clusters * products * per_shard)) offers $all ms: $(ratio "$all" "$one")x"
-	one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', '$labels')")
-	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population', '$labels')")
+	one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT l FROM labels))")
+	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population', (SELECT l FROM labels))")
 	echo "weak scaling ($device): roc_fitness, one cluster $individuals x $examples real[] $one ms; $clusters clusters $((clusters * individuals)) individuals $all ms: $(ratio "$all" "$one")x"
 done
