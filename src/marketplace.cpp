@@ -9,6 +9,7 @@
 #include "no_postgres.hpp"
 
 #include "marketplace.hpp"
+#include "cpu_parallel.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -21,6 +22,8 @@ namespace {
 
 /* Rows a CPU loop handles between interrupt checks (a few milliseconds). */
 constexpr size_t kCheckEvery = size_t(1) << 18;
+/* products per item of the CPU's threads where each product's work is small */
+constexpr size_t kProductsPerBlock = 4096;
 
 /*
  * Under gpurec.device = auto: offers are this many before the GPU pays for
@@ -164,22 +167,31 @@ void settle_ties(const Offers &offers, RankedOffers &ranked, ExecContext &ctx)
 	auto same_offer = [&](uint32_t a, uint32_t b) {
 		return offers.price.key(a) == offers.price.key(b) && offers.store[a] == offers.store[b];
 	};
-	for (size_t p = 0; p < n_products; ++p)
-	{
-		int64_t begin = ranked.offsets[p], end = ranked.offsets[p + 1];
-		for (int64_t first = begin; first < end;)
+	/* the ties, products in blocks on every core (each ranked row is a random read of the columns) */
+	size_t blocks = (n_products + kProductsPerBlock - 1) / kProductsPerBlock;
+	std::vector<std::vector<Run>> found(blocks);
+	parallel_for(blocks, ctx, [&](size_t block, size_t, const std::atomic<bool> &) {
+		size_t last_product = std::min(n_products, (block + 1) * kProductsPerBlock);
+		for (size_t p = block * kProductsPerBlock; p < last_product; ++p)
 		{
-			uint32_t row = ranked.rows[first];
-			int64_t last = first + 1;
-			bool repeats = false;
-			for (; last < end && same_offer(ranked.rows[last], row); ++last)
-				repeats |= ranked.rows[last] == ranked.rows[last - 1];
-			if (mixed || repeats)
-				runs.push_back({static_cast<int32_t>(p), offers.price.key(row), offers.store[row], first,
-								last - first, {}});
-			first = last;
+			int64_t begin = ranked.offsets[p], end = ranked.offsets[p + 1];
+			for (int64_t first = begin; first < end;)
+			{
+				uint32_t row = ranked.rows[first];
+				int64_t last = first + 1;
+				bool repeats = false;
+				for (; last < end && same_offer(ranked.rows[last], row); ++last)
+					repeats |= ranked.rows[last] == ranked.rows[last - 1];
+				if (mixed || repeats)
+					found[block].push_back({static_cast<int32_t>(p), offers.price.key(row), offers.store[row],
+											first, last - first, {}});
+				first = last;
+			}
 		}
-	}
+	});
+	for (std::vector<Run> &block_runs : found)
+		for (Run &run : block_runs)
+			runs.push_back(std::move(run));
 	if (runs.empty())
 		return;
 
@@ -250,17 +262,27 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 	RankedOffers out;
 	if (picks.size() == n_products * static_cast<size_t>(rounds))
 	{
-		/* one part: the GPU's picks are the ranking */
-		out.offsets.reserve(n_products + 1);
-		out.offsets.push_back(0);
-		out.rows.reserve(picks.size());
-		for (size_t p = 0; p < n_products; ++p)
-		{
-			const uint32_t *slot = picks.data() + p * rounds;
-			for (int r = 0; r < rounds && slot[r] != gpu::kNoOffer; ++r)
-				out.rows.push_back(slot[r]);
-			out.offsets.push_back(static_cast<int64_t>(out.rows.size()));
-		}
+		/* one part: the GPU's picks are the ranking; counted, then copied, on every core */
+		size_t blocks = (n_products + kProductsPerBlock - 1) / kProductsPerBlock;
+		auto each_block = [&](auto body) {
+			parallel_for(blocks, ctx, [&](size_t block, size_t, const std::atomic<bool> &) {
+				for (size_t p = block * kProductsPerBlock;
+					 p < std::min(n_products, (block + 1) * kProductsPerBlock); ++p)
+					body(p, picks.data() + p * rounds);
+			});
+		};
+		out.offsets.assign(n_products + 1, 0);
+		each_block([&](size_t p, const uint32_t *slot) {
+			int r = 0;
+			while (r < rounds && slot[r] != gpu::kNoOffer)
+				++r;
+			out.offsets[p + 1] = r;
+		});
+		std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
+		out.rows.resize(static_cast<size_t>(out.offsets.back()));
+		each_block([&](size_t p, const uint32_t *slot) {
+			std::copy(slot, slot + (out.offsets[p + 1] - out.offsets[p]), out.rows.data() + out.offsets[p]);
+		});
 	}
 	else
 	{
