@@ -105,6 +105,14 @@ for device in $devices; do
 		one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')")
 	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT product_id, store_id, price FROM offers')")
 	echo "weak scaling ($device): cheapest_offers, one cluster $((products * per_shard)) offers $one ms; $clusters clusters $((clusters * products * per_shard)) offers $all ms: $(ratio "$all" "$one")x"
+	# the same local calls on every cluster at once, without the coordinator:
+	# what the machine's shared cores, memory and GPU cost by themselves
+	started=$(date +%s%N)
+	for i in $(seq "$clusters"); do
+		q -h "$base-$i" -d bench -c "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" >/dev/null &
+	done
+	wait
+	echo "  the $clusters local calls at once, no coordinator (one cold session each): $(( ($(date +%s%N) - started) / 1000000 )) ms"
 	one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT l FROM labels))")
 	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population', (SELECT l FROM labels))")
 	echo "weak scaling ($device): roc_fitness, one cluster $individuals x $examples real[] $one ms; $clusters clusters $((clusters * individuals)) individuals $all ms: $(ratio "$all" "$one")x"
