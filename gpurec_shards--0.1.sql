@@ -299,15 +299,16 @@ COMMENT ON FUNCTION improve_carts(text[], text, text) IS
 
 -- ------------------------------------------------------------ ROC fitness --
 
-CREATE FUNCTION roc_fitness(shards text[], scores_query text)
+-- Every shard's roc_fitness rows (shard_query: the call each shard makes),
+-- refusing an individual that two shards returned.
+CREATE FUNCTION _roc_fitness(shards text[], shard_query text)
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
-LANGUAGE sql VOLATILE STRICT AS $$
+LANGUAGE sql VOLATILE AS $$
     SELECT t.individual_id, t.auc, t.fitness, t.n_positive, t.n_negative,
            t.lowest_positive_rank, t.highest_positive_rank
     FROM (SELECT t.*, lag(t.shard) OVER (PARTITION BY t.individual_id ORDER BY t.shard) AS other_shard
-          FROM gpurec_shards._gather(shards,
-                   ARRAY[format('SELECT * FROM gpurec.roc_fitness(%L)', scores_query)],
+          FROM gpurec_shards._gather(shards, ARRAY[shard_query],
                    'individual_id bigint, auc float8, fitness float8, n_positive bigint, n_negative bigint, '
                    'lowest_positive_rank bigint, highest_positive_rank bigint')
                AS t(shard integer, individual_id bigint, auc float8, fitness float8, n_positive bigint,
@@ -317,6 +318,13 @@ LANGUAGE sql VOLATILE STRICT AS $$
     ORDER BY t.individual_id;
 $$;
 
+CREATE FUNCTION roc_fitness(shards text[], scores_query text)
+RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
+              n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
+LANGUAGE sql VOLATILE STRICT AS $$
+    SELECT * FROM gpurec_shards._roc_fitness(shards, format('SELECT * FROM gpurec.roc_fitness(%L)', scores_query));
+$$;
+
 COMMENT ON FUNCTION roc_fitness(text[], text) IS
 'gpurec.roc_fitness (long format) over examples sharded by individual.';
 
@@ -324,18 +332,8 @@ CREATE FUNCTION roc_fitness(shards text[], population_query text, labels boolean
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
 LANGUAGE sql VOLATILE STRICT AS $$
-    SELECT t.individual_id, t.auc, t.fitness, t.n_positive, t.n_negative,
-           t.lowest_positive_rank, t.highest_positive_rank
-    FROM (SELECT t.*, lag(t.shard) OVER (PARTITION BY t.individual_id ORDER BY t.shard) AS other_shard
-          FROM gpurec_shards._gather(shards,
-                   ARRAY[format('SELECT * FROM gpurec.roc_fitness(%L, %L::boolean[])', population_query, labels)],
-                   'individual_id bigint, auc float8, fitness float8, n_positive bigint, n_negative bigint, '
-                   'lowest_positive_rank bigint, highest_positive_rank bigint')
-               AS t(shard integer, individual_id bigint, auc float8, fitness float8, n_positive bigint,
-                    n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)) t
-    WHERE t.other_shard IS NULL
-       OR gpurec_shards._check_not_split('individual', t.individual_id, shards, t.other_shard, t.shard)
-    ORDER BY t.individual_id;
+    SELECT * FROM gpurec_shards._roc_fitness(shards,
+        format('SELECT * FROM gpurec.roc_fitness(%L, %L::boolean[])', population_query, labels));
 $$;
 
 COMMENT ON FUNCTION roc_fitness(text[], text, boolean[]) IS
