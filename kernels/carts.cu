@@ -79,7 +79,8 @@ std::vector<int32_t> solve_carts(const CartArrays &host, const CartArraySizes &s
 		return choice;
 	Stream stream;
 	CartArrays a = host;
-	DeviceBuffer<int64_t> cart_products, product_candidates, candidate_cost, cart_stores, store_fee, store_free_from;
+	DeviceBuffer<int64_t> cart_products, product_candidates, candidate_cost, cart_stores, store_fee, store_free_from,
+		store_share;
 	DeviceBuffer<int32_t> product_rank, candidate_store;
 	DeviceBuffer<CartSearchState> states(static_cast<size_t>(host.n_carts), ctx);
 	DeviceBuffer<int64_t> subtotal(static_cast<size_t>(sizes.stores), ctx), potential(static_cast<size_t>(sizes.stores), ctx);
@@ -95,6 +96,7 @@ std::vector<int32_t> solve_carts(const CartArrays &host, const CartArraySizes &s
 		a.cart_stores = upload(host.cart_stores, host.n_carts + 1, cart_stores, stream, ctx);
 		a.store_fee = upload(host.store_fee, sizes.stores, store_fee, stream, ctx);
 		a.store_free_from = upload(host.store_free_from, sizes.stores, store_free_from, stream, ctx);
+		a.store_share = upload(host.store_share, sizes.stores, store_share, stream, ctx);
 		ctx.times.transfer_ms += transfer.stop_ms();
 	}
 	ctx.interrupt_point(Phase::Transfer);

@@ -381,6 +381,7 @@ struct CartProblems
 	std::vector<int64_t> cart_stores{0};
 	std::vector<int64_t> store_fee;
 	std::vector<int64_t> store_free_from;
+	std::vector<int64_t> store_share;
 	std::vector<int64_t> store_id;
 	std::vector<int32_t> choice; /* the answer: per product, its candidate */
 
@@ -398,6 +399,7 @@ struct CartProblems
 		a.cart_stores = cart_stores.data();
 		a.store_fee = store_fee.data();
 		a.store_free_from = store_free_from.data();
+		a.store_share = store_share.data();
 		return a;
 	}
 	gpu::CartArraySizes sizes() const
@@ -424,6 +426,7 @@ struct CartProblems
 		append_all(candidate_row, other.candidate_row);
 		append_all(store_fee, other.store_fee);
 		append_all(store_free_from, other.store_free_from);
+		append_all(store_share, other.store_share);
 		append_all(store_id, other.store_id);
 	}
 };
@@ -498,12 +501,24 @@ void add_cart(const CallData &call, size_t g, CartProblems &piece)
 			stores.push_back(c.store);
 	std::sort(stores.begin(), stores.end());
 	stores.erase(std::unique(stores.begin(), stores.end()), stores.end());
-	for (int64_t store : stores)
+	/* a store's share of its fee (CartArrays::store_share): from the products that could use it */
+	std::vector<int64_t> offering(stores.size(), 0), most(stores.size(), 0);
+	for (const Product &p : products)
+		for (const Candidate &c : p.candidates)
+		{
+			size_t k = static_cast<size_t>(std::lower_bound(stores.begin(), stores.end(), c.store) - stores.begin());
+			++offering[k];
+			most[k] += std::max<int64_t>(c.cost, 0);
+		}
+	for (size_t k = 0; k < stores.size(); ++k)
 	{
-		const StoreShipping *ship = call.shipping.find(store);
-		piece.store_id.push_back(store);
-		piece.store_fee.push_back(ship ? ship->fee : 0);
-		piece.store_free_from.push_back(ship ? ship->free_from : carts::kNeverFree);
+		const StoreShipping *ship = call.shipping.find(stores[k]);
+		int64_t fee = ship ? ship->fee : 0, free_from = ship ? ship->free_from : carts::kNeverFree;
+		piece.store_id.push_back(stores[k]);
+		piece.store_fee.push_back(fee);
+		piece.store_free_from.push_back(free_from);
+		bool never_free = free_from == carts::kNeverFree || most[k] < free_from;
+		piece.store_share.push_back(never_free ? fee / offering[k] : 0);
 	}
 	piece.cart_stores.push_back(static_cast<int64_t>(piece.store_fee.size()));
 
@@ -759,9 +774,11 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 	});
 	ctx.times.compute_ms += clock.elapsed_ms();
 
+	Stopwatch search_clock;
 	dispatch(
 		ctx, "optimize_carts", static_cast<double>(cart_groups.size()), kMinGpuCarts,
 		[&] { solve_on_gpu(pieces, ctx); }, [&] { solve_on_cpu(pieces, ctx); });
+	answer.search_ms = search_clock.elapsed_ms();
 
 	Stopwatch answer_clock;
 	answer.carts.resize(cart_groups.size());

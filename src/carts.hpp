@@ -60,6 +60,7 @@ struct CartAnswerLine
 struct CartsAnswer
 {
 	int scale = 0; /* of every Amount */
+	double search_ms = 0; /* the searches alone, on whichever device (for benchmarks) */
 	std::vector<CartAnswer> carts;		/* by cart_id */
 	std::vector<CartAnswerLine> lines;	/* by cart_id, product_id, quantity, then input order */
 };

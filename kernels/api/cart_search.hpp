@@ -19,14 +19,18 @@
  *
  * The search is a depth-first branch and bound over the products, in an
  * order the host chooses (fewest candidates first), candidates cheapest
- * first.  Its lower bound of a node: the costs so far, plus the cheapest
- * candidate of each product not yet assigned, plus the fee of every store
- * used whose free_from can no longer be reached: its subtotal plus the
- * positive costs it could still receive (its "potential") is below
- * free_from.  A node is cut when that bound exceeds the best cost found, or
+ * first.  Its lower bound of a node: the costs so far, plus the fee of
+ * every store used whose free_from can no longer be reached (its subtotal
+ * plus the positive costs it could still receive, its "potential", is
+ * below free_from), plus for each product not yet assigned the least of
+ * cost + share over its candidates, where share is 0 at a store already
+ * used and otherwise the store's share (CartArrays::store_share): a store
+ * not yet used that can never be free costs its fee once it is used, and
+ * at most as many products as offer it can split it.  A node is cut when that bound exceeds the best cost found, or
  * equals it with more stores already used; never on equality alone, since
  * an assignment of equal cost may win the tie.  The first assignment
- * reached is every product at its cheapest candidate.
+ * assignment to beat at first is a greedy one: each product in turn at the
+ * candidate of least cost plus the fee of a store it would open.
  *
  * Worst case: every assignment, the product of the candidate counts, each
  * step O(candidates of one product).  Candidates that no optimum can use
@@ -80,6 +84,13 @@ struct CartArrays
 	const int64_t *cart_stores = nullptr;
 	const int64_t *store_fee = nullptr;		  /* 0 for a store without shipping */
 	const int64_t *store_free_from = nullptr; /* kNeverFree, kAlwaysFree, or the threshold */
+	/*
+	 * A share of the fee that each product the store serves surely pays
+	 * while the store is not yet used: floor(fee / the cart's products it
+	 * offers) when the store can never become free in this cart (free_from
+	 * never, or above every positive cost it could receive), else 0.
+	 */
+	const int64_t *store_share = nullptr;
 };
 
 /* The per-store arrays of one cart (cart_stores[c + 1] - cart_stores[c] of each). */
@@ -181,6 +192,28 @@ GPUREC_HOST_DEVICE bool wins_tie(const CartArrays &a, int64_t first_product, con
 	return false;
 }
 
+/* The least that products of depths d .. n - 1 can still cost, shares of fees included. */
+GPUREC_HOST_DEVICE int64_t rest_bound(const CartArrays &a, int64_t first_product, int64_t first_store,
+									  const CartStoreScratch &s, int32_t d, int32_t n)
+{
+	int64_t sum = 0;
+	for (int32_t q = d; q < n; ++q)
+	{
+		int64_t begin = a.product_candidates[first_product + q], end = a.product_candidates[first_product + q + 1];
+		int64_t least = INT64_MAX;
+		/* cheapest first, shares >= 0: no later candidate beats `least` once its cost alone does not */
+		for (int64_t j = begin; j < end && a.candidate_cost[j] < least; ++j)
+		{
+			int32_t k = a.candidate_store[j];
+			int64_t value = a.candidate_cost[j] + (s.uses[k] > 0 ? 0 : a.store_share[first_store + k]);
+			if (value < least)
+				least = value;
+		}
+		sum += least;
+	}
+	return sum;
+}
+
 } // namespace detail
 
 /* Starts the search of cart c: st and the cart's store arrays set up. */
@@ -216,6 +249,43 @@ GPUREC_HOST_DEVICE void cart_search_start(const CartArrays &a, int64_t c, CartSe
 		for (int64_t j = a.product_candidates[product]; j < a.product_candidates[product + 1]; ++j)
 			if (a.candidate_cost[j] > 0)
 				s.potential[a.candidate_store[j]] += a.candidate_cost[j];
+	}
+
+	/* the first assignment to beat: greedy, opening a store counted at its fee */
+	int64_t first_store = a.cart_stores[c];
+	for (int32_t d = 0; d < n; ++d)
+	{
+		int64_t product = first_product + d, begin = a.product_candidates[product];
+		int32_t n_candidates = static_cast<int32_t>(a.product_candidates[product + 1] - begin);
+		int32_t pick = 0;
+		int64_t pick_value = INT64_MAX;
+		for (int32_t j = 0; j < n_candidates; ++j)
+		{
+			int32_t k = a.candidate_store[begin + j];
+			int64_t value = a.candidate_cost[begin + j] + (s.uses[k] > 0 ? 0 : a.store_fee[first_store + k]);
+			if (value < pick_value)
+			{
+				pick_value = value;
+				pick = j;
+			}
+		}
+		detail::move_potential(a, first_store, s, st, product, -1);
+		detail::move_at_store(a, first_store, s, st, a.candidate_store[begin + pick], a.candidate_cost[begin + pick], +1);
+		st.choice[d] = pick;
+	}
+	if (n > 0)
+	{
+		st.best_total = st.items + st.shipping;
+		st.best_stores = st.stores_used;
+	}
+	for (int32_t d = n - 1; d >= 0; --d)
+	{
+		int64_t product = first_product + d, begin = a.product_candidates[product];
+		detail::move_at_store(a, first_store, s, st, a.candidate_store[begin + st.choice[d]],
+							  a.candidate_cost[begin + st.choice[d]], -1);
+		detail::move_potential(a, first_store, s, st, product, +1);
+		st.best_choice[d] = st.choice[d];
+		st.choice[d] = -1;
 	}
 }
 
@@ -268,7 +338,7 @@ GPUREC_HOST_DEVICE bool cart_search_run(const CartArrays &a, int64_t c, CartSear
 				break;
 			int32_t k = a.candidate_store[begin + j];
 			detail::move_at_store(a, first_store, s, st, k, cost, +1);
-			int64_t bound = st.items + st.rest_min[d + 1] + st.certain_fees;
+			int64_t bound = st.items + st.certain_fees + detail::rest_bound(a, first_product, first_store, s, d + 1, n);
 			if (bound > st.best_total || (bound == st.best_total && st.stores_used > st.best_stores))
 			{
 				detail::move_at_store(a, first_store, s, st, k, cost, -1);

@@ -85,3 +85,6 @@ SELECT err($e$SELECT * FROM gpurec.optimize_carts('SELECT 1 AS cart_id, 1 AS pro
 SELECT err($e$SELECT * FROM gpurec.optimize_carts('SELECT 1 AS cart_id, 1 AS product_id', 'SELECT * FROM offers', 'SELECT store_id FROM shipping')$e$);
 SELECT err($e$SELECT * FROM gpurec.optimize_carts('SELECT 1 AS cart_id, 1 AS product_id', 'SELECT * FROM offers', 'SELECT store_id, fee::text AS fee FROM shipping')$e$);
 SELECT err($e$SELECT * FROM gpurec.optimize_carts('SELECT 1 AS cart_id, 1 AS product_id', 'SELECT * FROM offers', 'DELETE FROM shipping RETURNING *')$e$);
+-- the regression database is shared with the other tests
+DROP TABLE carts, offers, shipping;
+DROP FUNCTION err(text);

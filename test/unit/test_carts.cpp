@@ -224,12 +224,14 @@ TEST(Carts, SearchResumesAfterAnyNumberOfSteps)
 		int n_stores = std::uniform_int_distribution<int>(1, 6)(rng);
 		std::vector<int64_t> cart_products{0, n}, product_candidates{0}, cart_stores{0, n_stores};
 		std::vector<int32_t> rank(n), candidate_store;
-		std::vector<int64_t> cost, fee, free_from;
+		std::vector<int64_t> cost, fee, free_from, share;
 		for (int s = 0; s < n_stores; ++s)
 		{
 			fee.push_back(std::uniform_int_distribution<int>(0, 5)(rng) * 100);
 			free_from.push_back(std::uniform_int_distribution<int>(0, 1)(rng) ? carts::kNeverFree
 																			  : std::uniform_int_distribution<int>(1, 30)(rng) * 100);
+			/* at most a true share: a store never free, its fee split n ways */
+			share.push_back(free_from.back() == carts::kNeverFree ? fee.back() / n : 0);
 		}
 		std::iota(rank.begin(), rank.end(), 0);
 		std::shuffle(rank.begin(), rank.end(), rng);
@@ -257,6 +259,7 @@ TEST(Carts, SearchResumesAfterAnyNumberOfSteps)
 		a.cart_stores = cart_stores.data();
 		a.store_fee = fee.data();
 		a.store_free_from = free_from.data();
+		a.store_share = share.data();
 		std::vector<int64_t> subtotal(n_stores), potential(n_stores);
 		std::vector<int32_t> uses(n_stores);
 		carts::CartStoreScratch scratch{subtotal.data(), potential.data(), uses.data()};
