@@ -21,7 +21,7 @@ OBJS = $(PG_SRCS:.cpp=.o) $(ENGINE_SRCS:.cpp=.o)
 
 # pg_regress: test/sql/<name>.sql against test/expected/<name>.out; output
 # in results/.  SKIP_REGRESS=cron_refresh where pg_cron is not preloaded.
-REGRESS = $(filter-out $(SKIP_REGRESS),access cron_refresh geo marketplace roc_fitness)
+REGRESS = $(filter-out $(SKIP_REGRESS),access carts cron_refresh geo marketplace roc_fitness)
 REGRESS_OPTS = --inputdir=test --load-extension=gpurec
 
 # CUDA: nvcc from PATH, else from CUDA_HOME. The runtime is linked statically

@@ -42,6 +42,16 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION improve_carts(text, text) IS
 'Smart cart: the cart lines of carts_query (cart_id, product_id, store_id[, quantity]) that a cheaper store, or any store, can serve better.';
 
+CREATE FUNCTION optimize_carts(carts_query text, offers_query text, shipping_query text)
+RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
+              total numeric, shipping numeric, stores_used integer, complete boolean,
+              current_total numeric, saving numeric)
+AS 'MODULE_PATHNAME', 'gpurec_optimize_carts'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION optimize_carts(text, text, text) IS
+'Smart cart with shipping: per cart of carts_query (cart_id, product_id[, quantity][, store_id]) the exact cheapest assignment of its lines to stores of offers_query (product_id, store_id, price), items plus the shipping of every store used (shipping_query: store_id, fee[, free_from]); a row per line.';
+
 -- ----------------------------------------------------------- ROC fitness --
 
 CREATE FUNCTION roc_fitness(scores_query text)

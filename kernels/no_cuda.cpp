@@ -4,6 +4,7 @@
  * entry point throws gpu::Failure (NoGpu), which the engine never reaches,
  * as its dispatch asks usable() first.
  */
+#include "api/cart_kernels.hpp"
 #include "api/geo_kernels.hpp"
 #include "api/kernel_api.hpp"
 #include "api/marketplace_kernels.hpp"
@@ -39,6 +40,9 @@ std::vector<uint32_t> cheapest_offer_picks(const OfferColumns &, size_t, int, Of
 {
 	no_gpu();
 }
+
+/* smart cart with shipping */
+std::vector<int32_t> solve_carts(const carts::CartArrays &, const CartArraySizes &, CallContext &) { no_gpu(); }
 
 /* geospatial */
 class GeoSession

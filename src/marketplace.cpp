@@ -112,13 +112,6 @@ class TopKHeaps
 	std::vector<int64_t> sizes_;
 };
 
-void check_offer_count(const Offers &offers)
-{
-	if (offers.product.size() > UINT32_MAX)
-		throw Error(sqlstate::program_limit_exceeded, "too many offers in one call",
-					"gpurec ranks at most 4294967295 offers per call.");
-}
-
 RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 {
 	Stopwatch clock;
@@ -138,6 +131,24 @@ RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 }
 
 } // namespace
+
+void check_offer_count(const Offers &offers)
+{
+	if (offers.product.size() > UINT32_MAX)
+		throw Error(sqlstate::program_limit_exceeded, "too many offers in one call",
+					"gpurec ranks at most 4294967295 offers per call.");
+}
+
+void check_quantities(const CartLines &lines)
+{
+	size_t n_lines = lines.cart.size();
+	for (size_t i = 0; i < n_lines; ++i)
+		if (lines.quantity[i] < 1)
+			throw Error(sqlstate::invalid_parameter_value, "quantity must be at least 1",
+						"Cart " + std::to_string(lines.cart[i]) + " has " +
+							std::to_string(lines.quantity[i]) + " of product " +
+							std::to_string(lines.product[i]) + ".");
+}
 
 /*
  * Offers of one product with an equal price key and store form a tie: they
@@ -344,13 +355,8 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx, Offe
 std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers &offers,
 										   ExecContext &ctx, OfferStreamer *streamer)
 {
+	check_quantities(lines);
 	size_t n_lines = lines.cart.size();
-	for (size_t i = 0; i < n_lines; ++i)
-		if (lines.quantity[i] < 1)
-			throw Error(sqlstate::invalid_parameter_value, "quantity must be at least 1",
-						"Cart " + std::to_string(lines.cart[i]) + " has " +
-							std::to_string(lines.quantity[i]) + " of product " +
-							std::to_string(lines.product[i]) + ".");
 
 	/* the cheapest offer of every product: the same ranking as cheapest_offers */
 	RankedOffers best = cheapest_offers(offers, 1, ctx, streamer);

@@ -49,6 +49,9 @@ class OfferStreamer
 	gpu::OfferUploadPtr upload_;
 };
 
+/* At most UINT32_MAX offers: rows are numbered in 32 bits (ERROR 54000). */
+void check_offer_count(const Offers &offers);
+
 RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx,
 							 OfferStreamer *streamer = nullptr);
 
@@ -68,6 +71,9 @@ struct CartLines
 	const Int64Column &store;
 	const Int64Column &quantity;
 };
+
+/* Every quantity is at least 1 (ERROR 22023 naming the cart and product). */
+void check_quantities(const CartLines &lines);
 
 /*
  * A cart line worth showing: a cheaper offer exists (best_row), or the

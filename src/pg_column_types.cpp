@@ -13,6 +13,7 @@ extern "C" {
 }
 
 #include <cmath>
+#include <limits>
 
 #include "pg_numeric.hpp"
 #include "pg_settings.hpp"
@@ -93,6 +94,15 @@ void take_fallback(const ColumnSpec &spec, RowValues &v, int c)
 {
 	v.i[c] = spec.fallback;
 	v.d[c] = static_cast<double>(spec.fallback);
+	if (spec.kind == ColumnKind::Number)
+	{
+		/* as a numeric: the integer at scale 0, or +Infinity (kFallbackInfinity) */
+		bool infinity = spec.fallback == kFallbackInfinity;
+		if (infinity)
+			v.d[c] = std::numeric_limits<double>::infinity();
+		v.numeric_scale[c] = infinity ? NumberColumn::kScalePosInf : 0;
+		v.numeric_key_scale[c] = 0;
+	}
 }
 
 /* Converts column c of the row into v; false when a NULL skips the row. */
@@ -110,6 +120,10 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 	Datum datum = values[b.attno[c]];
 	if (isnull[b.attno[c]])
 	{
+		if (spec.null_is_error)
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+							errmsg("column \"%s\" of the %s is NULL", spec.name, b.what),
+							errdetail("Column \"%s\" must not be NULL.", spec.name)));
 		if (spec.null_skips_row)
 			return false;
 		take_fallback(spec, v, c);

@@ -35,15 +35,27 @@ enum class ColumnKind
 	FloatArray /* real[] or double precision[] */
 };
 
+/*
+ * The fallback of a Number column that stands for +Infinity: it reads as
+ * +Infinity in a numeric, real or double precision column, and as the
+ * largest bigint in an integer one (so "never reached" either way).
+ */
+constexpr int64_t kFallbackInfinity = INT64_MAX;
+
 struct ColumnSpec
 {
 	const char *name;
 	ColumnKind kind;
 	/* An optional column may be missing from the query: every row then takes `fallback`. */
 	bool optional = false;
-	/* A NULL skips the row; otherwise it takes `fallback` (Int64) or an empty array (FloatArray). */
+	/*
+	 * A NULL skips the row; otherwise it takes `fallback` (Int64, Number: see
+	 * kFallbackInfinity) or an empty array (FloatArray).
+	 */
 	bool null_skips_row = true;
 	int64_t fallback = 0;
+	/* A NULL is ERROR 22004 naming the column (before null_skips_row is looked at). */
+	bool null_is_error = false;
 };
 
 using AnyColumn =

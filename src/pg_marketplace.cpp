@@ -13,32 +13,13 @@ extern "C" {
 #include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_numeric.hpp"
+#include "pg_offers.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
 
 namespace gpurec {
 
 namespace {
-
-/*
- * offers_query (product_id, store_id, price; a NULL in any skips the row)
- * read into columns, each full chunk handed to the streamer while the rest
- * is read.
- */
-struct OffersInput
-{
-	InputTable table{"offers query", {{"product_id", ColumnKind::Id},
-									  {"store_id", ColumnKind::Int64},
-									  {"price", ColumnKind::Number}}};
-	Offers offers{table.id(0), table.int64(1), table.number(2)};
-	OfferStreamer streamer;
-
-	OffersInput(const char *offers_query, int k, ExecContext &ctx) : streamer(ctx, k)
-	{
-		table.on_chunk_complete([this] { streamer.on_chunk(offers); });
-		read_inner_query(offers_query, table, ctx);
-	}
-};
 
 Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 {
@@ -47,9 +28,9 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 	int32 k = PG_GETARG_INT32(1);
 	check_k(k); /* before the query runs */
 
-	OffersInput input(offers_query, k, ctx);
+	OffersInput input(offers_query, ctx, k);
 	const Offers &offers = input.offers;
-	RankedOffers ranked = cheapest_offers(offers, k, ctx, &input.streamer);
+	RankedOffers ranked = cheapest_offers(offers, k, ctx, input.streamer.get());
 
 	ResultWriter out(fcinfo, ctx, "cheapest_offers");
 	for (int32_t code : offers.product.codes_in_id_order())
@@ -83,10 +64,10 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 									 {"store_id", ColumnKind::Int64},
 									 {"quantity", ColumnKind::Int64, true, false, 1}});
 	read_inner_query(carts_query, carts, ctx);
-	OffersInput input(offers_query, 1, ctx);
+	OffersInput input(offers_query, ctx, 1);
 	const Offers &offers = input.offers;
 	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
-	std::vector<CartImprovement> improvements = improve_carts(lines, offers, ctx, &input.streamer);
+	std::vector<CartImprovement> improvements = improve_carts(lines, offers, ctx, input.streamer.get());
 
 	ResultWriter out(fcinfo, ctx, "improve_carts");
 	for (const CartImprovement &line : improvements)

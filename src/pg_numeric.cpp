@@ -52,6 +52,34 @@ double numeric_to_double(const NumericParts &n)
 	return value; /* overflow gives +-HUGE_VAL */
 }
 
+Datum units_as_numeric(int64 units, int scale, int display_scale)
+{
+	if (display_scale <= scale)
+	{
+		/* the digits past display_scale are zeros */
+		int64 unscaled = units;
+		for (int i = display_scale; i < scale; ++i)
+			unscaled /= 10;
+		return pg_call([=] { return NumericGetDatum(int64_div_fast_to_numeric(unscaled, display_scale)); });
+	}
+	/*
+	 * More decimals than the units hold (over 18, all zeros): the value at
+	 * `scale`, times a 1 spelled with the missing zeros.
+	 */
+	return pg_call([=] {
+		Numeric value = int64_div_fast_to_numeric(units, scale);
+		for (int missing = display_scale - scale; missing > 0; missing -= 18)
+		{
+			int step = missing > 18 ? 18 : missing;
+			int64 one = 1;
+			for (int i = 0; i < step; ++i)
+				one *= 10;
+			value = numeric_mul_opt_error(value, int64_div_fast_to_numeric(one, step), nullptr);
+		}
+		return NumericGetDatum(value);
+	});
+}
+
 Datum number_as_numeric(const NumberColumn &column, size_t row)
 {
 	switch (column.type())
@@ -84,30 +112,7 @@ Datum number_as_numeric(const NumberColumn &column, size_t row)
 											   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 				});
 			}
-			if (scale > column.scale())
-			{
-				/*
-				 * More decimals than the key holds (over 18, all zeros): the value
-				 * at the key's scale, times a 1 spelled with the missing zeros.
-				 */
-				int64 key = column.key(row);
-				int key_scale = column.scale();
-				return pg_call([=] {
-					Numeric value = int64_div_fast_to_numeric(key, key_scale);
-					for (int missing = scale - key_scale; missing > 0; missing -= 18)
-					{
-						int step = missing > 18 ? 18 : missing;
-						int64 one = 1;
-						for (int i = 0; i < step; ++i)
-							one *= 10;
-						value = numeric_mul_opt_error(value, int64_div_fast_to_numeric(one, step), nullptr);
-					}
-					return NumericGetDatum(value);
-				});
-			}
-			int64 unscaled = column.unscaled_at_display_scale(row);
-			return pg_call(
-				[=] { return NumericGetDatum(int64_div_fast_to_numeric(unscaled, scale)); });
+			return units_as_numeric(column.key(row), column.scale(), scale);
 		}
 	}
 	return (Datum) 0;

@@ -168,4 +168,10 @@ double numeric_to_double(const NumericParts &n);
  */
 Datum number_as_numeric(const NumberColumn &column, size_t row);
 
+/*
+ * units * 10^-scale as numeric, shown with display_scale decimals (the
+ * digits dropped or added are zeros): an exact sum of an engine's numbers.
+ */
+Datum units_as_numeric(int64 units, int scale, int display_scale);
+
 } // namespace gpurec

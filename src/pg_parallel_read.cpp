@@ -79,7 +79,7 @@ ActiveRead *active_read = nullptr;
 
 /*
  * The specs, as the wrapper query passes them to every process: the
- * leader's area (AreaAddress), the query's name, then per column its name, kind, null rule, fallback and
+ * leader's area (AreaAddress), the query's name, then per column its name, kind, null rule (0 fallback, 1 skip, 2 error), fallback and
  * the conversion the leader bound.  One line per column, fields split by
  * tabs (spec names never hold either).
  */
@@ -94,7 +94,7 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area)
 	{
 		const ColumnSpec &spec = binding.specs[c];
 		appendStringInfo(&text, "\n%s\t%d\t%d\t%d\t%lld\t%d", spec.name, static_cast<int>(spec.kind),
-						 spec.optional ? 1 : 0, spec.null_skips_row ? 1 : 0, static_cast<long long>(spec.fallback),
+						 spec.optional ? 1 : 0, spec.null_is_error ? 2 : spec.null_skips_row ? 1 : 0, static_cast<long long>(spec.fallback),
 						 static_cast<int>(binding.conversion[c]));
 	}
 	return text.data;
@@ -147,6 +147,7 @@ void decode_specs(ReadState &state, const std::string &text)
 		ColumnSpec spec{nullptr, static_cast<ColumnKind>(std::stoi(fields[1]))};
 		spec.optional = fields[2] == "1";
 		spec.null_skips_row = fields[3] == "1";
+		spec.null_is_error = fields[3] == "2";
 		spec.fallback = std::stoll(fields[4]);
 		state.specs.push_back(spec);
 		conversions.push_back(std::stoi(fields[5]));

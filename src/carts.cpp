@@ -1,0 +1,795 @@
+/*
+ * carts.cpp: optimize_carts (carts.hpp): the input's checks, every cart's
+ * search problem in compressed rows, the search on the GPU or on every
+ * core (kernels/api/cart_search.hpp, the same code on both), and each
+ * cart's answer in exact integers.
+ *
+ * Numbers: prices, fees and thresholds are exact decimals (integer or
+ * numeric columns; a floating-point one is refused).  Each is taken as an
+ * integer at the call's common scale, the largest scale of the three
+ * columns, so that a cart's sums are plain integer sums.  A candidate's
+ * cost (price x quantity) and a fee must lie within +-2^56 units there
+ * (ERROR 22003 otherwise): then no sum the search makes can overflow.
+ *
+ * The candidates of a product are its stores, each at the cheapest offer
+ * it has for the product (equal prices: the fewest decimals, as
+ * cheapest_offers ranks them).  A candidate is dropped when no optimum can
+ * use it, by this dominance rule: with fee(s) the fee of store s (0 without
+ * shipping), a candidate at s of cost c such that
+ *     c > fee(s) + min over the product's other stores t of (c_t + fee(t))
+ * is never optimal: moving the product from s to the t of that minimum
+ * saves c - c_t in items, and shipping can rise by at most fee(t) (t was
+ * unused, or its threshold is lost) plus fee(s) (s loses its threshold),
+ * so the move is strictly cheaper, whatever the other products do and
+ * whatever the signs of the prices.  Since c and c_t scale with the
+ * quantity and the fees do not, a candidate dropped at quantity 1 is
+ * dropped at every quantity: the rule runs once per product at quantity 1,
+ * then again per cart at the cart's quantity.
+ */
+#include "no_postgres.hpp"
+
+#include "carts.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "cpu_parallel.hpp"
+
+namespace gpurec {
+
+namespace {
+
+using carts::CartArrays;
+using carts::kMaxCartProducts;
+using carts::kMaxUnits;
+
+/* Offer rows between interrupt points of a serial loop. */
+constexpr size_t kCheckEvery = size_t(1) << 18;
+/* Under gpurec.device = auto, the GPU from this many carts on. */
+constexpr double kMinGpuCarts = 20000;
+/* Cart lines per piece of work of the CPU's threads (and of the GPU's batches' building). */
+constexpr double kLinesPerPiece = 4096;
+/* Search steps of one cart between checks for a cancel on the CPU. */
+constexpr int64_t kStepsBetweenChecks = int64_t(1) << 16;
+/* free_from beyond this many units (either sign) is never (always) reached by a subtotal. */
+constexpr __int128 kThresholdLimit = (__int128) 1 << 62;
+
+int64_t pow10(int e)
+{
+	int64_t p = 1;
+	while (e-- > 0)
+		p *= 10;
+	return p;
+}
+
+/* The column must be exact: integers or numeric. */
+void require_exact(const NumberColumn &column)
+{
+	if (column.type() == NumberType::Float4 || column.type() == NumberType::Float8)
+		throw Error(sqlstate::datatype_mismatch,
+					column.description() + " is " +
+						(column.type() == NumberType::Float4 ? "real" : "double precision") +
+						"; optimize_carts sums prices and fees exactly",
+					"Prices, fees and free_from must be of an integer type or numeric.",
+					"Cast the column to numeric.");
+}
+
+/* A finite row's value x 10^scale (scale >= the column's); false for NaN and infinities. */
+bool units_of(const NumberColumn &column, size_t row, int scale, __int128 *units)
+{
+	if (column.type() == NumberType::Numeric && column.display_scale(row) < 0)
+		return false;
+	*units = (__int128) column.key(row) * pow10(scale - column.scale());
+	return true;
+}
+
+/* store id -> its shipping row: open addressing, so a lookup is a probe or two. */
+class StoreIndex
+{
+  public:
+	explicit StoreIndex(size_t n)
+	{
+		size_t capacity = 16;
+		while (capacity < 2 * n)
+			capacity <<= 1;
+		slots_.assign(capacity, Slot{0, -1});
+		mask_ = capacity - 1;
+	}
+	/* False when id is there already. */
+	bool insert(int64_t id, int32_t value)
+	{
+		for (size_t i = hash(id);; i = (i + 1) & mask_)
+		{
+			if (slots_[i].value < 0)
+			{
+				slots_[i] = Slot{id, value};
+				return true;
+			}
+			if (slots_[i].id == id)
+				return false;
+		}
+	}
+	int32_t find(int64_t id) const
+	{
+		for (size_t i = hash(id);; i = (i + 1) & mask_)
+			if (slots_[i].value < 0 || slots_[i].id == id)
+				return slots_[i].value;
+	}
+
+  private:
+	struct Slot
+	{
+		int64_t id;
+		int32_t value;
+	};
+	size_t hash(int64_t id) const
+	{
+		return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> 20) & mask_;
+	}
+	std::vector<Slot> slots_;
+	size_t mask_;
+};
+
+/* A store's shipping, in units. */
+struct StoreShipping
+{
+	int64_t fee;
+	int64_t free_from; /* kNeverFree, kAlwaysFree or a threshold within +-2^62 */
+	int16_t fee_display_scale;
+};
+
+struct ShippingTable
+{
+	StoreIndex index{0};
+	std::vector<StoreShipping> rows;
+
+	/* The store's shipping, or null: it ships free. */
+	const StoreShipping *find(int64_t store) const
+	{
+		int32_t r = index.find(store);
+		return r < 0 ? nullptr : &rows[r];
+	}
+};
+
+ShippingTable read_shipping(const Shipping &shipping, int scale)
+{
+	ShippingTable table;
+	size_t n = shipping.store.size();
+	table.index = StoreIndex(n);
+	table.rows.reserve(n);
+	for (size_t r = 0; r < n; ++r)
+	{
+		int64_t store = shipping.store[r];
+		std::string who = "store " + std::to_string(store);
+		if (!table.index.insert(store, static_cast<int32_t>(r)))
+			throw Error(sqlstate::cardinality_violation, "the shipping query lists " + who + " more than once",
+						"A store has one fee and one free_from.");
+		__int128 fee;
+		if (!units_of(shipping.fee, r, scale, &fee))
+			throw Error(sqlstate::invalid_parameter_value, "the fee of " + who + " is not a finite number");
+		if (fee < 0)
+			throw Error(sqlstate::invalid_parameter_value, "the fee of " + who + " is negative",
+						"A fee must be at least 0.");
+		if (fee > kMaxUnits)
+			throw Error(sqlstate::numeric_value_out_of_range, "the fee of " + who + " is too large to sum exactly",
+						"optimize_carts sums fees and prices x quantities as 64-bit integers at scale " +
+							std::to_string(scale) + "; a fee may be at most 2^56 = 72057594037927936 units there.");
+		StoreShipping row{static_cast<int64_t>(fee), carts::kNeverFree, shipping.fee.display_scale(r)};
+		const NumberColumn &free_from = shipping.free_from;
+		if (free_from.type() == NumberType::Numeric && free_from.display_scale(r) < 0)
+		{
+			int16_t marker = free_from.display_scale(r);
+			if (marker == NumberColumn::kScaleNaN)
+				throw Error(sqlstate::invalid_parameter_value, "the free_from of " + who + " is NaN");
+			row.free_from = marker == NumberColumn::kScalePosInf ? carts::kNeverFree : carts::kAlwaysFree;
+		}
+		else
+		{
+			__int128 threshold = 0;
+			units_of(free_from, r, scale, &threshold);
+			row.free_from = threshold > kThresholdLimit	   ? carts::kNeverFree
+							: threshold < -kThresholdLimit ? carts::kAlwaysFree
+														   : static_cast<int64_t>(threshold);
+		}
+		table.rows.push_back(row);
+	}
+	return table;
+}
+
+/* One store's best offer of a product: a candidate before costs. */
+struct ProductOffer
+{
+	int64_t store;
+	int64_t unit; /* price in units, clamped to +-(kMaxUnits + 1) */
+	int64_t fee;  /* the store's fee, 0 without shipping */
+	uint32_t row;
+};
+
+/*
+ * Per product code of the offers that some cart holds: its offer rows
+ * sorted by (store, price, decimals, row), so that a store's best offer is
+ * the first of its run; and its candidates after the dominance rule at
+ * quantity 1, cheapest first.
+ */
+struct ProductOffers
+{
+	std::vector<int64_t> row_offsets; /* per code */
+	std::vector<uint32_t> rows;
+	std::vector<int64_t> kept_offsets; /* per code */
+	std::vector<ProductOffer> kept;
+
+	/* The best offer of code at store, or -1. */
+	int64_t best_row_at(const Offers &offers, int32_t code, int64_t store) const
+	{
+		auto begin = rows.begin() + row_offsets[code], end = rows.begin() + row_offsets[code + 1];
+		auto it = std::lower_bound(begin, end, store,
+								   [&](uint32_t row, int64_t s) { return offers.store[row] < s; });
+		return it != end && offers.store[*it] == store ? static_cast<int64_t>(*it) : -1;
+	}
+};
+
+/*
+ * Drops the candidates that the dominance rule (above) excludes, given
+ * their costs; keeps the order of the rest.
+ */
+template <typename Candidate, typename CostOf>
+void drop_dominated(std::vector<Candidate> &candidates, CostOf cost_of)
+{
+	if (candidates.size() < 2)
+		return;
+	/* the two least cost + fee, to take the minimum over the other stores of each */
+	size_t best = 0;
+	for (size_t i = 1; i < candidates.size(); ++i)
+		if (cost_of(candidates[i]) + candidates[i].fee < cost_of(candidates[best]) + candidates[best].fee)
+			best = i;
+	__int128 second = -1;
+	bool has_second = false;
+	for (size_t i = 0; i < candidates.size(); ++i)
+		if (i != best && (!has_second || cost_of(candidates[i]) + candidates[i].fee < second))
+		{
+			second = cost_of(candidates[i]) + candidates[i].fee;
+			has_second = true;
+		}
+	__int128 best_value = cost_of(candidates[best]) + candidates[best].fee;
+	size_t kept = 0;
+	for (size_t i = 0; i < candidates.size(); ++i)
+	{
+		__int128 others = i == best ? second : best_value;
+		if ((__int128) cost_of(candidates[i]) <= candidates[i].fee + others)
+			candidates[kept++] = candidates[i];
+	}
+	candidates.resize(kept);
+}
+
+ProductOffers product_offers(const Offers &offers, const std::vector<uint8_t> &needed, int scale,
+							 const ShippingTable &shipping, ExecContext &ctx)
+{
+	ProductOffers out;
+	size_t n_codes = needed.size();
+	size_t n = offers.product.size();
+	out.row_offsets.assign(n_codes + 1, 0);
+	for (size_t begin = 0; begin < n; begin += kCheckEvery)
+	{
+		ctx.interrupt_point(Phase::Compute);
+		for (size_t row = begin, end = std::min(n, begin + kCheckEvery); row < end; ++row)
+		{
+			int32_t code = offers.product.code(row);
+			if (needed[code])
+				++out.row_offsets[code + 1];
+		}
+	}
+	std::partial_sum(out.row_offsets.begin(), out.row_offsets.end(), out.row_offsets.begin());
+	out.rows.resize(out.row_offsets[n_codes]);
+	{
+		std::vector<int64_t> next(out.row_offsets.begin(), out.row_offsets.end() - 1);
+		for (size_t begin = 0; begin < n; begin += kCheckEvery)
+		{
+			ctx.interrupt_point(Phase::Compute);
+			for (size_t row = begin, end = std::min(n, begin + kCheckEvery); row < end; ++row)
+			{
+				int32_t code = offers.product.code(row);
+				if (needed[code])
+					out.rows[next[code]++] = static_cast<uint32_t>(row);
+			}
+		}
+	}
+
+	/* per range of codes on every core: sort, each store's best offer, the dominance rule */
+	std::vector<size_t> bounds = split_by_cost(n_codes, 1 << 16, [&](size_t c) {
+		return 1.0 + static_cast<double>(out.row_offsets[c + 1] - out.row_offsets[c]);
+	});
+	size_t n_ranges = bounds.size() - 1;
+	std::vector<std::vector<ProductOffer>> range_kept(n_ranges);
+	std::vector<int64_t> kept_count(n_codes, 0);
+	const NumberColumn &price = offers.price;
+	parallel_for(n_ranges, ctx, [&](size_t range, size_t, const std::atomic<bool> &cancelled) {
+		std::vector<ProductOffer> candidates;
+		for (size_t code = bounds[range]; code < bounds[range + 1] && !cancelled; ++code)
+		{
+			uint32_t *begin = out.rows.data() + out.row_offsets[code];
+			uint32_t *end = out.rows.data() + out.row_offsets[code + 1];
+			if (begin == end)
+				continue;
+			std::sort(begin, end, [&](uint32_t a, uint32_t b) {
+				if (offers.store[a] != offers.store[b])
+					return offers.store[a] < offers.store[b];
+				if (price.key(a) != price.key(b))
+					return price.key(a) < price.key(b);
+				if (price.display_scale(a) != price.display_scale(b))
+					return price.display_scale(a) < price.display_scale(b);
+				return a < b;
+			});
+			candidates.clear();
+			for (uint32_t *at = begin; at != end; ++at)
+			{
+				uint32_t row = *at;
+				if (at != begin && offers.store[at[-1]] == offers.store[row])
+					continue;
+				__int128 unit;
+				if (!units_of(price, row, scale, &unit))
+					throw Error(sqlstate::invalid_parameter_value,
+								"the price of product " + std::to_string(offers.product.value_of(static_cast<int32_t>(code))) +
+									" at store " + std::to_string(offers.store[row]) + " is not a finite number",
+								"optimize_carts needs a finite price for every offer of a product in a cart.");
+				const StoreShipping *ship = shipping.find(offers.store[row]);
+				__int128 clamped = std::max<__int128>(-kMaxUnits - 1, std::min<__int128>(kMaxUnits + 1, unit));
+				candidates.push_back({offers.store[row], static_cast<int64_t>(clamped), ship ? ship->fee : 0, row});
+			}
+			drop_dominated(candidates, [](const ProductOffer &o) { return o.unit; });
+			std::sort(candidates.begin(), candidates.end(), [](const ProductOffer &a, const ProductOffer &b) {
+				return a.unit != b.unit ? a.unit < b.unit : a.store < b.store;
+			});
+			kept_count[code] = static_cast<int64_t>(candidates.size());
+			range_kept[range].insert(range_kept[range].end(), candidates.begin(), candidates.end());
+		}
+	});
+	out.kept_offsets.assign(n_codes + 1, 0);
+	std::partial_sum(kept_count.begin(), kept_count.end(), out.kept_offsets.begin() + 1);
+	out.kept.reserve(out.kept_offsets[n_codes]);
+	for (auto &piece : range_kept)
+		out.kept.insert(out.kept.end(), piece.begin(), piece.end());
+	return out;
+}
+
+/* The carts as the input gave them: lines sorted, grouped into carts and demands (lines of one product). */
+struct Demand
+{
+	size_t first, end; /* positions in the sorted lines */
+	int32_t code;	   /* the product's offers code, or -1: nobody offers it */
+	int64_t quantity;  /* the lines' quantities added */
+};
+
+struct CartGroup
+{
+	size_t first_demand, end_demand;
+};
+
+/*
+ * The search problems of a piece of carts (CartArrays' layout), with what
+ * the answer needs: each product's demand and each candidate's offer row.
+ */
+struct CartProblems
+{
+	size_t first_cart = 0; /* the piece's first cart, in CartGroup numbering */
+	std::vector<int64_t> cart_products{0};
+	std::vector<int64_t> product_candidates{0};
+	std::vector<int32_t> product_rank;
+	std::vector<size_t> product_demand;
+	std::vector<int32_t> candidate_store;
+	std::vector<int64_t> candidate_cost;
+	std::vector<uint32_t> candidate_row;
+	std::vector<int64_t> cart_stores{0};
+	std::vector<int64_t> store_fee;
+	std::vector<int64_t> store_free_from;
+	std::vector<int64_t> store_share;
+	std::vector<int64_t> store_id;
+	std::vector<int32_t> choice; /* the answer: per product, its candidate */
+
+	size_t carts() const { return cart_products.size() - 1; }
+
+	CartArrays arrays() const
+	{
+		CartArrays a;
+		a.n_carts = static_cast<int64_t>(carts());
+		a.cart_products = cart_products.data();
+		a.product_candidates = product_candidates.data();
+		a.product_rank = product_rank.data();
+		a.candidate_store = candidate_store.data();
+		a.candidate_cost = candidate_cost.data();
+		a.cart_stores = cart_stores.data();
+		a.store_fee = store_fee.data();
+		a.store_free_from = store_free_from.data();
+		a.store_share = store_share.data();
+		return a;
+	}
+	gpu::CartArraySizes sizes() const
+	{
+		return {static_cast<int64_t>(product_rank.size()), static_cast<int64_t>(candidate_cost.size()),
+				static_cast<int64_t>(store_fee.size())};
+	}
+	/* Appends other's carts after this one's. */
+	void append(const CartProblems &other)
+	{
+		auto append_shifted = [](std::vector<int64_t> &to, const std::vector<int64_t> &from) {
+			int64_t shift = to.back();
+			for (size_t i = 1; i < from.size(); ++i)
+				to.push_back(from[i] + shift);
+		};
+		append_shifted(cart_products, other.cart_products);
+		append_shifted(product_candidates, other.product_candidates);
+		append_shifted(cart_stores, other.cart_stores);
+		auto append_all = [](auto &to, const auto &from) { to.insert(to.end(), from.begin(), from.end()); };
+		append_all(product_rank, other.product_rank);
+		append_all(product_demand, other.product_demand);
+		append_all(candidate_store, other.candidate_store);
+		append_all(candidate_cost, other.candidate_cost);
+		append_all(candidate_row, other.candidate_row);
+		append_all(store_fee, other.store_fee);
+		append_all(store_free_from, other.store_free_from);
+		append_all(store_share, other.store_share);
+		append_all(store_id, other.store_id);
+	}
+};
+
+struct CallData
+{
+	const CartLines &lines;
+	const Offers &offers;
+	const ShippingTable &shipping;
+	const ProductOffers &products;
+	const std::vector<size_t> &order; /* the lines, sorted */
+	const std::vector<Demand> &demands;
+	const std::vector<CartGroup> &carts;
+	int scale;
+};
+
+/* Appends cart g's search problem to piece. */
+void add_cart(const CallData &call, size_t g, CartProblems &piece)
+{
+	const CartGroup &cart = call.carts[g];
+	int64_t cart_id = call.lines.cart[call.order[call.demands[cart.first_demand].first]];
+	struct Candidate
+	{
+		int64_t store;
+		int64_t cost;
+		int64_t fee;
+		uint32_t row;
+	};
+	struct Product
+	{
+		size_t demand;
+		int32_t rank;
+		std::vector<Candidate> candidates;
+	};
+	std::vector<Product> products;
+	int32_t rank = 0;
+	for (size_t d = cart.first_demand; d < cart.end_demand; ++d)
+	{
+		const Demand &demand = call.demands[d];
+		if (demand.code < 0)
+			continue;
+		Product product{d, rank++, {}};
+		int64_t product_id = call.lines.product[call.order[demand.first]];
+		for (int64_t k = call.products.kept_offsets[demand.code]; k < call.products.kept_offsets[demand.code + 1]; ++k)
+		{
+			const ProductOffer &o = call.products.kept[k];
+			__int128 cost = (__int128) o.unit * demand.quantity;
+			if (cost > kMaxUnits || cost < -kMaxUnits)
+				throw Error(sqlstate::numeric_value_out_of_range,
+							"cart " + std::to_string(cart_id) + ": the cost of product " + std::to_string(product_id) +
+								" at store " + std::to_string(o.store) + " is too large to sum exactly",
+							"optimize_carts sums prices x quantities and fees as 64-bit integers at scale " +
+								std::to_string(call.scale) +
+								"; each price x quantity may be at most 2^56 = 72057594037927936 units there.");
+			product.candidates.push_back({o.store, static_cast<int64_t>(cost), o.fee, o.row});
+		}
+		drop_dominated(product.candidates, [](const Candidate &c) { return c.cost; });
+		products.push_back(std::move(product));
+	}
+	if (products.size() > static_cast<size_t>(kMaxCartProducts))
+		throw Error(sqlstate::program_limit_exceeded,
+					"cart " + std::to_string(cart_id) + " has " + std::to_string(products.size()) +
+						" distinct products that stores offer; optimize_carts solves at most " +
+						std::to_string(kMaxCartProducts) + " exactly",
+					"The search is exact, and its time can grow exponentially with the products of a cart.",
+					"Split the cart.");
+
+	/* the cart's stores by ascending id: a candidate's store number orders as its id */
+	std::vector<int64_t> stores;
+	for (const Product &p : products)
+		for (const Candidate &c : p.candidates)
+			stores.push_back(c.store);
+	std::sort(stores.begin(), stores.end());
+	stores.erase(std::unique(stores.begin(), stores.end()), stores.end());
+	/* a store's share of its fee (CartArrays::store_share): from the products that could use it */
+	std::vector<int64_t> offering(stores.size(), 0), most(stores.size(), 0);
+	for (const Product &p : products)
+		for (const Candidate &c : p.candidates)
+		{
+			size_t k = static_cast<size_t>(std::lower_bound(stores.begin(), stores.end(), c.store) - stores.begin());
+			++offering[k];
+			most[k] += std::max<int64_t>(c.cost, 0);
+		}
+	for (size_t k = 0; k < stores.size(); ++k)
+	{
+		const StoreShipping *ship = call.shipping.find(stores[k]);
+		int64_t fee = ship ? ship->fee : 0, free_from = ship ? ship->free_from : carts::kNeverFree;
+		piece.store_id.push_back(stores[k]);
+		piece.store_fee.push_back(fee);
+		piece.store_free_from.push_back(free_from);
+		bool never_free = free_from == carts::kNeverFree || most[k] < free_from;
+		piece.store_share.push_back(never_free ? fee / offering[k] : 0);
+	}
+	piece.cart_stores.push_back(static_cast<int64_t>(piece.store_fee.size()));
+
+	/* the most constrained products first: fewer candidates, fewer branches near the root */
+	std::stable_sort(products.begin(), products.end(), [](const Product &a, const Product &b) {
+		return a.candidates.size() < b.candidates.size();
+	});
+	for (Product &p : products)
+	{
+		std::vector<std::pair<Candidate, int32_t>> numbered;
+		for (const Candidate &c : p.candidates)
+			numbered.push_back(
+				{c, static_cast<int32_t>(std::lower_bound(stores.begin(), stores.end(), c.store) - stores.begin())});
+		std::sort(numbered.begin(), numbered.end(), [](const auto &a, const auto &b) {
+			return a.first.cost != b.first.cost ? a.first.cost < b.first.cost : a.second < b.second;
+		});
+		for (const auto &[c, number] : numbered)
+		{
+			piece.candidate_store.push_back(number);
+			piece.candidate_cost.push_back(c.cost);
+			piece.candidate_row.push_back(c.row);
+		}
+		piece.product_candidates.push_back(static_cast<int64_t>(piece.candidate_cost.size()));
+		piece.product_rank.push_back(p.rank);
+		piece.product_demand.push_back(p.demand);
+	}
+	piece.cart_products.push_back(static_cast<int64_t>(piece.product_rank.size()));
+}
+
+/* Every cart of every piece, on the CPU's threads. */
+void solve_on_cpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
+{
+	Stopwatch clock;
+	parallel_for(pieces.size(), ctx, [&](size_t p, size_t, const std::atomic<bool> &cancelled) {
+		CartProblems &piece = pieces[p];
+		CartArrays a = piece.arrays();
+		piece.choice.assign(piece.product_rank.size(), 0);
+		std::vector<int64_t> subtotal, potential;
+		std::vector<int32_t> uses;
+		carts::CartSearchState state;
+		for (int64_t c = 0; c < a.n_carts; ++c)
+		{
+			size_t n_stores = static_cast<size_t>(a.cart_stores[c + 1] - a.cart_stores[c]);
+			subtotal.resize(std::max<size_t>(n_stores, 1));
+			potential.resize(subtotal.size());
+			uses.resize(subtotal.size());
+			carts::CartStoreScratch scratch{subtotal.data(), potential.data(), uses.data()};
+			carts::cart_search_start(a, c, state, scratch);
+			while (!carts::cart_search_run(a, c, state, scratch, kStepsBetweenChecks))
+				if (cancelled)
+					return;
+			for (int32_t d = 0; d < state.n_products; ++d)
+				piece.choice[a.cart_products[c] + d] = state.best_choice[d];
+		}
+	});
+	ctx.times.compute_ms += clock.elapsed_ms();
+}
+
+/* Every cart of every piece, on the GPU, in one batch. */
+void solve_on_gpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
+{
+	Stopwatch clock;
+	CartProblems all;
+	for (const CartProblems &piece : pieces)
+		all.append(piece);
+	ctx.times.compute_ms += clock.elapsed_ms();
+	std::vector<int32_t> choice = gpu::solve_carts(all.arrays(), all.sizes(), ctx);
+	size_t at = 0;
+	for (CartProblems &piece : pieces)
+	{
+		piece.choice.assign(choice.begin() + at, choice.begin() + at + piece.product_rank.size());
+		at += piece.product_rank.size();
+	}
+}
+
+/* Adds a price x quantity or a fee of `display_scale` decimals to an amount being summed. */
+void add_to(__int128 &sum, int &scale, __int128 units, int display_scale)
+{
+	sum += units;
+	scale = std::max(scale, display_scale);
+}
+
+Amount amount_of(__int128 units, int display_scale, int64_t cart_id, const char *what)
+{
+	if (units > INT64_MAX || units < INT64_MIN + 1)
+		throw Error(sqlstate::numeric_value_out_of_range,
+					"cart " + std::to_string(cart_id) + ": its " + what + " is too large to hold exactly");
+	return {static_cast<int64_t>(units), display_scale};
+}
+
+/*
+ * The shipping of stores given (store, subtotal) pairs sorted by store:
+ * added to sum (and the paid fees' scales to scale).
+ */
+void add_shipping(const ShippingTable &shipping, const std::vector<std::pair<int64_t, __int128>> &by_store,
+				  __int128 &sum, int &scale, int32_t *stores_used)
+{
+	int32_t used = 0;
+	for (size_t i = 0; i < by_store.size();)
+	{
+		int64_t store = by_store[i].first;
+		__int128 subtotal = 0;
+		for (; i < by_store.size() && by_store[i].first == store; ++i)
+			subtotal += by_store[i].second;
+		++used;
+		const StoreShipping *ship = shipping.find(store);
+		/* a paid fee of 0.00 still shows its decimals, as SQL's sum would */
+		if (ship && !(ship->free_from != carts::kNeverFree && subtotal >= ship->free_from))
+			add_to(sum, scale, ship->fee, ship->fee_display_scale);
+	}
+	if (stores_used)
+		*stores_used = used;
+}
+
+/* Cart g's answer from the choices of its piece. */
+void answer_cart(const CallData &call, size_t g, const CartProblems &piece, CartsAnswer &answer)
+{
+	const CartGroup &cart = call.carts[g];
+	const NumberColumn &price = call.offers.price;
+	CartAnswer &out = answer.carts[g];
+	size_t first_line = call.demands[cart.first_demand].first;
+	out.cart_id = call.lines.cart[call.order[first_line]];
+	out.first_line = first_line;
+	out.end_line = call.demands[cart.end_demand - 1].end;
+	out.complete = true;
+
+	/* the optimum: every demand's chosen row, then the shipping of the stores used */
+	for (size_t d = cart.first_demand; d < cart.end_demand; ++d)
+		for (size_t l = call.demands[d].first; l < call.demands[d].end; ++l)
+			answer.lines[l] = {call.order[l], -1};
+	__int128 items = 0;
+	int items_scale = 0;
+	std::vector<std::pair<int64_t, __int128>> by_store;
+	size_t first_product = static_cast<size_t>(piece.cart_products[g - piece.first_cart]);
+	size_t end_product = static_cast<size_t>(piece.cart_products[g - piece.first_cart + 1]);
+	for (size_t p = first_product; p < end_product; ++p)
+	{
+		const Demand &demand = call.demands[piece.product_demand[p]];
+		int64_t j = piece.product_candidates[p] + piece.choice[p];
+		uint32_t row = piece.candidate_row[j];
+		for (size_t l = demand.first; l < demand.end; ++l)
+			answer.lines[l].offer_row = row;
+		add_to(items, items_scale, piece.candidate_cost[j], price.display_scale(row));
+		by_store.push_back({call.offers.store[row], piece.candidate_cost[j]});
+	}
+	for (size_t d = cart.first_demand; d < cart.end_demand; ++d)
+		if (call.demands[d].code < 0)
+			out.complete = false;
+	std::sort(by_store.begin(), by_store.end());
+	__int128 shipping = 0;
+	int shipping_scale = 0;
+	add_shipping(call.shipping, by_store, shipping, shipping_scale, &out.stores_used);
+	out.shipping = amount_of(shipping, shipping_scale, out.cart_id, "shipping");
+	out.total = amount_of(items + shipping, std::max(items_scale, shipping_scale), out.cart_id, "total");
+
+	/* the current stores: every line's own, when each offers the line's product */
+	out.has_current = true;
+	by_store.clear();
+	__int128 current = 0;
+	int current_scale = 0;
+	for (size_t l = out.first_line; l < out.end_line && out.has_current; ++l)
+	{
+		size_t line = call.order[l];
+		int64_t store = call.lines.store[line];
+		int32_t code = call.offers.product.find(call.lines.product[line]);
+		int64_t row = store == kNoCurrentStore || code < 0 ? -1 : call.products.best_row_at(call.offers, code, store);
+		if (row < 0)
+		{
+			out.has_current = false;
+			break;
+		}
+		__int128 unit = 0;
+		units_of(price, static_cast<size_t>(row), call.scale, &unit); /* finite: checked with the candidates */
+		__int128 cost = unit * call.lines.quantity[line];
+		add_to(current, current_scale, cost, price.display_scale(static_cast<size_t>(row)));
+		by_store.push_back({store, cost});
+	}
+	if (out.has_current)
+	{
+		std::sort(by_store.begin(), by_store.end());
+		add_shipping(call.shipping, by_store, current, current_scale, nullptr);
+		out.current_total = amount_of(current, current_scale, out.cart_id, "current total");
+	}
+}
+
+} // namespace
+
+CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const Shipping &shipping,
+						   ExecContext &ctx)
+{
+	check_quantities(lines);
+	require_exact(offers.price);
+	require_exact(shipping.fee);
+	require_exact(shipping.free_from);
+	check_offer_count(offers);
+
+	Stopwatch clock;
+	CartsAnswer answer;
+	int scale = std::max({offers.price.scale(), shipping.fee.scale(), shipping.free_from.scale()});
+	answer.scale = scale;
+	ShippingTable shipping_table = read_shipping(shipping, scale);
+
+	/* lines by (cart, product, quantity, input order): carts, and demands within them */
+	size_t n_lines = lines.cart.size();
+	std::vector<size_t> order(n_lines);
+	std::iota(order.begin(), order.end(), size_t(0));
+	std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+		if (lines.cart[a] != lines.cart[b])
+			return lines.cart[a] < lines.cart[b];
+		if (lines.product[a] != lines.product[b])
+			return lines.product[a] < lines.product[b];
+		if (lines.quantity[a] != lines.quantity[b])
+			return lines.quantity[a] < lines.quantity[b];
+		return a < b;
+	});
+	ctx.interrupt_point(Phase::Compute);
+	std::vector<Demand> demands;
+	std::vector<CartGroup> cart_groups;
+	std::vector<uint8_t> needed(offers.product.distinct(), 0);
+	for (size_t i = 0; i < n_lines;)
+	{
+		size_t line = order[i];
+		int64_t cart_id = lines.cart[line], product_id = lines.product[line];
+		if (cart_groups.empty() || lines.cart[order[demands.back().first]] != cart_id)
+			cart_groups.push_back({demands.size(), demands.size()});
+		Demand demand{i, i, offers.product.find(product_id), 0};
+		__int128 quantity = 0;
+		for (; i < n_lines && lines.cart[order[i]] == cart_id && lines.product[order[i]] == product_id; ++i)
+			quantity += lines.quantity[order[i]];
+		demand.end = i;
+		if (quantity > INT64_MAX)
+			throw Error(sqlstate::numeric_value_out_of_range,
+						"cart " + std::to_string(cart_id) + ": the quantities of product " + std::to_string(product_id) +
+							" add up past bigint");
+		demand.quantity = static_cast<int64_t>(quantity);
+		if (demand.code >= 0)
+			needed[demand.code] = 1;
+		demands.push_back(demand);
+		cart_groups.back().end_demand = demands.size();
+	}
+	ProductOffers products = product_offers(offers, needed, scale, shipping_table, ctx);
+	CallData call{lines, offers, shipping_table, products, order, demands, cart_groups, scale};
+
+	/* the search problems, in pieces of about kLinesPerPiece lines, built on every core */
+	std::vector<size_t> bounds = split_by_cost(cart_groups.size(), kLinesPerPiece, [&](size_t g) {
+		return static_cast<double>(demands[cart_groups[g].end_demand - 1].end - demands[cart_groups[g].first_demand].first);
+	});
+	std::vector<CartProblems> pieces(bounds.size() - 1);
+	parallel_for(pieces.size(), ctx, [&](size_t p, size_t, const std::atomic<bool> &cancelled) {
+		pieces[p].first_cart = bounds[p];
+		for (size_t g = bounds[p]; g < bounds[p + 1] && !cancelled; ++g)
+			add_cart(call, g, pieces[p]);
+	});
+	ctx.times.compute_ms += clock.elapsed_ms();
+
+	Stopwatch search_clock;
+	dispatch(
+		ctx, "optimize_carts", static_cast<double>(cart_groups.size()), kMinGpuCarts,
+		[&] { solve_on_gpu(pieces, ctx); }, [&] { solve_on_cpu(pieces, ctx); });
+	answer.search_ms = search_clock.elapsed_ms();
+
+	Stopwatch answer_clock;
+	answer.carts.resize(cart_groups.size());
+	answer.lines.resize(n_lines);
+	parallel_for(pieces.size(), ctx, [&](size_t p, size_t, const std::atomic<bool> &cancelled) {
+		const CartProblems &piece = pieces[p];
+		for (size_t g = bounds[p]; g < bounds[p + 1] && !cancelled; ++g)
+			answer_cart(call, g, piece, answer);
+	});
+	ctx.times.compute_ms += answer_clock.elapsed_ms();
+	return answer;
+}
+
+} // namespace gpurec

@@ -1,0 +1,99 @@
+/*
+ * pg_carts.cpp: the SQL entry point of optimize_carts, the cheapest whole
+ * cart with shipping: reads its three inner queries, runs the engine
+ * (carts.hpp) and writes a row per cart line.
+ */
+#include "pg_boundary.hpp"
+
+extern "C" {
+#include "utils/numeric.h"
+}
+
+#include "carts.hpp"
+#include "pg_arguments.hpp"
+#include "pg_input.hpp"
+#include "pg_numeric.hpp"
+#include "pg_offers.hpp"
+#include "pg_output.hpp"
+#include "pg_settings.hpp"
+
+namespace gpurec {
+
+namespace {
+
+Datum optimize_carts_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	const char *carts_query = text_argument(fcinfo, 0);
+	const char *offers_query = text_argument(fcinfo, 1);
+	const char *shipping_query = text_argument(fcinfo, 2);
+
+	/*
+	 * A cart line with a NULL cart or product is skipped; a NULL quantity
+	 * counts as 1; a NULL (or absent) store_id is no current store.
+	 */
+	InputTable carts("carts query", {{"cart_id", ColumnKind::Int64},
+									 {"product_id", ColumnKind::Int64},
+									 {"store_id", ColumnKind::Int64, true, false, kNoCurrentStore},
+									 {"quantity", ColumnKind::Int64, true, false, 1}});
+	read_inner_query(carts_query, carts, ctx);
+	OffersInput input(offers_query, ctx);
+	/* a NULL store skips the row; a NULL fee is an error; a NULL (or absent) free_from is never free */
+	InputTable shipping_table("shipping query", {{"store_id", ColumnKind::Int64},
+												 {"fee", ColumnKind::Number, false, true, 0, true},
+												 {"free_from", ColumnKind::Number, true, false, kFallbackInfinity}});
+	read_inner_query(shipping_query, shipping_table, ctx);
+
+	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
+	Shipping shipping = {shipping_table.int64(0), shipping_table.number(1), shipping_table.number(2)};
+	const Offers &offers = input.offers;
+	CartsAnswer answer = optimize_carts(lines, offers, shipping, ctx);
+
+	ResultWriter out(fcinfo, ctx, "optimize_carts");
+	for (const CartAnswer &cart : answer.carts)
+	{
+		Datum total = units_as_numeric(cart.total.units, answer.scale, cart.total.display_scale);
+		Datum shipping_cost = units_as_numeric(cart.shipping.units, answer.scale, cart.shipping.display_scale);
+		Datum current_total = 0, saving = 0;
+		if (cart.has_current)
+		{
+			current_total = units_as_numeric(cart.current_total.units, answer.scale, cart.current_total.display_scale);
+			/* both within +-2^62: their difference fits */
+			saving = units_as_numeric(cart.current_total.units - cart.total.units, answer.scale,
+									  std::max(cart.current_total.display_scale, cart.total.display_scale));
+		}
+		for (size_t l = cart.first_line; l < cart.end_line; ++l)
+		{
+			const CartAnswerLine &line = answer.lines[l];
+			Datum values[11];
+			bool nulls[11] = {false, false, false, true, true, false, false, false, false, true, true};
+			values[0] = Int64GetDatum(cart.cart_id);
+			values[1] = Int64GetDatum(lines.product[line.line]);
+			values[2] = Int64GetDatum(lines.quantity[line.line]);
+			if (line.offer_row >= 0)
+			{
+				values[3] = Int64GetDatum(offers.store[line.offer_row]);
+				values[4] = number_as_numeric(offers.price, static_cast<size_t>(line.offer_row));
+				nulls[3] = nulls[4] = false;
+			}
+			values[5] = total;
+			values[6] = shipping_cost;
+			values[7] = Int32GetDatum(cart.stores_used);
+			values[8] = BoolGetDatum(cart.complete);
+			if (cart.has_current)
+			{
+				values[9] = current_total;
+				values[10] = saving;
+				nulls[9] = nulls[10] = false;
+			}
+			out.put(values, nulls);
+		}
+	}
+	out.finish();
+	return (Datum) 0;
+}
+
+} // namespace
+} // namespace gpurec
+
+GPUREC_SQL_FUNCTION(gpurec_optimize_carts, gpurec::optimize_carts_body)

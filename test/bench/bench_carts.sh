@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# test/bench/bench_carts.sh: optimize_carts on the classic marketplace
+# (30,000 products x 1,024 offers = 30.72M rows, random order, stores drawn
+# from 4,096 with random fees, two in three free from a random 20.00 ..
+# 200.00), 100,000 carts of 10 lines; against an exact PL/pgSQL baseline
+# (the same dominance rule in SQL, then a depth-first branch and bound over
+# each cart's products) on the first BASELINE_CARTS carts.  Needs a running
+# cluster (PGHOST etc.) with gpurec installed.  PRODUCTS, OFFERS_PER_PRODUCT,
+# CARTS and BASELINE_CARTS scale it down; DEVICES lists gpurec.device values.
+#
+# Prints the end-to-end time per device with its phases (gpurec.timing),
+# serial count(*) of the offers (the read it is bound by), the baseline's
+# time on the same carts, gpurec's time on those carts alone, the ratio, and
+# whether both found the same totals.
+set -euo pipefail
+products=${PRODUCTS:-30000}
+per_product=${OFFERS_PER_PRODUCT:-1024}
+carts=${CARTS:-100000}
+baseline_carts=${BASELINE_CARTS:-1000}
+devices=${DEVICES:-cpu}
+db=gpurec_bench_carts
+export PGDATABASE=$db
+source "$(dirname "$0")/lib.sh"
+
+if [ "${REUSE_TABLE:-0}" != 1 ] || [ "$(q -d postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$db'")" = 0 ]; then
+	fresh_database
+	echo "# loading $((products * per_product)) offers, 4096 stores, $carts carts of 10 lines"
+	q <<SQL
+SET max_parallel_workers_per_gather = 0;
+SELECT setseed(0.42);
+CREATE UNLOGGED TABLE offers AS
+  SELECT p AS product_id, (s - 1) * 4 + p % 4 + 1 AS store_id,
+         round((1 + random() * 999)::numeric, 2)::numeric(10,2) AS price
+  FROM generate_series(1, $products) p, generate_series(1, $per_product) s
+  ORDER BY random();
+CREATE UNLOGGED TABLE shipping AS
+  SELECT s AS store_id, round((random() * 20)::numeric, 2)::numeric(10,2) AS fee,
+         CASE WHEN random() < 2.0 / 3 THEN round((20 + random() * 180)::numeric, 2)::numeric(10,2) END AS free_from
+  FROM generate_series(1, 4096) s;
+CREATE UNLOGGED TABLE carts AS
+  SELECT c AS cart_id, 1 + (hashint8(c * 16 + k) & 2147483647) % $products AS product_id,
+         1 + (hashint8(-c * 16 - k) & 2147483647) % 3 AS quantity
+  FROM generate_series(1, $carts) c, generate_series(1, 10) k;
+VACUUM ANALYZE offers; VACUUM ANALYZE shipping; VACUUM ANALYZE carts;
+SQL
+	# the baseline: the exact optimum of one cart, in PL/pgSQL
+	q <<'SQL'
+CREATE FUNCTION cart_optimum(cart bigint) RETURNS numeric LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  -- candidates after the dominance rule, per product (1-based): costs and store numbers, cheapest first
+  cost numeric[]; store int[]; first int[]; last int[];
+  fee numeric[]; free_from numeric[]; share numeric[];
+  n int; m int;
+  subtotal numeric[]; uses int[]; choice int[];
+  items numeric := 0; best numeric := 'Infinity'; total numeric; bound numeric; rest numeric; lo numeric;
+  d int; j int; k int; q int; i int; v numeric; descended boolean;
+BEGIN
+  WITH lines AS (SELECT product_id, sum(quantity) AS quantity FROM carts WHERE cart_id = cart GROUP BY product_id),
+  best_offers AS (SELECT o.product_id, o.store_id, min(o.price) * l.quantity AS cost
+                  FROM offers o JOIN lines l USING (product_id) GROUP BY o.product_id, o.store_id, l.quantity),
+  with_fee AS (SELECT b.*, coalesce(s.fee, 0) AS fee FROM best_offers b LEFT JOIN shipping s USING (store_id)),
+  ranked AS (SELECT w.*, row_number() OVER (PARTITION BY product_id ORDER BY cost + fee, store_id) AS r FROM with_fee w),
+  others AS (SELECT a.product_id, a.store_id, a.cost, a.fee,
+                    (SELECT min(b.cost + b.fee) FROM ranked b WHERE b.product_id = a.product_id AND b.r <= 2 AND b.store_id <> a.store_id) AS other
+             FROM ranked a),
+  kept AS (SELECT * FROM others WHERE other IS NULL OR cost <= fee + other),
+  numbered AS (SELECT k.*, dense_rank() OVER (ORDER BY product_id) AS p, dense_rank() OVER (ORDER BY store_id) AS s FROM kept k)
+  SELECT array_agg(cost ORDER BY p, cost, s), array_agg(s::int ORDER BY p, cost, s), max(p), max(s)
+    INTO cost, store, n, m FROM numbered;
+  IF n IS NULL THEN RETURN 0; END IF;
+  first := array_fill(0, ARRAY[n + 1]); last := array_fill(0, ARRAY[n + 1]);
+  -- each candidate's product number, for the products' bounds in the flattened arrays; the stores' shipping
+  DECLARE pn int[];
+  BEGIN
+    WITH lines AS (SELECT product_id, sum(quantity) AS quantity FROM carts WHERE cart_id = cart GROUP BY product_id),
+    best_offers AS (SELECT o.product_id, o.store_id, min(o.price) * l.quantity AS cost
+                    FROM offers o JOIN lines l USING (product_id) GROUP BY o.product_id, o.store_id, l.quantity),
+    with_fee AS (SELECT b.*, coalesce(s.fee, 0) AS fee, s.free_from FROM best_offers b LEFT JOIN shipping s USING (store_id)),
+    ranked AS (SELECT w.*, row_number() OVER (PARTITION BY product_id ORDER BY cost + fee, store_id) AS r FROM with_fee w),
+    others AS (SELECT a.*, (SELECT min(b.cost + b.fee) FROM ranked b WHERE b.product_id = a.product_id AND b.r <= 2 AND b.store_id <> a.store_id) AS other FROM ranked a),
+    kept AS (SELECT * FROM others WHERE other IS NULL OR cost <= fee + other),
+    numbered AS (SELECT k.*, dense_rank() OVER (ORDER BY product_id) AS p, dense_rank() OVER (ORDER BY store_id) AS s FROM kept k),
+    stores AS (SELECT s, max(fee) AS fee, max(free_from) AS free_from, count(*) AS offering, sum(greatest(cost, 0)) AS most FROM numbered GROUP BY s)
+    SELECT (SELECT array_agg(p::int ORDER BY p, cost, s) FROM numbered),
+           (SELECT array_agg(fee ORDER BY s) FROM stores),
+           (SELECT array_agg(coalesce(free_from, 'Infinity') ORDER BY s) FROM stores),
+           (SELECT array_agg(CASE WHEN free_from IS NULL OR most < free_from THEN fee / offering ELSE 0 END ORDER BY s) FROM stores)
+      INTO pn, fee, free_from, share;
+    FOR i IN 1 .. array_length(pn, 1) LOOP
+      IF i = 1 OR pn[i] <> pn[i - 1] THEN first[pn[i]] := i; END IF;
+      last[pn[i]] := i;
+    END LOOP;
+  END;
+  subtotal := array_fill(0::numeric, ARRAY[m]); uses := array_fill(0, ARRAY[m]); choice := array_fill(0, ARRAY[n]);
+  -- the first total to beat: greedy, each product at its least cost plus the fee of a store it opens
+  FOR q IN 1 .. n LOOP
+    lo := 'Infinity';
+    FOR i IN first[q] .. last[q] LOOP
+      v := cost[i] + CASE WHEN uses[store[i]] > 0 THEN 0 ELSE fee[store[i]] END;
+      IF v < lo THEN lo := v; j := i; END IF;
+    END LOOP;
+    uses[store[j]] := uses[store[j]] + 1; subtotal[store[j]] := subtotal[store[j]] + cost[j]; items := items + cost[j];
+  END LOOP;
+  best := items;
+  FOR k IN 1 .. m LOOP
+    IF uses[k] > 0 AND subtotal[k] < free_from[k] THEN best := best + fee[k]; END IF;
+  END LOOP;
+  items := 0; subtotal := array_fill(0::numeric, ARRAY[m]); uses := array_fill(0, ARRAY[m]);
+  -- depth-first: choice[d] is the candidate tried at depth d (0: none yet)
+  d := 1;
+  LOOP
+    IF d > n THEN
+      total := items;
+      FOR k IN 1 .. m LOOP
+        IF uses[k] > 0 AND subtotal[k] < free_from[k] THEN total := total + fee[k]; END IF;
+      END LOOP;
+      best := least(best, total);
+      d := d - 1;
+      CONTINUE;
+    END IF;
+    j := choice[d];
+    IF j > 0 THEN
+      k := store[j]; items := items - cost[j]; subtotal[k] := subtotal[k] - cost[j]; uses[k] := uses[k] - 1;
+      j := j + 1;
+    ELSE
+      j := first[d];
+    END IF;
+    descended := false;
+    WHILE j <= last[d] LOOP
+      k := store[j]; items := items + cost[j]; subtotal[k] := subtotal[k] + cost[j]; uses[k] := uses[k] + 1;
+      -- bound: items, the fees of used stores that can never be free, the rest at cost plus share
+      rest := 0;
+      FOR q IN d + 1 .. n LOOP
+        lo := 'Infinity';
+        FOR i IN first[q] .. last[q] LOOP
+          EXIT WHEN cost[i] >= lo;
+          v := cost[i] + CASE WHEN uses[store[i]] > 0 THEN 0 ELSE share[store[i]] END;
+          IF v < lo THEN lo := v; END IF;
+        END LOOP;
+        rest := rest + lo;
+      END LOOP;
+      bound := items + rest;
+      FOR i IN 1 .. m LOOP
+        IF uses[i] > 0 AND free_from[i] = 'Infinity' THEN bound := bound + fee[i]; END IF;
+      END LOOP;
+      IF bound <= best THEN
+        choice[d] := j; descended := true; EXIT;
+      END IF;
+      items := items - cost[j]; subtotal[k] := subtotal[k] - cost[j]; uses[k] := uses[k] - 1;
+      j := j + 1;
+    END LOOP;
+    IF descended THEN
+      d := d + 1;
+    ELSE
+      choice[d] := 0;
+      EXIT WHEN d = 1;
+      d := d - 1;
+    END IF;
+  END LOOP;
+  RETURN best;
+END $$;
+SQL
+fi
+allow_workers offers
+rows=$(q -c "SELECT count(*) FROM offers")
+call() { # call CARTS_WHERE
+	echo "SELECT count(*), sum(total) FROM (SELECT DISTINCT cart_id, total FROM gpurec.optimize_carts('SELECT cart_id, product_id, quantity FROM carts $1', 'SELECT product_id, store_id, price FROM offers', 'SELECT store_id, fee, free_from FROM shipping')) t"
+}
+gpurec_sql=$(call "")
+small_sql=$(call "WHERE cart_id <= $baseline_carts")
+baseline_sql="SELECT count(*), sum(cart_optimum(cart_id)) FROM generate_series(1, $baseline_carts) cart_id"
+
+echo "# $rows offers, $carts carts; $workers parallel workers and the calling backend ($(nproc) cores)"
+echo "serial count(*) of the offers: $(median3 "SELECT count(*) FROM offers") ms"
+for device in $devices; do
+	echo "gpurec.optimize_carts ($device), $carts carts: $(median3 "$gpurec_sql" "$parallel SET gpurec.device = $device;") ms"
+	notice "$gpurec_sql" "$parallel SET gpurec.device = $device;"
+done
+small_ms=$(median3 "$small_sql" "$parallel SET gpurec.device = cpu;")
+baseline_ms=$(run_ms "$baseline_sql")
+echo "gpurec.optimize_carts (cpu), $baseline_carts carts: $small_ms ms"
+echo "PL/pgSQL exact baseline, $baseline_carts carts:  $baseline_ms ms ($(ratio "$baseline_ms" "$small_ms")x gpurec's time)"
+mine=$(q -c "$parallel SET gpurec.device = cpu;" -c "$small_sql" | tail -1)
+theirs=$(q -c "$baseline_sql")
+echo "same optimum (carts|sum of totals): gpurec $mine, baseline $theirs: $([ "$mine" = "$theirs" ] && echo yes || echo NO)"

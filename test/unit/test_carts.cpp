@@ -1,0 +1,396 @@
+/*
+ * test_carts.cpp: optimize_carts of the engine (carts.hpp) against brute
+ * force written here (every assignment of a cart's products to the stores
+ * offering them), on fresh random markets: prices of two decimals with
+ * ties, duplicated lines, products nobody offers, stores without shipping,
+ * free_from NULL or exactly at a subtotal.  The search itself is also run
+ * a step at a time (as the GPU runs it, in launches of bounded steps) and
+ * must give the same answer.  Where a GPU is usable, its answer must equal
+ * the CPU's bit for bit; where none is, asking for the GPU must fail.
+ * GPUREC_TEST_SEED replays a run.
+ */
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <numeric>
+#include <tuple>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "../../src/carts.hpp"
+#include "../../src/columns.hpp"
+#include "test_random.hpp"
+
+namespace gpurec {
+namespace {
+
+struct Market
+{
+	IdColumn offer_product;
+	Int64Column offer_store;
+	NumberColumn offer_price{NumberType::Numeric};
+	Int64Column ship_store;
+	NumberColumn ship_fee{NumberType::Numeric};
+	NumberColumn ship_free_from{NumberType::Numeric}; /* +Infinity: NULL */
+	Int64Column cart, product, store, quantity;
+
+	Offers offers() const { return {offer_product, offer_store, offer_price}; }
+	Shipping shipping() const { return {ship_store, ship_fee, ship_free_from}; }
+	CartLines lines() const { return {cart, product, store, quantity}; }
+};
+
+/* Prices, fees and thresholds in cents, numerics of scale 2. */
+Market random_market(std::mt19937_64 &rng, int n_carts, int max_lines, int n_products, int n_stores)
+{
+	Market m;
+	auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+	std::vector<int64_t> stores;
+	for (int s = 0; s < n_stores; ++s)
+		stores.push_back(draw(0, 3) == 0 ? -draw(1, 50) : draw(1, 1000));
+	std::sort(stores.begin(), stores.end());
+	stores.erase(std::unique(stores.begin(), stores.end()), stores.end());
+	for (int p = 1; p <= n_products; ++p)
+		for (int64_t s : stores)
+			if (draw(0, 9) < 6)
+				for (int copies = draw(1, 2); copies > 0; --copies)
+				{
+					m.offer_product.push_back(p);
+					m.offer_store.push_back(s);
+					m.offer_price.push_numeric(draw(1, 12) * 50, 2); /* few values: ties */
+				}
+	for (int64_t s : stores)
+	{
+		if (draw(0, 3) == 0)
+			continue; /* ships free */
+		m.ship_store.push_back(s);
+		m.ship_fee.push_numeric(draw(0, 6) * 50, 2);
+		if (draw(0, 2) == 0)
+			m.ship_free_from.push_numeric_special(NumberColumn::kScalePosInf);
+		else
+			m.ship_free_from.push_numeric(draw(1, 16) * 50, 2);
+	}
+	for (int c = 1; c <= n_carts; ++c)
+		for (int l = draw(1, max_lines); l > 0; --l)
+		{
+			m.cart.push_back(c);
+			m.product.push_back(draw(1, n_products + 1)); /* n_products + 1: nobody offers it */
+			m.store.push_back(draw(0, 3) == 0 ? kNoCurrentStore : stores[draw(0, static_cast<int>(stores.size()) - 1)]);
+			m.quantity.push_back(draw(1, 3));
+		}
+	return m;
+}
+
+struct Expected
+{
+	int64_t total;
+	int32_t stores_used;
+	std::map<int64_t, int64_t> store_of; /* product -> store */
+};
+
+/* Every assignment of cart c's products, in cents. */
+Expected brute_force(const Market &m, int64_t c)
+{
+	std::map<std::pair<int64_t, int64_t>, int64_t> best; /* (product, store) -> cents */
+	for (size_t r = 0; r < m.offer_product.size(); ++r)
+	{
+		auto key = std::make_pair(m.offer_product.value_of(m.offer_product.code(r)), m.offer_store[r]);
+		int64_t cents = m.offer_price.key(r);
+		if (!best.count(key) || cents < best[key])
+			best[key] = cents;
+	}
+	std::map<int64_t, std::pair<int64_t, int64_t>> ship; /* store -> (fee, free_from) */
+	for (size_t r = 0; r < m.ship_store.size(); ++r)
+		ship[m.ship_store[r]] = {m.ship_fee.key(r), m.ship_free_from.key(r)};
+	std::map<int64_t, int64_t> demand;
+	for (size_t i = 0; i < m.cart.size(); ++i)
+		if (m.cart[i] == c)
+			demand[m.product[i]] += m.quantity[i];
+	std::vector<int64_t> products;
+	std::vector<std::vector<int64_t>> options;
+	for (auto &[p, q] : demand)
+	{
+		std::vector<int64_t> stores;
+		for (auto &[key, cents] : best)
+			if (key.first == p)
+				stores.push_back(key.second);
+		if (!stores.empty())
+		{
+			products.push_back(p);
+			options.push_back(stores);
+		}
+	}
+	Expected out{INT64_MAX, 0, {}};
+	std::vector<int64_t> out_vector;
+	std::vector<size_t> pick(products.size(), 0);
+	for (;;)
+	{
+		int64_t total = 0;
+		std::map<int64_t, int64_t> subtotal;
+		std::vector<int64_t> vector;
+		for (size_t i = 0; i < products.size(); ++i)
+		{
+			int64_t s = options[i][pick[i]];
+			int64_t cost = best[{products[i], s}] * demand[products[i]];
+			total += cost;
+			subtotal[s] += cost;
+			vector.push_back(s);
+		}
+		for (auto &[s, sub] : subtotal)
+			if (ship.count(s) && sub < ship[s].second)
+				total += ship[s].first;
+		int32_t used = static_cast<int32_t>(subtotal.size());
+		if (total < out.total || (total == out.total && (used < out.stores_used || (used == out.stores_used && vector < out_vector))))
+		{
+			out.total = total;
+			out.stores_used = used;
+			out_vector = vector;
+		}
+		size_t i = 0;
+		for (; i < products.size() && ++pick[i] == options[i].size(); ++i)
+			pick[i] = 0;
+		if (i == products.size())
+			break;
+	}
+	if (products.empty())
+		out.total = 0;
+	for (size_t i = 0; i < products.size(); ++i)
+		out.store_of[products[i]] = out_vector[i];
+	return out;
+}
+
+ExecContext context(DeviceMode mode)
+{
+	ExecContext ctx;
+	ctx.mode = mode;
+	return ctx;
+}
+
+TEST(Carts, BruteForceOnRandomMarkets)
+{
+	std::mt19937_64 rng = seeded_rng();
+	for (int round = 0; round < 40; ++round)
+	{
+		Market m = random_market(rng, 12, 6, 7, 4);
+		ExecContext ctx = context(DeviceMode::Cpu);
+		CartsAnswer answer = optimize_carts(m.lines(), m.offers(), m.shipping(), ctx);
+		ASSERT_EQ(answer.scale, 2);
+		for (const CartAnswer &cart : answer.carts)
+		{
+			Expected want = brute_force(m, cart.cart_id);
+			EXPECT_EQ(cart.total.units, want.total) << "cart " << cart.cart_id;
+			EXPECT_EQ(cart.stores_used, want.stores_used) << "cart " << cart.cart_id;
+			for (size_t l = cart.first_line; l < cart.end_line; ++l)
+			{
+				const CartAnswerLine &line = answer.lines[l];
+				int64_t product = m.product[line.line];
+				if (!want.store_of.count(product))
+					EXPECT_EQ(line.offer_row, -1);
+				else
+				{
+					ASSERT_GE(line.offer_row, 0);
+					EXPECT_EQ(m.offer_store[line.offer_row], want.store_of[product])
+						<< "cart " << cart.cart_id << " product " << product;
+				}
+			}
+		}
+	}
+}
+
+TEST(Carts, LinesInCartProductQuantityOrder)
+{
+	std::mt19937_64 rng = seeded_rng();
+	Market m = random_market(rng, 30, 8, 5, 3);
+	ExecContext ctx = context(DeviceMode::Cpu);
+	CartsAnswer answer = optimize_carts(m.lines(), m.offers(), m.shipping(), ctx);
+	ASSERT_EQ(answer.lines.size(), m.cart.size());
+	for (size_t l = 1; l < answer.lines.size(); ++l)
+	{
+		size_t a = answer.lines[l - 1].line, b = answer.lines[l].line;
+		EXPECT_LE(std::make_tuple(m.cart[a], m.product[a], m.quantity[a], a),
+				  std::make_tuple(m.cart[b], m.product[b], m.quantity[b], b));
+	}
+}
+
+/* The GPU runs each search in launches of a bounded number of steps: any budget gives the same answer. */
+TEST(Carts, SearchResumesAfterAnyNumberOfSteps)
+{
+	std::mt19937_64 rng = seeded_rng();
+	for (int round = 0; round < 30; ++round)
+	{
+		int n = std::uniform_int_distribution<int>(1, 10)(rng);
+		int n_stores = std::uniform_int_distribution<int>(1, 6)(rng);
+		std::vector<int64_t> cart_products{0, n}, product_candidates{0}, cart_stores{0, n_stores};
+		std::vector<int32_t> rank(n), candidate_store;
+		std::vector<int64_t> cost, fee, free_from, share;
+		for (int s = 0; s < n_stores; ++s)
+		{
+			fee.push_back(std::uniform_int_distribution<int>(0, 5)(rng) * 100);
+			free_from.push_back(std::uniform_int_distribution<int>(0, 1)(rng) ? carts::kNeverFree
+																			  : std::uniform_int_distribution<int>(1, 30)(rng) * 100);
+			/* at most a true share: a store never free, its fee split n ways */
+			share.push_back(free_from.back() == carts::kNeverFree ? fee.back() / n : 0);
+		}
+		std::iota(rank.begin(), rank.end(), 0);
+		std::shuffle(rank.begin(), rank.end(), rng);
+		for (int p = 0; p < n; ++p)
+		{
+			std::vector<std::pair<int64_t, int32_t>> candidates;
+			for (int s = 0; s < n_stores; ++s)
+				if (s == p % n_stores || std::uniform_int_distribution<int>(0, 1)(rng))
+					candidates.push_back({std::uniform_int_distribution<int>(1, 10)(rng) * 100, s});
+			std::sort(candidates.begin(), candidates.end());
+			for (auto &[c, s] : candidates)
+			{
+				cost.push_back(c);
+				candidate_store.push_back(s);
+			}
+			product_candidates.push_back(static_cast<int64_t>(cost.size()));
+		}
+		carts::CartArrays a;
+		a.n_carts = 1;
+		a.cart_products = cart_products.data();
+		a.product_candidates = product_candidates.data();
+		a.product_rank = rank.data();
+		a.candidate_store = candidate_store.data();
+		a.candidate_cost = cost.data();
+		a.cart_stores = cart_stores.data();
+		a.store_fee = fee.data();
+		a.store_free_from = free_from.data();
+		a.store_share = share.data();
+		std::vector<int64_t> subtotal(n_stores), potential(n_stores);
+		std::vector<int32_t> uses(n_stores);
+		carts::CartStoreScratch scratch{subtotal.data(), potential.data(), uses.data()};
+		carts::CartSearchState whole, stepwise;
+		carts::cart_search_start(a, 0, whole, scratch);
+		ASSERT_TRUE(carts::cart_search_run(a, 0, whole, scratch, INT64_MAX));
+		carts::cart_search_start(a, 0, stepwise, scratch);
+		int64_t budget = std::uniform_int_distribution<int>(1, 3)(rng);
+		while (!carts::cart_search_run(a, 0, stepwise, scratch, budget))
+		{
+		}
+		EXPECT_EQ(whole.best_total, stepwise.best_total);
+		EXPECT_EQ(whole.steps, stepwise.steps);
+		for (int d = 0; d < n; ++d)
+			EXPECT_EQ(whole.best_choice[d], stepwise.best_choice[d]);
+		/* the search leaves its stores as it found them */
+		for (int s = 0; s < n_stores; ++s)
+			EXPECT_EQ(uses[s], 0);
+	}
+}
+
+TEST(Carts, CancelStopsTheSearch)
+{
+	std::mt19937_64 rng = seeded_rng();
+	Market m = random_market(rng, 2000, 6, 7, 4);
+	ExecContext ctx = context(DeviceMode::Cpu);
+	int checks = 0;
+	ctx.check_interrupts = [&] {
+		if (++checks == 3)
+			throw std::runtime_error("cancelled");
+	};
+	EXPECT_THROW(optimize_carts(m.lines(), m.offers(), m.shipping(), ctx), std::runtime_error);
+}
+
+TEST(Carts, TooManyProductsIsAnError)
+{
+	Market m;
+	for (int p = 1; p <= carts::kMaxCartProducts + 1; ++p)
+	{
+		m.offer_product.push_back(p);
+		m.offer_store.push_back(1);
+		m.offer_price.push_numeric(100, 2);
+		m.cart.push_back(7);
+		m.product.push_back(p);
+		m.store.push_back(kNoCurrentStore);
+		m.quantity.push_back(1);
+	}
+	ExecContext ctx = context(DeviceMode::Cpu);
+	try
+	{
+		optimize_carts(m.lines(), m.offers(), m.shipping(), ctx);
+		FAIL() << "no error";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::program_limit_exceeded);
+		EXPECT_NE(std::string(e.what()).find("cart 7"), std::string::npos);
+	}
+}
+
+void expect_same_answers(const CartsAnswer &a, const CartsAnswer &b)
+{
+	ASSERT_EQ(a.scale, b.scale);
+	ASSERT_EQ(a.carts.size(), b.carts.size());
+	for (size_t c = 0; c < a.carts.size(); ++c)
+	{
+		const CartAnswer &x = a.carts[c], &y = b.carts[c];
+		EXPECT_EQ(x.cart_id, y.cart_id);
+		EXPECT_EQ(x.total.units, y.total.units);
+		EXPECT_EQ(x.total.display_scale, y.total.display_scale);
+		EXPECT_EQ(x.shipping.units, y.shipping.units);
+		EXPECT_EQ(x.stores_used, y.stores_used);
+		EXPECT_EQ(x.complete, y.complete);
+		EXPECT_EQ(x.has_current, y.has_current);
+		EXPECT_EQ(x.current_total.units, y.current_total.units);
+	}
+	ASSERT_EQ(a.lines.size(), b.lines.size());
+	for (size_t l = 0; l < a.lines.size(); ++l)
+	{
+		EXPECT_EQ(a.lines[l].line, b.lines[l].line);
+		EXPECT_EQ(a.lines[l].offer_row, b.lines[l].offer_row);
+	}
+}
+
+TEST(CartsGpu, GpuModeWithoutAGpuIsAnError)
+{
+	if (gpu_usable())
+		GTEST_SKIP() << "a GPU is usable";
+	std::mt19937_64 rng = seeded_rng();
+	Market m = random_market(rng, 5, 3, 4, 3);
+	ExecContext ctx = context(DeviceMode::Gpu);
+	try
+	{
+		optimize_carts(m.lines(), m.offers(), m.shipping(), ctx);
+		FAIL() << "no error";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::object_not_in_prerequisite_state);
+	}
+}
+
+TEST(CartsGpu, SameAnswersAsTheCpu)
+{
+	if (!gpu_usable())
+		GTEST_SKIP() << "no usable GPU";
+	std::mt19937_64 rng = seeded_rng();
+	for (int round = 0; round < 6; ++round)
+	{
+		/* small markets full of ties, then larger carts over more stores */
+		Market m = round < 3 ? random_market(rng, 3000, 6, 7, 4) : random_market(rng, 20000, 12, 40, 30);
+		ExecContext cpu = context(DeviceMode::Cpu), gpu = context(DeviceMode::Gpu);
+		CartsAnswer on_cpu = optimize_carts(m.lines(), m.offers(), m.shipping(), cpu);
+		CartsAnswer on_gpu = optimize_carts(m.lines(), m.offers(), m.shipping(), gpu);
+		EXPECT_TRUE(gpu.used_gpu);
+		expect_same_answers(on_cpu, on_gpu);
+	}
+}
+
+TEST(CartsGpu, AllocationFailureFallsBackUnderAuto)
+{
+	if (!gpu_usable())
+		GTEST_SKIP() << "no usable GPU";
+	std::mt19937_64 rng = seeded_rng();
+	Market m = random_market(rng, 25000, 6, 7, 4);
+	ExecContext cpu = context(DeviceMode::Cpu), automatic = context(DeviceMode::Auto);
+	automatic.fail_gpu_alloc = true;
+	expect_same_answers(optimize_carts(m.lines(), m.offers(), m.shipping(), cpu),
+						optimize_carts(m.lines(), m.offers(), m.shipping(), automatic));
+	EXPECT_FALSE(automatic.used_gpu);
+}
+
+} // namespace
+} // namespace gpurec
