@@ -101,6 +101,12 @@ std::vector<int32_t> solve_carts(const CartArrays &host, const CartArraySizes &s
 	}
 	ctx.interrupt_point(Phase::Transfer);
 
+	/*
+	 * A state is copied whole into each thread and back, though a cart of n
+	 * products writes only n entries of its arrays: zeroed, no byte of the
+	 * copy is uninitialised (compute-sanitizer's initcheck).
+	 */
+	check(cudaMemsetAsync(states.get(), 0, states.size() * sizeof(CartSearchState), stream), "cudaMemsetAsync");
 	StoreArrays stores{subtotal.get(), potential.get(), uses.get()};
 	unsigned blocks = static_cast<unsigned>((host.n_carts + kBlock - 1) / kBlock);
 	{

@@ -31,6 +31,7 @@
 #include "carts.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "cpu_parallel.hpp"
@@ -45,8 +46,14 @@ using carts::kMaxUnits;
 
 /* Offer rows between interrupt points of a serial loop. */
 constexpr size_t kCheckEvery = size_t(1) << 18;
-/* Under gpurec.device = auto, the GPU from this many carts on. */
-constexpr double kMinGpuCarts = 20000;
+/*
+ * Under gpurec.device = auto, never the GPU: on the H100 host (BENCHMARKS.md,
+ * smart cart) a thread per cart searched 100,000 carts in 1.3-2.1 s, the
+ * CPU's 16 threads in 83-95 ms, each cart's branch and bound diverging from
+ * its warp's others.  gpurec.device = gpu still runs the GPU search (same
+ * answers, tested), until a search shaped for the GPU earns the default.
+ */
+constexpr double kMinGpuCarts = std::numeric_limits<double>::infinity();
 /* Cart lines per piece of work of the CPU's threads (and of the GPU's batches' building). */
 constexpr double kLinesPerPiece = 4096;
 /* Search steps of one cart between checks for a cancel on the CPU. */

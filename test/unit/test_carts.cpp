@@ -379,17 +379,29 @@ TEST(CartsGpu, SameAnswersAsTheCpu)
 	}
 }
 
-TEST(CartsGpu, AllocationFailureFallsBackUnderAuto)
+TEST(CartsGpu, AutoSearchesOnTheCpuAndGpuOutOfMemoryIsAnError)
 {
 	if (!gpu_usable())
 		GTEST_SKIP() << "no usable GPU";
 	std::mt19937_64 rng = seeded_rng();
 	Market m = random_market(rng, 25000, 6, 7, 4);
+	/* auto keeps the search on the CPU, the faster device for it (carts.cpp) */
 	ExecContext cpu = context(DeviceMode::Cpu), automatic = context(DeviceMode::Auto);
-	automatic.fail_gpu_alloc = true;
 	expect_same_answers(optimize_carts(m.lines(), m.offers(), m.shipping(), cpu),
 						optimize_carts(m.lines(), m.offers(), m.shipping(), automatic));
 	EXPECT_FALSE(automatic.used_gpu);
+	/* under gpu, a GPU allocation that fails is ERROR 53200, not a silent CPU answer */
+	ExecContext gpu = context(DeviceMode::Gpu);
+	gpu.fail_gpu_alloc = true;
+	try
+	{
+		optimize_carts(m.lines(), m.offers(), m.shipping(), gpu);
+		ADD_FAILURE() << "no error";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), "53200");
+	}
 }
 
 } // namespace
