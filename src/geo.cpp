@@ -207,8 +207,7 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 
 	/* the candidate rows of each candidate_id */
 	std::unordered_map<int64_t, std::vector<uint32_t>> rows_of;
-	if (cands.size() > UINT32_MAX)
-		throw Error(sqlstate::program_limit_exceeded, "too many candidates in one call");
+	check_candidate_count(cands.size());
 	for (size_t r = 0; r < cands.size(); ++r)
 		rows_of[candidates.id[r]].push_back(static_cast<uint32_t>(r));
 

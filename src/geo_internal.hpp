@@ -45,6 +45,13 @@ void check_coordinates(double x, double y, GeoMetric metric, const char *what, i
 /* What every function checks first: epsilon, then every point's coordinates (check_coordinates). */
 void check_geo_input(const GeoPoints &points, const GeoOptions &options);
 
+/*
+ * The 32-bit limits of a call (README, Limits): at most 2^31 - 2 users and
+ * 2^32 - 1 candidate rows; past them ERROR 54000, before any is indexed.
+ */
+void check_user_count(size_t users);
+void check_candidate_count(size_t candidates);
+
 /* The code of a user that has points; else an ERROR that calls it `role`. */
 int32_t main_user_code(const GeoPoints &points, int64_t main_user, const char *role = "main user");
 

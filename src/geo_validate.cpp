@@ -74,8 +74,7 @@ void validate_points(const GeoPoints &points, GeoMetric metric)
 	size_t n = points.user.size();
 	if (points.x.size() != n || points.y.size() != n)
 		throw Error(sqlstate::internal_error, "points columns differ in length");
-	if (points.user.distinct() > static_cast<size_t>(INT32_MAX) - 1)
-		throw Error(sqlstate::program_limit_exceeded, "too many users in one call");
+	check_user_count(points.user.distinct());
 	bool haversine = metric == GeoMetric::Haversine;
 	for (size_t c = 0; c < points.x.chunk_count(); ++c)
 	{
@@ -160,6 +159,20 @@ void check_coordinates(double x, double y, GeoMetric metric, const char *what, i
 		throw Error(sqlstate::numeric_value_out_of_range,
 					"longitude " + number_text(x) + " of " + whose() + " is out of range",
 					"Under the haversine metric x is the longitude in degrees, from -180 to 180.");
+}
+
+void check_user_count(size_t users)
+{
+	/* user codes are int32_t, and the kernels take one past the last */
+	if (users > static_cast<size_t>(INT32_MAX) - 1)
+		throw Error(sqlstate::program_limit_exceeded, "too many users in one call");
+}
+
+void check_candidate_count(size_t candidates)
+{
+	/* candidate rows are uint32_t */
+	if (candidates > UINT32_MAX)
+		throw Error(sqlstate::program_limit_exceeded, "too many candidates in one call");
 }
 
 int32_t main_user_code(const GeoPoints &points, int64_t main_user, const char *role)

@@ -132,9 +132,10 @@ RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 
 } // namespace
 
-void check_offer_count(const Offers &offers)
+void check_offer_count(size_t offers)
 {
-	if (offers.product.size() > UINT32_MAX)
+	/* rows are uint32_t, and UINT32_MAX itself marks "no offer" */
+	if (offers > UINT32_MAX)
 		throw Error(sqlstate::program_limit_exceeded, "too many offers in one call",
 					"gpurec ranks at most 4294967295 offers per call.");
 }
@@ -344,7 +345,7 @@ void OfferStreamer::on_chunk(const Offers &offers)
 RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx, OfferStreamer *streamer)
 {
 	check_k(k);
-	check_offer_count(offers);
+	check_offer_count(offers.product.size());
 	return dispatch(
 		ctx, "cheapest_offers", k <= kMaxGpuAutoK ? static_cast<double>(offers.product.size()) : 0,
 		kMinGpuOffers,

@@ -50,7 +50,7 @@ class OfferStreamer
 };
 
 /* At most UINT32_MAX offers: rows are numbered in 32 bits (ERROR 54000). */
-void check_offer_count(const Offers &offers);
+void check_offer_count(size_t offers);
 
 RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx,
 							 OfferStreamer *streamer = nullptr);

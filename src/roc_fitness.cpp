@@ -56,16 +56,6 @@ constexpr int64_t kSmallSort = 256;
  */
 constexpr double kExamplesPerItem = 1 << 16;
 
-void check_examples_per_individual(int64_t id, int64_t examples)
-{
-	if (examples > kMaxExamplesPerIndividual)
-		throw Error(sqlstate::program_limit_exceeded,
-					"individual " + std::to_string(id) + " has " + std::to_string(examples) +
-						" examples, more than roc_fitness can count",
-					"At most " + std::to_string(kMaxExamplesPerIndividual) +
-						" examples per individual are supported.");
-}
-
 /* ---- the examples, packed --------------------------------------------- */
 
 template <typename Key> Key pack(const KeyLayout &layout, uint64_t key, uint8_t label)
@@ -412,6 +402,16 @@ std::vector<RocResult> results_of(const std::vector<int64_t> &ids_of_segments,
 }
 
 } // namespace
+
+void check_examples_per_individual(int64_t id, int64_t examples)
+{
+	if (examples > kMaxExamplesPerIndividual)
+		throw Error(sqlstate::program_limit_exceeded,
+					"individual " + std::to_string(id) + " has " + std::to_string(examples) +
+						" examples, more than roc_fitness can count",
+					"At most " + std::to_string(kMaxExamplesPerIndividual) +
+						" examples per individual are supported.");
+}
 
 std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelColumn &label,
 										const NumberColumn &score, ExecContext &ctx)

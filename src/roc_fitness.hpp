@@ -30,6 +30,12 @@ struct RocResult
 };
 
 /*
+ * Ranks and counts are 32-bit: more than 2^31 - 1 examples of one
+ * individual is ERROR 54000 naming it (README, Limits).
+ */
+void check_examples_per_individual(int64_t id, int64_t examples);
+
+/*
  * Long format: one row per (individual, example).  Rows with a NULL label or
  * score never reach the columns.  One result per individual, in ascending
  * individual_id.
