@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "cpu_parallel.hpp"
 
@@ -274,32 +275,60 @@ ProductOffers product_offers(const Offers &offers, const std::vector<uint8_t> &n
 	ProductOffers out;
 	size_t n_codes = needed.size();
 	size_t n = offers.product.size();
-	out.row_offsets.assign(n_codes + 1, 0);
-	for (size_t begin = 0; begin < n; begin += kCheckEvery)
-	{
-		ctx.interrupt_point(Phase::Compute);
-		for (size_t row = begin, end = std::min(n, begin + kCheckEvery); row < end; ++row)
+	/*
+	 * The rows of each needed product, in row order: a counting sort on
+	 * every core.  Each thread counts its own slice of the rows per needed
+	 * product, the counts' running sum gives every slice its place within
+	 * each product, and each thread then writes its rows there.
+	 */
+	std::vector<int32_t> slot_of(n_codes, -1);
+	std::vector<int32_t> code_of_slot;
+	for (size_t code = 0; code < n_codes; ++code)
+		if (needed[code])
 		{
-			int32_t code = offers.product.code(row);
-			if (needed[code])
-				++out.row_offsets[code + 1];
+			slot_of[code] = static_cast<int32_t>(code_of_slot.size());
+			code_of_slot.push_back(static_cast<int32_t>(code));
 		}
-	}
-	std::partial_sum(out.row_offsets.begin(), out.row_offsets.end(), out.row_offsets.begin());
-	out.rows.resize(out.row_offsets[n_codes]);
-	{
-		std::vector<int64_t> next(out.row_offsets.begin(), out.row_offsets.end() - 1);
-		for (size_t begin = 0; begin < n; begin += kCheckEvery)
-		{
-			ctx.interrupt_point(Phase::Compute);
-			for (size_t row = begin, end = std::min(n, begin + kCheckEvery); row < end; ++row)
+	size_t n_slots = code_of_slot.size();
+	size_t slices = std::max<size_t>(1, std::min(parallel_workers(n), (n + kCheckEvery - 1) / kCheckEvery));
+	std::vector<uint32_t> counts(slices * n_slots, 0); /* [slice][slot]; then each slice's first position */
+	auto each_slice = [&](auto body) {
+		parallel_for(slices, ctx, [&](size_t slice, size_t, const std::atomic<bool> &cancelled) {
+			uint32_t *mine = counts.data() + slice * n_slots;
+			size_t end = n * (slice + 1) / slices;
+			for (size_t row = n * slice / slices; row < end; ++row)
 			{
-				int32_t code = offers.product.code(row);
-				if (needed[code])
-					out.rows[next[code]++] = static_cast<uint32_t>(row);
+				if ((row & (kCheckEvery - 1)) == 0 && cancelled.load(std::memory_order_relaxed))
+					return;
+				int32_t slot = slot_of[offers.product.code(row)];
+				if (slot >= 0)
+					body(mine, slot, row);
+			}
+		});
+	};
+	each_slice([](uint32_t *mine, int32_t slot, size_t) { ++mine[slot]; });
+	out.row_offsets.assign(n_codes + 1, 0);
+	std::vector<int64_t> slot_begin(n_slots);
+	int64_t total = 0;
+	for (size_t code = 0; code < n_codes; ++code)
+	{
+		int32_t slot = slot_of[code];
+		if (slot >= 0)
+		{
+			slot_begin[slot] = total;
+			for (size_t slice = 0; slice < slices; ++slice)
+			{
+				uint32_t count = counts[slice * n_slots + slot];
+				counts[slice * n_slots + slot] = static_cast<uint32_t>(total - slot_begin[slot]);
+				total += count;
 			}
 		}
+		out.row_offsets[code + 1] = total;
 	}
+	out.rows.resize(static_cast<size_t>(total));
+	each_slice([&](uint32_t *mine, int32_t slot, size_t row) {
+		out.rows[static_cast<size_t>(slot_begin[slot]) + mine[slot]++] = static_cast<uint32_t>(row);
+	});
 
 	/* per range of codes on every core: sort, each store's best offer, the dominance rule */
 	std::vector<size_t> bounds = split_by_cost(n_codes, 1 << 16, [&](size_t c) {
@@ -731,16 +760,24 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 	/* lines by (cart, product, quantity, input order): carts, and demands within them */
 	size_t n_lines = lines.cart.size();
 	std::vector<size_t> order(n_lines);
-	std::iota(order.begin(), order.end(), size_t(0));
-	std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-		if (lines.cart[a] != lines.cart[b])
-			return lines.cart[a] < lines.cart[b];
-		if (lines.product[a] != lines.product[b])
-			return lines.product[a] < lines.product[b];
-		if (lines.quantity[a] != lines.quantity[b])
-			return lines.quantity[a] < lines.quantity[b];
-		return a < b;
-	});
+	{
+		/* sorted as keys side by side: the comparisons stay in cache, not in the columns' chunks */
+		struct LineKey
+		{
+			int64_t cart, product, quantity;
+			size_t line;
+			bool operator<(const LineKey &o) const
+			{
+				return std::tie(cart, product, quantity, line) < std::tie(o.cart, o.product, o.quantity, o.line);
+			}
+		};
+		std::vector<LineKey> keys(n_lines);
+		for (size_t l = 0; l < n_lines; ++l)
+			keys[l] = {lines.cart[l], lines.product[l], lines.quantity[l], l};
+		std::sort(keys.begin(), keys.end());
+		for (size_t i = 0; i < n_lines; ++i)
+			order[i] = keys[i].line;
+	}
 	ctx.interrupt_point(Phase::Compute);
 	std::vector<Demand> demands;
 	std::vector<CartGroup> cart_groups;
