@@ -6,7 +6,7 @@
 # unprivileged user pgtest, stopped on exit), then shows every function on
 # demo data, each beside the plain-SQL way where there is one, with timings:
 #
-#   test/demo_market.sql  cheapest_offers, improve_carts (the marketplace:
+#   test/demo_market.sql  cheapest_offers, improve_carts, optimize_carts (the marketplace:
 #                         DEMO_PRODUCTS products x 1,024 stores, default 30,000)
 #   test/demo_geo.sql     user_similarity, similar_users, predict_strength,
 #                         fit_exponent (a check-in history, test/data/checkins.sql)

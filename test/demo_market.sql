@@ -84,3 +84,32 @@ SELECT substr(kind, 4) AS line_kind, count(*) AS lines, sum(saving) AS total_sav
 SELECT cart_id, product_id, quantity, current_store_id, current_price, best_store_id, best_price, saving
 FROM (SELECT *, row_number() OVER (PARTITION BY kind ORDER BY cart_id, product_id) AS n FROM better) b
 WHERE n <= 2 ORDER BY kind, cart_id, product_id;
+
+-- Shipping: every store a fee of 0.00 .. 9.99, two stores in three free from
+-- a subtotal of 50.00 .. 200.00.
+CREATE TEMP TABLE shipping AS
+  SELECT s AS store_id, round((random() * 9.99)::numeric, 2) AS fee,
+         CASE WHEN s % 3 <> 0 THEN round((50 + random() * 150)::numeric, 2) END AS free_from
+  FROM generate_series(1, 1024) s;
+
+\echo
+\echo '== Marketplace: the cheapest whole cart, shipping included'
+\echo '-- the first 2,000 carts again, now with each store''s shipping fee (free above a subtotal at two'
+\echo '   stores in three): every line moved so that items + shipping is least, exactly, all carts at once'
+\echo '   gpurec.optimize_carts(''SELECT cart_id, product_id, store_id, quantity FROM carts WHERE cart_id <= 2000'','
+\echo '                         ''SELECT product_id, store_id, price FROM offers WHERE in_stock'','
+\echo '                         ''SELECT store_id, fee, free_from FROM shipping'')'
+SELECT clock_timestamp() AS t0 \gset
+CREATE TEMP TABLE optimal AS
+  SELECT * FROM gpurec.optimize_carts('SELECT cart_id, product_id, store_id, quantity FROM carts WHERE cart_id <= 2000',
+                                      'SELECT product_id, store_id, price FROM offers WHERE in_stock',
+                                      'SELECT store_id, fee, free_from FROM shipping');
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 2) AS secs \gset
+\echo '  in' :secs 's; per cart: its total now (current stores) and at the optimum, and how many stores it uses:'
+SELECT count(*) AS carts, sum(current_total) AS current_totals, sum(total) FILTER (WHERE current_total IS NOT NULL) AS optimal_totals,
+       sum(saving) AS saving, round(avg(stores_used), 2) AS mean_stores_used,
+       count(*) FILTER (WHERE NOT complete) AS carts_with_an_unoffered_product
+FROM (SELECT DISTINCT cart_id, total, current_total, saving, stores_used, complete FROM optimal) c;
+\echo 'One cart, line by line (its store, price, and the cart''s total and shipping):'
+SELECT cart_id, product_id, quantity, store_id, price, total, shipping, stores_used
+FROM optimal WHERE cart_id = (SELECT min(cart_id) FROM optimal WHERE saving > 0) ORDER BY product_id;
