@@ -26,6 +26,21 @@ constexpr size_t kCheckEvery = size_t(1) << 18;
 constexpr size_t kProductsPerBlock = 4096;
 
 /*
+ * body(block, product) for every product code, the codes in blocks of
+ * kProductsPerBlock on every core; blocks are numbered in code order, for
+ * state kept per block.
+ */
+template <typename Body> void for_each_product(size_t n_products, ExecContext &ctx, Body body)
+{
+	size_t blocks = (n_products + kProductsPerBlock - 1) / kProductsPerBlock;
+	parallel_for(blocks, ctx, [&](size_t block, size_t, const std::atomic<bool> &) {
+		size_t last = std::min(n_products, (block + 1) * kProductsPerBlock);
+		for (size_t p = block * kProductsPerBlock; p < last; ++p)
+			body(block, p);
+	});
+}
+
+/*
  * Under gpurec.device = auto: offers are this many before the GPU pays for
  * its transfer, and k at most this, since the GPU spends a round per rank.
  */
@@ -180,25 +195,20 @@ void settle_ties(const Offers &offers, RankedOffers &ranked, ExecContext &ctx)
 		return offers.price.key(a) == offers.price.key(b) && offers.store[a] == offers.store[b];
 	};
 	/* the ties, products in blocks on every core (each ranked row is a random read of the columns) */
-	size_t blocks = (n_products + kProductsPerBlock - 1) / kProductsPerBlock;
-	std::vector<std::vector<Run>> found(blocks);
-	parallel_for(blocks, ctx, [&](size_t block, size_t, const std::atomic<bool> &) {
-		size_t last_product = std::min(n_products, (block + 1) * kProductsPerBlock);
-		for (size_t p = block * kProductsPerBlock; p < last_product; ++p)
+	std::vector<std::vector<Run>> found((n_products + kProductsPerBlock - 1) / kProductsPerBlock);
+	for_each_product(n_products, ctx, [&](size_t block, size_t p) {
+		int64_t begin = ranked.offsets[p], end = ranked.offsets[p + 1];
+		for (int64_t first = begin; first < end;)
 		{
-			int64_t begin = ranked.offsets[p], end = ranked.offsets[p + 1];
-			for (int64_t first = begin; first < end;)
-			{
-				uint32_t row = ranked.rows[first];
-				int64_t last = first + 1;
-				bool repeats = false;
-				for (; last < end && same_offer(ranked.rows[last], row); ++last)
-					repeats |= ranked.rows[last] == ranked.rows[last - 1];
-				if (mixed || repeats)
-					found[block].push_back({static_cast<int32_t>(p), offers.price.key(row), offers.store[row],
-											first, last - first, {}});
-				first = last;
-			}
+			uint32_t row = ranked.rows[first];
+			int64_t last = first + 1;
+			bool repeats = false;
+			for (; last < end && same_offer(ranked.rows[last], row); ++last)
+				repeats |= ranked.rows[last] == ranked.rows[last - 1];
+			if (mixed || repeats)
+				found[block].push_back({static_cast<int32_t>(p), offers.price.key(row), offers.store[row], first,
+										last - first, {}});
+			first = last;
 		}
 	});
 	for (std::vector<Run> &block_runs : found)
@@ -275,16 +285,9 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 	if (picks.size() == n_products * static_cast<size_t>(rounds))
 	{
 		/* one part: the GPU's picks are the ranking; counted, then copied, on every core */
-		size_t blocks = (n_products + kProductsPerBlock - 1) / kProductsPerBlock;
-		auto each_block = [&](auto body) {
-			parallel_for(blocks, ctx, [&](size_t block, size_t, const std::atomic<bool> &) {
-				for (size_t p = block * kProductsPerBlock;
-					 p < std::min(n_products, (block + 1) * kProductsPerBlock); ++p)
-					body(p, picks.data() + p * rounds);
-			});
-		};
 		out.offsets.assign(n_products + 1, 0);
-		each_block([&](size_t p, const uint32_t *slot) {
+		for_each_product(n_products, ctx, [&](size_t, size_t p) {
+			const uint32_t *slot = picks.data() + p * rounds;
 			int r = 0;
 			while (r < rounds && slot[r] != gpu::kNoOffer)
 				++r;
@@ -292,7 +295,8 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 		});
 		std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
 		out.rows.resize(static_cast<size_t>(out.offsets.back()));
-		each_block([&](size_t p, const uint32_t *slot) {
+		for_each_product(n_products, ctx, [&](size_t, size_t p) {
+			const uint32_t *slot = picks.data() + p * rounds;
 			std::copy(slot, slot + (out.offsets[p + 1] - out.offsets[p]), out.rows.data() + out.offsets[p]);
 		});
 	}
