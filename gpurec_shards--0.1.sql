@@ -431,9 +431,9 @@ BEGIN
     SELECT t.user_id, t.similarity, t.mean_min_distance
     FROM (SELECT t.*, lag(t.shard) OVER (PARTITION BY t.user_id ORDER BY t.shard) AS other_shard
           FROM gpurec_shards._gather(shards,
-                   ARRAY[format('SELECT * FROM gpurec.user_similarity(%L, %s, %L, %s)',
+                   ARRAY[format('SELECT * FROM gpurec.user_similarity(%L, %s, %L, %L)',
                                 gpurec_shards._points_with_user(points_query, main_user, xs, ys),
-                                main_user, metric, coalesce(epsilon::text || '::float8', 'NULL'))],
+                                main_user, metric, epsilon)],
                    'user_id bigint, similarity float8, mean_min_distance float8')
                AS t(shard integer, user_id bigint, similarity float8, mean_min_distance float8)) t
     WHERE t.other_shard IS NULL
@@ -472,14 +472,14 @@ BEGIN
     FOR i IN 1 .. n LOOP
         queries := queries || (
             SELECT format(
-                'SELECT s.* FROM gpurec.similar_users(%L, %s, %L, %s) AS s WHERE s.user_id = ANY (%L::bigint[])',
+                'SELECT s.* FROM gpurec.similar_users(%L, %s, %L, %L) AS s WHERE s.user_id = ANY (%L::bigint[])',
                 format('SELECT q.user_id, q.x, q.y FROM (%s) AS q UNION ALL SELECT r.user_id, r.x, r.y '
                        'FROM unnest(%L::bigint[], %L::float8[], %L::float8[]) AS r(user_id, x, y)',
                        points_query,
                        coalesce(array_agg(p.user_id) FILTER (WHERE p.shard <> i), '{}'),
                        gpurec_shards._float_array(array_agg(p.x) FILTER (WHERE p.shard <> i)),
                        gpurec_shards._float_array(array_agg(p.y) FILTER (WHERE p.shard <> i))),
-                k, metric, coalesce(epsilon::text || '::float8', 'NULL'),
+                k, metric, epsilon,
                 coalesce(array_agg(DISTINCT p.user_id) FILTER (WHERE p.shard = i), '{}'))
             FROM unnest(point_shards, ids, xs, ys) AS p(shard, user_id, x, y));
     END LOOP;
@@ -529,12 +529,10 @@ BEGIN
     RETURN QUERY
     SELECT cands.ids[t.n], sum(t.strength ORDER BY t.shard)
     FROM gpurec_shards._gather(shards,
-             ARRAY[format('SELECT s.n, s.strength FROM gpurec.predict_strength(%L, %s, %L, %s, %s, %s, %L, %s) '
+             ARRAY[format('SELECT s.n, s.strength FROM gpurec.predict_strength(%L, %s, %L, %L, %L, %L, %L, %L) '
                           'WITH ORDINALITY AS s(candidate_id, strength, n)',
                           gpurec_shards._points_with_user(points_query, main_user, xs, ys), main_user,
-                          cands.query, exponent::text || '::float8',
-                          coalesce(max_distance::text || '::float8', 'NULL'), min_similarity::text || '::float8',
-                          metric, coalesce(epsilon::text || '::float8', 'NULL'))],
+                          cands.query, exponent, max_distance, min_similarity, metric, epsilon)],
              'n bigint, strength float8')
          AS t(shard integer, n bigint, strength float8)
     GROUP BY t.n
@@ -559,8 +557,7 @@ DECLARE
     point_ys float8[];
     missing bigint;
     evaluated bigint[];
-    user_xs text[];
-    user_ys text[];
+    user_points text[];
 BEGIN
     IF shards IS NULL OR points_query IS NULL OR holdout_query IS NULL OR candidates_query IS NULL
        OR exponents IS NULL OR min_similarity IS NULL OR metric IS NULL THEN
@@ -602,9 +599,10 @@ BEGIN
                      FROM unnest(exponents) WITH ORDINALITY AS e(x, n) ORDER BY e.x, e.n;
         RETURN;
     END IF;
-    SELECT array_agg(gpurec_shards._float_array(p.xs) ORDER BY p.user_id),
-           array_agg(gpurec_shards._float_array(p.ys) ORDER BY p.user_id)
-      INTO user_xs, user_ys
+    -- each evaluated user's points query for the shards, as predict_strength's
+    SELECT array_agg(p.user_id ORDER BY p.user_id),
+           array_agg(gpurec_shards._points_with_user(points_query, p.user_id, p.xs, p.ys) ORDER BY p.user_id)
+      INTO evaluated, user_points
       FROM (SELECT p.user_id, array_agg(p.x) AS xs, array_agg(p.y) AS ys
             FROM unnest(point_users, point_xs, point_ys) AS p(user_id, x, y)
             WHERE p.user_id = ANY (evaluated) GROUP BY p.user_id) p;
@@ -617,17 +615,12 @@ BEGIN
         FROM gpurec_shards._gather(shards,
                  ARRAY[format(
                      'SELECT a.u, e.n, s.n, s.strength '
-                     'FROM unnest(%L::bigint[], %L::text[], %L::text[]) AS a(u, xs, ys) '
+                     'FROM unnest(%L::bigint[], %L::text[]) AS a(u, points_query) '
                      'CROSS JOIN unnest(%L::float8[]) WITH ORDINALITY AS e(x, n) '
-                     'CROSS JOIN LATERAL gpurec.predict_strength('
-                     '  format(''SELECT q.user_id, q.x, q.y FROM (%%s) AS q WHERE q.user_id IS DISTINCT FROM %%s '
-                     '          UNION ALL SELECT %%s::bigint, m.x, m.y FROM unnest(%%L::float8[], %%L::float8[]) AS m(x, y)'', '
-                     '         %L, a.u, a.u, a.xs, a.ys), '
-                     '  a.u, %L, e.x, %s, %s, %L, %s) WITH ORDINALITY AS s(candidate_id, strength, n)',
-                     evaluated, user_xs, user_ys, gpurec_shards._float_array(exponents),
-                     points_query, cands.query,
-                     coalesce(max_distance::text || '::float8', 'NULL'), min_similarity::text || '::float8',
-                     metric, coalesce(epsilon::text || '::float8', 'NULL'))],
+                     'CROSS JOIN LATERAL gpurec.predict_strength(a.points_query, a.u, %L, e.x, %L, %L, %L, %L) '
+                     'WITH ORDINALITY AS s(candidate_id, strength, n)',
+                     evaluated, user_points, gpurec_shards._float_array(exponents),
+                     cands.query, max_distance, min_similarity, metric, epsilon)],
                  'u bigint, e bigint, c bigint, strength float8')
              AS t(shard integer, u bigint, e bigint, c bigint, strength float8)
         GROUP BY t.u, t.e, t.c),
