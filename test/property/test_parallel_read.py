@@ -196,6 +196,24 @@ def check_roc(device):
                 f"{labels})", device)
 
 
+def check_big_rows_few():
+    """A population of a thousand big arrays is a page or two of heap,
+    its arrays in TOAST: with the table's parallel_workers set and the
+    planner's own costs (nothing forced), its workers read it, because the
+    aggregate's transition function declares each row's conversion costly."""
+    sql("CREATE TABLE big_population AS SELECT g AS individual_id, "
+        "(SELECT array_agg(((g * 7 + i) % 100)::real) FROM generate_series(1, 5000) i WHERE g > 0) AS scores "
+        "FROM generate_series(1, 1000) g;"
+        "ALTER TABLE big_population SET (parallel_workers = 2); ANALYZE big_population;")
+    query = ("SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM big_population', "
+             "ARRAY(SELECT g % 3 = 0 FROM generate_series(1, 5000) g))")
+    rows, notices, error = run(query, {"gpurec.timing": "on", "gpurec.device": "cpu",
+                                       "max_parallel_workers_per_gather": "2"})
+    check("parallel-read: few rows of big arrays are read by the table's workers at the planner's costs",
+          error is None and rows == ["1000"] and workers_read(notices) > 0,
+          f"rows {rows}, error {error}, NOTICE: {notices.strip()[:400]}")
+
+
 def check_geo(device):
     for x, y, metric in [("x_double", "y_double", "euclidean"), ("x_int", "y_int", "euclidean"),
                          ("lon", "lat", "haversine")]:
@@ -304,6 +322,7 @@ def main():
             check_roc(device)
             check_geo(device)
         check_fallbacks()
+        check_big_rows_few()
         check_worker_errors()
         check_misuse()
         deadline = time.monotonic() + 5  # a backend that ended a moment ago may still be detaching
