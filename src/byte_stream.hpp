@@ -7,6 +7,10 @@
  * fills the destination without an intermediate copy.  ByteReader checks
  * every read against the end: a truncated or foreign buffer is an internal
  * error, never a read past it.
+ *
+ * Between processes that map the same memory, a column's chunks may travel
+ * by reference instead (ChunkedColumn::serialize): the writer allows it,
+ * and the reader's ChunkResolver turns each reference into an address.
  */
 #pragma once
 
@@ -16,6 +20,16 @@
 #include "errors.hpp"
 
 namespace gpurec {
+
+/* Turns a chunk reference (ChunkSource::reference) into the chunk's address in this process. */
+class ChunkResolver
+{
+  public:
+	virtual void *address(uint64_t reference) const = 0;
+
+  protected:
+	~ChunkResolver() = default;
+};
 
 class ByteWriter
 {
@@ -38,7 +52,12 @@ class ByteWriter
 	template <typename T> void put(T value) { write(&value, sizeof value); }
 	size_t size() const { return size_; }
 
+	/* Chunks whose source names them may be written as references (for a reader with a resolver). */
+	void allow_references() { by_reference_ = true; }
+	bool by_reference() const { return by_reference_; }
+
   private:
+	bool by_reference_ = false;
 	uint8_t *out_ = nullptr;
 	size_t capacity_ = 0;
 	size_t size_ = 0;
@@ -47,7 +66,10 @@ class ByteWriter
 class ByteReader
 {
   public:
-	ByteReader(const uint8_t *data, size_t size) : data_(data), size_(size) {}
+	ByteReader(const uint8_t *data, size_t size, const ChunkResolver *resolver = nullptr)
+		: data_(data), size_(size), resolver_(resolver)
+	{
+	}
 
 	/* The next n bytes, in place. */
 	const uint8_t *take(size_t n)
@@ -65,10 +87,13 @@ class ByteReader
 		return value;
 	}
 	bool at_end() const { return at_ == size_; }
+	/* Where chunks written by reference are; null when none may be. */
+	const ChunkResolver *resolver() const { return resolver_; }
 
   private:
 	const uint8_t *data_;
 	size_t size_;
+	const ChunkResolver *resolver_;
 	size_t at_ = 0;
 };
 

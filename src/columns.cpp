@@ -88,6 +88,17 @@ void free_chunk(void *chunk, size_t bytes) noexcept
 		munmap(chunk, mapped_bytes(bytes));
 }
 
+ChunkSource &mapped_chunks()
+{
+	struct Mapped final : ChunkSource
+	{
+		void *allocate(size_t bytes) override { return allocate_chunk(bytes); }
+		void release(void *chunk, size_t bytes) noexcept override { free_chunk(chunk, bytes); }
+	};
+	static Mapped source;
+	return source;
+}
+
 int32_t IdColumn::find(int64_t id) const
 {
 	if (table_.empty())
@@ -175,7 +186,7 @@ void IdColumn::serialize(ByteWriter &out) const
 	codes_.serialize(out);
 }
 
-void IdColumn::append_serialized(ByteReader &in, const PieceRunner &run)
+void IdColumn::append_serialized(ByteReader &in, const PieceRunner &run, bool take_chunks)
 {
 	size_t distinct = in.get<uint64_t>();
 	if (distinct > static_cast<size_t>(INT32_MAX))
@@ -191,22 +202,18 @@ void IdColumn::append_serialized(ByteReader &in, const PieceRunner &run)
 		code_of[d] = intern(id);
 		counts_[code_of[d]] += count;
 	}
-	size_t n = in.get<uint64_t>();
-	if (n > SIZE_MAX / sizeof(int32_t))
-		throw Error(sqlstate::internal_error, "IdColumn: a serialized row count out of range");
-	const uint8_t *codes = in.take(n * sizeof(int32_t));
-	codes_.append_in_pieces(
-		n,
-		[&](int32_t *out, size_t first, size_t count) {
-			std::memcpy(out, codes + first * sizeof(int32_t), count * sizeof(int32_t));
+	ChunkedColumn<int32_t> part = ChunkedColumn<int32_t>::read_serialized(in, run);
+	part.visit_in_pieces(
+		[&](int32_t *codes, size_t, size_t count) {
 			for (size_t i = 0; i < count; ++i)
 			{
-				if (static_cast<uint32_t>(out[i]) >= distinct)
+				if (static_cast<uint32_t>(codes[i]) >= distinct)
 					throw Error(sqlstate::internal_error, "IdColumn: a serialized code out of range");
-				out[i] = code_of[out[i]];
+				codes[i] = code_of[codes[i]];
 			}
 		},
 		run);
+	codes_.append_column(std::move(part), take_chunks, run);
 }
 
 void NumberColumn::rescale_to(int new_scale)
@@ -338,7 +345,7 @@ void NumberColumn::serialize(ByteWriter &out) const
 		display_scales_.serialize(out);
 }
 
-void NumberColumn::append_serialized(ByteReader &in, const PieceRunner &run)
+void NumberColumn::append_serialized(ByteReader &in, const PieceRunner &run, bool take_chunks)
 {
 	if (in.get<uint8_t>() != static_cast<uint8_t>(type_))
 		throw Error(sqlstate::internal_error, "NumberColumn: appending a column of another type");
@@ -346,37 +353,23 @@ void NumberColumn::append_serialized(ByteReader &in, const PieceRunner &run)
 	int16_t part_uniform = in.get<int16_t>();
 	if (part_scale < 0 || part_scale > kMaxNumericScale)
 		throw Error(sqlstate::internal_error, "NumberColumn: a serialized scale out of range");
+	ChunkedColumn<int64_t> keys = ChunkedColumn<int64_t>::read_serialized(in, run);
 	if (type_ != NumberType::Numeric)
 	{
-		keys_.append_serialized(in, run);
+		keys_.append_column(std::move(keys), take_chunks, run);
 		return;
 	}
-	/* the keys and display scales are read in place, without a copy of their own */
-	size_t n = in.get<uint64_t>();
-	if (n > SIZE_MAX / sizeof(int64_t))
-		throw Error(sqlstate::internal_error, "NumberColumn: a serialized row count out of range");
-	const uint8_t *key_bytes = in.take(n * sizeof(int64_t));
-	const uint8_t *display_bytes = nullptr;
+	size_t n = keys.size();
+	ChunkedColumn<int16_t> displays;
 	if (part_uniform == kMixedScales)
 	{
-		if (in.get<uint64_t>() != n)
+		displays = ChunkedColumn<int16_t>::read_serialized(in, run);
+		if (displays.size() != n)
 			throw Error(sqlstate::internal_error, "NumberColumn: serialized keys and scales disagree");
-		display_bytes = in.take(n * sizeof(int16_t));
 	}
 	if (n == 0)
 		return;
-	auto part_key = [&](size_t row) {
-		int64_t key;
-		std::memcpy(&key, key_bytes + row * sizeof key, sizeof key);
-		return key;
-	};
-	auto part_display = [&](size_t row) {
-		if (!display_bytes)
-			return part_uniform;
-		int16_t scale;
-		std::memcpy(&scale, display_bytes + row * sizeof scale, sizeof scale);
-		return scale;
-	};
+	auto part_display = [&](size_t row) { return part_uniform == kMixedScales ? displays[row] : part_uniform; };
 
 	bool was_empty = keys_.empty();
 	int target = was_empty ? part_scale : std::max(scale_, part_scale);
@@ -385,21 +378,22 @@ void NumberColumn::append_serialized(ByteReader &in, const PieceRunner &run)
 	for (size_t row = 0; step > 0 && row < n; ++row)
 	{
 		int64_t key;
-		if (part_display(row) >= 0 && !scale_up(part_key(row), step, &key))
-			out_of_range(part_key(row), part_scale, target);
+		if (part_display(row) >= 0 && !scale_up(keys[row], step, &key))
+			out_of_range(keys[row], part_scale, target);
 	}
 	if (!was_empty && target > scale_)
 		rescale_to(target);
 	scale_ = target;
-	keys_.append_in_pieces(
-		n,
-		[&](int64_t *out, size_t first, size_t count) {
-			std::memcpy(out, key_bytes + first * sizeof(int64_t), count * sizeof(int64_t));
-			for (size_t i = 0; step > 0 && i < count; ++i)
-				if (part_display(first + i) >= 0)
-					scale_up(out[i], step, &out[i]);
-		},
-		run);
+	if (step > 0)
+		keys.visit_in_pieces(
+			[&](int64_t *out, size_t first, size_t count) {
+				for (size_t i = 0; i < count; ++i)
+					if (part_display(first + i) >= 0)
+						scale_up(out[i], step, &out[i]);
+			},
+			run);
+	size_t before = keys_.size();
+	keys_.append_column(std::move(keys), take_chunks, run);
 
 	if (was_empty)
 		uniform_scale_ = part_uniform;
@@ -408,17 +402,16 @@ void NumberColumn::append_serialized(ByteReader &in, const PieceRunner &run)
 	else if (uniform_scale_ != kMixedScales)
 	{
 		/* the scales differ from now on: one per row, the rows before included */
-		int16_t before = uniform_scale_;
-		display_scales_.append(keys_.size() - n, [&](int16_t *out, size_t, size_t count) {
-			std::fill(out, out + count, before);
-		});
+		int16_t earlier = uniform_scale_;
+		display_scales_.append(before, [&](int16_t *out, size_t, size_t count) { std::fill(out, out + count, earlier); });
 		uniform_scale_ = kMixedScales;
 	}
-	if (uniform_scale_ == kMixedScales)
-		display_scales_.append(n, [&](int16_t *out, size_t first, size_t count) {
-			for (size_t i = 0; i < count; ++i)
-				out[i] = part_display(first + i);
-		});
+	if (uniform_scale_ != kMixedScales)
+		return;
+	if (part_uniform != kMixedScales)
+		displays.append(n, [&](int16_t *out, size_t, size_t count) { std::fill(out, out + count, part_uniform); });
+	/* the same placement as the keys': display_scales_ is as long as keys_ was, and so is displays as keys */
+	display_scales_.append_column(std::move(displays), take_chunks, run);
 }
 
 /* ---- FloatArrayColumn ---------------------------------------------------- */

@@ -77,6 +77,37 @@ template <typename T> struct BulkAllocator
 template <typename T> using BulkVector = std::vector<T, BulkAllocator<T>>;
 
 /*
+ * Where a column's chunks come from and go back to.  By default mapped
+ * memory (allocate_chunk, mapped_chunks()); a parallel worker's columns take
+ * theirs from memory the calling backend maps too (pg_parallel_read.cpp),
+ * so that the backend takes the worker's chunks as they are instead of
+ * copying their rows.
+ */
+class ChunkSource
+{
+  public:
+	/* Throws (std::bad_alloc, or an Error) when it cannot. */
+	virtual void *allocate(size_t bytes) = 0;
+	virtual void release(void *chunk, size_t bytes) noexcept = 0;
+	/*
+	 * A name that another process's ChunkResolver turns back into the
+	 * chunk's address there; 0 when the chunk has none, and must travel as
+	 * bytes.
+	 */
+	virtual uint64_t reference(const void *chunk) const
+	{
+		(void) chunk;
+		return 0;
+	}
+
+  protected:
+	~ChunkSource() = default;
+};
+
+/* allocate_chunk and free_chunk, as a ChunkSource: every column's unless told otherwise. */
+ChunkSource &mapped_chunks();
+
+/*
  * Runs run_piece(0) .. run_piece(pieces - 1), in any order, perhaps several
  * at once on other threads, and returns when all have run (rethrowing what
  * one threw).  Appending serialized columns copies through one, so that the
@@ -91,27 +122,61 @@ inline void run_serially(size_t pieces, const std::function<void(size_t)> &run_p
 		run_piece(i);
 }
 
+/*
+ * Rows in chunks of kChunkRows, every chunk full but the last.  A chunk is
+ * owned (its source releases it with the column) or borrowed: a chunk of
+ * another process's column, read by reference from its flat form, which
+ * lives as long as the memory it is in (the caller keeps that mapped: see
+ * InputTable::keep_alive).
+ */
 template <typename T> class ChunkedColumn
 {
   public:
 	static constexpr int kChunkShift = 20;
 	static constexpr size_t kChunkRows = size_t(1) << kChunkShift;
 
+	ChunkedColumn() = default;
+	ChunkedColumn(ChunkedColumn &&other) noexcept
+		: chunks_(std::move(other.chunks_)), size_(other.size_), source_(other.source_)
+	{
+		other.chunks_.clear();
+		other.size_ = 0;
+	}
+	ChunkedColumn &operator=(ChunkedColumn &&other) noexcept
+	{
+		if (this != &other)
+		{
+			release_chunks();
+			chunks_ = std::move(other.chunks_);
+			size_ = other.size_;
+			source_ = other.source_;
+			other.chunks_.clear();
+			other.size_ = 0;
+		}
+		return *this;
+	}
+	ChunkedColumn(const ChunkedColumn &) = delete;
+	ChunkedColumn &operator=(const ChunkedColumn &) = delete;
+	~ChunkedColumn() { release_chunks(); }
+
+	/* Where this column's new chunks come from; set before its first row. */
+	void use_chunk_source(ChunkSource &source) { source_ = &source; }
+
 	void push_back(T value)
 	{
 		if ((size_ & (kChunkRows - 1)) == 0 && size_ / kChunkRows == chunks_.size())
 			add_chunk();
-		chunks_[size_ >> kChunkShift][size_ & (kChunkRows - 1)] = value;
+		chunks_[size_ >> kChunkShift].data[size_ & (kChunkRows - 1)] = value;
 		++size_;
 	}
 	size_t size() const { return size_; }
 	bool empty() const { return size_ == 0; }
-	const T &operator[](size_t i) const { return chunks_[i >> kChunkShift][i & (kChunkRows - 1)]; }
-	T &operator[](size_t i) { return chunks_[i >> kChunkShift][i & (kChunkRows - 1)]; }
+	const T &operator[](size_t i) const { return chunks_[i >> kChunkShift].data[i & (kChunkRows - 1)]; }
+	T &operator[](size_t i) { return chunks_[i >> kChunkShift].data[i & (kChunkRows - 1)]; }
 
 	size_t chunk_count() const { return (size_ + kChunkRows - 1) / kChunkRows; }
-	const T *chunk_data(size_t c) const { return chunks_[c].get(); }
-	T *chunk_data(size_t c) { return chunks_[c].get(); }
+	const T *chunk_data(size_t c) const { return chunks_[c].data; }
+	T *chunk_data(size_t c) { return chunks_[c].data; }
 	size_t chunk_rows(size_t c) const
 	{
 		return c + 1 < chunk_count() ? kChunkRows : size_ - c * kChunkRows;
@@ -128,7 +193,7 @@ template <typename T> class ChunkedColumn
 			if ((size_ & (kChunkRows - 1)) == 0 && size_ / kChunkRows == chunks_.size())
 				add_chunk();
 			size_t offset = size_ & (kChunkRows - 1), count = std::min(n - done, kChunkRows - offset);
-			fill(chunks_[size_ >> kChunkShift].get() + offset, done, count);
+			fill(chunks_[size_ >> kChunkShift].data + offset, done, count);
 			size_ += count;
 			done += count;
 		}
@@ -141,7 +206,7 @@ template <typename T> class ChunkedColumn
 		{
 			size_t c = begin >> kChunkShift, off = begin & (kChunkRows - 1);
 			size_t n = std::min(end - begin, kChunkRows - off);
-			std::memcpy(out, chunks_[c].get() + off, n * sizeof(T));
+			std::memcpy(out, chunks_[c].data + off, n * sizeof(T));
 			out += n;
 			begin += n;
 		}
@@ -153,7 +218,6 @@ template <typename T> class ChunkedColumn
 	 */
 	template <typename Fill> void append_in_pieces(size_t n, Fill fill, const PieceRunner &run)
 	{
-		constexpr size_t kPieceRows = kChunkRows / 4;
 		size_t start = size_, end = size_ + n;
 		while (chunks_.size() * kChunkRows < end)
 			add_chunk();
@@ -162,30 +226,105 @@ template <typename T> class ChunkedColumn
 			{
 				size_t at = start + first, offset = at & (kChunkRows - 1);
 				size_t count = std::min(last - first, kChunkRows - offset);
-				fill(chunks_[at >> kChunkShift].get() + offset, first, count);
+				fill(chunks_[at >> kChunkShift].data + offset, first, count);
 				first += count;
 			}
 		});
 		size_ = end;
 	}
+	/*
+	 * Runs visit(rows, first, count) over every row, in place, in pieces of
+	 * a quarter chunk through run (perhaps at once on several threads).
+	 */
+	template <typename Visit> void visit_in_pieces(Visit visit, const PieceRunner &run)
+	{
+		run((size_ + kPieceRows - 1) / kPieceRows, [&](size_t piece) {
+			size_t first = piece * kPieceRows, count = std::min(size_ - first, kPieceRows);
+			visit(chunks_[first >> kChunkShift].data + (first & (kChunkRows - 1)), first, count);
+		});
+	}
 
-	/* The flat form (byte_stream.hpp): the row count, then the rows. */
+	/*
+	 * The flat form (byte_stream.hpp): the row count, then the rows, or,
+	 * where the writer allows it and every chunk's source names it, the
+	 * chunks' references instead.
+	 */
 	void serialize(ByteWriter &out) const
 	{
 		out.put<uint64_t>(size_);
+		bool by_reference = out.by_reference();
+		for (size_t c = 0; c < chunk_count() && by_reference; ++c)
+			by_reference = chunks_[c].source != nullptr && chunks_[c].source->reference(chunks_[c].data) != 0;
+		out.put<uint8_t>(by_reference ? 1 : 0);
 		for (size_t c = 0; c < chunk_count(); ++c)
-			out.write(chunk_data(c), chunk_rows(c) * sizeof(T));
+			if (by_reference)
+				out.put<uint64_t>(chunks_[c].source->reference(chunks_[c].data));
+			else
+				out.write(chunk_data(c), chunk_rows(c) * sizeof(T));
 	}
-	/* Appends the rows of a column that serialize() wrote, copying through run. */
-	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially)
+	/*
+	 * A column that serialize() wrote: by reference, the very chunks,
+	 * borrowed; as bytes, a copy (through run).
+	 */
+	static ChunkedColumn read_serialized(ByteReader &in, const PieceRunner &run = run_serially)
 	{
 		size_t n = in.get<uint64_t>();
 		if (n > SIZE_MAX / sizeof(T))
 			throw Error(sqlstate::internal_error, "ChunkedColumn: a serialized row count out of range");
-		const uint8_t *rows = in.take(n * sizeof(T));
+		uint8_t form = in.get<uint8_t>();
+		ChunkedColumn part;
+		if (form == 1)
+		{
+			if (in.resolver() == nullptr)
+				throw Error(sqlstate::internal_error, "ChunkedColumn: chunks by reference where none can be read");
+			size_t chunks = (n + kChunkRows - 1) / kChunkRows;
+			part.chunks_.reserve(chunks);
+			for (size_t c = 0; c < chunks; ++c)
+				part.chunks_.push_back(Chunk{static_cast<T *>(in.resolver()->address(in.get<uint64_t>())), nullptr});
+			part.size_ = n;
+		}
+		else if (form == 0)
+		{
+			const uint8_t *rows = in.take(n * sizeof(T));
+			part.append_in_pieces(
+				n, [rows](T *out, size_t first, size_t count) { std::memcpy(out, rows + first * sizeof(T), count * sizeof(T)); },
+				run);
+		}
+		else
+			throw Error(sqlstate::internal_error, "ChunkedColumn: a serialized column of unknown form");
+		return part;
+	}
+	/*
+	 * Appends the rows of part, which is left empty.  With take_chunks,
+	 * part's full chunks join this column as they are, before this column's
+	 * last (partial) chunk, and only part's remaining rows are copied: the
+	 * rows end up as [this column's full chunks] [part's full chunks] [this
+	 * column's partial chunk] [part's last rows].  Columns of equal length
+	 * that take parts of equal length so stay aligned row for row.  Without
+	 * take_chunks every row is copied, in order.  Copies run through run.
+	 */
+	void append_column(ChunkedColumn &&part, bool take_chunks, const PieceRunner &run)
+	{
+		size_t taken = take_chunks ? part.size_ / kChunkRows : 0;
+		if (taken > 0)
+		{
+			chunks_.insert(chunks_.begin() + static_cast<std::ptrdiff_t>(size_ / kChunkRows), part.chunks_.begin(),
+						   part.chunks_.begin() + static_cast<std::ptrdiff_t>(taken));
+			for (size_t c = 0; c < taken; ++c)
+				part.chunks_[c] = Chunk{nullptr, nullptr}; /* this column's now */
+			size_ += taken * kChunkRows;
+		}
+		size_t from = taken * kChunkRows;
 		append_in_pieces(
-			n, [rows](T *out, size_t first, size_t count) { std::memcpy(out, rows + first * sizeof(T), count * sizeof(T)); },
+			part.size_ - from,
+			[&part, from](T *out, size_t first, size_t count) { part.copy_out(from + first, from + first + count, out); },
 			run);
+		part = ChunkedColumn();
+	}
+	/* append_column() of what serialize() wrote. */
+	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially, bool take_chunks = false)
+	{
+		append_column(read_serialized(in, run), take_chunks, run);
 	}
 
 	std::vector<T> to_vector() const
@@ -196,18 +335,32 @@ template <typename T> class ChunkedColumn
 	}
 
   private:
-	struct ChunkFree
+	static constexpr size_t kPieceRows = kChunkRows / 4;
+
+	/* source: what releases the chunk; null when it is borrowed */
+	struct Chunk
 	{
-		void operator()(T *chunk) const noexcept { free_chunk(chunk, kChunkRows * sizeof(T)); }
+		T *data;
+		ChunkSource *source;
 	};
+
 	void add_chunk()
 	{
 		chunks_.reserve(chunks_.size() + 1);
-		chunks_.emplace_back(static_cast<T *>(allocate_chunk(kChunkRows * sizeof(T))));
+		chunks_.push_back(Chunk{static_cast<T *>(source_->allocate(kChunkRows * sizeof(T))), source_});
+	}
+	void release_chunks() noexcept
+	{
+		for (const Chunk &chunk : chunks_)
+			if (chunk.source != nullptr)
+				chunk.source->release(chunk.data, kChunkRows * sizeof(T));
+		chunks_.clear();
+		size_ = 0;
 	}
 
-	std::vector<std::unique_ptr<T[], ChunkFree>> chunks_;
+	std::vector<Chunk> chunks_;
 	size_t size_ = 0;
+	ChunkSource *source_ = &mapped_chunks();
 };
 
 /*
@@ -239,14 +392,18 @@ class IdColumn
 	 */
 	static IdColumn grouped(const std::vector<int64_t> &ids, const std::vector<int64_t> &counts);
 
+	void use_chunk_source(ChunkSource &source) { codes_.use_chunk_source(source); }
+
 	/* The flat form: the distinct ids with their row counts, then the codes. */
 	void serialize(ByteWriter &out) const;
 	/*
 	 * Appends a column that serialize() wrote: its ids join this dictionary
-	 * (new ones get the next codes) and its codes are translated, so the
-	 * work is per distinct id plus one table lookup per row (through run).
+	 * (new ones get the next codes) and its codes are translated, in place
+	 * where they came by reference, so the work is per distinct id plus one
+	 * table lookup per row (through run).  Rows as
+	 * ChunkedColumn::append_column places them.
 	 */
-	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially);
+	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially, bool take_chunks = false);
 
   private:
 	void grow_table();
@@ -367,15 +524,22 @@ class NumberColumn
 	/* The value as a double (exact for Float4/Float8; rounded otherwise). */
 	double to_double(size_t row) const;
 
+	void use_chunk_source(ChunkSource &source)
+	{
+		keys_.use_chunk_source(source);
+		display_scales_.use_chunk_source(source);
+	}
+
 	/* The flat form: scales, the keys, and the display scales when they are mixed. */
 	void serialize(ByteWriter &out) const;
 	/*
 	 * Appends a column of the same type that serialize() wrote.  The result
-	 * is the column that pushing its rows one by one would have made: keys
-	 * at the larger of the two scales (ERROR 22003 as push_numeric when a
-	 * value cannot be held there), display scales kept per row.
+	 * holds the rows that pushing them one by one would have made, placed
+	 * as ChunkedColumn::append_column places them: keys at the larger of
+	 * the two scales (ERROR 22003 as push_numeric when a value cannot be
+	 * held there), display scales kept per row.
 	 */
-	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially);
+	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially, bool take_chunks = false);
 
   private:
 	static constexpr int16_t kMixedScales = INT16_MIN;
@@ -465,9 +629,19 @@ class FloatArrayColumn
 	const ChunkedColumn<uint8_t> &valid() const { return valid_; }
 	bool valid(size_t e) const { return valid_.empty() || valid_[e] != 0; }
 
+	void use_chunk_source(ChunkSource &source)
+	{
+		floats_.use_chunk_source(source);
+		doubles_column_.use_chunk_source(source);
+		valid_.use_chunk_source(source);
+	}
+
 	/* The flat form: element width, row offsets, elements, validity when any is NULL. */
 	void serialize(ByteWriter &out) const;
-	/* Appends the rows of a column of the same width that serialize() wrote. */
+	/*
+	 * Appends the rows of a column of the same width that serialize() wrote,
+	 * in order, always by copying: a row's elements stay contiguous.
+	 */
 	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially);
 
   private:

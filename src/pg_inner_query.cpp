@@ -77,6 +77,7 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 	SPIPlanPtr plan;
 	ColumnBinding binding;
 	ParallelReadOutcome outcome;
+	MemoryContext call_context = CurrentMemoryContext;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -109,7 +110,7 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 		if (table->keeps_row_order())
 			outcome.why_serial = "its row order is kept";
 		else
-			outcome = try_parallel_read(statement_text(source), binding, table, ctx);
+			outcome = try_parallel_read(statement_text(source), binding, table, ctx, call_context);
 		if (!outcome.ran)
 		{
 			memset(&options, 0, sizeof options);

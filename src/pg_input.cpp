@@ -5,6 +5,9 @@
  */
 #include "pg_input.hpp"
 
+#include <algorithm>
+#include <type_traits>
+
 namespace gpurec {
 
 InputTable::InputTable(const char *what, std::vector<ColumnSpec> specs)
@@ -58,8 +61,17 @@ void InputTable::serialize(ByteWriter &out) const
 	}
 }
 
+void InputTable::use_chunk_source(ChunkSource &source)
+{
+	for (AnyColumn &column : columns_)
+		std::visit([&](auto &c) { c.use_chunk_source(source); }, column);
+}
+
 void InputTable::append_serialized(ByteReader &in, const PieceRunner &run)
 {
+	bool take_chunks = std::none_of(columns_.begin(), columns_.end(), [](const AnyColumn &column) {
+		return std::holds_alternative<FloatArrayColumn>(column);
+	});
 	if (in.get<uint32_t>() != kTableMagic || in.get<uint32_t>() != specs_.size())
 		throw Error(sqlstate::internal_error, "InputTable: serialized columns of another table");
 	size_t rows = in.get<uint64_t>();
@@ -68,7 +80,14 @@ void InputTable::append_serialized(ByteReader &in, const PieceRunner &run)
 	{
 		if (in.get<uint8_t>() != column.index())
 			throw Error(sqlstate::internal_error, "InputTable: a serialized column of another kind");
-		std::visit([&](auto &c) { c.append_serialized(in, run); }, column);
+		std::visit(
+			[&](auto &c) {
+				if constexpr (std::is_same_v<std::decay_t<decltype(c)>, FloatArrayColumn>)
+					c.append_serialized(in, run);
+				else
+					c.append_serialized(in, run, take_chunks);
+			},
+			column);
 	}
 	if (!in.at_end())
 		throw Error(sqlstate::internal_error, "InputTable: bytes after the serialized columns");

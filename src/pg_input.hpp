@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <variant>
 #include <vector>
 
@@ -111,16 +112,29 @@ class InputTable
 		}
 	}
 
+	/* Where every column's new chunks come from; set before the first row. */
+	void use_chunk_source(ChunkSource &source);
+
 	/*
 	 * The flat form of the columns (byte_stream.hpp), and appending one:
 	 * how a parallel worker's columns join the calling backend's table.
-	 * The result has the rows of both, this table's first, as if they had
-	 * been read one after the other.
+	 * The result has the rows of both.  Where the worker's chunks come by
+	 * reference they join the table as they are, not copied, so rows are
+	 * not in reading order (ChunkedColumn::append_column says where each
+	 * goes; every column places them alike); a table with an array column
+	 * copies every row, in order, as an array's elements must stay together.
 	 */
 	void serialize(ByteWriter &out) const;
 	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially);
+	/*
+	 * Keeps `memory` (what borrowed chunks live in: a parallel read's shared
+	 * memory) until the table is gone; its deleter gives it back.
+	 */
+	void keep_alive(std::shared_ptr<void> memory) { kept_alive_.push_back(std::move(memory)); }
 
   private:
+	/* first, so that it outlives the columns that borrow from it */
+	std::vector<std::shared_ptr<void>> kept_alive_;
 	const char *what_;
 	std::vector<ColumnSpec> specs_;
 	std::vector<AnyColumn> columns_;

@@ -4,12 +4,15 @@
  *
  * The aggregate's functions run in two kinds of process:
  *   - a parallel worker: the transition function appends rows to columns of
- *     the worker's own; the serial function flattens them into one bytea,
- *     the worker's partial state, which the tuple queue carries;
+ *     the worker's own, whose chunks it takes from a dynamic shared memory
+ *     area the leader made for the read; the serial function writes the
+ *     columns' flat form, with the chunks as references into that area, and
+ *     sends where that is as the worker's partial state;
  *   - the calling backend (the leader): its own share of the rows goes
  *     straight into the call's table (the `active_read` of this backend), its
  *     serial function sends an empty state, and the combine function appends
- *     every worker's state to the table.
+ *     every worker's state to the table: the workers' full chunks join it as
+ *     they are, and the table keeps the area mapped while it lives.
  * The final function only returns how many worker states arrived.
  *
  * Each state owns C++ objects (the worker's columns); a reset callback on
@@ -37,6 +40,7 @@ extern "C" {
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cpu_parallel.hpp"
@@ -100,12 +104,58 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area)
 	return text.data;
 }
 
+/*
+ * A worker's chunks, in the leader's area: the leader takes them as they
+ * are.  None is given back before the area's end, as the leader holds them
+ * after the worker is gone.
+ */
+class AreaChunks final : public ChunkSource
+{
+  public:
+	dsa_area *area = nullptr; /* set before the first row */
+
+	void *allocate(size_t bytes) override
+	{
+		dsa_area *in = area;
+		dsa_pointer at = pg_call([in, bytes] { return dsa_allocate_extended(in, bytes, DSA_ALLOC_HUGE); });
+		void *address = pg_call([in, at] { return dsa_get_address(in, at); });
+		references_.emplace(address, at);
+		return address;
+	}
+	void release(void *, size_t) noexcept override {}
+	uint64_t reference(const void *chunk) const override
+	{
+		auto found = references_.find(chunk);
+		return found == references_.end() ? 0 : static_cast<uint64_t>(found->second);
+	}
+
+  private:
+	std::unordered_map<const void *, dsa_pointer> references_;
+};
+
+/* The leader's side: a worker's chunk references, as addresses in the leader's mapping of the area. */
+class AreaResolver final : public ChunkResolver
+{
+  public:
+	explicit AreaResolver(dsa_area *area) : area_(area) {}
+	void *address(uint64_t reference) const override
+	{
+		dsa_area *in = area_;
+		auto at = static_cast<dsa_pointer>(reference);
+		return pg_call([in, at] { return dsa_get_address(in, at); });
+	}
+
+  private:
+	dsa_area *area_;
+};
+
 /* One process's state of the aggregate: its batch, and its columns in a worker. */
 struct ReadState
 {
 	std::string what;
 	std::vector<std::string> names;
 	std::vector<ColumnSpec> specs;
+	AreaChunks chunks;				 /* before own: its columns' source outlives them */
 	std::unique_ptr<InputTable> own; /* a worker's columns */
 	AreaAddress address{};
 	dsa_area *area = nullptr;		 /* a worker's mapping of the leader's area */
@@ -185,6 +235,7 @@ void make_state(void *arg)
 	else
 	{
 		state->own = std::make_unique<InputTable>(state->what.c_str(), state->specs);
+		state->own->use_chunk_source(state->chunks);
 		state->table = state->own.get();
 		set_column_types(*state->table, state->binding);
 	}
@@ -239,6 +290,7 @@ ReadState *state_for(FunctionCallInfo fcinfo)
 		MemoryContext caller_context = MemoryContextSwitchTo(aggregate_context);
 		state->area = dsa_attach(state->address.handle);
 		MemoryContextSwitchTo(caller_context);
+		state->chunks.area = state->area;
 		if (*static_cast<uint64 *>(dsa_get_address(state->area, state->address.token_at)) != state->address.token)
 			ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
 							errmsg("gpurec._read_columns: the read area is not this query's")));
@@ -273,10 +325,12 @@ struct SerializeArgs
 	uint8_t *out;
 };
 
+/* A worker's columns travel as their dictionaries and references to their chunks in the area. */
 void count_serialized(void *arg)
 {
 	auto *a = static_cast<SerializeArgs *>(arg);
 	ByteWriter counter;
+	counter.allow_references();
 	a->state->table->serialize(counter);
 	a->size = counter.size();
 }
@@ -285,8 +339,9 @@ void write_serialized(void *arg)
 {
 	auto *a = static_cast<SerializeArgs *>(arg);
 	ByteWriter writer(a->out, a->size);
+	writer.allow_references();
 	a->state->table->serialize(writer);
-	a->state->own.reset(); /* the columns now travel as bytes: free them before the leader copies */
+	a->state->own.reset(); /* what is left in this process (the chunks stay in the area, for the leader) */
 }
 
 /* A worker is done with the area once its state is written (a mapping left to the end draws a leak WARNING). */
@@ -386,7 +441,8 @@ Datum read_columns_deserialize(FunctionCallInfo fcinfo)
 void append_part(void *arg)
 {
 	auto *part = static_cast<ArrivedPart *>(arg);
-	ByteReader reader(part->data, part->size);
+	AreaResolver resolver(active_read->area);
+	ByteReader reader(part->data, part->size, &resolver);
 	/* the copying of a large part runs on the CPU's threads; the backend's own checks for cancel */
 	ExecContext &ctx = *active_read->ctx;
 	active_read->table->append_serialized(reader, [&ctx](size_t pieces, const std::function<void(size_t)> &piece) {
@@ -471,6 +527,22 @@ int planned_workers(SPIPlanPtr plan)
 	return workers;
 }
 
+/* The table keeps the area mapped; the last detach frees it. */
+void keep_area_alive(void *arg)
+{
+	auto *keeper = static_cast<std::pair<InputTable *, dsa_area *> *>(arg);
+	keeper->first->keep_alive(std::shared_ptr<void>(keeper->second, [](void *area) {
+		try
+		{
+			pg_call([area] { dsa_detach(static_cast<dsa_area *>(area)); });
+		}
+		catch (...)
+		{
+			/* a destructor's work: nothing to tell, and the resource owner detaches at the end anyway */
+		}
+	}));
+}
+
 /* SELECT gpurec._read_columns('<specs>', q."a", ...) FROM (<query>) AS q */
 char *wrapper_query(const char *query, const ColumnBinding &binding, const char *specs)
 {
@@ -488,7 +560,7 @@ char *wrapper_query(const char *query, const ColumnBinding &binding, const char 
 } // namespace
 
 ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &binding, InputTable *table,
-									  ExecContext *ctx)
+									  ExecContext *ctx, MemoryContext call_context)
 {
 	ParallelReadOutcome outcome;
 	int limit = settings_parallel_workers();
@@ -514,14 +586,20 @@ ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &bi
 		(void) set_config_option("max_parallel_workers_per_gather", std::to_string(limit).c_str(), PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 
-	/* the area the workers leave their columns in: the resource owner frees it on any ERROR */
+	/*
+	 * The area the workers leave their columns in.  The call's table keeps
+	 * it mapped (so it is made in the call's context, which outlives SPI's);
+	 * on an ERROR the resource owner frees it.
+	 */
 	static int tranche = 0;
 	if (tranche == 0)
 	{
 		tranche = LWLockNewTrancheId();
 		LWLockRegisterTranche(tranche, "gpurec_parallel_read");
 	}
+	MemoryContext spi_context = MemoryContextSwitchTo(call_context);
 	dsa_area *area = dsa_create(tranche);
+	MemoryContextSwitchTo(spi_context);
 	AreaAddress address{dsa_get_handle(area), dsa_allocate(area, sizeof(uint64)), 0};
 	if (!pg_strong_random(&address.token, sizeof address.token))
 		elog(ERROR, "could not generate a random token");
@@ -558,7 +636,9 @@ ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &bi
 		active_read = outer;
 	}
 	PG_END_TRY();
-	dsa_detach(area); /* the workers have ended: the last detach frees it */
+	/* the workers have ended; the table holds their chunks, and detaches the area when it is gone */
+	std::pair<InputTable *, dsa_area *> keeper(table, area);
+	cpp_callback_guard(keep_area_alive, &keeper);
 	SPI_freeplan(plan);
 	AtEOXact_GUC(true, nest_level);
 	outcome.ran = true;

@@ -9,11 +9,13 @@
  * where _read_columns is an aggregate with an `internal` state and
  * serial, deserial and combine functions, PARALLEL SAFE.  When the planner
  * splits it (Finalize Aggregate over Gather over Partial Aggregate), every
- * worker converts and appends its share of the rows to columns of its own
- * and sends them, serialized, as its one partial state; the calling backend
- * appends each arriving state to the call's table (InputTable::
- * append_serialized: a dictionary merge and bulk copies, no per-row
- * conversion).  Its own share it appends straight to that table.
+ * worker converts and appends its share of the rows to columns of its own,
+ * in a dynamic shared memory area the calling backend made for the read,
+ * and sends their dictionaries and where their chunks are as its one
+ * partial state; the calling backend appends each arriving state to the
+ * call's table (InputTable::append_serialized: a dictionary merge, the
+ * worker's full chunks taken as they are, its last rows copied, codes
+ * translated in place).  Its own share it appends straight to that table.
  *
  * So any inner query the planner can run in parallel is read on several
  * cores: joins, views, partitioned tables included.  Where it cannot
@@ -48,9 +50,11 @@ struct ParallelReadOutcome
  * read-only), whose columns `binding` bound.  Runs it and fills `table` when
  * the plan is split over workers; otherwise returns with ran = false and
  * table untouched.  PostgreSQL code: may ereport, holds no C++ object.
- * Called between SPI_connect and SPI_finish.
+ * Called between SPI_connect and SPI_finish; call_context is the one
+ * before SPI_connect, which lives as long as the table may hold the
+ * workers' shared memory.
  */
 ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &binding, InputTable *table,
-									  ExecContext *ctx);
+									  ExecContext *ctx, MemoryContext call_context);
 
 } // namespace gpurec

@@ -214,6 +214,35 @@ def check_big_rows_few():
           f"rows {rows}, error {error}, NOTICE: {notices.strip()[:400]}")
 
 
+def check_chunks_taken(devices):
+    """Workers that read more than a chunk (ChunkedColumn::kChunkRows, 2^20
+    rows) hand their full chunks to the calling backend as they are, which
+    then sit before its own last rows: the answers must not change.  Numeric
+    prices with mixed display scales, ids over a wide range, ties."""
+    sql("CREATE TABLE many_offers AS SELECT (random() * 40000)::bigint * 1000003 AS product_id, "
+        "(random() * 50)::bigint AS store_id, "
+        "CASE WHEN random() < 0.5 THEN round((random() * 20)::numeric, 1) "
+        "ELSE round((random() * 20)::numeric, 2) END AS price, "
+        "random() < 0.3 AS label, (random() * 100)::int::real AS score "
+        "FROM generate_series(1, 2600000);"
+        "ALTER TABLE many_offers SET (parallel_workers = 2); ANALYZE many_offers;")
+    queries = {
+        "cheapest_offers": "SELECT * FROM gpurec.cheapest_offers("
+                           "'SELECT product_id, store_id, price FROM many_offers', 3)",
+        "roc_fitness": "SELECT * FROM gpurec.roc_fitness('SELECT product_id % 997 AS individual_id, score, "
+                       "label FROM many_offers')",
+    }
+    for device in devices:
+        for name, query in queries.items():
+            serial, _, serial_error = run(query, {"gpurec.parallel_workers": "0", "gpurec.device": device})
+            rows, notices, error = run(query, {"max_parallel_workers_per_gather": "2",
+                                               "parallel_leader_participation": "off",
+                                               "gpurec.timing": "on", "gpurec.device": device})
+            check(f"parallel-read {name} ({device}): workers' full chunks taken as they are, same rows as serial",
+                  serial_error is None and error is None and rows == serial and workers_read(notices) == 2,
+                  f"{first_difference(rows, serial)}; errors {error} vs {serial_error}; NOTICE: {notices[:400]}")
+
+
 def check_geo(device):
     for x, y, metric in [("x_double", "y_double", "euclidean"), ("x_int", "y_int", "euclidean"),
                          ("lon", "lat", "haversine")]:
@@ -323,6 +352,7 @@ def main():
             check_geo(device)
         check_fallbacks()
         check_big_rows_few()
+        check_chunks_taken(devices)
         check_worker_errors()
         check_misuse()
         deadline = time.monotonic() + 5  # a backend that ended a moment ago may still be detaching

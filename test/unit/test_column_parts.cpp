@@ -185,6 +185,166 @@ TEST(ColumnParts, ChunkedColumnsAcrossChunkBoundaries)
 		ASSERT_EQ(merged[r], values[r]) << "row " << r;
 }
 
+/*
+ * A worker's memory as the calling backend sees it: chunks the parts
+ * allocate are named by references that the resolver turns back into
+ * their addresses, and are freed only with the arena (as a parallel read's
+ * shared memory is).
+ */
+class Arena final : public ChunkSource, public ChunkResolver
+{
+  public:
+	~Arena()
+	{
+		for (void *chunk : chunks_)
+			std::free(chunk);
+	}
+	void *allocate(size_t bytes) override
+	{
+		chunks_.push_back(std::malloc(bytes));
+		return chunks_.back();
+	}
+	void release(void *, size_t) noexcept override {}
+	uint64_t reference(const void *chunk) const override
+	{
+		for (size_t i = 0; i < chunks_.size(); ++i)
+			if (chunks_[i] == chunk)
+				return i + 1;
+		return 0;
+	}
+	void *address(uint64_t reference) const override { return chunks_.at(reference - 1); }
+
+  private:
+	std::vector<void *> chunks_;
+};
+
+/* Serializes `part` with its chunks by reference to `arena` and appends it to `into`, taking its full chunks. */
+template <typename Column> void append_by_reference(Column &into, const Column &part, const Arena &arena)
+{
+	ByteWriter counter;
+	counter.allow_references();
+	part.serialize(counter);
+	std::vector<uint8_t> bytes(counter.size());
+	ByteWriter writer(bytes.data(), bytes.size());
+	writer.allow_references();
+	part.serialize(writer);
+	ByteReader reader(bytes.data(), bytes.size(), &arena);
+	into.append_serialized(reader, run_on_threads, true);
+	EXPECT_TRUE(reader.at_end());
+}
+
+/*
+ * Where taking chunks puts each row: [the column's full chunks] [the part's
+ * full chunks] [the column's partial chunk] [the part's last rows].
+ */
+template <typename T> void place_like_taken_chunks(std::vector<T> &rows, const std::vector<T> &part)
+{
+	constexpr size_t kRows = ChunkedColumn<T>::kChunkRows;
+	size_t full = rows.size() / kRows * kRows, taken = part.size() / kRows * kRows;
+	std::vector<T> placed(rows.begin(), rows.begin() + full);
+	placed.insert(placed.end(), part.begin(), part.begin() + taken);
+	placed.insert(placed.end(), rows.begin() + full, rows.end());
+	placed.insert(placed.end(), part.begin() + taken, part.end());
+	rows = std::move(placed);
+}
+
+TEST(ColumnParts, ChunksTakenByReferenceKeepRowsAlignedAcrossColumns)
+{
+	/* rows of three columns (an id, a numeric, a plain one), read by a leader and workers as a parallel read does */
+	auto rng = seeded_rng();
+	constexpr size_t kRows = ChunkedColumn<int32_t>::kChunkRows;
+	size_t n = 3 * kRows + rng() % kRows;
+	struct Row
+	{
+		int64_t id;
+		int64_t unscaled;
+		int scale;
+		int64_t plain;
+	};
+	std::vector<Row> rows(n);
+	for (size_t r = 0; r < n; ++r)
+		rows[r] = Row{static_cast<int64_t>(rng() % 5000), static_cast<int64_t>(rng() % 100000) - 50000,
+					  static_cast<int>(rng() % 3), static_cast<int64_t>(r)};
+	/* the leader's rows first, then workers' parts, one of them over a chunk and one short of one */
+	std::vector<size_t> at{0, rng() % kRows, 0, 0, n};
+	at[2] = at[1] + kRows + rng() % 1000;
+	at[3] = at[2] + kRows - 1 - rng() % 1000;
+
+	Arena arena;
+	IdColumn ids;
+	NumberColumn numbers(NumberType::Numeric);
+	Int64Column plain;
+	std::vector<Row> expected(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(at[1]));
+	for (size_t r = 0; r < at[1]; ++r)
+	{
+		ids.push_back(rows[r].id);
+		numbers.push_numeric(rows[r].unscaled, rows[r].scale);
+		plain.push_back(rows[r].plain);
+	}
+	for (size_t p = 1; p + 1 < at.size(); ++p)
+	{
+		IdColumn part_ids;
+		NumberColumn part_numbers(NumberType::Numeric);
+		Int64Column part_plain;
+		part_ids.use_chunk_source(arena);
+		part_numbers.use_chunk_source(arena);
+		part_plain.use_chunk_source(arena);
+		for (size_t r = at[p]; r < at[p + 1]; ++r)
+		{
+			part_ids.push_back(rows[r].id);
+			part_numbers.push_numeric(rows[r].unscaled, rows[r].scale);
+			part_plain.push_back(rows[r].plain);
+		}
+		append_by_reference(ids, part_ids, arena);
+		append_by_reference(numbers, part_numbers, arena);
+		append_by_reference(plain, part_plain, arena);
+		place_like_taken_chunks(expected, std::vector<Row>(rows.begin() + static_cast<std::ptrdiff_t>(at[p]),
+														   rows.begin() + static_cast<std::ptrdiff_t>(at[p + 1])));
+	}
+	ASSERT_EQ(ids.size(), n);
+	ASSERT_EQ(numbers.size(), n);
+	ASSERT_EQ(plain.size(), n);
+	ASSERT_EQ(numbers.scale(), 2);
+	/* every row in its place, in every column: the rows stay whole */
+	for (size_t r = 0; r < n; ++r)
+	{
+		ASSERT_EQ(plain[r], expected[r].plain) << "row " << r;
+		ASSERT_EQ(ids.value_of(ids.code(r)), expected[r].id) << "row " << r;
+		int64_t key = expected[r].unscaled;
+		for (int s = expected[r].scale; s < 2; ++s)
+			key *= 10;
+		ASSERT_EQ(numbers.key(r), key) << "row " << r;
+		ASSERT_EQ(numbers.display_scale(r), expected[r].scale) << "row " << r;
+	}
+	std::vector<int64_t> counts(5000, 0);
+	for (const Row &row : rows)
+		++counts[static_cast<size_t>(row.id)];
+	for (size_t code = 0; code < ids.distinct(); ++code)
+		EXPECT_EQ(ids.counts()[code], counts[static_cast<size_t>(ids.value_of(static_cast<int32_t>(code)))]);
+}
+
+TEST(ColumnParts, ChunksByReferenceNeedAResolver)
+{
+	Arena arena;
+	Int64Column part;
+	part.use_chunk_source(arena);
+	part.push_back(7);
+	ByteWriter counter;
+	counter.allow_references();
+	part.serialize(counter);
+	std::vector<uint8_t> bytes(counter.size());
+	ByteWriter writer(bytes.data(), bytes.size());
+	writer.allow_references();
+	part.serialize(writer);
+	Int64Column into;
+	ByteReader without_resolver(bytes.data(), bytes.size());
+	EXPECT_THROW(into.append_serialized(without_resolver, run_serially, true), Error);
+	ByteReader with_resolver(bytes.data(), bytes.size(), &arena);
+	into.append_serialized(with_resolver, run_serially, true);
+	ASSERT_EQ(into.size(), 1u);
+	EXPECT_EQ(into[0], 7);
+}
+
 TEST(ColumnParts, FloatArraysWithNullsInSomeParts)
 {
 	auto rng = seeded_rng();
