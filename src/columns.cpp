@@ -101,6 +101,9 @@ ChunkSource &mapped_chunks()
 
 int32_t IdColumn::find(int64_t id) const
 {
+	uint64_t direct = static_cast<uint64_t>(id);
+	if (direct < dense_.size())
+		return dense_[direct];
 	if (table_.empty())
 		return -1;
 	for (size_t slot = hash_id(id) & mask_;; slot = (slot + 1) & mask_)
@@ -123,18 +126,46 @@ std::vector<int32_t> IdColumn::codes_in_id_order() const
 	return codes;
 }
 
-void IdColumn::grow_table()
+void IdColumn::rebuild_table(size_t capacity)
 {
-	size_t capacity = table_.empty() ? 1024 : table_.size() * 2;
 	table_.assign(capacity, Slot{0, -1});
 	mask_ = capacity - 1;
+	hashed_ = 0;
 	for (size_t code = 0; code < values_.size(); ++code)
 	{
+		if (static_cast<uint64_t>(values_[code]) < dense_.size())
+			continue;
 		size_t slot = hash_id(values_[code]) & mask_;
 		while (table_[slot].code >= 0)
 			slot = (slot + 1) & mask_;
 		table_[slot] = Slot{values_[code], static_cast<int32_t>(code)};
+		++hashed_;
 	}
+}
+
+bool IdColumn::cover_directly(uint64_t id)
+{
+	size_t size = std::max<size_t>(1024, dense_.size());
+	while (size <= id)
+		size *= 2;
+	/* at most kMaxDirectIds, and an eighth of it in use once past the first 64k */
+	if (size > kMaxDirectIds || size > 8 * values_.size() + 65536)
+		return false;
+	size_t before = dense_.size();
+	dense_.resize(size, -1);
+	bool moved = false;
+	for (size_t code = 0; code < values_.size(); ++code)
+	{
+		uint64_t value = static_cast<uint64_t>(values_[code]);
+		if (value >= before && value < size)
+		{
+			dense_[value] = static_cast<int32_t>(code);
+			moved = true;
+		}
+	}
+	if (moved) /* those ids leave the hash table */
+		rebuild_table(std::max<size_t>(table_.size(), 1024));
+	return true;
 }
 
 void IdColumn::push_back(int64_t id)
@@ -144,20 +175,34 @@ void IdColumn::push_back(int64_t id)
 	++counts_[code];
 }
 
+int32_t IdColumn::new_code(int64_t id)
+{
+	if (values_.size() >= static_cast<size_t>(INT32_MAX))
+		throw Error(sqlstate::program_limit_exceeded, "too many distinct ids in one input");
+	values_.push_back(id);
+	counts_.push_back(0);
+	return static_cast<int32_t>(values_.size() - 1);
+}
+
 int32_t IdColumn::intern(int64_t id)
 {
-	if ((values_.size() + 1) * 2 > table_.size())
-		grow_table();
+	uint64_t direct = static_cast<uint64_t>(id);
+	if (direct < dense_.size() || (direct < kMaxDirectIds && cover_directly(direct)))
+	{
+		int32_t &code = dense_[direct];
+		if (code < 0)
+			code = new_code(id);
+		return code;
+	}
+	if ((hashed_ + 1) * 2 > table_.size())
+		rebuild_table(table_.empty() ? 1024 : table_.size() * 2);
 	size_t slot = hash_id(id) & mask_;
 	for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
 		if (table_[slot].id == id)
 			return table_[slot].code;
-	if (values_.size() >= static_cast<size_t>(INT32_MAX))
-		throw Error(sqlstate::program_limit_exceeded, "too many distinct ids in one input");
-	int32_t code = static_cast<int32_t>(values_.size());
-	values_.push_back(id);
-	counts_.push_back(0);
+	int32_t code = new_code(id);
 	table_[slot] = Slot{id, code};
+	++hashed_;
 	return code;
 }
 

@@ -406,9 +406,15 @@ class IdColumn
 	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially, bool take_chunks = false);
 
   private:
-	void grow_table();
+	/* Ids below this are looked up in a direct array (dense_) when they are dense enough. */
+	static constexpr uint64_t kMaxDirectIds = uint64_t(1) << 22;
+
+	/* Makes dense_ reach id, moving the ids it now covers out of the hash table; false when too sparse. */
+	bool cover_directly(uint64_t id);
+	void rebuild_table(size_t capacity);
 	/* The code of id, added to the dictionary (with no row) when new. */
 	int32_t intern(int64_t id);
+	int32_t new_code(int64_t id);
 
 	/* an open-addressing slot: the id beside its code, so a probe is one cache line */
 	struct Slot
@@ -420,8 +426,16 @@ class IdColumn
 	ChunkedColumn<int32_t> codes_;
 	std::vector<int64_t> values_;
 	std::vector<int64_t> counts_;
+	/*
+	 * The code of each id in [0, dense_.size()), or -1: serial keys, most
+	 * inputs' ids, are found by one look into an array a fraction of the
+	 * hash table's size (in cache, where the table's random probes are
+	 * not).  The hash table holds every other id.
+	 */
+	std::vector<int32_t> dense_;
 	std::vector<Slot> table_;
 	size_t mask_ = 0;
+	size_t hashed_ = 0;
 };
 
 /*

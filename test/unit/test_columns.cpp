@@ -718,3 +718,68 @@ TEST(IdColumnDictionary, EmptyAndZero)
 
 } // namespace
 } // namespace gpurec
+
+namespace gpurec {
+namespace {
+
+/*
+ * Ids take the direct array once they are dense enough and the hash table
+ * otherwise; ids move from the table to the array as the array grows.  Each
+ * round mixes a range that starts sparse and fills up, negative and huge
+ * ids, and repeats: codes in order of first appearance, counts and find()
+ * must agree with a plain map.
+ */
+TEST(IdColumnDictionary, DirectAndHashedIdsAgreeWithAMap)
+{
+	auto rng = seeded_rng();
+	for (int round = 0; round < 20; ++round)
+	{
+		IdColumn column;
+		std::map<int64_t, int32_t> code_of;
+		std::vector<int64_t> ids;
+		std::vector<int64_t> counts;
+		size_t n = 20000 + rng() % 200000;
+		uint64_t range = uint64_t(1) << (10 + rng() % 14); /* up to 2^23: past the direct array's limit */
+		for (size_t i = 0; i < n; ++i)
+		{
+			int64_t id;
+			switch (rng() % 8)
+			{
+				case 0:
+					id = -static_cast<int64_t>(rng() % 1000) - 1;
+					break;
+				case 1:
+					id = static_cast<int64_t>(rng() >> 1);
+					break;
+				default: /* the range fills as rows come: sparse first, denser later */
+					id = static_cast<int64_t>(rng() % std::max<uint64_t>(1, range * (i + 1) / n));
+			}
+			ids.push_back(id);
+			column.push_back(id);
+			auto found = code_of.find(id);
+			if (found == code_of.end())
+			{
+				code_of.emplace(id, static_cast<int32_t>(counts.size()));
+				counts.push_back(0);
+			}
+			++counts[code_of[id]];
+		}
+		ASSERT_EQ(column.distinct(), code_of.size());
+		for (size_t r = 0; r < n; ++r)
+			ASSERT_EQ(column.code(r), code_of[ids[r]]) << "row " << r;
+		for (const auto &[id, code] : code_of)
+		{
+			ASSERT_EQ(column.find(id), code) << "id " << id;
+			ASSERT_EQ(column.value_of(code), id);
+			ASSERT_EQ(column.counts()[code], counts[code]);
+		}
+		for (int probe = 0; probe < 1000; ++probe)
+		{
+			int64_t id = static_cast<int64_t>(rng() % (range * 2)) - 5;
+			ASSERT_EQ(column.find(id), code_of.count(id) ? code_of[id] : -1) << "id " << id;
+		}
+	}
+}
+
+} // namespace
+} // namespace gpurec
