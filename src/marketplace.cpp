@@ -26,17 +26,18 @@ constexpr size_t kCheckEvery = size_t(1) << 18;
 constexpr size_t kProductsPerBlock = 4096;
 
 /*
- * body(block, product) for every product code, the codes in blocks of
- * kProductsPerBlock on every core; blocks are numbered in code order, for
- * state kept per block.
+ * body(block, worker, product) for every product code, the codes in blocks
+ * of kProductsPerBlock on every core; blocks are numbered in code order, for
+ * state kept per block, and worker is the thread's (parallel_for), for
+ * scratch kept per thread.
  */
 template <typename Body> void for_each_product(size_t n_products, ExecContext &ctx, Body body)
 {
 	size_t blocks = (n_products + kProductsPerBlock - 1) / kProductsPerBlock;
-	parallel_for(blocks, ctx, [&](size_t block, size_t, const std::atomic<bool> &) {
+	parallel_for(blocks, ctx, [&](size_t block, size_t worker, const std::atomic<bool> &) {
 		size_t last = std::min(n_products, (block + 1) * kProductsPerBlock);
 		for (size_t p = block * kProductsPerBlock; p < last; ++p)
-			body(block, p);
+			body(block, worker, p);
 	});
 }
 
@@ -102,21 +103,37 @@ class TopKHeaps
 		}
 	}
 
-	RankedOffers finish()
+	/*
+	 * The k best of every product among all of heaps' rows, ascending: the
+	 * order is total (price key, store, row), so how the rows were shared
+	 * out among the heaps does not change it.  Products run on every core.
+	 */
+	static RankedOffers finish(std::vector<TopKHeaps> &heaps, int k, ExecContext &ctx)
 	{
+		const std::vector<int64_t> &offsets = heaps.front().offsets_;
+		size_t n_products = offsets.size() - 1;
 		RankedOffers out;
-		size_t n_products = sizes_.size();
-		out.offsets.reserve(n_products + 1);
-		out.offsets.push_back(0);
-		out.rows.reserve(heaps_.size());
+		out.offsets.resize(n_products + 1);
+		out.offsets[0] = 0;
 		for (size_t p = 0; p < n_products; ++p)
 		{
-			Candidate *heap = heaps_.data() + offsets_[p];
-			std::sort_heap(heap, heap + sizes_[p]);
-			for (int64_t i = 0; i < sizes_[p]; ++i)
-				out.rows.push_back(heap[i].row);
-			out.offsets.push_back(static_cast<int64_t>(out.rows.size()));
+			int64_t found = 0;
+			for (const TopKHeaps &h : heaps)
+				found += h.sizes_[p];
+			out.offsets[p + 1] = out.offsets[p] + std::min<int64_t>(k, found);
 		}
+		out.rows.resize(static_cast<size_t>(out.offsets[n_products]));
+		std::vector<std::vector<Candidate>> scratch(parallel_workers(n_products));
+		for_each_product(n_products, ctx, [&](size_t, size_t worker, size_t p) {
+			std::vector<Candidate> &all = scratch[worker];
+			all.clear();
+			for (const TopKHeaps &h : heaps)
+				all.insert(all.end(), h.heaps_.begin() + offsets[p], h.heaps_.begin() + offsets[p] + h.sizes_[p]);
+			size_t keep = static_cast<size_t>(out.offsets[p + 1] - out.offsets[p]);
+			std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end());
+			for (size_t i = 0; i < keep; ++i)
+				out.rows[static_cast<size_t>(out.offsets[p]) + i] = all[i].row;
+		});
 		return out;
 	}
 
@@ -127,19 +144,37 @@ class TopKHeaps
 	std::vector<int64_t> sizes_;
 };
 
+/* Heaps of every worker together at most this many bytes; past it, fewer workers rank the rows. */
+constexpr size_t kMaxHeapBytes = size_t(512) << 20;
+
 RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 {
 	Stopwatch clock;
-	TopKHeaps heaps(offers, k);
 	size_t n = offers.product.size();
-	for (size_t begin = 0; begin < n; begin += kCheckEvery)
-	{
-		ctx.interrupt_point(Phase::Compute);
-		size_t end = std::min(n, begin + kCheckEvery);
-		for (size_t row = begin; row < end; ++row)
-			heaps.add(static_cast<uint32_t>(row));
-	}
-	RankedOffers out = heaps.finish();
+	/* each worker ranks a slice of the rows into heaps of its own, which are then merged per product */
+	size_t heap_bytes = 0;
+	for (int64_t count : offers.product.counts())
+		heap_bytes += static_cast<size_t>(std::min<int64_t>(k, count)) * sizeof(Candidate);
+	size_t slices = std::max<size_t>(1, std::min({parallel_workers(n / kCheckEvery + 1), n / kCheckEvery + 1,
+												  kMaxHeapBytes / std::max<size_t>(heap_bytes, 1)}));
+	std::vector<TopKHeaps> heaps;
+	heaps.reserve(slices);
+	for (size_t s = 0; s < slices; ++s)
+		heaps.emplace_back(offers, k);
+	size_t per_slice = (n + slices - 1) / slices;
+	size_t pieces = (n + kCheckEvery - 1) / kCheckEvery;
+	/* pieces of kCheckEvery rows, each slice's in order, so that a cancel is seen between pieces */
+	size_t pieces_per_slice = (per_slice + kCheckEvery - 1) / kCheckEvery;
+	parallel_for(slices, ctx, [&](size_t slice, size_t, const std::atomic<bool> &cancelled) {
+		size_t first_piece = slice * pieces_per_slice, last_piece = std::min(pieces, first_piece + pieces_per_slice);
+		for (size_t piece = first_piece; piece < last_piece && !cancelled.load(std::memory_order_relaxed); ++piece)
+		{
+			size_t end = std::min(n, (piece + 1) * kCheckEvery);
+			for (size_t row = piece * kCheckEvery; row < end; ++row)
+				heaps[slice].add(static_cast<uint32_t>(row));
+		}
+	});
+	RankedOffers out = TopKHeaps::finish(heaps, k, ctx);
 	settle_ties(offers, out, ctx);
 	ctx.times.compute_ms += clock.elapsed_ms();
 	return out;
@@ -196,7 +231,7 @@ void settle_ties(const Offers &offers, RankedOffers &ranked, ExecContext &ctx)
 	};
 	/* the ties, products in blocks on every core (each ranked row is a random read of the columns) */
 	std::vector<std::vector<Run>> found((n_products + kProductsPerBlock - 1) / kProductsPerBlock);
-	for_each_product(n_products, ctx, [&](size_t block, size_t p) {
+	for_each_product(n_products, ctx, [&](size_t block, size_t, size_t p) {
 		int64_t begin = ranked.offsets[p], end = ranked.offsets[p + 1];
 		for (int64_t first = begin; first < end;)
 		{
@@ -286,7 +321,7 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 	{
 		/* one part: the GPU's picks are the ranking; counted, then copied, on every core */
 		out.offsets.assign(n_products + 1, 0);
-		for_each_product(n_products, ctx, [&](size_t, size_t p) {
+		for_each_product(n_products, ctx, [&](size_t, size_t, size_t p) {
 			const uint32_t *slot = picks.data() + p * rounds;
 			int r = 0;
 			while (r < rounds && slot[r] != gpu::kNoOffer)
@@ -295,7 +330,7 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 		});
 		std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
 		out.rows.resize(static_cast<size_t>(out.offsets.back()));
-		for_each_product(n_products, ctx, [&](size_t, size_t p) {
+		for_each_product(n_products, ctx, [&](size_t, size_t, size_t p) {
 			const uint32_t *slot = picks.data() + p * rounds;
 			std::copy(slot, slot + (out.offsets[p + 1] - out.offsets[p]), out.rows.data() + out.offsets[p]);
 		});
@@ -303,11 +338,12 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 	else
 	{
 		/* several parts: rank their picks together */
-		TopKHeaps heaps(offers, k);
+		std::vector<TopKHeaps> heaps;
+		heaps.emplace_back(offers, k);
 		for (uint32_t row : picks)
 			if (row != gpu::kNoOffer)
-				heaps.add(row);
-		out = heaps.finish();
+				heaps.front().add(row);
+		out = TopKHeaps::finish(heaps, k, ctx);
 	}
 	settle_ties(offers, out, ctx);
 	ctx.times.compute_ms += clock.elapsed_ms();
