@@ -12,10 +12,10 @@
 # stops them at the end.  The clusters stand for servers of their own, so
 # each gets its share of the machine's cores, the baseline cluster as well
 # as the shards: its calls read with WORKERS parallel workers (default: the
-# share, less one for the calling backend) and compute on THREADS CPU threads
-# (gpurec.cpu_threads; default: the share).  Timings are medians of 3
-# (overhead: of 11), each in a session that has already made one call
-# (dblink connections open).
+# share, less one for the calling backend; none on a share of one core)
+# and compute on THREADS CPU threads (gpurec.cpu_threads; default: the
+# share).  Timings are medians of 3 (overhead: of 11), each in a session
+# that has already made one call (dblink connections open).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 clusters=${CLUSTERS:-4}
@@ -24,7 +24,7 @@ per_shard=${PER_SHARD:-256}
 individuals=${INDIVIDUALS:-250}
 examples=${EXAMPLES:-100000}
 share=$(( $(nproc) / clusters > 0 ? $(nproc) / clusters : 1 ))
-workers=${WORKERS:-$(( share > 1 ? share - 1 : 1 ))}
+workers=${WORKERS:-$(( share - 1 ))}
 threads=${THREADS:-$share}
 devices=${DEVICES:-cpu}
 base=/tmp/gpurec-bench-shard
