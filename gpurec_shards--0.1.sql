@@ -115,11 +115,20 @@ BEGIN
 END $$;
 
 -- Runs queries[i] on shards[i] (one query: the same on every shard), all at
--- once, and returns every shard's rows prefixed by the shard's position.
--- `columns` is the column definition list of the rows, which the caller's
--- own column definition list repeats after "shard integer".  A shard's
--- error is raised with its own SQLSTATE, detail and hint, the message naming
--- the shard; cancel and statement_timeout cancel every shard's query.
+-- once, and returns every shard's rows prefixed by the shard's position, in
+-- the shard's order.  `columns` is the column definition list of the rows
+-- (names and types, the types without commas), which the caller's own
+-- column definition list repeats after "shard integer".  A shard's error is
+-- raised with its own SQLSTATE, detail and hint, the message naming the
+-- shard; cancel and statement_timeout cancel every shard's query.
+--
+-- A shard's rows travel as ONE row of arrays, an array per column: dblink
+-- reads a result row by row, as text, and builds a tuple of each, which
+-- costs the coordinator far more than the shards' whole answer when it is
+-- tens of thousands of rows.  The arrays' elements keep everything of the
+-- values (a numeric's scale, a float8's every bit), and the coordinator
+-- unnests them in lockstep, in their order.  The shard's answer thus
+-- travels in one message, and a message is at most 1 GB.
 CREATE FUNCTION _gather(shards text[], queries text[], columns text)
 RETURNS SETOF record LANGUAGE plpgsql AS $$
 DECLARE
@@ -131,14 +140,27 @@ DECLARE
     msg text;
     det text;
     hnt text;
+    names text;          -- "product_id, price"
+    aggregates text;     -- "array_agg(q.product_id), array_agg(q.price)"
+    array_columns text;  -- "product_id bigint[], price numeric[]"
+    unnested text;       -- "unnest(t.product_id), unnest(t.price)"
 BEGIN
     IF cardinality(queries) = 1 AND n > 1 THEN
         queries := array_fill(queries[1], ARRAY[n]);
     END IF;
+    SELECT string_agg(format('%I', c.name), ', ' ORDER BY c.n),
+           string_agg(format('array_agg(q.%I)', c.name), ', ' ORDER BY c.n),
+           string_agg(format('%I %s[]', c.name, c.type), ', ' ORDER BY c.n),
+           string_agg(format('unnest(t.%I)', c.name), ', ' ORDER BY c.n)
+      INTO names, aggregates, array_columns, unnested
+      FROM (SELECT d.n, split_part(d.col, ' ', 1) AS name, substr(d.col, strpos(d.col, ' ') + 1) AS type
+            FROM unnest(regexp_split_to_array(btrim(columns), '\s*,\s*')) WITH ORDINALITY AS d(col, n)) c;
     conns := gpurec_shards._connect(shards);
     BEGIN
         FOR i IN 1 .. n LOOP
-            IF dblink_send_query(conns[i], queries[i]) <> 1 THEN
+            -- a plain aggregate over the query takes its rows in their order,
+            -- and every column's array from the same pass
+            IF dblink_send_query(conns[i], format('SELECT %s FROM (%s) AS q(%s)', aggregates, queries[i], names)) <> 1 THEN
                 PERFORM gpurec_shards._raise('08006', format('could not send the query to shard "%s"', shards[i]),
                                              nullif(dblink_error_message(conns[i]), 'OK'));
             END IF;
@@ -158,8 +180,10 @@ BEGIN
         END LOOP;
         FOR i IN 1 .. n LOOP
             BEGIN
-                RETURN QUERY EXECUTE format('SELECT %s, t.* FROM dblink_get_result(%L) AS t(%s)',
-                                            i, conns[i], columns);
+                -- unnest in the select list: the arrays zip row by row, in
+                -- order, without being materialized first
+                RETURN QUERY EXECUTE format('SELECT %s, %s FROM dblink_get_result(%L) AS t(%s)',
+                                            i, unnested, conns[i], array_columns);
                 -- the end of the query's results: the connection is free again
                 PERFORM FROM dblink_get_result(conns[i]) AS t(done text);
             EXCEPTION WHEN OTHERS THEN
@@ -205,22 +229,22 @@ BEGIN
         'SELECT 1::bigint AS product_id, 1::bigint AS store_id, 1::numeric AS price WHERE false', k);
     -- each shard's k cheapest of each product hold the k cheapest of all
     -- shards; ranking them again by the engine's order (price, store_id,
-    -- fewest decimals) gives the single server's ranks, and n_offers is the
-    -- sum of the shards' counts
+    -- fewest decimals) gives the single server's ranks.  A shard sends its
+    -- count of a product's offers on the product's first row alone, so that
+    -- n_offers, the sum of the shards' counts, comes from the one window
+    -- (its frame the whole product) that numbers the rows.
     RETURN QUERY
     SELECT m.product_id, m.offer_rank, m.store_id, m.price, m.n_offers
-    FROM (SELECT t.product_id,
-                 (row_number() OVER (PARTITION BY t.product_id
-                                     ORDER BY t.price, t.store_id, scale(t.price)))::integer AS offer_rank,
-                 t.store_id, t.price,
-                 (sum(t.n_offers) FILTER (WHERE t.offer_rank = 1)
-                      OVER (PARTITION BY t.product_id))::bigint AS n_offers
+    FROM (SELECT t.product_id, (row_number() OVER product_offers)::integer AS offer_rank,
+                 t.store_id, t.price, (sum(t.n_offers) OVER product_offers)::bigint AS n_offers
           FROM gpurec_shards._gather(shards,
-                   ARRAY[format('SELECT product_id, offer_rank, store_id, price, n_offers '
+                   ARRAY[format('SELECT product_id, store_id, price, '
+                                'CASE WHEN offer_rank = 1 THEN n_offers END '
                                 'FROM gpurec.cheapest_offers(%L, %s)', offers_query, k)],
-                   'product_id bigint, offer_rank integer, store_id bigint, price numeric, n_offers bigint')
-               AS t(shard integer, product_id bigint, offer_rank integer, store_id bigint,
-                    price numeric, n_offers bigint)) m
+                   'product_id bigint, store_id bigint, price numeric, n_offers bigint')
+               AS t(shard integer, product_id bigint, store_id bigint, price numeric, n_offers bigint)
+          WINDOW product_offers AS (PARTITION BY t.product_id ORDER BY t.price, t.store_id, scale(t.price)
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)) m
     WHERE m.offer_rank <= k
     ORDER BY m.product_id, m.offer_rank;
 END $$;

@@ -290,7 +290,7 @@ ProductOffers product_offers(const Offers &offers, const std::vector<uint8_t> &n
 			code_of_slot.push_back(static_cast<int32_t>(code));
 		}
 	size_t n_slots = code_of_slot.size();
-	size_t slices = std::max<size_t>(1, std::min(parallel_workers(n), (n + kCheckEvery - 1) / kCheckEvery));
+	size_t slices = std::max<size_t>(1, std::min(parallel_workers(n, ctx), (n + kCheckEvery - 1) / kCheckEvery));
 	std::vector<uint32_t> counts(slices * n_slots, 0); /* [slice][slot]; then each slice's first position */
 	auto each_slice = [&](auto body) {
 		parallel_for(slices, ctx, [&](size_t slice, size_t, const std::atomic<bool> &cancelled) {

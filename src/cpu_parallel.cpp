@@ -22,9 +22,10 @@ constexpr std::chrono::milliseconds kInterruptCheckInterval(5);
 
 } // namespace
 
-size_t parallel_workers(size_t n)
+size_t parallel_workers(size_t n, const ExecContext &ctx)
 {
-	return std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+	size_t threads = ctx.cpu_threads > 0 ? ctx.cpu_threads : std::max(1u, std::thread::hardware_concurrency());
+	return std::min(n, threads);
 }
 
 void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body, Phase phase)
@@ -33,7 +34,8 @@ void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body, Phase ph
 		return;
 	/* the phase's first interrupt point comes before any work, however short the work is */
 	ctx.interrupt_point(phase);
-	size_t n_workers = parallel_workers(n);
+	size_t n_workers = parallel_workers(n, ctx);
+	ctx.cpu_threads_used = std::max(ctx.cpu_threads_used, n_workers);
 	std::atomic<size_t> next{0};
 	std::atomic<bool> cancelled{false};
 	std::mutex mutex;

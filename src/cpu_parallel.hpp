@@ -23,11 +23,14 @@ namespace gpurec {
  */
 using ParallelBody = std::function<void(size_t item, size_t worker, const std::atomic<bool> &cancelled)>;
 
-/* The worker threads parallel_for starts for n items: one per core, at most one per item. */
-size_t parallel_workers(size_t n);
+/*
+ * The worker threads parallel_for starts for n items in the call ctx: one
+ * per core, or ctx.cpu_threads when it is set, at most one per item.
+ */
+size_t parallel_workers(size_t n, const ExecContext &ctx);
 
 /*
- * Runs body for every item in [0, n) on parallel_workers(n) worker threads,
+ * Runs body for every item in [0, n) on parallel_workers(n, ctx) worker threads,
  * which take the items in turn, and returns when all have finished.
  *
  * The calling thread (a backend's own) computes nothing: it calls

@@ -40,10 +40,18 @@ using gpu::TestFault;
 struct ExecContext : gpu::CallContext
 {
 	DeviceMode mode = DeviceMode::Auto;
+	/*
+	 * The most worker threads one CPU computation of the call may use
+	 * (gpurec.cpu_threads); 0: one per core.  Servers that share a machine
+	 * (shards of gpurec_shards, say) each take their part of its cores.
+	 */
+	size_t cpu_threads = 0;
 	/* Raises a NOTICE. */
 	std::function<void(const std::string &)> notice = [](const std::string &) {};
 	/* Filled in while the call runs. */
 	bool used_gpu = false;
+	/* The most worker threads that one parallel_for of the call ran. */
+	size_t cpu_threads_used = 0;
 	/* How each inner query was read, for the timing NOTICE: "offers query: 2 workers". */
 	std::string read_notes;
 };

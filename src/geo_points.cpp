@@ -98,14 +98,14 @@ void order_points(IdColumn &user, FloatColumn &x, FloatColumn &y, ExecContext &c
 		offsets[r + 1] = offsets[r] + counts[r];
 	}
 	/*
-	 * Each user's points together, users in id order.  One thread per core
+	 * Each user's points together, users in id order.  Each worker thread
 	 * owns a range of users holding about as many points as the others and
 	 * scans every row for them: no slot is written by two threads and no
 	 * counter is shared, and the rows' order within a user does not matter,
 	 * as the sort below settles it.
 	 */
 	BulkVector<double> px(n), py(n);
-	size_t threads = parallel_workers(by_id.size());
+	size_t threads = parallel_workers(by_id.size(), ctx);
 	std::vector<size_t> owners = split_by_cost(
 		by_id.size(), static_cast<double>(n) / static_cast<double>(std::max<size_t>(1, threads)),
 		[&](size_t u) { return static_cast<double>(counts[u]); });

@@ -29,7 +29,8 @@ void report_timing(const char *function, const ExecContext &ctx)
 								"%.3f ms, output %.3f ms",
 								function, device, t.read_ms, t.transfer_ms, t.compute_ms,
 								t.output_ms),
-						 errdetail("Read: %s.", ctx.read_notes.c_str())));
+						 errdetail("Read: %s.  CPU worker threads: %zu.", ctx.read_notes.c_str(),
+								   ctx.cpu_threads_used)));
 	});
 }
 

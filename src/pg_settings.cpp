@@ -27,6 +27,7 @@ namespace {
 int device_setting = static_cast<int>(DeviceMode::Auto);
 bool timing_setting = false;
 int parallel_workers_setting = -1;
+int cpu_threads_setting = 0;
 bool test_fail_gpu_alloc_setting = false;
 char *test_fault_setting = nullptr;
 /* gpurec.test_fault as parsed by its check hook (at = 0: none). */
@@ -149,6 +150,12 @@ void define_settings()
 							"max_parallel_workers, a table's parallel_workers); this may only lower them.  0 reads "
 							"every inner query in the calling backend.",
 							&parallel_workers_setting, -1, -1, 1024, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+	DefineCustomIntVariable("gpurec.cpu_threads",
+							"The most threads one CPU computation of a call uses; 0 uses every core.",
+							"Servers that share a machine (the shards of gpurec_shards on one host, or busy "
+							"backends) can each take their part of the cores instead of every backend "
+							"starting one thread per core.",
+							&cpu_threads_setting, 0, 0, 1024, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("gpurec.test_fail_gpu_alloc",
 							 "For tests only: makes every GPU allocation fail.", nullptr,
 							 &test_fail_gpu_alloc_setting, false, PGC_SUSET,
@@ -172,6 +179,7 @@ ExecContext exec_context_from_settings()
 {
 	ExecContext ctx;
 	ctx.mode = static_cast<DeviceMode>(device_setting);
+	ctx.cpu_threads = static_cast<size_t>(cpu_threads_setting);
 	ctx.fail_gpu_alloc = test_fail_gpu_alloc_setting;
 	ctx.check_interrupts = [] { pg_call([] { CHECK_FOR_INTERRUPTS(); }); };
 	ctx.fault = test_fault;

@@ -350,7 +350,7 @@ template <typename Source> std::vector<RocCounts> counts_on_cpu(Source &source, 
 		return static_cast<double>(source.examples_before(s + 1) - source.examples_before(s));
 	});
 	size_t n_items = items.size() - 1;
-	std::vector<SegmentCounter<Source>> counters(parallel_workers(n_items), SegmentCounter<Source>(source, out));
+	std::vector<SegmentCounter<Source>> counters(parallel_workers(n_items, ctx), SegmentCounter<Source>(source, out));
 	parallel_for(n_items, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &cancelled) {
 		for (size_t s = items[item]; s < items[item + 1] && !cancelled.load(std::memory_order_relaxed); ++s)
 			counters[worker].count(s);

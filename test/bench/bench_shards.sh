@@ -9,10 +9,13 @@
 #             on its part against the distributed call on all parts.
 #
 # Starts its own clusters (test/cluster.sh) in /tmp/gpurec-bench-shard-N and
-# stops them at the end; each cluster's calls read with WORKERS parallel
-# workers (default: the cores shared out among the clusters, less one for
-# each calling backend).  Timings are medians of 3 (overhead: of 11), each
-# in a session that has already made one call (dblink connections open).
+# stops them at the end.  The clusters stand for servers of their own, so
+# each gets its share of the machine's cores, the baseline cluster as well
+# as the shards: its calls read with WORKERS parallel workers (default: the
+# share, less one for the calling backend; none on a share of one core)
+# and compute on THREADS CPU threads (gpurec.cpu_threads; default: the
+# share).  Timings are medians of 3 (overhead: of 11), each in a session
+# that has already made one call (dblink connections open).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 clusters=${CLUSTERS:-4}
@@ -20,7 +23,9 @@ products=${PRODUCTS:-30000}
 per_shard=${PER_SHARD:-256}
 individuals=${INDIVIDUALS:-250}
 examples=${EXAMPLES:-100000}
-workers=${WORKERS:-$(( $(nproc) / clusters > 1 ? $(nproc) / clusters - 1 : 1 ))}
+share=$(( $(nproc) / clusters > 0 ? $(nproc) / clusters : 1 ))
+workers=${WORKERS:-$(( share - 1 ))}
+threads=${THREADS:-$share}
 devices=${DEVICES:-cpu}
 base=/tmp/gpurec-bench-shard
 
@@ -44,12 +49,12 @@ shards=""
 for i in $(seq "$clusters"); do
 	test/cluster.sh start "$base-$i" -c shared_buffers=2GB -c work_mem=512MB -c jit=off \
 		-c max_worker_processes=32 -c max_parallel_workers=32 \
-		-c max_parallel_workers_per_gather="$workers" >/dev/null
+		-c max_parallel_workers_per_gather="$workers" -c gpurec.cpu_threads="$threads" >/dev/null
 	servers+="CREATE SERVER s$i FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$base-$i', dbname 'bench', options '-c gpurec.device=auto');
 CREATE USER MAPPING FOR CURRENT_USER SERVER s$i OPTIONS (user 'postgres');"
 	shards+="${shards:+,}s$i"
 done
-echo "# $clusters clusters, $workers parallel workers each, devices: $devices"
+echo "# $clusters clusters, $workers parallel workers and $threads CPU threads each, devices: $devices"
 
 # every cluster loads its part at once
 for i in $(seq "$clusters"); do
@@ -102,7 +107,7 @@ for device in $devices; do
 	small_dist=$(runs 11 "$base-1" coord "$set_device SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT * FROM small_offers', 2)")
 	echo "overhead ($device): cheapest_offers on 10,000 offers, k = 2: one cluster $small_local ms, over $clusters shards $small_dist ms: +$(awk -v a="$small_dist" -v b="$small_local" 'BEGIN { printf "%.1f", a - b }') ms"
 
-		one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')")
+	one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')")
 	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT product_id, store_id, price FROM offers')")
 	echo "weak scaling ($device): cheapest_offers, one cluster $((products * per_shard)) offers $one ms; $clusters clusters $((clusters * products * per_shard)) offers $all ms: $(ratio "$all" "$one")x"
 	# the same local calls on every cluster at once, without the coordinator:

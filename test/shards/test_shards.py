@@ -9,11 +9,14 @@ printed; GPUREC_SEED replays) with ties, NULLs and mixed decimals is sharded
 by its key and, for the offers, by a column that is not the key; every
 function's distributed answer must equal the single server's, row for row
 and bit for bit (predict_strength and fit_exponent: within 1e-9 relative,
-their sums being added in another order).  Then faults: a shard that is
+their sums being added in another order); shards that answer no rows;
+gpurec.cpu_threads honoured, on a shard and through the servers' options,
+with the same answers.  Then faults: a shard that is
 down, a shard whose query fails, data split across shards, cancel and
 statement_timeout while the shards work.
 """
 import os
+import re
 import subprocess
 import sys
 import time
@@ -214,6 +217,11 @@ def functional(rnd, data, by_key):
             f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM carts', 'SELECT * FROM offers')")
     if not by_key:
         return
+    # products that are all on the first shard: the others answer no rows
+    compare("cheapest-offers-two-shards-without-rows",
+            "gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE product_id % 3 = 0', 2)",
+            f"gpurec_shards.cheapest_offers({SHARDS}, "
+            "'SELECT product_id, store_id, price FROM offers WHERE product_id % 3 = 0', 2)")
     compare("roc-fitness-long", "gpurec.roc_fitness('SELECT * FROM scores')",
             f"gpurec_shards.roc_fitness({SHARDS}, 'SELECT * FROM scores')")
     labels = data["labels"]
@@ -254,6 +262,42 @@ def functional(rnd, data, by_key):
             "'{1,2,2,0.5}')",
             f"gpurec_shards.fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', "
             "'SELECT * FROM candidates', '{1,2,2,0.5}')", tolerance=1e-9)
+
+
+def cpu_threads():
+    """gpurec.cpu_threads, which shards sharing a host set to their share of
+    its cores: a call computes on that many threads (the timing NOTICE
+    says how many ran), with the same answer as on every core; set in a
+    shard's server options, it reaches the shards' sessions."""
+    threads_ran = re.compile(r"CPU worker threads: (\d+)")
+    call = "SELECT * FROM gpurec.similar_users('SELECT * FROM points', 3);"
+    answers, ran = {}, {}
+    for threads in (1, 3, 0):
+        proc = run(*SHARD_DBS[0], f"SET gpurec.device = cpu; SET gpurec.timing = on; "
+                   f"SET gpurec.cpu_threads = {threads};" + call)
+        answers[threads] = proc.stdout
+        found = threads_ran.search(proc.stderr)
+        ran[threads] = int(found.group(1)) if found else None
+    users = int(rows(*SHARD_DBS[0], "SELECT count(DISTINCT user_id) FROM points WHERE x IS NOT NULL "
+                     "AND y IS NOT NULL AND user_id IS NOT NULL;")[0])
+    every_core = min(users, os.cpu_count() or 1)
+    check("cpu-threads-honoured", ran == {1: 1, 3: min(3, users), 0: every_core},
+          f"threads that ran: {ran}, for 1, 3 and 0 (every core: {every_core})")
+    check("cpu-threads-same-answer", answers[1] == answers[3] == answers[0] and answers[0].strip() != "",
+          "the answers differ")
+    for i in (1, 2, 3):
+        run(*COORD, f"ALTER SERVER s{i} OPTIONS (ADD options '-c gpurec.cpu_threads=1');")
+    try:
+        compare("cpu-threads-in-server-options",
+                "gpurec.similar_users('SELECT * FROM points', 3)",
+                f"gpurec_shards.similar_users({SHARDS}, 'SELECT * FROM points', 3)")
+        settings = rows(*COORD, f"SELECT t.threads FROM gpurec_shards._gather({SHARDS}, "
+                        "ARRAY['SELECT current_setting(''gpurec.cpu_threads'')'], 'threads text') "
+                        "AS t(shard integer, threads text);")
+        check("cpu-threads-reach-the-shards", settings == ["1", "1", "1"], f"the shards' settings: {settings}")
+    finally:
+        for i in (1, 2, 3):
+            run(*COORD, f"ALTER SERVER s{i} OPTIONS (DROP options);")
 
 
 def materialized_view():
@@ -360,6 +404,7 @@ def main():
             copy_rows(*WHOLE, table, data[table])
         functional(rnd, data, by_key=False)
         functional(rnd, data, by_key=True)
+        cpu_threads()
         materialized_view()
         faults()
     finally:

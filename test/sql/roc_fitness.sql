@@ -55,3 +55,34 @@ SELECT gpurec.roc_auc('{{1,2},{3,4}}', '{t,f,t,f}');
 SELECT gpurec.roc_auc('{1,2,3,4}', '{{t,f},{t,f}}');
 SELECT * FROM gpurec.roc_fitness('SELECT 1 AS individual_id, ARRAY[0.9, 0.1]::real[] AS scores', '{{t},{f}}');
 SELECT gpurec.roc_auc('[0:3]={0.9,0.8,0.7,0.1}', '[5:8]={t,f,t,f}') = gpurec.roc_auc('{0.9,0.8,0.7,0.1}', '{t,f,t,f}') AS lower_bounds_ignored;
+
+-- gpurec.cpu_threads caps the threads of a CPU computation (0: every core);
+-- the results do not depend on it (these individuals are counted in several
+-- items, on as many threads as allowed)
+SET gpurec.device = cpu;
+CREATE TABLE big_population AS
+  SELECT i AS individual_id,
+         (SELECT array_agg((((g * 7919 + i * 104729) % 1000) / 1000.0)::real) FROM generate_series(1, 3000) g) AS scores
+  FROM generate_series(1, 200) i;
+CREATE TABLE big_labels AS SELECT array_agg(g % 3 = 0) AS labels FROM generate_series(1, 3000) g;
+SET gpurec.cpu_threads = 1;
+SHOW gpurec.cpu_threads;
+CREATE TABLE fitness_one_thread AS
+  SELECT * FROM gpurec.roc_fitness('SELECT * FROM big_population', (SELECT labels FROM big_labels));
+RESET gpurec.cpu_threads;
+SHOW gpurec.cpu_threads;
+SELECT count(*) AS individuals,
+       count(*) FILTER (WHERE o IS NOT DISTINCT FROM a) AS identical
+FROM fitness_one_thread o
+FULL JOIN gpurec.roc_fitness('SELECT * FROM big_population', (SELECT labels FROM big_labels)) a
+  USING (individual_id);
+SET gpurec.cpu_threads = 3;
+SELECT count(*) AS individuals,
+       count(*) FILTER (WHERE o IS NOT DISTINCT FROM a) AS identical
+FROM fitness_one_thread o
+FULL JOIN gpurec.roc_fitness('SELECT * FROM big_population', (SELECT labels FROM big_labels)) a
+  USING (individual_id);
+SET gpurec.cpu_threads = -1;
+RESET gpurec.cpu_threads;
+RESET gpurec.device;
+DROP TABLE big_population, big_labels, fitness_one_thread;

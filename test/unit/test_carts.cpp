@@ -362,6 +362,23 @@ TEST(CartsGpu, GpuModeWithoutAGpuIsAnError)
 	}
 }
 
+/* gpurec.cpu_threads changes how the work is cut, never an answer */
+TEST(Carts, SameAnswersOnOneThreadAsOnEveryCore)
+{
+	std::mt19937_64 rng = seeded_rng();
+	Market m = random_market(rng, 3000, 6, 7, 4);
+	ExecContext every_core = context(DeviceMode::Cpu);
+	CartsAnswer want = optimize_carts(m.lines(), m.offers(), m.shipping(), every_core);
+	for (size_t threads : {1, 3})
+	{
+		SCOPED_TRACE("cpu_threads " + std::to_string(threads));
+		ExecContext ctx = context(DeviceMode::Cpu);
+		ctx.cpu_threads = threads;
+		expect_same_answers(optimize_carts(m.lines(), m.offers(), m.shipping(), ctx), want);
+		EXPECT_LE(ctx.cpu_threads_used, threads);
+	}
+}
+
 TEST(CartsGpu, SameAnswersAsTheCpu)
 {
 	if (!gpu_usable())

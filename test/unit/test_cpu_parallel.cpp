@@ -12,6 +12,8 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -39,24 +41,54 @@ bool wait_for_cancel(const std::atomic<bool> &cancelled)
 TEST(CpuParallel, WorkersPerItemCount)
 {
 	size_t cores = std::max(1u, std::thread::hardware_concurrency());
-	EXPECT_EQ(parallel_workers(0), 0u);
-	EXPECT_EQ(parallel_workers(1), 1u);
-	EXPECT_EQ(parallel_workers(1000000), cores);
-	EXPECT_EQ(parallel_workers(cores + 1), cores);
+	ExecContext ctx;
+	EXPECT_EQ(parallel_workers(0, ctx), 0u);
+	EXPECT_EQ(parallel_workers(1, ctx), 1u);
+	EXPECT_EQ(parallel_workers(1000000, ctx), cores);
+	EXPECT_EQ(parallel_workers(cores + 1, ctx), cores);
+}
+
+/* gpurec.cpu_threads: at most that many threads run the items, fewer cores or more */
+TEST(CpuParallel, CpuThreadsCapsTheWorkers)
+{
+	for (size_t cap : {1, 2, 3, 5})
+	{
+		SCOPED_TRACE("cpu_threads " + std::to_string(cap));
+		ExecContext ctx;
+		ctx.cpu_threads = cap;
+		EXPECT_EQ(parallel_workers(0, ctx), 0u);
+		EXPECT_EQ(parallel_workers(2, ctx), std::min<size_t>(2, cap));
+		EXPECT_EQ(parallel_workers(1000000, ctx), cap);
+		std::mutex mutex;
+		std::set<std::thread::id> threads;
+		std::atomic<int> bad_worker{0};
+		parallel_for(400, ctx, [&](size_t, size_t worker, const std::atomic<bool> &) {
+			bad_worker += worker >= cap;
+			{
+				std::lock_guard<std::mutex> lock(mutex);
+				threads.insert(std::this_thread::get_id());
+			}
+			std::this_thread::sleep_for(std::chrono::microseconds(50));
+		});
+		EXPECT_EQ(bad_worker.load(), 0);
+		EXPECT_LE(threads.size(), cap);
+		EXPECT_GE(threads.size(), 1u);
+		EXPECT_EQ(ctx.cpu_threads_used, cap) << "the call reports the threads it started";
+	}
 }
 
 TEST(CpuParallel, EveryItemOnceOnItsOwnWorker)
 {
 	constexpr size_t n = 5000;
 	std::vector<std::atomic<int>> runs(n);
-	size_t workers = parallel_workers(n);
+	ExecContext ctx;
+	size_t workers = parallel_workers(n, ctx);
 	std::unique_ptr<std::atomic<bool>[]> busy(new std::atomic<bool>[workers]);
 	for (size_t w = 0; w < workers; ++w)
 		busy[w] = false;
 	std::atomic<int> bad_worker{0}, overlaps{0}, on_caller{0};
 	std::thread::id caller = std::this_thread::get_id();
 	int checks = 0;
-	ExecContext ctx;
 	ctx.check_interrupts = [&] {
 		EXPECT_EQ(std::this_thread::get_id(), caller);
 		++checks;
@@ -125,7 +157,7 @@ TEST(CpuParallel, CancelReachesTheWorkers)
 	EXPECT_TRUE(caught);
 	EXPECT_EQ(checks, 2) << "no check once cancelled";
 	EXPECT_GE(started.load(), 1);
-	EXPECT_LE(static_cast<size_t>(started.load()), parallel_workers(n)) << "no item starts after a cancel";
+	EXPECT_LE(static_cast<size_t>(started.load()), parallel_workers(n, ctx)) << "no item starts after a cancel";
 	EXPECT_EQ(saw_cancel.load(), started.load());
 }
 

@@ -15,6 +15,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "../../src/geo.hpp"
 #include "test_random.hpp"
@@ -605,6 +606,53 @@ INSTANTIATE_TEST_SUITE_P(Metrics, GeoOracle,
 						 [](const auto &info) {
 							 return info.param == GeoMetric::Euclidean ? "euclidean" : "haversine";
 						 });
+
+/* gpurec.cpu_threads changes which thread measures which user, never a number */
+TEST_P(GeoOracle, SameResultsOnOneThreadAsOnEveryCore)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng = seeded_rng();
+	std::vector<Point> rows = random_points(rng, 120, 8, metric);
+	PointColumns in(rows);
+	std::vector<Candidate> cand_rows = random_candidates(rng, 40, metric);
+	CandidateColumns cands(cand_rows);
+	std::vector<std::pair<int64_t, int64_t>> visits;
+	for (const Point &p : rows)
+		if (rng() % 4 == 0)
+			visits.push_back({p.user, cand_rows[rng() % cand_rows.size()].id});
+	HoldoutColumns holdout(visits);
+	auto run = [&](size_t threads) {
+		ExecContext ctx = cpu_context();
+		ctx.cpu_threads = threads;
+		std::vector<SimilarUser> similar = similar_users(in.view(), 5, {metric, 1e-9}, ctx);
+		std::vector<double> strengths = predict_strength(in.view(), rows[0].user, cands.view(), 1.5, {},
+														 {metric, 1e-9}, ctx);
+		std::vector<ExponentFit> fits =
+			fit_exponent(in.view(), holdout.view(), cands.view(), {1, 2, 3}, {}, {metric, 1e-9}, ctx);
+		return std::make_tuple(similar, strengths, fits);
+	};
+	auto [similar_want, strengths_want, fits_want] = run(0);
+	for (size_t threads : {1, 3})
+	{
+		SCOPED_TRACE("cpu_threads " + std::to_string(threads));
+		auto [similar, strengths, fits] = run(threads);
+		ASSERT_EQ(similar.size(), similar_want.size());
+		for (size_t i = 0; i < similar.size(); ++i)
+		{
+			EXPECT_EQ(similar[i].user_id, similar_want[i].user_id);
+			EXPECT_EQ(similar[i].rank, similar_want[i].rank);
+			EXPECT_EQ(similar[i].other_user_id, similar_want[i].other_user_id);
+			EXPECT_EQ(similar[i].similarity, similar_want[i].similarity);
+		}
+		EXPECT_EQ(strengths, strengths_want);
+		ASSERT_EQ(fits.size(), fits_want.size());
+		for (size_t e = 0; e < fits.size(); ++e)
+		{
+			EXPECT_EQ(fits[e].users, fits_want[e].users);
+			EXPECT_EQ(fits[e].mean_auc, fits_want[e].mean_auc);
+		}
+	}
+}
 
 /* ---- edge cases ---------------------------------------------------------- */
 

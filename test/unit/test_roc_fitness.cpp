@@ -364,6 +364,26 @@ TEST(RocFitness, ArrayFormatMatchesBruteForce)
 			}
 }
 
+/* gpurec.cpu_threads changes who counts which segment, never a result */
+TEST(RocFitness, SameResultsOnOneThreadAsOnEveryCore)
+{
+	std::mt19937_64 rng = seeded_rng();
+	LongInput long_in = random_long(rng, {200, 400, ScoreKind::UnitDoubles});
+	ArrayInput array_in = random_arrays(rng, {40, 0, ScoreKind::Doubles}, 3000);
+	ExecContext every_core = on(DeviceMode::Cpu);
+	std::vector<RocResult> long_want = roc_fitness_long(long_in.individual, long_in.label, long_in.score, every_core);
+	std::vector<RocResult> array_want = roc_fitness_arrays(array_in.ids, array_in.scores, array_in.labels, every_core);
+	for (size_t threads : {1, 3})
+	{
+		SCOPED_TRACE("cpu_threads " + std::to_string(threads));
+		ExecContext ctx = on(DeviceMode::Cpu);
+		ctx.cpu_threads = threads;
+		expect_identical(roc_fitness_long(long_in.individual, long_in.label, long_in.score, ctx), long_want);
+		expect_identical(roc_fitness_arrays(array_in.ids, array_in.scores, array_in.labels, ctx), array_want);
+		EXPECT_LE(ctx.cpu_threads_used, threads);
+	}
+}
+
 /* real[] scores over the whole float range: NaN, infinities, denormals, -0 */
 ArrayInput real_scores_over_the_float_range(std::mt19937_64 &rng)
 {
