@@ -123,7 +123,7 @@ class TopKHeaps
 			out.offsets[p + 1] = out.offsets[p] + std::min<int64_t>(k, found);
 		}
 		out.rows.resize(static_cast<size_t>(out.offsets[n_products]));
-		std::vector<std::vector<Candidate>> scratch(parallel_workers(n_products));
+		std::vector<std::vector<Candidate>> scratch(parallel_workers(n_products, ctx));
 		for_each_product(n_products, ctx, [&](size_t, size_t worker, size_t p) {
 			std::vector<Candidate> &all = scratch[worker];
 			all.clear();
@@ -155,7 +155,7 @@ RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 	size_t heap_bytes = 0;
 	for (int64_t count : offers.product.counts())
 		heap_bytes += static_cast<size_t>(std::min<int64_t>(k, count)) * sizeof(Candidate);
-	size_t slices = std::max<size_t>(1, std::min({parallel_workers(n / kCheckEvery + 1), n / kCheckEvery + 1,
+	size_t slices = std::max<size_t>(1, std::min({parallel_workers(n / kCheckEvery + 1, ctx), n / kCheckEvery + 1,
 												  kMaxHeapBytes / std::max<size_t>(heap_bytes, 1)}));
 	std::vector<TopKHeaps> heaps;
 	heaps.reserve(slices);
