@@ -66,6 +66,7 @@ if [[ " $sections " == *" similarity "* ]]; then
 		echo "user_similarity ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $similarity_fp32)"
 		echo "$notices"
 		echo "  end to end: $(median3 "$sql" "$parallel SET gpurec.device = $device;") ms (median of 3)"
+		echo "  warm session: $(warm3 "$sql" "$parallel SET gpurec.device = $device;") ms (median of 3)"
 		echo "  peak backend memory: $(bytes_per_point "$sql" "SET gpurec.device = $device" "$points") bytes per point"
 	done
 

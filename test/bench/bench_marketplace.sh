@@ -75,6 +75,7 @@ for device in $devices; do
 	serial_ms=$(printf '%s' "${runs[serial_$device]}" | median)
 	echo "gpurec.cheapest_offers ($device), parallel read:   $ms ms"
 	echo "gpurec.cheapest_offers ($device), serial read:     $serial_ms ms"
+	echo "gpurec.cheapest_offers ($device), parallel read, warm session: $(warm3 "$gpurec_sql" "$parallel SET gpurec.device = $device;") ms"
 	echo "  vs DISTINCT ON: $(ratio "$distinct_ms" "$ms")x faster; vs serial sum: $(ratio "$ms" "$sum_ms")x its time;" \
 		"vs parallel sum: $(ratio "$ms" "$psum_ms")x; serial read vs serial sum: $(ratio "$serial_ms" "$sum_ms")x"
 	# the phase split, from gpurec.timing; the read rate per process beside count(*)'s

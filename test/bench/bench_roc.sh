@@ -40,6 +40,7 @@ SQL
 		sql="SELECT sum(auc) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT labels FROM labels))"
 		ms=$(median3 "$sql" "$parallel SET gpurec.device = $device;")
 		echo "roc_fitness arrays ($device): $ms ms = $(ratio "$ms" "$read_ms")x the reading"
+		echo "  warm session: $(warm3 "$sql" "$parallel SET gpurec.device = $device;") ms"
 		notice "$sql" "$parallel SET gpurec.device = $device;"
 	done
 fi

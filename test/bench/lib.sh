@@ -15,10 +15,18 @@ run_ms() {
 	q -c "SET max_parallel_workers_per_gather = 0; ${2:-}" -c '\timing on' -c "$1" |
 		sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p'
 }
+# warm_ms SQL [SETTINGS]: the second of two runs in one session, in ms: what
+# a pooled or long-lived session pays, gpurec's library and CUDA started already
+warm_ms() {
+	q -c "SET max_parallel_workers_per_gather = 0; ${2:-}" -c '\timing on' -c "$1" -c "$1" |
+		sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -1
+}
 # the median of three numbers on stdin
 median() { sort -n | sed -n 2p; }
 # median3 SQL [SETTINGS]: the median of three runs, in ms
 median3() { for i in 1 2 3; do run_ms "$@"; done | median; }
+# warm3 SQL [SETTINGS]: the median of three warm runs (warm_ms), in ms
+warm3() { for i in 1 2 3; do warm_ms "$@"; done | median; }
 # notice SQL [SETTINGS]: the gpurec.timing NOTICE of one run, indented
 notice() { q -c "SET gpurec.timing = on; ${2:-}" -c "$1" 2>&1 | grep -E 'NOTICE|DETAIL' | sed 's/^/  /' || true; }
 # allow_workers TABLE: the planner may give TABLE's scans $workers workers (it gives big tables fewer by default)
