@@ -218,8 +218,8 @@ class Arena final : public ChunkSource, public ChunkResolver
 	std::vector<void *> chunks_;
 };
 
-/* Serializes `part` with its chunks by reference to `arena` and appends it to `into`, taking its full chunks. */
-template <typename Column> void append_by_reference(Column &into, const Column &part, const Arena &arena)
+/* The flat form of `part`, its chunks written by reference where their source names them. */
+template <typename Column> std::vector<uint8_t> serialized_by_reference(const Column &part)
 {
 	ByteWriter counter;
 	counter.allow_references();
@@ -228,6 +228,13 @@ template <typename Column> void append_by_reference(Column &into, const Column &
 	ByteWriter writer(bytes.data(), bytes.size());
 	writer.allow_references();
 	part.serialize(writer);
+	return bytes;
+}
+
+/* Serializes `part` with its chunks by reference to `arena` and appends it to `into`, taking its full chunks. */
+template <typename Column> void append_by_reference(Column &into, const Column &part, const Arena &arena)
+{
+	std::vector<uint8_t> bytes = serialized_by_reference(part);
 	ByteReader reader(bytes.data(), bytes.size(), &arena);
 	into.append_serialized(reader, run_on_threads, true);
 	EXPECT_TRUE(reader.at_end());
@@ -329,13 +336,7 @@ TEST(ColumnParts, ChunksByReferenceNeedAResolver)
 	Int64Column part;
 	part.use_chunk_source(arena);
 	part.push_back(7);
-	ByteWriter counter;
-	counter.allow_references();
-	part.serialize(counter);
-	std::vector<uint8_t> bytes(counter.size());
-	ByteWriter writer(bytes.data(), bytes.size());
-	writer.allow_references();
-	part.serialize(writer);
+	std::vector<uint8_t> bytes = serialized_by_reference(part);
 	Int64Column into;
 	ByteReader without_resolver(bytes.data(), bytes.size());
 	EXPECT_THROW(into.append_serialized(without_resolver, run_serially, true), Error);

@@ -89,6 +89,17 @@ struct HoldoutColumns
 	GeoHoldout view() const { return {user, candidate}; }
 };
 
+/* A visit to a random candidate for about one point in four. */
+std::vector<std::pair<int64_t, int64_t>> random_visits(std::mt19937_64 &rng, const std::vector<Point> &rows,
+														 const std::vector<Candidate> &cand_rows)
+{
+	std::vector<std::pair<int64_t, int64_t>> visits;
+	for (const Point &p : rows)
+		if (rng() % 4 == 0)
+			visits.push_back({p.user, cand_rows[rng() % cand_rows.size()].id});
+	return visits;
+}
+
 ExecContext cpu_context()
 {
 	ExecContext ctx;
@@ -616,11 +627,7 @@ TEST_P(GeoOracle, SameResultsOnOneThreadAsOnEveryCore)
 	PointColumns in(rows);
 	std::vector<Candidate> cand_rows = random_candidates(rng, 40, metric);
 	CandidateColumns cands(cand_rows);
-	std::vector<std::pair<int64_t, int64_t>> visits;
-	for (const Point &p : rows)
-		if (rng() % 4 == 0)
-			visits.push_back({p.user, cand_rows[rng() % cand_rows.size()].id});
-	HoldoutColumns holdout(visits);
+	HoldoutColumns holdout(random_visits(rng, rows, cand_rows));
 	auto run = [&](size_t threads) {
 		ExecContext ctx = cpu_context();
 		ctx.cpu_threads = threads;
@@ -948,11 +955,7 @@ TEST_P(GeoGpu, FitExponentIdentical)
 	PointColumns in(rows);
 	std::vector<Candidate> cand_rows = random_candidates(rng, 50, metric);
 	CandidateColumns cands(cand_rows);
-	std::vector<std::pair<int64_t, int64_t>> visits;
-	for (const Point &p : rows)
-		if (rng() % 4 == 0)
-			visits.push_back({p.user, cand_rows[rng() % cand_rows.size()].id});
-	HoldoutColumns holdout(visits);
+	HoldoutColumns holdout(random_visits(rng, rows, cand_rows));
 	ExecContext cpu = cpu_context(), gpu = gpu_context();
 	std::vector<ExponentFit> want =
 		fit_exponent(in.view(), holdout.view(), cands.view(), {1, 1.5, 2, 2.5, 3}, {}, {metric, 1e-9}, cpu);
