@@ -47,6 +47,20 @@ template <typename Body> void for_each_product(size_t n_products, ExecContext &c
  */
 constexpr double kMinGpuOffers = 4e6;
 constexpr int kMaxGpuAutoK = 32;
+/*
+ * ... and the CPU has fewer threads than this.  A thread ranks an offer in
+ * about 34 ns, the copy to the GPU takes about 4.6 ns an offer (H100 host,
+ * BENCHMARKS.md), and parallel workers deliver the offers together at the
+ * end of the read, so the copy no longer hides behind reading: from 8
+ * threads on, the CPU's ranking is done before the GPU has the offers.
+ */
+constexpr size_t kMinCpuThreadsOverGpu = 8;
+
+/* Whether gpurec.device = auto may rank offers on the GPU. */
+bool gpu_may_rank(int k, const ExecContext &ctx)
+{
+	return k <= kMaxGpuAutoK && parallel_workers(kMinCpuThreadsOverGpu, ctx) < kMinCpuThreadsOverGpu;
+}
 
 struct Candidate
 {
@@ -353,8 +367,7 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 } // namespace
 
 OfferStreamer::OfferStreamer(ExecContext &ctx, int k)
-	: ctx_(ctx), enabled_(ctx.mode == DeviceMode::Gpu ||
-						  (ctx.mode == DeviceMode::Auto && k <= kMaxGpuAutoK))
+	: ctx_(ctx), enabled_(ctx.mode == DeviceMode::Gpu || (ctx.mode == DeviceMode::Auto && gpu_may_rank(k, ctx)))
 {
 }
 
@@ -387,7 +400,7 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx, Offe
 	check_k(k);
 	check_offer_count(offers.product.size());
 	return dispatch(
-		ctx, "cheapest_offers", k <= kMaxGpuAutoK ? static_cast<double>(offers.product.size()) : 0,
+		ctx, "cheapest_offers", gpu_may_rank(k, ctx) ? static_cast<double>(offers.product.size()) : 0,
 		kMinGpuOffers,
 		[&] { return rank_on_gpu(offers, k, ctx, streamer); },
 		[&] { return rank_on_cpu(offers, k, ctx); });

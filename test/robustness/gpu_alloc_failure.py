@@ -103,7 +103,8 @@ def run_checks(db):
               re.search(r"no GPU was found|built without CUDA|older than the CUDA runtime", why) is not None
               and "insufficient" not in why, r.describe())
 
-    # auto on an input large enough for the GPU: the NOTICE, and the CPU's result
+    # auto on an input large enough for the GPU, on fewer than 8 CPU threads (from 8 on, auto
+    # ranks offers on the CPU: kMinCpuThreadsOverGpu): the NOTICE, and the CPU's result
     if gpus > 0:
         db.sql(f"""
             CREATE UNLOGGED TABLE large AS
@@ -114,7 +115,7 @@ def run_checks(db):
             VACUUM ANALYZE large;""")
         r = s.run("SET gpurec.device = 'cpu';" + cheapest("large", 2) + improve("large"))
         ref_large = r.rows
-        r = s.run("SET gpurec.device = 'auto'; SET gpurec.test_fail_gpu_alloc = on;" +
+        r = s.run("SET gpurec.device = 'auto'; SET gpurec.cpu_threads = 4; SET gpurec.test_fail_gpu_alloc = on;" +
                   cheapest("large", 2))
         check("gpu-alloc-auto-large-correct", not r.errors() and r.rows == ref_large[:1],
               r.describe())
@@ -127,7 +128,10 @@ def run_checks(db):
         check("gpu-alloc-auto-large-improve-carts-notice",
               any("cpu" in n.lower() for n in r.notices()),
               f"expected a NOTICE saying it computed on the CPU, got {r.notices()}")
-        r = s.run("SET gpurec.test_fail_gpu_alloc = off;" + cheapest("large", 2))
+        r = s.run("SET gpurec.cpu_threads = 8;" + cheapest("large", 2))
+        check("gpu-alloc-auto-large-8-threads-cpu-without-trying-the-gpu",
+              not r.errors() and r.rows == ref_large[:1] and not r.notices(), r.describe())
+        r = s.run("SET gpurec.cpu_threads = 4; SET gpurec.test_fail_gpu_alloc = off;" + cheapest("large", 2))
         check("gpu-alloc-auto-large-after-correct", not r.errors() and r.rows == ref_large[:1]
               and not r.notices(), r.describe())
     else:

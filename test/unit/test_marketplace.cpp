@@ -980,8 +980,9 @@ TEST(MarketplaceGpu, AllocationFailure)
 	RankedOffers want = cheapest_offers(m.offers(), 2, cpu);
 	std::vector<CartImprovement> want_lines = improve_carts(carts.lines(), m.offers(), cpu);
 
-	/* auto: the CPU instead, with a notice */
+	/* auto with fewer than 8 CPU threads tries the GPU: the CPU instead, with a notice */
 	ExecContext automatic = context(DeviceMode::Auto);
+	automatic.cpu_threads = 4;
 	automatic.fail_gpu_alloc = true;
 	std::vector<std::string> notices;
 	automatic.notice = [&](const std::string &text) { notices.push_back(text); };
@@ -991,12 +992,23 @@ TEST(MarketplaceGpu, AllocationFailure)
 	EXPECT_NE(notices[0].find("CPU"), std::string::npos) << notices[0];
 
 	ExecContext auto_carts = context(DeviceMode::Auto);
+	auto_carts.cpu_threads = 4;
 	auto_carts.fail_gpu_alloc = true;
 	notices.clear();
 	auto_carts.notice = [&](const std::string &text) { notices.push_back(text); };
 	expect_same_lines(improve_carts(carts.lines(), m.offers(), auto_carts), want_lines, m, false,
 					  "auto carts, allocation failing");
 	EXPECT_EQ(notices.size(), 1u);
+
+	/* auto with 8 CPU threads or more ranks on the CPU without trying the GPU: no notice */
+	ExecContext many_threads = context(DeviceMode::Auto);
+	many_threads.cpu_threads = 8;
+	many_threads.fail_gpu_alloc = true;
+	notices.clear();
+	many_threads.notice = [&](const std::string &text) { notices.push_back(text); };
+	expect_same_offers(m, cheapest_offers(m.offers(), 2, many_threads), want, "auto, 8 threads");
+	EXPECT_FALSE(many_threads.used_gpu);
+	EXPECT_TRUE(notices.empty()) << notices[0];
 
 	/* gpu: an out-of-memory error */
 	ExecContext forced = context(DeviceMode::Gpu);
