@@ -101,7 +101,8 @@ TEST(OfferKernelsFallback, AllocationFailureFallsBackUnderAuto)
 	cpu.mode = DeviceMode::Cpu;
 	RankedOffers want = cheapest_offers(in.offers(), 1, cpu);
 
-	ExecContext failing;
+	ExecContext failing; /* auto, on fewer than 8 CPU threads: it tries the GPU */
+	failing.cpu_threads = 4;
 	failing.fail_gpu_alloc = true;
 	std::string notice;
 	failing.notice = [&](const std::string &m) { notice = m; };
