@@ -14,6 +14,8 @@ extern "C" {
 #include "utils/plancache.h"
 }
 
+#include <cstdio>
+
 #include "errors.hpp"
 #include "pg_column_types.hpp"
 #include "pg_input.hpp"
@@ -143,8 +145,13 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 
 	std::string note = std::string(table.what()) + ": ";
 	if (outcome.ran && outcome.worker_parts > 0)
+	{
+		char joined[64];
+		std::snprintf(joined, sizeof joined, "%.3f", outcome.join_ms);
 		note += std::to_string(outcome.worker_parts) + " of " + std::to_string(outcome.planned_workers) +
-				" planned parallel workers read rows, beside the calling backend";
+				" planned parallel workers read rows, beside the calling backend (their columns joined in " +
+				joined + " ms)";
+	}
 	else
 		note += std::string("the calling backend alone, as ") + (outcome.why_serial ? outcome.why_serial : "planned");
 	ctx.read_notes += (ctx.read_notes.empty() ? "" : "; ") + note;

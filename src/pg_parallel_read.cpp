@@ -57,6 +57,7 @@ struct ActiveRead
 	ExecContext *ctx; /* the call's: its interrupt points, while parts are appended on the CPU's threads */
 	dsa_area *area; /* where workers leave their columns */
 	int worker_parts;
+	double join_ms; /* spent adding the workers' columns to the table */
 };
 
 /*
@@ -441,6 +442,7 @@ Datum read_columns_deserialize(FunctionCallInfo fcinfo)
 void append_part(void *arg)
 {
 	auto *part = static_cast<ArrivedPart *>(arg);
+	Stopwatch clock;
 	AreaResolver resolver(active_read->area);
 	ByteReader reader(part->data, part->size, &resolver);
 	/* the copying of a large part runs on the CPU's threads; the backend's own checks for cancel */
@@ -452,6 +454,7 @@ void append_part(void *arg)
 			parallel_for(
 				pieces, ctx, [&piece](size_t i, size_t, const std::atomic<bool> &) { piece(i); }, Phase::Read);
 	});
+	active_read->join_ms += clock.elapsed_ms();
 }
 
 Datum read_columns_combine(FunctionCallInfo fcinfo)
@@ -620,7 +623,7 @@ ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &bi
 		return outcome;
 	}
 
-	ActiveRead read{table, ctx, area, 0};
+	ActiveRead read{table, ctx, area, 0, 0};
 	ActiveRead *outer = active_read;
 	SPIExecuteOptions options;
 	memset(&options, 0, sizeof options);
@@ -643,6 +646,7 @@ ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &bi
 	AtEOXact_GUC(true, nest_level);
 	outcome.ran = true;
 	outcome.worker_parts = read.worker_parts;
+	outcome.join_ms = read.join_ms;
 	if (read.worker_parts == 0)
 		outcome.why_serial = "no planned worker read a row (none was free under max_parallel_workers, or "
 							 "the calling backend read them all before one started)";

@@ -42,6 +42,7 @@ struct ParallelReadOutcome
 	bool ran = false;	   /* false: the caller reads serially */
 	int planned_workers = 0;
 	int worker_parts = 0;  /* partial states that arrived from workers */
+	double join_ms = 0;	   /* the calling backend's time adding their columns to the table */
 	const char *why_serial = nullptr; /* when !ran, or when no worker launched */
 };
 
