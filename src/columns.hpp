@@ -212,7 +212,7 @@ template <typename T> class ChunkedColumn
 		}
 	}
 	/*
-	 * append(), with fill called for pieces of a quarter chunk through run:
+	 * append(), with fill called for pieces of kPieceRows rows through run:
 	 * perhaps at once on several threads, so fill must be safe to run so.
 	 * The rows count only once every piece is filled.
 	 */
@@ -234,7 +234,7 @@ template <typename T> class ChunkedColumn
 	}
 	/*
 	 * Runs visit(rows, first, count) over every row, in place, in pieces of
-	 * a quarter chunk through run (perhaps at once on several threads).
+	 * kPieceRows rows through run (perhaps at once on several threads).
 	 */
 	template <typename Visit> void visit_in_pieces(Visit visit, const PieceRunner &run)
 	{
@@ -335,7 +335,12 @@ template <typename T> class ChunkedColumn
 	}
 
   private:
-	static constexpr size_t kPieceRows = kChunkRows / 4;
+	/*
+	 * A sixteenth of a chunk: a parallel worker's part of a read is often a
+	 * chunk or two, and its pieces should keep every core busy while the
+	 * calling backend joins it.
+	 */
+	static constexpr size_t kPieceRows = kChunkRows / 16;
 
 	/* source: what releases the chunk; null when it is borrowed */
 	struct Chunk
