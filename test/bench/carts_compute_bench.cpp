@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 				stores_used += c.stores_used;
 			std::printf("%s (%zu threads), run %d: engine call %.1f ms; searches %.1f ms (GPU: transfer %.1f ms, kernels %.1f ms); "
 						"mean stores per cart %.2f\n",
-						device, parallel_workers(1 << 20), rep + 1, all_ms, answer.search_ms, ctx.times.transfer_ms,
+						device, parallel_workers(1 << 20, ctx), rep + 1, all_ms, answer.search_ms, ctx.times.transfer_ms,
 						ctx.used_gpu ? ctx.times.compute_ms : 0.0, double(stores_used) / double(answer.carts.size()));
 			if (first.carts.empty())
 				first = answer;
