@@ -404,40 +404,14 @@ struct CartGroup
  * The search problems of a piece of carts (CartArrays' layout), with what
  * the answer needs: each product's demand and each candidate's offer row.
  */
-struct CartProblems
+struct CartProblems : CartArrayVectors
 {
 	size_t first_cart = 0; /* the piece's first cart, in CartGroup numbering */
-	std::vector<int64_t> cart_products{0};
-	std::vector<int64_t> product_candidates{0};
-	std::vector<int32_t> product_rank;
 	std::vector<size_t> product_demand;
-	std::vector<int32_t> candidate_store;
-	std::vector<int64_t> candidate_cost;
 	std::vector<uint32_t> candidate_row;
-	std::vector<int64_t> cart_stores{0};
-	std::vector<int64_t> store_fee;
-	std::vector<int64_t> store_free_from;
-	std::vector<int64_t> store_share;
 	std::vector<int64_t> store_id;
 	std::vector<int32_t> choice; /* the answer: per product, its candidate */
 
-	size_t carts() const { return cart_products.size() - 1; }
-
-	CartArrays arrays() const
-	{
-		CartArrays a;
-		a.n_carts = static_cast<int64_t>(carts());
-		a.cart_products = cart_products.data();
-		a.product_candidates = product_candidates.data();
-		a.product_rank = product_rank.data();
-		a.candidate_store = candidate_store.data();
-		a.candidate_cost = candidate_cost.data();
-		a.cart_stores = cart_stores.data();
-		a.store_fee = store_fee.data();
-		a.store_free_from = store_free_from.data();
-		a.store_share = store_share.data();
-		return a;
-	}
 	gpu::CartArraySizes sizes() const
 	{
 		return {static_cast<int64_t>(product_rank.size()), static_cast<int64_t>(candidate_cost.size()),

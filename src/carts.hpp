@@ -15,6 +15,41 @@
 
 namespace gpurec {
 
+/*
+ * The arrays a CartArrays points into, for carts that are searched: the
+ * engine fills them per piece of carts, and a test fills them by hand.
+ */
+struct CartArrayVectors
+{
+	std::vector<int64_t> cart_products{0};
+	std::vector<int64_t> product_candidates{0};
+	std::vector<int32_t> product_rank;
+	std::vector<int32_t> candidate_store;
+	std::vector<int64_t> candidate_cost;
+	std::vector<int64_t> cart_stores{0};
+	std::vector<int64_t> store_fee;
+	std::vector<int64_t> store_free_from;
+	std::vector<int64_t> store_share;
+
+	size_t carts() const { return cart_products.size() - 1; }
+
+	carts::CartArrays arrays() const
+	{
+		carts::CartArrays a;
+		a.n_carts = static_cast<int64_t>(carts());
+		a.cart_products = cart_products.data();
+		a.product_candidates = product_candidates.data();
+		a.product_rank = product_rank.data();
+		a.candidate_store = candidate_store.data();
+		a.candidate_cost = candidate_cost.data();
+		a.cart_stores = cart_stores.data();
+		a.store_fee = store_fee.data();
+		a.store_free_from = store_free_from.data();
+		a.store_share = store_share.data();
+		return a;
+	}
+};
+
 /* A cart line without a current store holds this store id (the reader's stand-in for NULL). */
 constexpr int64_t kNoCurrentStore = INT64_MIN;
 

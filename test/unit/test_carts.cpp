@@ -222,19 +222,21 @@ TEST(Carts, SearchResumesAfterAnyNumberOfSteps)
 	{
 		int n = std::uniform_int_distribution<int>(1, 10)(rng);
 		int n_stores = std::uniform_int_distribution<int>(1, 6)(rng);
-		std::vector<int64_t> cart_products{0, n}, product_candidates{0}, cart_stores{0, n_stores};
-		std::vector<int32_t> rank(n), candidate_store;
-		std::vector<int64_t> cost, fee, free_from, share;
+		CartArrayVectors cart;
+		cart.cart_products.push_back(n);
+		cart.cart_stores.push_back(n_stores);
 		for (int s = 0; s < n_stores; ++s)
 		{
-			fee.push_back(std::uniform_int_distribution<int>(0, 5)(rng) * 100);
-			free_from.push_back(std::uniform_int_distribution<int>(0, 1)(rng) ? carts::kNeverFree
-																			  : std::uniform_int_distribution<int>(1, 30)(rng) * 100);
+			cart.store_fee.push_back(std::uniform_int_distribution<int>(0, 5)(rng) * 100);
+			cart.store_free_from.push_back(std::uniform_int_distribution<int>(0, 1)(rng)
+											   ? carts::kNeverFree
+											   : std::uniform_int_distribution<int>(1, 30)(rng) * 100);
 			/* at most a true share: a store never free, its fee split n ways */
-			share.push_back(free_from.back() == carts::kNeverFree ? fee.back() / n : 0);
+			cart.store_share.push_back(cart.store_free_from.back() == carts::kNeverFree ? cart.store_fee.back() / n : 0);
 		}
-		std::iota(rank.begin(), rank.end(), 0);
-		std::shuffle(rank.begin(), rank.end(), rng);
+		cart.product_rank.resize(n);
+		std::iota(cart.product_rank.begin(), cart.product_rank.end(), 0);
+		std::shuffle(cart.product_rank.begin(), cart.product_rank.end(), rng);
 		for (int p = 0; p < n; ++p)
 		{
 			std::vector<std::pair<int64_t, int32_t>> candidates;
@@ -244,22 +246,12 @@ TEST(Carts, SearchResumesAfterAnyNumberOfSteps)
 			std::sort(candidates.begin(), candidates.end());
 			for (auto &[c, s] : candidates)
 			{
-				cost.push_back(c);
-				candidate_store.push_back(s);
+				cart.candidate_cost.push_back(c);
+				cart.candidate_store.push_back(s);
 			}
-			product_candidates.push_back(static_cast<int64_t>(cost.size()));
+			cart.product_candidates.push_back(static_cast<int64_t>(cart.candidate_cost.size()));
 		}
-		carts::CartArrays a;
-		a.n_carts = 1;
-		a.cart_products = cart_products.data();
-		a.product_candidates = product_candidates.data();
-		a.product_rank = rank.data();
-		a.candidate_store = candidate_store.data();
-		a.candidate_cost = cost.data();
-		a.cart_stores = cart_stores.data();
-		a.store_fee = fee.data();
-		a.store_free_from = free_from.data();
-		a.store_share = share.data();
+		carts::CartArrays a = cart.arrays();
 		std::vector<int64_t> subtotal(n_stores), potential(n_stores);
 		std::vector<int32_t> uses(n_stores);
 		carts::CartStoreScratch scratch{subtotal.data(), potential.data(), uses.data()};
