@@ -110,7 +110,7 @@ unittest: $(UNIT_TEST)
 # ---- the compute phases alone, without PostgreSQL (test/bench) -------------
 # test/bench/<name>_compute_bench.cpp: GPU and CPU compute of one family.
 COMPUTE_BENCHES = $(patsubst %.cpp,%,$(wildcard test/bench/*_compute_bench.cpp))
-test/bench/%_compute_bench: test/bench/%_compute_bench.cpp $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
+test/bench/%_compute_bench: test/bench/%_compute_bench.cpp test/bench/bench_offers.hpp $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS)
 	$(CXX) -std=c++17 -O2 -Isrc -Ikernels -o $@ $< $(ENGINE_SRCS:.cpp=.o) $(KERNEL_OBJS) -lpthread $(CUDA_LIBS)
 compute-benches: $(COMPUTE_BENCHES)
 .PHONY: compute-benches

@@ -18,6 +18,7 @@
 
 #include "../../src/carts.hpp"
 #include "../../src/cpu_parallel.hpp"
+#include "bench_offers.hpp"
 
 using namespace gpurec;
 
@@ -27,21 +28,14 @@ int main(int argc, char **argv)
 	size_t products = argc > 2 ? std::stoul(argv[2]) : 30000, per_product = 1024, n_stores = 4096;
 	std::string devices = argc > 3 ? argv[3] : "cpu gpu";
 	std::mt19937_64 rng(42);
-	std::vector<uint32_t> order(products * per_product);
-	std::iota(order.begin(), order.end(), 0u);
-	std::shuffle(order.begin(), order.end(), rng);
-	IdColumn product;
-	Int64Column store;
-	NumberColumn price(NumberType::Numeric);
-	std::uniform_int_distribution<int64_t> cents(100, 100000);
-	for (uint32_t o : order)
-	{
-		size_t p = o / per_product;
-		product.push_back(static_cast<int64_t>(p + 1));
-		/* 1,024 distinct stores of the 4,096 per product */
-		store.push_back(static_cast<int64_t>((o % per_product) * (n_stores / per_product) + p % (n_stores / per_product) + 1));
-		price.push_numeric(cents(rng), 2);
-	}
+	/* 1,024 distinct stores of the 4,096 per product */
+	BenchOffers bench;
+	make_bench_offers(bench, products, per_product, rng, [&](size_t i, size_t p) {
+		return static_cast<int64_t>(i * (n_stores / per_product) + p % (n_stores / per_product) + 1);
+	});
+	IdColumn &product = bench.product;
+	Int64Column &store = bench.store;
+	NumberColumn &price = bench.price;
 	Int64Column ship_store;
 	NumberColumn fee(NumberType::Numeric), free_from(NumberType::Numeric);
 	for (size_t s = 1; s <= n_stores; ++s)
@@ -74,7 +68,7 @@ int main(int argc, char **argv)
 	Offers offers{product, store, price};
 	Shipping shipping{ship_store, fee, free_from};
 	CartLines lines{cart, cart_product, cart_store, quantity};
-	std::printf("offers: %zu, stores: %zu, carts: %zu of 10 lines\n", order.size(), n_stores, n_carts);
+	std::printf("offers: %zu, stores: %zu, carts: %zu of 10 lines\n", product.size(), n_stores, n_carts);
 	CartsAnswer first;
 	for (const char *device : {"cpu", "gpu"})
 	{

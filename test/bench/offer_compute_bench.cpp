@@ -10,28 +10,21 @@
 #include <random>
 
 #include "../../src/marketplace.hpp"
+#include "bench_offers.hpp"
 
 using namespace gpurec;
 
 int main(int argc, char **argv)
 {
 	size_t products = argc > 1 ? std::stoul(argv[1]) : 30000, per_product = 1024;
-	std::vector<uint32_t> order(products * per_product);
-	std::iota(order.begin(), order.end(), 0u);
 	std::mt19937_64 rng(42);
-	std::shuffle(order.begin(), order.end(), rng);
-	IdColumn product;
-	Int64Column store;
-	NumberColumn price(NumberType::Numeric);
-	std::uniform_int_distribution<int64_t> cents(100, 100000);
-	for (uint32_t o : order)
-	{
-		product.push_back(o / per_product + 1);
-		store.push_back(o % per_product + 1);
-		price.push_numeric(cents(rng), 2);
-	}
+	BenchOffers bench;
+	make_bench_offers(bench, products, per_product, rng, [](size_t i, size_t) { return static_cast<int64_t>(i + 1); });
+	IdColumn &product = bench.product;
+	Int64Column &store = bench.store;
+	NumberColumn &price = bench.price;
 	Offers offers{product, store, price};
-	std::printf("offers: %zu\n", order.size());
+	std::printf("offers: %zu\n", product.size());
 	for (int k : {1, 2, 5})
 	{
 		/*
