@@ -78,23 +78,27 @@ struct Candidate
 	}
 };
 
+/* Where each product's heap starts in a TopKHeaps: room for min(k, its offers); the total last. */
+std::vector<int64_t> heap_offsets(const Offers &offers, int k)
+{
+	const std::vector<int64_t> &counts = offers.product.counts();
+	std::vector<int64_t> offsets(counts.size() + 1, 0);
+	for (size_t p = 0; p < counts.size(); ++p)
+		offsets[p + 1] = offsets[p] + std::min<int64_t>(k, counts[p]);
+	return offsets;
+}
+
 /*
  * Ranks candidate rows: per product a max-heap of its k best so far, so a
- * row costs one comparison with the heap's worst unless it enters.
+ * row costs one comparison with the heap's worst unless it enters.  The
+ * heaps are laid out by heap_offsets, which several TopKHeaps may share.
  */
 class TopKHeaps
 {
   public:
-	TopKHeaps(const Offers &offers, int k) : offers_(offers)
+	TopKHeaps(const Offers &offers, const std::vector<int64_t> &offsets)
+		: offers_(offers), offsets_(offsets), heaps_(static_cast<size_t>(offsets.back())), sizes_(offsets.size() - 1, 0)
 	{
-		size_t n_products = offers.product.distinct();
-		const std::vector<int64_t> &counts = offers.product.counts();
-		offsets_.resize(n_products + 1);
-		offsets_[0] = 0;
-		for (size_t p = 0; p < n_products; ++p)
-			offsets_[p + 1] = offsets_[p] + std::min<int64_t>(k, counts[p]);
-		heaps_.resize(offsets_[n_products]);
-		sizes_.assign(n_products, 0);
 	}
 
 	void add(uint32_t row)
@@ -153,7 +157,7 @@ class TopKHeaps
 
   private:
 	const Offers &offers_;
-	std::vector<int64_t> offsets_;
+	const std::vector<int64_t> &offsets_;
 	std::vector<Candidate> heaps_;
 	std::vector<int64_t> sizes_;
 };
@@ -166,15 +170,14 @@ RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 	Stopwatch clock;
 	size_t n = offers.product.size();
 	/* each worker ranks a slice of the rows into heaps of its own, which are then merged per product */
-	size_t heap_bytes = 0;
-	for (int64_t count : offers.product.counts())
-		heap_bytes += static_cast<size_t>(std::min<int64_t>(k, count)) * sizeof(Candidate);
+	std::vector<int64_t> offsets = heap_offsets(offers, k);
+	size_t heap_bytes = static_cast<size_t>(offsets.back()) * sizeof(Candidate);
 	size_t slices = std::max<size_t>(1, std::min({parallel_workers(n / kCheckEvery + 1, ctx), n / kCheckEvery + 1,
 												  kMaxHeapBytes / std::max<size_t>(heap_bytes, 1)}));
 	std::vector<TopKHeaps> heaps;
 	heaps.reserve(slices);
 	for (size_t s = 0; s < slices; ++s)
-		heaps.emplace_back(offers, k);
+		heaps.emplace_back(offers, offsets);
 	size_t per_slice = (n + slices - 1) / slices;
 	size_t pieces = (n + kCheckEvery - 1) / kCheckEvery;
 	/* pieces of kCheckEvery rows, each slice's in order, so that a cancel is seen between pieces */
@@ -352,8 +355,9 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 	else
 	{
 		/* several parts: rank their picks together */
+		std::vector<int64_t> offsets = heap_offsets(offers, k);
 		std::vector<TopKHeaps> heaps;
-		heaps.emplace_back(offers, k);
+		heaps.emplace_back(offers, offsets);
 		for (uint32_t row : picks)
 			if (row != gpu::kNoOffer)
 				heaps.front().add(row);
