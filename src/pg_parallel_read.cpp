@@ -61,15 +61,16 @@ struct ActiveRead
 };
 
 /*
- * How a partial state travels: its first byte.  A worker leaves its columns
- * in the leader's area and sends where they are; only when the area cannot
- * hold them do the bytes ride in the state itself, through the tuple queue
- * (a 64 kB ring: several times slower for a large state).
+ * How a partial state travels: its first byte.  A worker's columns are in
+ * the leader's area already; their flat form (dictionaries, references to
+ * the chunks) goes there too, and the state says where.  Only when the area
+ * cannot hold that does it ride in the state itself, through the tuple
+ * queue (a 64 kB ring: slower for a large dictionary).
  */
 enum class StateKind : uint8_t
 {
 	Empty = 0,	/* the leader's own: its rows are in the call's table already */
-	Inline = 1, /* the serialized columns follow */
+	Inline = 1, /* the flat form follows */
 	InArea = 2	/* a dsa_pointer and a byte count follow */
 };
 
