@@ -244,6 +244,10 @@ def check_chunks_taken(devices):
             check(f"parallel-read {name} ({device}): workers' full chunks taken as they are, same rows as serial",
                   serial_error is None and error is None and rows == serial and workers_read(notices) == 2,
                   f"{first_difference(rows, serial)}; errors {error} vs {serial_error}; NOTICE: {notices[:400]}")
+            check(f"parallel-read {name} ({device}): the NOTICE says how long joining the workers' columns took",
+                  re.search(r"2 of 2 planned parallel workers read rows, beside the calling backend "
+                            r"\(their columns joined in \d+\.\d{3} ms\)", notices) is not None,
+                  f"NOTICE: {notices[:400]}")
 
 
 def check_geo(device):
