@@ -138,6 +138,13 @@ class StoreIndex
 	size_t mask_;
 };
 
+/*
+ * A product's flags in `needed`: some cart holds it; and some line of it
+ * names a current store, whose best offer the answer looks up in the
+ * product's rows sorted by store (ProductOffers::best_row_at).
+ */
+constexpr uint8_t kNeeded = 1, kNeededByStore = 2;
+
 /* A store's shipping, in units. */
 struct StoreShipping
 {
@@ -214,14 +221,16 @@ struct ProductOffer
 };
 
 /*
- * Per product code of the offers that some cart holds: its offer rows
- * sorted by (store, price, decimals, row), so that a store's best offer is
- * the first of its run; and its candidates after the dominance rule at
- * quantity 1, cheapest first.
+ * Per product code of the offers that some cart holds: its candidates
+ * after the dominance rule at quantity 1, cheapest first; and where a line
+ * names a current store (kNeededByStore), its offer rows sorted by (store,
+ * price, decimals, row), so that a store's best offer is the first of its
+ * run.
  */
 struct ProductOffers
 {
-	std::vector<int64_t> row_offsets; /* per code */
+	std::vector<int32_t> slot_of; /* per code: its place among the sorted products, or -1 */
+	std::vector<int64_t> row_offsets; /* per slot */
 	std::vector<uint32_t> rows;
 	std::vector<int64_t> kept_offsets; /* per code */
 	std::vector<ProductOffer> kept;
@@ -229,7 +238,8 @@ struct ProductOffers
 	/* The best offer of code at store, or -1. */
 	int64_t best_row_at(const Offers &offers, int32_t code, int64_t store) const
 	{
-		auto begin = rows.begin() + row_offsets[code], end = rows.begin() + row_offsets[code + 1];
+		int32_t slot = slot_of[code];
+		auto begin = rows.begin() + row_offsets[slot], end = rows.begin() + row_offsets[slot + 1];
 		auto it = std::lower_bound(begin, end, store,
 								   [&](uint32_t row, int64_t s) { return offers.store[row] < s; });
 		return it != end && offers.store[*it] == store ? static_cast<int64_t>(*it) : -1;
@@ -237,22 +247,22 @@ struct ProductOffers
 };
 
 /*
- * Drops the candidates that the dominance rule (above) excludes, given
- * their costs; keeps the order of the rest.
+ * Drops the candidates of [candidates, candidates + n) that the dominance
+ * rule (above) excludes, given their costs; keeps the order of the rest,
+ * and returns how many are left.
  */
-template <typename Candidate, typename CostOf>
-void drop_dominated(std::vector<Candidate> &candidates, CostOf cost_of)
+template <typename Candidate, typename CostOf> size_t drop_dominated(Candidate *candidates, size_t n, CostOf cost_of)
 {
-	if (candidates.size() < 2)
-		return;
+	if (n < 2)
+		return n;
 	/* the two least cost + fee, to take the minimum over the other stores of each */
 	size_t best = 0;
-	for (size_t i = 1; i < candidates.size(); ++i)
+	for (size_t i = 1; i < n; ++i)
 		if (cost_of(candidates[i]) + candidates[i].fee < cost_of(candidates[best]) + candidates[best].fee)
 			best = i;
 	__int128 second = -1;
 	bool has_second = false;
-	for (size_t i = 0; i < candidates.size(); ++i)
+	for (size_t i = 0; i < n; ++i)
 		if (i != best && (!has_second || cost_of(candidates[i]) + candidates[i].fee < second))
 		{
 			second = cost_of(candidates[i]) + candidates[i].fee;
@@ -260,27 +270,145 @@ void drop_dominated(std::vector<Candidate> &candidates, CostOf cost_of)
 		}
 	__int128 best_value = cost_of(candidates[best]) + candidates[best].fee;
 	size_t kept = 0;
-	for (size_t i = 0; i < candidates.size(); ++i)
+	for (size_t i = 0; i < n; ++i)
 	{
 		__int128 others = i == best ? second : best_value;
 		if ((__int128) cost_of(candidates[i]) <= candidates[i].fee + others)
 			candidates[kept++] = candidates[i];
 	}
-	candidates.resize(kept);
+	return kept;
 }
 
-ProductOffers product_offers(const Offers &offers, const std::vector<uint8_t> &needed, int scale,
+/* A price column's rows in units of the call's scale: one multiplication a row. */
+class PriceUnits
+{
+  public:
+	PriceUnits(const NumberColumn &price, int scale) : price_(price), factor_(pow10(scale - price.scale())) {}
+	/* NaN and the infinities: numeric's markers (floating-point prices are refused before) */
+	bool finite(size_t row) const { return price_.display_scale(row) >= 0; }
+	/* A finite row's units, clamped to +-(kMaxUnits + 1): any cost past kMaxUnits is an error later. */
+	int64_t clamped(size_t row) const
+	{
+		__int128 unit = (__int128) price_.key(row) * factor_;
+		return static_cast<int64_t>(std::max<__int128>(-kMaxUnits - 1, std::min<__int128>(kMaxUnits + 1, unit)));
+	}
+
+  private:
+	const NumberColumn &price_;
+	int64_t factor_;
+};
+
+/*
+ * Of a product's offers, the least units + fee, and the least over the
+ * stores other than that one's: what the dominance rule compares each
+ * store's best offer with.  Over a store's offers the least units + fee is
+ * its best offer's, so both can be taken over all offers, in any order and
+ * in parts (add one summary to another).
+ */
+struct LeastTwo
+{
+	static constexpr int64_t kNone = INT64_MAX; /* above any units + fee: at most 2^57 + 1 */
+	int64_t least = kNone, least_store = 0;
+	int64_t other = kNone, other_store = 0;
+
+	void add(int64_t value, int64_t store)
+	{
+		if (value < least)
+		{
+			if (store != least_store)
+			{
+				other = least;
+				other_store = least_store;
+			}
+			least = value;
+			least_store = store;
+		}
+		else if (store != least_store && value < other)
+		{
+			other = value;
+			other_store = store;
+		}
+	}
+	void add(const LeastTwo &part)
+	{
+		if (part.least != kNone)
+			add(part.least, part.least_store);
+		if (part.other != kNone)
+			add(part.other, part.other_store);
+	}
+	/*
+	 * Whether the rule can keep an offer of units at store: no other store
+	 * to move to, or units at most fee + the least over the other stores.
+	 * A store's best offer passes when the rule keeps it; a dearer offer
+	 * passes only where its store's best does.
+	 */
+	bool keeps(int64_t units, int64_t fee, int64_t store) const
+	{
+		int64_t others = store == least_store ? other : least;
+		return others == kNone || units <= fee + others;
+	}
+};
+
+/* An offer that may be its store's best candidate, and its product's slot. */
+struct Passed
+{
+	int32_t slot;
+	ProductOffer offer;
+};
+
+/*
+ * Items grouped by slot, a counting sort on every core: for_each(slice,
+ * visit) calls visit(slot, item) for the items of slice in one order, the
+ * same on each of its two calls; a slot's items come out in slice order,
+ * and within a slice in that order.  offsets gets n_slots + 1 entries.
+ */
+template <typename Item, typename ForEach>
+void group_by_slot(size_t slices, size_t n_slots, ForEach for_each, std::vector<int64_t> &offsets,
+				   std::vector<Item> &items, ExecContext &ctx)
+{
+	std::vector<int64_t> place(slices * n_slots, 0); /* [slice][slot]: count, then where the next goes */
+	parallel_for(slices, ctx, [&](size_t slice, size_t, const std::atomic<bool> &cancelled) {
+		int64_t *mine = place.data() + slice * n_slots;
+		for_each(slice, cancelled, [&](int32_t slot, const Item &) { ++mine[slot]; });
+	});
+	offsets.assign(n_slots + 1, 0);
+	int64_t total = 0;
+	for (size_t slot = 0; slot < n_slots; ++slot)
+	{
+		offsets[slot] = total;
+		for (size_t slice = 0; slice < slices; ++slice)
+		{
+			int64_t count = place[slice * n_slots + slot];
+			place[slice * n_slots + slot] = total;
+			total += count;
+		}
+	}
+	offsets[n_slots] = total;
+	items.resize(static_cast<size_t>(total));
+	parallel_for(slices, ctx, [&](size_t slice, size_t, const std::atomic<bool> &cancelled) {
+		int64_t *mine = place.data() + slice * n_slots;
+		for_each(slice, cancelled, [&](int32_t slot, const Item &item) { items[static_cast<size_t>(mine[slot]++)] = item; });
+	});
+}
+
+/*
+ * Every needed product's candidates.  The offers are read in row order on
+ * every core, not product by product: each product's rows lie all over the
+ * columns, and reading them product by product waits on memory at every
+ * row.  First pass: each product's LeastTwo; second: the offers the rule
+ * may keep (in this marketplace's data, a few in a hundred).  Only those
+ * are grouped by product and sorted, to take each store's best.  A product
+ * with a price that is not finite, or with a current store in some line,
+ * has all its rows grouped and sorted by store (the error is raised only
+ * when such a price is its store's best; the current store's offer is
+ * looked up in them).
+ */
+ProductOffers product_offers(const Offers &offers, std::vector<uint8_t> needed, int scale,
 							 const ShippingTable &shipping, ExecContext &ctx)
 {
 	ProductOffers out;
 	size_t n_codes = needed.size();
 	size_t n = offers.product.size();
-	/*
-	 * The rows of each needed product, in row order: a counting sort on
-	 * every core.  Each thread counts its own slice of the rows per needed
-	 * product, the counts' running sum gives every slice its place within
-	 * each product, and each thread then writes its rows there.
-	 */
 	std::vector<int32_t> slot_of(n_codes, -1);
 	std::vector<int32_t> code_of_slot;
 	for (size_t code = 0; code < n_codes; ++code)
@@ -290,88 +418,151 @@ ProductOffers product_offers(const Offers &offers, const std::vector<uint8_t> &n
 			code_of_slot.push_back(static_cast<int32_t>(code));
 		}
 	size_t n_slots = code_of_slot.size();
-	size_t slices = std::max<size_t>(1, std::min(parallel_workers(n, ctx), (n + kCheckEvery - 1) / kCheckEvery));
-	std::vector<uint32_t> counts(slices * n_slots, 0); /* [slice][slot]; then each slice's first position */
-	auto each_slice = [&](auto body) {
-		parallel_for(slices, ctx, [&](size_t slice, size_t, const std::atomic<bool> &cancelled) {
-			uint32_t *mine = counts.data() + slice * n_slots;
-			size_t end = n * (slice + 1) / slices;
-			for (size_t row = n * slice / slices; row < end; ++row)
-			{
-				if ((row & (kCheckEvery - 1)) == 0 && cancelled.load(std::memory_order_relaxed))
-					return;
-				int32_t slot = slot_of[offers.product.code(row)];
-				if (slot >= 0)
-					body(mine, slot, row);
-			}
-		});
-	};
-	each_slice([](uint32_t *mine, int32_t slot, size_t) { ++mine[slot]; });
-	out.row_offsets.assign(n_codes + 1, 0);
-	std::vector<int64_t> slot_begin(n_slots);
-	int64_t total = 0;
-	for (size_t code = 0; code < n_codes; ++code)
-	{
-		int32_t slot = slot_of[code];
-		if (slot >= 0)
+	/* each slice keeps a LeastTwo and a count per product: at most about kSliceBytes in all */
+	constexpr size_t kSliceBytes = size_t(256) << 20;
+	size_t slices = std::max<size_t>(1, std::min({parallel_workers(n, ctx), (n + kCheckEvery - 1) / kCheckEvery,
+												  kSliceBytes / (std::max<size_t>(n_slots, 1) * sizeof(LeastTwo))}));
+	/* visit(slot, row) for the rows of slice whose product has a slot */
+	auto rows_of_slice = [&](size_t slice, const std::atomic<bool> &cancelled, auto visit) {
+		size_t end = n * (slice + 1) / slices;
+		for (size_t row = n * slice / slices; row < end; ++row)
 		{
-			slot_begin[slot] = total;
-			for (size_t slice = 0; slice < slices; ++slice)
-			{
-				uint32_t count = counts[slice * n_slots + slot];
-				counts[slice * n_slots + slot] = static_cast<uint32_t>(total - slot_begin[slot]);
-				total += count;
-			}
+			if ((row & (kCheckEvery - 1)) == 0 && cancelled.load(std::memory_order_relaxed))
+				return;
+			int32_t slot = slot_of[offers.product.code(row)];
+			if (slot >= 0)
+				visit(slot, row);
 		}
-		out.row_offsets[code + 1] = total;
-	}
-	out.rows.resize(static_cast<size_t>(total));
-	each_slice([&](uint32_t *mine, int32_t slot, size_t row) {
-		out.rows[static_cast<size_t>(slot_begin[slot]) + mine[slot]++] = static_cast<uint32_t>(row);
-	});
+	};
+	PriceUnits units(offers.price, scale);
+	auto offer_at = [&](size_t row) {
+		int64_t store = offers.store[row];
+		const StoreShipping *ship = shipping.find(store);
+		return ProductOffer{store, units.clamped(row), ship ? ship->fee : 0, static_cast<uint32_t>(row)};
+	};
 
-	/* per range of codes on every core: sort, each store's best offer, the dominance rule */
-	std::vector<size_t> bounds = split_by_cost(n_codes, 1 << 16, [&](size_t c) {
-		return 1.0 + static_cast<double>(out.row_offsets[c + 1] - out.row_offsets[c]);
+	/* first pass: each slice's LeastTwo per product; a price not finite marks its product */
+	std::vector<LeastTwo> least(slices * n_slots);
+	std::vector<uint8_t> not_finite(slices * n_slots, 0);
+	parallel_for(slices, ctx, [&](size_t slice, size_t, const std::atomic<bool> &cancelled) {
+		LeastTwo *mine = least.data() + slice * n_slots;
+		uint8_t *marked = not_finite.data() + slice * n_slots;
+		rows_of_slice(slice, cancelled, [&](int32_t slot, size_t row) {
+			if (!units.finite(row))
+			{
+				marked[slot] = 1;
+				return;
+			}
+			ProductOffer offer = offer_at(row);
+			mine[slot].add(offer.unit + offer.fee, offer.store);
+		});
+	});
+	ctx.interrupt_point(Phase::Compute);
+	for (size_t slice = 1; slice < slices; ++slice)
+		for (size_t slot = 0; slot < n_slots; ++slot)
+		{
+			least[slot].add(least[slice * n_slots + slot]);
+			not_finite[slot] |= not_finite[slice * n_slots + slot];
+		}
+	/* the products taken row by row: sorted by store */
+	std::vector<uint8_t> sorted(n_slots);
+	for (size_t slot = 0; slot < n_slots; ++slot)
+		sorted[slot] = not_finite[slot] || (needed[code_of_slot[slot]] & kNeededByStore) != 0;
+
+	/* second pass: the offers the rule may keep, by product, in row order */
+	std::vector<std::vector<Passed>> passed(slices);
+	parallel_for(slices, ctx, [&](size_t slice, size_t, const std::atomic<bool> &cancelled) {
+		rows_of_slice(slice, cancelled, [&](int32_t slot, size_t row) {
+			if (sorted[slot])
+				return;
+			ProductOffer offer = offer_at(row);
+			if (least[slot].keeps(offer.unit, offer.fee, offer.store))
+				passed[slice].push_back({slot, offer});
+		});
+	});
+	ctx.interrupt_point(Phase::Compute);
+	std::vector<int64_t> passed_offsets;
+	std::vector<ProductOffer> passed_offers;
+	group_by_slot(
+		slices, n_slots,
+		[&](size_t slice, const std::atomic<bool> &, auto visit) {
+			for (const Passed &p : passed[slice])
+				visit(p.slot, p.offer);
+		},
+		passed_offsets, passed_offers, ctx);
+	passed = {};
+	/* the rows of the products taken whole: a third pass, where there are any */
+	if (std::find(sorted.begin(), sorted.end(), 1) == sorted.end())
+		out.row_offsets.assign(n_slots + 1, 0);
+	else
+		group_by_slot(
+			slices, n_slots,
+			[&](size_t slice, const std::atomic<bool> &cancelled, auto visit) {
+				rows_of_slice(slice, cancelled, [&](int32_t slot, size_t row) {
+					if (sorted[slot])
+						visit(slot, static_cast<uint32_t>(row));
+				});
+			},
+			out.row_offsets, out.rows, ctx);
+	ctx.interrupt_point(Phase::Compute);
+
+	/* per range of products on every core: each store's best offer, the dominance rule */
+	std::vector<size_t> bounds = split_by_cost(n_slots, 1 << 16, [&](size_t slot) {
+		return 1.0 + static_cast<double>(out.row_offsets[slot + 1] - out.row_offsets[slot]) +
+			   static_cast<double>(passed_offsets[slot + 1] - passed_offsets[slot]);
 	});
 	size_t n_ranges = bounds.size() - 1;
 	std::vector<std::vector<ProductOffer>> range_kept(n_ranges);
 	std::vector<int64_t> kept_count(n_codes, 0);
 	const NumberColumn &price = offers.price;
+	auto by_store_then_price = [&](uint32_t a, uint32_t b) {
+		if (offers.store[a] != offers.store[b])
+			return offers.store[a] < offers.store[b];
+		if (price.key(a) != price.key(b))
+			return price.key(a) < price.key(b);
+		if (price.display_scale(a) != price.display_scale(b))
+			return price.display_scale(a) < price.display_scale(b);
+		return a < b;
+	};
 	parallel_for(n_ranges, ctx, [&](size_t range, size_t, const std::atomic<bool> &cancelled) {
 		std::vector<ProductOffer> candidates;
-		for (size_t code = bounds[range]; code < bounds[range + 1] && !cancelled; ++code)
+		for (size_t slot = bounds[range]; slot < bounds[range + 1] && !cancelled; ++slot)
 		{
-			uint32_t *begin = out.rows.data() + out.row_offsets[code];
-			uint32_t *end = out.rows.data() + out.row_offsets[code + 1];
-			if (begin == end)
-				continue;
-			std::sort(begin, end, [&](uint32_t a, uint32_t b) {
-				if (offers.store[a] != offers.store[b])
-					return offers.store[a] < offers.store[b];
-				if (price.key(a) != price.key(b))
-					return price.key(a) < price.key(b);
-				if (price.display_scale(a) != price.display_scale(b))
-					return price.display_scale(a) < price.display_scale(b);
-				return a < b;
-			});
+			int32_t code = code_of_slot[slot];
 			candidates.clear();
-			for (uint32_t *at = begin; at != end; ++at)
+			if (sorted[slot])
 			{
-				uint32_t row = *at;
-				if (at != begin && offers.store[at[-1]] == offers.store[row])
-					continue;
-				__int128 unit;
-				if (!units_of(price, row, scale, &unit))
-					throw Error(sqlstate::invalid_parameter_value,
-								"the price of product " + std::to_string(offers.product.value_of(static_cast<int32_t>(code))) +
-									" at store " + std::to_string(offers.store[row]) + " is not a finite number",
-								"optimize_carts needs a finite price for every offer of a product in a cart.");
-				const StoreShipping *ship = shipping.find(offers.store[row]);
-				__int128 clamped = std::max<__int128>(-kMaxUnits - 1, std::min<__int128>(kMaxUnits + 1, unit));
-				candidates.push_back({offers.store[row], static_cast<int64_t>(clamped), ship ? ship->fee : 0, row});
+				/* every store's best offer, the first of its run, then the rule */
+				uint32_t *begin = out.rows.data() + out.row_offsets[slot];
+				uint32_t *end = out.rows.data() + out.row_offsets[slot + 1];
+				std::sort(begin, end, by_store_then_price);
+				for (uint32_t *at = begin; at != end; ++at)
+				{
+					uint32_t row = *at;
+					if (at != begin && offers.store[at[-1]] == offers.store[row])
+						continue;
+					if (!units.finite(row))
+						throw Error(sqlstate::invalid_parameter_value,
+									"the price of product " + std::to_string(offers.product.value_of(code)) +
+										" at store " + std::to_string(offers.store[row]) + " is not a finite number",
+									"optimize_carts needs a finite price for every offer of a product in a cart.");
+					candidates.push_back(offer_at(row));
+				}
+				candidates.resize(drop_dominated(candidates.data(), candidates.size(),
+												 [](const ProductOffer &o) { return o.unit; }));
 			}
-			drop_dominated(candidates, [](const ProductOffer &o) { return o.unit; });
+			else
+			{
+				/* the offers that passed: each store's best of them is its best of all */
+				candidates.assign(passed_offers.begin() + passed_offsets[slot],
+								  passed_offers.begin() + passed_offsets[slot + 1]);
+				std::sort(candidates.begin(), candidates.end(), [&](const ProductOffer &a, const ProductOffer &b) {
+					return by_store_then_price(a.row, b.row);
+				});
+				candidates.erase(std::unique(candidates.begin(), candidates.end(),
+											 [](const ProductOffer &a, const ProductOffer &b) { return a.store == b.store; }),
+								 candidates.end());
+			}
 			std::sort(candidates.begin(), candidates.end(), [](const ProductOffer &a, const ProductOffer &b) {
 				return a.unit != b.unit ? a.unit < b.unit : a.store < b.store;
 			});
@@ -384,6 +575,7 @@ ProductOffers product_offers(const Offers &offers, const std::vector<uint8_t> &n
 	out.kept.reserve(out.kept_offsets[n_codes]);
 	for (auto &piece : range_kept)
 		out.kept.insert(out.kept.end(), piece.begin(), piece.end());
+	out.slot_of = std::move(slot_of);
 	return out;
 }
 
@@ -453,32 +645,44 @@ struct CallData
 	int scale;
 };
 
-/* Appends cart g's search problem to piece. */
-void add_cart(const CallData &call, size_t g, CartProblems &piece)
+/* What add_cart reuses from one cart to the next on a thread. */
+struct CartScratch
 {
-	const CartGroup &cart = call.carts[g];
-	int64_t cart_id = call.lines.cart[call.order[call.demands[cart.first_demand].first]];
 	struct Candidate
 	{
 		int64_t store;
 		int64_t cost;
 		int64_t fee;
 		uint32_t row;
+		int32_t number; /* the store's, within the cart */
 	};
 	struct Product
 	{
 		size_t demand;
 		int32_t rank;
-		std::vector<Candidate> candidates;
+		size_t first, end; /* its candidates */
 	};
+	std::vector<Candidate> candidates;
 	std::vector<Product> products;
+	std::vector<std::pair<int64_t, uint32_t>> by_store; /* (store, candidate) */
+};
+
+/* Appends cart g's search problem to piece. */
+void add_cart(const CallData &call, size_t g, CartProblems &piece, CartScratch &scratch)
+{
+	const CartGroup &cart = call.carts[g];
+	int64_t cart_id = call.lines.cart[call.order[call.demands[cart.first_demand].first]];
+	std::vector<CartScratch::Candidate> &candidates = scratch.candidates;
+	std::vector<CartScratch::Product> &products = scratch.products;
+	candidates.clear();
+	products.clear();
 	int32_t rank = 0;
 	for (size_t d = cart.first_demand; d < cart.end_demand; ++d)
 	{
 		const Demand &demand = call.demands[d];
 		if (demand.code < 0)
 			continue;
-		Product product{d, rank++, {}};
+		size_t first = candidates.size();
 		int64_t product_id = call.lines.product[call.order[demand.first]];
 		for (int64_t k = call.products.kept_offsets[demand.code]; k < call.products.kept_offsets[demand.code + 1]; ++k)
 		{
@@ -491,10 +695,12 @@ void add_cart(const CallData &call, size_t g, CartProblems &piece)
 							"optimize_carts sums prices x quantities and fees as 64-bit integers at scale " +
 								std::to_string(call.scale) +
 								"; each price x quantity may be at most 2^56 = 72057594037927936 units there.");
-			product.candidates.push_back({o.store, static_cast<int64_t>(cost), o.fee, o.row});
+			candidates.push_back({o.store, static_cast<int64_t>(cost), o.fee, o.row, -1});
 		}
-		drop_dominated(product.candidates, [](const Candidate &c) { return c.cost; });
-		products.push_back(std::move(product));
+		size_t kept = drop_dominated(candidates.data() + first, candidates.size() - first,
+									 [](const CartScratch::Candidate &c) { return c.cost; });
+		candidates.resize(first + kept);
+		products.push_back({d, rank++, first, candidates.size()});
 	}
 	if (products.size() > static_cast<size_t>(kMaxCartProducts))
 		throw Error(sqlstate::program_limit_exceeded,
@@ -504,52 +710,58 @@ void add_cart(const CallData &call, size_t g, CartProblems &piece)
 					"The search is exact, and its time can grow exponentially with the products of a cart.",
 					"Split the cart.");
 
-	/* the cart's stores by ascending id: a candidate's store number orders as its id */
-	std::vector<int64_t> stores;
-	for (const Product &p : products)
-		for (const Candidate &c : p.candidates)
-			stores.push_back(c.store);
-	std::sort(stores.begin(), stores.end());
-	stores.erase(std::unique(stores.begin(), stores.end()), stores.end());
-	/* a store's share of its fee (CartArrays::store_share): from the products that could use it */
-	std::vector<int64_t> offering(stores.size(), 0), most(stores.size(), 0);
-	for (const Product &p : products)
-		for (const Candidate &c : p.candidates)
-		{
-			size_t k = static_cast<size_t>(std::lower_bound(stores.begin(), stores.end(), c.store) - stores.begin());
-			++offering[k];
-			most[k] += std::max<int64_t>(c.cost, 0);
-		}
-	for (size_t k = 0; k < stores.size(); ++k)
+	/*
+	 * The cart's stores numbered by ascending id, so that a candidate's
+	 * store number orders as its id; with each store's share of its fee
+	 * (CartArrays::store_share), from the products that could use it.
+	 */
+	auto &by_store = scratch.by_store;
+	by_store.clear();
+	for (size_t i = 0; i < candidates.size(); ++i)
+		by_store.push_back({candidates[i].store, static_cast<uint32_t>(i)});
+	std::sort(by_store.begin(), by_store.end());
+	int32_t number = -1;
+	int64_t offering = 0, most = 0;
+	for (size_t i = 0; i < by_store.size(); ++i)
 	{
-		const StoreShipping *ship = call.shipping.find(stores[k]);
-		int64_t fee = ship ? ship->fee : 0, free_from = ship ? ship->free_from : carts::kNeverFree;
-		piece.store_id.push_back(stores[k]);
-		piece.store_fee.push_back(fee);
-		piece.store_free_from.push_back(free_from);
-		bool never_free = free_from == carts::kNeverFree || most[k] < free_from;
-		piece.store_share.push_back(never_free ? fee / offering[k] : 0);
+		const CartScratch::Candidate &c = candidates[by_store[i].second];
+		if (i == 0 || by_store[i - 1].first != c.store)
+		{
+			++number;
+			offering = most = 0;
+		}
+		candidates[by_store[i].second].number = number;
+		++offering;
+		most += std::max<int64_t>(c.cost, 0);
+		if (i + 1 == by_store.size() || by_store[i + 1].first != c.store)
+		{
+			const StoreShipping *ship = call.shipping.find(c.store);
+			int64_t fee = ship ? ship->fee : 0, free_from = ship ? ship->free_from : carts::kNeverFree;
+			piece.store_id.push_back(c.store);
+			piece.store_fee.push_back(fee);
+			piece.store_free_from.push_back(free_from);
+			bool never_free = free_from == carts::kNeverFree || most < free_from;
+			piece.store_share.push_back(never_free ? fee / offering : 0);
+		}
 	}
 	piece.cart_stores.push_back(static_cast<int64_t>(piece.store_fee.size()));
 
-	/* the most constrained products first: fewer candidates, fewer branches near the root */
-	std::stable_sort(products.begin(), products.end(), [](const Product &a, const Product &b) {
-		return a.candidates.size() < b.candidates.size();
+	/*
+	 * The most constrained products first: fewer candidates, fewer branches
+	 * near the root.  A product's candidates stay cheapest first, equal
+	 * costs by store number: kept is by (units, store id), and a quantity
+	 * of at least 1 keeps that order.
+	 */
+	std::stable_sort(products.begin(), products.end(), [](const CartScratch::Product &a, const CartScratch::Product &b) {
+		return a.end - a.first < b.end - b.first;
 	});
-	for (Product &p : products)
+	for (const CartScratch::Product &p : products)
 	{
-		std::vector<std::pair<Candidate, int32_t>> numbered;
-		for (const Candidate &c : p.candidates)
-			numbered.push_back(
-				{c, static_cast<int32_t>(std::lower_bound(stores.begin(), stores.end(), c.store) - stores.begin())});
-		std::sort(numbered.begin(), numbered.end(), [](const auto &a, const auto &b) {
-			return a.first.cost != b.first.cost ? a.first.cost < b.first.cost : a.second < b.second;
-		});
-		for (const auto &[c, number] : numbered)
+		for (size_t i = p.first; i < p.end; ++i)
 		{
-			piece.candidate_store.push_back(number);
-			piece.candidate_cost.push_back(c.cost);
-			piece.candidate_row.push_back(c.row);
+			piece.candidate_store.push_back(candidates[i].number);
+			piece.candidate_cost.push_back(candidates[i].cost);
+			piece.candidate_row.push_back(candidates[i].row);
 		}
 		piece.product_candidates.push_back(static_cast<int64_t>(piece.candidate_cost.size()));
 		piece.product_rank.push_back(p.rank);
@@ -773,11 +985,16 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 							" add up past bigint");
 		demand.quantity = static_cast<int64_t>(quantity);
 		if (demand.code >= 0)
-			needed[demand.code] = 1;
+		{
+			needed[demand.code] |= kNeeded;
+			for (size_t l = demand.first; l < demand.end; ++l)
+				if (lines.store[order[l]] != kNoCurrentStore)
+					needed[demand.code] |= kNeededByStore;
+		}
 		demands.push_back(demand);
 		cart_groups.back().end_demand = demands.size();
 	}
-	ProductOffers products = product_offers(offers, needed, scale, shipping_table, ctx);
+	ProductOffers products = product_offers(offers, std::move(needed), scale, shipping_table, ctx);
 	CallData call{lines, offers, shipping_table, products, order, demands, cart_groups, scale};
 
 	/* the search problems, in pieces of about kLinesPerPiece lines, built on every core */
@@ -787,8 +1004,9 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 	std::vector<CartProblems> pieces(bounds.size() - 1);
 	parallel_for(pieces.size(), ctx, [&](size_t p, size_t, const std::atomic<bool> &cancelled) {
 		pieces[p].first_cart = bounds[p];
+		CartScratch scratch;
 		for (size_t g = bounds[p]; g < bounds[p + 1] && !cancelled; ++g)
-			add_cart(call, g, pieces[p]);
+			add_cart(call, g, pieces[p], scratch);
 	});
 	ctx.times.compute_ms += clock.elapsed_ms();
 

@@ -82,12 +82,19 @@ int main(int argc, char **argv)
 			CartsAnswer answer = optimize_carts(lines, offers, shipping, ctx);
 			double all_ms = clock.elapsed_ms();
 			int64_t stores_used = 0;
+			uint64_t digest = 0; /* of every total and chosen offer, to compare builds */
 			for (const CartAnswer &c : answer.carts)
+			{
 				stores_used += c.stores_used;
+				digest = digest * 1000003 + static_cast<uint64_t>(c.total.units);
+			}
+			for (const CartAnswerLine &l : answer.lines)
+				digest = digest * 1000003 + static_cast<uint64_t>(l.offer_row);
 			std::printf("%s (%zu threads), run %d: engine call %.1f ms; searches %.1f ms (GPU: transfer %.1f ms, kernels %.1f ms); "
-						"mean stores per cart %.2f\n",
+						"mean stores per cart %.2f; answer digest %016llx\n",
 						device, parallel_workers(1 << 20, ctx), rep + 1, all_ms, answer.search_ms, ctx.times.transfer_ms,
-						ctx.used_gpu ? ctx.times.compute_ms : 0.0, double(stores_used) / double(answer.carts.size()));
+						ctx.used_gpu ? ctx.times.compute_ms : 0.0, double(stores_used) / double(answer.carts.size()),
+						static_cast<unsigned long long>(digest));
 			if (first.carts.empty())
 				first = answer;
 			else

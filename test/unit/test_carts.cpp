@@ -42,8 +42,14 @@ struct Market
 	CartLines lines() const { return {cart, product, store, quantity}; }
 };
 
-/* Prices, fees and thresholds in cents, numerics of scale 2. */
-Market random_market(std::mt19937_64 &rng, int n_carts, int max_lines, int n_products, int n_stores)
+/*
+ * Prices, fees and thresholds in cents, numerics of scale 2.  A line names
+ * a current store with odds current_in_8 / 8: the engine sorts the offers
+ * of such a line's product by store, and takes the others' candidates
+ * without sorting all their offers (carts.cpp, product_offers).
+ */
+Market random_market(std::mt19937_64 &rng, int n_carts, int max_lines, int n_products, int n_stores,
+					 int current_in_8 = 6)
 {
 	Market m;
 	auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -77,7 +83,8 @@ Market random_market(std::mt19937_64 &rng, int n_carts, int max_lines, int n_pro
 		{
 			m.cart.push_back(c);
 			m.product.push_back(draw(1, n_products + 1)); /* n_products + 1: nobody offers it */
-			m.store.push_back(draw(0, 3) == 0 ? kNoCurrentStore : stores[draw(0, static_cast<int>(stores.size()) - 1)]);
+			m.store.push_back(draw(0, 7) >= current_in_8 ? kNoCurrentStore
+														 : stores[draw(0, static_cast<int>(stores.size()) - 1)]);
 			m.quantity.push_back(draw(1, 3));
 		}
 	return m;
@@ -168,12 +175,24 @@ ExecContext context(DeviceMode mode)
 	return ctx;
 }
 
+/* The row an answer must show at a store: its least price, then the first row. */
+int64_t best_row(const Market &m, int64_t product, int64_t store)
+{
+	int64_t best = -1;
+	for (size_t r = 0; r < m.offer_product.size(); ++r)
+		if (m.offer_product.value_of(m.offer_product.code(r)) == product && m.offer_store[r] == store &&
+			(best < 0 || m.offer_price.key(r) < m.offer_price.key(static_cast<size_t>(best))))
+			best = static_cast<int64_t>(r);
+	return best;
+}
+
 TEST(Carts, BruteForceOnRandomMarkets)
 {
 	std::mt19937_64 rng = seeded_rng();
-	for (int round = 0; round < 40; ++round)
+	for (int round = 0; round < 60; ++round)
 	{
-		Market m = random_market(rng, 12, 6, 7, 4);
+		/* every line with a current store, some, or none */
+		Market m = random_market(rng, 12, 6, 7, 4, round % 3 == 0 ? 8 : round % 3 == 1 ? 1 : 0);
 		ExecContext ctx = context(DeviceMode::Cpu);
 		CartsAnswer answer = optimize_carts(m.lines(), m.offers(), m.shipping(), ctx);
 		ASSERT_EQ(answer.scale, 2);
@@ -192,6 +211,8 @@ TEST(Carts, BruteForceOnRandomMarkets)
 				{
 					ASSERT_GE(line.offer_row, 0);
 					EXPECT_EQ(m.offer_store[line.offer_row], want.store_of[product])
+						<< "cart " << cart.cart_id << " product " << product;
+					EXPECT_EQ(line.offer_row, best_row(m, product, m.offer_store[line.offer_row]))
 						<< "cart " << cart.cart_id << " product " << product;
 				}
 			}
@@ -271,6 +292,71 @@ TEST(Carts, SearchResumesAfterAnyNumberOfSteps)
 		for (int s = 0; s < n_stores; ++s)
 			EXPECT_EQ(uses[s], 0);
 	}
+}
+
+/*
+ * A price that is not finite is an error only where it would be its
+ * store's best offer of a product in a cart: NaN and Infinity rank after
+ * every finite price, -Infinity before.  The same with and without a
+ * current store, whose products' offers the engine takes another way.
+ */
+TEST(Carts, APriceNotFiniteIsAnErrorWhereItIsItsStoresBest)
+{
+	struct Case
+	{
+		int16_t marker;
+		bool with_finite; /* a finite offer of the product at the same store */
+		bool in_cart;
+		bool error;
+	};
+	for (const Case &c : {Case{NumberColumn::kScaleNaN, true, true, false}, Case{NumberColumn::kScalePosInf, true, true, false},
+						  Case{NumberColumn::kScaleNegInf, true, true, true}, Case{NumberColumn::kScaleNaN, false, true, true},
+						  Case{NumberColumn::kScalePosInf, false, true, true}, Case{NumberColumn::kScaleNaN, false, false, false}})
+		for (bool current : {false, true})
+		{
+			SCOPED_TRACE("marker " + std::to_string(c.marker) + (c.with_finite ? ", with a finite offer" : "") +
+						 (c.in_cart ? "" : ", not in a cart") + (current ? ", current store" : ""));
+			Market m;
+			auto offer = [&](int64_t product, int64_t store, int64_t cents) {
+				m.offer_product.push_back(product);
+				m.offer_store.push_back(store);
+				if (cents < 0)
+					m.offer_price.push_numeric_special(c.marker);
+				else
+					m.offer_price.push_numeric(cents, 2);
+			};
+			int64_t odd_product = c.in_cart ? 1 : 2;
+			offer(1, 11, 600);
+			offer(2, 11, 700);
+			if (c.with_finite)
+				offer(odd_product, 10, 500);
+			offer(odd_product, 10, -1);
+			m.cart.push_back(1);
+			m.product.push_back(1);
+			m.store.push_back(current ? 11 : kNoCurrentStore);
+			m.quantity.push_back(1);
+			ExecContext ctx = context(DeviceMode::Cpu);
+			if (c.error)
+			{
+				try
+				{
+					optimize_carts(m.lines(), m.offers(), m.shipping(), ctx);
+					ADD_FAILURE() << "no error";
+				}
+				catch (const Error &e)
+				{
+					EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_parameter_value);
+					EXPECT_NE(std::string(e.what()).find("product 1 at store 10 is not a finite number"), std::string::npos)
+						<< e.what();
+				}
+				continue;
+			}
+			CartsAnswer answer = optimize_carts(m.lines(), m.offers(), m.shipping(), ctx);
+			ASSERT_EQ(answer.lines.size(), 1u);
+			/* the finite 5.00 at store 10 where it is, else 6.00 at store 11 */
+			EXPECT_EQ(answer.carts[0].total.units, c.with_finite && c.in_cart ? 500 : 600);
+			EXPECT_EQ(m.offer_store[answer.lines[0].offer_row], c.with_finite && c.in_cart ? 10 : 11);
+		}
 }
 
 TEST(Carts, CancelStopsTheSearch)
