@@ -603,34 +603,6 @@ struct CartProblems : CartArrayVectors
 	std::vector<uint32_t> candidate_row;
 	std::vector<int64_t> store_id;
 	std::vector<int32_t> choice; /* the answer: per product, its candidate */
-
-	gpu::CartArraySizes sizes() const
-	{
-		return {static_cast<int64_t>(product_rank.size()), static_cast<int64_t>(candidate_cost.size()),
-				static_cast<int64_t>(store_fee.size())};
-	}
-	/* Appends other's carts after this one's. */
-	void append(const CartProblems &other)
-	{
-		auto append_shifted = [](std::vector<int64_t> &to, const std::vector<int64_t> &from) {
-			int64_t shift = to.back();
-			for (size_t i = 1; i < from.size(); ++i)
-				to.push_back(from[i] + shift);
-		};
-		append_shifted(cart_products, other.cart_products);
-		append_shifted(product_candidates, other.product_candidates);
-		append_shifted(cart_stores, other.cart_stores);
-		auto append_all = [](auto &to, const auto &from) { to.insert(to.end(), from.begin(), from.end()); };
-		append_all(product_rank, other.product_rank);
-		append_all(product_demand, other.product_demand);
-		append_all(candidate_store, other.candidate_store);
-		append_all(candidate_cost, other.candidate_cost);
-		append_all(candidate_row, other.candidate_row);
-		append_all(store_fee, other.store_fee);
-		append_all(store_free_from, other.store_free_from);
-		append_all(store_share, other.store_share);
-		append_all(store_id, other.store_id);
-	}
 };
 
 struct CallData
@@ -799,13 +771,61 @@ void solve_on_cpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
 	ctx.times.compute_ms += clock.elapsed_ms();
 }
 
+/*
+ * The pieces' search arrays end to end, copied on every core (on the H100
+ * host, appending them one value at a time took 640-840 ms of a GPU call
+ * whose kernels took 136): each piece's place in every array is known from
+ * the sizes before, and the offsets within a piece shift by its place.
+ */
+CartArrayVectors concatenate(const std::vector<CartProblems> &pieces, ExecContext &ctx)
+{
+	struct Place
+	{
+		size_t carts = 0, products = 0, candidates = 0, stores = 0;
+	};
+	std::vector<Place> places(pieces.size() + 1);
+	for (size_t p = 0; p < pieces.size(); ++p)
+		places[p + 1] = {places[p].carts + pieces[p].carts(), places[p].products + pieces[p].product_rank.size(),
+						 places[p].candidates + pieces[p].candidate_cost.size(),
+						 places[p].stores + pieces[p].store_fee.size()};
+	const Place &total = places.back();
+	CartArrayVectors all;
+	all.cart_products.resize(total.carts + 1, 0);
+	all.cart_stores.resize(total.carts + 1, 0);
+	all.product_candidates.resize(total.products + 1, 0);
+	all.product_rank.resize(total.products);
+	all.candidate_store.resize(total.candidates);
+	all.candidate_cost.resize(total.candidates);
+	all.store_fee.resize(total.stores);
+	all.store_free_from.resize(total.stores);
+	all.store_share.resize(total.stores);
+	parallel_for(pieces.size(), ctx, [&](size_t p, size_t, const std::atomic<bool> &) {
+		const CartProblems &piece = pieces[p];
+		const Place &at = places[p];
+		/* offsets: entry 0 of each piece is 0, the previous piece's end */
+		auto shifted = [](const std::vector<int64_t> &from, std::vector<int64_t> &to, size_t place, size_t shift) {
+			for (size_t i = 1; i < from.size(); ++i)
+				to[place + i] = from[i] + static_cast<int64_t>(shift);
+		};
+		shifted(piece.cart_products, all.cart_products, at.carts, at.products);
+		shifted(piece.cart_stores, all.cart_stores, at.carts, at.stores);
+		shifted(piece.product_candidates, all.product_candidates, at.products, at.candidates);
+		auto copied = [](const auto &from, auto &to, size_t place) { std::copy(from.begin(), from.end(), to.begin() + place); };
+		copied(piece.product_rank, all.product_rank, at.products);
+		copied(piece.candidate_store, all.candidate_store, at.candidates);
+		copied(piece.candidate_cost, all.candidate_cost, at.candidates);
+		copied(piece.store_fee, all.store_fee, at.stores);
+		copied(piece.store_free_from, all.store_free_from, at.stores);
+		copied(piece.store_share, all.store_share, at.stores);
+	});
+	return all;
+}
+
 /* Every cart of every piece, on the GPU, in one batch. */
 void solve_on_gpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
 {
 	Stopwatch clock;
-	CartProblems all;
-	for (const CartProblems &piece : pieces)
-		all.append(piece);
+	CartArrayVectors all = concatenate(pieces, ctx);
 	ctx.times.compute_ms += clock.elapsed_ms();
 	std::vector<int32_t> choice = gpu::solve_carts(all.arrays(), all.sizes(), ctx);
 	size_t at = 0;
