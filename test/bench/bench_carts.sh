@@ -3,7 +3,8 @@
 # (30,000 products x 1,024 offers = 30.72M rows, random order, stores drawn
 # from 4,096 with random fees, two in three free from a random 20.00 ..
 # 200.00), 100,000 carts of 10 lines; against an exact PL/pgSQL baseline
-# (the same dominance rule in SQL, then a depth-first branch and bound over
+# (the same dominance rule in SQL over indexes on offers and carts, then a
+# depth-first branch and bound over
 # each cart's products) on the first BASELINE_CARTS carts.  Needs a running
 # cluster (PGHOST etc.) with gpurec installed.  PRODUCTS, OFFERS_PER_PRODUCT,
 # CARTS and BASELINE_CARTS scale it down; DEVICES lists gpurec.device values.
@@ -41,61 +42,67 @@ CREATE UNLOGGED TABLE carts AS
   SELECT c AS cart_id, 1 + (hashint8(c * 16 + k) & 2147483647) % $products AS product_id,
          1 + (hashint8(-c * 16 - k) & 2147483647) % 3 AS quantity
   FROM generate_series(1, $carts) c, generate_series(1, 10) k;
+-- the baseline looks up one cart's lines and their products' offers
+CREATE INDEX ON offers (product_id);
+CREATE INDEX ON carts (cart_id);
 VACUUM ANALYZE offers; VACUUM ANALYZE shipping; VACUUM ANALYZE carts;
 SQL
-	# the baseline: the exact optimum of one cart, in PL/pgSQL
-	q <<'SQL'
-CREATE FUNCTION cart_optimum(cart bigint) RETURNS numeric LANGUAGE plpgsql AS $$
+fi
+# the baseline: the exact optimum of one cart, in PL/pgSQL
+q <<'SQL'
+CREATE OR REPLACE FUNCTION cart_optimum(cart bigint) RETURNS numeric LANGUAGE plpgsql AS $$
 #variable_conflict use_column
+-- Amounts in cents as bigint (prices and fees have two decimals): an
+-- array of fixed-width elements is indexed in constant time, where a
+-- numeric[] is walked to its i-th element.
 DECLARE
   -- candidates after the dominance rule, per product (1-based): costs and store numbers, cheapest first
-  cost numeric[]; store int[]; first int[]; last int[];
-  fee numeric[]; free_from numeric[]; share numeric[];
+  cost bigint[]; store int[]; pn int[]; first int[]; last int[];
+  fee bigint[]; free_from bigint[]; share bigint[]; most bigint[];
+  never constant bigint := 9223372036854775807;
   n int; m int;
-  subtotal numeric[]; uses int[]; choice int[];
-  items numeric := 0; best numeric := 'Infinity'; total numeric; bound numeric; rest numeric; lo numeric;
-  d int; j int; k int; q int; i int; v numeric; descended boolean;
+  subtotal bigint[]; potential bigint[]; uses int[]; choice int[];
+  items bigint := 0; best bigint; total bigint; bound bigint; rest bigint; lo bigint;
+  d int; j int; k int; q int; i int; v bigint; descended boolean;
 BEGIN
+  -- one query: the cart's lines, each store's best offer of their
+  -- products (through the indexes on carts and offers), the dominance rule
+  -- (against the least cost + fee over the product's other stores, from
+  -- its two least), the products and stores numbered, the stores' shipping
   WITH lines AS (SELECT product_id, sum(quantity) AS quantity FROM carts WHERE cart_id = cart GROUP BY product_id),
-  best_offers AS (SELECT o.product_id, o.store_id, min(o.price) * l.quantity AS cost
-                  FROM offers o JOIN lines l USING (product_id) GROUP BY o.product_id, o.store_id, l.quantity),
-  with_fee AS (SELECT b.*, coalesce(s.fee, 0) AS fee FROM best_offers b LEFT JOIN shipping s USING (store_id)),
+  best_offers AS (SELECT o.product_id, o.store_id, (min(o.price) * l.quantity * 100)::bigint AS cost
+                  FROM lines l JOIN offers o USING (product_id) GROUP BY o.product_id, o.store_id, l.quantity),
+  with_fee AS (SELECT b.*, coalesce((s.fee * 100)::bigint, 0) AS fee, (s.free_from * 100)::bigint AS free_from
+               FROM best_offers b LEFT JOIN shipping s USING (store_id)),
   ranked AS (SELECT w.*, row_number() OVER (PARTITION BY product_id ORDER BY cost + fee, store_id) AS r FROM with_fee w),
-  others AS (SELECT a.product_id, a.store_id, a.cost, a.fee,
-                    (SELECT min(b.cost + b.fee) FROM ranked b WHERE b.product_id = a.product_id AND b.r <= 2 AND b.store_id <> a.store_id) AS other
-             FROM ranked a),
-  kept AS (SELECT * FROM others WHERE other IS NULL OR cost <= fee + other),
-  numbered AS (SELECT k.*, dense_rank() OVER (ORDER BY product_id) AS p, dense_rank() OVER (ORDER BY store_id) AS s FROM kept k)
-  SELECT array_agg(cost ORDER BY p, cost, s), array_agg(s::int ORDER BY p, cost, s), max(p), max(s)
-    INTO cost, store, n, m FROM numbered;
+  two_least AS (SELECT ranked.*, min(cost + fee) FILTER (WHERE r = 1) OVER product AS least,
+                       min(cost + fee) FILTER (WHERE r = 2) OVER product AS second
+                FROM ranked WINDOW product AS (PARTITION BY product_id)),
+  kept AS (SELECT * FROM two_least WHERE CASE WHEN r = 1 THEN second ELSE least END IS NULL
+                                        OR cost <= fee + CASE WHEN r = 1 THEN second ELSE least END),
+  numbered AS (SELECT k.*, dense_rank() OVER (ORDER BY product_id) AS p, dense_rank() OVER (ORDER BY store_id) AS s FROM kept k),
+  stores AS (SELECT s, max(fee) AS fee, max(free_from) AS free_from, count(*) AS offering, sum(greatest(cost, 0)) AS most
+             FROM numbered GROUP BY s)
+  SELECT (SELECT array_agg(cost ORDER BY p, cost, s) FROM numbered),
+         (SELECT array_agg(s::int ORDER BY p, cost, s) FROM numbered),
+         (SELECT array_agg(p::int ORDER BY p, cost, s) FROM numbered),
+         (SELECT max(p) FROM numbered), (SELECT max(s) FROM numbered),
+         (SELECT array_agg(fee ORDER BY s) FROM stores),
+         (SELECT array_agg(coalesce(free_from, never) ORDER BY s) FROM stores),
+         (SELECT array_agg(CASE WHEN free_from IS NULL OR most < free_from THEN fee / offering ELSE 0 END ORDER BY s) FROM stores),
+         (SELECT array_agg(most ORDER BY s) FROM stores)
+    INTO cost, store, pn, n, m, fee, free_from, share, most;
   IF n IS NULL THEN RETURN 0; END IF;
+  -- each product's candidates in the flattened arrays
   first := array_fill(0, ARRAY[n + 1]); last := array_fill(0, ARRAY[n + 1]);
-  -- each candidate's product number, for the products' bounds in the flattened arrays; the stores' shipping
-  DECLARE pn int[];
-  BEGIN
-    WITH lines AS (SELECT product_id, sum(quantity) AS quantity FROM carts WHERE cart_id = cart GROUP BY product_id),
-    best_offers AS (SELECT o.product_id, o.store_id, min(o.price) * l.quantity AS cost
-                    FROM offers o JOIN lines l USING (product_id) GROUP BY o.product_id, o.store_id, l.quantity),
-    with_fee AS (SELECT b.*, coalesce(s.fee, 0) AS fee, s.free_from FROM best_offers b LEFT JOIN shipping s USING (store_id)),
-    ranked AS (SELECT w.*, row_number() OVER (PARTITION BY product_id ORDER BY cost + fee, store_id) AS r FROM with_fee w),
-    others AS (SELECT a.*, (SELECT min(b.cost + b.fee) FROM ranked b WHERE b.product_id = a.product_id AND b.r <= 2 AND b.store_id <> a.store_id) AS other FROM ranked a),
-    kept AS (SELECT * FROM others WHERE other IS NULL OR cost <= fee + other),
-    numbered AS (SELECT k.*, dense_rank() OVER (ORDER BY product_id) AS p, dense_rank() OVER (ORDER BY store_id) AS s FROM kept k),
-    stores AS (SELECT s, max(fee) AS fee, max(free_from) AS free_from, count(*) AS offering, sum(greatest(cost, 0)) AS most FROM numbered GROUP BY s)
-    SELECT (SELECT array_agg(p::int ORDER BY p, cost, s) FROM numbered),
-           (SELECT array_agg(fee ORDER BY s) FROM stores),
-           (SELECT array_agg(coalesce(free_from, 'Infinity') ORDER BY s) FROM stores),
-           (SELECT array_agg(CASE WHEN free_from IS NULL OR most < free_from THEN fee / offering ELSE 0 END ORDER BY s) FROM stores)
-      INTO pn, fee, free_from, share;
-    FOR i IN 1 .. array_length(pn, 1) LOOP
-      IF i = 1 OR pn[i] <> pn[i - 1] THEN first[pn[i]] := i; END IF;
-      last[pn[i]] := i;
-    END LOOP;
-  END;
-  subtotal := array_fill(0::numeric, ARRAY[m]); uses := array_fill(0, ARRAY[m]); choice := array_fill(0, ARRAY[n]);
+  FOR i IN 1 .. array_length(pn, 1) LOOP
+    IF i = 1 OR pn[i] <> pn[i - 1] THEN first[pn[i]] := i; END IF;
+    last[pn[i]] := i;
+  END LOOP;
+  subtotal := array_fill(0::bigint, ARRAY[m]); uses := array_fill(0, ARRAY[m]); choice := array_fill(0, ARRAY[n]);
   -- the first total to beat: greedy, each product at its least cost plus the fee of a store it opens
   FOR q IN 1 .. n LOOP
-    lo := 'Infinity';
+    lo := never;
     FOR i IN first[q] .. last[q] LOOP
       v := cost[i] + CASE WHEN uses[store[i]] > 0 THEN 0 ELSE fee[store[i]] END;
       IF v < lo THEN lo := v; j := i; END IF;
@@ -106,7 +113,9 @@ BEGIN
   FOR k IN 1 .. m LOOP
     IF uses[k] > 0 AND subtotal[k] < free_from[k] THEN best := best + fee[k]; END IF;
   END LOOP;
-  items := 0; subtotal := array_fill(0::numeric, ARRAY[m]); uses := array_fill(0, ARRAY[m]);
+  items := 0; subtotal := array_fill(0::bigint, ARRAY[m]); uses := array_fill(0, ARRAY[m]);
+  -- potential[k]: the positive costs that products not yet placed could still bring store k
+  potential := most;
   -- depth-first: choice[d] is the candidate tried at depth d (0: none yet)
   d := 1;
   LOOP
@@ -125,14 +134,17 @@ BEGIN
       j := j + 1;
     ELSE
       j := first[d];
+      FOR i IN first[d] .. last[d] LOOP
+        potential[store[i]] := potential[store[i]] - greatest(cost[i], 0);
+      END LOOP;
     END IF;
     descended := false;
     WHILE j <= last[d] LOOP
       k := store[j]; items := items + cost[j]; subtotal[k] := subtotal[k] + cost[j]; uses[k] := uses[k] + 1;
-      -- bound: items, the fees of used stores that can never be free, the rest at cost plus share
+      -- bound: items, the fees of used stores that can no longer become free, the rest at cost plus share
       rest := 0;
       FOR q IN d + 1 .. n LOOP
-        lo := 'Infinity';
+        lo := never;
         FOR i IN first[q] .. last[q] LOOP
           EXIT WHEN cost[i] >= lo;
           v := cost[i] + CASE WHEN uses[store[i]] > 0 THEN 0 ELSE share[store[i]] END;
@@ -142,7 +154,7 @@ BEGIN
       END LOOP;
       bound := items + rest;
       FOR i IN 1 .. m LOOP
-        IF uses[i] > 0 AND free_from[i] = 'Infinity' THEN bound := bound + fee[i]; END IF;
+        IF uses[i] > 0 AND subtotal[i] + potential[i] < free_from[i] THEN bound := bound + fee[i]; END IF;
       END LOOP;
       IF bound <= best THEN
         choice[d] := j; descended := true; EXIT;
@@ -154,14 +166,16 @@ BEGIN
       d := d + 1;
     ELSE
       choice[d] := 0;
+      FOR i IN first[d] .. last[d] LOOP
+        potential[store[i]] := potential[store[i]] + greatest(cost[i], 0);
+      END LOOP;
       EXIT WHEN d = 1;
       d := d - 1;
     END IF;
   END LOOP;
-  RETURN best;
+  RETURN best / 100.0;
 END $$;
 SQL
-fi
 allow_workers offers
 rows=$(q -c "SELECT count(*) FROM offers")
 call() { # call CARTS_WHERE
