@@ -963,41 +963,59 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 	answer.scale = scale;
 	ShippingTable shipping_table = read_shipping(shipping, scale);
 
-	/* lines by (cart, product, quantity, input order): carts, and demands within them */
-	size_t n_lines = lines.cart.size();
-	std::vector<size_t> order(n_lines);
+	/*
+	 * Lines by (cart, product, quantity, input order): carts, and demands
+	 * within them.  Sorted as keys side by side, on every core, so that the
+	 * comparisons and the walk after stay in cache, not in the columns'
+	 * chunks; each key's product code and current store looked up at once.
+	 */
+	struct LineKey
 	{
-		/* sorted as keys side by side: the comparisons stay in cache, not in the columns' chunks */
-		struct LineKey
+		int64_t cart, product, quantity;
+		size_t line;
+		bool operator<(const LineKey &o) const
 		{
-			int64_t cart, product, quantity;
-			size_t line;
-			bool operator<(const LineKey &o) const
-			{
-				return std::tie(cart, product, quantity, line) < std::tie(o.cart, o.product, o.quantity, o.line);
-			}
-		};
-		std::vector<LineKey> keys(n_lines);
-		for (size_t l = 0; l < n_lines; ++l)
-			keys[l] = {lines.cart[l], lines.product[l], lines.quantity[l], l};
-		std::sort(keys.begin(), keys.end());
-		for (size_t i = 0; i < n_lines; ++i)
-			order[i] = keys[i].line;
-	}
+			return std::tie(cart, product, quantity, line) < std::tie(o.cart, o.product, o.quantity, o.line);
+		}
+	};
+	size_t n_lines = lines.cart.size();
+	std::vector<LineKey> keys(n_lines);
+	std::vector<size_t> line_ranges = split_by_cost(n_lines, kLinesPerPiece * 16, [](size_t) { return 1.0; });
+	auto each_range = [&](auto body) {
+		parallel_for(line_ranges.size() - 1, ctx, [&](size_t r, size_t, const std::atomic<bool> &) {
+			for (size_t i = line_ranges[r]; i < line_ranges[r + 1]; ++i)
+				body(i);
+		});
+	};
+	each_range([&](size_t l) { keys[l] = {lines.cart[l], lines.product[l], lines.quantity[l], l}; });
+	parallel_sort(keys, ctx, std::less<LineKey>());
 	ctx.interrupt_point(Phase::Compute);
+	std::vector<size_t> order(n_lines);
+	std::vector<int32_t> code_at(n_lines);
+	std::vector<uint8_t> current_at(n_lines);
+	each_range([&](size_t i) {
+		order[i] = keys[i].line;
+		code_at[i] = offers.product.find(keys[i].product);
+		current_at[i] = lines.store[keys[i].line] != kNoCurrentStore;
+	});
+	ctx.interrupt_point(Phase::Compute);
+
 	std::vector<Demand> demands;
 	std::vector<CartGroup> cart_groups;
 	std::vector<uint8_t> needed(offers.product.distinct(), 0);
 	for (size_t i = 0; i < n_lines;)
 	{
-		size_t line = order[i];
-		int64_t cart_id = lines.cart[line], product_id = lines.product[line];
-		if (cart_groups.empty() || lines.cart[order[demands.back().first]] != cart_id)
+		int64_t cart_id = keys[i].cart, product_id = keys[i].product;
+		if (i == 0 || keys[i - 1].cart != cart_id)
 			cart_groups.push_back({demands.size(), demands.size()});
-		Demand demand{i, i, offers.product.find(product_id), 0};
+		Demand demand{i, i, code_at[i], 0};
 		__int128 quantity = 0;
-		for (; i < n_lines && lines.cart[order[i]] == cart_id && lines.product[order[i]] == product_id; ++i)
-			quantity += lines.quantity[order[i]];
+		bool current = false;
+		for (; i < n_lines && keys[i].cart == cart_id && keys[i].product == product_id; ++i)
+		{
+			quantity += keys[i].quantity;
+			current |= current_at[i] != 0;
+		}
 		demand.end = i;
 		if (quantity > INT64_MAX)
 			throw Error(sqlstate::numeric_value_out_of_range,
@@ -1005,15 +1023,11 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 							" add up past bigint");
 		demand.quantity = static_cast<int64_t>(quantity);
 		if (demand.code >= 0)
-		{
-			needed[demand.code] |= kNeeded;
-			for (size_t l = demand.first; l < demand.end; ++l)
-				if (lines.store[order[l]] != kNoCurrentStore)
-					needed[demand.code] |= kNeededByStore;
-		}
+			needed[demand.code] |= current ? kNeeded | kNeededByStore : kNeeded;
 		demands.push_back(demand);
 		cart_groups.back().end_demand = demands.size();
 	}
+	keys = {};
 	ProductOffers products = product_offers(offers, std::move(needed), scale, shipping_table, ctx);
 	CallData call{lines, offers, shipping_table, products, order, demands, cart_groups, scale};
 

@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <functional>
@@ -70,6 +71,49 @@ template <typename Cost> std::vector<size_t> split_by_cost(size_t n, double per_
 	if (bounds.back() != n)
 		bounds.push_back(n);
 	return bounds;
+}
+
+/*
+ * Sorts v by less on every core: slices sorted at once, then merged in
+ * pairs, each round's merges at once.  For a total order, the very order
+ * std::sort gives.  Below min_slice items a slice, fewer threads.
+ */
+template <typename T, typename Less>
+void parallel_sort(std::vector<T> &v, ExecContext &ctx, Less less, size_t min_slice = size_t(1) << 15)
+{
+	size_t n = v.size();
+	size_t slices = std::min(parallel_workers(n, ctx), n / min_slice);
+	if (slices < 2)
+	{
+		std::sort(v.begin(), v.end(), less);
+		return;
+	}
+	std::vector<size_t> bounds(slices + 1);
+	for (size_t s = 0; s <= slices; ++s)
+		bounds[s] = n * s / slices;
+	parallel_for(slices, ctx, [&](size_t s, size_t, const std::atomic<bool> &) {
+		std::sort(v.begin() + bounds[s], v.begin() + bounds[s + 1], less);
+	});
+	std::vector<T> other(n);
+	std::vector<T> *from = &v, *to = &other;
+	while (bounds.size() > 2)
+	{
+		size_t runs = bounds.size() - 1, pairs = (runs + 1) / 2;
+		parallel_for(pairs, ctx, [&](size_t p, size_t, const std::atomic<bool> &) {
+			size_t begin = bounds[2 * p], middle = bounds[std::min(2 * p + 1, runs)], end = bounds[std::min(2 * p + 2, runs)];
+			std::merge(from->begin() + begin, from->begin() + middle, from->begin() + middle, from->begin() + end,
+					   to->begin() + begin, less);
+		});
+		std::vector<size_t> merged;
+		for (size_t i = 0; i < bounds.size(); i += 2)
+			merged.push_back(bounds[i]);
+		if (merged.back() != n)
+			merged.push_back(n);
+		bounds.swap(merged);
+		std::swap(from, to);
+	}
+	if (from != &v)
+		v.swap(other);
 }
 
 } // namespace gpurec

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -239,6 +240,26 @@ TEST(CpuParallel, SplitByCost)
 	std::vector<double> costs{1, 1, 5, 1, 9, 1};
 	EXPECT_EQ(split_by_cost(costs.size(), 2, [&](size_t i) { return costs[i]; }),
 			  (std::vector<size_t>{0, 2, 3, 5, 6}));
+}
+
+/* parallel_sort gives std::sort's order for a total order, on any thread count and size, slices of any length */
+TEST(CpuParallel, ParallelSortAsStdSort)
+{
+	std::mt19937_64 rng(20261124);
+	for (size_t n : {0, 1, 7, 100, 1000, 4097, 100003})
+		for (size_t threads : {1, 2, 3, 5, 16})
+		{
+			SCOPED_TRACE("n " + std::to_string(n) + ", threads " + std::to_string(threads));
+			std::vector<std::pair<int, size_t>> v(n); /* few keys (ties), then the index: a total order */
+			for (size_t i = 0; i < n; ++i)
+				v[i] = {static_cast<int>(rng() % 50), i};
+			std::vector<std::pair<int, size_t>> want = v;
+			std::sort(want.begin(), want.end());
+			ExecContext ctx;
+			ctx.cpu_threads = threads;
+			parallel_sort(v, ctx, std::less<std::pair<int, size_t>>(), 16);
+			EXPECT_EQ(v, want);
+		}
 }
 
 } // namespace
