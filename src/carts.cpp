@@ -395,9 +395,9 @@ void group_by_slot(size_t slices, size_t n_slots, ForEach for_each, std::vector<
  * Every needed product's candidates.  The offers are read in row order on
  * every core, not product by product: each product's rows lie all over the
  * columns, and reading them product by product waits on memory at every
- * row.  First pass: each product's LeastTwo; second: the offers the rule
- * may keep (in this marketplace's data, a few in a hundred).  Only those
- * are grouped by product and sorted, to take each store's best.  A product
+ * row.  One pass finds each product's LeastTwo and the offers the rule may
+ * keep (in this marketplace's data, a few in a hundred).  Only those are
+ * grouped by product and sorted, to take each store's best.  A product
  * with a price that is not finite, or with a current store in some line,
  * has all its rows grouped and sorted by store (the error is raised only
  * when such a price is its store's best; the current store's offer is
@@ -441,9 +441,17 @@ ProductOffers product_offers(const Offers &offers, std::vector<uint8_t> needed, 
 		return ProductOffer{store, units.clamped(row), ship ? ship->fee : 0, static_cast<uint32_t>(row)};
 	};
 
-	/* first pass: each slice's LeastTwo per product; a price not finite marks its product */
+	/*
+	 * One pass: each slice's LeastTwo per product, and the offers that
+	 * pass the rule's test against it as it stands when they are read.
+	 * That LeastTwo holds fewer offers than the whole, so its least over
+	 * other stores is never lower: every offer that passes against the
+	 * whole passed then, and the few more are dropped after.  A price not
+	 * finite marks its product.
+	 */
 	std::vector<LeastTwo> least(slices * n_slots);
 	std::vector<uint8_t> not_finite(slices * n_slots, 0);
+	std::vector<std::vector<Passed>> passed(slices);
 	parallel_for(slices, ctx, [&](size_t slice, size_t, const std::atomic<bool> &cancelled) {
 		LeastTwo *mine = least.data() + slice * n_slots;
 		uint8_t *marked = not_finite.data() + slice * n_slots;
@@ -455,6 +463,8 @@ ProductOffers product_offers(const Offers &offers, std::vector<uint8_t> needed, 
 			}
 			ProductOffer offer = offer_at(row);
 			mine[slot].add(offer.unit + offer.fee, offer.store);
+			if (mine[slot].keeps(offer.unit, offer.fee, offer.store))
+				passed[slice].push_back({slot, offer});
 		});
 	});
 	ctx.interrupt_point(Phase::Compute);
@@ -469,29 +479,19 @@ ProductOffers product_offers(const Offers &offers, std::vector<uint8_t> needed, 
 	for (size_t slot = 0; slot < n_slots; ++slot)
 		sorted[slot] = not_finite[slot] || (needed[code_of_slot[slot]] & kNeededByStore) != 0;
 
-	/* second pass: the offers the rule may keep, by product, in row order */
-	std::vector<std::vector<Passed>> passed(slices);
-	parallel_for(slices, ctx, [&](size_t slice, size_t, const std::atomic<bool> &cancelled) {
-		rows_of_slice(slice, cancelled, [&](int32_t slot, size_t row) {
-			if (sorted[slot])
-				return;
-			ProductOffer offer = offer_at(row);
-			if (least[slot].keeps(offer.unit, offer.fee, offer.store))
-				passed[slice].push_back({slot, offer});
-		});
-	});
-	ctx.interrupt_point(Phase::Compute);
+	/* the offers that pass against the whole, by product, in row order */
 	std::vector<int64_t> passed_offsets;
 	std::vector<ProductOffer> passed_offers;
 	group_by_slot(
 		slices, n_slots,
 		[&](size_t slice, const std::atomic<bool> &, auto visit) {
 			for (const Passed &p : passed[slice])
-				visit(p.slot, p.offer);
+				if (!sorted[p.slot] && least[p.slot].keeps(p.offer.unit, p.offer.fee, p.offer.store))
+					visit(p.slot, p.offer);
 		},
 		passed_offsets, passed_offers, ctx);
 	passed = {};
-	/* the rows of the products taken whole: a third pass, where there are any */
+	/* the rows of the products taken whole: a second pass, where there are any */
 	if (std::find(sorted.begin(), sorted.end(), 1) == sorted.end())
 		out.row_offsets.assign(n_slots + 1, 0);
 	else
