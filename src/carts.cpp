@@ -49,10 +49,11 @@ using carts::kMaxUnits;
 constexpr size_t kCheckEvery = size_t(1) << 18;
 /*
  * Under gpurec.device = auto, never the GPU: on the H100 host (BENCHMARKS.md,
- * smart cart) a thread per cart searched 100,000 carts in 1.3-2.1 s, the
- * CPU's 16 threads in 83-95 ms, each cart's branch and bound diverging from
- * its warp's others.  gpurec.device = gpu still runs the GPU search (same
- * answers, tested), until a search shaped for the GPU earns the default.
+ * smart cart) the CPU's 16 threads search 100,000 carts in 109-116 ms, and
+ * the GPU's kernels alone take 136 ms (a thread per cart, its branch and
+ * bound diverging from its warp's others; the slowest carts' 5,000 steps
+ * set the time), before the copies there and back.  gpurec.device = gpu
+ * still runs the GPU search (same answers, tested).
  */
 constexpr double kMinGpuCarts = std::numeric_limits<double>::infinity();
 /* Cart lines per piece of work of the CPU's threads (and of the GPU's batches' building). */
@@ -648,6 +649,14 @@ void add_cart(const CallData &call, size_t g, CartProblems &piece, CartScratch &
 	std::vector<CartScratch::Product> &products = scratch.products;
 	candidates.clear();
 	products.clear();
+	/* the products' candidates lie apart in kept: ask for all of them before reading any */
+	for (size_t d = cart.first_demand; d < cart.end_demand; ++d)
+		if (call.demands[d].code >= 0)
+		{
+			const ProductOffer *first = call.products.kept.data() + call.products.kept_offsets[call.demands[d].code];
+			__builtin_prefetch(first);
+			__builtin_prefetch(first + 2);
+		}
 	int32_t rank = 0;
 	for (size_t d = cart.first_demand; d < cart.end_demand; ++d)
 	{
