@@ -21,6 +21,15 @@ if [ "$(id -u)" = 0 ]; then
 	as_user=(runuser -u pgtest --)
 fi
 run() { "${as_user[@]}" env PATH="$PATH" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" "$@"; }
+# The server outlives this script, so it must not keep what the script
+# inherited open: run under `flock FILE ...`, it held the lock until it was
+# stopped, and every other holder waited on it.
+start_server() {
+	(
+		for fd in $(seq 3 63); do eval "exec $fd>&-"; done
+		run pg_ctl -D "$dir/db" -l "$dir/server.log" -w -t 60 -o "-k $dir -c listen_addresses= $*" start >/dev/null
+	)
+}
 
 case "$action" in
 start)
@@ -28,13 +37,11 @@ start)
 	mkdir -p "$dir"
 	[ ${#as_user[@]} -eq 0 ] || chown pgtest "$dir"
 	run initdb -D "$dir/db" -A trust -U postgres >"$dir/initdb.log" 2>&1
-	run pg_ctl -D "$dir/db" -l "$dir/server.log" -w -t 60 \
-		-o "-k $dir -c listen_addresses= $*" start >/dev/null
+	start_server "$@"
 	echo "export PGHOST=$dir PGUSER=postgres PGDATABASE=postgres"
 	;;
 resume)
-	run pg_ctl -D "$dir/db" -l "$dir/server.log" -w -t 60 \
-		-o "-k $dir -c listen_addresses= $*" start >/dev/null
+	start_server "$@"
 	;;
 stop)
 	run pg_ctl -D "$dir/db" -m fast -w stop >/dev/null 2>&1 || true
