@@ -564,4 +564,46 @@ void FloatArrayColumn::append_serialized(ByteReader &in, const PieceRunner &run)
 		throw Error(sqlstate::internal_error, "FloatArrayColumn: serialized offsets and elements disagree");
 }
 
+/*
+ * A bitmap while it takes at most 64 bits a key (or 2^20 bits in all),
+ * whatever the keys' spread; else a table at most half full.
+ */
+KeyFilter::KeyFilter(std::vector<int64_t> keys) : keys_(std::move(keys))
+{
+	std::sort(keys_.begin(), keys_.end());
+	keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+	if (keys_.empty())
+	{
+		bits_.assign(1, 0); /* an empty range: nothing is kept */
+		return;
+	}
+	min_ = keys_.front();
+	uint64_t span = static_cast<uint64_t>(keys_.back()) - static_cast<uint64_t>(min_);
+	if (span < std::max<uint64_t>(uint64_t(1) << 20, 64 * static_cast<uint64_t>(keys_.size())))
+	{
+		range_ = span + 1;
+		bits_.assign((range_ + 63) / 64, 0);
+		for (int64_t key : keys_)
+		{
+			uint64_t at = static_cast<uint64_t>(key) - static_cast<uint64_t>(min_);
+			bits_[at >> 6] |= uint64_t(1) << (at & 63);
+		}
+		return;
+	}
+	size_t capacity = 16;
+	while (capacity < 2 * keys_.size())
+		capacity <<= 1;
+	mask_ = capacity - 1;
+	slots_.assign(capacity, 0);
+	used_.assign(capacity, 0);
+	for (int64_t key : keys_)
+	{
+		size_t i = slot_of(key);
+		while (used_[i])
+			i = (i + 1) & mask_;
+		slots_[i] = key;
+		used_[i] = 1;
+	}
+}
+
 } // namespace gpurec

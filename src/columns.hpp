@@ -602,6 +602,47 @@ class Int64Column : public ChunkedColumn<int64_t>
 {
 };
 
+/*
+ * A set of int64 keys, asked once for each row an input reads (whether to
+ * keep the row): a bitmap over the keys' range where they are dense in it,
+ * else an open-addressing table, so that an answer is a load or two.
+ */
+class KeyFilter
+{
+  public:
+	explicit KeyFilter(std::vector<int64_t> keys);
+	bool contains(int64_t key) const
+	{
+		if (!bits_.empty())
+		{
+			uint64_t at = static_cast<uint64_t>(key) - static_cast<uint64_t>(min_);
+			return at < range_ && ((bits_[at >> 6] >> (at & 63)) & 1) != 0;
+		}
+		for (size_t i = slot_of(key);; i = (i + 1) & mask_)
+		{
+			if (!used_[i])
+				return false;
+			if (slots_[i] == key)
+				return true;
+		}
+	}
+	/* The keys, ascending, each once. */
+	const std::vector<int64_t> &keys() const { return keys_; }
+
+  private:
+	size_t slot_of(int64_t key) const
+	{
+		return static_cast<size_t>((static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> 17) & mask_;
+	}
+	std::vector<int64_t> keys_;
+	int64_t min_ = 0;
+	uint64_t range_ = 0;
+	std::vector<uint64_t> bits_;
+	std::vector<int64_t> slots_;
+	std::vector<uint8_t> used_;
+	size_t mask_ = 0;
+};
+
 class FloatColumn : public ChunkedColumn<double>
 {
 };

@@ -37,7 +37,13 @@ Datum optimize_carts_body(FunctionCallInfo fcinfo)
 									 {"store_id", ColumnKind::Int64, true, false, kNoCurrentStore},
 									 {"quantity", ColumnKind::Int64, true, false, 1}});
 	read_inner_query(carts_query, carts, ctx);
-	OffersInput input(offers_query, ctx);
+	/*
+	 * Only the offers of products in some cart count: the others are
+	 * dropped as they are read, before their store and price are converted
+	 * (with few carts over many products, most of the read).
+	 */
+	auto carts_products = std::make_shared<const KeyFilter>(carts.int64(1).to_vector());
+	OffersInput input(offers_query, ctx, 0, std::move(carts_products));
 	/* a NULL store skips the row; a NULL fee is an error; a NULL (or absent) free_from is never free */
 	InputTable shipping_table("shipping query", {{"store_id", ColumnKind::Int64},
 												 {"fee", ColumnKind::Number, false, true, 0, true},

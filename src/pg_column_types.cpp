@@ -260,6 +260,8 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 	b.specs = specs.data();
 	b.what = table.what();
 	b.ncolumns = static_cast<int>(specs.size());
+	b.key_filter = table.key_filter();
+	b.key_column = table.key_column();
 	Assert(b.ncolumns <= kMaxColumns);
 
 	initStringInfo(&expected);
@@ -320,7 +322,11 @@ bool convert_row(const ColumnBinding &binding, const Datum *values, const bool *
 {
 	bool keep = true;
 	for (int c = 0; c < binding.ncolumns && keep; ++c)
+	{
 		keep = convert_value(binding, values, isnull, c, *row);
+		if (keep && c == binding.key_column)
+			keep = binding.key_filter->contains(row->i[c]);
+	}
 	return keep;
 }
 

@@ -52,6 +52,9 @@ struct ColumnBinding
 	int max_attno;			 /* 1-based, for slot_getsomeattrs */
 	int attno[kMaxColumns];	 /* 0-based; -1 when absent */
 	Conversion conversion[kMaxColumns];
+	/* the table's filter (InputTable::keep_rows_with_keys), and its column; -1: none */
+	const KeyFilter *key_filter;
+	int key_column;
 };
 
 /* The conversion of a column of `kind` from SQL type `type` (a base type); Absent when it does not accept it. */
@@ -84,7 +87,7 @@ struct RowValues
 /*
  * Converts one row, given as attribute values and nulls (a slot's
  * tts_values/tts_isnull, holding at least max_attno attributes), into *row.
- * Returns false when a NULL skips the row.
+ * Returns false when a NULL skips the row, or binding's key filter drops it.
  */
 bool convert_row(const ColumnBinding &binding, const Datum *values, const bool *isnull,
 				 RowValues *row);

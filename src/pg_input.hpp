@@ -72,8 +72,21 @@ class InputTable
 	const char *what() const { return what_; }
 	const std::vector<ColumnSpec> &specs() const { return specs_; }
 	size_t rows() const { return rows_; }
-	/* Rows dropped because a column that skips on NULL was NULL. */
+	/* Rows dropped: a NULL in a column that skips on it, or a key the table's filter does not hold. */
 	size_t skipped_rows() const { return skipped_rows_; }
+	/*
+	 * Reads only the rows whose column `column` (of kind Id or Int64) holds
+	 * one of filter's keys: the others are dropped as they are read, before
+	 * their later columns are converted, in parallel workers as in the
+	 * calling backend.  Set before the read.
+	 */
+	void keep_rows_with_keys(size_t column, std::shared_ptr<const KeyFilter> filter)
+	{
+		key_column_ = static_cast<int>(column);
+		key_filter_ = std::move(filter);
+	}
+	const KeyFilter *key_filter() const { return key_filter_.get(); }
+	int key_column() const { return key_filter_ ? key_column_ : -1; }
 
 	/*
 	 * For a function whose result follows the query's row order (candidates
@@ -135,6 +148,8 @@ class InputTable
   private:
 	/* first, so that it outlives the columns that borrow from it */
 	std::vector<std::shared_ptr<void>> kept_alive_;
+	std::shared_ptr<const KeyFilter> key_filter_;
+	int key_column_ = -1;
 	const char *what_;
 	std::vector<ColumnSpec> specs_;
 	std::vector<AnyColumn> columns_;

@@ -74,18 +74,26 @@ enum class StateKind : uint8_t
 	InArea = 2	/* a dsa_pointer and a byte count follow */
 };
 
-/* Where a worker finds the leader's area: handle, and a token only the wrapper query knows. */
+/*
+ * Where a worker finds the leader's area: handle, and a token only the
+ * wrapper query knows; and the table's key filter there, when it has one
+ * (its keys, ascending: key_column -1 when none).
+ */
 struct AreaAddress
 {
 	dsa_handle handle;
 	dsa_pointer token_at;
 	uint64 token;
+	int key_column;
+	dsa_pointer keys_at;
+	uint64 n_keys;
 };
 ActiveRead *active_read = nullptr;
 
 /*
  * The specs, as the wrapper query passes them to every process: the
- * leader's area (AreaAddress), the query's name, then per column its name, kind, null rule (0 fallback, 1 skip, 2 error), fallback and
+ * leader's area and its key filter there (AreaAddress), the query's name,
+ * then per column its name, kind, null rule (0 fallback, 1 skip, 2 error), fallback and
  * the conversion the leader bound.  One line per column, fields split by
  * tabs (spec names never hold either).
  */
@@ -93,8 +101,10 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area)
 {
 	StringInfoData text;
 	initStringInfo(&text);
-	appendStringInfo(&text, "%u %llu %llu\n", static_cast<unsigned>(area.handle),
-					 static_cast<unsigned long long>(area.token_at), static_cast<unsigned long long>(area.token));
+	appendStringInfo(&text, "%u %llu %llu %d %llu %llu\n", static_cast<unsigned>(area.handle),
+					 static_cast<unsigned long long>(area.token_at), static_cast<unsigned long long>(area.token),
+					 area.key_column, static_cast<unsigned long long>(area.keys_at),
+					 static_cast<unsigned long long>(area.n_keys));
 	appendStringInfoString(&text, binding.what);
 	for (int c = 0; c < binding.ncolumns; ++c)
 	{
@@ -171,10 +181,13 @@ struct ReadState
 void decode_specs(ReadState &state, const std::string &text)
 {
 	unsigned handle;
-	unsigned long long token_at, token;
-	if (std::sscanf(text.c_str(), "%u %llu %llu", &handle, &token_at, &token) != 3)
+	unsigned long long token_at, token, keys_at, n_keys;
+	int key_column;
+	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu", &handle, &token_at, &token, &key_column, &keys_at,
+					&n_keys) != 6)
 		throw Error(sqlstate::internal_error, "gpurec._read_columns: malformed column specs");
-	state.address = AreaAddress{static_cast<dsa_handle>(handle), static_cast<dsa_pointer>(token_at), token};
+	state.address = AreaAddress{static_cast<dsa_handle>(handle), static_cast<dsa_pointer>(token_at), token, key_column,
+								static_cast<dsa_pointer>(keys_at), n_keys};
 	size_t what_start = text.find('\n') + 1;
 	size_t line_end = text.find('\n', what_start);
 	state.what = text.substr(what_start, line_end == std::string::npos ? std::string::npos : line_end - what_start);
@@ -210,6 +223,8 @@ void decode_specs(ReadState &state, const std::string &text)
 	ColumnBinding &b = state.binding;
 	b.specs = state.specs.data();
 	b.what = state.what.c_str();
+	b.key_filter = nullptr; /* the table's, once it is known (make_state, take_key_filter) */
+	b.key_column = -1;
 	b.ncolumns = static_cast<int>(state.specs.size());
 	int passed = 0;
 	for (int c = 0; c < b.ncolumns; ++c)
@@ -233,7 +248,11 @@ void make_state(void *arg)
 	auto state = std::make_unique<ReadState>();
 	decode_specs(*state, a->specs);
 	if (active_read != nullptr && !IsParallelWorker())
+	{
 		state->table = active_read->table;
+		state->binding.key_filter = state->table->key_filter();
+		state->binding.key_column = state->table->key_column();
+	}
 	else
 	{
 		state->own = std::make_unique<InputTable>(state->what.c_str(), state->specs);
@@ -243,6 +262,23 @@ void make_state(void *arg)
 	}
 	state->ctx = exec_context_from_settings();
 	a->state = state.release();
+}
+
+struct FilterArgs
+{
+	ReadState *state;
+	const int64_t *keys; /* in the area */
+};
+
+/* A worker's table keeps the leader's filter: its keys copied from the area. */
+void take_key_filter(void *arg)
+{
+	auto *a = static_cast<FilterArgs *>(arg);
+	ReadState &state = *a->state;
+	auto filter = std::make_shared<const KeyFilter>(std::vector<int64_t>(a->keys, a->keys + state.address.n_keys));
+	state.own->keep_rows_with_keys(static_cast<size_t>(state.address.key_column), filter);
+	state.binding.key_filter = state.own->key_filter();
+	state.binding.key_column = state.own->key_column();
 }
 
 /* The state of this aggregate call, made on its first row in the aggregate's context. */
@@ -296,6 +332,11 @@ ReadState *state_for(FunctionCallInfo fcinfo)
 		if (*static_cast<uint64 *>(dsa_get_address(state->area, state->address.token_at)) != state->address.token)
 			ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
 							errmsg("gpurec._read_columns: the read area is not this query's")));
+		if (state->address.key_column >= 0)
+		{
+			FilterArgs filter{state, static_cast<const int64_t *>(dsa_get_address(state->area, state->address.keys_at))};
+			cpp_callback_guard(take_key_filter, &filter);
+		}
 	}
 	/* the read phase's first interrupt point comes before any row, as in the serial path */
 	postgres_interrupt_point(state->ctx, Phase::Read);
@@ -604,10 +645,19 @@ ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &bi
 	MemoryContext spi_context = MemoryContextSwitchTo(call_context);
 	dsa_area *area = dsa_create(tranche);
 	MemoryContextSwitchTo(spi_context);
-	AreaAddress address{dsa_get_handle(area), dsa_allocate(area, sizeof(uint64)), 0};
+	AreaAddress address{dsa_get_handle(area), dsa_allocate(area, sizeof(uint64)), 0, -1, InvalidDsaPointer, 0};
 	if (!pg_strong_random(&address.token, sizeof address.token))
 		elog(ERROR, "could not generate a random token");
 	*static_cast<uint64 *>(dsa_get_address(area, address.token_at)) = address.token;
+	if (const KeyFilter *filter = table->key_filter())
+	{
+		const std::vector<int64_t> &keys = filter->keys();
+		address.key_column = table->key_column();
+		address.n_keys = keys.size();
+		address.keys_at = dsa_allocate_extended(area, std::max<size_t>(1, keys.size()) * sizeof(int64_t), DSA_ALLOC_HUGE);
+		if (!keys.empty())
+			memcpy(dsa_get_address(area, address.keys_at), keys.data(), keys.size() * sizeof(int64_t));
+	}
 	char *specs = encode_specs(binding, address);
 	char *sql = wrapper_query(query, binding, specs);
 	SPIPlanPtr plan = SPI_prepare_cursor(sql, 0, nullptr, CURSOR_OPT_PARALLEL_OK);

@@ -85,6 +85,12 @@ SELECT err($e$SELECT * FROM gpurec.optimize_carts('SELECT 1 AS cart_id, 1 AS pro
 SELECT err($e$SELECT * FROM gpurec.optimize_carts('SELECT 1 AS cart_id, 1 AS product_id', 'SELECT * FROM offers', 'SELECT store_id FROM shipping')$e$);
 SELECT err($e$SELECT * FROM gpurec.optimize_carts('SELECT 1 AS cart_id, 1 AS product_id', 'SELECT * FROM offers', 'SELECT store_id, fee::text AS fee FROM shipping')$e$);
 SELECT err($e$SELECT * FROM gpurec.optimize_carts('SELECT 1 AS cart_id, 1 AS product_id', 'SELECT * FROM offers', 'DELETE FROM shipping RETURNING *')$e$);
+-- only the offers of products in some cart are read: an offer of another
+-- product whose price gpurec cannot hold (past a 64-bit key at its scale)
+-- is dropped before its price is converted, where cheapest_offers, which
+-- reads every offer, stops on it
+SELECT cart_id, product_id, store_id, price, total FROM gpurec.optimize_carts('SELECT 1 AS cart_id, 1 AS product_id', $$SELECT * FROM offers UNION ALL SELECT 999, 10, 1e30$$, 'SELECT * FROM shipping');
+SELECT err($e$SELECT * FROM gpurec.cheapest_offers($$SELECT * FROM offers UNION ALL SELECT 999, 10, 1e30$$)$e$);
 -- the regression database is shared with the other tests
 DROP TABLE carts, offers, shipping;
 DROP FUNCTION err(text);

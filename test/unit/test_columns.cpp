@@ -781,5 +781,32 @@ TEST(IdColumnDictionary, DirectAndHashedIdsAgreeWithAMap)
 	}
 }
 
+/* KeyFilter against a std::set: dense keys (a bitmap), spread ones (a table), the int64 limits, none */
+TEST(Columns, KeyFilterAgreesWithASet)
+{
+	std::mt19937_64 rng = seeded_rng();
+	auto spread = [&] { return static_cast<int64_t>(rng()); };
+	auto dense = [&] { return static_cast<int64_t>(rng() % 5000) - 2500; };
+	for (int round = 0; round < 8; ++round)
+	{
+		bool is_dense = round % 2 == 0;
+		size_t n = round < 2 ? 0 : size_t(1) << (2 * round);
+		std::vector<int64_t> keys;
+		for (size_t i = 0; i < n; ++i)
+			keys.push_back(is_dense ? dense() : spread());
+		if (round >= 6)
+			keys.insert(keys.end(), {INT64_MIN, INT64_MAX, 0});
+		std::set<int64_t> want(keys.begin(), keys.end());
+		KeyFilter filter(keys);
+		EXPECT_EQ(filter.keys(), std::vector<int64_t>(want.begin(), want.end()));
+		std::vector<int64_t> probes(keys.begin(), keys.end());
+		for (int i = 0; i < 20000; ++i)
+			probes.push_back(is_dense ? dense() : spread());
+		probes.insert(probes.end(), {INT64_MIN, INT64_MAX, INT64_MIN + 1, INT64_MAX - 1, 0, -1, 1});
+		for (int64_t key : probes)
+			ASSERT_EQ(filter.contains(key), want.count(key) > 0) << "key " << key << ", round " << round;
+	}
+}
+
 } // namespace
 } // namespace gpurec
