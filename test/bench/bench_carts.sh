@@ -197,6 +197,10 @@ echo "serial count(*) of the offers: $(median3 "SELECT count(*) FROM offers") ms
 for device in $devices; do
 	echo "gpurec.optimize_carts ($device), $carts carts: $(median3 "$gpurec_sql" "$parallel SET gpurec.device = $device;") ms"
 	notice "$gpurec_sql" "$parallel SET gpurec.device = $device;"
+	# a session's second call: gpurec's library (and CUDA, on the GPU) started already
+	echo "  in a warm session: $(warm3 "$gpurec_sql" "$parallel SET gpurec.device = $device;") ms"
+	q -c "SET max_parallel_workers_per_gather = 0; SET gpurec.timing = on; $parallel SET gpurec.device = $device;" \
+		-c "$gpurec_sql" -c "$gpurec_sql" 2>&1 | grep NOTICE | tail -1 | sed 's/^/  /' || true
 done
 small_all_ms=$(median3 "$small_all_sql" "$parallel SET gpurec.device = cpu;")
 small_ms=$(median3 "$small_sql" "$parallel SET gpurec.device = cpu;")
