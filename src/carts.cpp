@@ -34,6 +34,7 @@
 #include <limits>
 #include <numeric>
 #include <tuple>
+#include <type_traits>
 
 #include "cpu_parallel.hpp"
 
@@ -781,12 +782,24 @@ void solve_on_cpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
 }
 
 /*
- * The pieces' search arrays end to end, copied on every core (on the H100
- * host, appending them one value at a time took 640-840 ms of a GPU call
- * whose kernels took 136): each piece's place in every array is known from
- * the sizes before, and the offsets within a piece shift by its place.
+ * The pieces' search arrays end to end, for the GPU.  Copied on every core
+ * (on the H100 host, appending them one value at a time took 640-840 ms of
+ * a GPU call whose kernels took 136), each piece's place known from the
+ * sizes before, offsets within a piece shifted by its place; into buffers
+ * that nothing writes before the copy, so that the copying threads are the
+ * first to touch their pages (zeroing the 390 MB of 100,000 carts on the
+ * calling thread first took about 200 ms).
  */
-CartArrayVectors concatenate(const std::vector<CartProblems> &pieces, ExecContext &ctx)
+struct ConcatenatedCarts
+{
+	std::unique_ptr<int64_t[]> cart_products, product_candidates, candidate_cost, cart_stores, store_fee,
+		store_free_from, store_share;
+	std::unique_ptr<int32_t[]> product_rank, candidate_store;
+	carts::CartArrays arrays;
+	gpu::CartArraySizes sizes;
+};
+
+void concatenate(const std::vector<CartProblems> &pieces, ConcatenatedCarts &all, ExecContext &ctx)
 {
 	struct Place
 	{
@@ -798,45 +811,63 @@ CartArrayVectors concatenate(const std::vector<CartProblems> &pieces, ExecContex
 						 places[p].candidates + pieces[p].candidate_cost.size(),
 						 places[p].stores + pieces[p].store_fee.size()};
 	const Place &total = places.back();
-	CartArrayVectors all;
-	all.cart_products.resize(total.carts + 1, 0);
-	all.cart_stores.resize(total.carts + 1, 0);
-	all.product_candidates.resize(total.products + 1, 0);
-	all.product_rank.resize(total.products);
-	all.candidate_store.resize(total.candidates);
-	all.candidate_cost.resize(total.candidates);
-	all.store_fee.resize(total.stores);
-	all.store_free_from.resize(total.stores);
-	all.store_share.resize(total.stores);
+	auto fresh = [](auto &buffer, size_t n) {
+		using T = typename std::remove_reference_t<decltype(buffer)>::element_type;
+		buffer.reset(new T[std::max<size_t>(n, 1)]); /* default-initialised: not written */
+		return buffer.get();
+	};
+	carts::CartArrays &a = all.arrays;
+	a.n_carts = static_cast<int64_t>(total.carts);
+	int64_t *cart_products = fresh(all.cart_products, total.carts + 1);
+	int64_t *cart_stores = fresh(all.cart_stores, total.carts + 1);
+	int64_t *product_candidates = fresh(all.product_candidates, total.products + 1);
+	int32_t *product_rank = fresh(all.product_rank, total.products);
+	int32_t *candidate_store = fresh(all.candidate_store, total.candidates);
+	int64_t *candidate_cost = fresh(all.candidate_cost, total.candidates);
+	int64_t *store_fee = fresh(all.store_fee, total.stores);
+	int64_t *store_free_from = fresh(all.store_free_from, total.stores);
+	int64_t *store_share = fresh(all.store_share, total.stores);
+	cart_products[0] = cart_stores[0] = product_candidates[0] = 0;
 	parallel_for(pieces.size(), ctx, [&](size_t p, size_t, const std::atomic<bool> &) {
 		const CartProblems &piece = pieces[p];
 		const Place &at = places[p];
 		/* offsets: entry 0 of each piece is 0, the previous piece's end */
-		auto shifted = [](const std::vector<int64_t> &from, std::vector<int64_t> &to, size_t place, size_t shift) {
+		auto shifted = [](const std::vector<int64_t> &from, int64_t *to, size_t place, size_t shift) {
 			for (size_t i = 1; i < from.size(); ++i)
 				to[place + i] = from[i] + static_cast<int64_t>(shift);
 		};
-		shifted(piece.cart_products, all.cart_products, at.carts, at.products);
-		shifted(piece.cart_stores, all.cart_stores, at.carts, at.stores);
-		shifted(piece.product_candidates, all.product_candidates, at.products, at.candidates);
-		auto copied = [](const auto &from, auto &to, size_t place) { std::copy(from.begin(), from.end(), to.begin() + place); };
-		copied(piece.product_rank, all.product_rank, at.products);
-		copied(piece.candidate_store, all.candidate_store, at.candidates);
-		copied(piece.candidate_cost, all.candidate_cost, at.candidates);
-		copied(piece.store_fee, all.store_fee, at.stores);
-		copied(piece.store_free_from, all.store_free_from, at.stores);
-		copied(piece.store_share, all.store_share, at.stores);
+		shifted(piece.cart_products, cart_products, at.carts, at.products);
+		shifted(piece.cart_stores, cart_stores, at.carts, at.stores);
+		shifted(piece.product_candidates, product_candidates, at.products, at.candidates);
+		auto copied = [](const auto &from, auto *to, size_t place) { std::copy(from.begin(), from.end(), to + place); };
+		copied(piece.product_rank, product_rank, at.products);
+		copied(piece.candidate_store, candidate_store, at.candidates);
+		copied(piece.candidate_cost, candidate_cost, at.candidates);
+		copied(piece.store_fee, store_fee, at.stores);
+		copied(piece.store_free_from, store_free_from, at.stores);
+		copied(piece.store_share, store_share, at.stores);
 	});
-	return all;
+	a.cart_products = cart_products;
+	a.cart_stores = cart_stores;
+	a.product_candidates = product_candidates;
+	a.product_rank = product_rank;
+	a.candidate_store = candidate_store;
+	a.candidate_cost = candidate_cost;
+	a.store_fee = store_fee;
+	a.store_free_from = store_free_from;
+	a.store_share = store_share;
+	all.sizes = {static_cast<int64_t>(total.products), static_cast<int64_t>(total.candidates),
+				 static_cast<int64_t>(total.stores)};
 }
 
 /* Every cart of every piece, on the GPU, in one batch. */
 void solve_on_gpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
 {
 	Stopwatch clock;
-	CartArrayVectors all = concatenate(pieces, ctx);
+	ConcatenatedCarts all;
+	concatenate(pieces, all, ctx);
 	ctx.times.compute_ms += clock.elapsed_ms();
-	std::vector<int32_t> choice = gpu::solve_carts(all.arrays(), all.sizes(), ctx);
+	std::vector<int32_t> choice = gpu::solve_carts(all.arrays, all.sizes, ctx);
 	size_t at = 0;
 	for (CartProblems &piece : pieces)
 	{

@@ -32,11 +32,6 @@ struct CartArrayVectors
 	std::vector<int64_t> store_share;
 
 	size_t carts() const { return cart_products.size() - 1; }
-	gpu::CartArraySizes sizes() const
-	{
-		return {static_cast<int64_t>(product_rank.size()), static_cast<int64_t>(candidate_cost.size()),
-				static_cast<int64_t>(store_fee.size())};
-	}
 
 	carts::CartArrays arrays() const
 	{
