@@ -45,7 +45,8 @@ class ByteWriter
 		{
 			if (n > capacity_ - size_)
 				throw Error(sqlstate::internal_error, "ByteWriter: more bytes than were counted");
-			std::memcpy(out_ + size_, data, n);
+			if (n > 0) /* an empty vector's data() may be null, which memcpy may not take even for 0 bytes */
+				std::memcpy(out_ + size_, data, n);
 		}
 		size_ += n;
 	}
