@@ -511,7 +511,12 @@ class NumberColumn
 	 * naming the value and the scale (numeric_range_error).
 	 */
 	void push_numeric(int64_t unscaled, int dscale) { push_numeric(unscaled, dscale, dscale); }
-	/* The same value given at `scale`, shown with display_scale >= scale decimals (trailing zeros). */
+	/*
+	 * The same value given at `scale`, shown with display_scale decimals:
+	 * more than scale (trailing zeros past 18 decimals), or fewer when the
+	 * value is another column's row at that column's scale (its digits past
+	 * display_scale are zeros).
+	 */
 	void push_numeric(int64_t unscaled, int scale, int display_scale)
 	{
 		if (scale == scale_ && display_scale == uniform_scale_ && unscaled > kNumericNegInf &&
@@ -521,6 +526,8 @@ class NumberColumn
 			push_numeric_rescaling(unscaled, scale, display_scale);
 	}
 	void push_numeric_special(int16_t marker);
+	/* Row `row` of a column of the same type, as pushing its input value would have added it. */
+	void push_row_of(const NumberColumn &from, size_t row);
 
 	/* Numeric rows spelled with different display scales (1.5 and 1.50): their order may tell. */
 	bool has_mixed_scales() const { return type_ == NumberType::Numeric && uniform_scale_ == kMixedScales && !keys_.empty(); }
