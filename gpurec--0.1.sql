@@ -22,6 +22,14 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION devices() IS
 'The GPUs this backend can use; no rows without one.';
 
+-- Internal (gpurec_shards): a pause between rounds of waiting for the
+-- shards, shorter than pg_sleep's shortest (a millisecond), that cancel and
+-- statement_timeout end at once.
+CREATE FUNCTION _pause(microseconds integer)
+RETURNS void
+AS 'MODULE_PATHNAME', 'gpurec_pause'
+LANGUAGE C VOLATILE STRICT;
+
 -- ------------------------------------------------------------ marketplace --
 
 CREATE FUNCTION cheapest_offers(offers_query text, k integer DEFAULT 1)
