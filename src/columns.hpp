@@ -284,12 +284,7 @@ template <typename T> class ChunkedColumn
 			part.size_ = n;
 		}
 		else if (form == 0)
-		{
-			const uint8_t *rows = in.take(n * sizeof(T));
-			part.append_in_pieces(
-				n, [rows](T *out, size_t first, size_t count) { std::memcpy(out, rows + first * sizeof(T), count * sizeof(T)); },
-				run);
-		}
+			part.append_bytes(in.take(n * sizeof(T)), n, run);
 		else
 			throw Error(sqlstate::internal_error, "ChunkedColumn: a serialized column of unknown form");
 		return part;
@@ -321,10 +316,30 @@ template <typename T> class ChunkedColumn
 			run);
 		part = ChunkedColumn();
 	}
-	/* append_column() of what serialize() wrote. */
+	/*
+	 * append_column() of what serialize() wrote.  Rows written as bytes, of
+	 * which no full chunk is to be taken, are copied from the bytes straight
+	 * into this column: a column between would cost a chunk's mapping and
+	 * first touch, more than the copy when the rows are few.
+	 */
 	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially, bool take_chunks = false)
 	{
+		ByteReader ahead = in;
+		size_t n = ahead.get<uint64_t>();
+		if (n <= SIZE_MAX / sizeof(T) && ahead.get<uint8_t>() == 0 && (!take_chunks || n < kChunkRows))
+		{
+			in = ahead;
+			append_bytes(in.take(n * sizeof(T)), n, run);
+			return;
+		}
 		append_column(read_serialized(in, run), take_chunks, run);
+	}
+	/* Appends n rows from their bytes (at any alignment), through run. */
+	void append_bytes(const uint8_t *rows, size_t n, const PieceRunner &run = run_serially)
+	{
+		append_in_pieces(
+			n, [rows](T *out, size_t first, size_t count) { std::memcpy(out, rows + first * sizeof(T), count * sizeof(T)); },
+			run);
 	}
 
 	std::vector<T> to_vector() const
