@@ -452,7 +452,6 @@ void OffersPart::serialize(ByteWriter &out) const
 void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 {
 	ByteReader in(data, size);
-	ChunkedColumn<int64_t> products, counts;
 	size_t before = store_.size();
 	try
 	{
@@ -472,12 +471,13 @@ void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 		else if (type != static_cast<uint8_t>(price_.type()))
 			throw Error(sqlstate::datatype_mismatch, "the shards' prices are of different types",
 						"Every shard's offers query must return price as the same type.");
-		products = ChunkedColumn<int64_t>::read_serialized(in);
-		counts = ChunkedColumn<int64_t>::read_serialized(in);
+		/* straight into this merge's columns (a column per part between would cost more than its rows) */
+		product_ids_.append_serialized(in);
+		counts_.append_serialized(in);
 		store_.append_serialized(in);
 		price_.append_serialized(in);
-		if (!in.at_end() || counts.size() != products.size() || store_.size() - before != products.size() ||
-			price_.size() - before != products.size())
+		if (!in.at_end() || product_ids_.size() != store_.size() || counts_.size() != store_.size() ||
+			price_.size() != store_.size())
 			throw Error(sqlstate::internal_error, "its columns disagree");
 	}
 	catch (const Error &e)
@@ -488,13 +488,14 @@ void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 					std::string("The bytes are ") + std::to_string(size) + " long; " + e.what() + ".",
 					"Parts come from gpurec._cheapest_offers_part of the same version of gpurec.");
 	}
-	for (size_t row = 0; row < products.size(); ++row)
-		product_.push_back(products[row]);
+	size_t end = store_.size();
+	for (size_t row = before; row < end; ++row)
+		product_.push_back(product_ids_[row]);
 	n_offers_.resize(product_.distinct(), 0);
-	for (size_t row = 0; row < products.size(); ++row)
+	for (size_t row = before; row < end; ++row)
 	{
-		int64_t &sum = n_offers_[product_.code(before + row)];
-		if (counts[row] < 0 || __builtin_add_overflow(sum, counts[row], &sum))
+		int64_t &sum = n_offers_[product_.code(row)];
+		if (counts_[row] < 0 || __builtin_add_overflow(sum, counts_[row], &sum))
 			throw Error(sqlstate::invalid_binary_representation, "not a shard's part of cheapest_offers",
 						"A count of offers is out of range.");
 	}

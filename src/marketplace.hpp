@@ -96,7 +96,8 @@ class MergedOffers
 	 * Adds one shard's part.  Bytes that are not a part (another version
 	 * of gpurec, truncated or foreign): ERROR 22P03; a part ranked for a
 	 * smaller k than `k`: 22023; prices of another type than the parts'
-	 * before: 42804.
+	 * before: 42804.  After an error the merge holds an unknown share of
+	 * the part, and only serves to fail its call.
 	 */
 	void append_part(const uint8_t *data, size_t size, int k);
 
@@ -110,6 +111,9 @@ class MergedOffers
 	NumberColumn price_;
 	Offers offers_{product_, store_, price_};
 	std::vector<int64_t> n_offers_;
+	/* every part's rows, as they came: product ids, and counts on a product's first row */
+	Int64Column product_ids_;
+	Int64Column counts_;
 	size_t parts_ = 0;
 };
 

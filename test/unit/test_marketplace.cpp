@@ -741,16 +741,18 @@ TEST(MarketplaceShards, BadPartsAreErrors)
 	}
 	std::vector<uint8_t> longer = good;
 	longer.push_back(0);
-	MergedOffers merged;
-	EXPECT_EQ(append_error(merged, longer, 2), sqlstate::invalid_binary_representation);
+	MergedOffers with_longer;
+	EXPECT_EQ(append_error(with_longer, longer, 2), sqlstate::invalid_binary_representation);
 	/* another magic or version: a part of another gpurec */
 	for (size_t at : {0, 4})
 	{
 		std::vector<uint8_t> other = good;
 		other[at] ^= 1;
-		EXPECT_EQ(append_error(merged, other, 2), sqlstate::invalid_binary_representation) << "byte " << at;
+		MergedOffers with_other;
+		EXPECT_EQ(append_error(with_other, other, 2), sqlstate::invalid_binary_representation) << "byte " << at;
 	}
 	/* ranked for a smaller k than the merge's: a wrong answer if taken */
+	MergedOffers merged;
 	EXPECT_EQ(append_error(merged, good, 3), sqlstate::invalid_parameter_value);
 	EXPECT_EQ(append_error(merged, good, 2), "");
 	EXPECT_EQ(append_error(merged, good, 1), "") << "a part of a larger k holds the smaller k's offers";
