@@ -110,10 +110,16 @@ Datum merge_cheapest_offers_body(FunctionCallInfo fcinfo)
 	check_k(k); /* with no parts too: the shards' callers check k before any shard works */
 
 	Stopwatch clock;
+	std::vector<ByteSpan> parts = bytea_list_argument(fcinfo, 0, "parts");
 	MergedOffers merged;
-	for (const ByteSpan &part : bytea_list_argument(fcinfo, 0, "parts"))
+	size_t bytes = 0;
+	for (const ByteSpan &part : parts)
+	{
 		merged.append_part(part.data, part.size, k);
+		bytes += part.size;
+	}
 	ctx.times.read_ms += clock.elapsed_ms();
+	ctx.read_notes = std::to_string(parts.size()) + " shards' parts, " + std::to_string(bytes) + " bytes";
 	RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
 	write_cheapest_offers(fcinfo, ctx, "_merge_cheapest_offers", merged.offers(), ranked, merged.n_offers());
 	return (Datum) 0;
