@@ -164,8 +164,8 @@ BEGIN
     conns := gpurec_shards._connect(shards);
     BEGIN
         FOR i IN 1 .. n LOOP
-            -- a plain aggregate over the query takes its rows in their order,
-            -- and every column's array from the same pass
+            -- as arrays: a plain aggregate over the query takes its rows in
+            -- their order, and every column's array from the same pass
             IF dblink_send_query(conns[i], CASE WHEN as_arrays
                                            THEN format('SELECT %s FROM (%s) AS q(%s)', aggregates, queries[i], names)
                                            ELSE queries[i] END) <> 1 THEN
