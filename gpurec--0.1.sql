@@ -22,6 +22,14 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION devices() IS
 'The GPUs this backend can use; no rows without one.';
 
+-- Internal (gpurec_shards): a pause between rounds of waiting for the
+-- shards, shorter than pg_sleep's shortest (a millisecond), that cancel and
+-- statement_timeout end at once.
+CREATE FUNCTION _pause(microseconds integer)
+RETURNS void
+AS 'MODULE_PATHNAME', 'gpurec_pause'
+LANGUAGE C VOLATILE STRICT;
+
 -- ------------------------------------------------------------ marketplace --
 
 CREATE FUNCTION cheapest_offers(offers_query text, k integer DEFAULT 1)
@@ -32,6 +40,27 @@ LANGUAGE C VOLATILE STRICT;
 
 COMMENT ON FUNCTION cheapest_offers(text, integer) IS
 'For each product of offers_query (product_id, store_id, price), its k cheapest offers.';
+
+-- cheapest_offers over shards (extension gpurec_shards): each shard's answer
+-- as one bytea, and the coordinator's merge of the shards' answers into the
+-- rows one server holding every offer gives.  Internal: gpurec_shards calls
+-- them; the bytes are gpurec's own, of this version.
+CREATE FUNCTION _cheapest_offers_part(offers_query text, k integer)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_cheapest_offers_part'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION _cheapest_offers_part(text, integer) IS
+'Internal (gpurec_shards): cheapest_offers(offers_query, k) as one value for _merge_cheapest_offers.';
+
+CREATE FUNCTION _merge_cheapest_offers(parts bytea[], k integer)
+RETURNS TABLE(product_id bigint, offer_rank integer, store_id bigint, price numeric,
+              n_offers bigint)
+AS 'MODULE_PATHNAME', 'gpurec_merge_cheapest_offers'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION _merge_cheapest_offers(bytea[], integer) IS
+'Internal (gpurec_shards): the k cheapest offers per product among the parts of _cheapest_offers_part.';
 
 CREATE FUNCTION improve_carts(carts_query text, offers_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,

@@ -128,14 +128,18 @@ END $$;
 -- tens of thousands of rows.  The arrays' elements keep everything of the
 -- values (a numeric's scale, a float8's every bit), and the coordinator
 -- unnests them in lockstep, in their order.  The shard's answer thus
--- travels in one message, and a message is at most 1 GB.
-CREATE FUNCTION _gather(shards text[], queries text[], columns text)
+-- travels in one message, and a message is at most 1 GB.  A query that
+-- returns its answer as one row already (gpurec._cheapest_offers_part's
+-- bytea) is sent as it is, with as_arrays false: an array around one value
+-- would only be quoted on the shard and parsed again here.
+CREATE FUNCTION _gather(shards text[], queries text[], columns text, as_arrays boolean DEFAULT true)
 RETURNS SETOF record LANGUAGE plpgsql AS $$
 DECLARE
     n integer := cardinality(shards);
     conns text[];
     i integer;
     busy boolean;
+    rounds integer := 0;
     st text;
     msg text;
     det text;
@@ -148,42 +152,57 @@ BEGIN
     IF cardinality(queries) = 1 AND n > 1 THEN
         queries := array_fill(queries[1], ARRAY[n]);
     END IF;
-    SELECT string_agg(format('%I', c.name), ', ' ORDER BY c.n),
-           string_agg(format('array_agg(q.%I)', c.name), ', ' ORDER BY c.n),
-           string_agg(format('%I %s[]', c.name, c.type), ', ' ORDER BY c.n),
-           string_agg(format('unnest(t.%I)', c.name), ', ' ORDER BY c.n)
-      INTO names, aggregates, array_columns, unnested
-      FROM (SELECT d.n, split_part(d.col, ' ', 1) AS name, substr(d.col, strpos(d.col, ' ') + 1) AS type
-            FROM unnest(regexp_split_to_array(btrim(columns), '\s*,\s*')) WITH ORDINALITY AS d(col, n)) c;
+    IF as_arrays THEN
+        SELECT string_agg(format('%I', c.name), ', ' ORDER BY c.n),
+               string_agg(format('array_agg(q.%I)', c.name), ', ' ORDER BY c.n),
+               string_agg(format('%I %s[]', c.name, c.type), ', ' ORDER BY c.n),
+               string_agg(format('unnest(t.%I)', c.name), ', ' ORDER BY c.n)
+          INTO names, aggregates, array_columns, unnested
+          FROM (SELECT d.n, split_part(d.col, ' ', 1) AS name, substr(d.col, strpos(d.col, ' ') + 1) AS type
+                FROM unnest(regexp_split_to_array(btrim(columns), '\s*,\s*')) WITH ORDINALITY AS d(col, n)) c;
+    END IF;
     conns := gpurec_shards._connect(shards);
     BEGIN
         FOR i IN 1 .. n LOOP
-            -- a plain aggregate over the query takes its rows in their order,
-            -- and every column's array from the same pass
-            IF dblink_send_query(conns[i], format('SELECT %s FROM (%s) AS q(%s)', aggregates, queries[i], names)) <> 1 THEN
+            -- as arrays: a plain aggregate over the query takes its rows in
+            -- their order, and every column's array from the same pass
+            IF dblink_send_query(conns[i], CASE WHEN as_arrays
+                                           THEN format('SELECT %s FROM (%s) AS q(%s)', aggregates, queries[i], names)
+                                           ELSE queries[i] END) <> 1 THEN
                 PERFORM gpurec_shards._raise('08006', format('could not send the query to shard "%s"', shards[i]),
                                              nullif(dblink_error_message(conns[i]), 'OK'));
             END IF;
         END LOOP;
-        -- wait in pg_sleep, which answers cancel and statement_timeout:
-        -- dblink_get_result would wait in libpq, deaf to both.  Each
-        -- dblink_is_busy also reads what has arrived, so every connection
-        -- is asked each round: a shard whose results are not read stalls
-        -- once its socket is full.
+        -- wait in gpurec._pause, which answers cancel and statement_timeout:
+        -- dblink_get_result would wait in libpq, deaf to both (and dblink
+        -- does not show the connections' sockets, on which a wait could
+        -- sleep until an answer comes).  The first rounds are short, so
+        -- that a shard's answer of a millisecond or two is not kept
+        -- waiting for a whole millisecond round; then rounds of a
+        -- millisecond, as pg_sleep's, cost the coordinator nothing that
+        -- shows.  Each dblink_is_busy also reads what has arrived, so every
+        -- connection is asked each round: a shard whose results are not
+        -- read stalls once its socket is full.
         LOOP
             busy := false;
             FOR i IN 1 .. n LOOP
                 busy := (dblink_is_busy(conns[i]) = 1) OR busy;
             END LOOP;
             EXIT WHEN NOT busy;
-            PERFORM pg_sleep(0.001);
+            rounds := rounds + 1;
+            PERFORM gpurec._pause(CASE WHEN rounds <= 40 THEN 100 ELSE 1000 END);
         END LOOP;
         FOR i IN 1 .. n LOOP
             BEGIN
-                -- unnest in the select list: the arrays zip row by row, in
-                -- order, without being materialized first
-                RETURN QUERY EXECUTE format('SELECT %s, %s FROM dblink_get_result(%L) AS t(%s)',
-                                            i, unnested, conns[i], array_columns);
+                IF as_arrays THEN
+                    -- unnest in the select list: the arrays zip row by row,
+                    -- in order, without being materialized first
+                    RETURN QUERY EXECUTE format('SELECT %s, %s FROM dblink_get_result(%L) AS t(%s)',
+                                                i, unnested, conns[i], array_columns);
+                ELSE
+                    RETURN QUERY EXECUTE format('SELECT %s, t.* FROM dblink_get_result(%L) AS t(%s)',
+                                                i, conns[i], columns);
+                END IF;
                 -- the end of the query's results: the connection is free again
                 PERFORM FROM dblink_get_result(conns[i]) AS t(done text);
             EXCEPTION WHEN OTHERS THEN
@@ -224,33 +243,27 @@ RETURNS TABLE(product_id bigint, offer_rank integer, store_id bigint, price nume
               n_offers bigint)
 LANGUAGE plpgsql VOLATILE STRICT AS $$
 BEGIN
-    -- the engine's own argument checks, on no rows, before any shard works
-    PERFORM gpurec.cheapest_offers(
-        'SELECT 1::bigint AS product_id, 1::bigint AS store_id, 1::numeric AS price WHERE false', k);
+    -- the engine's own check of k, on no parts, before any shard works
+    PERFORM gpurec._merge_cheapest_offers('{}', k);
     -- each shard's k cheapest of each product hold the k cheapest of all
-    -- shards; ranking them again by the engine's order (price, store_id,
-    -- fewest decimals) gives the single server's ranks.  A shard sends its
-    -- count of a product's offers on the product's first row alone, so that
-    -- n_offers, the sum of the shards' counts, comes from the one window
-    -- (its frame the whole product) that numbers the rows.
+    -- shards.  A shard sends its ranking as one bytea (the prices in their
+    -- type with every digit, its count of each product's offers), and the
+    -- engine ranks the shards' rows again in its own order (price,
+    -- store_id, fewest decimals) and adds the counts: the single server's
+    -- rows, in its order.
     RETURN QUERY
     SELECT m.product_id, m.offer_rank, m.store_id, m.price, m.n_offers
-    FROM (SELECT t.product_id, (row_number() OVER product_offers)::integer AS offer_rank,
-                 t.store_id, t.price, (sum(t.n_offers) OVER product_offers)::bigint AS n_offers
-          FROM gpurec_shards._gather(shards,
-                   ARRAY[format('SELECT product_id, store_id, price, '
-                                'CASE WHEN offer_rank = 1 THEN n_offers END '
-                                'FROM gpurec.cheapest_offers(%L, %s)', offers_query, k)],
-                   'product_id bigint, store_id bigint, price numeric, n_offers bigint')
-               AS t(shard integer, product_id bigint, store_id bigint, price numeric, n_offers bigint)
-          WINDOW product_offers AS (PARTITION BY t.product_id ORDER BY t.price, t.store_id, scale(t.price)
-                                    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)) m
-    WHERE m.offer_rank <= k
-    ORDER BY m.product_id, m.offer_rank;
+    FROM gpurec._merge_cheapest_offers(
+             ARRAY(SELECT t.part
+                   FROM gpurec_shards._gather(shards,
+                            ARRAY[format('SELECT gpurec._cheapest_offers_part(%L, %s)', offers_query, k)],
+                            'part bytea', false) AS t(shard integer, part bytea)
+                   ORDER BY t.shard),
+             k) AS m;
 END $$;
 
 COMMENT ON FUNCTION cheapest_offers(text[], text, integer) IS
-'gpurec.cheapest_offers over offers sharded by any column: each shard''s k cheapest per product, merged.';
+'gpurec.cheapest_offers over offers sharded by any column: each shard''s k cheapest per product, merged by gpurec._merge_cheapest_offers.';
 
 CREATE FUNCTION improve_carts(shards text[], carts_query text, offers_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,

@@ -333,6 +333,19 @@ void NumberColumn::push_numeric_special(int16_t marker)
 	push_display_scale(marker);
 }
 
+void NumberColumn::push_row_of(const NumberColumn &from, size_t row)
+{
+	if (from.type_ != type_)
+		throw Error(sqlstate::internal_error, "NumberColumn: a row of a column of another type");
+	int16_t display = from.display_scale(row);
+	if (type_ != NumberType::Numeric)
+		keys_.push_back(from.key(row)); /* integers and doubles' order keys are the values themselves */
+	else if (display < 0)
+		push_numeric_special(display);
+	else
+		push_numeric(from.key(row), from.scale(), display);
+}
+
 void NumberColumn::push_display_scale(int16_t scale)
 {
 	size_t row = keys_.size() - 1; /* the key is pushed already */

@@ -284,12 +284,7 @@ template <typename T> class ChunkedColumn
 			part.size_ = n;
 		}
 		else if (form == 0)
-		{
-			const uint8_t *rows = in.take(n * sizeof(T));
-			part.append_in_pieces(
-				n, [rows](T *out, size_t first, size_t count) { std::memcpy(out, rows + first * sizeof(T), count * sizeof(T)); },
-				run);
-		}
+			part.append_bytes(in.take(n * sizeof(T)), n, run);
 		else
 			throw Error(sqlstate::internal_error, "ChunkedColumn: a serialized column of unknown form");
 		return part;
@@ -321,10 +316,30 @@ template <typename T> class ChunkedColumn
 			run);
 		part = ChunkedColumn();
 	}
-	/* append_column() of what serialize() wrote. */
+	/*
+	 * append_column() of what serialize() wrote.  Rows written as bytes, of
+	 * which no full chunk is to be taken, are copied from the bytes straight
+	 * into this column: a column between would cost a chunk's mapping and
+	 * first touch, more than the copy when the rows are few.
+	 */
 	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially, bool take_chunks = false)
 	{
+		ByteReader ahead = in;
+		size_t n = ahead.get<uint64_t>();
+		if (n <= SIZE_MAX / sizeof(T) && ahead.get<uint8_t>() == 0 && (!take_chunks || n < kChunkRows))
+		{
+			in = ahead;
+			append_bytes(in.take(n * sizeof(T)), n, run);
+			return;
+		}
 		append_column(read_serialized(in, run), take_chunks, run);
+	}
+	/* Appends n rows from their bytes (at any alignment), through run. */
+	void append_bytes(const uint8_t *rows, size_t n, const PieceRunner &run = run_serially)
+	{
+		append_in_pieces(
+			n, [rows](T *out, size_t first, size_t count) { std::memcpy(out, rows + first * sizeof(T), count * sizeof(T)); },
+			run);
 	}
 
 	std::vector<T> to_vector() const
@@ -511,7 +526,12 @@ class NumberColumn
 	 * naming the value and the scale (numeric_range_error).
 	 */
 	void push_numeric(int64_t unscaled, int dscale) { push_numeric(unscaled, dscale, dscale); }
-	/* The same value given at `scale`, shown with display_scale >= scale decimals (trailing zeros). */
+	/*
+	 * The same value given at `scale`, shown with display_scale decimals:
+	 * more than scale (trailing zeros past 18 decimals), or fewer when the
+	 * value is another column's row at that column's scale (its digits past
+	 * display_scale are zeros).
+	 */
 	void push_numeric(int64_t unscaled, int scale, int display_scale)
 	{
 		if (scale == scale_ && display_scale == uniform_scale_ && unscaled > kNumericNegInf &&
@@ -521,6 +541,8 @@ class NumberColumn
 			push_numeric_rescaling(unscaled, scale, display_scale);
 	}
 	void push_numeric_special(int16_t marker);
+	/* Row `row` of a column of the same type, as pushing its input value would have added it. */
+	void push_row_of(const NumberColumn &from, size_t row);
 
 	/* Numeric rows spelled with different display scales (1.5 and 1.50): their order may tell. */
 	bool has_mixed_scales() const { return type_ == NumberType::Numeric && uniform_scale_ == kMixedScales && !keys_.empty(); }

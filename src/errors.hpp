@@ -19,6 +19,7 @@ constexpr const char *invalid_parameter_value = "22023";
 constexpr const char *data_exception = "22000";
 constexpr const char *numeric_value_out_of_range = "22003";
 constexpr const char *null_value_not_allowed = "22004";
+constexpr const char *invalid_binary_representation = "22P03";
 constexpr const char *array_subscript_error = "2202E";
 constexpr const char *cardinality_violation = "21000";
 constexpr const char *undefined_column = "42703";

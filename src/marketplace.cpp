@@ -410,6 +410,105 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx, Offe
 		[&] { return rank_on_cpu(offers, k, ctx); });
 }
 
+namespace {
+
+/*
+ * The first bytes of an OffersPart: what it is, and the version of this
+ * layout.  Numbers are in the machine's byte order: a coordinator of another
+ * byte order, like one of another layout, reads a magic that does not match.
+ */
+constexpr uint32_t kOffersPartMagic = 0x4f505247; /* "GRPO" */
+constexpr uint16_t kOffersPartVersion = 1;
+
+} // namespace
+
+OffersPart::OffersPart(const Offers &offers, const RankedOffers &ranked, int k)
+	: k_(k), price_(offers.price.type())
+{
+	const std::vector<int64_t> &counts = offers.product.counts();
+	for (size_t p = 0; p + 1 < ranked.offsets.size(); ++p)
+		for (int64_t r = ranked.offsets[p]; r < ranked.offsets[p + 1]; ++r)
+		{
+			uint32_t row = ranked.rows[r];
+			product_.push_back(offers.product.value_of(static_cast<int32_t>(p)));
+			n_offers_.push_back(r == ranked.offsets[p] ? counts[p] : 0);
+			store_.push_back(offers.store[row]);
+			price_.push_row_of(offers.price, row);
+		}
+}
+
+void OffersPart::serialize(ByteWriter &out) const
+{
+	out.put<uint32_t>(kOffersPartMagic);
+	out.put<uint16_t>(kOffersPartVersion);
+	out.put<int32_t>(k_);
+	out.put<uint8_t>(static_cast<uint8_t>(price_.type()));
+	product_.serialize(out);
+	n_offers_.serialize(out);
+	store_.serialize(out);
+	price_.serialize(out);
+}
+
+void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
+{
+	ByteReader in(data, size);
+	size_t before = store_.size();
+	try
+	{
+		if (in.get<uint32_t>() != kOffersPartMagic || in.get<uint16_t>() != kOffersPartVersion)
+			throw Error(sqlstate::internal_error, "it does not begin as one of this version of gpurec");
+		int part_k = in.get<int32_t>();
+		if (part_k < k)
+			throw Error(sqlstate::invalid_parameter_value,
+						"a shard's part ranks fewer offers per product than the merge needs",
+						"The part has the " + std::to_string(part_k) + " cheapest offers of each product; k = " +
+							std::to_string(k) + ".");
+		uint8_t type = in.get<uint8_t>();
+		if (type > static_cast<uint8_t>(NumberType::Numeric))
+			throw Error(sqlstate::internal_error, "its prices are of an unknown type");
+		if (parts_ == 0)
+			price_.set_type(static_cast<NumberType>(type));
+		else if (type != static_cast<uint8_t>(price_.type()))
+			throw Error(sqlstate::datatype_mismatch, "the shards' prices are of different types",
+						"Every shard's offers query must return price as the same type.");
+		/* straight into this merge's columns (a column per part between would cost more than its rows) */
+		product_ids_.append_serialized(in);
+		counts_.append_serialized(in);
+		store_.append_serialized(in);
+		price_.append_serialized(in);
+		if (!in.at_end() || product_ids_.size() != store_.size() || counts_.size() != store_.size() ||
+			price_.size() != store_.size())
+			throw Error(sqlstate::internal_error, "its columns disagree");
+	}
+	catch (const Error &e)
+	{
+		if (std::string(e.sqlstate()) != sqlstate::internal_error)
+			throw;
+		throw Error(sqlstate::invalid_binary_representation, "not a shard's part of cheapest_offers",
+					std::string("The bytes are ") + std::to_string(size) + " long; " + e.what() + ".",
+					"Parts come from gpurec._cheapest_offers_part of the same version of gpurec.");
+	}
+	size_t end = store_.size();
+	for (size_t row = before; row < end; ++row)
+		product_.push_back(product_ids_[row]);
+	n_offers_.resize(product_.distinct(), 0);
+	for (size_t row = before; row < end; ++row)
+	{
+		int64_t &sum = n_offers_[product_.code(row)];
+		if (counts_[row] < 0 || __builtin_add_overflow(sum, counts_[row], &sum))
+			throw Error(sqlstate::invalid_binary_representation, "not a shard's part of cheapest_offers",
+						"A count of offers is out of range.");
+	}
+	++parts_;
+}
+
+RankedOffers merge_cheapest_offers(const MergedOffers &merged, int k, ExecContext &ctx)
+{
+	check_k(k);
+	check_offer_count(merged.offers().product.size());
+	return rank_on_cpu(merged.offers(), k, ctx);
+}
+
 std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers &offers,
 										   ExecContext &ctx, OfferStreamer *streamer)
 {

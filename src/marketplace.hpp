@@ -63,6 +63,63 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx,
  */
 void settle_ties(const Offers &offers, RankedOffers &ranked, ExecContext &ctx);
 
+/*
+ * cheapest_offers over shards (gpurec_shards): each shard ranks its own
+ * offers and sends its OffersPart, the rows of its ranking with its count of
+ * each product's offers, in a flat form (byte_stream.hpp) that travels as
+ * one bytea; the coordinator reads every shard's part into one MergedOffers
+ * and ranks those rows again (merge_cheapest_offers).  A product's k
+ * cheapest offers of all shards are among the shards' k cheapest, and both
+ * rankings follow the same total order (price, store, fewest decimals), so
+ * the ranks are those of one server holding every offer, and the shards'
+ * counts add up to its n_offers.  Prices keep their type and every digit.
+ */
+class OffersPart
+{
+  public:
+	OffersPart(const Offers &offers, const RankedOffers &ranked, int k);
+	void serialize(ByteWriter &out) const;
+
+  private:
+	int k_;
+	/* a row per ranked offer; n_offers_ holds the product's count on its first row, 0 on the others */
+	Int64Column product_;
+	Int64Column n_offers_;
+	Int64Column store_;
+	NumberColumn price_;
+};
+
+class MergedOffers
+{
+  public:
+	/*
+	 * Adds one shard's part.  Bytes that are not a part (another version
+	 * of gpurec, truncated or foreign): ERROR 22P03; a part ranked for a
+	 * smaller k than `k`: 22023; prices of another type than the parts'
+	 * before: 42804.  After an error the merge holds an unknown share of
+	 * the part, and only serves to fail its call.
+	 */
+	void append_part(const uint8_t *data, size_t size, int k);
+
+	const Offers &offers() const { return offers_; }
+	/* Per product code: the shards' counts of its offers, added up. */
+	const std::vector<int64_t> &n_offers() const { return n_offers_; }
+
+  private:
+	IdColumn product_;
+	Int64Column store_;
+	NumberColumn price_;
+	Offers offers_{product_, store_, price_};
+	std::vector<int64_t> n_offers_;
+	/* every part's rows, as they came: product ids, and counts on a product's first row */
+	Int64Column product_ids_;
+	Int64Column counts_;
+	size_t parts_ = 0;
+};
+
+/* The k cheapest of every product among the parts' offers, on the CPU (a merge is few rows). */
+RankedOffers merge_cheapest_offers(const MergedOffers &merged, int k, ExecContext &ctx);
+
 /* The cart lines of a call. */
 struct CartLines
 {

@@ -50,19 +50,37 @@ Elements elements_of(ArrayType *array, Oid type, int width, bool by_value, char 
 	return e;
 }
 
-} // namespace
-
-std::vector<double> float8_list_argument(FunctionCallInfo fcinfo, int n, const char *name)
+/* A list argument whose elements may not be NULL (ERROR 22004), each converted by convert(Datum). */
+template <typename T, typename Convert>
+std::vector<T> non_null_list(FunctionCallInfo fcinfo, int n, const char *name, Oid type, int width, bool by_value,
+							 char align, Convert convert)
 {
-	Elements e = elements_of(list_array_argument(fcinfo, n, name), FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-	std::vector<double> values(e.count);
+	Elements e = elements_of(list_array_argument(fcinfo, n, name), type, width, by_value, align);
+	std::vector<T> values(e.count);
 	for (int i = 0; i < e.count; ++i)
 	{
 		if (e.nulls[i])
 			throw Error(sqlstate::null_value_not_allowed, std::string(name) + " must not contain NULL elements");
-		values[i] = DatumGetFloat8(e.values[i]);
+		values[i] = convert(e.values[i]);
 	}
 	return values;
+}
+
+} // namespace
+
+std::vector<double> float8_list_argument(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	return non_null_list<double>(fcinfo, n, name, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+								 [](Datum value) { return DatumGetFloat8(value); });
+}
+
+std::vector<ByteSpan> bytea_list_argument(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	return non_null_list<ByteSpan>(fcinfo, n, name, BYTEAOID, -1, false, TYPALIGN_INT, [](Datum value) {
+		/* an array's elements are never compressed or stored apart, but may have a short header */
+		const struct varlena *element = reinterpret_cast<const struct varlena *>(DatumGetPointer(value));
+		return ByteSpan{reinterpret_cast<const uint8_t *>(VARDATA_ANY(element)), VARSIZE_ANY_EXHDR(element)};
+	});
 }
 
 std::vector<int8_t> label_list_argument(FunctionCallInfo fcinfo, int n, const char *name)

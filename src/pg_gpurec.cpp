@@ -1,6 +1,6 @@
 /*
- * pg_gpurec.cpp: the module's entry (PG_MODULE_MAGIC, _PG_init) and
- * gpurec.devices().
+ * pg_gpurec.cpp: the module's entry (PG_MODULE_MAGIC, _PG_init),
+ * gpurec.devices(), and gpurec._pause() for gpurec_shards' waits.
  *
  * _PG_init only defines the settings (pg_settings.cpp): CUDA starts lazily
  * in the first backend call that needs a GPU, never in the postmaster (a
@@ -9,9 +9,15 @@
 #include "pg_boundary.hpp"
 
 extern "C" {
+#include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/wait_event.h"
 }
 
+#include <string>
+
+#include "errors.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
 
@@ -51,7 +57,37 @@ Datum devices_body(FunctionCallInfo fcinfo)
 	return (Datum) 0;
 }
 
+/*
+ * gpurec_shards waits for its shards' answers in rounds of asking dblink
+ * whether they came, with a pause between rounds that a cancel or
+ * statement_timeout ends at once.  pg_sleep's pause is at least a
+ * millisecond (its latch wait counts whole milliseconds), as long as a
+ * small shard's whole answer takes; a shorter one sleeps in pg_usleep,
+ * whose sleep those signals cut short.  Both check for interrupts.
+ */
+Datum pause_body(FunctionCallInfo fcinfo)
+{
+	int32 microseconds = PG_GETARG_INT32(0);
+	if (microseconds < 0 || microseconds > 1000000)
+		throw Error(sqlstate::invalid_parameter_value, "microseconds must be between 0 and 1000000",
+					"microseconds = " + std::to_string(microseconds) + ".");
+	pg_call([microseconds] {
+		CHECK_FOR_INTERRUPTS();
+		if (microseconds < 1000)
+			pg_usleep(microseconds);
+		else
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, microseconds / 1000,
+							 WAIT_EVENT_PG_SLEEP);
+			ResetLatch(MyLatch);
+		}
+		CHECK_FOR_INTERRUPTS();
+	});
+	PG_RETURN_VOID();
+}
+
 } // namespace
 } // namespace gpurec
 
 GPUREC_SQL_FUNCTION(gpurec_devices, gpurec::devices_body)
+GPUREC_SQL_FUNCTION(gpurec_pause, gpurec::pause_body)

@@ -1,14 +1,17 @@
 /*
  * pg_marketplace.cpp: SQL entry points of the marketplace family
- * (cheapest_offers, improve_carts): each reads its arguments and inner
- * queries, runs the engine (marketplace.hpp) and writes its rows.
+ * (cheapest_offers, improve_carts, and the two halves of cheapest_offers
+ * over shards): each reads its arguments and inner queries, runs the engine
+ * (marketplace.hpp) and writes its rows.
  */
 #include "pg_boundary.hpp"
 
 extern "C" {
+#include "utils/memutils.h"
 #include "utils/numeric.h"
 }
 
+#include "byte_stream.hpp"
 #include "marketplace.hpp"
 #include "pg_arguments.hpp"
 #include "pg_input.hpp"
@@ -21,24 +24,20 @@ namespace gpurec {
 
 namespace {
 
-Datum cheapest_offers_body(FunctionCallInfo fcinfo)
+/*
+ * The rows of cheapest_offers: every product's ranked offers, products in id
+ * order, each with its count of offers (n_offers, per product code).
+ */
+void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char *function, const Offers &offers,
+						   const RankedOffers &ranked, const std::vector<int64_t> &n_offers)
 {
-	ExecContext ctx = exec_context_from_settings();
-	const char *offers_query = text_argument(fcinfo, 0);
-	int32 k = PG_GETARG_INT32(1);
-	check_k(k); /* before the query runs */
-
-	OffersInput input(offers_query, ctx, k);
-	const Offers &offers = input.offers;
-	RankedOffers ranked = cheapest_offers(offers, k, ctx, input.streamer.get());
-
-	ResultWriter out(fcinfo, ctx, "cheapest_offers");
+	ResultWriter out(fcinfo, ctx, function);
 	for (int32_t code : offers.product.codes_in_id_order())
 	{
 		Datum values[5];
 		bool nulls[5] = {false, false, false, false, false};
 		values[0] = Int64GetDatum(offers.product.value_of(code));
-		values[4] = Int64GetDatum(offers.product.counts()[code]);
+		values[4] = Int64GetDatum(n_offers[code]);
 		for (int64_t r = ranked.offsets[code]; r < ranked.offsets[code + 1]; ++r)
 		{
 			uint32_t row = ranked.rows[r];
@@ -49,6 +48,80 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 		}
 	}
 	out.finish();
+}
+
+Datum cheapest_offers_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	const char *offers_query = text_argument(fcinfo, 0);
+	int32 k = PG_GETARG_INT32(1);
+	check_k(k); /* before the query runs */
+
+	OffersInput input(offers_query, ctx, k);
+	RankedOffers ranked = cheapest_offers(input.offers, k, ctx, input.streamer.get());
+	write_cheapest_offers(fcinfo, ctx, "cheapest_offers", input.offers, ranked, input.offers.product.counts());
+	return (Datum) 0;
+}
+
+/*
+ * A shard's answer for gpurec_shards.cheapest_offers: its cheapest_offers
+ * as one bytea (OffersPart), which the coordinator's _merge_cheapest_offers
+ * reads without parsing text row by row.
+ */
+Datum cheapest_offers_part_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	const char *offers_query = text_argument(fcinfo, 0);
+	int32 k = PG_GETARG_INT32(1);
+	check_k(k);
+
+	OffersInput input(offers_query, ctx, k);
+	RankedOffers ranked = cheapest_offers(input.offers, k, ctx, input.streamer.get());
+	Stopwatch clock;
+	OffersPart part(input.offers, ranked, k);
+	ByteWriter counter;
+	part.serialize(counter);
+	size_t size = counter.size();
+	if (size > MaxAllocSize - VARHDRSZ)
+		throw Error(sqlstate::program_limit_exceeded, "a shard's answer to cheapest_offers is larger than 1 GB",
+					"Its " + std::to_string(ranked.rows.size()) + " ranked offers take " + std::to_string(size) +
+						" bytes.",
+					"Ask for fewer offers per product (k), or fewer products per call.");
+	bytea *out = pg_call([size] {
+		auto *b = static_cast<bytea *>(palloc(VARHDRSZ + size));
+		SET_VARSIZE(b, VARHDRSZ + size);
+		return b;
+	});
+	ByteWriter writer(reinterpret_cast<uint8_t *>(VARDATA(out)), size);
+	part.serialize(writer);
+	ctx.times.output_ms += clock.elapsed_ms();
+	report_timing("_cheapest_offers_part", ctx);
+	PG_RETURN_BYTEA_P(out);
+}
+
+/*
+ * gpurec_shards.cheapest_offers on the coordinator: the shards' parts
+ * merged into the rows one server holding all offers gives.
+ */
+Datum merge_cheapest_offers_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	int32 k = PG_GETARG_INT32(1);
+	check_k(k); /* with no parts too: the shards' callers check k before any shard works */
+
+	Stopwatch clock;
+	std::vector<ByteSpan> parts = bytea_list_argument(fcinfo, 0, "parts");
+	MergedOffers merged;
+	size_t bytes = 0;
+	for (const ByteSpan &part : parts)
+	{
+		merged.append_part(part.data, part.size, k);
+		bytes += part.size;
+	}
+	ctx.times.read_ms += clock.elapsed_ms();
+	ctx.read_notes = std::to_string(parts.size()) + " shards' parts, " + std::to_string(bytes) + " bytes";
+	RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
+	write_cheapest_offers(fcinfo, ctx, "_merge_cheapest_offers", merged.offers(), ranked, merged.n_offers());
 	return (Datum) 0;
 }
 
@@ -112,4 +185,6 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 } // namespace gpurec
 
 GPUREC_SQL_FUNCTION(gpurec_cheapest_offers, gpurec::cheapest_offers_body)
+GPUREC_SQL_FUNCTION(gpurec_cheapest_offers_part, gpurec::cheapest_offers_part_body)
+GPUREC_SQL_FUNCTION(gpurec_merge_cheapest_offers, gpurec::merge_cheapest_offers_body)
 GPUREC_SQL_FUNCTION(gpurec_improve_carts, gpurec::improve_carts_body)

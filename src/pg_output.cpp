@@ -15,9 +15,6 @@ extern "C" {
 
 namespace gpurec {
 
-namespace {
-
-/* The gpurec.timing NOTICE of one call. */
 void report_timing(const char *function, const ExecContext &ctx)
 {
 	if (!settings_timing())
@@ -33,8 +30,6 @@ void report_timing(const char *function, const ExecContext &ctx)
 								   ctx.cpu_threads_used)));
 	});
 }
-
-} // namespace
 
 ResultWriter::ResultWriter(FunctionCallInfo fcinfo) : fcinfo_(fcinfo)
 {

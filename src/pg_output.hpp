@@ -35,4 +35,11 @@ class ResultWriter
 	Stopwatch clock_;
 };
 
+/*
+ * The gpurec.timing NOTICE of one call of `function`, when that setting is
+ * on: ResultWriter::finish() raises it, and a function that returns no rows
+ * when it is done.
+ */
+void report_timing(const char *function, const ExecContext &ctx);
+
 } // namespace gpurec

@@ -8,8 +8,8 @@
 #             INDIVIDUALS x EXAMPLES real[] scores; one cluster's local call
 #             on its part against the distributed call on all parts.
 #
-# Starts its own clusters (test/cluster.sh) in /tmp/gpurec-bench-shard-N and
-# stops them at the end.  The clusters stand for servers of their own, so
+# Starts its own clusters (test/cluster.sh) in $BENCH_DIR-N (default
+# /tmp/gpurec-bench-shard-N) and stops them at the end.  The clusters stand for servers of their own, so
 # each gets its share of the machine's cores, the baseline cluster as well
 # as the shards: its calls read with WORKERS parallel workers (default: the
 # share, less one for the calling backend; none on a share of one core)
@@ -27,7 +27,7 @@ share=$(( $(nproc) / clusters > 0 ? $(nproc) / clusters : 1 ))
 workers=${WORKERS:-$(( share - 1 ))}
 threads=${THREADS:-$share}
 devices=${DEVICES:-cpu}
-base=/tmp/gpurec-bench-shard
+base=${BENCH_DIR:-/tmp/gpurec-bench-shard}
 
 q() { psql -XAtq -v ON_ERROR_STOP=1 -U postgres "$@"; }
 # warm_ms HOST DB SQL: the second of two runs in one session, in ms

@@ -172,14 +172,14 @@ def teardown():
         subprocess.run([os.path.join(ROOT, "test", "cluster.sh"), "stop", host], stdout=subprocess.DEVNULL)
 
 
-def compare(name, local_call, shard_call, tolerance=None):
+def compare(name, local_call, shard_call, tolerance=None, where=COORD):
     try:
         want = rows(*WHOLE, f"SELECT * FROM {local_call};")
     except RuntimeError as e:
         check(name, False, f"the single server failed: {e}")
         return
     try:
-        got = rows(*COORD, f"SELECT * FROM {shard_call};")
+        got = rows(*where, f"SELECT * FROM {shard_call};")
     except RuntimeError as e:
         check(name, False, str(e))
         return
@@ -262,6 +262,71 @@ def functional(rnd, data, by_key):
             "'{1,2,2,0.5}')",
             f"gpurec_shards.fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', "
             "'SELECT * FROM candidates', '{1,2,2,0.5}')", tolerance=1e-9)
+
+
+def merge(rnd):
+    """cheapest_offers' merge in gpurec (_cheapest_offers_part on every
+    shard, _merge_cheapest_offers on the coordinator), on fresh offers of
+    their own, dealt at random to the first two shards, the third holding
+    none: numerics of mixed scales with ties on price and store spelled 4.5
+    and 4.50, special values, NULL prices and ids skipped, duplicates; every
+    price type; k beyond a product's offers.  The answer must be the single
+    server's, row for row.  Bad parts are errors with a SQLSTATE."""
+    rows = []
+    for _ in range(3000):
+        tenths = rnd.randint(-10, 120)
+        price = rnd.choice([f"{tenths / 10:.1f}", f"{tenths / 10:.2f}", f"{tenths / 10:.3f}", str(tenths // 10),
+                            f"{rnd.randint(0, 4000) / 1000:.3f}"])
+        if rnd.random() < 0.02:
+            price = rnd.choice(["NaN", "Infinity", "-Infinity", None])
+        rows.append([rnd.choice([None] + list(range(1, 400))), rnd.choice([None] + list(range(1, 9))), price])
+    rows += [[1000, 3, "2.5"], [1000, 3, "2.50"], [1000, 3, "2.500"], [1000, 2, "2.50"], [1000, 3, "2.5"]]
+    rows += rows[:50]  # exact duplicates, likely on the other shard
+    table = "CREATE TABLE IF NOT EXISTS merge_offers (product_id bigint, store_id bigint, price numeric);" \
+            "TRUNCATE merge_offers;"
+    for host, db in SHARD_DBS + [WHOLE]:
+        run(host, db, table)
+    copy_rows(*WHOLE, "merge_offers", rows)
+    parts = [[], []]
+    for row in rows:
+        parts[rnd.randrange(2)].append(row)
+    for (host, db), part in zip(SHARD_DBS, parts):
+        copy_rows(host, db, "merge_offers", part)
+    queries = {
+        "numeric": "SELECT product_id, store_id, price FROM merge_offers",
+        "float8": "SELECT product_id, store_id, price::float8 / 7 AS price FROM merge_offers",
+        "real": "SELECT product_id, store_id, price::real AS price FROM merge_offers",
+        "bigint": "SELECT product_id, store_id, floor(price)::bigint AS price FROM merge_offers "
+                  "WHERE price BETWEEN -1000 AND 1000",
+    }
+    for name, query in queries.items():
+        for k in (1, 3, 40):
+            compare(f"merge-{name}-k{k}", f"gpurec.cheapest_offers('{query}', {k})",
+                    f"gpurec_shards.cheapest_offers({SHARDS}, '{query}', {k})")
+    # the merge itself, on parts made where it runs: the same rows as one call
+    compare("merge-of-parts-made-locally",
+            "gpurec.cheapest_offers('SELECT * FROM merge_offers WHERE store_id < 5 OR product_id < 100', 2)",
+            "gpurec._merge_cheapest_offers(ARRAY["
+            "gpurec._cheapest_offers_part('SELECT * FROM merge_offers WHERE store_id < 5', 2), "
+            "gpurec._cheapest_offers_part('SELECT * FROM merge_offers WHERE store_id >= 5 AND product_id < 100', 3)"
+            "], 2)", where=WHOLE)
+    part = "gpurec._cheapest_offers_part('SELECT * FROM merge_offers', {k})"
+    bad = [
+        ("merge-bad-bytes-22P03", "22P03", "ARRAY['\\x0102'::bytea]", 1),
+        ("merge-truncated-part-22P03", "22P03", f"ARRAY[substr({part.format(k=1)}, 1, 40)]", 1),
+        ("merge-null-part-22004", "22004", "ARRAY[NULL::bytea]", 1),
+        ("merge-k-below-one-22023", "22023", "'{}'", 0),
+        ("merge-part-of-a-smaller-k-22023", "22023", f"ARRAY[{part.format(k=1)}]", 2),
+        ("merge-parts-of-two-price-types-42804", "42804",
+         f"ARRAY[{part.format(k=1)}, gpurec._cheapest_offers_part("
+         "'SELECT product_id, store_id, price::float8 AS price FROM merge_offers', 1)]", 1),
+        ("merge-two-dimensional-parts-2202E", "2202E", f"ARRAY[[{part.format(k=1)}]]", 1),
+    ]
+    for name, state, parts_sql, k in bad:
+        e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec._merge_cheapest_offers({parts_sql}, {k});")
+        check(name, e is not None and e[0] == state, f"got {e}")
+    e = error_of(*WHOLE, "SELECT gpurec._pause(-1);")
+    check("pause-out-of-range-22023", e is not None and e[0] == "22023", f"got {e}")
 
 
 def cpu_threads():
@@ -404,6 +469,7 @@ def main():
             copy_rows(*WHOLE, table, data[table])
         functional(rnd, data, by_key=False)
         functional(rnd, data, by_key=True)
+        merge(rnd)
         cpu_threads()
         materialized_view()
         faults()

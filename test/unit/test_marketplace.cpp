@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <string>
 #include <tuple>
 
 #include <algorithm>
@@ -606,6 +607,158 @@ TEST(MarketplaceCheapest, CancelledOnTheCpu)
 	};
 	EXPECT_THROW(cheapest_offers(m.offers(), 3, ctx), Error);
 	EXPECT_EQ(calls, 2);
+}
+
+/* ------------------------------------------- cheapest_offers over shards */
+
+/* A shard's part (OffersPart) as the bytes that travel. */
+std::vector<uint8_t> part_bytes(const Market &m, int k)
+{
+	ExecContext ctx = context(DeviceMode::Cpu);
+	RankedOffers ranked = cheapest_offers(m.offers(), k, ctx);
+	OffersPart part(m.offers(), ranked, k);
+	ByteWriter counter;
+	part.serialize(counter);
+	std::vector<uint8_t> bytes(counter.size());
+	ByteWriter writer(bytes.data(), bytes.size());
+	part.serialize(writer);
+	return bytes;
+}
+
+/*
+ * What the SQL rows of a ranking show, per product id: each rank's store and
+ * price (its value, exact, and its spelling), and the product's n_offers.
+ * Keys are compared as values: the merge holds numerics at the scale of the
+ * shards' ranked rows, which may be smaller than the whole input's.
+ */
+using ShownOffer = std::tuple<int64_t, int, __int128, int16_t>;
+std::map<int64_t, std::pair<int64_t, std::vector<ShownOffer>>> shown(const Offers &offers, const RankedOffers &r,
+																	 const std::vector<int64_t> &n_offers)
+{
+	std::map<int64_t, std::pair<int64_t, std::vector<ShownOffer>>> out;
+	for (size_t p = 0; p + 1 < r.offsets.size(); ++p)
+	{
+		auto &product = out[offers.product.value_of(static_cast<int32_t>(p))];
+		product.first = n_offers[p];
+		for (int64_t i = r.offsets[p]; i < r.offsets[p + 1]; ++i)
+		{
+			uint32_t row = r.rows[i];
+			int16_t scale = offers.price.display_scale(row);
+			bool exact_decimal = offers.price.type() == NumberType::Numeric && scale >= 0;
+			__int128 value = exact_decimal ? __int128(offers.price.key(row)) * pow10_128(18 - offers.price.scale())
+										   : __int128(offers.price.key(row));
+			product.second.emplace_back(offers.store[row], exact_decimal ? 1 : 0, value, scale);
+		}
+	}
+	return out;
+}
+
+/* The market's rows dealt to `shards` markets at random (some may get none). */
+std::vector<Market> deal(std::mt19937_64 &rng, const Market &m, size_t shards)
+{
+	std::vector<Market> parts;
+	for (size_t s = 0; s < shards; ++s)
+		parts.emplace_back(m.type());
+	size_t empty = rng() % 3 == 0 ? rng() % shards : shards; /* sometimes one shard holds nothing */
+	for (size_t i = 0; i < m.size(); ++i)
+	{
+		size_t s = rng() % shards;
+		if (s == empty)
+			s = (s + 1) % shards;
+		const TruePrice &t = m.truth[i];
+		int64_t unscaled = m.type() == NumberType::Numeric && t.cls == TruePrice::Finite
+							   ? static_cast<int64_t>(t.exact / pow10_128(18 - t.dscale))
+							   : 0;
+		parts[shards == 1 ? 0 : s].add(m.product_id[i], m.store[i], t, unscaled);
+	}
+	return parts;
+}
+
+TEST(MarketplaceShards, MergedPartsAreTheWholeRanking)
+{
+	/*
+	 * Every shard ranks its own offers and sends its part; the merge of the
+	 * parts shows the rows one ranking of all offers shows: same products,
+	 * ranks, stores, prices in their spelling, n_offers summed.
+	 */
+	auto rng = seeded_rng();
+	int mixed_seen = 0, empty_shards = 0;
+	for_random_markets([&](const Market &m, int k) {
+		size_t shards = 1 + rng() % 4;
+		std::vector<Market> parts = deal(rng, m, shards);
+		MergedOffers merged;
+		for (const Market &part : parts)
+		{
+			std::vector<uint8_t> bytes = part_bytes(part, k);
+			merged.append_part(bytes.data(), bytes.size(), k);
+			empty_shards += part.size() == 0;
+		}
+		mixed_seen += merged.offers().price.has_mixed_scales();
+		ExecContext whole_ctx = context(DeviceMode::Cpu), merge_ctx = context(DeviceMode::Cpu);
+		RankedOffers whole = cheapest_offers(m.offers(), k, whole_ctx);
+		RankedOffers got = merge_cheapest_offers(merged, k, merge_ctx);
+		EXPECT_EQ(shown(merged.offers(), got, merged.n_offers()), shown(m.offers(), whole, m.product.counts()))
+			<< shards << " shards";
+	});
+	EXPECT_GT(mixed_seen, 0) << "no merge mixed numeric scales";
+	EXPECT_GT(empty_shards, 0) << "no shard was empty";
+}
+
+TEST(MarketplaceShards, NoPartsNoRows)
+{
+	MergedOffers merged;
+	ExecContext ctx = context(DeviceMode::Cpu);
+	RankedOffers got = merge_cheapest_offers(merged, 3, ctx);
+	EXPECT_TRUE(got.rows.empty());
+	EXPECT_THROW(merge_cheapest_offers(merged, 0, ctx), Error);
+}
+
+/* The SQLSTATE append_part raises for these bytes, or "" when it takes them. */
+std::string append_error(MergedOffers &merged, const std::vector<uint8_t> &bytes, int k)
+{
+	try
+	{
+		merged.append_part(bytes.data(), bytes.size(), k);
+		return "";
+	}
+	catch (const Error &e)
+	{
+		return e.sqlstate();
+	}
+}
+
+TEST(MarketplaceShards, BadPartsAreErrors)
+{
+	auto rng = seeded_rng();
+	Market m = random_market(rng, NumberType::Numeric, 300);
+	std::vector<uint8_t> good = part_bytes(m, 2);
+	/* cut anywhere, or one byte too many: not a part (and never a read past the bytes) */
+	for (size_t size = 0; size < good.size(); ++size)
+	{
+		MergedOffers merged;
+		std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(size));
+		ASSERT_EQ(append_error(merged, cut, 2), sqlstate::invalid_binary_representation) << size << " bytes";
+	}
+	std::vector<uint8_t> longer = good;
+	longer.push_back(0);
+	MergedOffers with_longer;
+	EXPECT_EQ(append_error(with_longer, longer, 2), sqlstate::invalid_binary_representation);
+	/* another magic or version: a part of another gpurec */
+	for (size_t at : {0, 4})
+	{
+		std::vector<uint8_t> other = good;
+		other[at] ^= 1;
+		MergedOffers with_other;
+		EXPECT_EQ(append_error(with_other, other, 2), sqlstate::invalid_binary_representation) << "byte " << at;
+	}
+	/* ranked for a smaller k than the merge's: a wrong answer if taken */
+	MergedOffers merged;
+	EXPECT_EQ(append_error(merged, good, 3), sqlstate::invalid_parameter_value);
+	EXPECT_EQ(append_error(merged, good, 2), "");
+	EXPECT_EQ(append_error(merged, good, 1), "") << "a part of a larger k holds the smaller k's offers";
+	/* prices of another type than the parts' before */
+	Market doubles = random_market(rng, NumberType::Float8, 50);
+	EXPECT_EQ(append_error(merged, part_bytes(doubles, 2), 2), sqlstate::datatype_mismatch);
 }
 
 /* ----------------------------------------------------------- improve_carts */
