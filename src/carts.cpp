@@ -93,53 +93,6 @@ bool units_of(const NumberColumn &column, size_t row, int scale, __int128 *units
 	return true;
 }
 
-/* store id -> its shipping row: open addressing, so a lookup is a probe or two. */
-class StoreIndex
-{
-  public:
-	explicit StoreIndex(size_t n)
-	{
-		size_t capacity = 16;
-		while (capacity < 2 * n)
-			capacity <<= 1;
-		slots_.assign(capacity, Slot{0, -1});
-		mask_ = capacity - 1;
-	}
-	/* False when id is there already. */
-	bool insert(int64_t id, int32_t value)
-	{
-		for (size_t i = hash(id);; i = (i + 1) & mask_)
-		{
-			if (slots_[i].value < 0)
-			{
-				slots_[i] = Slot{id, value};
-				return true;
-			}
-			if (slots_[i].id == id)
-				return false;
-		}
-	}
-	int32_t find(int64_t id) const
-	{
-		for (size_t i = hash(id);; i = (i + 1) & mask_)
-			if (slots_[i].value < 0 || slots_[i].id == id)
-				return slots_[i].value;
-	}
-
-  private:
-	struct Slot
-	{
-		int64_t id;
-		int32_t value;
-	};
-	size_t hash(int64_t id) const
-	{
-		return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> 20) & mask_;
-	}
-	std::vector<Slot> slots_;
-	size_t mask_;
-};
-
 /*
  * A product's flags in `needed`: some cart holds it; and some line of it
  * names a current store, whose best offer the answer looks up in the
@@ -157,7 +110,7 @@ struct StoreShipping
 
 struct ShippingTable
 {
-	StoreIndex index{0};
+	KeyIndex index{0}; /* store id -> its shipping row */
 	std::vector<StoreShipping> rows;
 
 	/* The store's shipping, or null: it ships free. */
@@ -172,7 +125,7 @@ ShippingTable read_shipping(const Shipping &shipping, int scale)
 {
 	ShippingTable table;
 	size_t n = shipping.store.size();
-	table.index = StoreIndex(n);
+	table.index = KeyIndex(n);
 	table.rows.reserve(n);
 	for (size_t r = 0; r < n; ++r)
 	{
@@ -603,7 +556,6 @@ struct CartProblems : CartArrayVectors
 	size_t first_cart = 0; /* the piece's first cart, in CartGroup numbering */
 	std::vector<size_t> product_demand;
 	std::vector<uint32_t> candidate_row;
-	std::vector<int64_t> store_id;
 	std::vector<int32_t> choice; /* the answer: per product, its candidate */
 };
 
@@ -719,7 +671,6 @@ void add_cart(const CallData &call, size_t g, CartProblems &piece, CartScratch &
 		{
 			const StoreShipping *ship = call.shipping.find(c.store);
 			int64_t fee = ship ? ship->fee : 0, free_from = ship ? ship->free_from : carts::kNeverFree;
-			piece.store_id.push_back(c.store);
 			piece.store_fee.push_back(fee);
 			piece.store_free_from.push_back(free_from);
 			bool never_free = free_from == carts::kNeverFree || most < free_from;
@@ -1020,20 +971,17 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 	};
 	size_t n_lines = lines.cart.size();
 	std::vector<LineKey> keys(n_lines);
-	std::vector<size_t> line_ranges = split_by_cost(n_lines, kLinesPerPiece * 16, [](size_t) { return 1.0; });
-	auto each_range = [&](auto body) {
-		parallel_for(line_ranges.size() - 1, ctx, [&](size_t r, size_t, const std::atomic<bool> &) {
-			for (size_t i = line_ranges[r]; i < line_ranges[r + 1]; ++i)
-				body(i);
-		});
+	constexpr size_t kLinesPerBlock = size_t(1) << 16;
+	auto each_line = [&](auto body) {
+		for_each_in_blocks(n_lines, kLinesPerBlock, ctx, [&](size_t, size_t, size_t i) { body(i); });
 	};
-	each_range([&](size_t l) { keys[l] = {lines.cart[l], lines.product[l], lines.quantity[l], l}; });
+	each_line([&](size_t l) { keys[l] = {lines.cart[l], lines.product[l], lines.quantity[l], l}; });
 	parallel_sort(keys, ctx, std::less<LineKey>());
 	ctx.interrupt_point(Phase::Compute);
 	std::vector<size_t> order(n_lines);
 	std::vector<int32_t> code_at(n_lines);
 	std::vector<uint8_t> current_at(n_lines);
-	each_range([&](size_t i) {
+	each_line([&](size_t i) {
 		order[i] = keys[i].line;
 		code_at[i] = offers.product.find(keys[i].product);
 		current_at[i] = lines.store[keys[i].line] != kNoCurrentStore;

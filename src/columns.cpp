@@ -579,7 +579,7 @@ void FloatArrayColumn::append_serialized(ByteReader &in, const PieceRunner &run)
 
 /*
  * A bitmap while it takes at most 64 bits a key (or 2^20 bits in all),
- * whatever the keys' spread; else a table at most half full.
+ * whatever the keys' spread; else a KeyIndex.
  */
 KeyFilter::KeyFilter(std::vector<int64_t> keys) : keys_(std::move(keys))
 {
@@ -603,20 +603,9 @@ KeyFilter::KeyFilter(std::vector<int64_t> keys) : keys_(std::move(keys))
 		}
 		return;
 	}
-	size_t capacity = 16;
-	while (capacity < 2 * keys_.size())
-		capacity <<= 1;
-	mask_ = capacity - 1;
-	slots_.assign(capacity, 0);
-	used_.assign(capacity, 0);
+	index_ = KeyIndex(keys_.size());
 	for (int64_t key : keys_)
-	{
-		size_t i = slot_of(key);
-		while (used_[i])
-			i = (i + 1) & mask_;
-		slots_[i] = key;
-		used_[i] = 1;
-	}
+		index_.insert(key, 0);
 }
 
 } // namespace gpurec

@@ -625,9 +625,60 @@ class Int64Column : public ChunkedColumn<int64_t>
 };
 
 /*
+ * int64 key -> a value >= 0, for at most the n keys it is made for: open
+ * addressing, at most half full, so that a lookup is a probe or two.
+ */
+class KeyIndex
+{
+  public:
+	explicit KeyIndex(size_t n)
+	{
+		size_t capacity = 16;
+		while (capacity < 2 * n)
+			capacity <<= 1;
+		slots_.assign(capacity, Slot{0, -1});
+		mask_ = capacity - 1;
+	}
+	/* False when key is there already. */
+	bool insert(int64_t key, int32_t value)
+	{
+		for (size_t i = hash(key);; i = (i + 1) & mask_)
+		{
+			if (slots_[i].value < 0)
+			{
+				slots_[i] = Slot{key, value};
+				return true;
+			}
+			if (slots_[i].key == key)
+				return false;
+		}
+	}
+	/* key's value, or -1. */
+	int32_t find(int64_t key) const
+	{
+		for (size_t i = hash(key);; i = (i + 1) & mask_)
+			if (slots_[i].value < 0 || slots_[i].key == key)
+				return slots_[i].value;
+	}
+
+  private:
+	struct Slot
+	{
+		int64_t key;
+		int32_t value;
+	};
+	size_t hash(int64_t key) const
+	{
+		return static_cast<size_t>((static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> 20) & mask_;
+	}
+	std::vector<Slot> slots_;
+	size_t mask_;
+};
+
+/*
  * A set of int64 keys, asked once for each row an input reads (whether to
  * keep the row): a bitmap over the keys' range where they are dense in it,
- * else an open-addressing table, so that an answer is a load or two.
+ * else a KeyIndex, so that an answer is a load or two.
  */
 class KeyFilter
 {
@@ -640,29 +691,17 @@ class KeyFilter
 			uint64_t at = static_cast<uint64_t>(key) - static_cast<uint64_t>(min_);
 			return at < range_ && ((bits_[at >> 6] >> (at & 63)) & 1) != 0;
 		}
-		for (size_t i = slot_of(key);; i = (i + 1) & mask_)
-		{
-			if (!used_[i])
-				return false;
-			if (slots_[i] == key)
-				return true;
-		}
+		return index_.find(key) >= 0;
 	}
 	/* The keys, ascending, each once. */
 	const std::vector<int64_t> &keys() const { return keys_; }
 
   private:
-	size_t slot_of(int64_t key) const
-	{
-		return static_cast<size_t>((static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> 17) & mask_;
-	}
 	std::vector<int64_t> keys_;
 	int64_t min_ = 0;
 	uint64_t range_ = 0;
 	std::vector<uint64_t> bits_;
-	std::vector<int64_t> slots_;
-	std::vector<uint8_t> used_;
-	size_t mask_ = 0;
+	KeyIndex index_{0};
 };
 
 class FloatColumn : public ChunkedColumn<double>

@@ -25,20 +25,10 @@ constexpr size_t kCheckEvery = size_t(1) << 18;
 /* products per item of the CPU's threads where each product's work is small */
 constexpr size_t kProductsPerBlock = 4096;
 
-/*
- * body(block, worker, product) for every product code, the codes in blocks
- * of kProductsPerBlock on every core; blocks are numbered in code order, for
- * state kept per block, and worker is the thread's (parallel_for), for
- * scratch kept per thread.
- */
+/* body(block, worker, product) for every product code: for_each_in_blocks, kProductsPerBlock codes a block. */
 template <typename Body> void for_each_product(size_t n_products, ExecContext &ctx, Body body)
 {
-	size_t blocks = (n_products + kProductsPerBlock - 1) / kProductsPerBlock;
-	parallel_for(blocks, ctx, [&](size_t block, size_t worker, const std::atomic<bool> &) {
-		size_t last = std::min(n_products, (block + 1) * kProductsPerBlock);
-		for (size_t p = block * kProductsPerBlock; p < last; ++p)
-			body(block, worker, p);
-	});
+	for_each_in_blocks(n_products, kProductsPerBlock, ctx, body);
 }
 
 /*
