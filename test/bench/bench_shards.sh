@@ -15,7 +15,10 @@
 # share, less one for the calling backend; none on a share of one core)
 # and compute on THREADS CPU threads (gpurec.cpu_threads; default: the
 # share).  Timings are medians of 3 (overhead: of 11), each in a session
-# that has already made one call (dblink connections open).
+# that has already made one call (dblink connections open).  PARTS picks
+# the measurements (default "overhead cheapest roc"); TIMING=1 adds every
+# call's gpurec.timing NOTICE: the local ones as psql prints them, the
+# shards' from the coordinator's server log (dblink writes them there).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 clusters=${CLUSTERS:-4}
@@ -27,12 +30,25 @@ share=$(( $(nproc) / clusters > 0 ? $(nproc) / clusters : 1 ))
 workers=${WORKERS:-$(( share - 1 ))}
 threads=${THREADS:-$share}
 devices=${DEVICES:-cpu}
+parts=" ${PARTS:-overhead cheapest roc} "
+timing=${TIMING:-0}
 base=${BENCH_DIR:-/tmp/gpurec-bench-shard}
 
 q() { psql -XAtq -v ON_ERROR_STOP=1 -U postgres "$@"; }
 # warm_ms HOST DB SQL: the second of two runs in one session, in ms
 warm_ms() {
 	q -h "$1" -d "$2" -c '\timing on' -c "$3" -c "$3" | sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -1
+}
+# notices HOST DB SQL: the gpurec.timing NOTICE of a second call in one session
+notices() {
+	[ "$timing" = 1 ] || return 0
+	q -h "$1" -d "$2" -c "SET gpurec.timing = on" -c "$3" -c "$3" 2>&1 >/dev/null | grep -A1 'NOTICE:  gpurec' | tail -2 | sed 's/^/  /'
+}
+# shard_notices: the shards' NOTICEs the coordinator's log gained since mark_log
+mark_log() { log_lines=$(wc -l <"$base-1/server.log"); }
+shard_notices() {
+	[ "$timing" = 1 ] || return 0
+	tail -n +"$((log_lines + 1))" "$base-1/server.log" | grep -A1 'NOTICE:  gpurec' | tail -"$((2 * clusters))" | sed 's/^/  shard: /'
 }
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -94,18 +110,22 @@ q -h "$base-1" -d whole -c "VACUUM ANALYZE small_offers"
 # the labels as a table in every database that calls: a 100,000-element
 # array does not fit on a command line
 labels=$(q -h "$base-1" -d bench -c "SELECT array_agg(random() < 0.3)::text FROM generate_series(1, $examples)")
-for db in bench coord; do
-	printf "CREATE TABLE labels AS SELECT '%s'::boolean[] AS l;\n" "$labels" | q -h "$base-1" -d "$db"
+for i in $(seq "$clusters"); do
+	printf "CREATE TABLE labels AS SELECT '%s'::boolean[] AS l;\n" "$labels" | q -h "$base-$i" -d bench
 done
+printf "CREATE TABLE labels AS SELECT '%s'::boolean[] AS l;\n" "$labels" | q -h "$base-1" -d coord
 
 for device in $devices; do
 	set_device="SET gpurec.device = $device;"
 	for i in $(seq "$clusters"); do # the shards' sessions use the same device
-		q -h "$base-1" -d coord -c "ALTER SERVER s$i OPTIONS (SET options '-c gpurec.device=$device')"
+		q -h "$base-1" -d coord -c "ALTER SERVER s$i OPTIONS (SET options '-c gpurec.device=$device -c gpurec.timing=$([ "$timing" = 1 ] && echo on || echo off)')"
 	done
+	if [[ $parts == *" overhead "* ]]; then
 	small_local=$(runs 11 "$base-1" whole "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT * FROM small_offers', 2)")
 	small_dist=$(runs 11 "$base-1" coord "$set_device SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT * FROM small_offers', 2)")
 	echo "overhead ($device): cheapest_offers on 10,000 offers, k = 2: one cluster $small_local ms, over $clusters shards $small_dist ms: +$(awk -v a="$small_dist" -v b="$small_local" 'BEGIN { printf "%.1f", a - b }') ms"
+	fi
+	if [[ $parts == *" cheapest "* ]]; then
 
 	one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')")
 	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT product_id, store_id, price FROM offers')")
@@ -118,7 +138,26 @@ for device in $devices; do
 	done
 	wait
 	echo "  the $clusters local calls at once, no coordinator (one cold session each): $(( ($(date +%s%N) - started) / 1000000 )) ms"
-	one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT l FROM labels))")
+	fi
+	if [[ $parts == *" roc "* ]]; then
+	local_roc="SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT l FROM labels))"
+	one=$(runs 3 "$base-1" bench "$set_device $local_roc")
+	notices "$base-1" bench "$set_device $local_roc"
+	mark_log
 	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population', (SELECT l FROM labels))")
+	shard_notices
 	echo "weak scaling ($device): roc_fitness, one cluster $individuals x $examples real[] $one ms; $clusters clusters $((clusters * individuals)) individuals $all ms: $(ratio "$all" "$one")x"
+	# the same local calls on every cluster at once, each the second of its
+	# session: every session makes its first call, then all wait for one moment
+	at=$(( $(date +%s) + 5 ))
+	for i in $(seq "$clusters"); do
+		q -h "$base-$i" -d bench -c "$set_device $local_roc" \
+			-c "SELECT pg_sleep($at - extract(epoch FROM clock_timestamp()))" -c '\timing on' -c "$local_roc" |
+			sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -1 >"$base-$i/roc_at_once" &
+	done
+	wait
+	echo "  the $clusters local calls at once, no coordinator (each the second of its session): $(cat "$base"-*/roc_at_once | sort -n | tr '\n' ' ')ms"
+	empty="SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population WHERE false', (SELECT l FROM labels))"
+	echo "  the distributed call on no individual (labels sent, shards called): $(runs 3 "$base-1" coord "$empty") ms"
+	fi
 done
