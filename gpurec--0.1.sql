@@ -101,6 +101,24 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION roc_fitness(text, boolean[]) IS
 'ROC fitness of every individual of population_query (individual_id, scores real[] or double precision[]) against labels.';
 
+-- Labels as gpurec_shards sends them to every shard: two bits a label,
+-- where boolean[]'s text is two bytes a label, parsed element by element.
+CREATE FUNCTION _labels_pack(labels boolean[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_labels_pack'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION _labels_pack(boolean[]) IS
+'Internal (gpurec_shards): labels (NULLs kept) as a bytea that _labels_unpack turns back into them.';
+
+CREATE FUNCTION _labels_unpack(packed bytea)
+RETURNS boolean[]
+AS 'MODULE_PATHNAME', 'gpurec_labels_unpack'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION _labels_unpack(bytea) IS
+'Internal (gpurec_shards): the labels _labels_pack was given, as a boolean[] with lower bound 1.';
+
 CREATE FUNCTION roc_auc(scores float8[], labels boolean[])
 RETURNS float8
 AS 'MODULE_PATHNAME', 'gpurec_roc_auc'

@@ -370,7 +370,8 @@ RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigin
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
 LANGUAGE sql VOLATILE STRICT AS $$
     SELECT * FROM gpurec_shards._roc_fitness(shards,
-        format('SELECT * FROM gpurec.roc_fitness(%L, %L::boolean[])', population_query, labels));
+        format('SELECT * FROM gpurec.roc_fitness(%L, gpurec._labels_unpack(%L::bytea))',
+               population_query, gpurec._labels_pack(labels)));
 $$;
 
 COMMENT ON FUNCTION roc_fitness(text[], text, boolean[]) IS
@@ -382,9 +383,9 @@ LANGUAGE sql VOLATILE STRICT AS $$
     SELECT t.individual_id, t.auc
     FROM (SELECT t.*, lag(t.shard) OVER (PARTITION BY t.individual_id ORDER BY t.shard) AS other_shard
           FROM gpurec_shards._gather(shards,
-                   ARRAY[format('SELECT p.individual_id, gpurec.roc_auc(p.scores::float8[], %L::boolean[]) '
+                   ARRAY[format('SELECT p.individual_id, gpurec.roc_auc(p.scores::float8[], gpurec._labels_unpack(%L::bytea)) '
                                 'FROM (%s) AS p WHERE p.individual_id IS NOT NULL AND p.scores IS NOT NULL',
-                                labels, population_query)],
+                                gpurec._labels_pack(labels), population_query)],
                    'individual_id bigint, auc float8')
                AS t(shard integer, individual_id bigint, auc float8)) t
     WHERE t.other_shard IS NULL

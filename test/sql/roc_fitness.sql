@@ -86,3 +86,18 @@ SET gpurec.cpu_threads = -1;
 RESET gpurec.cpu_threads;
 RESET gpurec.device;
 DROP TABLE big_population, big_labels, fitness_one_thread;
+
+-- labels as gpurec_shards sends them to shards: the same elements back,
+-- NULLs included, with lower bound 1; other bytes are refused
+CREATE TABLE random_labels AS
+  SELECT array_agg(CASE WHEN random() < 0.1 THEN NULL ELSE random() < 0.5 END) AS labels
+  FROM generate_series(1, 10007);
+SELECT gpurec._labels_unpack(gpurec._labels_pack(labels)) = labels AS same,
+       octet_length(gpurec._labels_pack(labels)) AS packed_bytes
+FROM random_labels;
+SELECT gpurec._labels_unpack(gpurec._labels_pack('[0:3]={t,f,NULL,t}'::boolean[])) AS from_lower_bound_0,
+       gpurec._labels_unpack(gpurec._labels_pack('{}'::boolean[])) AS empty;
+SELECT gpurec._labels_pack('{{t,f},{f,t}}'::boolean[]);
+SELECT gpurec._labels_unpack('\x01'::bytea);
+SELECT gpurec._labels_unpack(substr(gpurec._labels_pack('{t,f,t}'::boolean[]), 1, 10));
+DROP TABLE random_labels;
