@@ -101,8 +101,9 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION roc_fitness(text, boolean[]) IS
 'ROC fitness of every individual of population_query (individual_id, scores real[] or double precision[]) against labels.';
 
--- Labels as gpurec_shards sends them to every shard: two bits a label,
--- where boolean[]'s text is two bytes a label, parsed element by element.
+-- Labels as gpurec_shards sends them to every shard: a bit a label (and a
+-- NULL bitmap where some label is NULL), where boolean[]'s text is two
+-- characters a label, parsed element by element.
 CREATE FUNCTION _labels_pack(labels boolean[])
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_labels_pack'

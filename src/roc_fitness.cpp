@@ -492,7 +492,9 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 
 namespace {
 
-constexpr uint8_t kLabelsFormat = 1;
+/* The format byte: the value bitmap alone, or followed by the NULL bitmap. */
+constexpr uint8_t kLabelsWithoutNulls = 1;
+constexpr uint8_t kLabelsWithNulls = 2;
 constexpr size_t kLabelsHeader = 1 + sizeof(uint64_t);
 
 } // namespace
@@ -500,8 +502,9 @@ constexpr size_t kLabelsHeader = 1 + sizeof(uint64_t);
 std::vector<uint8_t> pack_labels(const std::vector<int8_t> &labels)
 {
 	size_t n = labels.size(), bitmap = (n + 7) / 8;
-	std::vector<uint8_t> out(kLabelsHeader + 2 * bitmap, 0);
-	out[0] = kLabelsFormat;
+	bool any_null = std::any_of(labels.begin(), labels.end(), [](int8_t l) { return l < 0; });
+	std::vector<uint8_t> out(kLabelsHeader + (any_null ? 2 : 1) * bitmap, 0);
+	out[0] = any_null ? kLabelsWithNulls : kLabelsWithoutNulls;
 	uint64_t count = n;
 	std::memcpy(out.data() + 1, &count, sizeof count);
 	uint8_t *values = out.data() + kLabelsHeader, *nulls = values + bitmap;
@@ -518,20 +521,23 @@ std::vector<uint8_t> pack_labels(const std::vector<int8_t> &labels)
 std::vector<int8_t> unpack_labels(const uint8_t *data, size_t size)
 {
 	uint64_t count = 0;
+	int bitmaps = 0;
 	if (size >= kLabelsHeader)
+	{
 		std::memcpy(&count, data + 1, sizeof count);
+		bitmaps = data[0] == kLabelsWithoutNulls ? 1 : data[0] == kLabelsWithNulls ? 2 : 0;
+	}
 	/* the count first bounds the bitmaps' size, so that (count + 7) / 8 cannot wrap */
-	if (size < kLabelsHeader || data[0] != kLabelsFormat || count > 8 * (size - kLabelsHeader) ||
-		size != kLabelsHeader + 2 * ((count + 7) / 8))
+	if (bitmaps == 0 || count > 8 * (size - kLabelsHeader) || size != kLabelsHeader + bitmaps * ((count + 7) / 8))
 		throw Error(sqlstate::invalid_binary_representation, "malformed packed labels",
 					"gpurec._labels_unpack reads only what gpurec._labels_pack wrote.");
 	size_t bitmap = (count + 7) / 8;
-	const uint8_t *values = data + kLabelsHeader, *nulls = values + bitmap;
+	const uint8_t *values = data + kLabelsHeader, *nulls = bitmaps == 2 ? values + bitmap : nullptr;
 	std::vector<int8_t> labels(count);
 	for (size_t i = 0; i < count; ++i)
 	{
 		uint8_t bit = uint8_t(1u << (i % 8));
-		labels[i] = (nulls[i / 8] & bit) ? -1 : (values[i / 8] & bit) ? 1 : 0;
+		labels[i] = (nulls && (nulls[i / 8] & bit)) ? -1 : (values[i / 8] & bit) ? 1 : 0;
 	}
 	return labels;
 }

@@ -93,11 +93,13 @@ CREATE TABLE random_labels AS
   SELECT array_agg(CASE WHEN random() < 0.1 THEN NULL ELSE random() < 0.5 END) AS labels
   FROM generate_series(1, 10007);
 SELECT gpurec._labels_unpack(gpurec._labels_pack(labels)) = labels AS same,
-       octet_length(gpurec._labels_pack(labels)) AS packed_bytes
+       octet_length(gpurec._labels_pack(labels)) AS packed_bytes,
+       octet_length(gpurec._labels_pack(array_remove(labels, NULL))) = 9 + (cardinality(array_remove(labels, NULL)) + 7) / 8
+         AS a_bit_a_label_without_nulls
 FROM random_labels;
 SELECT gpurec._labels_unpack(gpurec._labels_pack('[0:3]={t,f,NULL,t}'::boolean[])) AS from_lower_bound_0,
        gpurec._labels_unpack(gpurec._labels_pack('{}'::boolean[])) AS empty;
 SELECT gpurec._labels_pack('{{t,f},{f,t}}'::boolean[]);
 SELECT gpurec._labels_unpack('\x01'::bytea);
-SELECT gpurec._labels_unpack(substr(gpurec._labels_pack('{t,f,t}'::boolean[]), 1, 10));
+SELECT gpurec._labels_unpack(substr(gpurec._labels_pack('{t,f,t}'::boolean[]), 1, 9));
 DROP TABLE random_labels;

@@ -561,11 +561,15 @@ TEST(RocFitness, PackedLabelsRoundTrip)
 	std::mt19937_64 rng = seeded_rng();
 	for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 1000, 100003})
 	{
+	for (bool with_nulls : {false, true})
+	{
 		std::vector<int8_t> labels(n);
 		for (int8_t &l : labels)
-			l = static_cast<int8_t>(static_cast<int>(rng() % 3) - 1);
+			l = static_cast<int8_t>(static_cast<int>(rng() % (with_nulls ? 3 : 2)) - (with_nulls ? 1 : 0));
+		if (with_nulls && n > 0)
+			labels[rng() % n] = -1;
 		std::vector<uint8_t> packed = pack_labels(labels);
-		EXPECT_EQ(packed.size(), 9 + 2 * ((n + 7) / 8));
+		EXPECT_EQ(packed.size(), 9 + (with_nulls && n > 0 ? 2 : 1) * ((n + 7) / 8));
 		EXPECT_EQ(unpack_labels(packed.data(), packed.size()), labels) << n << " labels";
 
 		std::vector<uint8_t> shorter(packed.begin(), packed.end() - 1);
@@ -576,9 +580,18 @@ TEST(RocFitness, PackedLabelsRoundTrip)
 		expect_error([&] { unpack_labels(longer.data(), longer.size()); }, sqlstate::invalid_binary_representation,
 					 "malformed packed labels");
 		std::vector<uint8_t> other_format = packed;
-		other_format[0] = 2;
+		other_format[0] = 3;
 		expect_error([&] { unpack_labels(other_format.data(), other_format.size()); },
 					 sqlstate::invalid_binary_representation, "malformed packed labels");
+		if (n > 0)
+		{
+			/* the other of the two formats: its bitmaps do not have the size it says */
+			std::vector<uint8_t> swapped = packed;
+			swapped[0] = packed[0] == 1 ? 2 : 1;
+			expect_error([&] { unpack_labels(swapped.data(), swapped.size()); },
+						 sqlstate::invalid_binary_representation, "malformed packed labels");
+		}
+	}
 	}
 	std::vector<uint8_t> huge_count(9 + 2, 0);
 	huge_count[0] = 1;
