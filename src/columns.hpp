@@ -392,6 +392,18 @@ class IdColumn
 {
   public:
 	void push_back(int64_t id);
+	/* Appends n ids, id_at(i) the i-th: push_back n times, with the codes written a chunk at a time. */
+	template <typename IdAt> void append(size_t n, IdAt id_at)
+	{
+		codes_.append(n, [&](int32_t *out, size_t first, size_t count) {
+			for (size_t i = 0; i < count; ++i)
+			{
+				int32_t code = intern(id_at(first + i));
+				out[i] = code;
+				++counts_[code];
+			}
+		});
+	}
 
 	size_t size() const { return codes_.size(); }
 	size_t distinct() const { return values_.size(); }
@@ -541,6 +553,37 @@ class NumberColumn
 			push_numeric_rescaling(unscaled, scale, display_scale);
 	}
 	void push_numeric_special(int16_t marker);
+	/*
+	 * push_numeric(unscaled, scale, display_scale) for n values, value_at(i)
+	 * filling the i-th: written a chunk at a time where they all have the
+	 * scales of the rows before (the common case), else one by one.
+	 */
+	template <typename ValueAt> void push_numerics(size_t n, ValueAt value_at)
+	{
+		bool as_they_are = true;
+		for (size_t i = 0; i < n && as_they_are; ++i)
+		{
+			int64_t unscaled;
+			int scale, display_scale;
+			value_at(i, &unscaled, &scale, &display_scale);
+			as_they_are = scale == scale_ && display_scale == uniform_scale_ && unscaled > kNumericNegInf &&
+						  unscaled < kNumericPosInf;
+		}
+		if (as_they_are)
+			keys_.append(n, [&](int64_t *out, size_t first, size_t count) {
+				int scale, display_scale;
+				for (size_t i = 0; i < count; ++i)
+					value_at(first + i, &out[i], &scale, &display_scale);
+			});
+		else
+			for (size_t i = 0; i < n; ++i)
+			{
+				int64_t unscaled;
+				int scale, display_scale;
+				value_at(i, &unscaled, &scale, &display_scale);
+				push_numeric(unscaled, scale, display_scale);
+			}
+	}
 	/* Row `row` of a column of the same type, as pushing its input value would have added it. */
 	void push_row_of(const NumberColumn &from, size_t row);
 

@@ -332,38 +332,33 @@ bool convert_row(const ColumnBinding &binding, const Datum *values, const bool *
 
 void append_rows(InputTable &table, const RowValues *rows, int n, size_t skipped)
 {
+	/* column by column, each written a chunk at a time: a row's values are far apart in the batch */
+	size_t count = static_cast<size_t>(n);
 	for (size_t c = 0; c < table.specs().size(); ++c)
 	{
 		switch (table.specs()[c].kind)
 		{
 			case ColumnKind::Id:
-			{
-				IdColumn &ids = table.id(c);
-				for (int k = 0; k < n; ++k)
-					ids.push_back(rows[k].i[c]);
+				table.id(c).append(count, [rows, c](size_t k) { return rows[k].i[c]; });
 				break;
-			}
 			case ColumnKind::Int64:
-			{
-				Int64Column &ints = table.int64(c);
-				for (int k = 0; k < n; ++k)
-					ints.push_back(rows[k].i[c]);
+				table.int64(c).append(count, [rows, c](int64_t *out, size_t first, size_t m) {
+					for (size_t k = 0; k < m; ++k)
+						out[k] = rows[first + k].i[c];
+				});
 				break;
-			}
 			case ColumnKind::Label:
-			{
-				LabelColumn &labels = table.label(c);
-				for (int k = 0; k < n; ++k)
-					labels.push_back(static_cast<uint8_t>(rows[k].i[c]));
+				table.label(c).append(count, [rows, c](uint8_t *out, size_t first, size_t m) {
+					for (size_t k = 0; k < m; ++k)
+						out[k] = static_cast<uint8_t>(rows[first + k].i[c]);
+				});
 				break;
-			}
 			case ColumnKind::Float:
-			{
-				FloatColumn &floats = table.floats(c);
-				for (int k = 0; k < n; ++k)
-					floats.push_back(rows[k].d[c]);
+				table.floats(c).append(count, [rows, c](double *out, size_t first, size_t m) {
+					for (size_t k = 0; k < m; ++k)
+						out[k] = rows[first + k].d[c];
+				});
 				break;
-			}
 			case ColumnKind::Number:
 			{
 				NumberColumn &number = table.number(c);
@@ -379,15 +374,27 @@ void append_rows(InputTable &table, const RowValues *rows, int n, size_t skipped
 							number.push_double(rows[k].d[c]);
 						break;
 					case NumberType::Numeric:
-						for (int k = 0; k < n; ++k)
-						{
-							if (rows[k].numeric_scale[c] < 0)
-								number.push_numeric_special(rows[k].numeric_scale[c]);
-							else
-								number.push_numeric(rows[k].i[c], rows[k].numeric_key_scale[c],
-													rows[k].numeric_scale[c]);
-						}
+					{
+						bool special = false;
+						for (int k = 0; k < n && !special; ++k)
+							special = rows[k].numeric_scale[c] < 0;
+						if (!special)
+							number.push_numerics(count, [rows, c](size_t k, int64_t *unscaled, int *scale, int *display) {
+								*unscaled = rows[k].i[c];
+								*scale = rows[k].numeric_key_scale[c];
+								*display = rows[k].numeric_scale[c];
+							});
+						else
+							for (int k = 0; k < n; ++k)
+							{
+								if (rows[k].numeric_scale[c] < 0)
+									number.push_numeric_special(rows[k].numeric_scale[c]);
+								else
+									number.push_numeric(rows[k].i[c], rows[k].numeric_key_scale[c],
+														rows[k].numeric_scale[c]);
+							}
 						break;
+					}
 				}
 				break;
 			}
@@ -408,7 +415,7 @@ void append_rows(InputTable &table, const RowValues *rows, int n, size_t skipped
 			}
 		}
 	}
-	table.count_rows(static_cast<size_t>(n), skipped);
+	table.count_rows(count, skipped);
 }
 
 void release_rows(const ColumnBinding &binding, RowValues *rows, int n)
@@ -425,6 +432,7 @@ void start_batch(RowBatch *batch, const ColumnBinding &binding)
 	for (int c = 0; c < binding.ncolumns; ++c)
 		if (binding.specs[c].kind == ColumnKind::FloatArray && binding.conversion[c] != Conversion::Absent)
 			batch->capacity = 1;
+	batch->has_arrays = batch->capacity == 1;
 	batch->batched = 0;
 	batch->skipped = 0;
 	batch->rows_since_check = 0;
@@ -450,7 +458,8 @@ void flush_batch(RowBatch *batch, InputTable &table, const ColumnBinding &bindin
 {
 	AppendArgs args{batch, &table};
 	cpp_callback_guard(append_batch, &args);
-	release_rows(binding, batch->rows, batch->batched);
+	if (batch->has_arrays)
+		release_rows(binding, batch->rows, batch->batched);
 	batch->batched = 0;
 	batch->skipped = 0;
 }

@@ -111,6 +111,7 @@ struct RowBatch
 {
 	static constexpr int kRows = 256;
 	int capacity; /* kRows, or 1 with an array column: each detoasted array is freed at once */
+	bool has_arrays; /* only arrays are ever copied by converting, and need freeing */
 	int batched;
 	uint64 skipped;
 	uint64 rows_since_check;
