@@ -83,6 +83,16 @@ template <typename T> class PinnedBuffer
 	size_t count_ = 0;
 };
 
+/*
+ * Queues a copy of `bytes` of pageable host memory to the device on
+ * `stream`, through the backend's pinned staging slots: ctx.host_copy fills
+ * a slot while the GPU takes the one before.  From pageable memory the
+ * driver stages the copy itself on one core, at a third of the speed.  The
+ * slots (32 MB) are allocated by the backend's first large copy and kept;
+ * where they cannot be, the copy goes as it is.
+ */
+void upload_staged(void *device, const void *host, size_t bytes, cudaStream_t stream, CallContext &ctx);
+
 class Stream
 {
   public:

@@ -3,6 +3,7 @@
  */
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cuda_util.cuh"
@@ -113,6 +114,78 @@ void throw_cuda_error(cudaError_t err, const char *what)
 	if (err == cudaErrorMemoryAllocation)
 		throw Failure(Failure::Kind::OutOfMemory, std::string("GPU out of memory in ") + what);
 	throw Failure(Failure::Kind::Internal, std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
+}
+
+namespace {
+
+/* The staging slots of upload_staged, per backend; each slot's event marks the end of the copy out of it. */
+struct StagingSlots
+{
+	static constexpr size_t kSlots = 4;
+	static constexpr size_t kSlotBytes = size_t(8) << 20;
+	char *memory = nullptr;
+	cudaEvent_t copied[kSlots] = {};
+	size_t next = 0;
+};
+
+enum class StagingState
+{
+	Unknown,
+	Ready,
+	Unavailable /* pinned memory was refused: copies go as they are */
+};
+StagingState staging_state = StagingState::Unknown;
+StagingSlots staging;
+
+bool staging_ready()
+{
+	if (staging_state == StagingState::Unknown)
+	{
+		staging_state = StagingState::Unavailable;
+		if (cudaMallocHost(reinterpret_cast<void **>(&staging.memory), StagingSlots::kSlots * StagingSlots::kSlotBytes) !=
+			cudaSuccess)
+		{
+			cudaGetLastError();
+			staging.memory = nullptr;
+			return false;
+		}
+		for (cudaEvent_t &event : staging.copied)
+			if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess)
+			{
+				cudaGetLastError();
+				return false;
+			}
+		staging_state = StagingState::Ready;
+	}
+	return staging_state == StagingState::Ready;
+}
+
+} // namespace
+
+void upload_staged(void *device, const void *host, size_t bytes, cudaStream_t stream, CallContext &ctx)
+{
+	/* a small copy costs less than staging it */
+	if (bytes < StagingSlots::kSlotBytes / 2 || !staging_ready())
+	{
+		check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+		return;
+	}
+	auto *to = static_cast<char *>(device);
+	auto *from = static_cast<const char *>(host);
+	while (bytes > 0)
+	{
+		size_t n = std::min(bytes, StagingSlots::kSlotBytes);
+		size_t slot = staging.next++ % StagingSlots::kSlots;
+		char *at = staging.memory + slot * StagingSlots::kSlotBytes;
+		/* the slot's last copy (of this call, or of one an error ended) has left it */
+		check(cudaEventSynchronize(staging.copied[slot]), "cudaEventSynchronize");
+		ctx.host_copy(at, from, n);
+		check(cudaMemcpyAsync(to, at, n, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+		check(cudaEventRecord(staging.copied[slot], stream), "cudaEventRecord");
+		to += n;
+		from += n;
+		bytes -= n;
+	}
 }
 
 void *device_alloc(size_t bytes, const CallContext &ctx)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -104,6 +105,27 @@ void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body, Phase ph
 		std::rethrow_exception(interrupt);
 	if (failure)
 		std::rethrow_exception(failure);
+}
+
+void parallel_copy(void *to, const void *from, size_t bytes, ExecContext &ctx)
+{
+	/* pieces of 2 MB at least: a thread started for less costs about what it saves */
+	constexpr size_t kPieceBytes = size_t(2) << 20;
+	size_t pieces = std::min(parallel_workers(std::max<size_t>(1, bytes / kPieceBytes), ctx), bytes / kPieceBytes);
+	if (pieces <= 1)
+	{
+		std::memcpy(to, from, bytes);
+		return;
+	}
+	size_t per_piece = (bytes + pieces - 1) / pieces;
+	parallel_for(
+		pieces, ctx,
+		[&](size_t piece, size_t, const std::atomic<bool> &) {
+			size_t begin = piece * per_piece, end = std::min(bytes, begin + per_piece);
+			if (begin < end)
+				std::memcpy(static_cast<char *>(to) + begin, static_cast<const char *>(from) + begin, end - begin);
+		},
+		Phase::Transfer);
 }
 
 } // namespace gpurec

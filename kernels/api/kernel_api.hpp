@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -104,6 +105,13 @@ struct CallContext
 		if (fault.due(phase))
 			inject_fault(fault);
 	}
+	/*
+	 * Copies bytes between host buffers, as fast as the caller can: a copy
+	 * into pinned memory on its way to the GPU runs at one core's speed
+	 * unless the engine spreads it over several (dispatch does).
+	 */
+	std::function<void(void *to, const void *from, size_t bytes)> host_copy =
+		[](void *to, const void *from, size_t bytes) { std::memcpy(to, from, bytes); };
 	/* Plan work as if only this many bytes were free on the GPU (0: what it really has). */
 	size_t gpu_memory_budget = 0;
 	/* Test-only: every GPU allocation fails as if the GPU were full. */

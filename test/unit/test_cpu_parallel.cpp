@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -259,6 +260,28 @@ TEST(CpuParallel, ParallelSortAsStdSort)
 			ctx.cpu_threads = threads;
 			parallel_sort(v, ctx, std::less<std::pair<int, size_t>>(), 16);
 			EXPECT_EQ(v, want);
+		}
+}
+
+/* parallel_copy, what the GPU paths stage through: every byte where memcpy puts it, on any number of threads. */
+TEST(CpuParallel, ParallelCopyAsMemcpy)
+{
+	std::mt19937_64 rng(std::random_device{}());
+	const size_t mb = size_t(1) << 20;
+	for (size_t bytes : {size_t(0), size_t(1), 2 * mb - 1, 2 * mb, 4 * mb + 1, 9 * mb + 3})
+		for (size_t threads : {1, 2, 3, 16})
+		{
+			SCOPED_TRACE(std::to_string(bytes) + " bytes, threads " + std::to_string(threads));
+			std::vector<uint8_t> from(bytes), to(bytes + 2, 0xA5);
+			for (uint8_t &b : from)
+				b = static_cast<uint8_t>(rng());
+			ExecContext ctx;
+			ctx.cpu_threads = threads;
+			parallel_copy(to.data() + 1, from.data(), bytes, ctx);
+			EXPECT_EQ(0, std::memcmp(to.data() + 1, from.data(), bytes));
+			EXPECT_EQ(to.front(), 0xA5) << "nothing written before";
+			EXPECT_EQ(to.back(), 0xA5) << "nothing written after";
+			EXPECT_LE(ctx.cpu_threads_used, threads);
 		}
 }
 
