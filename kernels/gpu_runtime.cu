@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "cuda_util.cuh"
 #include "api/kernel_api.hpp"
@@ -162,29 +163,50 @@ bool staging_ready()
 
 } // namespace
 
-void upload_staged(void *device, const void *host, size_t bytes, cudaStream_t stream, CallContext &ctx)
+void upload_staged(void *device, const HostPiece *pieces, size_t n, cudaStream_t stream, CallContext &ctx)
 {
+	size_t total = 0;
+	for (size_t i = 0; i < n; ++i)
+		total += pieces[i].bytes;
+	auto *to = static_cast<char *>(device);
 	/* a small copy costs less than staging it */
-	if (bytes < StagingSlots::kSlotBytes / 2 || !staging_ready())
+	if (total < (size_t(256) << 10) || !staging_ready())
 	{
-		check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+		for (size_t i = 0; i < n; ++i)
+		{
+			check(cudaMemcpyAsync(to, pieces[i].data, pieces[i].bytes, cudaMemcpyHostToDevice, stream),
+				  "cudaMemcpyAsync");
+			to += pieces[i].bytes;
+		}
 		return;
 	}
-	auto *to = static_cast<char *>(device);
-	auto *from = static_cast<const char *>(host);
-	while (bytes > 0)
+	std::vector<HostCopy> copies;
+	size_t piece = 0, offset = 0; /* the next byte to stage: pieces[piece], at offset */
+	while (total > 0)
 	{
-		size_t n = std::min(bytes, StagingSlots::kSlotBytes);
 		size_t slot = staging.next++ % StagingSlots::kSlots;
 		char *at = staging.memory + slot * StagingSlots::kSlotBytes;
 		/* the slot's last copy (of this call, or of one an error ended) has left it */
 		check(cudaEventSynchronize(staging.copied[slot]), "cudaEventSynchronize");
-		ctx.host_copy(at, from, n);
-		check(cudaMemcpyAsync(to, at, n, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+		copies.clear();
+		size_t filled = 0;
+		while (filled < StagingSlots::kSlotBytes && piece < n)
+		{
+			size_t m = std::min(pieces[piece].bytes - offset, StagingSlots::kSlotBytes - filled);
+			copies.push_back(HostCopy{at + filled, static_cast<const char *>(pieces[piece].data) + offset, m});
+			filled += m;
+			offset += m;
+			if (offset == pieces[piece].bytes)
+			{
+				++piece;
+				offset = 0;
+			}
+		}
+		ctx.host_copy(ctx, copies.data(), copies.size());
+		check(cudaMemcpyAsync(to, at, filled, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
 		check(cudaEventRecord(staging.copied[slot], stream), "cudaEventRecord");
-		to += n;
-		from += n;
-		bytes -= n;
+		to += filled;
+		total -= filled;
 	}
 }
 

@@ -17,7 +17,7 @@
  * value, and its count.  That brings k = 1 on 30.72M offers under 1 ms.
  *
  * Offers live on the device in the input layer's chunks (kChunkRows rows
- * each), copied through pinned staging buffers while the input is still
+ * each), copied through pinned staging slots while the input is still
  * being read; the kernels address them through a table of chunk pointers.
  */
 #include <climits>
@@ -271,26 +271,14 @@ struct DeviceChunk
 
 /*
  * Offer chunks on the device, consecutive from first_chunk.  Copies go
- * through a ring of pinned staging slots: the host fills one slot while the
- * copy engine drains another.
+ * through the backend's pinned staging slots (upload_staged): the host
+ * fills one slot while the copy engine drains another.
  */
 class OfferUpload
 {
   public:
-	static constexpr int kSlots = 3;
-
-	explicit OfferUpload(CallContext &ctx)
-		: ctx_(ctx), staging_(kSlots * kChunkRows * kBytesPerOffer)
-	{
-		for (cudaEvent_t &e : slot_free_)
-			check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-	}
-	~OfferUpload()
-	{
-		cudaStreamSynchronize(stream_);
-		for (cudaEvent_t e : slot_free_)
-			cudaEventDestroy(e);
-	}
+	explicit OfferUpload(CallContext &ctx) : ctx_(ctx) {}
+	~OfferUpload() { cudaStreamSynchronize(stream_); }
 
 	cudaStream_t stream() const { return stream_; }
 	size_t first_chunk() const { return first_chunk_; }
@@ -315,18 +303,9 @@ class OfferUpload
 		size_t rows = offers.product_codes.chunk_rows(c);
 		DeviceChunk chunk{DeviceBuffer<int32_t>(kChunkRows, ctx_), DeviceBuffer<long long>(kChunkRows, ctx_),
 						  DeviceBuffer<long long>(kChunkRows, ctx_), rows, offers.price_scale};
-		char *slot = stage(offers.product_codes.chunk_data(c), offers.stores.chunk_data(c),
-						   offers.price_keys.chunk_data(c), rows);
-		check(cudaMemcpyAsync(chunk.codes.get(), slot, rows * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
-			  "cudaMemcpyAsync");
-		slot += kChunkRows * sizeof(int32_t);
-		check(cudaMemcpyAsync(chunk.keys.get(), slot, rows * sizeof(long long), cudaMemcpyHostToDevice, stream_),
-			  "cudaMemcpyAsync");
-		slot += kChunkRows * sizeof(long long);
-		check(cudaMemcpyAsync(chunk.stores.get(), slot, rows * sizeof(long long), cudaMemcpyHostToDevice,
-							  stream_),
-			  "cudaMemcpyAsync");
-		release_slot();
+		upload_staged(chunk.codes.get(), offers.product_codes.chunk_data(c), rows * sizeof(int32_t), stream_, ctx_);
+		upload_staged(chunk.keys.get(), offers.price_keys.chunk_data(c), rows * sizeof(long long), stream_, ctx_);
+		upload_staged(chunk.stores.get(), offers.stores.chunk_data(c), rows * sizeof(long long), stream_, ctx_);
 		chunks_.push_back(std::move(chunk));
 	}
 
@@ -339,12 +318,8 @@ class OfferUpload
 			if (chunk.key_scale == offers.price_scale)
 				continue;
 			size_t c = first_chunk_ + j;
-			char *slot = stage(nullptr, nullptr, offers.price_keys.chunk_data(c), chunk.rows);
-			slot += kChunkRows * sizeof(int32_t);
-			check(cudaMemcpyAsync(chunk.keys.get(), slot, chunk.rows * sizeof(long long),
-								  cudaMemcpyHostToDevice, stream_),
-				  "cudaMemcpyAsync");
-			release_slot();
+			upload_staged(chunk.keys.get(), offers.price_keys.chunk_data(c), chunk.rows * sizeof(long long), stream_,
+						  ctx_);
 			chunk.key_scale = offers.price_scale;
 		}
 	}
@@ -372,28 +347,8 @@ class OfferUpload
 	}
 
   private:
-	/* Fills the next free staging slot; returns it. */
-	char *stage(const int32_t *codes, const int64_t *stores, const int64_t *keys, size_t rows)
-	{
-		slot_ = next_slot_++ % kSlots;
-		check(cudaEventSynchronize(slot_free_[slot_]), "cudaEventSynchronize");
-		char *slot = staging_.get() + slot_ * kChunkRows * kBytesPerOffer;
-		if (codes)
-			memcpy(slot, codes, rows * sizeof(int32_t));
-		if (keys)
-			memcpy(slot + kChunkRows * sizeof(int32_t), keys, rows * sizeof(int64_t));
-		if (stores)
-			memcpy(slot + kChunkRows * (sizeof(int32_t) + sizeof(int64_t)), stores, rows * sizeof(int64_t));
-		return slot;
-	}
-	void release_slot() { check(cudaEventRecord(slot_free_[slot_], stream_), "cudaEventRecord"); }
-
 	CallContext &ctx_;
 	Stream stream_;
-	PinnedBuffer<char> staging_;
-	cudaEvent_t slot_free_[kSlots];
-	int next_slot_ = 0;
-	int slot_ = 0;
 	size_t first_chunk_ = 0;
 	std::vector<DeviceChunk> chunks_;
 	DeviceBuffer<const void *> tables_;

@@ -406,14 +406,15 @@ __global__ void __launch_bounds__(kBlock, 3)
 template <typename T>
 void upload(const ChunkedView<T> &column, size_t begin, size_t end, T *device, cudaStream_t stream, CallContext &ctx)
 {
+	std::vector<HostPiece> pieces;
 	while (begin < end)
 	{
 		size_t c = begin / kChunkRows, off = begin % kChunkRows;
 		size_t n = std::min(end - begin, kChunkRows - off);
-		upload_staged(device, column.chunk_data(c) + off, n * sizeof(T), stream, ctx);
-		device += n;
+		pieces.push_back(HostPiece{column.chunk_data(c) + off, n * sizeof(T)});
 		begin += n;
 	}
+	upload_staged(device, pieces.data(), pieces.size(), stream, ctx);
 }
 
 template <typename T> void upload(const std::vector<T> &host, T *device, cudaStream_t stream)

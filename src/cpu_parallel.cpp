@@ -107,23 +107,33 @@ void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body, Phase ph
 		std::rethrow_exception(failure);
 }
 
-void parallel_copy(void *to, const void *from, size_t bytes, ExecContext &ctx)
+void parallel_copy(const gpu::HostCopy *copies, size_t n, ExecContext &ctx)
 {
 	/* pieces of 2 MB at least: a thread started for less costs about what it saves */
 	constexpr size_t kPieceBytes = size_t(2) << 20;
+	size_t bytes = 0;
+	for (size_t i = 0; i < n; ++i)
+		bytes += copies[i].bytes;
 	size_t pieces = std::min(parallel_workers(std::max<size_t>(1, bytes / kPieceBytes), ctx), bytes / kPieceBytes);
 	if (pieces <= 1)
 	{
-		std::memcpy(to, from, bytes);
+		for (size_t i = 0; i < n; ++i)
+			std::memcpy(copies[i].to, copies[i].from, copies[i].bytes);
 		return;
 	}
+	/* piece p copies bytes [p * per_piece, (p + 1) * per_piece) of the ranges laid end to end */
 	size_t per_piece = (bytes + pieces - 1) / pieces;
 	parallel_for(
 		pieces, ctx,
 		[&](size_t piece, size_t, const std::atomic<bool> &) {
-			size_t begin = piece * per_piece, end = std::min(bytes, begin + per_piece);
-			if (begin < end)
-				std::memcpy(static_cast<char *>(to) + begin, static_cast<const char *>(from) + begin, end - begin);
+			size_t begin = piece * per_piece, end = std::min(bytes, begin + per_piece), at = 0;
+			for (size_t i = 0; i < n && at < end; at += copies[i].bytes, ++i)
+			{
+				size_t from = std::max(begin, at), to = std::min(end, at + copies[i].bytes);
+				if (from < to)
+					std::memcpy(static_cast<char *>(copies[i].to) + (from - at),
+								static_cast<const char *>(copies[i].from) + (from - at), to - from);
+			}
 		},
 		Phase::Transfer);
 }

@@ -37,8 +37,20 @@ using gpu::TestFault;
  * times) and
  * what only the engine does.
  */
+struct ExecContext;
+
+/* Copies the n ranges on the cores the call may use (cpu_parallel.cpp): the GPU paths' staging copies. */
+void parallel_copy(const gpu::HostCopy *copies, size_t n, ExecContext &ctx);
+
 struct ExecContext : gpu::CallContext
 {
+	ExecContext()
+	{
+		host_copy = [](gpu::CallContext &ctx, const gpu::HostCopy *copies, size_t n) {
+			parallel_copy(copies, n, static_cast<ExecContext &>(ctx));
+		};
+	}
+
 	DeviceMode mode = DeviceMode::Auto;
 	/*
 	 * The most worker threads one CPU computation of the call may use
@@ -99,9 +111,6 @@ template <typename Work> auto on_gpu(Work work) -> decltype(work())
 	}
 }
 
-/* Copies bytes on every core the call may use (cpu_parallel.cpp): what the GPU paths stage with. */
-void parallel_copy(void *to, const void *from, size_t bytes, ExecContext &ctx);
-
 /*
  * Runs gpu_path or cpu_path by the context's mode.  `work` estimates the size
  * of the problem in the units of `min_gpu_work`, the size from which the GPU
@@ -122,7 +131,6 @@ auto dispatch(ExecContext &ctx, const char *function, double work, double min_gp
 						"gpurec.device is 'gpu' but no usable GPU was found", why_not,
 						"Set gpurec.device to 'auto' or 'cpu'.");
 		ctx.used_gpu = true;
-		ctx.host_copy = [&ctx](void *to, const void *from, size_t bytes) { parallel_copy(to, from, bytes, ctx); };
 		return on_gpu(gpu_path);
 	}
 	if (work < min_gpu_work || !gpu_usable())
@@ -130,7 +138,6 @@ auto dispatch(ExecContext &ctx, const char *function, double work, double min_gp
 	try
 	{
 		ctx.used_gpu = true;
-		ctx.host_copy = [&ctx](void *to, const void *from, size_t bytes) { parallel_copy(to, from, bytes, ctx); };
 		return on_gpu(gpu_path);
 	}
 	catch (const GpuOutOfMemory &e)

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../../src/cpu_parallel.hpp"
+#include "test_random.hpp"
 
 namespace gpurec {
 namespace {
@@ -263,24 +264,50 @@ TEST(CpuParallel, ParallelSortAsStdSort)
 		}
 }
 
-/* parallel_copy, what the GPU paths stage through: every byte where memcpy puts it, on any number of threads. */
+/*
+ * parallel_copy, what the GPU paths stage through: every range where memcpy
+ * puts it, nothing around them, whatever the threads and however the
+ * ranges fall across the pieces.
+ */
 TEST(CpuParallel, ParallelCopyAsMemcpy)
 {
-	std::mt19937_64 rng(std::random_device{}());
+	std::mt19937_64 rng = seeded_rng();
 	const size_t mb = size_t(1) << 20;
-	for (size_t bytes : {size_t(0), size_t(1), 2 * mb - 1, 2 * mb, 4 * mb + 1, 9 * mb + 3})
+	std::vector<std::vector<size_t>> layouts = {
+		{0}, {1}, {2 * mb - 1}, {2 * mb}, {9 * mb + 3}, {4 * mb, 4 * mb}, {1, 3 * mb, 0, 5 * mb + 7, 2}};
+	for (const std::vector<size_t> &sizes : layouts)
 		for (size_t threads : {1, 2, 3, 16})
 		{
-			SCOPED_TRACE(std::to_string(bytes) + " bytes, threads " + std::to_string(threads));
-			std::vector<uint8_t> from(bytes), to(bytes + 2, 0xA5);
+			size_t total = 0;
+			for (size_t bytes : sizes)
+				total += bytes;
+			SCOPED_TRACE(std::to_string(sizes.size()) + " ranges, " + std::to_string(total) + " bytes, threads " +
+						 std::to_string(threads));
+			std::vector<uint8_t> from(total), to(total + sizes.size() + 1, 0xA5);
 			for (uint8_t &b : from)
 				b = static_cast<uint8_t>(rng());
+			/* each range lands one byte after the one before ends: the gaps must stay untouched */
+			std::vector<gpu::HostCopy> copies;
+			size_t at_from = 0, at_to = 1;
+			for (size_t bytes : sizes)
+			{
+				copies.push_back(gpu::HostCopy{to.data() + at_to, from.data() + at_from, bytes});
+				at_from += bytes;
+				at_to += bytes + 1;
+			}
 			ExecContext ctx;
 			ctx.cpu_threads = threads;
-			parallel_copy(to.data() + 1, from.data(), bytes, ctx);
-			EXPECT_EQ(0, std::memcmp(to.data() + 1, from.data(), bytes));
-			EXPECT_EQ(to.front(), 0xA5) << "nothing written before";
-			EXPECT_EQ(to.back(), 0xA5) << "nothing written after";
+			ctx.host_copy(ctx, copies.data(), copies.size());
+			at_from = 0;
+			at_to = 1;
+			EXPECT_EQ(to[0], 0xA5);
+			for (size_t bytes : sizes)
+			{
+				EXPECT_EQ(0, std::memcmp(to.data() + at_to, from.data() + at_from, bytes));
+				EXPECT_EQ(to[at_to + bytes], 0xA5) << "the byte after a range";
+				at_from += bytes;
+				at_to += bytes + 1;
+			}
 			EXPECT_LE(ctx.cpu_threads_used, threads);
 		}
 }
