@@ -50,6 +50,18 @@ shard_notices() {
 	[ "$timing" = 1 ] || return 0
 	tail -n +"$((log_lines + 1))" "$base-1/server.log" | grep -A1 'NOTICE:  gpurec' | tail -"$((2 * clusters))" | sed 's/^/  shard: /'
 }
+# at_once SETTINGS SQL: SQL on every cluster at once, each the second call of
+# its session (every session makes its first call, then all wait for one
+# moment): what the machine's shared cores, memory and GPU cost by themselves
+at_once() {
+	local at=$(( $(date +%s) + 5 ))
+	for i in $(seq "$clusters"); do
+		q -h "$base-$i" -d bench -c "$1 $2" -c "SELECT pg_sleep($at - extract(epoch FROM clock_timestamp()))" \
+			-c '\timing on' -c "$2" | sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -1 >"$base-$i/at_once" &
+	done
+	wait
+	cat "$base"-*/at_once | sort -n | tr '\n' ' '
+}
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 runs() { # runs N HOST DB SQL: median of N warm runs
@@ -127,17 +139,16 @@ for device in $devices; do
 	fi
 	if [[ $parts == *" cheapest "* ]]; then
 
-	one=$(runs 3 "$base-1" bench "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')")
-	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT product_id, store_id, price FROM offers')")
+	local_cheapest="SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')"
+	dist_cheapest="SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT product_id, store_id, price FROM offers')"
+	one=$(runs 3 "$base-1" bench "$set_device $local_cheapest")
+	notices "$base-1" bench "$set_device $local_cheapest"
+	mark_log
+	all=$(runs 3 "$base-1" coord "$dist_cheapest")
+	shard_notices
+	notices "$base-1" coord "$dist_cheapest" | sed 's/^  /  coordinator: /'
 	echo "weak scaling ($device): cheapest_offers, one cluster $((products * per_shard)) offers $one ms; $clusters clusters $((clusters * products * per_shard)) offers $all ms: $(ratio "$all" "$one")x"
-	# the same local calls on every cluster at once, without the coordinator:
-	# what the machine's shared cores, memory and GPU cost by themselves
-	started=$(date +%s%N)
-	for i in $(seq "$clusters"); do
-		q -h "$base-$i" -d bench -c "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" >/dev/null &
-	done
-	wait
-	echo "  the $clusters local calls at once, no coordinator (one cold session each): $(( ($(date +%s%N) - started) / 1000000 )) ms"
+	echo "  the $clusters local calls at once, no coordinator (each the second of its session): $(at_once "$set_device" "$local_cheapest")ms"
 	fi
 	if [[ $parts == *" roc "* ]]; then
 	local_roc="SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT l FROM labels))"
@@ -147,16 +158,7 @@ for device in $devices; do
 	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population', (SELECT l FROM labels))")
 	shard_notices
 	echo "weak scaling ($device): roc_fitness, one cluster $individuals x $examples real[] $one ms; $clusters clusters $((clusters * individuals)) individuals $all ms: $(ratio "$all" "$one")x"
-	# the same local calls on every cluster at once, each the second of its
-	# session: every session makes its first call, then all wait for one moment
-	at=$(( $(date +%s) + 5 ))
-	for i in $(seq "$clusters"); do
-		q -h "$base-$i" -d bench -c "$set_device $local_roc" \
-			-c "SELECT pg_sleep($at - extract(epoch FROM clock_timestamp()))" -c '\timing on' -c "$local_roc" |
-			sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -1 >"$base-$i/roc_at_once" &
-	done
-	wait
-	echo "  the $clusters local calls at once, no coordinator (each the second of its session): $(cat "$base"-*/roc_at_once | sort -n | tr '\n' ' ')ms"
+	echo "  the $clusters local calls at once, no coordinator (each the second of its session): $(at_once "$set_device" "$local_roc")ms"
 	empty="SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population WHERE false', (SELECT l FROM labels))"
 	echo "  the distributed call on no individual (labels sent, shards called): $(runs 3 "$base-1" coord "$empty") ms"
 	fi
