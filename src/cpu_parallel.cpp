@@ -118,7 +118,8 @@ void parallel_copy(const gpu::HostCopy *copies, size_t n, ExecContext &ctx)
 	if (pieces <= 1)
 	{
 		for (size_t i = 0; i < n; ++i)
-			std::memcpy(copies[i].to, copies[i].from, copies[i].bytes);
+			if (copies[i].bytes > 0) /* an empty range may have null ends, which memcpy may not take */
+				std::memcpy(copies[i].to, copies[i].from, copies[i].bytes);
 		return;
 	}
 	/* piece p copies bytes [p * per_piece, (p + 1) * per_piece) of the ranges laid end to end */

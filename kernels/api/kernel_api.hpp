@@ -122,7 +122,8 @@ struct CallContext
 	std::function<void(CallContext &ctx, const HostCopy *copies, size_t n)> host_copy =
 		[](CallContext &, const HostCopy *copies, size_t n) {
 			for (size_t i = 0; i < n; ++i)
-				std::memcpy(copies[i].to, copies[i].from, copies[i].bytes);
+				if (copies[i].bytes > 0)
+					std::memcpy(copies[i].to, copies[i].from, copies[i].bytes);
 		};
 	/* Plan work as if only this many bytes were free on the GPU (0: what it really has). */
 	size_t gpu_memory_budget = 0;
