@@ -150,10 +150,14 @@ bool staging_ready()
 			staging.memory = nullptr;
 			return false;
 		}
-		for (cudaEvent_t &event : staging.copied)
-			if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess)
+		for (size_t e = 0; e < StagingSlots::kSlots; ++e)
+			if (cudaEventCreateWithFlags(&staging.copied[e], cudaEventDisableTiming) != cudaSuccess)
 			{
 				cudaGetLastError();
+				while (e-- > 0)
+					cudaEventDestroy(staging.copied[e]);
+				cudaFreeHost(staging.memory);
+				staging.memory = nullptr;
 				return false;
 			}
 		staging_state = StagingState::Ready;

@@ -781,6 +781,62 @@ TEST(IdColumnDictionary, DirectAndHashedIdsAgreeWithAMap)
 	}
 }
 
+/*
+ * The batch appends the input layer uses (IdColumn::append,
+ * NumberColumn::push_numerics) give what pushing one row at a time gives:
+ * batches of every size, across chunk boundaries, numeric batches whose
+ * scales all match the column's and batches that change it.
+ */
+TEST(Columns, BatchAppendsAsOneByOne)
+{
+	auto rng = seeded_rng();
+	for (int round = 0; round < 6; ++round)
+	{
+		IdColumn ids_batched, ids_one;
+		NumberColumn numbers_batched(NumberType::Numeric), numbers_one(NumberType::Numeric);
+		size_t n = ChunkedColumn<int64_t>::kChunkRows + 1 + rng() % 300000;
+		int64_t id_range = 1 + static_cast<int64_t>(rng() % 100000);
+		for (size_t done = 0; done < n;)
+		{
+			size_t batch = std::min(n - done, static_cast<size_t>(1 + rng() % 300));
+			std::vector<int64_t> id(batch), unscaled(batch);
+			std::vector<int> scale(batch);
+			/* mostly the scale of the rows before, now and then a batch with one more decimal */
+			int batch_scale = rng() % 50 == 0 ? 3 : 2;
+			for (size_t i = 0; i < batch; ++i)
+			{
+				id[i] = rng() % 7 == 0 ? static_cast<int64_t>(rng()) : static_cast<int64_t>(rng()) % id_range;
+				unscaled[i] = static_cast<int64_t>(rng() % 2000001) - 1000000;
+				scale[i] = i == batch / 2 ? batch_scale : 2;
+			}
+			ids_batched.append(batch, [&](size_t i) { return id[i]; });
+			numbers_batched.push_numerics(batch, [&](size_t i, int64_t *u, int *sc, int *display) {
+				*u = unscaled[i];
+				*sc = scale[i];
+				*display = scale[i];
+			});
+			for (size_t i = 0; i < batch; ++i)
+			{
+				ids_one.push_back(id[i]);
+				numbers_one.push_numeric(unscaled[i], scale[i]);
+			}
+			done += batch;
+		}
+		ASSERT_EQ(ids_batched.size(), n);
+		ASSERT_EQ(ids_batched.values(), ids_one.values());
+		ASSERT_EQ(ids_batched.counts(), ids_one.counts());
+		ASSERT_EQ(numbers_batched.size(), n);
+		ASSERT_EQ(numbers_batched.scale(), numbers_one.scale());
+		ASSERT_EQ(numbers_batched.has_mixed_scales(), numbers_one.has_mixed_scales());
+		for (size_t r = 0; r < n; ++r)
+		{
+			ASSERT_EQ(ids_batched.code(r), ids_one.code(r)) << "row " << r;
+			ASSERT_EQ(numbers_batched.key(r), numbers_one.key(r)) << "row " << r;
+			ASSERT_EQ(numbers_batched.display_scale(r), numbers_one.display_scale(r)) << "row " << r;
+		}
+	}
+}
+
 /* KeyFilter against a std::set: dense keys (a bitmap), spread ones (a table), the int64 limits, none */
 TEST(Columns, KeyFilterAgreesWithASet)
 {
