@@ -62,11 +62,11 @@ __global__ void run_carts(CartArrays a, CartSearchState *states, StoreArrays sto
 }
 
 template <typename T> T *upload(const T *host, int64_t n, DeviceBuffer<T> &buffer, cudaStream_t stream,
-								const CallContext &ctx)
+								CallContext &ctx)
 {
 	buffer = DeviceBuffer<T>(static_cast<size_t>(n), ctx);
 	if (n > 0)
-		check(cudaMemcpyAsync(buffer.get(), host, n * sizeof(T), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+		upload_staged(buffer.get(), host, n * sizeof(T), stream, ctx);
 	return buffer.get();
 }
 

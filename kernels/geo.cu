@@ -418,16 +418,26 @@ unsigned blocks_for(size_t n, unsigned block = kBlock)
 	return static_cast<unsigned>(std::max<size_t>(1, (n + block - 1) / block));
 }
 
-template <typename T> void upload(DeviceBuffer<T> &to, const T *from, size_t n, cudaStream_t stream)
+template <typename T>
+void upload(DeviceBuffer<T> &to, const T *from, size_t n, cudaStream_t stream, CallContext &ctx)
 {
 	if (n)
-		check(cudaMemcpyAsync(to.get(), from, n * sizeof(T), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+		upload_staged(to.get(), from, n * sizeof(T), stream, ctx);
 }
 
 template <typename T, typename Vector>
-void upload(DeviceBuffer<T> &to, const Vector &from, cudaStream_t stream)
+void upload(DeviceBuffer<T> &to, const Vector &from, cudaStream_t stream, CallContext &ctx)
 {
-	upload(to, from.data(), from.size(), stream);
+	upload(to, from.data(), from.size(), stream, ctx);
+}
+
+/* A column's chunks, as the host pieces of one staged copy. */
+template <typename T> std::vector<HostPiece> pieces_of(const ChunkedView<T> &column)
+{
+	std::vector<HostPiece> pieces;
+	for (size_t c = 0; c < column.chunk_count(); ++c)
+		pieces.push_back(HostPiece{column.chunk_data(c), column.chunk_rows(c) * sizeof(T)});
+	return pieces;
 }
 
 template <typename T> void download(std::vector<T> &to, const DeviceBuffer<T> &from, size_t n,
@@ -512,9 +522,9 @@ class GeoSession
 		sort_users_by_count(counts);
 
 		EventTimer transfer(stream_);
-		upload(offsets_, offsets_host_, stream_);
-		upload(ids_, points.user_ids, n_users_, stream_);
-		upload(by_count_, by_count_host_, stream_);
+		upload(offsets_, offsets_host_, stream_, ctx_);
+		upload(ids_, points.user_ids, n_users_, stream_, ctx_);
+		upload(by_count_, by_count_host_, stream_, ctx_);
 		group_on_device(points);
 		if (candidates)
 		{
@@ -523,9 +533,9 @@ class GeoSession
 			cand_x_ = DeviceBuffer<double>(n_candidates_, ctx);
 			cand_y_ = DeviceBuffer<double>(n_candidates_, ctx);
 			cand_cos_ = DeviceBuffer<double>(n_cos, ctx);
-			upload(cand_x_, candidates->x, candidates->count, stream_);
-			upload(cand_y_, candidates->y, candidates->count, stream_);
-			upload(cand_cos_, candidates->cos_lat, n_cos, stream_);
+			upload(cand_x_, candidates->x, candidates->count, stream_, ctx_);
+			upload(cand_y_, candidates->y, candidates->count, stream_, ctx_);
+			upload(cand_cos_, candidates->cos_lat, n_cos, stream_, ctx_);
 		}
 		ctx.times.transfer_ms += transfer.stop_ms();
 		ctx.interrupt_point(Phase::Transfer);
@@ -585,20 +595,11 @@ class GeoSession
 		DeviceBuffer<uint32_t> codes(n, ctx_), sorted_codes(n, ctx_), rows(n, ctx_), order(n, ctx_);
 		{
 			DeviceBuffer<double> in_x(n, ctx_), in_y(n, ctx_);
-			const ChunkedView<int32_t> &code_column = points.user_codes;
-			for (size_t c = 0; c < code_column.chunk_count(); ++c)
-			{
-				size_t first = c * kChunkRows, rows_here = code_column.chunk_rows(c);
-				check(cudaMemcpyAsync(codes.get() + first, code_column.chunk_data(c),
-									  rows_here * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
-					  "cudaMemcpyAsync");
-				check(cudaMemcpyAsync(in_x.get() + first, points.x.chunk_data(c), rows_here * sizeof(double),
-									  cudaMemcpyHostToDevice, stream_),
-					  "cudaMemcpyAsync");
-				check(cudaMemcpyAsync(in_y.get() + first, points.y.chunk_data(c), rows_here * sizeof(double),
-									  cudaMemcpyHostToDevice, stream_),
-					  "cudaMemcpyAsync");
-			}
+			std::vector<HostPiece> code_pieces = pieces_of(points.user_codes), x_pieces = pieces_of(points.x),
+								   y_pieces = pieces_of(points.y);
+			upload_staged(codes.get(), code_pieces.data(), code_pieces.size(), stream_, ctx_);
+			upload_staged(in_x.get(), x_pieces.data(), x_pieces.size(), stream_, ctx_);
+			upload_staged(in_y.get(), y_pieces.data(), y_pieces.size(), stream_, ctx_);
 			fill_rows<<<grid_for(n), 256, 0, stream_>>>(rows.get(), static_cast<long long>(n));
 			check_launch("fill_rows");
 			int end_bit = 1;

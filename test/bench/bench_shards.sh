@@ -62,6 +62,21 @@ at_once() {
 	wait
 	cat "$base"-*/at_once | sort -n | tr '\n' ' '
 }
+# weak_scaling WHAT ONE_PART ALL_PARTS LOCAL_SQL DISTRIBUTED_SQL: one
+# cluster's local call on its part against the distributed call on all
+# parts (with TIMING=1, the phases of the local call, the shards' and the
+# coordinator's), then the local calls on every cluster at once
+weak_scaling() {
+	local one all
+	one=$(runs 3 "$base-1" bench "$set_device $4")
+	notices "$base-1" bench "$set_device $4"
+	mark_log
+	all=$(runs 3 "$base-1" coord "$5")
+	shard_notices
+	notices "$base-1" coord "$5" | sed 's/^  /  coordinator: /'
+	echo "weak scaling ($device): $1, one cluster $2 $one ms; $clusters clusters $3 $all ms: $(ratio "$all" "$one")x"
+	echo "  the $clusters local calls at once, no coordinator (each the second of its session): $(at_once "$set_device" "$4")ms"
+}
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 runs() { # runs N HOST DB SQL: median of N warm runs
@@ -133,33 +148,20 @@ for device in $devices; do
 		q -h "$base-1" -d coord -c "ALTER SERVER s$i OPTIONS (SET options '-c gpurec.device=$device -c gpurec.timing=$([ "$timing" = 1 ] && echo on || echo off)')"
 	done
 	if [[ $parts == *" overhead "* ]]; then
-	small_local=$(runs 11 "$base-1" whole "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT * FROM small_offers', 2)")
-	small_dist=$(runs 11 "$base-1" coord "$set_device SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT * FROM small_offers', 2)")
-	echo "overhead ($device): cheapest_offers on 10,000 offers, k = 2: one cluster $small_local ms, over $clusters shards $small_dist ms: +$(awk -v a="$small_dist" -v b="$small_local" 'BEGIN { printf "%.1f", a - b }') ms"
+		small_local=$(runs 11 "$base-1" whole "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT * FROM small_offers', 2)")
+		small_dist=$(runs 11 "$base-1" coord "$set_device SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT * FROM small_offers', 2)")
+		echo "overhead ($device): cheapest_offers on 10,000 offers, k = 2: one cluster $small_local ms, over $clusters shards $small_dist ms: +$(awk -v a="$small_dist" -v b="$small_local" 'BEGIN { printf "%.1f", a - b }') ms"
 	fi
 	if [[ $parts == *" cheapest "* ]]; then
-
-	local_cheapest="SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')"
-	dist_cheapest="SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT product_id, store_id, price FROM offers')"
-	one=$(runs 3 "$base-1" bench "$set_device $local_cheapest")
-	notices "$base-1" bench "$set_device $local_cheapest"
-	mark_log
-	all=$(runs 3 "$base-1" coord "$dist_cheapest")
-	shard_notices
-	notices "$base-1" coord "$dist_cheapest" | sed 's/^  /  coordinator: /'
-	echo "weak scaling ($device): cheapest_offers, one cluster $((products * per_shard)) offers $one ms; $clusters clusters $((clusters * products * per_shard)) offers $all ms: $(ratio "$all" "$one")x"
-	echo "  the $clusters local calls at once, no coordinator (each the second of its session): $(at_once "$set_device" "$local_cheapest")ms"
+		weak_scaling cheapest_offers "$((products * per_shard)) offers" "$((clusters * products * per_shard)) offers" \
+			"SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" \
+			"SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT product_id, store_id, price FROM offers')"
 	fi
 	if [[ $parts == *" roc "* ]]; then
-	local_roc="SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT l FROM labels))"
-	one=$(runs 3 "$base-1" bench "$set_device $local_roc")
-	notices "$base-1" bench "$set_device $local_roc"
-	mark_log
-	all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population', (SELECT l FROM labels))")
-	shard_notices
-	echo "weak scaling ($device): roc_fitness, one cluster $individuals x $examples real[] $one ms; $clusters clusters $((clusters * individuals)) individuals $all ms: $(ratio "$all" "$one")x"
-	echo "  the $clusters local calls at once, no coordinator (each the second of its session): $(at_once "$set_device" "$local_roc")ms"
-	empty="SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population WHERE false', (SELECT l FROM labels))"
-	echo "  the distributed call on no individual (labels sent, shards called): $(runs 3 "$base-1" coord "$empty") ms"
+		weak_scaling roc_fitness "$individuals x $examples real[]" "$((clusters * individuals)) individuals" \
+			"SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT l FROM labels))" \
+			"SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population', (SELECT l FROM labels))"
+		empty="SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population WHERE false', (SELECT l FROM labels))"
+		echo "  the distributed call on no individual (labels sent, shards called): $(runs 3 "$base-1" coord "$empty") ms"
 	fi
 done
