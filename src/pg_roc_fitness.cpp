@@ -115,10 +115,8 @@ Datum labels_unpack_body(FunctionCallInfo fcinfo)
 {
 	bytea *packed = pg_call([&] { return PG_GETARG_BYTEA_PP(0); });
 	std::vector<int8_t> labels = unpack_labels(reinterpret_cast<const uint8_t *>(VARDATA_ANY(packed)),
-											   VARSIZE_ANY_EXHDR(packed));
+											   VARSIZE_ANY_EXHDR(packed), MaxArraySize);
 	int count = static_cast<int>(labels.size());
-	if (labels.size() > MaxArraySize)
-		throw Error(sqlstate::program_limit_exceeded, "too many packed labels for one array");
 	ArrayType *array = pg_call([&] {
 		if (count == 0)
 			return construct_empty_array(BOOLOID);

@@ -518,7 +518,7 @@ std::vector<uint8_t> pack_labels(const std::vector<int8_t> &labels)
 	return out;
 }
 
-std::vector<int8_t> unpack_labels(const uint8_t *data, size_t size)
+std::vector<int8_t> unpack_labels(const uint8_t *data, size_t size, size_t max_count)
 {
 	uint64_t count = 0;
 	int bitmaps = 0;
@@ -531,6 +531,9 @@ std::vector<int8_t> unpack_labels(const uint8_t *data, size_t size)
 	if (bitmaps == 0 || count > 8 * (size - kLabelsHeader) || size != kLabelsHeader + bitmaps * ((count + 7) / 8))
 		throw Error(sqlstate::invalid_binary_representation, "malformed packed labels",
 					"gpurec._labels_unpack reads only what gpurec._labels_pack wrote.");
+	if (count > max_count)
+		throw Error(sqlstate::program_limit_exceeded, "too many packed labels for one array",
+					std::to_string(count) + " labels, at most " + std::to_string(max_count) + ".");
 	size_t bitmap = (count + 7) / 8;
 	const uint8_t *values = data + kLabelsHeader, *nulls = bitmaps == 2 ? values + bitmap : nullptr;
 	std::vector<int8_t> labels(count);

@@ -600,6 +600,10 @@ TEST(RocFitness, PackedLabelsRoundTrip)
 				 "malformed packed labels");
 	expect_error([&] { unpack_labels(nullptr, 0); }, sqlstate::invalid_binary_representation,
 				 "malformed packed labels");
+	std::vector<uint8_t> seventeen = pack_labels(std::vector<int8_t>(17, 1));
+	expect_error([&] { unpack_labels(seventeen.data(), seventeen.size(), 16); }, sqlstate::program_limit_exceeded,
+				 "too many packed labels for one array");
+	EXPECT_EQ(unpack_labels(seventeen.data(), seventeen.size(), 17).size(), 17u);
 }
 
 /*
