@@ -8,7 +8,9 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "api/kernel_api.hpp"
 
@@ -105,6 +107,21 @@ inline void upload_staged(void *device, const void *host, size_t bytes, cudaStre
 {
 	HostPiece piece{host, bytes};
 	upload_staged(device, &piece, 1, stream, ctx);
+}
+/* Rows [begin, end) of a chunked host column, to `device` onwards: one staged copy of their pieces. */
+template <typename T>
+void upload_staged(T *device, const ChunkedView<T> &column, size_t begin, size_t end, cudaStream_t stream,
+				   CallContext &ctx)
+{
+	std::vector<HostPiece> pieces;
+	while (begin < end)
+	{
+		size_t c = begin / kChunkRows, off = begin % kChunkRows;
+		size_t n = std::min(end - begin, kChunkRows - off);
+		pieces.push_back(HostPiece{column.chunk_data(c) + off, n * sizeof(T)});
+		begin += n;
+	}
+	upload_staged(device, pieces.data(), pieces.size(), stream, ctx);
 }
 
 class Stream

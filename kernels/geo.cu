@@ -431,14 +431,6 @@ void upload(DeviceBuffer<T> &to, const Vector &from, cudaStream_t stream, CallCo
 	upload(to, from.data(), from.size(), stream, ctx);
 }
 
-/* A column's chunks, as the host pieces of one staged copy. */
-template <typename T> std::vector<HostPiece> pieces_of(const ChunkedView<T> &column)
-{
-	std::vector<HostPiece> pieces;
-	for (size_t c = 0; c < column.chunk_count(); ++c)
-		pieces.push_back(HostPiece{column.chunk_data(c), column.chunk_rows(c) * sizeof(T)});
-	return pieces;
-}
 
 template <typename T> void download(std::vector<T> &to, const DeviceBuffer<T> &from, size_t n,
 									cudaStream_t stream)
@@ -595,11 +587,9 @@ class GeoSession
 		DeviceBuffer<uint32_t> codes(n, ctx_), sorted_codes(n, ctx_), rows(n, ctx_), order(n, ctx_);
 		{
 			DeviceBuffer<double> in_x(n, ctx_), in_y(n, ctx_);
-			std::vector<HostPiece> code_pieces = pieces_of(points.user_codes), x_pieces = pieces_of(points.x),
-								   y_pieces = pieces_of(points.y);
-			upload_staged(codes.get(), code_pieces.data(), code_pieces.size(), stream_, ctx_);
-			upload_staged(in_x.get(), x_pieces.data(), x_pieces.size(), stream_, ctx_);
-			upload_staged(in_y.get(), y_pieces.data(), y_pieces.size(), stream_, ctx_);
+			upload_staged(reinterpret_cast<int32_t *>(codes.get()), points.user_codes, 0, n, stream_, ctx_);
+			upload_staged(in_x.get(), points.x, 0, n, stream_, ctx_);
+			upload_staged(in_y.get(), points.y, 0, n, stream_, ctx_);
 			fill_rows<<<grid_for(n), 256, 0, stream_>>>(rows.get(), static_cast<long long>(n));
 			check_launch("fill_rows");
 			int end_bit = 1;

@@ -403,20 +403,6 @@ __global__ void __launch_bounds__(kBlock, 3)
 
 /* ---- host side --------------------------------------------------------- */
 
-template <typename T>
-void upload(const ChunkedView<T> &column, size_t begin, size_t end, T *device, cudaStream_t stream, CallContext &ctx)
-{
-	std::vector<HostPiece> pieces;
-	while (begin < end)
-	{
-		size_t c = begin / kChunkRows, off = begin % kChunkRows;
-		size_t n = std::min(end - begin, kChunkRows - off);
-		pieces.push_back(HostPiece{column.chunk_data(c) + off, n * sizeof(T)});
-		begin += n;
-	}
-	upload_staged(device, pieces.data(), pieces.size(), stream, ctx);
-}
-
 template <typename T> void upload(const std::vector<T> &host, T *device, cudaStream_t stream)
 {
 	check(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream),
@@ -546,9 +532,9 @@ std::vector<RocCounts> roc_counts_long(const RocExampleRows &rows, const std::ve
 	DeviceBuffer<uint8_t> labels(n, ctx);
 	{
 		EventTimer transfer(stream);
-		upload(rows.individual_codes, 0, n, codes.get(), stream, ctx);
-		upload(rows.score_keys, 0, n, keys.get(), stream, ctx);
-		upload(rows.labels, 0, n, labels.get(), stream, ctx);
+		upload_staged(codes.get(), rows.individual_codes, 0, n, stream, ctx);
+		upload_staged(keys.get(), rows.score_keys, 0, n, stream, ctx);
+		upload_staged(labels.get(), rows.labels, 0, n, stream, ctx);
 		upload(segment_of_code, device_segment_of_code.get(), stream);
 		ctx.times.transfer_ms += transfer.stop_ms();
 	}
@@ -606,9 +592,9 @@ std::vector<RocCounts> counts_of_arrays(const ChunkedView<Value> &values, const 
 			EventTimer transfer(stream);
 			if (first == 0)
 				upload(labels, device_labels.get(), stream);
-			upload(values, begin, end, device_values.get(), stream, ctx);
+			upload_staged(device_values.get(), values, begin, end, stream, ctx);
 			if (nulls)
-				upload(scores.valid, begin, end, valid.get(), stream, ctx);
+				upload_staged(valid.get(), scores.valid, begin, end, stream, ctx);
 			ctx.times.transfer_ms += transfer.stop_ms();
 		}
 		ctx.interrupt_point(Phase::Transfer);

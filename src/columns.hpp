@@ -546,17 +546,18 @@ class NumberColumn
 	 */
 	void push_numeric(int64_t unscaled, int scale, int display_scale)
 	{
-		if (scale == scale_ && display_scale == uniform_scale_ && unscaled > kNumericNegInf &&
-			unscaled < kNumericPosInf)
+		if (takes_as_is(unscaled, scale, display_scale))
 			keys_.push_back(unscaled); /* the common case: the scale of every row before */
 		else
 			push_numeric_rescaling(unscaled, scale, display_scale);
 	}
 	void push_numeric_special(int16_t marker);
 	/*
-	 * push_numeric(unscaled, scale, display_scale) for n values, value_at(i)
-	 * filling the i-th: written a chunk at a time where they all have the
-	 * scales of the rows before (the common case), else one by one.
+	 * n numerics, value_at(i) filling the i-th: push_numeric(unscaled,
+	 * scale, display_scale), or push_numeric_special(display_scale) where
+	 * display_scale is a special value's marker (< 0).  Written a chunk at
+	 * a time where they all have the scales of the rows before (the common
+	 * case), else one by one.
 	 */
 	template <typename ValueAt> void push_numerics(size_t n, ValueAt value_at)
 	{
@@ -566,8 +567,7 @@ class NumberColumn
 			int64_t unscaled;
 			int scale, display_scale;
 			value_at(i, &unscaled, &scale, &display_scale);
-			as_they_are = scale == scale_ && display_scale == uniform_scale_ && unscaled > kNumericNegInf &&
-						  unscaled < kNumericPosInf;
+			as_they_are = takes_as_is(unscaled, scale, display_scale);
 		}
 		if (as_they_are)
 			keys_.append(n, [&](int64_t *out, size_t first, size_t count) {
@@ -581,7 +581,10 @@ class NumberColumn
 				int64_t unscaled;
 				int scale, display_scale;
 				value_at(i, &unscaled, &scale, &display_scale);
-				push_numeric(unscaled, scale, display_scale);
+				if (display_scale < 0)
+					push_numeric_special(static_cast<int16_t>(display_scale));
+				else
+					push_numeric(unscaled, scale, display_scale);
 			}
 	}
 	/* Row `row` of a column of the same type, as pushing its input value would have added it. */
@@ -629,6 +632,16 @@ class NumberColumn
 	static constexpr int16_t kMixedScales = INT16_MIN;
 
 	void push_numeric_rescaling(int64_t unscaled, int dscale, int display);
+	/*
+	 * Whether a finite numeric's key is `unscaled` as it is: it has the
+	 * column's scale and the display scale of every row before (never a
+	 * special value's marker, which the first row may have left there).
+	 */
+	bool takes_as_is(int64_t unscaled, int scale, int display_scale) const
+	{
+		return scale == scale_ && display_scale == uniform_scale_ && display_scale >= 0 &&
+			   unscaled > kNumericNegInf && unscaled < kNumericPosInf;
+	}
 	void push_display_scale(int16_t scale);
 	void rescale_to(int new_scale);
 

@@ -167,7 +167,11 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 										   spec.name, b.what)));
 			}
 			else if (parts.special)
+			{
 				v.numeric_scale[c] = parts.special;
+				v.numeric_key_scale[c] = 0; /* read with the marker (push_numerics), never used */
+				v.i[c] = 0;
+			}
 			else
 			{
 				v.numeric_scale[c] = static_cast<int16>(parts.dscale);
@@ -260,8 +264,7 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 	b.specs = specs.data();
 	b.what = table.what();
 	b.ncolumns = static_cast<int>(specs.size());
-	b.key_filter = table.key_filter();
-	b.key_column = table.key_column();
+	bind_key_filter(&b, table);
 	Assert(b.ncolumns <= kMaxColumns);
 
 	initStringInfo(&expected);
@@ -306,6 +309,12 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 		b.max_attno = Max(b.max_attno, b.attno[c] + 1);
 	}
 	notice_unused_columns(b, desc);
+}
+
+void bind_key_filter(ColumnBinding *binding, const InputTable &table)
+{
+	binding->key_filter = table.key_filter();
+	binding->key_column = table.key_column();
 }
 
 void set_column_types(InputTable &table, const ColumnBinding &binding)
@@ -374,27 +383,13 @@ void append_rows(InputTable &table, const RowValues *rows, int n, size_t skipped
 							number.push_double(rows[k].d[c]);
 						break;
 					case NumberType::Numeric:
-					{
-						bool special = false;
-						for (int k = 0; k < n && !special; ++k)
-							special = rows[k].numeric_scale[c] < 0;
-						if (!special)
-							number.push_numerics(count, [rows, c](size_t k, int64_t *unscaled, int *scale, int *display) {
-								*unscaled = rows[k].i[c];
-								*scale = rows[k].numeric_key_scale[c];
-								*display = rows[k].numeric_scale[c];
-							});
-						else
-							for (int k = 0; k < n; ++k)
-							{
-								if (rows[k].numeric_scale[c] < 0)
-									number.push_numeric_special(rows[k].numeric_scale[c]);
-								else
-									number.push_numeric(rows[k].i[c], rows[k].numeric_key_scale[c],
-														rows[k].numeric_scale[c]);
-							}
+						/* numeric_scale is a special value's marker (< 0), or the row's dscale */
+						number.push_numerics(count, [rows, c](size_t k, int64_t *unscaled, int *scale, int *display) {
+							*unscaled = rows[k].i[c];
+							*scale = rows[k].numeric_key_scale[c];
+							*display = rows[k].numeric_scale[c];
+						});
 						break;
-					}
 				}
 				break;
 			}
@@ -432,7 +427,6 @@ void start_batch(RowBatch *batch, const ColumnBinding &binding)
 	for (int c = 0; c < binding.ncolumns; ++c)
 		if (binding.specs[c].kind == ColumnKind::FloatArray && binding.conversion[c] != Conversion::Absent)
 			batch->capacity = 1;
-	batch->has_arrays = batch->capacity == 1;
 	batch->batched = 0;
 	batch->skipped = 0;
 	batch->rows_since_check = 0;
@@ -458,7 +452,7 @@ void flush_batch(RowBatch *batch, InputTable &table, const ColumnBinding &bindin
 {
 	AppendArgs args{batch, &table};
 	cpp_callback_guard(append_batch, &args);
-	if (batch->has_arrays)
+	if (batch->capacity == 1) /* a batch of arrays: only they are ever copied by converting */
 		release_rows(binding, batch->rows, batch->batched);
 	batch->batched = 0;
 	batch->skipped = 0;

@@ -67,6 +67,9 @@ Conversion conversion_for(ColumnKind kind, Oid type);
  */
 void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc desc);
 
+/* The binding drops the rows that `table`'s key filter does not keep (none when it has none). */
+void bind_key_filter(ColumnBinding *binding, const InputTable &table);
+
 /*
  * Numbers and arrays keep what the query's column type tells: sets it on
  * `table`'s columns, before the first row is appended.
@@ -111,7 +114,6 @@ struct RowBatch
 {
 	static constexpr int kRows = 256;
 	int capacity; /* kRows, or 1 with an array column: each detoasted array is freed at once */
-	bool has_arrays; /* only arrays are ever copied by converting, and need freeing */
 	int batched;
 	uint64 skipped;
 	uint64 rows_since_check;

@@ -87,11 +87,7 @@ Datum cheapest_offers_part_body(FunctionCallInfo fcinfo)
 					"Its " + std::to_string(ranked.rows.size()) + " ranked offers take " + std::to_string(size) +
 						" bytes.",
 					"Ask for fewer offers per product (k), or fewer products per call.");
-	bytea *out = pg_call([size] {
-		auto *b = static_cast<bytea *>(palloc(VARHDRSZ + size));
-		SET_VARSIZE(b, VARHDRSZ + size);
-		return b;
-	});
+	bytea *out = new_bytea(size);
 	ByteWriter writer(reinterpret_cast<uint8_t *>(VARDATA(out)), size);
 	part.serialize(writer);
 	ctx.times.output_ms += clock.elapsed_ms();

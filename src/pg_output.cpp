@@ -31,6 +31,15 @@ void report_timing(const char *function, const ExecContext &ctx)
 	});
 }
 
+bytea *new_bytea(size_t size)
+{
+	return pg_call([size] {
+		auto *b = static_cast<bytea *>(palloc(VARHDRSZ + size));
+		SET_VARSIZE(b, VARHDRSZ + size);
+		return b;
+	});
+}
+
 ResultWriter::ResultWriter(FunctionCallInfo fcinfo) : fcinfo_(fcinfo)
 {
 	pg_call([fcinfo] { InitMaterializedSRF(fcinfo, 0); });

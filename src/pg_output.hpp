@@ -35,6 +35,9 @@ class ResultWriter
 	Stopwatch clock_;
 };
 
+/* A bytea result of `size` bytes, to be filled (palloc'd in the current memory context). */
+bytea *new_bytea(size_t size);
+
 /*
  * The gpurec.timing NOTICE of one call of `function`, when that setting is
  * on: ResultWriter::finish() raises it, and a function that returns no rows

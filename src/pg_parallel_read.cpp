@@ -250,8 +250,7 @@ void make_state(void *arg)
 	if (active_read != nullptr && !IsParallelWorker())
 	{
 		state->table = active_read->table;
-		state->binding.key_filter = state->table->key_filter();
-		state->binding.key_column = state->table->key_column();
+		bind_key_filter(&state->binding, *state->table);
 	}
 	else
 	{
@@ -277,8 +276,7 @@ void take_key_filter(void *arg)
 	ReadState &state = *a->state;
 	auto filter = std::make_shared<const KeyFilter>(std::vector<int64_t>(a->keys, a->keys + state.address.n_keys));
 	state.own->keep_rows_with_keys(static_cast<size_t>(state.address.key_column), filter);
-	state.binding.key_filter = state.own->key_filter();
-	state.binding.key_column = state.own->key_column();
+	bind_key_filter(&state.binding, *state.own);
 }
 
 /* The state of this aggregate call, made on its first row in the aggregate's context. */

@@ -101,11 +101,7 @@ Datum labels_pack_body(FunctionCallInfo fcinfo)
 	size_t size = packed.size();
 	if (size > MaxAllocSize - VARHDRSZ)
 		throw Error(sqlstate::program_limit_exceeded, "too many labels to pack into one bytea");
-	bytea *out = pg_call([size] {
-		auto *b = static_cast<bytea *>(palloc(VARHDRSZ + size));
-		SET_VARSIZE(b, VARHDRSZ + size);
-		return b;
-	});
+	bytea *out = new_bytea(size);
 	memcpy(VARDATA(out), packed.data(), size);
 	PG_RETURN_BYTEA_P(out);
 }

@@ -785,7 +785,9 @@ TEST(IdColumnDictionary, DirectAndHashedIdsAgreeWithAMap)
  * The batch appends the input layer uses (IdColumn::append,
  * NumberColumn::push_numerics) give what pushing one row at a time gives:
  * batches of every size, across chunk boundaries, numeric batches whose
- * scales all match the column's and batches that change it.
+ * scales all match the column's, batches that change it, and special
+ * values (the first row among them, whose marker the column keeps as its
+ * display scale while every row has it).
  */
 TEST(Columns, BatchAppendsAsOneByOne)
 {
@@ -796,29 +798,44 @@ TEST(Columns, BatchAppendsAsOneByOne)
 		NumberColumn numbers_batched(NumberType::Numeric), numbers_one(NumberType::Numeric);
 		size_t n = ChunkedColumn<int64_t>::kChunkRows + 1 + rng() % 300000;
 		int64_t id_range = 1 + static_cast<int64_t>(rng() % 100000);
+		int base_scale = round % 2 == 0 ? 0 : 2; /* 0: a special first row leaves the column's scale at a key's */
+		int nan_batches = round % 3 == 0 ? 2 : 0;
 		for (size_t done = 0; done < n;)
 		{
 			size_t batch = std::min(n - done, static_cast<size_t>(1 + rng() % 300));
 			std::vector<int64_t> id(batch), unscaled(batch);
 			std::vector<int> scale(batch);
-			/* mostly the scale of the rows before, now and then a batch with one more decimal */
-			int batch_scale = rng() % 50 == 0 ? 3 : 2;
+			/*
+			 * mostly the scale of the rows before, now and then a batch with one
+			 * more decimal or a special value (NaN, +-Infinity: a marker < 0);
+			 * now and then the very first row is special
+			 */
+			int batch_scale = rng() % 50 == 0 ? base_scale + 1 : base_scale;
+			bool special_batch = rng() % 30 == 0 || done == 0;
 			for (size_t i = 0; i < batch; ++i)
 			{
 				id[i] = rng() % 7 == 0 ? static_cast<int64_t>(rng()) : static_cast<int64_t>(rng()) % id_range;
 				unscaled[i] = static_cast<int64_t>(rng() % 2000001) - 1000000;
-				scale[i] = i == batch / 2 ? batch_scale : 2;
+				scale[i] = i == batch / 2 ? batch_scale : base_scale;
+				if (special_batch && (i == 0 || rng() % 4 == 0))
+					scale[i] = -1 - static_cast<int>(rng() % 3);
+				if (nan_batches > 0) /* the column starts with NaN only: its display scale is NaN's marker */
+					scale[i] = NumberColumn::kScaleNaN;
 			}
+			nan_batches = std::max(0, nan_batches - 1);
 			ids_batched.append(batch, [&](size_t i) { return id[i]; });
 			numbers_batched.push_numerics(batch, [&](size_t i, int64_t *u, int *sc, int *display) {
 				*u = unscaled[i];
-				*sc = scale[i];
+				*sc = scale[i] < 0 ? 0 : scale[i]; /* as the input layer gives a special value */
 				*display = scale[i];
 			});
 			for (size_t i = 0; i < batch; ++i)
 			{
 				ids_one.push_back(id[i]);
-				numbers_one.push_numeric(unscaled[i], scale[i]);
+				if (scale[i] < 0)
+					numbers_one.push_numeric_special(static_cast<int16_t>(scale[i]));
+				else
+					numbers_one.push_numeric(unscaled[i], scale[i]);
 			}
 			done += batch;
 		}
