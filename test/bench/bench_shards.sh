@@ -18,7 +18,9 @@
 # that has already made one call (dblink connections open).  PARTS picks
 # the measurements (default "overhead cheapest roc"); TIMING=1 adds every
 # call's gpurec.timing NOTICE: the local ones as psql prints them, the
-# shards' from the coordinator's server log (dblink writes them there).
+# shards' from the coordinator's server log (dblink writes them there), and
+# the phases of each of the local calls made at once.  DEVICES names the
+# devices (default cpu): cpu, gpu, and gpu-mps (below).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 clusters=${CLUSTERS:-4}
@@ -56,14 +58,25 @@ shard_notices() {
 # at_once SETTINGS SQL: SQL on every cluster at once, each the second call of
 # its session (every session makes its first call, then all wait for one
 # moment): what the machine's shared cores, memory and GPU cost by themselves
+# With TIMING=1, each call's gpurec.timing NOTICE goes to $base-N/at_once.notice.
 at_once() {
-	local at=$(( $(date +%s) + 5 ))
+	local at=$(( $(date +%s) + 5 )) timed=""
+	[ "$timing" = 1 ] && timed="SET gpurec.timing = on;"
 	for i in $(seq "$clusters"); do
 		q -h "$base-$i" -d bench -c "$1 $2" -c "SELECT pg_sleep($at - extract(epoch FROM clock_timestamp()))" \
-			-c '\timing on' -c "$2" | sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -1 >"$base-$i/at_once" &
+			-c "$timed" -c '\timing on' -c "$2" 2>"$base-$i/at_once.notice" |
+			sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -1 >"$base-$i/at_once" &
 	done
 	wait
 	cat "$base"-*/at_once | sort -n | tr '\n' ' '
+}
+# at_once_notices: the last at_once's calls, each with its time and phases
+at_once_notices() {
+	[ "$timing" = 1 ] || return 0
+	for i in $(seq "$clusters"); do
+		echo "  at once, cluster $i: $(cat "$base-$i/at_once") ms: $(grep -A1 'NOTICE:  gpurec' "$base-$i/at_once.notice" | tail -2 |
+			sed -E 's/^(psql:[^ ]* )?NOTICE:  //; s/^DETAIL:  //' | tr '\n' ' ')"
+	done
 }
 # weak_scaling WHAT ONE_PART ALL_PARTS LOCAL_SQL DISTRIBUTED_SQL: one
 # cluster's local call on its part against the distributed call on all
@@ -77,8 +90,9 @@ weak_scaling() {
 	all=$(runs 3 "$base-1" coord "$5")
 	shard_notices
 	notices "$base-1" coord "$5" | sed 's/^  /  coordinator: /'
-	echo "weak scaling ($device): $1, one cluster $2 $one ms; $clusters clusters $3 $all ms: $(ratio "$all" "$one")x"
+	echo "weak scaling ($label): $1, one cluster $2 $one ms; $clusters clusters $3 $all ms: $(ratio "$all" "$one")x"
 	echo "  the $clusters local calls at once, no coordinator (each the second of its session): $(at_once "$set_device" "$4")ms"
+	at_once_notices
 }
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -88,7 +102,28 @@ runs() { # runs N HOST DB SQL: median of N warm runs
 	for _ in $(seq "$n"); do warm_ms "$@"; done | median
 }
 
-cleanup() { for i in $(seq "$clusters"); do test/cluster.sh stop "$base-$i"; done; }
+# The device gpu-mps is gpu with NVIDIA's Multi-Process Service started
+# first: the clusters' backends then share one GPU context, where without
+# it the GPU serves each process's context in turns.  The daemon runs as
+# the clusters' user (the servers' backends are its clients) and is
+# stopped at the end.
+mps_user=$([ "$(id -u)" = 0 ] && echo pgtest || id -un)
+mps_control() { if [ "$(id -u)" = 0 ]; then runuser -u "$mps_user" -- nvidia-cuda-mps-control "$@"; else nvidia-cuda-mps-control "$@"; fi; }
+mps_started=0
+start_mps() {
+	[ "$mps_started" = 1 ] && return 0
+	if ! command -v nvidia-cuda-mps-control >/dev/null; then
+		echo "gpu-mps: no nvidia-cuda-mps-control on this machine" >&2
+		return 1
+	fi
+	mps_control -d
+	mps_started=1
+}
+stop_mps() { [ "$mps_started" = 1 ] && echo quit | mps_control || true; }
+cleanup() {
+	for i in $(seq "$clusters"); do test/cluster.sh stop "$base-$i"; done
+	stop_mps
+}
 trap cleanup EXIT
 servers=""
 shards=""
@@ -145,7 +180,12 @@ for i in $(seq "$clusters"); do
 done
 printf "CREATE TABLE labels AS SELECT '%s'::boolean[] AS l;\n" "$labels" | q -h "$base-1" -d coord
 
-for device in $devices; do
+for label in $devices; do
+	device=$label
+	if [ "$label" = gpu-mps ]; then
+		start_mps || continue
+		device=gpu
+	fi
 	set_device="SET gpurec.device = $device;"
 	for i in $(seq "$clusters"); do # the shards' sessions use the same device
 		q -h "$base-1" -d coord -c "ALTER SERVER s$i OPTIONS (SET options '-c gpurec.device=$device -c gpurec.timing=$([ "$timing" = 1 ] && echo on || echo off)')"
@@ -153,7 +193,7 @@ for device in $devices; do
 	if [[ $parts == *" overhead "* ]]; then
 		small_local=$(runs 11 "$base-1" whole "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT * FROM small_offers', 2)")
 		small_dist=$(runs 11 "$base-1" coord "$set_device SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT * FROM small_offers', 2)")
-		echo "overhead ($device): cheapest_offers on 10,000 offers, k = 2: one cluster $small_local ms, over $clusters shards $small_dist ms: +$(awk -v a="$small_dist" -v b="$small_local" 'BEGIN { printf "%.1f", a - b }') ms"
+		echo "overhead ($label): cheapest_offers on 10,000 offers, k = 2: one cluster $small_local ms, over $clusters shards $small_dist ms: +$(awk -v a="$small_dist" -v b="$small_local" 'BEGIN { printf "%.1f", a - b }') ms"
 	fi
 	if [[ $parts == *" cheapest "* ]]; then
 		weak_scaling cheapest_offers "$((products * per_shard)) offers" "$((clusters * products * per_shard)) offers" \
