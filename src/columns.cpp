@@ -116,13 +116,26 @@ int32_t IdColumn::find(int64_t id) const
 
 std::vector<int32_t> IdColumn::codes_in_id_order() const
 {
-	std::vector<std::pair<int64_t, int32_t>> pairs(values_.size());
+	/*
+	 * The ids in the direct array are in order there already; only the
+	 * others are sorted: the negative ones come before them, the rest after.
+	 */
+	std::vector<std::pair<int64_t, int32_t>> hashed;
+	hashed.reserve(hashed_);
 	for (size_t code = 0; code < values_.size(); ++code)
-		pairs[code] = {values_[code], static_cast<int32_t>(code)};
-	std::sort(pairs.begin(), pairs.end());
-	std::vector<int32_t> codes(pairs.size());
-	for (size_t i = 0; i < pairs.size(); ++i)
-		codes[i] = pairs[i].second;
+		if (static_cast<uint64_t>(values_[code]) >= dense_.size())
+			hashed.emplace_back(values_[code], static_cast<int32_t>(code));
+	std::sort(hashed.begin(), hashed.end());
+	std::vector<int32_t> codes;
+	codes.reserve(values_.size());
+	auto past_negative = std::partition_point(hashed.begin(), hashed.end(), [](const auto &p) { return p.first < 0; });
+	for (auto it = hashed.begin(); it != past_negative; ++it)
+		codes.push_back(it->second);
+	for (int32_t code : dense_)
+		if (code >= 0)
+			codes.push_back(code);
+	for (auto it = past_negative; it != hashed.end(); ++it)
+		codes.push_back(it->second);
 	return codes;
 }
 
@@ -206,20 +219,31 @@ int32_t IdColumn::intern(int64_t id)
 	return code;
 }
 
-IdColumn IdColumn::grouped(const std::vector<int64_t> &ids, const std::vector<int64_t> &counts)
+IdColumn IdColumn::grouped(const std::vector<int64_t> &ids, const std::vector<int64_t> &counts, const PieceRunner &run)
 {
 	IdColumn column;
+	std::vector<size_t> starts(ids.size() + 1, 0); /* the first row of each id */
 	for (size_t d = 0; d < ids.size(); ++d)
 	{
 		int32_t code = column.intern(ids[d]);
 		if (static_cast<size_t>(code) != d)
 			throw Error(sqlstate::internal_error, "IdColumn::grouped: an id given twice");
 		column.counts_[code] = counts[d];
-		int64_t left = counts[d];
-		column.codes_.append(static_cast<size_t>(left), [code](int32_t *out, size_t, size_t count) {
-			std::fill(out, out + count, code);
-		});
+		starts[d + 1] = starts[d] + static_cast<size_t>(counts[d]);
 	}
+	column.codes_.append_in_pieces(
+		starts.back(),
+		[&starts](int32_t *out, size_t first, size_t count) {
+			/* the id of row `first`: the last one starting at or before it */
+			size_t d = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), first) - starts.begin()) - 1;
+			for (size_t i = 0; i < count; ++i)
+			{
+				while (first + i >= starts[d + 1])
+					++d;
+				out[i] = static_cast<int32_t>(d);
+			}
+		},
+		run);
 	return column;
 }
 

@@ -420,9 +420,11 @@ class IdColumn
 
 	/*
 	 * A column whose rows are grouped by id: counts[i] rows of ids[i], for
-	 * distinct ids in the order given, which become codes 0, 1, ...
+	 * distinct ids in the order given, which become codes 0, 1, ...; the
+	 * codes are written in pieces through run.
 	 */
-	static IdColumn grouped(const std::vector<int64_t> &ids, const std::vector<int64_t> &counts);
+	static IdColumn grouped(const std::vector<int64_t> &ids, const std::vector<int64_t> &counts,
+							const PieceRunner &run = run_serially);
 
 	void use_chunk_source(ChunkSource &source) { codes_.use_chunk_source(source); }
 

@@ -139,4 +139,15 @@ void parallel_copy(const gpu::HostCopy *copies, size_t n, ExecContext &ctx)
 		Phase::Transfer);
 }
 
+PieceRunner pieces_on_threads(ExecContext &ctx, Phase phase)
+{
+	return [&ctx, phase](size_t pieces, const std::function<void(size_t)> &piece) {
+		if (pieces == 1)
+			piece(0);
+		else
+			parallel_for(
+				pieces, ctx, [&piece](size_t i, size_t, const std::atomic<bool> &) { piece(i); }, phase);
+	};
+}
+
 } // namespace gpurec

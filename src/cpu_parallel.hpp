@@ -51,6 +51,13 @@ size_t parallel_workers(size_t n, const ExecContext &ctx);
 void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body, Phase phase = Phase::Compute);
 
 /*
+ * A PieceRunner (columns.hpp) that runs a column's pieces through
+ * parallel_for in ctx, checking for cancel as phase: a column's bulk
+ * copies and fills on every core.
+ */
+PieceRunner pieces_on_threads(ExecContext &ctx, Phase phase);
+
+/*
  * Splits [0, n) into consecutive ranges of about `per_item` units of
  * cost(i) each, for parallel_for: range r is [bounds[r], bounds[r + 1]), so
  * there are bounds.size() - 1 of them (none when n = 0).

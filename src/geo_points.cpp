@@ -98,13 +98,16 @@ void order_points(IdColumn &user, FloatColumn &x, FloatColumn &y, ExecContext &c
 		offsets[r + 1] = offsets[r] + counts[r];
 	}
 	/*
-	 * Each user's points together, users in id order.  Each worker thread
-	 * owns a range of users holding about as many points as the others and
-	 * scans every row for them: no slot is written by two threads and no
-	 * counter is shared, and the rows' order within a user does not matter,
-	 * as the sort below settles it.
+	 * Each user's points together, users in id order, straight into the
+	 * ordered columns (their chunks made first, written in place).  Each
+	 * worker thread owns a range of users holding about as many points as
+	 * the others and scans every row for them: no slot is written by two
+	 * threads and no counter is shared, and the rows' order within a user
+	 * does not matter, as the sort below settles it.
 	 */
-	BulkVector<double> px(n), py(n);
+	FloatColumn ordered_x, ordered_y;
+	ordered_x.append(n, [](double *, size_t, size_t) {});
+	ordered_y.append(n, [](double *, size_t, size_t) {});
 	size_t threads = parallel_workers(by_id.size(), ctx);
 	std::vector<size_t> owners = split_by_cost(
 		by_id.size(), static_cast<double>(n) / static_cast<double>(std::max<size_t>(1, threads)),
@@ -121,39 +124,42 @@ void order_points(IdColumn &user, FloatColumn &x, FloatColumn &y, ExecContext &c
 				int32_t r = rank[user.code(row)];
 				if (r < lo || r >= hi)
 					continue;
-				int64_t at = fill[r - lo]++;
-				px[at] = x[row];
-				py[at] = y[row];
+				auto at = static_cast<size_t>(fill[r - lo]++);
+				ordered_x[at] = x[row];
+				ordered_y[at] = y[row];
 			}
 		},
 		Phase::Read);
 	/* then each user's points by (x, y), on every core */
 	std::vector<size_t> bounds =
 		split_by_cost(by_id.size(), 1 << 16, [&](size_t u) { return static_cast<double>(counts[u]); });
-	parallel_for(bounds.size() - 1, ctx, [&](size_t part, size_t, const std::atomic<bool> &cancelled) {
-		std::vector<std::pair<PointKey, size_t>> keyed;
-		std::vector<double> sx, sy;
-		for (size_t u = bounds[part]; u < bounds[part + 1] && !cancelled; ++u)
-		{
-			size_t begin = static_cast<size_t>(offsets[u]), end = static_cast<size_t>(offsets[u + 1]);
-			keyed.clear();
-			for (size_t i = begin; i < end; ++i)
-				keyed.emplace_back(point_key(px[i], py[i]), i);
-			std::sort(keyed.begin(), keyed.end(),
-					  [](const auto &a, const auto &b) { return a.first < b.first; });
-			sx.assign(px.begin() + begin, px.begin() + end);
-			sy.assign(py.begin() + begin, py.begin() + end);
-			for (size_t i = 0; i < keyed.size(); ++i)
+	parallel_for(
+		bounds.size() - 1, ctx,
+		[&](size_t part, size_t, const std::atomic<bool> &cancelled) {
+			std::vector<std::pair<PointKey, size_t>> keyed;
+			std::vector<double> sx, sy;
+			for (size_t u = bounds[part]; u < bounds[part + 1] && !cancelled; ++u)
 			{
-				px[begin + i] = sx[keyed[i].second - begin];
-				py[begin + i] = sy[keyed[i].second - begin];
+				size_t begin = static_cast<size_t>(offsets[u]), end = static_cast<size_t>(offsets[u + 1]);
+				keyed.clear();
+				sx.clear();
+				sy.clear();
+				for (size_t i = begin; i < end; ++i)
+				{
+					keyed.emplace_back(point_key(ordered_x[i], ordered_y[i]), i - begin);
+					sx.push_back(ordered_x[i]);
+					sy.push_back(ordered_y[i]);
+				}
+				std::sort(keyed.begin(), keyed.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+				for (size_t i = 0; i < keyed.size(); ++i)
+				{
+					ordered_x[begin + i] = sx[keyed[i].second];
+					ordered_y[begin + i] = sy[keyed[i].second];
+				}
 			}
-		}
-	});
-	user = IdColumn::grouped(ids, counts);
-	FloatColumn ordered_x, ordered_y;
-	ordered_x.append(n, [&](double *out, size_t first, size_t count) { std::copy_n(px.data() + first, count, out); });
-	ordered_y.append(n, [&](double *out, size_t first, size_t count) { std::copy_n(py.data() + first, count, out); });
+		},
+		Phase::Read);
+	user = IdColumn::grouped(ids, counts, pieces_on_threads(ctx, Phase::Read));
 	x = std::move(ordered_x);
 	y = std::move(ordered_y);
 }

@@ -37,6 +37,8 @@ extern "C" {
 #include "utils/plancache.h"
 }
 
+#include <sys/mman.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -116,6 +118,25 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area)
 	return text.data;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/*
+ * Maps a fresh chunk's pages in one system call: touched one by one, each
+ * 4 kB page of shared memory is a fault of its own (huge pages are not
+ * given to shared memory), and a worker's rows are all fresh pages.
+ * Advice only: an older kernel refuses it, and the pages then fault in as
+ * they are written.
+ */
+void prefault(void *address, size_t bytes)
+{
+	const uintptr_t page = 4096;
+	uintptr_t start = reinterpret_cast<uintptr_t>(address) & ~(page - 1);
+	uintptr_t end = (reinterpret_cast<uintptr_t>(address) + bytes + page - 1) & ~(page - 1);
+	(void) madvise(reinterpret_cast<void *>(start), end - start, MADV_POPULATE_WRITE);
+}
+
 /*
  * A worker's chunks, in the leader's area: the leader takes them as they
  * are.  None is given back before the area's end, as the leader holds them
@@ -131,6 +152,7 @@ class AreaChunks final : public ChunkSource
 		dsa_area *in = area;
 		dsa_pointer at = pg_call([in, bytes] { return dsa_allocate_extended(in, bytes, DSA_ALLOC_HUGE); });
 		void *address = pg_call([in, at] { return dsa_get_address(in, at); });
+		prefault(address, bytes);
 		references_.emplace(address, at);
 		return address;
 	}
@@ -486,14 +508,7 @@ void append_part(void *arg)
 	AreaResolver resolver(active_read->area);
 	ByteReader reader(part->data, part->size, &resolver);
 	/* the copying of a large part runs on the CPU's threads; the backend's own checks for cancel */
-	ExecContext &ctx = *active_read->ctx;
-	active_read->table->append_serialized(reader, [&ctx](size_t pieces, const std::function<void(size_t)> &piece) {
-		if (pieces == 1)
-			piece(0);
-		else
-			parallel_for(
-				pieces, ctx, [&piece](size_t i, size_t, const std::atomic<bool> &) { piece(i); }, Phase::Read);
-	});
+	active_read->table->append_serialized(reader, pieces_on_threads(*active_read->ctx, Phase::Read));
 	active_read->join_ms += clock.elapsed_ms();
 }
 

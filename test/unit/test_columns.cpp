@@ -703,6 +703,35 @@ TEST(IdColumnDictionary, CodesInFirstAppearanceOrder)
 		EXPECT_LT(ids.value_of(ordered[i - 1]), ids.value_of(ordered[i]));
 }
 
+TEST(IdColumnDictionary, GroupedInPiecesAsOneByOne)
+{
+	/* ids with no row among them, and more rows than a chunk; pieces run last first */
+	auto rng = seeded_rng();
+	std::vector<int64_t> given, counts;
+	for (int64_t d = 0; d < 3000; ++d)
+	{
+		given.push_back(d * 3 - 4500);
+		counts.push_back(d % 7 == 3 ? 0 : static_cast<int64_t>(rng() % 1500));
+	}
+	PieceRunner backwards = [](size_t pieces, const std::function<void(size_t)> &piece) {
+		for (size_t i = pieces; i-- > 0;)
+			piece(i);
+	};
+	IdColumn ids = IdColumn::grouped(given, counts, backwards);
+	ASSERT_GT(ids.size(), ChunkedColumn<int32_t>::kChunkRows);
+	ASSERT_EQ(ids.distinct(), given.size());
+	size_t row = 0;
+	for (size_t d = 0; d < given.size(); ++d)
+	{
+		ASSERT_EQ(ids.value_of(static_cast<int32_t>(d)), given[d]);
+		ASSERT_EQ(ids.counts()[d], counts[d]);
+		for (int64_t k = 0; k < counts[d]; ++k, ++row)
+			ASSERT_EQ(ids.code(row), static_cast<int32_t>(d)) << "row " << row;
+	}
+	EXPECT_EQ(row, ids.size());
+	EXPECT_THROW(IdColumn::grouped({4, 4}, {1, 1}), Error);
+}
+
 TEST(IdColumnDictionary, EmptyAndZero)
 {
 	IdColumn ids;
