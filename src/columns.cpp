@@ -262,15 +262,35 @@ void IdColumn::append_serialized(ByteReader &in, const PieceRunner &run, bool ta
 		throw Error(sqlstate::internal_error, "IdColumn: a serialized dictionary out of range");
 	const uint8_t *values = in.take(distinct * sizeof(int64_t));
 	const uint8_t *counts = in.take(distinct * sizeof(int64_t));
-	std::vector<int32_t> code_of(distinct);
-	for (size_t d = 0; d < distinct; ++d)
-	{
-		int64_t id, count;
+	auto id_at = [values](size_t d) {
+		int64_t id;
 		std::memcpy(&id, values + d * sizeof id, sizeof id);
+		return id;
+	};
+	auto count_at = [counts](size_t d) {
+		int64_t count;
 		std::memcpy(&count, counts + d * sizeof count, sizeof count);
-		code_of[d] = intern(id);
-		counts_[code_of[d]] += count;
-	}
+		return count;
+	};
+	/*
+	 * The ids this column holds already, found through run (find only reads,
+	 * and a dictionary's ids are distinct, so no two write one count); then
+	 * the new ones, added in the part's order.  Parts after the first bring
+	 * mostly known ids: a million users read by every worker.
+	 */
+	constexpr size_t kIdsPerPiece = size_t(1) << 16;
+	std::vector<int32_t> code_of(distinct);
+	run((distinct + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
+		for (size_t d = piece * kIdsPerPiece, end = std::min(distinct, d + kIdsPerPiece); d < end; ++d)
+			if ((code_of[d] = find(id_at(d))) >= 0)
+				counts_[code_of[d]] += count_at(d);
+	});
+	for (size_t d = 0; d < distinct; ++d)
+		if (code_of[d] < 0)
+		{
+			code_of[d] = intern(id_at(d));
+			counts_[code_of[d]] += count_at(d);
+		}
 	ChunkedColumn<int32_t> part = ChunkedColumn<int32_t>::read_serialized(in, run);
 	part.visit_in_pieces(
 		[&](int32_t *codes, size_t, size_t count) {
