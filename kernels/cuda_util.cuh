@@ -61,6 +61,36 @@ template <typename T> class DeviceBuffer
 	size_t count_ = 0;
 };
 
+/*
+ * The buffers of one step of a kernel family in one device allocation:
+ * each buffer's size is reserved first, then allocate() makes them all at
+ * once and take() hands them out in the same order.  Each cudaFree waits
+ * for the device, and where several processes share a GPU, every such
+ * wait can cost a turn of their work: a step of six buffers waited six
+ * times.
+ */
+class DeviceArena
+{
+  public:
+	template <typename T> void reserve(size_t count) { bytes_ += aligned(count * sizeof(T)); }
+	void allocate(const CallContext &ctx) { buffer_ = DeviceBuffer<char>(bytes_, ctx); }
+	template <typename T> T *take(size_t count)
+	{
+		size_t bytes = aligned(count * sizeof(T));
+		if (used_ + bytes > bytes_)
+			throw Failure(Failure::Kind::Internal, "DeviceArena: more taken than reserved");
+		T *at = reinterpret_cast<T *>(buffer_.get() + used_);
+		used_ += bytes;
+		return at;
+	}
+
+  private:
+	/* every buffer starts at a multiple of 256 bytes, as cudaMalloc's do */
+	static size_t aligned(size_t bytes) { return (bytes + 255) & ~size_t(255); }
+	DeviceBuffer<char> buffer_;
+	size_t bytes_ = 0, used_ = 0;
+};
+
 /* Page-locked host memory, so that copies run at full speed and asynchronously. */
 template <typename T> class PinnedBuffer
 {

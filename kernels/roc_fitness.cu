@@ -421,55 +421,77 @@ size_t usable_gpu_bytes(const CallContext &ctx)
 
 unsigned blocks_for_tiles(size_t n) { return grid_for((n + kItems - 1) / kItems, kBlock); }
 
-/* Sorts n keys in place (the double buffer's current half), with 32-bit offsets where they do. */
+/* The temporary bytes of sorting n keys, with 32-bit offsets where they do. */
 template <typename Keys>
-void sort_keys(cub::DoubleBuffer<typename Keys::Key> &keys, size_t n, int end_bit, cudaStream_t stream,
-			   CallContext &ctx)
+size_t sort_temp_bytes(size_t n, int end_bit, cudaStream_t stream)
 {
 	size_t temp_bytes = 0;
-	auto sort = [&](void *temp) {
-		return n <= UINT32_MAX ? Keys::sort(temp, temp_bytes, keys, static_cast<uint32_t>(n), end_bit, stream)
-							   : Keys::sort(temp, temp_bytes, keys, n, end_bit, stream);
-	};
-	check(sort(nullptr), "DeviceRadixSort");
-	DeviceBuffer<char> temp(temp_bytes, ctx);
-	check(sort(temp.get()), "DeviceRadixSort");
+	cub::DoubleBuffer<typename Keys::Key> none(nullptr, nullptr);
+	check(n <= UINT32_MAX ? Keys::sort(nullptr, temp_bytes, none, static_cast<uint32_t>(n), end_bit, stream)
+						  : Keys::sort(nullptr, temp_bytes, none, n, end_bit, stream),
+		  "DeviceRadixSort");
+	return temp_bytes;
+}
+
+/* Sorts n keys in place (the double buffer's current half) in the temp_bytes at temp. */
+template <typename Keys>
+void sort_keys(cub::DoubleBuffer<typename Keys::Key> &keys, size_t n, int end_bit, void *temp, size_t temp_bytes,
+			   cudaStream_t stream)
+{
+	if (sort_temp_bytes<Keys>(n, end_bit, stream) > temp_bytes)
+		throw Failure(Failure::Kind::Internal, "roc_fitness: the sort needs more room than planned");
+	check(n <= UINT32_MAX ? Keys::sort(temp, temp_bytes, keys, static_cast<uint32_t>(n), end_bit, stream)
+						  : Keys::sort(temp, temp_bytes, keys, n, end_bit, stream),
+		  "DeviceRadixSort");
 }
 
 /*
  * Steps 2 to 4 for one part: packs the part's examples among the n that
  * `examples` reads (at most `capacity` of them are the part's), sorts them
- * and folds them into out[0 .. n_segments).
+ * and folds them into out[0 .. n_segments).  Its buffers are one
+ * allocation (DeviceArena), the sort's room planned for `capacity` keys.
  */
 template <typename Keys, typename Examples>
 void sort_and_fold(const Examples &examples, size_t n, size_t capacity, const Keys &keys, uint32_t n_segments,
 				   RocCounts *out, Stream &stream, CallContext &ctx)
 {
 	using Key = typename Keys::Key;
-	DeviceBuffer<Key> packed(capacity, ctx), packed_alt(capacity, ctx);
-	DeviceBuffer<unsigned long long> count(1, ctx);
-	check(cudaMemsetAsync(count.get(), 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
-	pack_keys<<<blocks_for_tiles(n), kBlock, 0, stream>>>(examples, n, keys, packed.get(), count.get());
+	size_t temp_bytes = std::max(sort_temp_bytes<Keys>(capacity, keys.end_bit(), stream),
+								 sort_temp_bytes<Keys>(std::min<size_t>(capacity, UINT32_MAX), keys.end_bit(), stream));
+	DeviceArena arena;
+	arena.reserve<Key>(capacity);
+	arena.reserve<Key>(capacity);
+	arena.reserve<unsigned long long>(1);
+	arena.reserve<char>(temp_bytes);
+	arena.reserve<long long>(size_t(n_segments) + 1);
+	arena.reserve<RocCounts>(n_segments);
+	arena.allocate(ctx);
+	Key *packed = arena.take<Key>(capacity), *packed_alt = arena.take<Key>(capacity);
+	auto *count = arena.take<unsigned long long>(1);
+	void *temp = arena.take<char>(temp_bytes);
+	long long *segment_begin = arena.take<long long>(size_t(n_segments) + 1);
+	RocCounts *counts = arena.take<RocCounts>(n_segments);
+
+	check(cudaMemsetAsync(count, 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
+	pack_keys<<<blocks_for_tiles(n), kBlock, 0, stream>>>(examples, n, keys, packed, count);
 	check_launch("pack_keys");
 	unsigned long long kept = 0;
-	check(cudaMemcpyAsync(&kept, count.get(), sizeof kept, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+	check(cudaMemcpyAsync(&kept, count, sizeof kept, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
 	stream.synchronize();
 	if (kept > capacity)
 		throw Failure(Failure::Kind::Internal, "roc_fitness: a part holds more examples than planned");
 	ctx.interrupt_point(Phase::Compute);
 
-	cub::DoubleBuffer<Key> sorted(packed.get(), packed_alt.get());
+	cub::DoubleBuffer<Key> sorted(packed, packed_alt);
 	if (kept > 0)
-		sort_keys<Keys>(sorted, kept, keys.end_bit(), stream, ctx);
+		sort_keys<Keys>(sorted, kept, keys.end_bit(), temp, temp_bytes, stream);
 
-	DeviceBuffer<long long> segment_begin(size_t(n_segments) + 1, ctx);
 	find_segment_starts<<<grid_for(size_t(n_segments) + 1), 256, 0, stream>>>(sorted.Current(), kept, keys,
-																			   n_segments, segment_begin.get());
+																			   n_segments, segment_begin);
 	check_launch("find_segment_starts");
-	DeviceBuffer<RocCounts> counts(n_segments, ctx);
-	fold_segments<Keys><<<n_segments, kBlock, 0, stream>>>(sorted.Current(), segment_begin.get(), counts.get());
+	fold_segments<Keys><<<n_segments, kBlock, 0, stream>>>(sorted.Current(), segment_begin, counts);
 	check_launch("fold_segments");
-	check(cudaMemcpyAsync(out, counts.get(), n_segments * sizeof(RocCounts), cudaMemcpyDeviceToHost, stream),
+	check(cudaMemcpyAsync(out, counts, n_segments * sizeof(RocCounts), cudaMemcpyDeviceToHost, stream),
 		  "cudaMemcpyAsync");
 	stream.synchronize();
 }

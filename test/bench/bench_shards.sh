@@ -14,7 +14,7 @@
 # as the shards: its calls read with WORKERS parallel workers (default: the
 # share, less one for the calling backend; none on a share of one core)
 # and compute on THREADS CPU threads (gpurec.cpu_threads; default: the
-# share).  Timings are medians of 3 (overhead: of 11), each in a session
+# share).  Timings are medians of 5 (overhead: of 11), each in a session
 # that has already made one call (dblink connections open).  PARTS picks
 # the measurements (default "overhead cheapest roc"); TIMING=1 adds every
 # call's gpurec.timing NOTICE: the local ones as psql prints them, the
@@ -83,11 +83,18 @@ at_once_notices() {
 # parts (with TIMING=1, the phases of the local call, the shards' and the
 # coordinator's), then the local calls on every cluster at once
 weak_scaling() {
-	local one all
-	one=$(runs 3 "$base-1" bench "$set_device $4")
+	local one all ones="" alls=""
+	# five rounds, a local and a distributed call in each: the machine's
+	# speed drifts by up to a third between minutes, and so falls on both
+	for _ in 1 2 3 4 5; do
+		ones+="$(warm_ms "$base-1" bench "$set_device $4")"$'\n'
+		alls+="$(warm_ms "$base-1" coord "$5")"$'\n'
+	done
+	one=$(printf "%s" "$ones" | median)
+	all=$(printf "%s" "$alls" | median)
 	notices "$base-1" bench "$set_device $4"
 	mark_log
-	all=$(runs 3 "$base-1" coord "$5")
+	notices "$base-1" coord "$5" >/dev/null
 	shard_notices
 	notices "$base-1" coord "$5" | sed 's/^  /  coordinator: /'
 	echo "weak scaling ($label): $1, one cluster $2 $one ms; $clusters clusters $3 $all ms: $(ratio "$all" "$one")x"
