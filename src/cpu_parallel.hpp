@@ -84,16 +84,20 @@ template <typename Cost> std::vector<size_t> split_by_cost(size_t n, double per_
  * body(block, worker, i) for every i in [0, n), in blocks of block_size
  * consecutive items on every core; blocks are numbered in order, for state
  * kept per block, and worker is the thread's (parallel_for), for scratch
- * kept per thread.
+ * kept per thread.  Cancel is checked as `phase`.
  */
-template <typename Body> void for_each_in_blocks(size_t n, size_t block_size, ExecContext &ctx, Body body)
+template <typename Body>
+void for_each_in_blocks(size_t n, size_t block_size, ExecContext &ctx, Body body, Phase phase = Phase::Compute)
 {
 	size_t blocks = (n + block_size - 1) / block_size;
-	parallel_for(blocks, ctx, [&](size_t block, size_t worker, const std::atomic<bool> &) {
-		size_t last = std::min(n, (block + 1) * block_size);
-		for (size_t i = block * block_size; i < last; ++i)
-			body(block, worker, i);
-	});
+	parallel_for(
+		blocks, ctx,
+		[&](size_t block, size_t worker, const std::atomic<bool> &) {
+			size_t last = std::min(n, (block + 1) * block_size);
+			for (size_t i = block * block_size; i < last; ++i)
+				body(block, worker, i);
+		},
+		phase);
 }
 
 /*

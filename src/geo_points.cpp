@@ -108,6 +108,11 @@ void order_points(IdColumn &user, FloatColumn &x, FloatColumn &y, ExecContext &c
 	FloatColumn ordered_x, ordered_y;
 	ordered_x.append(n, [](double *, size_t, size_t) {});
 	ordered_y.append(n, [](double *, size_t, size_t) {});
+	/* each row's user rank, looked up once on every core, not by every thread below at random */
+	BulkVector<int32_t> rank_of_row(n);
+	for_each_in_blocks(
+		n, size_t(1) << 16, ctx, [&](size_t, size_t, size_t row) { rank_of_row[row] = rank[user.code(row)]; },
+		Phase::Read);
 	size_t threads = parallel_workers(by_id.size(), ctx);
 	std::vector<size_t> owners = split_by_cost(
 		by_id.size(), static_cast<double>(n) / static_cast<double>(std::max<size_t>(1, threads)),
@@ -121,7 +126,7 @@ void order_points(IdColumn &user, FloatColumn &x, FloatColumn &y, ExecContext &c
 			{
 				if ((row & (kCheckRows - 1)) == 0 && cancelled.load(std::memory_order_relaxed))
 					return;
-				int32_t r = rank[user.code(row)];
+				int32_t r = rank_of_row[row];
 				if (r < lo || r >= hi)
 					continue;
 				auto at = static_cast<size_t>(fill[r - lo]++);
