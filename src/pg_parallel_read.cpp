@@ -37,8 +37,6 @@ extern "C" {
 #include "utils/plancache.h"
 }
 
-#include <sys/mman.h>
-
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -118,25 +116,6 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area)
 	return text.data;
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
-/*
- * Maps a fresh chunk's pages in one system call: touched one by one, each
- * 4 kB page of shared memory is a fault of its own (huge pages are not
- * given to shared memory), and a worker's rows are all fresh pages.
- * Advice only: an older kernel refuses it, and the pages then fault in as
- * they are written.
- */
-void prefault(void *address, size_t bytes)
-{
-	const uintptr_t page = 4096;
-	uintptr_t start = reinterpret_cast<uintptr_t>(address) & ~(page - 1);
-	uintptr_t end = (reinterpret_cast<uintptr_t>(address) + bytes + page - 1) & ~(page - 1);
-	(void) madvise(reinterpret_cast<void *>(start), end - start, MADV_POPULATE_WRITE);
-}
-
 /*
  * A worker's chunks, in the leader's area: the leader takes them as they
  * are.  None is given back before the area's end, as the leader holds them
@@ -152,7 +131,6 @@ class AreaChunks final : public ChunkSource
 		dsa_area *in = area;
 		dsa_pointer at = pg_call([in, bytes] { return dsa_allocate_extended(in, bytes, DSA_ALLOC_HUGE); });
 		void *address = pg_call([in, at] { return dsa_get_address(in, at); });
-		prefault(address, bytes);
 		references_.emplace(address, at);
 		return address;
 	}
