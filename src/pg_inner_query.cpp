@@ -112,7 +112,7 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 		if (table->keeps_row_order())
 			outcome.why_serial = "its row order is kept";
 		else
-			outcome = try_parallel_read(statement_text(source), binding, table, ctx, call_context);
+			outcome = try_parallel_read(plan, statement_text(source), binding, table, ctx, call_context);
 		if (!outcome.ran)
 		{
 			memset(&options, 0, sizeof options);
@@ -150,7 +150,7 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 		std::snprintf(joined, sizeof joined, "%.3f", outcome.join_ms);
 		note += std::to_string(outcome.worker_parts) + " of " + std::to_string(outcome.planned_workers) +
 				" planned parallel workers read rows, beside the calling backend (their columns joined in " +
-				joined + " ms)";
+				joined + " ms), " + (outcome.direct ? "by a direct scan of the table" : "through the query's parallel plan");
 	}
 	else
 		note += std::string("the calling backend alone, as ") + (outcome.why_serial ? outcome.why_serial : "planned");

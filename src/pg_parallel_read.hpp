@@ -18,7 +18,20 @@
  * translated in place).  Its own share it appends straight to that table.
  *
  * So any inner query the planner can run in parallel is read on several
- * cores: joins, views, partitioned tables included.  Where it cannot
+ * cores: joins, views, partitioned tables included.
+ *
+ * Where the inner query is one table's columns as they are (its serial
+ * plan a sequential scan with no filter, every output a column of the
+ * table), the executor is left out: gpurec starts that many workers of its
+ * own (a ParallelContext, as PostgreSQL's parallel index builds do), and
+ * they and the calling backend take the table's pages from one parallel
+ * scan and convert each row as it comes.  No plan node, expression or
+ * aggregate call runs per row, which roughly halves a row's cost; the
+ * workers' columns join the table the same way.  The caller's privileges
+ * are checked as the executor checks them; row-level security adds a
+ * filter, so such a table takes the aggregate's way.
+ *
+ * Where the planner cannot run the query in parallel
  * (LIMIT, a parallel-unsafe function, no workers allowed), or where the
  * table must keep the query's row order, read_inner_query runs the serial
  * path instead (pg_inner_query.cpp).
@@ -41,21 +54,22 @@ struct ParallelReadOutcome
 {
 	bool ran = false;	   /* false: the caller reads serially */
 	int planned_workers = 0;
+	bool direct = false;   /* the table scanned directly, not the query's plan run */
 	int worker_parts = 0;  /* partial states that arrived from workers */
 	double join_ms = 0;	   /* the calling backend's time adding their columns to the table */
 	const char *why_serial = nullptr; /* when !ran, or when no worker launched */
 };
 
 /*
- * Tries the parallel path for `query` (already prepared and checked as
- * read-only), whose columns `binding` bound.  Runs it and fills `table` when
+ * Tries the parallel path for `query` (already prepared as `inner` and
+ * checked as read-only), whose columns `binding` bound.  Runs it and fills `table` when
  * the plan is split over workers; otherwise returns with ran = false and
  * table untouched.  PostgreSQL code: may ereport, holds no C++ object.
  * Called between SPI_connect and SPI_finish; call_context is the one
  * before SPI_connect, which lives as long as the table may hold the
  * workers' shared memory.
  */
-ParallelReadOutcome try_parallel_read(const char *query, const ColumnBinding &binding, InputTable *table,
-									  ExecContext *ctx, MemoryContext call_context);
+ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const ColumnBinding &binding,
+									  InputTable *table, ExecContext *ctx, MemoryContext call_context);
 
 } // namespace gpurec

@@ -6,6 +6,10 @@ and the plain-SQL answer where one is written here.  Each parallel call
 must say, in its gpurec.timing NOTICE, that workers read: a test that
 silently ran serially would prove nothing.
 
+Plain scans of one table go to workers of gpurec's own, anything else
+through the query's parallel plan: both ways are checked, with the
+caller's privileges and row-level security.
+
 Also: the serial fallbacks (LIMIT, max_parallel_workers = 0,
 gpurec.parallel_workers), a lower gpurec.parallel_workers, errors raised
 in workers (their SQLSTATE as the serial read raises it), and the
@@ -210,6 +214,90 @@ def check_roc(device):
                 f"{labels})", device)
 
 
+def check_direct_scan(device):
+    """One table's columns as they are are scanned directly by workers of
+    gpurec's own; anything else runs the query's parallel plan.  Either
+    way: the serial read's rows, the caller's privileges, row-level
+    security, and the serial read's errors."""
+    role = f"gpurec_reader_{os.getpid()}"
+    settings = dict(parallel_settings(device), parallel_leader_participation="off")
+    ways = [
+        ("the table's columns", "SELECT product_id, store_id, price_int AS price FROM offers", "direct"),
+        ("a view of one table's columns", "SELECT product_id, store_id, price FROM offers_view", "direct"),
+        ("a column twice", "SELECT product_id, product_id AS store_id, price_int AS price FROM offers", "direct"),
+        ("a filter", "SELECT product_id, store_id, price_int AS price FROM offers WHERE store_id <> 3", "plan"),
+        ("a computed column", "SELECT product_id, store_id, price_int + 1 AS price FROM offers", "plan"),
+    ]
+    sql("CREATE OR REPLACE VIEW offers_view AS SELECT store_id, product_id, price_numeric AS price FROM offers")
+    for name, inner, way in ways:
+        query = f"SELECT * FROM gpurec.cheapest_offers($q${inner}$q$, 2)"
+        serial, _, serial_error = run(query, {"gpurec.parallel_workers": "0", "gpurec.device": device})
+        rows, notices, error = run(query, settings)
+        said = "by a direct scan of the table" if way == "direct" else "through the query's parallel plan"
+        check(f"parallel-read {name} ({device}): read {said}, the serial read's rows",
+              error is None and serial_error is None and rows == serial and said in notices,
+              f"{first_difference(rows, serial)}; errors {error} vs {serial_error}; NOTICE: {notices.strip()[:400]}")
+
+    # privileges and row-level security, as an ordinary role
+    sql(f"""
+        DROP ROLE IF EXISTS {role};
+        CREATE ROLE {role};
+        GRANT USAGE ON SCHEMA gpurec TO {role};
+        GRANT SELECT (product_id, store_id, price_int) ON offers TO {role};
+        GRANT SELECT ON offers_view TO {role};
+        CREATE TABLE rls_offers AS SELECT product_id, store_id, price_int AS price FROM offers;
+        ALTER TABLE rls_offers ENABLE ROW LEVEL SECURITY;
+        CREATE POLICY even_products ON rls_offers FOR SELECT TO {role} USING (product_id % 2 = 0);
+        GRANT SELECT ON rls_offers TO {role};
+        ANALYZE rls_offers;
+    """)
+    try:
+        as_role = dict(settings, role=role)
+        cases = [
+            ("granted columns", "SELECT product_id, store_id, price_int AS price FROM offers", None),
+            ("a column not granted", "SELECT product_id, store_id, price_numeric AS price FROM offers", "42501"),
+            ("a view granted over a table that is not", "SELECT product_id, store_id, price FROM offers_view", None),
+        ]
+        for name, inner, want in cases:
+            query = f"SELECT * FROM gpurec.cheapest_offers($q${inner}$q$, 2)"
+            serial, _, serial_error = run(query, {"role": role, "gpurec.parallel_workers": "0",
+                                                  "gpurec.device": device})
+            rows, notices, error = run(query, as_role)
+            check(f"parallel-read as an ordinary role, {name} ({device}): the serial read's answer",
+                  error == serial_error == want and rows == serial,
+                  f"errors {error} vs {serial_error}, want {want}; {first_difference(rows, serial)}")
+        query = "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM rls_offers', 3)"
+        rows, notices, error = run(query, as_role)
+        want = cheapest_oracle("(SELECT * FROM rls_offers WHERE product_id % 2 = 0) AS r", "price", 3)
+        check(f"parallel-read under row-level security ({device}): only the policy's rows, through the plan",
+              error is None and rows == want and "through the query's parallel plan" in notices,
+              f"error {error}; {first_difference(rows, want)}; NOTICE: {notices.strip()[:400]}")
+    finally:
+        sql(f"DROP TABLE rls_offers; REVOKE ALL ON offers, offers_view FROM {role}; "
+            f"REVOKE ALL ON SCHEMA gpurec FROM {role}; DROP ROLE {role};")
+
+    # a value the serial read refuses, in a plain column, refused alike by the workers that scan it
+    sql("""
+        CREATE TABLE bad_labels AS
+          SELECT individual_id, CASE WHEN individual_id = 5 THEN 2 ELSE label_int END AS label, score_real AS score
+          FROM examples;
+        CREATE TABLE huge_prices AS
+          SELECT product_id, store_id,
+                 CASE WHEN price_int = 7 THEN 92233720368547758.0 ELSE 0.000001 END AS price FROM offers;
+        ANALYZE bad_labels, huge_prices;
+    """)
+    for name, query in [
+            ("a label that is neither 0 nor 1",
+             "SELECT * FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM bad_labels')"),
+            ("a numeric no scale holds",
+             "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM huge_prices')")]:
+        _, _, serial = run(query, {"gpurec.parallel_workers": "0", "gpurec.device": device})
+        _, _, error = run(query, settings)
+        check(f"parallel-read direct scan error: {name} ({device}): the serial read's SQLSTATE",
+              serial is not None and error == serial, f"parallel {error}, serial {serial}")
+    sql("DROP TABLE bad_labels, huge_prices")
+
+
 def check_big_rows_few():
     """A population of a thousand big arrays is a page or two of heap,
     its arrays in TOAST: with the table's parallel_workers set and the
@@ -371,6 +459,7 @@ def main():
             check_marketplace(device)
             check_roc(device)
             check_geo(device)
+            check_direct_scan(device)
         check_fallbacks()
         check_big_rows_few()
         check_chunks_taken(devices)
