@@ -1,6 +1,9 @@
 /*
  * pg_parallel_read.cpp: the parallel path of reading an inner query (see
- * pg_parallel_read.hpp) and the aggregate gpurec._read_columns behind it.
+ * pg_parallel_read.hpp): choosing the way, the aggregate gpurec._read_columns
+ * behind the general one, and the calling backend's side that both ways
+ * share (its area, the workers' columns joining its table).  The direct
+ * scan is in pg_parallel_scan.cpp.
  *
  * The aggregate's functions run in two kinds of process:
  *   - a parallel worker: the transition function appends rows to columns of
@@ -20,21 +23,13 @@
  * anywhere frees them with the context.
  */
 #include "pg_parallel_read.hpp"
+#include "pg_parallel_state.hpp"
 
 extern "C" {
 #include "access/parallel.h"
-#include "access/relation.h"
-#include "access/table.h"
-#include "access/tableam.h"
 #include "access/xact.h"
 #include "lib/stringinfo.h"
-#include "catalog/pg_class.h"
-#include "executor/executor.h"
 #include "miscadmin.h"
-#include "optimizer/optimizer.h"
-#include "parser/parsetree.h"
-#include "storage/shm_toc.h"
-#include "utils/snapmgr.h"
 #include "nodes/plannodes.h"
 #include "optimizer/cost.h"
 #include "storage/lwlock.h"
@@ -57,17 +52,9 @@ extern "C" {
 
 namespace gpurec {
 
-namespace {
+ActiveRead *active_read = nullptr;
 
-/* The read this backend runs now, as the leader; null when none. */
-struct ActiveRead
-{
-	InputTable *table;
-	ExecContext *ctx; /* the call's: its interrupt points, while parts are appended on the CPU's threads */
-	dsa_area *area; /* where workers leave their columns */
-	int worker_parts;
-	double join_ms; /* spent adding the workers' columns to the table */
-};
+namespace {
 
 /*
  * How a partial state travels: its first byte.  A worker's columns are in
@@ -83,21 +70,6 @@ enum class StateKind : uint8_t
 	InArea = 2	/* a dsa_pointer and a byte count follow */
 };
 
-/*
- * Where a worker finds the leader's area: handle, and a token only the
- * wrapper query knows; and the table's key filter there, when it has one
- * (its keys, ascending: key_column -1 when none).
- */
-struct AreaAddress
-{
-	dsa_handle handle;
-	dsa_pointer token_at;
-	uint64 token;
-	int key_column;
-	dsa_pointer keys_at;
-	uint64 n_keys;
-};
-ActiveRead *active_read = nullptr;
 
 /*
  * The specs, as the wrapper query passes them to every process: the
@@ -125,35 +97,6 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area)
 	return text.data;
 }
 
-/*
- * A worker's chunks, in the leader's area: the leader takes them as they
- * are.  None is given back before the area's end, as the leader holds them
- * after the worker is gone.
- */
-class AreaChunks final : public ChunkSource
-{
-  public:
-	dsa_area *area = nullptr; /* set before the first row */
-
-	void *allocate(size_t bytes) override
-	{
-		dsa_area *in = area;
-		dsa_pointer at = pg_call([in, bytes] { return dsa_allocate_extended(in, bytes, DSA_ALLOC_HUGE); });
-		void *address = pg_call([in, at] { return dsa_get_address(in, at); });
-		references_.emplace(address, at);
-		return address;
-	}
-	void release(void *, size_t) noexcept override {}
-	uint64_t reference(const void *chunk) const override
-	{
-		auto found = references_.find(chunk);
-		return found == references_.end() ? 0 : static_cast<uint64_t>(found->second);
-	}
-
-  private:
-	std::unordered_map<const void *, dsa_pointer> references_;
-};
-
 /* The leader's side: a worker's chunk references, as addresses in the leader's mapping of the area. */
 class AreaResolver final : public ChunkResolver
 {
@@ -168,22 +111,6 @@ class AreaResolver final : public ChunkResolver
 
   private:
 	dsa_area *area_;
-};
-
-/* One process's state of the aggregate: its batch, and its columns in a worker. */
-struct ReadState
-{
-	std::string what;
-	std::vector<std::string> names;
-	std::vector<ColumnSpec> specs;
-	AreaChunks chunks;				 /* before own: its columns' source outlives them */
-	std::unique_ptr<InputTable> own; /* a worker's columns */
-	AreaAddress address{};
-	dsa_area *area = nullptr;		 /* a worker's mapping of the leader's area */
-	InputTable *table = nullptr;	 /* own, or the leader's active_read table */
-	ColumnBinding binding{};
-	ExecContext ctx;
-	RowBatch batch;
 };
 
 /* Parses what encode_specs wrote into state's specs and binding. */
@@ -245,11 +172,7 @@ void decode_specs(ReadState &state, const std::string &text)
 	start_batch(&state.batch, b);
 }
 
-struct NewStateArgs
-{
-	const char *specs;
-	ReadState *state;
-};
+} // namespace
 
 void make_state(void *arg)
 {
@@ -272,6 +195,9 @@ void make_state(void *arg)
 	a->state = state.release();
 }
 
+namespace {
+
+
 struct FilterArgs
 {
 	ReadState *state;
@@ -287,6 +213,8 @@ void take_key_filter(void *arg)
 	state.own->keep_rows_with_keys(static_cast<size_t>(state.address.key_column), filter);
 	bind_key_filter(&state.binding, *state.own);
 }
+
+} // namespace
 
 /*
  * A worker's state: maps the leader's area (in `context`, which lives as
@@ -308,6 +236,9 @@ void attach_worker(ReadState *state, MemoryContext context)
 		cpp_callback_guard(take_key_filter, &filter);
 	}
 }
+
+namespace {
+
 
 /* The state of this aggregate call, made on its first row in the aggregate's context. */
 ReadState *state_for(FunctionCallInfo fcinfo)
@@ -415,6 +346,8 @@ bytea *state_header(StateKind kind, size_t payload)
 	return out;
 }
 
+} // namespace
+
 /*
  * Writes a worker's columns (its batch flushed) in flat form into the
  * leader's area and detaches from it; *size is their size.  Invalid when
@@ -436,6 +369,9 @@ dsa_pointer columns_into_area(ReadState *s, size_t *size)
 	}
 	return at;
 }
+
+namespace {
+
 
 Datum read_columns_serialize(FunctionCallInfo fcinfo)
 {
@@ -480,14 +416,6 @@ void require_active_read(const char *step)
 						errmsg("gpurec._read_columns: %s outside gpurec's read", step)));
 }
 
-/* A worker's state as it arrives in the leader: the bytes, read in place. */
-struct ArrivedPart
-{
-	const uint8_t *data;
-	size_t size;
-	dsa_pointer in_area; /* InvalidDsaPointer when inline */
-};
-
 Datum read_columns_deserialize(FunctionCallInfo fcinfo)
 {
 	require_active_read("a partial state read");
@@ -515,6 +443,8 @@ Datum read_columns_deserialize(FunctionCallInfo fcinfo)
 	PG_RETURN_POINTER(part);
 }
 
+} // namespace
+
 void append_part(void *arg)
 {
 	auto *part = static_cast<ArrivedPart *>(arg);
@@ -525,6 +455,9 @@ void append_part(void *arg)
 	active_read->table->append_serialized(reader, pieces_on_threads(*active_read->ctx, Phase::Read));
 	active_read->join_ms += clock.elapsed_ms();
 }
+
+namespace {
+
 
 Datum read_columns_combine(FunctionCallInfo fcinfo)
 {
@@ -627,241 +560,6 @@ char *wrapper_query(const char *query, const ColumnBinding &binding, const char 
 	/* the newline ends a trailing -- comment of the inner query */
 	appendStringInfo(&sql, ") FROM (%s\n) AS q", query);
 	return sql.data;
-}
-
-/*
- * The direct scan.  Where the inner query is one table's columns, as they
- * are (a sequential scan without a filter, whose every output is a column
- * of the table), the calling backend starts workers of its own
- * (CreateParallelContext) and they, and it, read the table's pages through
- * one parallel scan, without an executor: no plan node, expression or
- * aggregate call stands between a row and its conversion.  The workers'
- * columns reach the table as the aggregate's do (columns_into_area,
- * append_part).  The number of workers is the one the planner gave the
- * aggregate's plan, so PostgreSQL's settings decide it alike.
- */
-
-/* Where the direct scan's shared memory keeps what every process needs. */
-enum ScanKey : uint64
-{
-	kScanShared = UINT64CONST(0x6770726563000001),
-	kScanSpecs = UINT64CONST(0x6770726563000002)
-};
-
-/* One worker's columns, as it left them in the area. */
-struct ScanPart
-{
-	dsa_pointer at; /* InvalidDsaPointer: none */
-	uint64 size;
-};
-
-/* In the parallel context's segment: the table, its columns, each worker's part, then the scan. */
-struct ScanShared
-{
-	Oid relid;
-	int nworkers;
-	int16 attnum[kMaxColumns]; /* per spec: its table attribute (1-based); 0 when absent */
-	size_t scan_offset;		   /* of the ParallelTableScanDescData, from this struct */
-	ScanPart parts[FLEXIBLE_ARRAY_MEMBER];
-};
-
-ParallelTableScanDesc scan_of(ScanShared *shared)
-{
-	return reinterpret_cast<ParallelTableScanDesc>(reinterpret_cast<char *>(shared) + shared->scan_offset);
-}
-
-/* A table's columns as they are: its relation and, per spec, the attribute it reads. */
-struct DirectShape
-{
-	Oid relid = InvalidOid;
-	int16 attnum[kMaxColumns] = {};
-};
-
-/*
- * Whether `inner` (the inner query's prepared plan) is a plain scan of one
- * table's columns.  Its serial plan tells: a SeqScan with no filter, no
- * subplan, whose target list is the table's own columns (a view over one
- * table, flattened, qualifies too; row-level security adds a filter, so it
- * does not).  The caller's privileges on everything the query names are
- * checked here, as the executor would have.
- */
-bool direct_shape(SPIPlanPtr inner, const ColumnBinding &binding, DirectShape *shape)
-{
-	CachedPlan *cached = SPI_plan_get_cached_plan(inner);
-	if (cached == nullptr)
-		return false;
-	bool plain = false;
-	if (list_length(cached->stmt_list) == 1)
-	{
-		PlannedStmt *stmt = linitial_node(PlannedStmt, cached->stmt_list);
-		Plan *top = stmt->planTree;
-		plain = stmt->commandType == CMD_SELECT && top != nullptr && IsA(top, SeqScan) && top->qual == NIL &&
-				top->initPlan == NIL && stmt->subplans == NIL && stmt->rowMarks == NIL;
-		if (plain)
-		{
-			Index scanrelid = reinterpret_cast<Scan *>(top)->scanrelid;
-			RangeTblEntry *rte = rt_fetch(scanrelid, stmt->rtable);
-			plain = rte->rtekind == RTE_RELATION &&
-					(rte->relkind == RELKIND_RELATION || rte->relkind == RELKIND_MATVIEW);
-			/* the output columns, in order (junk columns come last) */
-			int16 output_attnum[MaxTupleAttributeNumber];
-			int outputs = 0;
-			ListCell *lc;
-			foreach (lc, top->targetlist)
-			{
-				TargetEntry *entry = lfirst_node(TargetEntry, lc);
-				if (!plain || entry->resjunk)
-					break;
-				Var *var = reinterpret_cast<Var *>(entry->expr);
-				plain = IsA(var, Var) && var->varno == static_cast<int>(scanrelid) && var->varattno > 0 &&
-						var->varlevelsup == 0 && outputs < MaxTupleAttributeNumber;
-				if (plain)
-					output_attnum[outputs++] = var->varattno;
-			}
-			for (int c = 0; c < binding.ncolumns && plain; ++c)
-				if (binding.attno[c] >= 0)
-				{
-					plain = binding.attno[c] < outputs;
-					if (plain)
-						shape->attnum[c] = output_attnum[binding.attno[c]];
-				}
-			if (plain)
-			{
-				shape->relid = rte->relid;
-				ExecCheckRTPerms(stmt->rtable, true);
-			}
-		}
-	}
-	ReleaseCachedPlan(cached, nullptr);
-	return plain;
-}
-
-/* The binding of a scan's rows: each column at its table attribute. */
-ColumnBinding scan_binding(const ColumnBinding &binding, const int16 *attnum)
-{
-	ColumnBinding scan = binding;
-	scan.max_attno = 0;
-	for (int c = 0; c < scan.ncolumns; ++c)
-		if (scan.attno[c] >= 0)
-		{
-			scan.attno[c] = attnum[c] - 1;
-			scan.max_attno = std::max<int>(scan.max_attno, attnum[c]);
-		}
-	return scan;
-}
-
-/*
- * Reads rows of the parallel scan into `table` until the scan is done.
- * Whatever a row's conversion allocates lives in a context emptied at every
- * flush of the batch.  PostgreSQL code.
- */
-void scan_rows(Relation rel, ParallelTableScanDesc parallel, InputTable &table, const ColumnBinding &binding,
-			   ExecContext &ctx)
-{
-	TableScanDesc scan = table_beginscan_parallel(rel, parallel);
-	TupleTableSlot *slot = table_slot_create(rel, nullptr);
-	auto *batch = static_cast<RowBatch *>(palloc(sizeof(RowBatch)));
-	start_batch(batch, binding);
-	MemoryContext rows_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec scan rows", ALLOCSET_DEFAULT_SIZES);
-	/* the read phase's first interrupt point comes before any row, as in the other paths */
-	postgres_interrupt_point(ctx, Phase::Read);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
-	{
-		slot_getsomeattrs(slot, binding.max_attno);
-		MemoryContext scan_context = MemoryContextSwitchTo(rows_context);
-		add_row(batch, table, binding, slot->tts_values, slot->tts_isnull, ctx);
-		MemoryContextSwitchTo(scan_context);
-		if (batch->batched == 0)
-			MemoryContextReset(rows_context);
-	}
-	flush_batch(batch, table, binding);
-	MemoryContextDelete(rows_context);
-	pfree(batch);
-	ExecDropSingleTupleTableSlot(slot);
-	table_endscan(scan);
-}
-
-/* The calling backend's direct scan, with up to `workers` workers: fills the active read's table. */
-void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, const char *specs, int workers)
-{
-	ActiveRead &read = *active_read;
-	Relation rel = table_open(shape.relid, AccessShareLock);
-	Snapshot snapshot = GetActiveSnapshot();
-	EnterParallelMode();
-	ParallelContext *pcxt = CreateParallelContext("gpurec", "gpurec_parallel_scan_main", workers);
-	size_t scan_offset = BUFFERALIGN(offsetof(ScanShared, parts) + sizeof(ScanPart) * workers);
-	size_t shared_size = add_size(scan_offset, table_parallelscan_estimate(rel, snapshot));
-	size_t specs_size = strlen(specs) + 1;
-	shm_toc_estimate_chunk(&pcxt->estimator, shared_size);
-	shm_toc_estimate_chunk(&pcxt->estimator, specs_size);
-	shm_toc_estimate_keys(&pcxt->estimator, 2);
-	InitializeParallelDSM(pcxt);
-
-	/* without a segment (none was left), the context's memory is private and no worker starts */
-	auto *shared = static_cast<ScanShared *>(shm_toc_allocate(pcxt->toc, shared_size));
-	shared->relid = shape.relid;
-	shared->nworkers = workers;
-	memcpy(shared->attnum, shape.attnum, sizeof shared->attnum);
-	shared->scan_offset = scan_offset;
-	for (int w = 0; w < workers; ++w)
-		shared->parts[w] = ScanPart{InvalidDsaPointer, 0};
-	ParallelTableScanDesc parallel = scan_of(shared);
-	table_parallelscan_initialize(rel, parallel, snapshot);
-	shm_toc_insert(pcxt->toc, kScanShared, shared);
-	char *specs_copy = static_cast<char *>(shm_toc_allocate(pcxt->toc, specs_size));
-	memcpy(specs_copy, specs, specs_size);
-	shm_toc_insert(pcxt->toc, kScanSpecs, specs_copy);
-	LaunchParallelWorkers(pcxt);
-
-	if (pcxt->nworkers_launched == 0 || parallel_leader_participation)
-		scan_rows(rel, parallel, *read.table, scan_binding(binding, shape.attnum), *read.ctx);
-	if (pcxt->nworkers_launched > 0)
-	{
-		WaitForParallelWorkersToFinish(pcxt);
-		for (int w = 0; w < pcxt->nworkers_launched; ++w)
-		{
-			ScanPart &sent = shared->parts[w];
-			if (!DsaPointerIsValid(sent.at))
-				continue;
-			ArrivedPart part{static_cast<const uint8_t *>(dsa_get_address(read.area, sent.at)),
-							 static_cast<size_t>(sent.size), sent.at};
-			cpp_callback_guard(append_part, &part);
-			++read.worker_parts;
-			dsa_free(read.area, sent.at);
-			dsa_trim(read.area);
-		}
-	}
-	DestroyParallelContext(pcxt);
-	ExitParallelMode();
-	table_close(rel, AccessShareLock);
-}
-
-/* A direct scan's worker: reads its share of the table into columns of its own, in the leader's area. */
-void direct_scan_worker(shm_toc *toc)
-{
-	auto *shared = static_cast<ScanShared *>(shm_toc_lookup(toc, kScanShared, false));
-	auto *specs = static_cast<char *>(shm_toc_lookup(toc, kScanSpecs, false));
-	MemoryContext worker_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec scan worker", ALLOCSET_DEFAULT_SIZES);
-	NewStateArgs args{specs, nullptr};
-	cpp_callback_guard(make_state, &args);
-	ReadState *state = args.state;
-	auto *callback = static_cast<MemoryContextCallback *>(MemoryContextAlloc(worker_context, sizeof(MemoryContextCallback)));
-	callback->func = [](void *arg) { delete static_cast<ReadState *>(arg); };
-	callback->arg = state;
-	MemoryContextRegisterResetCallback(worker_context, callback);
-	attach_worker(state, worker_context);
-	state->binding = scan_binding(state->binding, shared->attnum);
-
-	Relation rel = table_open(shared->relid, AccessShareLock);
-	scan_rows(rel, scan_of(shared), *state->table, state->binding, state->ctx);
-	table_close(rel, AccessShareLock);
-	size_t size = 0;
-	dsa_pointer at = columns_into_area(state, &size);
-	if (!DsaPointerIsValid(at))
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of dynamic shared memory"),
-						errdetail("A parallel worker's columns of the %s take %zu bytes.", state->what.c_str(), size)));
-	shared->parts[ParallelWorkerNumber] = ScanPart{at, static_cast<uint64>(size)};
-	MemoryContextDelete(worker_context);
 }
 
 } // namespace
@@ -972,13 +670,6 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 }
 
 } // namespace gpurec
-
-/* The direct scan's workers start here (CreateParallelContext names it). */
-extern "C" PGDLLEXPORT void gpurec_parallel_scan_main(dsm_segment *, shm_toc *toc);
-void gpurec_parallel_scan_main(dsm_segment *, shm_toc *toc)
-{
-	gpurec::direct_scan_worker(toc);
-}
 
 /* PostgreSQL code, not C++ bodies: each reaches C++ through cpp_callback_guard only. */
 GPUREC_POSTGRES_FUNCTION(gpurec_read_columns_transition, gpurec::read_columns_transition)

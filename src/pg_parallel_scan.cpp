@@ -1,0 +1,278 @@
+/*
+ * pg_parallel_scan.cpp: the direct scan of parallel reading (see
+ * pg_parallel_read.hpp).
+ *
+ * Where the inner query is one table's columns, as they are (a sequential
+ * scan without a filter, whose every output is a column of the table), the
+ * calling backend starts workers of its own (CreateParallelContext) and
+ * they, and it, read the table's pages through one parallel scan, without
+ * an executor: no plan node, expression or aggregate call stands between a
+ * row and its conversion.  The workers' columns reach the table as the
+ * aggregate's do (columns_into_area, append_part).  The number of workers
+ * is the one the planner gave the aggregate's plan, so PostgreSQL's
+ * settings decide it alike.
+ */
+#include "pg_parallel_state.hpp"
+
+extern "C" {
+#include "access/parallel.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_class.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
+#include "storage/shm_toc.h"
+#include "utils/memutils.h"
+#include "utils/plancache.h"
+#include "utils/snapmgr.h"
+}
+
+#include <algorithm>
+
+#include "pg_settings.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/* Where the direct scan's shared memory keeps what every process needs. */
+enum ScanKey : uint64
+{
+	kScanShared = UINT64CONST(0x6770726563000001),
+	kScanSpecs = UINT64CONST(0x6770726563000002)
+};
+
+/* One worker's columns, as it left them in the area. */
+struct ScanPart
+{
+	dsa_pointer at; /* InvalidDsaPointer: none */
+	uint64 size;
+};
+
+/* In the parallel context's segment: the table, its columns, each worker's part, then the scan. */
+struct ScanShared
+{
+	Oid relid;
+	int nworkers;
+	int16 attnum[kMaxColumns]; /* per spec: its table attribute (1-based); 0 when absent */
+	size_t scan_offset;		   /* of the ParallelTableScanDescData, from this struct */
+	ScanPart parts[FLEXIBLE_ARRAY_MEMBER];
+};
+
+ParallelTableScanDesc scan_of(ScanShared *shared)
+{
+	return reinterpret_cast<ParallelTableScanDesc>(reinterpret_cast<char *>(shared) + shared->scan_offset);
+}
+
+} // namespace
+
+/*
+ * Whether `inner` (the inner query's prepared plan) is a plain scan of one
+ * table's columns.  Its serial plan tells: a SeqScan with no filter, no
+ * subplan, whose target list is the table's own columns (a view over one
+ * table, flattened, qualifies too; row-level security adds a filter, so it
+ * does not).  The caller's privileges on everything the query names are
+ * checked here, as the executor would have.
+ */
+bool direct_shape(SPIPlanPtr inner, const ColumnBinding &binding, DirectShape *shape)
+{
+	CachedPlan *cached = SPI_plan_get_cached_plan(inner);
+	if (cached == nullptr)
+		return false;
+	bool plain = false;
+	if (list_length(cached->stmt_list) == 1)
+	{
+		PlannedStmt *stmt = linitial_node(PlannedStmt, cached->stmt_list);
+		Plan *top = stmt->planTree;
+		plain = stmt->commandType == CMD_SELECT && top != nullptr && IsA(top, SeqScan) && top->qual == NIL &&
+				top->initPlan == NIL && stmt->subplans == NIL && stmt->rowMarks == NIL;
+		if (plain)
+		{
+			Index scanrelid = reinterpret_cast<Scan *>(top)->scanrelid;
+			RangeTblEntry *rte = rt_fetch(scanrelid, stmt->rtable);
+			plain = rte->rtekind == RTE_RELATION &&
+					(rte->relkind == RELKIND_RELATION || rte->relkind == RELKIND_MATVIEW);
+			/* the output columns, in order (junk columns come last) */
+			int16 output_attnum[MaxTupleAttributeNumber];
+			int outputs = 0;
+			ListCell *lc;
+			foreach (lc, top->targetlist)
+			{
+				TargetEntry *entry = lfirst_node(TargetEntry, lc);
+				if (!plain || entry->resjunk)
+					break;
+				Var *var = reinterpret_cast<Var *>(entry->expr);
+				plain = IsA(var, Var) && var->varno == static_cast<int>(scanrelid) && var->varattno > 0 &&
+						var->varlevelsup == 0 && outputs < MaxTupleAttributeNumber;
+				if (plain)
+					output_attnum[outputs++] = var->varattno;
+			}
+			for (int c = 0; c < binding.ncolumns && plain; ++c)
+				if (binding.attno[c] >= 0)
+				{
+					plain = binding.attno[c] < outputs;
+					if (plain)
+						shape->attnum[c] = output_attnum[binding.attno[c]];
+				}
+			if (plain)
+			{
+				shape->relid = rte->relid;
+				ExecCheckRTPerms(stmt->rtable, true);
+			}
+		}
+	}
+	ReleaseCachedPlan(cached, nullptr);
+	return plain;
+}
+
+namespace {
+
+
+/* The binding of a scan's rows: each column at its table attribute. */
+ColumnBinding scan_binding(const ColumnBinding &binding, const int16 *attnum)
+{
+	ColumnBinding scan = binding;
+	scan.max_attno = 0;
+	for (int c = 0; c < scan.ncolumns; ++c)
+		if (scan.attno[c] >= 0)
+		{
+			scan.attno[c] = attnum[c] - 1;
+			scan.max_attno = std::max<int>(scan.max_attno, attnum[c]);
+		}
+	return scan;
+}
+
+/*
+ * Reads rows of the parallel scan into `table` until the scan is done.
+ * Whatever a row's conversion allocates lives in a context emptied at every
+ * flush of the batch.  PostgreSQL code.
+ */
+void scan_rows(Relation rel, ParallelTableScanDesc parallel, InputTable &table, const ColumnBinding &binding,
+			   ExecContext &ctx)
+{
+	TableScanDesc scan = table_beginscan_parallel(rel, parallel);
+	TupleTableSlot *slot = table_slot_create(rel, nullptr);
+	auto *batch = static_cast<RowBatch *>(palloc(sizeof(RowBatch)));
+	start_batch(batch, binding);
+	MemoryContext rows_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec scan rows", ALLOCSET_DEFAULT_SIZES);
+	/* the read phase's first interrupt point comes before any row, as in the other paths */
+	postgres_interrupt_point(ctx, Phase::Read);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		slot_getsomeattrs(slot, binding.max_attno);
+		MemoryContext scan_context = MemoryContextSwitchTo(rows_context);
+		add_row(batch, table, binding, slot->tts_values, slot->tts_isnull, ctx);
+		MemoryContextSwitchTo(scan_context);
+		if (batch->batched == 0)
+			MemoryContextReset(rows_context);
+	}
+	flush_batch(batch, table, binding);
+	MemoryContextDelete(rows_context);
+	pfree(batch);
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+}
+
+} // namespace
+
+/* The calling backend's direct scan, with up to `workers` workers: fills the active read's table. */
+void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, const char *specs, int workers)
+{
+	ActiveRead &read = *active_read;
+	Relation rel = table_open(shape.relid, AccessShareLock);
+	Snapshot snapshot = GetActiveSnapshot();
+	EnterParallelMode();
+	ParallelContext *pcxt = CreateParallelContext("gpurec", "gpurec_parallel_scan_main", workers);
+	size_t scan_offset = BUFFERALIGN(offsetof(ScanShared, parts) + sizeof(ScanPart) * workers);
+	size_t shared_size = add_size(scan_offset, table_parallelscan_estimate(rel, snapshot));
+	size_t specs_size = strlen(specs) + 1;
+	shm_toc_estimate_chunk(&pcxt->estimator, shared_size);
+	shm_toc_estimate_chunk(&pcxt->estimator, specs_size);
+	shm_toc_estimate_keys(&pcxt->estimator, 2);
+	InitializeParallelDSM(pcxt);
+
+	/* without a segment (none was left), the context's memory is private and no worker starts */
+	auto *shared = static_cast<ScanShared *>(shm_toc_allocate(pcxt->toc, shared_size));
+	shared->relid = shape.relid;
+	shared->nworkers = workers;
+	memcpy(shared->attnum, shape.attnum, sizeof shared->attnum);
+	shared->scan_offset = scan_offset;
+	for (int w = 0; w < workers; ++w)
+		shared->parts[w] = ScanPart{InvalidDsaPointer, 0};
+	ParallelTableScanDesc parallel = scan_of(shared);
+	table_parallelscan_initialize(rel, parallel, snapshot);
+	shm_toc_insert(pcxt->toc, kScanShared, shared);
+	char *specs_copy = static_cast<char *>(shm_toc_allocate(pcxt->toc, specs_size));
+	memcpy(specs_copy, specs, specs_size);
+	shm_toc_insert(pcxt->toc, kScanSpecs, specs_copy);
+	LaunchParallelWorkers(pcxt);
+
+	if (pcxt->nworkers_launched == 0 || parallel_leader_participation)
+		scan_rows(rel, parallel, *read.table, scan_binding(binding, shape.attnum), *read.ctx);
+	if (pcxt->nworkers_launched > 0)
+	{
+		WaitForParallelWorkersToFinish(pcxt);
+		for (int w = 0; w < pcxt->nworkers_launched; ++w)
+		{
+			ScanPart &sent = shared->parts[w];
+			if (!DsaPointerIsValid(sent.at))
+				continue;
+			ArrivedPart part{static_cast<const uint8_t *>(dsa_get_address(read.area, sent.at)),
+							 static_cast<size_t>(sent.size), sent.at};
+			cpp_callback_guard(append_part, &part);
+			++read.worker_parts;
+			dsa_free(read.area, sent.at);
+			dsa_trim(read.area);
+		}
+	}
+	DestroyParallelContext(pcxt);
+	ExitParallelMode();
+	table_close(rel, AccessShareLock);
+}
+
+namespace {
+
+
+/* A direct scan's worker: reads its share of the table into columns of its own, in the leader's area. */
+void direct_scan_worker(shm_toc *toc)
+{
+	auto *shared = static_cast<ScanShared *>(shm_toc_lookup(toc, kScanShared, false));
+	auto *specs = static_cast<char *>(shm_toc_lookup(toc, kScanSpecs, false));
+	MemoryContext worker_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec scan worker", ALLOCSET_DEFAULT_SIZES);
+	NewStateArgs args{specs, nullptr};
+	cpp_callback_guard(make_state, &args);
+	ReadState *state = args.state;
+	auto *callback = static_cast<MemoryContextCallback *>(MemoryContextAlloc(worker_context, sizeof(MemoryContextCallback)));
+	callback->func = [](void *arg) { delete static_cast<ReadState *>(arg); };
+	callback->arg = state;
+	MemoryContextRegisterResetCallback(worker_context, callback);
+	attach_worker(state, worker_context);
+	state->binding = scan_binding(state->binding, shared->attnum);
+
+	Relation rel = table_open(shared->relid, AccessShareLock);
+	scan_rows(rel, scan_of(shared), *state->table, state->binding, state->ctx);
+	table_close(rel, AccessShareLock);
+	size_t size = 0;
+	dsa_pointer at = columns_into_area(state, &size);
+	if (!DsaPointerIsValid(at))
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of dynamic shared memory"),
+						errdetail("A parallel worker's columns of the %s take %zu bytes.", state->what.c_str(), size)));
+	shared->parts[ParallelWorkerNumber] = ScanPart{at, static_cast<uint64>(size)};
+	MemoryContextDelete(worker_context);
+}
+
+} // namespace
+
+} // namespace gpurec
+
+/* The direct scan's workers start here (CreateParallelContext names it). */
+extern "C" PGDLLEXPORT void gpurec_parallel_scan_main(dsm_segment *, shm_toc *toc);
+void gpurec_parallel_scan_main(dsm_segment *, shm_toc *toc)
+{
+	gpurec::direct_scan_worker(toc);
+}
+

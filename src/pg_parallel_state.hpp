@@ -1,0 +1,150 @@
+/*
+ * pg_parallel_state.hpp: what the two ways of parallel reading share
+ * (pg_parallel_read.cpp: the aggregate and the calling backend's side;
+ * pg_parallel_scan.cpp: the direct scan): the leader's read, its shared
+ * memory area, a worker's state and columns there, and how a worker's
+ * columns join the call's table.  Internal to those files.
+ */
+#pragma once
+
+#include "pg_boundary.hpp"
+
+extern "C" {
+#include "utils/dsa.h"
+}
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "pg_column_types.hpp"
+#include "pg_input.hpp"
+#include "pg_parallel_read.hpp"
+
+namespace gpurec {
+
+/* The read this backend runs now, as the leader; null when none. */
+struct ActiveRead
+{
+	InputTable *table;
+	ExecContext *ctx; /* the call's: its interrupt points, while parts are appended on the CPU's threads */
+	dsa_area *area; /* where workers leave their columns */
+	int worker_parts;
+	double join_ms; /* spent adding the workers' columns to the table */
+};
+
+extern ActiveRead *active_read;
+
+/*
+ * Where a worker finds the leader's area: handle, and a token only the
+ * wrapper query knows; and the table's key filter there, when it has one
+ * (its keys, ascending: key_column -1 when none).
+ */
+struct AreaAddress
+{
+	dsa_handle handle;
+	dsa_pointer token_at;
+	uint64 token;
+	int key_column;
+	dsa_pointer keys_at;
+	uint64 n_keys;
+};
+
+/*
+ * A worker's chunks, in the leader's area: the leader takes them as they
+ * are.  None is given back before the area's end, as the leader holds them
+ * after the worker is gone.
+ */
+class AreaChunks final : public ChunkSource
+{
+  public:
+	dsa_area *area = nullptr; /* set before the first row */
+
+	void *allocate(size_t bytes) override
+	{
+		dsa_area *in = area;
+		dsa_pointer at = pg_call([in, bytes] { return dsa_allocate_extended(in, bytes, DSA_ALLOC_HUGE); });
+		void *address = pg_call([in, at] { return dsa_get_address(in, at); });
+		references_.emplace(address, at);
+		return address;
+	}
+	void release(void *, size_t) noexcept override {}
+	uint64_t reference(const void *chunk) const override
+	{
+		auto found = references_.find(chunk);
+		return found == references_.end() ? 0 : static_cast<uint64_t>(found->second);
+	}
+
+  private:
+	std::unordered_map<const void *, dsa_pointer> references_;
+};
+
+/* One process's state of the aggregate: its batch, and its columns in a worker. */
+struct ReadState
+{
+	std::string what;
+	std::vector<std::string> names;
+	std::vector<ColumnSpec> specs;
+	AreaChunks chunks;				 /* before own: its columns' source outlives them */
+	std::unique_ptr<InputTable> own; /* a worker's columns */
+	AreaAddress address{};
+	dsa_area *area = nullptr;		 /* a worker's mapping of the leader's area */
+	InputTable *table = nullptr;	 /* own, or the leader's active_read table */
+	ColumnBinding binding{};
+	ExecContext ctx;
+	RowBatch batch;
+};
+
+struct NewStateArgs
+{
+	const char *specs;
+	ReadState *state;
+};
+
+/* Makes the state of one process (NewStateArgs; through cpp_callback_guard). */
+void make_state(void *arg);
+
+/*
+ * A worker's state: maps the leader's area (in `context`, which lives as
+ * long as the state), makes sure the read is the leader's own, and takes the
+ * leader's key filter.
+ */
+void attach_worker(ReadState *state, MemoryContext context);
+
+/*
+ * Writes a worker's columns (its batch flushed) in flat form into the
+ * leader's area and detaches from it; *size is their size.  Invalid when
+ * the area has no room.
+ */
+dsa_pointer columns_into_area(ReadState *s, size_t *size);
+
+/* A worker's state as it arrives in the leader: the bytes, read in place. */
+struct ArrivedPart
+{
+	const uint8_t *data;
+	size_t size;
+	dsa_pointer in_area; /* InvalidDsaPointer when inline */
+};
+
+/* Appends an arrived part (ArrivedPart) to the active read's table (through cpp_callback_guard). */
+void append_part(void *arg);
+
+/* A table's columns as they are: its relation and, per spec, the attribute it reads. */
+struct DirectShape
+{
+	Oid relid = InvalidOid;
+	int16 attnum[kMaxColumns] = {};
+};
+
+/*
+ * Whether `inner` (the inner query's prepared plan) is a plain scan of one
+ * table's columns (pg_parallel_scan.cpp); if so, checks the caller's
+ * privileges and fills shape.
+ */
+bool direct_shape(SPIPlanPtr inner, const ColumnBinding &binding, DirectShape *shape);
+
+/* The calling backend's direct scan, with up to `workers` workers: fills the active read's table. */
+void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, const char *specs, int workers);
+
+} // namespace gpurec
