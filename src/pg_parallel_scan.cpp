@@ -2,12 +2,12 @@
  * pg_parallel_scan.cpp: the direct scan of parallel reading (see
  * pg_parallel_read.hpp).
  *
- * Where the inner query is one table's columns, as they are (a sequential
- * scan without a filter, whose every output is a column of the table), the
+ * Where the inner query is one table's columns, as they are, filtered or
+ * not (a sequential scan whose every output is a column of the table), the
  * calling backend starts workers of its own (CreateParallelContext) and
  * they, and it, read the table's pages through one parallel scan, without
- * an executor: no plan node, expression or aggregate call stands between a
- * row and its conversion.  The workers' columns reach the table as the
+ * an executor: no plan node or aggregate call stands between a row and its
+ * conversion, and only a filter's own expression is evaluated.  The workers' columns reach the table as the
  * aggregate's do (columns_into_area, append_part).  The number of workers
  * is the one the planner gave the aggregate's plan, so PostgreSQL's
  * settings decide it alike.
@@ -23,6 +23,7 @@ extern "C" {
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "nodes/nodes.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
 #include "storage/shm_toc.h"
@@ -43,7 +44,8 @@ namespace {
 enum ScanKey : uint64
 {
 	kScanShared = UINT64CONST(0x6770726563000001),
-	kScanSpecs = UINT64CONST(0x6770726563000002)
+	kScanSpecs = UINT64CONST(0x6770726563000002),
+	kScanQual = UINT64CONST(0x6770726563000003) /* the filter, as nodeToString wrote it; none without one */
 };
 
 /* One worker's columns, as it left them in the area. */
@@ -72,11 +74,12 @@ ParallelTableScanDesc scan_of(ScanShared *shared)
 
 /*
  * Whether `inner` (the inner query's prepared plan) is a plain scan of one
- * table's columns.  Its serial plan tells: a SeqScan with no filter, no
- * subplan, whose target list is the table's own columns (a view over one
- * table, flattened, qualifies too; row-level security adds a filter, so it
- * does not).  The caller's privileges on everything the query names are
- * checked here, as the executor would have.
+ * table's columns.  Its serial plan tells: a SeqScan with no subplan, whose
+ * target list is the table's own columns (a view over one table, flattened,
+ * qualifies too), and whose filter, if any, the scan then evaluates as the
+ * executor would (row-level security's policies are part of it).  The
+ * caller's privileges on everything the query names are checked here, as
+ * the executor checks them.
  */
 bool direct_shape(SPIPlanPtr inner, const ColumnBinding &binding, DirectShape *shape)
 {
@@ -84,12 +87,13 @@ bool direct_shape(SPIPlanPtr inner, const ColumnBinding &binding, DirectShape *s
 	if (cached == nullptr)
 		return false;
 	bool plain = false;
+	List *rtable = NIL;
 	if (list_length(cached->stmt_list) == 1)
 	{
 		PlannedStmt *stmt = linitial_node(PlannedStmt, cached->stmt_list);
 		Plan *top = stmt->planTree;
-		plain = stmt->commandType == CMD_SELECT && top != nullptr && IsA(top, SeqScan) && top->qual == NIL &&
-				top->initPlan == NIL && stmt->subplans == NIL && stmt->rowMarks == NIL;
+		plain = stmt->commandType == CMD_SELECT && top != nullptr && IsA(top, SeqScan) && top->initPlan == NIL &&
+				stmt->subplans == NIL && stmt->rowMarks == NIL;
 		if (plain)
 		{
 			Index scanrelid = reinterpret_cast<Scan *>(top)->scanrelid;
@@ -121,11 +125,14 @@ bool direct_shape(SPIPlanPtr inner, const ColumnBinding &binding, DirectShape *s
 			if (plain)
 			{
 				shape->relid = rte->relid;
-				ExecCheckRTPerms(stmt->rtable, true);
+				shape->qual = static_cast<List *>(copyObjectImpl(top->qual));
+				rtable = static_cast<List *>(copyObjectImpl(stmt->rtable));
 			}
 		}
 	}
 	ReleaseCachedPlan(cached, nullptr);
+	if (plain)
+		ExecCheckRTPerms(rtable, true);
 	return plain;
 }
 
@@ -151,18 +158,36 @@ ColumnBinding scan_binding(const ColumnBinding &binding, const int16 *attnum)
  * Whatever a row's conversion allocates lives in a context emptied at every
  * flush of the batch.  PostgreSQL code.
  */
-void scan_rows(Relation rel, ParallelTableScanDesc parallel, InputTable &table, const ColumnBinding &binding,
-			   ExecContext &ctx)
+void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, InputTable &table,
+			   const ColumnBinding &binding, ExecContext &ctx)
 {
 	TableScanDesc scan = table_beginscan_parallel(rel, parallel);
 	TupleTableSlot *slot = table_slot_create(rel, nullptr);
 	auto *batch = static_cast<RowBatch *>(palloc(sizeof(RowBatch)));
 	start_batch(batch, binding);
 	MemoryContext rows_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec scan rows", ALLOCSET_DEFAULT_SIZES);
+	/* the filter, evaluated on each row as a sequential scan evaluates it */
+	EState *estate = nullptr;
+	ExprContext *econtext = nullptr;
+	ExprState *filter = nullptr;
+	if (qual != NIL)
+	{
+		estate = CreateExecutorState();
+		econtext = GetPerTupleExprContext(estate);
+		filter = ExecPrepareQual(qual, estate);
+	}
 	/* the read phase's first interrupt point comes before any row, as in the other paths */
 	postgres_interrupt_point(ctx, Phase::Read);
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
+		if (filter != nullptr)
+		{
+			econtext->ecxt_scantuple = slot;
+			bool keep = ExecQual(filter, econtext);
+			ResetExprContext(econtext);
+			if (!keep)
+				continue;
+		}
 		slot_getsomeattrs(slot, binding.max_attno);
 		MemoryContext scan_context = MemoryContextSwitchTo(rows_context);
 		add_row(batch, table, binding, slot->tts_values, slot->tts_isnull, ctx);
@@ -171,6 +196,8 @@ void scan_rows(Relation rel, ParallelTableScanDesc parallel, InputTable &table, 
 			MemoryContextReset(rows_context);
 	}
 	flush_batch(batch, table, binding);
+	if (estate != nullptr)
+		FreeExecutorState(estate);
 	MemoryContextDelete(rows_context);
 	pfree(batch);
 	ExecDropSingleTupleTableSlot(slot);
@@ -190,9 +217,13 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 	size_t scan_offset = BUFFERALIGN(offsetof(ScanShared, parts) + sizeof(ScanPart) * workers);
 	size_t shared_size = add_size(scan_offset, table_parallelscan_estimate(rel, snapshot));
 	size_t specs_size = strlen(specs) + 1;
+	char *qual = shape.qual != NIL ? nodeToString(shape.qual) : nullptr;
+	size_t qual_size = qual != nullptr ? strlen(qual) + 1 : 0;
 	shm_toc_estimate_chunk(&pcxt->estimator, shared_size);
 	shm_toc_estimate_chunk(&pcxt->estimator, specs_size);
-	shm_toc_estimate_keys(&pcxt->estimator, 2);
+	if (qual != nullptr)
+		shm_toc_estimate_chunk(&pcxt->estimator, qual_size);
+	shm_toc_estimate_keys(&pcxt->estimator, 3);
 	InitializeParallelDSM(pcxt);
 
 	/* without a segment (none was left), the context's memory is private and no worker starts */
@@ -209,10 +240,16 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 	char *specs_copy = static_cast<char *>(shm_toc_allocate(pcxt->toc, specs_size));
 	memcpy(specs_copy, specs, specs_size);
 	shm_toc_insert(pcxt->toc, kScanSpecs, specs_copy);
+	if (qual != nullptr)
+	{
+		char *qual_copy = static_cast<char *>(shm_toc_allocate(pcxt->toc, qual_size));
+		memcpy(qual_copy, qual, qual_size);
+		shm_toc_insert(pcxt->toc, kScanQual, qual_copy);
+	}
 	LaunchParallelWorkers(pcxt);
 
 	if (pcxt->nworkers_launched == 0 || parallel_leader_participation)
-		scan_rows(rel, parallel, *read.table, scan_binding(binding, shape.attnum), *read.ctx);
+		scan_rows(rel, parallel, shape.qual, *read.table, scan_binding(binding, shape.attnum), *read.ctx);
 	if (pcxt->nworkers_launched > 0)
 	{
 		WaitForParallelWorkersToFinish(pcxt);
@@ -242,6 +279,8 @@ void direct_scan_worker(shm_toc *toc)
 {
 	auto *shared = static_cast<ScanShared *>(shm_toc_lookup(toc, kScanShared, false));
 	auto *specs = static_cast<char *>(shm_toc_lookup(toc, kScanSpecs, false));
+	auto *qual_text = static_cast<char *>(shm_toc_lookup(toc, kScanQual, true));
+	List *qual = qual_text != nullptr ? static_cast<List *>(stringToNode(qual_text)) : NIL;
 	MemoryContext worker_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec scan worker", ALLOCSET_DEFAULT_SIZES);
 	NewStateArgs args{specs, nullptr};
 	cpp_callback_guard(make_state, &args);
@@ -254,7 +293,7 @@ void direct_scan_worker(shm_toc *toc)
 	state->binding = scan_binding(state->binding, shared->attnum);
 
 	Relation rel = table_open(shared->relid, AccessShareLock);
-	scan_rows(rel, scan_of(shared), *state->table, state->binding, state->ctx);
+	scan_rows(rel, scan_of(shared), qual, *state->table, state->binding, state->ctx);
 	table_close(rel, AccessShareLock);
 	size_t size = 0;
 	dsa_pointer at = columns_into_area(state, &size);

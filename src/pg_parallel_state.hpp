@@ -135,6 +135,7 @@ struct DirectShape
 {
 	Oid relid = InvalidOid;
 	int16 attnum[kMaxColumns] = {};
+	List *qual = NIL; /* the scan's filter (a copy, in the caller's context); NIL for none */
 };
 
 /*

@@ -215,18 +215,23 @@ def check_roc(device):
 
 
 def check_direct_scan(device):
-    """One table's columns as they are are scanned directly by workers of
-    gpurec's own; anything else runs the query's parallel plan.  Either
-    way: the serial read's rows, the caller's privileges, row-level
-    security, and the serial read's errors."""
+    """One table's columns as they are, filtered or not, are scanned
+    directly by workers of gpurec's own; anything else runs the query's
+    parallel plan.  Either way: the serial read's rows, the caller's
+    privileges, row-level security, and the serial read's errors."""
     role = f"gpurec_reader_{os.getpid()}"
     settings = dict(parallel_settings(device), parallel_leader_participation="off")
     ways = [
         ("the table's columns", "SELECT product_id, store_id, price_int AS price FROM offers", "direct"),
         ("a view of one table's columns", "SELECT product_id, store_id, price FROM offers_view", "direct"),
         ("a column twice", "SELECT product_id, product_id AS store_id, price_int AS price FROM offers", "direct"),
-        ("a filter", "SELECT product_id, store_id, price_int AS price FROM offers WHERE store_id <> 3", "plan"),
+        ("a filter", "SELECT product_id, store_id, price_int AS price FROM offers WHERE store_id <> 3", "direct"),
+        ("a filter with NULLs, functions and OR",
+         "SELECT product_id, store_id, price_numeric AS price FROM offers "
+         "WHERE price_numeric IS NULL OR abs(price_numeric - 30) > 5 AND length(store_id::text) = 1", "direct"),
         ("a computed column", "SELECT product_id, store_id, price_int + 1 AS price FROM offers", "plan"),
+        ("a filter with a subquery", "SELECT product_id, store_id, price_int AS price FROM offers "
+         "WHERE product_id IN (SELECT product_id FROM products WHERE category = 2)", "plan"),
     ]
     sql("CREATE OR REPLACE VIEW offers_view AS SELECT store_id, product_id, price_numeric AS price FROM offers")
     for name, inner, way in ways:
@@ -269,8 +274,8 @@ def check_direct_scan(device):
         query = "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM rls_offers', 3)"
         rows, notices, error = run(query, as_role)
         want = cheapest_oracle("(SELECT * FROM rls_offers WHERE product_id % 2 = 0) AS r", "price", 3)
-        check(f"parallel-read under row-level security ({device}): only the policy's rows, through the plan",
-              error is None and rows == want and "through the query's parallel plan" in notices,
+        check(f"parallel-read under row-level security ({device}): only the policy's rows, by the direct scan",
+              error is None and rows == want and "by a direct scan of the table" in notices,
               f"error {error}; {first_difference(rows, want)}; NOTICE: {notices.strip()[:400]}")
     finally:
         sql(f"DROP TABLE rls_offers; REVOKE ALL ON offers, offers_view FROM {role}; "
@@ -290,7 +295,10 @@ def check_direct_scan(device):
             ("a label that is neither 0 nor 1",
              "SELECT * FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM bad_labels')"),
             ("a numeric no scale holds",
-             "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM huge_prices')")]:
+             "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM huge_prices')"),
+            ("a filter dividing by zero",
+             "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price_int AS price FROM offers "
+             "WHERE 1 / (price_int - 49) > -100')")]:
         _, _, serial = run(query, {"gpurec.parallel_workers": "0", "gpurec.device": device})
         _, _, error = run(query, settings)
         check(f"parallel-read direct scan error: {name} ({device}): the serial read's SQLSTATE",
