@@ -211,6 +211,11 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 {
 	ActiveRead &read = *active_read;
 	Relation rel = table_open(shape.relid, AccessShareLock);
+	/* as the executor's scan refuses it (ExecOpenScanRelation) */
+	if (!RelationIsScannable(rel))
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						errmsg("materialized view \"%s\" has not been populated", RelationGetRelationName(rel)),
+						errhint("Use the REFRESH MATERIALIZED VIEW command.")));
 	Snapshot snapshot = GetActiveSnapshot();
 	EnterParallelMode();
 	ParallelContext *pcxt = CreateParallelContext("gpurec", "gpurec_parallel_scan_main", workers);

@@ -305,6 +305,22 @@ def check_direct_scan(device):
               serial is not None and error == serial, f"parallel {error}, serial {serial}")
     sql("DROP TABLE bad_labels, huge_prices")
 
+    # a materialized view: read when populated, refused as a scan refuses it when not
+    sql("CREATE MATERIALIZED VIEW offers_mv AS SELECT product_id, store_id, price_int AS price FROM offers; "
+        "ANALYZE offers_mv")
+    query = "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers_mv', 2)"
+    serial, _, serial_error = run(query, {"gpurec.parallel_workers": "0", "gpurec.device": device})
+    rows, notices, error = run(query, settings)
+    check(f"parallel-read a populated materialized view ({device}): by the direct scan, the serial read's rows",
+          error is None and serial_error is None and rows == serial and "by a direct scan of the table" in notices,
+          f"{first_difference(rows, serial)}; errors {error} vs {serial_error}; NOTICE: {notices.strip()[:400]}")
+    sql("REFRESH MATERIALIZED VIEW offers_mv WITH NO DATA")
+    _, _, serial_error = run(query, {"gpurec.parallel_workers": "0", "gpurec.device": device})
+    _, _, error = run(query, settings)
+    check(f"parallel-read a materialized view not populated ({device}): 55000, as the serial read",
+          error == serial_error == "55000", f"parallel {error}, serial {serial_error}")
+    sql("DROP MATERIALIZED VIEW offers_mv")
+
 
 def check_big_rows_few():
     """A population of a thousand big arrays is a page or two of heap,
