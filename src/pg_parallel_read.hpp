@@ -20,14 +20,14 @@
  * So any inner query the planner can run in parallel is read on several
  * cores: joins, views, partitioned tables included.
  *
- * Where the inner query is one table's columns as they are, filtered or
- * not (its serial plan a sequential scan whose every output is a column of
- * the table), the executor is left out: gpurec starts that many workers of
+ * Where the inner query reads one table (its serial plan a sequential
+ * scan: the table's columns or expressions of them, filtered or not), the
+ * executor is left out: gpurec starts that many workers of
  * its own (a ParallelContext, as PostgreSQL's parallel index builds do),
  * and they and the calling backend take the table's pages from one
  * parallel scan and convert each row as it comes (pg_parallel_scan.cpp).
- * No plan node or aggregate call runs per row, only the filter's own
- * expression, which about halved a row's cost on the 2-core machine; the
+ * No plan node or aggregate call runs per row, only the query's own
+ * expressions, which about halved a row's cost on the 2-core machine; the
  * workers' columns join the table the same way.  The caller's privileges
  * are checked as the executor checks them; row-level security's policies
  * are part of the scan's filter.

@@ -2,12 +2,12 @@
  * pg_parallel_scan.cpp: the direct scan of parallel reading (see
  * pg_parallel_read.hpp).
  *
- * Where the inner query is one table's columns, as they are, filtered or
- * not (a sequential scan whose every output is a column of the table), the
+ * Where the inner query reads one table (a sequential scan: the table's
+ * columns or expressions of them, filtered or not), the
  * calling backend starts workers of its own (CreateParallelContext) and
  * they, and it, read the table's pages through one parallel scan, without
  * an executor: no plan node or aggregate call stands between a row and its
- * conversion, and only a filter's own expression is evaluated.  The workers' columns reach the table as the
+ * conversion, and only the query's own expressions are evaluated.  The workers' columns reach the table as the
  * aggregate's do (columns_into_area, append_part).  The number of workers
  * is the one the planner gave the aggregate's plan, so PostgreSQL's
  * settings decide it alike.
@@ -45,7 +45,8 @@ enum ScanKey : uint64
 {
 	kScanShared = UINT64CONST(0x6770726563000001),
 	kScanSpecs = UINT64CONST(0x6770726563000002),
-	kScanQual = UINT64CONST(0x6770726563000003) /* the filter, as nodeToString wrote it; none without one */
+	kScanQual = UINT64CONST(0x6770726563000003),	/* the filter, as nodeToString wrote it; none without one */
+	kScanOutputs = UINT64CONST(0x6770726563000004) /* the computed outputs, likewise; none when all are columns */
 };
 
 /* One worker's columns, as it left them in the area. */
@@ -60,7 +61,7 @@ struct ScanShared
 {
 	Oid relid;
 	int nworkers;
-	int16 attnum[kMaxColumns]; /* per spec: its table attribute (1-based); 0 when absent */
+	int16 source[kMaxColumns]; /* per spec, as DirectShape::source */
 	size_t scan_offset;		   /* of the ParallelTableScanDescData, from this struct */
 	ScanPart parts[FLEXIBLE_ARRAY_MEMBER];
 };
@@ -74,10 +75,10 @@ ParallelTableScanDesc scan_of(ScanShared *shared)
 
 /*
  * Whether `inner` (the inner query's prepared plan) is a plain scan of one
- * table's columns.  Its serial plan tells: a SeqScan with no subplan, whose
- * target list is the table's own columns (a view over one table, flattened,
- * qualifies too), and whose filter, if any, the scan then evaluates as the
- * executor would (row-level security's policies are part of it).  The
+ * table.  Its serial plan tells: a SeqScan with no subplan (a view over one
+ * table, flattened, qualifies too), whose filter and computed outputs, if
+ * any, the scan then evaluates as the executor would (row-level security's
+ * policies are part of the filter).  The
  * caller's privileges on everything the query names are checked here, as
  * the executor checks them.
  */
@@ -100,32 +101,39 @@ bool direct_shape(SPIPlanPtr inner, const ColumnBinding &binding, DirectShape *s
 			RangeTblEntry *rte = rt_fetch(scanrelid, stmt->rtable);
 			plain = rte->rtekind == RTE_RELATION &&
 					(rte->relkind == RELKIND_RELATION || rte->relkind == RELKIND_MATVIEW);
-			/* the output columns, in order (junk columns come last) */
+			/*
+			 * The output columns, in order (junk columns come last): each a
+			 * column of the table, or else every row is projected.
+			 */
 			int16 output_attnum[MaxTupleAttributeNumber];
 			int outputs = 0;
+			bool computed = false;
+			List *outputs_list = NIL;
 			ListCell *lc;
 			foreach (lc, top->targetlist)
 			{
 				TargetEntry *entry = lfirst_node(TargetEntry, lc);
-				if (!plain || entry->resjunk)
+				if (!plain || entry->resjunk || outputs >= MaxTupleAttributeNumber)
 					break;
 				Var *var = reinterpret_cast<Var *>(entry->expr);
-				plain = IsA(var, Var) && var->varno == static_cast<int>(scanrelid) && var->varattno > 0 &&
-						var->varlevelsup == 0 && outputs < MaxTupleAttributeNumber;
-				if (plain)
-					output_attnum[outputs++] = var->varattno;
+				bool column = IsA(var, Var) && var->varno == static_cast<int>(scanrelid) && var->varattno > 0 &&
+							  var->varlevelsup == 0;
+				computed = computed || !column;
+				output_attnum[outputs++] = column ? var->varattno : 0;
+				outputs_list = lappend(outputs_list, entry);
 			}
 			for (int c = 0; c < binding.ncolumns && plain; ++c)
 				if (binding.attno[c] >= 0)
 				{
 					plain = binding.attno[c] < outputs;
 					if (plain)
-						shape->attnum[c] = output_attnum[binding.attno[c]];
+						shape->source[c] = computed ? binding.attno[c] + 1 : output_attnum[binding.attno[c]];
 				}
 			if (plain)
 			{
 				shape->relid = rte->relid;
 				shape->qual = static_cast<List *>(copyObjectImpl(top->qual));
+				shape->outputs = computed ? static_cast<List *>(copyObjectImpl(outputs_list)) : NIL;
 				rtable = static_cast<List *>(copyObjectImpl(stmt->rtable));
 			}
 		}
@@ -139,26 +147,29 @@ bool direct_shape(SPIPlanPtr inner, const ColumnBinding &binding, DirectShape *s
 namespace {
 
 
-/* The binding of a scan's rows: each column at its table attribute. */
-ColumnBinding scan_binding(const ColumnBinding &binding, const int16 *attnum)
+/* The binding of a scan's rows: each column at its source (DirectShape::source). */
+ColumnBinding scan_binding(const ColumnBinding &binding, const int16 *source)
 {
 	ColumnBinding scan = binding;
 	scan.max_attno = 0;
 	for (int c = 0; c < scan.ncolumns; ++c)
 		if (scan.attno[c] >= 0)
 		{
-			scan.attno[c] = attnum[c] - 1;
-			scan.max_attno = std::max<int>(scan.max_attno, attnum[c]);
+			scan.attno[c] = source[c] - 1;
+			scan.max_attno = std::max<int>(scan.max_attno, source[c]);
 		}
 	return scan;
 }
 
 /*
- * Reads rows of the parallel scan into `table` until the scan is done.
- * Whatever a row's conversion allocates lives in a context emptied at every
- * flush of the batch.  PostgreSQL code.
+ * Reads rows of the parallel scan into `table` until the scan is done:
+ * each row that passes `qual`, the table's own columns or, with `outputs`,
+ * the row those expressions make of it.  Whatever a row's conversion
+ * allocates lives in a context emptied at every flush of the batch, what
+ * its expressions allocate in one emptied after every row.  PostgreSQL
+ * code.
  */
-void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, InputTable &table,
+void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *outputs, InputTable &table,
 			   const ColumnBinding &binding, ExecContext &ctx)
 {
 	TableScanDesc scan = table_beginscan_parallel(rel, parallel);
@@ -166,36 +177,54 @@ void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, InputTa
 	auto *batch = static_cast<RowBatch *>(palloc(sizeof(RowBatch)));
 	start_batch(batch, binding);
 	MemoryContext rows_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec scan rows", ALLOCSET_DEFAULT_SIZES);
-	/* the filter, evaluated on each row as a sequential scan evaluates it */
+	/* the filter and the outputs, evaluated on each row as a sequential scan evaluates them */
 	EState *estate = nullptr;
 	ExprContext *econtext = nullptr;
 	ExprState *filter = nullptr;
-	if (qual != NIL)
+	ProjectionInfo *projection = nullptr;
+	if (qual != NIL || outputs != NIL)
 	{
 		estate = CreateExecutorState();
 		econtext = GetPerTupleExprContext(estate);
-		filter = ExecPrepareQual(qual, estate);
+		if (qual != NIL)
+			filter = ExecPrepareQual(qual, estate);
+		if (outputs != NIL)
+		{
+			MemoryContext caller_context = MemoryContextSwitchTo(estate->es_query_cxt);
+			TupleTableSlot *row = MakeSingleTupleTableSlot(ExecTypeFromTL(outputs), &TTSOpsVirtual);
+			projection = ExecBuildProjectionInfo(outputs, econtext, row, nullptr, RelationGetDescr(rel));
+			MemoryContextSwitchTo(caller_context);
+		}
 	}
 	/* the read phase's first interrupt point comes before any row, as in the other paths */
 	postgres_interrupt_point(ctx, Phase::Read);
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
-		if (filter != nullptr)
+		TupleTableSlot *row = slot;
+		if (econtext != nullptr)
 		{
 			econtext->ecxt_scantuple = slot;
-			bool keep = ExecQual(filter, econtext);
-			ResetExprContext(econtext);
-			if (!keep)
+			if (filter != nullptr && !ExecQual(filter, econtext))
+			{
+				ResetExprContext(econtext);
 				continue;
+			}
+			if (projection != nullptr)
+				row = ExecProject(projection);
 		}
-		slot_getsomeattrs(slot, binding.max_attno);
+		if (row == slot) /* a projected row holds every value already */
+			slot_getsomeattrs(row, binding.max_attno);
 		MemoryContext scan_context = MemoryContextSwitchTo(rows_context);
-		add_row(batch, table, binding, slot->tts_values, slot->tts_isnull, ctx);
+		add_row(batch, table, binding, row->tts_values, row->tts_isnull, ctx);
 		MemoryContextSwitchTo(scan_context);
 		if (batch->batched == 0)
 			MemoryContextReset(rows_context);
+		if (econtext != nullptr)
+			ResetExprContext(econtext);
 	}
 	flush_batch(batch, table, binding);
+	if (projection != nullptr)
+		ExecDropSingleTupleTableSlot(projection->pi_state.resultslot);
 	if (estate != nullptr)
 		FreeExecutorState(estate);
 	MemoryContextDelete(rows_context);
@@ -224,18 +253,22 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 	size_t specs_size = strlen(specs) + 1;
 	char *qual = shape.qual != NIL ? nodeToString(shape.qual) : nullptr;
 	size_t qual_size = qual != nullptr ? strlen(qual) + 1 : 0;
+	char *outputs = shape.outputs != NIL ? nodeToString(shape.outputs) : nullptr;
+	size_t outputs_size = outputs != nullptr ? strlen(outputs) + 1 : 0;
 	shm_toc_estimate_chunk(&pcxt->estimator, shared_size);
 	shm_toc_estimate_chunk(&pcxt->estimator, specs_size);
 	if (qual != nullptr)
 		shm_toc_estimate_chunk(&pcxt->estimator, qual_size);
-	shm_toc_estimate_keys(&pcxt->estimator, 3);
+	if (outputs != nullptr)
+		shm_toc_estimate_chunk(&pcxt->estimator, outputs_size);
+	shm_toc_estimate_keys(&pcxt->estimator, 4);
 	InitializeParallelDSM(pcxt);
 
 	/* without a segment (none was left), the context's memory is private and no worker starts */
 	auto *shared = static_cast<ScanShared *>(shm_toc_allocate(pcxt->toc, shared_size));
 	shared->relid = shape.relid;
 	shared->nworkers = workers;
-	memcpy(shared->attnum, shape.attnum, sizeof shared->attnum);
+	memcpy(shared->source, shape.source, sizeof shared->source);
 	shared->scan_offset = scan_offset;
 	for (int w = 0; w < workers; ++w)
 		shared->parts[w] = ScanPart{InvalidDsaPointer, 0};
@@ -251,10 +284,17 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 		memcpy(qual_copy, qual, qual_size);
 		shm_toc_insert(pcxt->toc, kScanQual, qual_copy);
 	}
+	if (outputs != nullptr)
+	{
+		char *outputs_copy = static_cast<char *>(shm_toc_allocate(pcxt->toc, outputs_size));
+		memcpy(outputs_copy, outputs, outputs_size);
+		shm_toc_insert(pcxt->toc, kScanOutputs, outputs_copy);
+	}
 	LaunchParallelWorkers(pcxt);
 
 	if (pcxt->nworkers_launched == 0 || parallel_leader_participation)
-		scan_rows(rel, parallel, shape.qual, *read.table, scan_binding(binding, shape.attnum), *read.ctx);
+		scan_rows(rel, parallel, shape.qual, shape.outputs, *read.table, scan_binding(binding, shape.source),
+				  *read.ctx);
 	if (pcxt->nworkers_launched > 0)
 	{
 		WaitForParallelWorkersToFinish(pcxt);
@@ -286,6 +326,8 @@ void direct_scan_worker(shm_toc *toc)
 	auto *specs = static_cast<char *>(shm_toc_lookup(toc, kScanSpecs, false));
 	auto *qual_text = static_cast<char *>(shm_toc_lookup(toc, kScanQual, true));
 	List *qual = qual_text != nullptr ? static_cast<List *>(stringToNode(qual_text)) : NIL;
+	auto *outputs_text = static_cast<char *>(shm_toc_lookup(toc, kScanOutputs, true));
+	List *outputs = outputs_text != nullptr ? static_cast<List *>(stringToNode(outputs_text)) : NIL;
 	MemoryContext worker_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec scan worker", ALLOCSET_DEFAULT_SIZES);
 	NewStateArgs args{specs, nullptr};
 	cpp_callback_guard(make_state, &args);
@@ -295,10 +337,10 @@ void direct_scan_worker(shm_toc *toc)
 	callback->arg = state;
 	MemoryContextRegisterResetCallback(worker_context, callback);
 	attach_worker(state, worker_context);
-	state->binding = scan_binding(state->binding, shared->attnum);
+	state->binding = scan_binding(state->binding, shared->source);
 
 	Relation rel = table_open(shared->relid, AccessShareLock);
-	scan_rows(rel, scan_of(shared), qual, *state->table, state->binding, state->ctx);
+	scan_rows(rel, scan_of(shared), qual, outputs, *state->table, state->binding, state->ctx);
 	table_close(rel, AccessShareLock);
 	size_t size = 0;
 	dsa_pointer at = columns_into_area(state, &size);

@@ -130,12 +130,20 @@ struct ArrivedPart
 /* Appends an arrived part (ArrivedPart) to the active read's table (through cpp_callback_guard). */
 void append_part(void *arg);
 
-/* A table's columns as they are: its relation and, per spec, the attribute it reads. */
+/*
+ * A scan of one table: its relation, its filter, and where each spec's
+ * value comes from.  When every output of the query is a column of the
+ * table, `source` is that column's attribute number (1-based) and
+ * `outputs` NIL; otherwise each row is projected through `outputs` (the
+ * query's target list) and `source` is the position there (1-based).
+ * Lists are copies, in the caller's context.
+ */
 struct DirectShape
 {
 	Oid relid = InvalidOid;
-	int16 attnum[kMaxColumns] = {};
-	List *qual = NIL; /* the scan's filter (a copy, in the caller's context); NIL for none */
+	int16 source[kMaxColumns] = {};
+	List *qual = NIL;	 /* NIL for none */
+	List *outputs = NIL; /* NIL when every output is a column */
 };
 
 /*

@@ -215,9 +215,9 @@ def check_roc(device):
 
 
 def check_direct_scan(device):
-    """One table's columns as they are, filtered or not, are scanned
-    directly by workers of gpurec's own; anything else runs the query's
-    parallel plan.  Either way: the serial read's rows, the caller's
+    """A query over one table (its columns or expressions of them, filtered
+    or not) is scanned directly by workers of gpurec's own; anything else
+    runs the query's parallel plan.  Either way: the serial read's rows, the caller's
     privileges, row-level security, and the serial read's errors."""
     role = f"gpurec_reader_{os.getpid()}"
     settings = dict(parallel_settings(device), parallel_leader_participation="off")
@@ -229,7 +229,13 @@ def check_direct_scan(device):
         ("a filter with NULLs, functions and OR",
          "SELECT product_id, store_id, price_numeric AS price FROM offers "
          "WHERE price_numeric IS NULL OR abs(price_numeric - 30) > 5 AND length(store_id::text) = 1", "direct"),
-        ("a computed column", "SELECT product_id, store_id, price_int + 1 AS price FROM offers", "plan"),
+        ("a computed column", "SELECT product_id, store_id, price_int + 1 AS price FROM offers", "direct"),
+        ("casts, CASE and a column unused",
+         "SELECT product_id::bigint AS product_id, coalesce(store_id, -1) AS store_id, "
+         "CASE WHEN price_numeric > 50 THEN round(price_numeric / 3, 3) ELSE price_numeric END AS price, "
+         "price_real * 2 AS unused FROM offers WHERE product_id % 5 <> 0", "direct"),
+        ("a join", "SELECT o.product_id, o.store_id, o.price_int AS price FROM offers o "
+         "JOIN products p USING (product_id) WHERE p.category = 1", "plan"),
         ("a filter with a subquery", "SELECT product_id, store_id, price_int AS price FROM offers "
          "WHERE product_id IN (SELECT product_id FROM products WHERE category = 2)", "plan"),
     ]
