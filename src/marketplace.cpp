@@ -400,6 +400,12 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx, Offe
 		[&] { return rank_on_cpu(offers, k, ctx); });
 }
 
+bool ranks_offers_on_cpu(int k, const ExecContext &ctx)
+{
+	return ctx.mode == DeviceMode::Cpu ||
+		   (ctx.mode == DeviceMode::Auto && (!gpu::compiled_with_cuda() || !gpu_may_rank(k, ctx)));
+}
+
 namespace {
 
 /*
@@ -490,6 +496,19 @@ void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 						"A count of offers is out of range.");
 	}
 	++parts_;
+}
+
+std::vector<uint8_t> cheapest_offers_part(const Offers &offers, int k, ExecContext &ctx)
+{
+	check_k(k);
+	check_offer_count(offers.product.size());
+	OffersPart part(offers, rank_on_cpu(offers, k, ctx), k);
+	ByteWriter counter;
+	part.serialize(counter);
+	std::vector<uint8_t> bytes(counter.size());
+	ByteWriter writer(bytes.data(), bytes.size());
+	part.serialize(writer);
+	return bytes;
 }
 
 RankedOffers merge_cheapest_offers(const MergedOffers &merged, int k, ExecContext &ctx)

@@ -56,6 +56,13 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx,
 							 OfferStreamer *streamer = nullptr);
 
 /*
+ * Whether cheapest_offers ranks on the CPU whatever the offers turn out to
+ * be (gpurec.device, the build, the CPU's threads): known before they are
+ * read, so that parallel workers may rank their own shares.
+ */
+bool ranks_offers_on_cpu(int k, const ExecContext &ctx);
+
+/*
  * Fills the ranks of each tie (offers of one product with an equal price key
  * and store) with its members of fewest decimals first, replacing the GPU's
  * repeated rows too (see marketplace.cpp).  A part of both paths of
@@ -116,6 +123,13 @@ class MergedOffers
 	Int64Column counts_;
 	size_t parts_ = 0;
 };
+
+/*
+ * A share of the offers ranked on the CPU, with ctx's threads, as its
+ * OffersPart in flat form: a parallel worker's partial result of
+ * cheapest_offers (partials.hpp).
+ */
+std::vector<uint8_t> cheapest_offers_part(const Offers &offers, int k, ExecContext &ctx);
 
 /* The k cheapest of every product among the parts' offers, on the CPU (a merge is few rows). */
 RankedOffers merge_cheapest_offers(const MergedOffers &merged, int k, ExecContext &ctx);

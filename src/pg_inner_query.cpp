@@ -149,8 +149,9 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 		char joined[64];
 		std::snprintf(joined, sizeof joined, "%.3f", outcome.join_ms);
 		note += std::to_string(outcome.worker_parts) + " of " + std::to_string(outcome.planned_workers) +
-				" planned parallel workers read rows, beside the calling backend (their columns joined in " +
-				joined + " ms), " + (outcome.direct ? "by a direct scan of the table" : "through the query's parallel plan");
+				" planned parallel workers read rows, beside the calling backend (" +
+				(outcome.partials ? "each process's partial result taken in " : "their columns joined in ") + joined +
+				" ms), " + (outcome.direct ? "by a direct scan of the table" : "through the query's parallel plan");
 	}
 	else
 		note += std::string("the calling backend alone, as ") + (outcome.why_serial ? outcome.why_serial : "planned");

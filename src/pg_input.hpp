@@ -23,6 +23,7 @@
 
 #include "columns.hpp"
 #include "device.hpp"
+#include "partials.hpp"
 
 namespace gpurec {
 
@@ -96,6 +97,19 @@ class InputTable
 	void keep_row_order() { keeps_row_order_ = true; }
 	bool keeps_row_order() const { return keeps_row_order_; }
 
+	/*
+	 * For a function whose result combines from partial results
+	 * (partials.hpp): when parallel workers read the query by a direct scan,
+	 * every process, the calling backend included, computes the partial
+	 * result of its own rows and only that arrives here, in partials(); the
+	 * table then holds no rows.  When the query is read any other way, the
+	 * table holds every row as usual and partials() is empty.  Set before
+	 * the read.
+	 */
+	void combine_partials(PartialRequest request) { partial_request_ = request; }
+	const PartialRequest &partial_request() const { return partial_request_; }
+	std::vector<std::vector<uint8_t>> &partials() { return partials_; }
+
 	IdColumn &id(size_t i) { return std::get<IdColumn>(columns_[i]); }
 	Int64Column &int64(size_t i) { return std::get<Int64Column>(columns_[i]); }
 	NumberColumn &number(size_t i) { return std::get<NumberColumn>(columns_[i]); }
@@ -157,6 +171,8 @@ class InputTable
 	size_t skipped_rows_ = 0;
 	size_t notified_chunks_ = 0;
 	bool keeps_row_order_ = false;
+	PartialRequest partial_request_;
+	std::vector<std::vector<uint8_t>> partials_;
 	std::function<void()> chunk_listener_;
 };
 

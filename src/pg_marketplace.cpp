@@ -50,6 +50,20 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 	out.finish();
 }
 
+/*
+ * The rows of cheapest_offers of all offers, from parts that each ranked a
+ * share of them (OffersPart): a parallel read's processes, or shards.
+ */
+void write_merged_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char *function,
+						 const std::vector<ByteSpan> &parts, int k)
+{
+	MergedOffers merged;
+	for (const ByteSpan &part : parts)
+		merged.append_part(part.data, part.size, k);
+	RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
+	write_cheapest_offers(fcinfo, ctx, function, merged.offers(), ranked, merged.n_offers());
+}
+
 Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
@@ -57,7 +71,19 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 	int32 k = PG_GETARG_INT32(1);
 	check_k(k); /* before the query runs */
 
-	OffersInput input(offers_query, ctx, k);
+	/* where the CPU ranks, parallel workers rank their own shares, and only their k cheapest travel */
+	PartialRequest partial;
+	if (ranks_offers_on_cpu(k, ctx))
+		partial = PartialRequest{PartialKind::CheapestOffers, k};
+	OffersInput input(offers_query, ctx, k, nullptr, partial);
+	if (!input.table.partials().empty())
+	{
+		std::vector<ByteSpan> parts;
+		for (const std::vector<uint8_t> &part : input.table.partials())
+			parts.push_back(ByteSpan{part.data(), part.size()});
+		write_merged_offers(fcinfo, ctx, "cheapest_offers", parts, k);
+		return (Datum) 0;
+	}
 	RankedOffers ranked = cheapest_offers(input.offers, k, ctx, input.streamer.get());
 	write_cheapest_offers(fcinfo, ctx, "cheapest_offers", input.offers, ranked, input.offers.product.counts());
 	return (Datum) 0;
@@ -107,17 +133,12 @@ Datum merge_cheapest_offers_body(FunctionCallInfo fcinfo)
 
 	Stopwatch clock;
 	std::vector<ByteSpan> parts = bytea_list_argument(fcinfo, 0, "parts");
-	MergedOffers merged;
 	size_t bytes = 0;
 	for (const ByteSpan &part : parts)
-	{
-		merged.append_part(part.data, part.size, k);
 		bytes += part.size;
-	}
 	ctx.times.read_ms += clock.elapsed_ms();
 	ctx.read_notes = std::to_string(parts.size()) + " shards' parts, " + std::to_string(bytes) + " bytes";
-	RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
-	write_cheapest_offers(fcinfo, ctx, "_merge_cheapest_offers", merged.offers(), ranked, merged.n_offers());
+	write_merged_offers(fcinfo, ctx, "_merge_cheapest_offers", parts, k);
 	return (Datum) 0;
 }
 

@@ -24,12 +24,17 @@ struct OffersInput
 	Offers offers{table.id(0), table.int64(1), table.number(2)};
 	std::unique_ptr<OfferStreamer> streamer;
 
-	/* keep_products: read only the offers of these products (InputTable::keep_rows_with_keys) */
+	/*
+	 * keep_products: read only the offers of these products
+	 * (InputTable::keep_rows_with_keys); partial: what parallel workers may
+	 * send instead of their rows (InputTable::combine_partials).
+	 */
 	OffersInput(const char *offers_query, ExecContext &ctx, int stream_for_k = 0,
-				std::shared_ptr<const KeyFilter> keep_products = nullptr)
+				std::shared_ptr<const KeyFilter> keep_products = nullptr, PartialRequest partial = {})
 	{
 		if (keep_products)
 			table.keep_rows_with_keys(0, std::move(keep_products));
+		table.combine_partials(partial);
 		if (stream_for_k > 0)
 		{
 			streamer = std::make_unique<OfferStreamer>(ctx, stream_for_k);

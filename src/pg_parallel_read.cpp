@@ -73,19 +73,21 @@ enum class StateKind : uint8_t
 
 /*
  * The specs, as the wrapper query passes them to every process: the
- * leader's area and its key filter there (AreaAddress), the query's name,
+ * leader's area and its key filter there (AreaAddress), the partial result
+ * a worker computes of its rows (none in the aggregate), the query's name,
  * then per column its name, kind, null rule (0 fallback, 1 skip, 2 error), fallback and
  * the conversion the leader bound.  One line per column, fields split by
  * tabs (spec names never hold either).
  */
-char *encode_specs(const ColumnBinding &binding, const AreaAddress &area)
+char *encode_specs(const ColumnBinding &binding, const AreaAddress &area, const PartialRequest &partial)
 {
 	StringInfoData text;
 	initStringInfo(&text);
-	appendStringInfo(&text, "%u %llu %llu %d %llu %llu\n", static_cast<unsigned>(area.handle),
+	appendStringInfo(&text, "%u %llu %llu %d %llu %llu %d %lld\n", static_cast<unsigned>(area.handle),
 					 static_cast<unsigned long long>(area.token_at), static_cast<unsigned long long>(area.token),
 					 area.key_column, static_cast<unsigned long long>(area.keys_at),
-					 static_cast<unsigned long long>(area.n_keys));
+					 static_cast<unsigned long long>(area.n_keys), static_cast<int>(partial.kind),
+					 static_cast<long long>(partial.parameter));
 	appendStringInfoString(&text, binding.what);
 	for (int c = 0; c < binding.ncolumns; ++c)
 	{
@@ -118,12 +120,14 @@ void decode_specs(ReadState &state, const std::string &text)
 {
 	unsigned handle;
 	unsigned long long token_at, token, keys_at, n_keys;
-	int key_column;
-	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu", &handle, &token_at, &token, &key_column, &keys_at,
-					&n_keys) != 6)
+	int key_column, partial_kind;
+	long long partial_parameter;
+	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu %d %lld", &handle, &token_at, &token, &key_column,
+					&keys_at, &n_keys, &partial_kind, &partial_parameter) != 8)
 		throw Error(sqlstate::internal_error, "gpurec._read_columns: malformed column specs");
 	state.address = AreaAddress{static_cast<dsa_handle>(handle), static_cast<dsa_pointer>(token_at), token, key_column,
 								static_cast<dsa_pointer>(keys_at), n_keys};
+	state.partial = PartialRequest{static_cast<PartialKind>(partial_kind), partial_parameter};
 	size_t what_start = text.find('\n') + 1;
 	size_t line_end = text.find('\n', what_start);
 	state.what = text.substr(what_start, line_end == std::string::npos ? std::string::npos : line_end - what_start);
@@ -187,11 +191,19 @@ void make_state(void *arg)
 	else
 	{
 		state->own = std::make_unique<InputTable>(state->what.c_str(), state->specs);
-		state->own->use_chunk_source(state->chunks);
+		/* a worker that sends its partial result keeps its rows to itself */
+		if (state->partial.kind == PartialKind::None)
+			state->own->use_chunk_source(state->chunks);
 		state->table = state->own.get();
 		set_column_types(*state->table, state->binding);
 	}
 	state->ctx = exec_context_from_settings();
+	if (state->partial.kind != PartialKind::None)
+	{
+		/* one process of many on the machine's cores, and never one to start the GPU */
+		state->ctx.cpu_threads = 1;
+		state->ctx.mode = DeviceMode::Cpu;
+	}
 	a->state = state.release();
 }
 
@@ -618,7 +630,7 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 		if (!keys.empty())
 			memcpy(dsa_get_address(area, address.keys_at), keys.data(), keys.size() * sizeof(int64_t));
 	}
-	char *specs = encode_specs(binding, address);
+	char *specs = encode_specs(binding, address, PartialRequest{});
 	char *sql = wrapper_query(query, binding, specs);
 	SPIPlanPtr plan = SPI_prepare_cursor(sql, 0, nullptr, CURSOR_OPT_PARALLEL_OK);
 	if (plan == nullptr)
@@ -636,7 +648,7 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 
 	DirectShape shape;
 	outcome.direct = direct_shape(inner, binding, &shape);
-	ActiveRead read{table, ctx, area, 0, 0};
+	ActiveRead read{table, ctx, area, 0, 0, false};
 	ActiveRead *outer = active_read;
 	SPIExecuteOptions options;
 	memset(&options, 0, sizeof options);
@@ -646,7 +658,8 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	PG_TRY();
 	{
 		if (outcome.direct)
-			run_direct_scan(shape, binding, specs, outcome.planned_workers);
+			run_direct_scan(shape, binding, encode_specs(binding, address, table->partial_request()),
+							outcome.planned_workers);
 		else
 			SPI_execute_plan_extended(plan, &options);
 	}
@@ -663,6 +676,7 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	outcome.ran = true;
 	outcome.worker_parts = read.worker_parts;
 	outcome.join_ms = read.join_ms;
+	outcome.partials = read.partials;
 	if (read.worker_parts == 0)
 		outcome.why_serial = "no planned worker read a row (none was free under max_parallel_workers, or "
 							 "the calling backend read them all before one started)";

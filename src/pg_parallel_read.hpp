@@ -58,6 +58,7 @@ struct ParallelReadOutcome
 	bool direct = false;   /* the table scanned directly, not the query's plan run */
 	int worker_parts = 0;  /* partial states that arrived from workers */
 	double join_ms = 0;	   /* the calling backend's time adding their columns to the table */
+	bool partials = false; /* every process sent its partial result (InputTable::partials), not columns */
 	const char *why_serial = nullptr; /* when !ran, or when no worker launched */
 };
 

@@ -233,6 +233,85 @@ void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *o
 	table_endscan(scan);
 }
 
+/* The calling backend's own share of the rows, when every process sends its partial result. */
+struct LeaderShare
+{
+	ActiveRead *read;
+	std::unique_ptr<InputTable> rows;
+};
+
+/* A LeaderShare for the active read (through cpp_callback_guard). */
+void make_leader_share(void *arg)
+{
+	auto **share = static_cast<LeaderShare **>(arg);
+	InputTable &table = *active_read->table;
+	auto made = std::make_unique<LeaderShare>();
+	made->read = active_read;
+	made->rows = std::make_unique<InputTable>(table.what(), table.specs());
+	*share = made.release();
+}
+
+/*
+ * The partial result of the leader's share, into the call's partials: on
+ * one thread and on the CPU, as each worker computes its own, and not a
+ * phase of the call (the read's time holds it).  Through cpp_callback_guard.
+ */
+void leader_partial_result(void *arg)
+{
+	auto *share = static_cast<LeaderShare *>(arg);
+	ExecContext &ctx = *share->read->ctx;
+	struct Restore
+	{
+		ExecContext &ctx;
+		size_t cpu_threads;
+		DeviceMode mode;
+		double compute_ms;
+		~Restore()
+		{
+			ctx.cpu_threads = cpu_threads;
+			ctx.mode = mode;
+			ctx.times.compute_ms = compute_ms;
+		}
+	} restore{ctx, ctx.cpu_threads, ctx.mode, ctx.times.compute_ms};
+	ctx.cpu_threads = 1;
+	ctx.mode = DeviceMode::Cpu;
+	InputTable &table = *share->read->table;
+	table.partials().push_back(compute_partial(table.partial_request(), *share->rows, ctx));
+	share->rows.reset();
+}
+
+/*
+ * The leader's share of the scan when every process sends its partial
+ * result: its rows into a table of its own, not the call's, and their
+ * partial result into the call's partials.  PostgreSQL code.
+ */
+void scan_leader_share(Relation rel, ParallelTableScanDesc parallel, const DirectShape &shape,
+					   const ColumnBinding &binding)
+{
+	MemoryContext share_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec leader's share", ALLOCSET_SMALL_SIZES);
+	LeaderShare *share = nullptr;
+	cpp_callback_guard(make_leader_share, &share);
+	/* an ERROR or a cancel during the scan frees the share with its context */
+	auto *callback = static_cast<MemoryContextCallback *>(MemoryContextAlloc(share_context, sizeof(MemoryContextCallback)));
+	callback->func = [](void *arg) { delete static_cast<LeaderShare *>(arg); };
+	callback->arg = share;
+	MemoryContextRegisterResetCallback(share_context, callback);
+	set_column_types(*share->rows, binding);
+	scan_rows(rel, parallel, shape.qual, shape.outputs, *share->rows, scan_binding(binding, shape.source),
+			  *active_read->ctx);
+	cpp_callback_guard(leader_partial_result, share);
+	MemoryContextDelete(share_context);
+}
+
+/* A worker's partial result joins the call's partials, copied out of the area (an ArrivedPart; through cpp_callback_guard). */
+void take_partial(void *arg)
+{
+	auto *part = static_cast<ArrivedPart *>(arg);
+	Stopwatch clock;
+	active_read->table->partials().emplace_back(part->data, part->data + part->size);
+	active_read->join_ms += clock.elapsed_ms();
+}
+
 } // namespace
 
 /* The calling backend's direct scan, with up to `workers` workers: fills the active read's table. */
@@ -292,9 +371,16 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 	}
 	LaunchParallelWorkers(pcxt);
 
+	/* with no worker, the leader reads every row, and a partial result would only add work */
+	read.partials = read.table->partial_request().kind != PartialKind::None && pcxt->nworkers_launched > 0;
 	if (pcxt->nworkers_launched == 0 || parallel_leader_participation)
-		scan_rows(rel, parallel, shape.qual, shape.outputs, *read.table, scan_binding(binding, shape.source),
-				  *read.ctx);
+	{
+		if (read.partials)
+			scan_leader_share(rel, parallel, shape, binding);
+		else
+			scan_rows(rel, parallel, shape.qual, shape.outputs, *read.table, scan_binding(binding, shape.source),
+					  *read.ctx);
+	}
 	if (pcxt->nworkers_launched > 0)
 	{
 		WaitForParallelWorkersToFinish(pcxt);
@@ -305,7 +391,7 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 				continue;
 			ArrivedPart part{static_cast<const uint8_t *>(dsa_get_address(read.area, sent.at)),
 							 static_cast<size_t>(sent.size), sent.at};
-			cpp_callback_guard(append_part, &part);
+			cpp_callback_guard(read.partials ? take_partial : append_part, &part);
 			++read.worker_parts;
 			dsa_free(read.area, sent.at);
 			dsa_trim(read.area);
@@ -318,8 +404,37 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 
 namespace {
 
+/* A worker's partial result of its rows (a ReadState; through cpp_callback_guard). */
+void worker_partial_result(void *arg)
+{
+	auto *s = static_cast<ReadState *>(arg);
+	s->partial_result = compute_partial(s->partial, *s->table, s->ctx);
+	s->own.reset(); /* its rows are done with */
+	s->table = nullptr;
+}
 
-/* A direct scan's worker: reads its share of the table into columns of its own, in the leader's area. */
+/*
+ * Writes a worker's partial result into the leader's area and detaches
+ * from it; *size is its size.  Invalid when the area has no room.
+ */
+dsa_pointer partial_into_area(ReadState *s, size_t *size)
+{
+	cpp_callback_guard(worker_partial_result, s);
+	*size = s->partial_result.size();
+	dsa_pointer at = dsa_allocate_extended(s->area, *size, DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
+	if (DsaPointerIsValid(at))
+	{
+		memcpy(dsa_get_address(s->area, at), s->partial_result.data(), *size);
+		dsa_detach(s->area);
+		s->area = nullptr;
+	}
+	return at;
+}
+
+/*
+ * A direct scan's worker: reads its share of the table into columns of its
+ * own, and leaves them, or their partial result, in the leader's area.
+ */
 void direct_scan_worker(shm_toc *toc)
 {
 	auto *shared = static_cast<ScanShared *>(shm_toc_lookup(toc, kScanShared, false));
@@ -343,10 +458,12 @@ void direct_scan_worker(shm_toc *toc)
 	scan_rows(rel, scan_of(shared), qual, outputs, *state->table, state->binding, state->ctx);
 	table_close(rel, AccessShareLock);
 	size_t size = 0;
-	dsa_pointer at = columns_into_area(state, &size);
+	bool partial = state->partial.kind != PartialKind::None;
+	dsa_pointer at = partial ? partial_into_area(state, &size) : columns_into_area(state, &size);
 	if (!DsaPointerIsValid(at))
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of dynamic shared memory"),
-						errdetail("A parallel worker's columns of the %s take %zu bytes.", state->what.c_str(), size)));
+						errdetail("A parallel worker's %s of the %s %s %zu bytes.", partial ? "partial result" : "columns",
+								  state->what.c_str(), partial ? "takes" : "take", size)));
 	shared->parts[ParallelWorkerNumber] = ScanPart{at, static_cast<uint64>(size)};
 	MemoryContextDelete(worker_context);
 }

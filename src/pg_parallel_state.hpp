@@ -32,6 +32,7 @@ struct ActiveRead
 	dsa_area *area; /* where workers leave their columns */
 	int worker_parts;
 	double join_ms; /* spent adding the workers' columns to the table */
+	bool partials;	/* the processes sent partial results (InputTable::partials), not columns */
 };
 
 extern ActiveRead *active_read;
@@ -89,6 +90,8 @@ struct ReadState
 	AreaChunks chunks;				 /* before own: its columns' source outlives them */
 	std::unique_ptr<InputTable> own; /* a worker's columns */
 	AreaAddress address{};
+	PartialRequest partial;			 /* what a worker of the direct scan sends: its partial result, or its columns */
+	std::vector<uint8_t> partial_result;
 	dsa_area *area = nullptr;		 /* a worker's mapping of the leader's area */
 	InputTable *table = nullptr;	 /* own, or the leader's active_read table */
 	ColumnBinding binding{};

@@ -328,6 +328,57 @@ def check_direct_scan(device):
     sql("DROP MATERIALIZED VIEW offers_mv")
 
 
+def check_partials():
+    """cheapest_offers ranked on the CPU (gpurec.device = cpu) over a direct
+    scan: every process, the calling backend included, ranks the offers it
+    read and sends only each product's k cheapest with its count, and the
+    calling backend ranks those again.  The answer must be the serial
+    read's and plain SQL's for any split of the rows: ties of price and
+    store spelled with other decimals, exact duplicates, a product whose
+    offers are in every process, processes that read no row, k larger than
+    a product's offers, a filter that keeps no row."""
+    sql("""
+        CREATE TABLE tie_offers AS
+          SELECT (random() * 60)::int AS product_id, (random() * 4)::int AS store_id,
+                 CASE WHEN random() < 0.5 THEN round((random() * 3)::numeric, 1)
+                      ELSE round((random() * 3)::numeric, 1)::numeric(6,3) END AS price
+          FROM generate_series(1, 30000);
+        INSERT INTO tie_offers SELECT * FROM tie_offers WHERE random() < 0.1;
+        INSERT INTO tie_offers SELECT 1000, s % 3, 2.50 FROM generate_series(1, 5000) s;
+        ALTER TABLE tie_offers SET (parallel_workers = 4);
+        ANALYZE tie_offers;
+    """)
+    for round_ in range(4):
+        k = rng.choice([1, 2, 5, 40])
+        settings = dict(parallel_settings("cpu"), max_parallel_workers_per_gather=str(rng.randint(1, 4)))
+        for name, inner, oracle_where in [
+                ("ties", "SELECT product_id, store_id, price FROM tie_offers", ""),
+                ("a filter", "SELECT product_id, store_id, price FROM tie_offers WHERE store_id <> 2",
+                 "WHERE store_id <> 2"),
+                ("a filter that keeps no row",
+                 "SELECT product_id, store_id, price FROM tie_offers WHERE product_id + store_id < 0",
+                 "WHERE product_id + store_id < 0")]:
+            query = f"SELECT * FROM gpurec.cheapest_offers($q${inner}$q$, {k})"
+            serial, _, serial_error = run(query, {"gpurec.parallel_workers": "0", "gpurec.device": "cpu"})
+            rows, notices, error = run(query, settings)
+            # the oracle: the rank in (price, store, fewer decimals) order; the
+            # price's text keeps its decimals, as the function's numeric does
+            want = [",".join(r) for r in sql(f"""
+                SELECT product_id, offer_rank, store_id, price, n_offers FROM (
+                  SELECT product_id, store_id, price,
+                         row_number() OVER (PARTITION BY product_id ORDER BY price, store_id, scale(price))
+                           AS offer_rank,
+                         count(*) OVER (PARTITION BY product_id) AS n_offers
+                  FROM tie_offers {oracle_where}) s
+                WHERE offer_rank <= {k} ORDER BY product_id, offer_rank""")]
+            check(f"parallel-read partial results, {name}, k={k} (cpu): each process ranked its own rows",
+                  error is None and "each process's partial result taken" in notices and workers_read(notices) > 0,
+                  f"error {error}; NOTICE: {notices.strip()[:400]}")
+            check(f"parallel-read partial results, {name}, k={k} (cpu): the serial read's rows and plain SQL's",
+                  serial_error is None and rows == serial and rows == want,
+                  f"{first_difference(rows, serial)}; {first_difference(rows, want)}; serial error {serial_error}")
+
+
 def check_big_rows_few():
     """A population of a thousand big arrays is a page or two of heap,
     its arrays in TOAST: with the table's parallel_workers set and the
@@ -376,9 +427,14 @@ def check_chunks_taken(devices):
             check(f"parallel-read {name} ({device}): workers' full chunks taken as they are, same rows as serial",
                   serial_error is None and error is None and rows == serial and workers_read(notices) == 2,
                   f"{first_difference(rows, serial)}; errors {error} vs {serial_error}; NOTICE: {notices[:400]}")
-            check(f"parallel-read {name} ({device}): the NOTICE says how long joining the workers' columns took",
+            # cheapest_offers ranked on the CPU has each process rank its own
+            # rows, and only those partial results travel (check_partials)
+            sent = {"cpu": "each process's partial result taken", "gpu": "their columns joined",
+                    "auto": "(?:each process's partial result taken|their columns joined)"}[device] \
+                if name == "cheapest_offers" else "their columns joined"
+            check(f"parallel-read {name} ({device}): the NOTICE says how long joining what the workers sent took",
                   re.search(r"2 of 2 planned parallel workers read rows, beside the calling backend "
-                            r"\(their columns joined in \d+\.\d{3} ms\)", notices) is not None,
+                            rf"\({sent} in \d+\.\d{{3}} ms\)", notices) is not None,
                   f"NOTICE: {notices[:400]}")
 
 
@@ -491,6 +547,7 @@ def main():
             check_geo(device)
             check_direct_scan(device)
         check_fallbacks()
+        check_partials()
         check_big_rows_few()
         check_chunks_taken(devices)
         check_worker_errors()
