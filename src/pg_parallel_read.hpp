@@ -30,7 +30,10 @@
  * expressions, which about halved a row's cost on the 2-core machine; the
  * workers' columns join the table the same way.  The caller's privileges
  * are checked as the executor checks them; row-level security's policies
- * are part of the scan's filter.
+ * are part of the scan's filter.  Where the table asks for partial results
+ * (InputTable::combine_partials), each process of the direct scan sends
+ * the partial result of its own rows instead of its columns, so the rows
+ * never leave the process that read them.
  *
  * Where the planner cannot run the query in parallel
  * (LIMIT, a parallel-unsafe function, no workers allowed), or where the
