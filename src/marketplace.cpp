@@ -418,10 +418,10 @@ constexpr uint16_t kOffersPartVersion = 1;
 
 } // namespace
 
-OffersPart::OffersPart(const Offers &offers, const RankedOffers &ranked, int k)
+OffersPart::OffersPart(const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers, int k)
 	: k_(k), price_(offers.price.type())
 {
-	const std::vector<int64_t> &counts = offers.product.counts();
+	const std::vector<int64_t> &counts = n_offers;
 	for (size_t p = 0; p + 1 < ranked.offsets.size(); ++p)
 		for (int64_t r = ranked.offsets[p]; r < ranked.offsets[p + 1]; ++r)
 		{
@@ -502,7 +502,7 @@ std::vector<uint8_t> cheapest_offers_part(const Offers &offers, int k, ExecConte
 {
 	check_k(k);
 	check_offer_count(offers.product.size());
-	OffersPart part(offers, rank_on_cpu(offers, k, ctx), k);
+	OffersPart part(offers, rank_on_cpu(offers, k, ctx), offers.product.counts(), k);
 	ByteWriter counter;
 	part.serialize(counter);
 	std::vector<uint8_t> bytes(counter.size());

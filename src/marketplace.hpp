@@ -84,7 +84,8 @@ void settle_ties(const Offers &offers, RankedOffers &ranked, ExecContext &ctx);
 class OffersPart
 {
   public:
-	OffersPart(const Offers &offers, const RankedOffers &ranked, int k);
+	/* n_offers: per product code, its count of offers (the offers' own, or a merge's sums) */
+	OffersPart(const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers, int k);
 	void serialize(ByteWriter &out) const;
 
   private:

@@ -50,28 +50,21 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 	out.finish();
 }
 
-/*
- * The rows of cheapest_offers of all offers, from parts that each ranked a
- * share of them (OffersPart): a parallel read's processes, or shards.
- */
-void write_merged_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char *function,
-						 const std::vector<ByteSpan> &parts, int k)
+/* Adds parts that each ranked a share of the offers (OffersPart: a parallel read's processes, or shards). */
+void merge_parts(MergedOffers &merged, const std::vector<ByteSpan> &parts, int k)
 {
-	MergedOffers merged;
 	for (const ByteSpan &part : parts)
 		merged.append_part(part.data, part.size, k);
-	RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
-	write_cheapest_offers(fcinfo, ctx, function, merged.offers(), ranked, merged.n_offers());
 }
 
-Datum cheapest_offers_body(FunctionCallInfo fcinfo)
+/*
+ * cheapest_offers of offers_query, handed to use(offers, ranked, n_offers).
+ * Where the CPU ranks, parallel workers rank their own shares and only
+ * their k cheapest travel (InputTable::combine_partials): the answer is
+ * then those merged and ranked again.
+ */
+template <typename Use> void rank_offers_query(const char *offers_query, int k, ExecContext &ctx, Use use)
 {
-	ExecContext ctx = exec_context_from_settings();
-	const char *offers_query = text_argument(fcinfo, 0);
-	int32 k = PG_GETARG_INT32(1);
-	check_k(k); /* before the query runs */
-
-	/* where the CPU ranks, parallel workers rank their own shares, and only their k cheapest travel */
 	PartialRequest partial;
 	if (ranks_offers_on_cpu(k, ctx))
 		partial = PartialRequest{PartialKind::CheapestOffers, k};
@@ -81,11 +74,27 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 		std::vector<ByteSpan> parts;
 		for (const std::vector<uint8_t> &part : input.table.partials())
 			parts.push_back(ByteSpan{part.data(), part.size()});
-		write_merged_offers(fcinfo, ctx, "cheapest_offers", parts, k);
-		return (Datum) 0;
+		MergedOffers merged;
+		merge_parts(merged, parts, k);
+		RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
+		use(merged.offers(), ranked, merged.n_offers());
+		return;
 	}
 	RankedOffers ranked = cheapest_offers(input.offers, k, ctx, input.streamer.get());
-	write_cheapest_offers(fcinfo, ctx, "cheapest_offers", input.offers, ranked, input.offers.product.counts());
+	use(input.offers, ranked, input.offers.product.counts());
+}
+
+Datum cheapest_offers_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	const char *offers_query = text_argument(fcinfo, 0);
+	int32 k = PG_GETARG_INT32(1);
+	check_k(k); /* before the query runs */
+
+	rank_offers_query(offers_query, k, ctx,
+					  [&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers) {
+						  write_cheapest_offers(fcinfo, ctx, "cheapest_offers", offers, ranked, n_offers);
+					  });
 	return (Datum) 0;
 }
 
@@ -101,22 +110,25 @@ Datum cheapest_offers_part_body(FunctionCallInfo fcinfo)
 	int32 k = PG_GETARG_INT32(1);
 	check_k(k);
 
-	OffersInput input(offers_query, ctx, k);
-	RankedOffers ranked = cheapest_offers(input.offers, k, ctx, input.streamer.get());
-	Stopwatch clock;
-	OffersPart part(input.offers, ranked, k);
-	ByteWriter counter;
-	part.serialize(counter);
-	size_t size = counter.size();
-	if (size > MaxAllocSize - VARHDRSZ)
-		throw Error(sqlstate::program_limit_exceeded, "a shard's answer to cheapest_offers is larger than 1 GB",
-					"Its " + std::to_string(ranked.rows.size()) + " ranked offers take " + std::to_string(size) +
-						" bytes.",
-					"Ask for fewer offers per product (k), or fewer products per call.");
-	bytea *out = new_bytea(size);
-	ByteWriter writer(reinterpret_cast<uint8_t *>(VARDATA(out)), size);
-	part.serialize(writer);
-	ctx.times.output_ms += clock.elapsed_ms();
+	bytea *out = nullptr;
+	rank_offers_query(offers_query, k, ctx,
+					  [&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers) {
+						  Stopwatch clock;
+						  OffersPart part(offers, ranked, n_offers, k);
+						  ByteWriter counter;
+						  part.serialize(counter);
+						  size_t size = counter.size();
+						  if (size > MaxAllocSize - VARHDRSZ)
+							  throw Error(sqlstate::program_limit_exceeded,
+										  "a shard's answer to cheapest_offers is larger than 1 GB",
+										  "Its " + std::to_string(ranked.rows.size()) + " ranked offers take " +
+											  std::to_string(size) + " bytes.",
+										  "Ask for fewer offers per product (k), or fewer products per call.");
+						  out = new_bytea(size);
+						  ByteWriter writer(reinterpret_cast<uint8_t *>(VARDATA(out)), size);
+						  part.serialize(writer);
+						  ctx.times.output_ms += clock.elapsed_ms();
+					  });
 	report_timing("_cheapest_offers_part", ctx);
 	PG_RETURN_BYTEA_P(out);
 }
@@ -138,7 +150,10 @@ Datum merge_cheapest_offers_body(FunctionCallInfo fcinfo)
 		bytes += part.size;
 	ctx.times.read_ms += clock.elapsed_ms();
 	ctx.read_notes = std::to_string(parts.size()) + " shards' parts, " + std::to_string(bytes) + " bytes";
-	write_merged_offers(fcinfo, ctx, "_merge_cheapest_offers", parts, k);
+	MergedOffers merged;
+	merge_parts(merged, parts, k);
+	RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
+	write_cheapest_offers(fcinfo, ctx, "_merge_cheapest_offers", merged.offers(), ranked, merged.n_offers());
 	return (Datum) 0;
 }
 

@@ -377,6 +377,25 @@ def check_partials():
             check(f"parallel-read partial results, {name}, k={k} (cpu): the serial read's rows and plain SQL's",
                   serial_error is None and rows == serial and rows == want,
                   f"{first_difference(rows, serial)}; {first_difference(rows, want)}; serial error {serial_error}")
+            # a shard's part (gpurec_shards) made of the partial results,
+            # merged with itself: every product's count doubles, and its k
+            # cheapest are each offer twice
+            doubled = (f"SELECT * FROM gpurec._merge_cheapest_offers(ARRAY["
+                       f"(SELECT gpurec._cheapest_offers_part($q${inner}$q$, {k})), "
+                       f"(SELECT gpurec._cheapest_offers_part($q${inner}$q$, {k}))], {k})")
+            rows, notices, error = run(doubled, settings)
+            want = [",".join(r) for r in sql(f"""
+                SELECT product_id, offer_rank, store_id, price, n_offers FROM (
+                  SELECT product_id, store_id, price,
+                         row_number() OVER (PARTITION BY product_id ORDER BY price, store_id, scale(price))
+                           AS offer_rank,
+                         count(*) OVER (PARTITION BY product_id) AS n_offers
+                  FROM (SELECT * FROM tie_offers {oracle_where} UNION ALL
+                        SELECT * FROM tie_offers {oracle_where}) o) s
+                WHERE offer_rank <= {k} ORDER BY product_id, offer_rank""")]
+            check(f"parallel-read partial results, {name}, k={k} (cpu): a shard's part of them merges as plain SQL",
+                  error is None and "each process's partial result taken" in notices and rows == want,
+                  f"{first_difference(rows, want)}; error {error}; NOTICE: {notices.strip()[:300]}")
 
 
 def check_big_rows_few():
