@@ -37,6 +37,10 @@ CALLS = {
     "cheapest-offers": "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 3);",
     "improve-carts": ("SELECT count(*) FROM gpurec.improve_carts('SELECT cart_id, product_id, store_id FROM carts', "
                       "'SELECT product_id, store_id, price FROM offers');"),
+    # ranked on the CPU, every process of the direct scan ranks its own
+    # offers and sends only their k cheapest (README, Parallel reading)
+    "cheapest-offers-partial-results": "SET gpurec.device = cpu; SELECT count(*) FROM gpurec.cheapest_offers("
+                                       "'SELECT product_id, store_id, price FROM offers', 3);",
     "roc-fitness": "SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM examples');",
     "user-similarity": "SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM visits', 1);",
 }
@@ -161,19 +165,23 @@ def run_checks(db):
     check("parallel-eight-sessions-all-answered", all(r is not None and r[0] == 0 and r[1] == want for r in results),
           f"want {want}: {results}")
 
-    # 200 parallel calls in one backend: its memory stays flat
-    s = db.session()
-    s.run(FORCE)
-    small_call = "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE product_id < 2000', 2);"
-    rss = []
-    for _ in range(20):
-        s.run("\n".join([small_call] * 10))
-        rss.append(proc_memory(s.pid))
-    half = len(rss) // 2
-    growth = None if None in rss else min(rss[-5:]) - min(rss[half:half + 5])
-    print(f"# RssAnon over 200 parallel calls: {rss} kB", flush=True)
-    check("parallel-200-calls-memory-flat", growth is not None and growth < 2048, f"grew {growth} kB: {rss}")
-    s.close()
+    # 200 parallel calls in one backend: its memory stays flat, whether
+    # the workers send columns (the GPU's way, and auto's on few cores) or
+    # partial results (the CPU's)
+    for device in ["auto", "cpu"]:
+        s = db.session()
+        s.run(FORCE + f" SET gpurec.device = {device};")
+        small_call = "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE product_id < 2000', 2);"
+        rss = []
+        for _ in range(20):
+            s.run("\n".join([small_call] * 10))
+            rss.append(proc_memory(s.pid))
+        half = len(rss) // 2
+        growth = None if None in rss else min(rss[-5:]) - min(rss[half:half + 5])
+        print(f"# RssAnon over 200 parallel calls ({device}): {rss} kB", flush=True)
+        name = "parallel-200-calls-memory-flat" + ("" if device == "auto" else f"-{device}")
+        check(name, growth is not None and growth < 2048, f"grew {growth} kB: {rss}")
+        s.close()
     after = segments_settled(shm_before)
     check("parallel-200-calls-dsm-released", shm_before is None or after == shm_before,
           f"{len(shm_before or [])} segments before, {len(after or [])} after")
