@@ -128,9 +128,12 @@ class MergedOffers
 /*
  * A share of the offers ranked on the CPU, with ctx's threads, as its
  * OffersPart in flat form: a parallel worker's partial result of
- * cheapest_offers (partials.hpp).
+ * cheapest_offers (pg_partials.hpp).
  */
 std::vector<uint8_t> cheapest_offers_part(const Offers &offers, int k, ExecContext &ctx);
+
+/* Parts (OffersPart, in flat form) merged into the one part of all their offers, on the CPU with ctx's threads. */
+std::vector<uint8_t> merge_offers_parts(const std::vector<std::vector<uint8_t>> &parts, int k, ExecContext &ctx);
 
 /* The k cheapest of every product among the parts' offers, on the CPU (a merge is few rows). */
 RankedOffers merge_cheapest_offers(const MergedOffers &merged, int k, ExecContext &ctx);

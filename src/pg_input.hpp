@@ -23,7 +23,7 @@
 
 #include "columns.hpp"
 #include "device.hpp"
-#include "partials.hpp"
+#include "pg_partials.hpp"
 
 namespace gpurec {
 
@@ -99,7 +99,7 @@ class InputTable
 
 	/*
 	 * For a function whose result combines from partial results
-	 * (partials.hpp): when parallel workers read the query by a direct scan,
+	 * (pg_partials.hpp): when parallel workers read the query by a direct scan,
 	 * every process, the calling backend included, computes the partial
 	 * result of its own rows and only that arrives here, in partials(); the
 	 * table then holds no rows.  When the query is read any other way, the

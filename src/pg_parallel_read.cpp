@@ -200,9 +200,10 @@ void make_state(void *arg)
 	state->ctx = exec_context_from_settings();
 	if (state->partial.kind != PartialKind::None)
 	{
-		/* one process of many on the machine's cores, and never one to start the GPU */
-		state->ctx.cpu_threads = 1;
-		state->ctx.mode = DeviceMode::Cpu;
+		const ColumnBinding *binding = &state->binding; /* the state outlives its builder */
+		state->builder = std::make_unique<PartialBuilder>(
+			state->partial, state->what.c_str(), state->specs,
+			[binding](InputTable &piece) { set_column_types(piece, *binding); }, state->ctx);
 	}
 	a->state = state.release();
 }

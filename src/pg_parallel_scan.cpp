@@ -162,16 +162,30 @@ ColumnBinding scan_binding(const ColumnBinding &binding, const int16 *source)
 }
 
 /*
- * Reads rows of the parallel scan into `table` until the scan is done:
- * each row that passes `qual`, the table's own columns or, with `outputs`,
- * the row those expressions make of it.  Whatever a row's conversion
+ * Reads rows of the parallel scan into `table`, or `builder`'s pieces,
+ * until the scan is done: each row that passes `qual`, the table's own
+ * columns or, with `outputs`, the row those expressions make of it.  Whatever a row's conversion
  * allocates lives in a context emptied at every flush of the batch, what
  * its expressions allocate in one emptied after every row.  PostgreSQL
  * code.
  */
-void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *outputs, InputTable &table,
-			   const ColumnBinding &binding, ExecContext &ctx)
+/* A builder's piece reduced when full (through cpp_callback_guard). */
+void reduce_if_full(void *builder)
 {
+	static_cast<PartialBuilder *>(builder)->reduce_if_full();
+}
+
+/* A builder's rows all given: its partial result, into *out (a pair; through cpp_callback_guard). */
+void finish_partial(void *arg)
+{
+	auto *a = static_cast<std::pair<PartialBuilder *, std::vector<uint8_t> *> *>(arg);
+	*a->second = a->first->finish();
+}
+
+void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *outputs, InputTable *table,
+			   PartialBuilder *builder, const ColumnBinding &binding, ExecContext &ctx)
+{
+	InputTable *into = builder != nullptr ? &builder->piece() : table;
 	TableScanDesc scan = table_beginscan_parallel(rel, parallel);
 	TupleTableSlot *slot = table_slot_create(rel, nullptr);
 	auto *batch = static_cast<RowBatch *>(palloc(sizeof(RowBatch)));
@@ -215,14 +229,21 @@ void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *o
 		if (row == slot) /* a projected row holds every value already */
 			slot_getsomeattrs(row, binding.max_attno);
 		MemoryContext scan_context = MemoryContextSwitchTo(rows_context);
-		add_row(batch, table, binding, row->tts_values, row->tts_isnull, ctx);
+		add_row(batch, *into, binding, row->tts_values, row->tts_isnull, ctx);
 		MemoryContextSwitchTo(scan_context);
-		if (batch->batched == 0)
+		if (batch->batched == 0) /* the batch went into the table */
+		{
 			MemoryContextReset(rows_context);
+			if (builder != nullptr)
+			{
+				cpp_callback_guard(reduce_if_full, builder);
+				into = &builder->piece();
+			}
+		}
 		if (econtext != nullptr)
 			ResetExprContext(econtext);
 	}
-	flush_batch(batch, table, binding);
+	flush_batch(batch, *into, binding);
 	if (projection != nullptr)
 		ExecDropSingleTupleTableSlot(projection->pi_state.resultslot);
 	if (estate != nullptr)
@@ -233,73 +254,55 @@ void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *o
 	table_endscan(scan);
 }
 
-/* The calling backend's own share of the rows, when every process sends its partial result. */
+/* What the calling backend's share of the rows goes into when every process sends its partial result. */
 struct LeaderShare
 {
-	ActiveRead *read;
-	std::unique_ptr<InputTable> rows;
+	const ColumnBinding *binding;
+	std::unique_ptr<PartialBuilder> builder;
+	std::vector<uint8_t> partial_result;
 };
 
-/* A LeaderShare for the active read (through cpp_callback_guard). */
-void make_leader_share(void *arg)
-{
-	auto **share = static_cast<LeaderShare **>(arg);
-	InputTable &table = *active_read->table;
-	auto made = std::make_unique<LeaderShare>();
-	made->read = active_read;
-	made->rows = std::make_unique<InputTable>(table.what(), table.specs());
-	*share = made.release();
-}
-
-/*
- * The partial result of the leader's share, into the call's partials: on
- * one thread and on the CPU, as each worker computes its own, and not a
- * phase of the call (the read's time holds it).  Through cpp_callback_guard.
- */
-void leader_partial_result(void *arg)
+/* The share's builder, for the active read (through cpp_callback_guard). */
+void make_leader_builder(void *arg)
 {
 	auto *share = static_cast<LeaderShare *>(arg);
-	ExecContext &ctx = *share->read->ctx;
-	struct Restore
-	{
-		ExecContext &ctx;
-		size_t cpu_threads;
-		DeviceMode mode;
-		double compute_ms;
-		~Restore()
-		{
-			ctx.cpu_threads = cpu_threads;
-			ctx.mode = mode;
-			ctx.times.compute_ms = compute_ms;
-		}
-	} restore{ctx, ctx.cpu_threads, ctx.mode, ctx.times.compute_ms};
-	ctx.cpu_threads = 1;
-	ctx.mode = DeviceMode::Cpu;
-	InputTable &table = *share->read->table;
-	table.partials().push_back(compute_partial(table.partial_request(), *share->rows, ctx));
-	share->rows.reset();
+	const InputTable &table = *active_read->table;
+	const ColumnBinding *binding = share->binding;
+	share->builder = std::make_unique<PartialBuilder>(
+		table.partial_request(), table.what(), table.specs(),
+		[binding](InputTable &piece) { set_column_types(piece, *binding); }, *active_read->ctx);
+}
+
+/* The share's partial result joins the call's partials (through cpp_callback_guard). */
+void keep_leader_partial(void *arg)
+{
+	auto *share = static_cast<LeaderShare *>(arg);
+	active_read->table->partials().push_back(std::move(share->partial_result));
 }
 
 /*
  * The leader's share of the scan when every process sends its partial
- * result: its rows into a table of its own, not the call's, and their
- * partial result into the call's partials.  PostgreSQL code.
+ * result: its rows into pieces of its own (PartialBuilder), not the call's
+ * table, and their partial result into the call's partials, as each
+ * worker does.  Not a phase of the call: the read's time holds it.
+ * PostgreSQL code.
  */
 void scan_leader_share(Relation rel, ParallelTableScanDesc parallel, const DirectShape &shape,
 					   const ColumnBinding &binding)
 {
 	MemoryContext share_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec leader's share", ALLOCSET_SMALL_SIZES);
-	LeaderShare *share = nullptr;
-	cpp_callback_guard(make_leader_share, &share);
+	auto *share = new LeaderShare{&binding, nullptr, {}};
 	/* an ERROR or a cancel during the scan frees the share with its context */
 	auto *callback = static_cast<MemoryContextCallback *>(MemoryContextAlloc(share_context, sizeof(MemoryContextCallback)));
 	callback->func = [](void *arg) { delete static_cast<LeaderShare *>(arg); };
 	callback->arg = share;
 	MemoryContextRegisterResetCallback(share_context, callback);
-	set_column_types(*share->rows, binding);
-	scan_rows(rel, parallel, shape.qual, shape.outputs, *share->rows, scan_binding(binding, shape.source),
-			  *active_read->ctx);
-	cpp_callback_guard(leader_partial_result, share);
+	cpp_callback_guard(make_leader_builder, share);
+	scan_rows(rel, parallel, shape.qual, shape.outputs, nullptr, share->builder.get(),
+			  scan_binding(binding, shape.source), *active_read->ctx);
+	std::pair<PartialBuilder *, std::vector<uint8_t> *> finish{share->builder.get(), &share->partial_result};
+	cpp_callback_guard(finish_partial, &finish);
+	cpp_callback_guard(keep_leader_partial, share);
 	MemoryContextDelete(share_context);
 }
 
@@ -378,7 +381,7 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 		if (read.partials)
 			scan_leader_share(rel, parallel, shape, binding);
 		else
-			scan_rows(rel, parallel, shape.qual, shape.outputs, *read.table, scan_binding(binding, shape.source),
+			scan_rows(rel, parallel, shape.qual, shape.outputs, read.table, nullptr, scan_binding(binding, shape.source),
 					  *read.ctx);
 	}
 	if (pcxt->nworkers_launched > 0)
@@ -408,9 +411,8 @@ namespace {
 void worker_partial_result(void *arg)
 {
 	auto *s = static_cast<ReadState *>(arg);
-	s->partial_result = compute_partial(s->partial, *s->table, s->ctx);
-	s->own.reset(); /* its rows are done with */
-	s->table = nullptr;
+	s->partial_result = s->builder->finish();
+	s->builder.reset(); /* its pieces are done with */
 }
 
 /*
@@ -455,7 +457,7 @@ void direct_scan_worker(shm_toc *toc)
 	state->binding = scan_binding(state->binding, shared->source);
 
 	Relation rel = table_open(shared->relid, AccessShareLock);
-	scan_rows(rel, scan_of(shared), qual, outputs, *state->table, state->binding, state->ctx);
+	scan_rows(rel, scan_of(shared), qual, outputs, state->table, state->builder.get(), state->binding, state->ctx);
 	table_close(rel, AccessShareLock);
 	size_t size = 0;
 	bool partial = state->partial.kind != PartialKind::None;

@@ -91,6 +91,7 @@ struct ReadState
 	std::unique_ptr<InputTable> own; /* a worker's columns */
 	AreaAddress address{};
 	PartialRequest partial;			 /* what a worker of the direct scan sends: its partial result, or its columns */
+	std::unique_ptr<PartialBuilder> builder; /* with a partial request: where the worker's rows go */
 	std::vector<uint8_t> partial_result;
 	dsa_area *area = nullptr;		 /* a worker's mapping of the leader's area */
 	InputTable *table = nullptr;	 /* own, or the leader's active_read table */

@@ -5,6 +5,7 @@
  * points into parts, so dictionaries overlap, numeric scales differ between
  * parts, and NULL array elements appear in some parts only.
  */
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -421,6 +422,44 @@ TEST(ColumnParts, ForeignBytesAreAnInternalError)
 	part.serialize(writer);
 	ByteReader truncated(bytes.data(), bytes.size() - 1);
 	EXPECT_THROW(merged.append_serialized(truncated), Error);
+}
+
+TEST(ColumnParts, RecycledChunksServeTheNextColumns)
+{
+	/*
+	 * Columns made and dropped in turn (a parallel read's pieces) take the
+	 * chunks the last ones gave back: the same memory, and each column
+	 * still holds exactly its own rows.
+	 */
+	constexpr size_t kRows = Int64Column::kChunkRows;
+	RecycledChunks chunks;
+	std::vector<const void *> first_chunks;
+	for (int round = 0; round < 3; ++round)
+	{
+		Int64Column column;
+		column.use_chunk_source(chunks);
+		size_t n = kRows + 1000 + static_cast<size_t>(round);
+		for (size_t r = 0; r < n; ++r)
+			column.push_back(static_cast<int64_t>(r) * (round + 1) - 5);
+		ASSERT_EQ(column.size(), n);
+		for (size_t r = 0; r < n; r += 997)
+			ASSERT_EQ(column[r], static_cast<int64_t>(r) * (round + 1) - 5) << "round " << round << ", row " << r;
+		std::vector<const void *> used{column.chunk_data(0), column.chunk_data(1)};
+		if (round == 0)
+			first_chunks = used;
+		else
+			EXPECT_TRUE(std::is_permutation(used.begin(), used.end(), first_chunks.begin()))
+				<< "round " << round << " mapped new chunks";
+	}
+	/* two columns at once cannot share: the second maps its own */
+	Int64Column a, b;
+	a.use_chunk_source(chunks);
+	b.use_chunk_source(chunks);
+	a.push_back(1);
+	b.push_back(2);
+	EXPECT_NE(a.chunk_data(0), b.chunk_data(0));
+	EXPECT_EQ(a[0], 1);
+	EXPECT_EQ(b[0], 2);
 }
 
 } // namespace

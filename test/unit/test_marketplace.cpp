@@ -615,14 +615,7 @@ TEST(MarketplaceCheapest, CancelledOnTheCpu)
 std::vector<uint8_t> part_bytes(const Market &m, int k)
 {
 	ExecContext ctx = context(DeviceMode::Cpu);
-	RankedOffers ranked = cheapest_offers(m.offers(), k, ctx);
-	OffersPart part(m.offers(), ranked, k);
-	ByteWriter counter;
-	part.serialize(counter);
-	std::vector<uint8_t> bytes(counter.size());
-	ByteWriter writer(bytes.data(), bytes.size());
-	part.serialize(writer);
-	return bytes;
+	return cheapest_offers_part(m.offers(), k, ctx);
 }
 
 /*
@@ -702,6 +695,35 @@ TEST(MarketplaceShards, MergedPartsAreTheWholeRanking)
 	});
 	EXPECT_GT(mixed_seen, 0) << "no merge mixed numeric scales";
 	EXPECT_GT(empty_shards, 0) << "no shard was empty";
+}
+
+TEST(MarketplaceShards, PartsOfPartsAreTheWholeRanking)
+{
+	/*
+	 * As a parallel read's process builds its part (PartialBuilder): its
+	 * rows ranked piece by piece, the pieces' parts merged into its one
+	 * part (merge_offers_parts); the processes' parts merged again show
+	 * the whole ranking, n_offers summed twice over.
+	 */
+	auto rng = seeded_rng();
+	for_random_markets([&](const Market &m, int k) {
+		size_t processes = 1 + rng() % 4;
+		MergedOffers merged;
+		for (const Market &process : deal(rng, m, processes))
+		{
+			std::vector<std::vector<uint8_t>> pieces;
+			for (const Market &piece : deal(rng, process, 1 + rng() % 3))
+				pieces.push_back(part_bytes(piece, k));
+			ExecContext ctx = context(DeviceMode::Cpu);
+			std::vector<uint8_t> bytes = merge_offers_parts(pieces, k, ctx);
+			merged.append_part(bytes.data(), bytes.size(), k);
+		}
+		ExecContext whole_ctx = context(DeviceMode::Cpu), merge_ctx = context(DeviceMode::Cpu);
+		RankedOffers whole = cheapest_offers(m.offers(), k, whole_ctx);
+		RankedOffers got = merge_cheapest_offers(merged, k, merge_ctx);
+		EXPECT_EQ(shown(merged.offers(), got, merged.n_offers()), shown(m.offers(), whole, m.product.counts()))
+			<< processes << " processes";
+	});
 }
 
 TEST(MarketplaceShards, NoPartsNoRows)
