@@ -328,6 +328,19 @@ def check_direct_scan(device):
     sql("DROP MATERIALIZED VIEW offers_mv")
 
 
+def ranked_oracle(offers, k):
+    """cheapest_offers of the offers query in plain SQL: the rank in (price,
+    store, fewer decimals) order, the price's text with its decimals, as the
+    function's numeric keeps them."""
+    return [",".join(r) for r in sql(f"""
+        SELECT product_id, offer_rank, store_id, price, n_offers FROM (
+          SELECT product_id, store_id, price,
+                 row_number() OVER (PARTITION BY product_id ORDER BY price, store_id, scale(price)) AS offer_rank,
+                 count(*) OVER (PARTITION BY product_id) AS n_offers
+          FROM ({offers}) o) s
+        WHERE offer_rank <= {k} ORDER BY product_id, offer_rank""")]
+
+
 def check_partials():
     """cheapest_offers ranked on the CPU (gpurec.device = cpu) over a direct
     scan: every process, the calling backend included, ranks the offers it
@@ -361,16 +374,7 @@ def check_partials():
             query = f"SELECT * FROM gpurec.cheapest_offers($q${inner}$q$, {k})"
             serial, _, serial_error = run(query, {"gpurec.parallel_workers": "0", "gpurec.device": "cpu"})
             rows, notices, error = run(query, settings)
-            # the oracle: the rank in (price, store, fewer decimals) order; the
-            # price's text keeps its decimals, as the function's numeric does
-            want = [",".join(r) for r in sql(f"""
-                SELECT product_id, offer_rank, store_id, price, n_offers FROM (
-                  SELECT product_id, store_id, price,
-                         row_number() OVER (PARTITION BY product_id ORDER BY price, store_id, scale(price))
-                           AS offer_rank,
-                         count(*) OVER (PARTITION BY product_id) AS n_offers
-                  FROM tie_offers {oracle_where}) s
-                WHERE offer_rank <= {k} ORDER BY product_id, offer_rank""")]
+            want = ranked_oracle(f"SELECT * FROM tie_offers {oracle_where}", k)
             check(f"parallel-read partial results, {name}, k={k} (cpu): each process ranked its own rows",
                   error is None and "each process's partial result taken" in notices and workers_read(notices) > 0,
                   f"error {error}; NOTICE: {notices.strip()[:400]}")
@@ -384,15 +388,8 @@ def check_partials():
                        f"(SELECT gpurec._cheapest_offers_part($q${inner}$q$, {k})), "
                        f"(SELECT gpurec._cheapest_offers_part($q${inner}$q$, {k}))], {k})")
             rows, notices, error = run(doubled, settings)
-            want = [",".join(r) for r in sql(f"""
-                SELECT product_id, offer_rank, store_id, price, n_offers FROM (
-                  SELECT product_id, store_id, price,
-                         row_number() OVER (PARTITION BY product_id ORDER BY price, store_id, scale(price))
-                           AS offer_rank,
-                         count(*) OVER (PARTITION BY product_id) AS n_offers
-                  FROM (SELECT * FROM tie_offers {oracle_where} UNION ALL
-                        SELECT * FROM tie_offers {oracle_where}) o) s
-                WHERE offer_rank <= {k} ORDER BY product_id, offer_rank""")]
+            want = ranked_oracle(f"SELECT * FROM tie_offers {oracle_where} UNION ALL "
+                                 f"SELECT * FROM tie_offers {oracle_where}", k)
             check(f"parallel-read partial results, {name}, k={k} (cpu): a shard's part of them merges as plain SQL",
                   error is None and "each process's partial result taken" in notices and rows == want,
                   f"{first_difference(rows, want)}; error {error}; NOTICE: {notices.strip()[:300]}")
