@@ -151,7 +151,10 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 		note += std::to_string(outcome.worker_parts) + " of " + std::to_string(outcome.planned_workers) +
 				" planned parallel workers read rows, beside the calling backend (" +
 				(outcome.partials ? "each process's partial result taken in " : "their columns joined in ") + joined +
-				" ms), " + (outcome.direct ? "by a direct scan of the table" : "through the query's parallel plan");
+				" ms), " + (outcome.direct ? "by a direct scan of the table" : "through the query's parallel plan") +
+				(outcome.partials_declined ? " (as columns: by the table's statistics, partial results would not be "
+											 "much smaller)"
+										   : "");
 	}
 	else
 		note += std::string("the calling backend alone, as ") + (outcome.why_serial ? outcome.why_serial : "planned");

@@ -649,6 +649,13 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 
 	DirectShape shape;
 	outcome.direct = direct_shape(inner, binding, &shape);
+	PartialRequest partial = table->partial_request();
+	if (partial.kind != PartialKind::None &&
+		!(outcome.direct && partials_pay_off(shape, partial, outcome.planned_workers + 1)))
+	{
+		outcome.partials_declined = outcome.direct;
+		partial = PartialRequest{};
+	}
 	ActiveRead read{table, ctx, area, 0, 0, false};
 	ActiveRead *outer = active_read;
 	SPIExecuteOptions options;
@@ -659,8 +666,8 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	PG_TRY();
 	{
 		if (outcome.direct)
-			run_direct_scan(shape, binding, encode_specs(binding, address, table->partial_request()),
-							outcome.planned_workers);
+			run_direct_scan(shape, binding, encode_specs(binding, address, partial), outcome.planned_workers,
+							partial.kind != PartialKind::None);
 		else
 			SPI_execute_plan_extended(plan, &options);
 	}

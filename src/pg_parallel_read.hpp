@@ -62,6 +62,7 @@ struct ParallelReadOutcome
 	int worker_parts = 0;  /* partial states that arrived from workers */
 	double join_ms = 0;	   /* the calling backend's time adding their columns to the table */
 	bool partials = false; /* every process sent its partial result (InputTable::partials), not columns */
+	bool partials_declined = false; /* asked for, but by the statistics not much smaller than the rows */
 	const char *why_serial = nullptr; /* when !ran, or when no worker launched */
 };
 

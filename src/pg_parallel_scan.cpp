@@ -20,6 +20,7 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_statistic.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
@@ -30,6 +31,7 @@ extern "C" {
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 }
 
 #include <algorithm>
@@ -317,8 +319,29 @@ void take_partial(void *arg)
 
 } // namespace
 
-/* The calling backend's direct scan, with up to `workers` workers: fills the active read's table. */
-void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, const char *specs, int workers)
+bool partials_pay_off(const DirectShape &shape, const PartialRequest &request, int processes)
+{
+	PartialBound bound = partial_bound(request);
+	if (bound.key_column < 0 || shape.outputs != NIL)
+		return false;
+	int16 attnum = shape.source[bound.key_column];
+	Relation rel = table_open(shape.relid, AccessShareLock);
+	double rows = RelationGetForm(rel)->reltuples; /* -1: never counted */
+	table_close(rel, AccessShareLock);
+	HeapTuple stats = SearchSysCache3(STATRELATTINH, ObjectIdGetDatum(shape.relid), Int16GetDatum(attnum),
+									  BoolGetDatum(false));
+	if (!HeapTupleIsValid(stats))
+		return false;
+	double stadistinct = reinterpret_cast<Form_pg_statistic>(GETSTRUCT(stats))->stadistinct;
+	ReleaseSysCache(stats);
+	if (rows <= 0 || stadistinct == 0) /* 0: not known */
+		return false;
+	double distinct = stadistinct > 0 ? stadistinct : -stadistinct * rows;
+	return distinct * static_cast<double>(bound.rows_per_key) * processes <= rows / 2;
+}
+
+void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, const char *specs, int workers,
+					 bool partials)
 {
 	ActiveRead &read = *active_read;
 	Relation rel = table_open(shape.relid, AccessShareLock);
@@ -375,7 +398,7 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 	LaunchParallelWorkers(pcxt);
 
 	/* with no worker, the leader reads every row, and a partial result would only add work */
-	read.partials = read.table->partial_request().kind != PartialKind::None && pcxt->nworkers_launched > 0;
+	read.partials = partials && pcxt->nworkers_launched > 0;
 	if (pcxt->nworkers_launched == 0 || parallel_leader_participation)
 	{
 		if (read.partials)

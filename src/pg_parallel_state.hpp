@@ -157,7 +157,20 @@ struct DirectShape
  */
 bool direct_shape(SPIPlanPtr inner, const ColumnBinding &binding, DirectShape *shape);
 
-/* The calling backend's direct scan, with up to `workers` workers: fills the active read's table. */
-void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, const char *specs, int workers);
+/*
+ * Whether partial results would be much smaller than the rows of the scan
+ * (`processes` reading it): by the table's statistics, the key column's
+ * distinct values times what a partial keeps of each, for every process,
+ * against half the table's rows (a partial row takes more bytes than a
+ * row of columns).  Not without statistics, nor for a computed key.
+ */
+bool partials_pay_off(const DirectShape &shape, const PartialRequest &request, int processes);
+
+/*
+ * The calling backend's direct scan, with up to `workers` workers: fills
+ * the active read's table, or its partials when `specs` carry a request.
+ */
+void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, const char *specs, int workers,
+					 bool partials);
 
 } // namespace gpurec

@@ -10,6 +10,18 @@
 
 namespace gpurec {
 
+PartialBound partial_bound(const PartialRequest &request)
+{
+	switch (request.kind)
+	{
+		case PartialKind::CheapestOffers:
+			return PartialBound{0, request.parameter};
+		case PartialKind::None:
+			break;
+	}
+	return PartialBound{-1, 0};
+}
+
 std::vector<uint8_t> compute_partial(const PartialRequest &request, InputTable &table, ExecContext &ctx)
 {
 	switch (request.kind)

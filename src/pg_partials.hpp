@@ -40,6 +40,19 @@ struct PartialRequest
 };
 
 /*
+ * How large a partial result can grow: at most rows_per_key rows for each
+ * distinct value of the table's column key_column (cheapest_offers: k for
+ * each product).  A partial result pays only where that is far fewer rows
+ * than the process read (pg_parallel_read.cpp asks the table's statistics).
+ */
+struct PartialBound
+{
+	int key_column;
+	int64_t rows_per_key;
+};
+PartialBound partial_bound(const PartialRequest &request);
+
+/*
  * The partial result of the table's rows, in flat form (byte_stream.hpp),
  * computed on the CPU with ctx's threads, whatever ctx's device: a worker
  * process never starts the GPU.  Phase times go to ctx.

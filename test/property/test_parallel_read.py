@@ -394,6 +394,25 @@ def check_partials():
                   error is None and "each process's partial result taken" in notices and rows == want,
                   f"{first_difference(rows, want)}; error {error}; NOTICE: {notices.strip()[:300]}")
 
+    # nearly every product once: partial results would be as large as the
+    # rows, and the table's statistics say so, so the workers send columns
+    sql("""
+        CREATE TABLE unique_offers AS
+          SELECT g AS product_id, g % 7 AS store_id, round((g % 1000) / 7.0, 2) AS price
+          FROM generate_series(1, 40000) g;
+        INSERT INTO unique_offers SELECT product_id, store_id + 1, price FROM unique_offers WHERE product_id % 50 = 0;
+        ALTER TABLE unique_offers SET (parallel_workers = 3);
+        ANALYZE unique_offers;
+    """)
+    query = "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM unique_offers', 1)"
+    rows, notices, error = run(query, dict(parallel_settings("cpu"), max_parallel_workers_per_gather="3"))
+    check("parallel-read partial results: not for about as many products as offers, by the table's statistics",
+          error is None and "their columns joined" in notices and "by the table's statistics" in notices
+          and workers_read(notices) > 0, f"error {error}; NOTICE: {notices.strip()[:400]}")
+    check("parallel-read partial results: about as many products as offers, read as columns: plain SQL's rows",
+          rows == ranked_oracle("SELECT * FROM unique_offers", 1), first_difference(rows, ranked_oracle(
+              "SELECT * FROM unique_offers", 1)))
+
 
 def check_big_rows_few():
     """A population of a thousand big arrays is a page or two of heap,
