@@ -31,9 +31,10 @@
  * workers' columns join the table the same way.  The caller's privileges
  * are checked as the executor checks them; row-level security's policies
  * are part of the scan's filter.  Where the table asks for partial results
- * (InputTable::combine_partials), each process of the direct scan sends
- * the partial result of its own rows instead of its columns, so the rows
- * never leave the process that read them.
+ * (InputTable::combine_partials) and the table's statistics show them much
+ * smaller than the rows, each process of the direct scan sends the partial
+ * result of its own rows instead of its columns, so the rows never leave
+ * the process that read them.
  *
  * Where the planner cannot run the query in parallel
  * (LIMIT, a parallel-unsafe function, no workers allowed), or where the
