@@ -108,7 +108,20 @@ class InputTable
 	 */
 	void combine_partials(PartialRequest request) { partial_request_ = request; }
 	const PartialRequest &partial_request() const { return partial_request_; }
-	std::vector<std::vector<uint8_t>> &partials() { return partials_; }
+	struct Partial
+	{
+		const uint8_t *data;
+		size_t size;
+	};
+	const std::vector<Partial> &partials() const { return partials_; }
+	/* A partial result the table keeps. */
+	void add_partial(std::vector<uint8_t> bytes)
+	{
+		kept_partials_.push_back(std::move(bytes));
+		partials_.push_back(Partial{kept_partials_.back().data(), kept_partials_.back().size()});
+	}
+	/* A partial result read where it lies: in memory the table keeps alive (keep_alive). */
+	void add_partial_in_place(const uint8_t *data, size_t size) { partials_.push_back(Partial{data, size}); }
 
 	IdColumn &id(size_t i) { return std::get<IdColumn>(columns_[i]); }
 	Int64Column &int64(size_t i) { return std::get<Int64Column>(columns_[i]); }
@@ -172,7 +185,8 @@ class InputTable
 	size_t notified_chunks_ = 0;
 	bool keeps_row_order_ = false;
 	PartialRequest partial_request_;
-	std::vector<std::vector<uint8_t>> partials_;
+	std::vector<std::vector<uint8_t>> kept_partials_; /* their buffers stay put as the vector grows */
+	std::vector<Partial> partials_;
 	std::function<void()> chunk_listener_;
 };
 

@@ -72,8 +72,8 @@ template <typename Use> void rank_offers_query(const char *offers_query, int k, 
 	if (!input.table.partials().empty())
 	{
 		std::vector<ByteSpan> parts;
-		for (const std::vector<uint8_t> &part : input.table.partials())
-			parts.push_back(ByteSpan{part.data(), part.size()});
+		for (const InputTable::Partial &part : input.table.partials())
+			parts.push_back(ByteSpan{part.data, part.size});
 		MergedOffers merged;
 		merge_parts(merged, parts, k);
 		RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);

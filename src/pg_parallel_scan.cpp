@@ -279,7 +279,7 @@ void make_leader_builder(void *arg)
 void keep_leader_partial(void *arg)
 {
 	auto *share = static_cast<LeaderShare *>(arg);
-	active_read->table->partials().push_back(std::move(share->partial_result));
+	active_read->table->add_partial(std::move(share->partial_result));
 }
 
 /*
@@ -308,12 +308,16 @@ void scan_leader_share(Relation rel, ParallelTableScanDesc parallel, const Direc
 	MemoryContextDelete(share_context);
 }
 
-/* A worker's partial result joins the call's partials, copied out of the area (an ArrivedPart; through cpp_callback_guard). */
+/*
+ * A worker's partial result joins the call's partials where it lies, in
+ * the area, which the table keeps mapped (an ArrivedPart; through
+ * cpp_callback_guard).
+ */
 void take_partial(void *arg)
 {
 	auto *part = static_cast<ArrivedPart *>(arg);
 	Stopwatch clock;
-	active_read->table->partials().emplace_back(part->data, part->data + part->size);
+	active_read->table->add_partial_in_place(part->data, part->size);
 	active_read->join_ms += clock.elapsed_ms();
 }
 
@@ -419,6 +423,8 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 							 static_cast<size_t>(sent.size), sent.at};
 			cpp_callback_guard(read.partials ? take_partial : append_part, &part);
 			++read.worker_parts;
+			if (read.partials)
+				continue; /* read in place until the table is gone */
 			dsa_free(read.area, sent.at);
 			dsa_trim(read.area);
 		}
