@@ -163,14 +163,6 @@ ColumnBinding scan_binding(const ColumnBinding &binding, const int16 *source)
 	return scan;
 }
 
-/*
- * Reads rows of the parallel scan into `table`, or `builder`'s pieces,
- * until the scan is done: each row that passes `qual`, the table's own
- * columns or, with `outputs`, the row those expressions make of it.  Whatever a row's conversion
- * allocates lives in a context emptied at every flush of the batch, what
- * its expressions allocate in one emptied after every row.  PostgreSQL
- * code.
- */
 /* A builder's piece reduced when full (through cpp_callback_guard). */
 void reduce_if_full(void *builder)
 {
@@ -184,6 +176,14 @@ void finish_partial(void *arg)
 	*a->second = a->first->finish();
 }
 
+/*
+ * Reads rows of the parallel scan into `table`, or `builder`'s pieces
+ * (each reduced once full), until the scan is done: each row that passes
+ * `qual`, the table's own columns or, with `outputs`, the row those
+ * expressions make of it.  Whatever a row's conversion allocates lives in
+ * a context emptied at every flush of the batch, what its expressions
+ * allocate in one emptied after every row.  PostgreSQL code.
+ */
 void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *outputs, InputTable *table,
 			   PartialBuilder *builder, const ColumnBinding &binding, ExecContext &ctx)
 {
