@@ -43,7 +43,7 @@ struct PartialRequest
  * How large a partial result can grow: at most rows_per_key rows for each
  * distinct value of the table's column key_column (cheapest_offers: k for
  * each product).  A partial result pays only where that is far fewer rows
- * than the process read (pg_parallel_read.cpp asks the table's statistics).
+ * than the process read (partials_pay_off asks the table's statistics).
  */
 struct PartialBound
 {
