@@ -361,7 +361,7 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 } // namespace
 
 OfferStreamer::OfferStreamer(ExecContext &ctx, int k)
-	: ctx_(ctx), enabled_(ctx.mode == DeviceMode::Gpu || (ctx.mode == DeviceMode::Auto && gpu_may_rank(k, ctx)))
+	: ctx_(ctx), enabled_(!ranks_offers_on_cpu(k, ctx))
 {
 }
 

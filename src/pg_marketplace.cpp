@@ -50,11 +50,18 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 	out.finish();
 }
 
-/* Adds parts that each ranked a share of the offers (OffersPart: a parallel read's processes, or shards). */
-void merge_parts(MergedOffers &merged, const std::vector<ByteSpan> &parts, int k)
+/*
+ * cheapest_offers of all offers from parts that each ranked a share of
+ * them (OffersPart, each with .data and .size: a parallel read's
+ * processes, or shards), handed to use(offers, ranked, n_offers).
+ */
+template <typename Parts, typename Use> void rank_merged(const Parts &parts, int k, ExecContext &ctx, Use use)
 {
-	for (const ByteSpan &part : parts)
+	MergedOffers merged;
+	for (const auto &part : parts)
 		merged.append_part(part.data, part.size, k);
+	RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
+	use(merged.offers(), ranked, merged.n_offers());
 }
 
 /*
@@ -71,13 +78,7 @@ template <typename Use> void rank_offers_query(const char *offers_query, int k, 
 	OffersInput input(offers_query, ctx, k, nullptr, partial);
 	if (!input.table.partials().empty())
 	{
-		std::vector<ByteSpan> parts;
-		for (const InputTable::Partial &part : input.table.partials())
-			parts.push_back(ByteSpan{part.data, part.size});
-		MergedOffers merged;
-		merge_parts(merged, parts, k);
-		RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
-		use(merged.offers(), ranked, merged.n_offers());
+		rank_merged(input.table.partials(), k, ctx, use);
 		return;
 	}
 	RankedOffers ranked = cheapest_offers(input.offers, k, ctx, input.streamer.get());
@@ -150,10 +151,10 @@ Datum merge_cheapest_offers_body(FunctionCallInfo fcinfo)
 		bytes += part.size;
 	ctx.times.read_ms += clock.elapsed_ms();
 	ctx.read_notes = std::to_string(parts.size()) + " shards' parts, " + std::to_string(bytes) + " bytes";
-	MergedOffers merged;
-	merge_parts(merged, parts, k);
-	RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
-	write_cheapest_offers(fcinfo, ctx, "_merge_cheapest_offers", merged.offers(), ranked, merged.n_offers());
+	rank_merged(parts, k, ctx,
+				[&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers) {
+					write_cheapest_offers(fcinfo, ctx, "_merge_cheapest_offers", offers, ranked, n_offers);
+				});
 	return (Datum) 0;
 }
 

@@ -191,9 +191,7 @@ void make_state(void *arg)
 	else
 	{
 		state->own = std::make_unique<InputTable>(state->what.c_str(), state->specs);
-		/* a worker that sends its partial result keeps its rows to itself */
-		if (state->partial.kind == PartialKind::None)
-			state->own->use_chunk_source(state->chunks);
+		state->own->use_chunk_source(state->chunks);
 		state->table = state->own.get();
 		set_column_types(*state->table, state->binding);
 	}

@@ -169,13 +169,6 @@ void reduce_if_full(void *builder)
 	static_cast<PartialBuilder *>(builder)->reduce_if_full();
 }
 
-/* A builder's rows all given: its partial result, into *out (a pair; through cpp_callback_guard). */
-void finish_partial(void *arg)
-{
-	auto *a = static_cast<std::pair<PartialBuilder *, std::vector<uint8_t> *> *>(arg);
-	*a->second = a->first->finish();
-}
-
 /*
  * Reads rows of the parallel scan into `table`, or `builder`'s pieces
  * (each reduced once full), until the scan is done: each row that passes
@@ -261,7 +254,6 @@ struct LeaderShare
 {
 	const ColumnBinding *binding;
 	std::unique_ptr<PartialBuilder> builder;
-	std::vector<uint8_t> partial_result;
 };
 
 /* The share's builder, for the active read (through cpp_callback_guard). */
@@ -275,11 +267,11 @@ void make_leader_builder(void *arg)
 		[binding](InputTable &piece) { set_column_types(piece, *binding); }, *active_read->ctx);
 }
 
-/* The share's partial result joins the call's partials (through cpp_callback_guard). */
+/* The share's rows all read: their partial result joins the call's partials (through cpp_callback_guard). */
 void keep_leader_partial(void *arg)
 {
 	auto *share = static_cast<LeaderShare *>(arg);
-	active_read->table->add_partial(std::move(share->partial_result));
+	active_read->table->add_partial(share->builder->finish());
 }
 
 /*
@@ -293,7 +285,7 @@ void scan_leader_share(Relation rel, ParallelTableScanDesc parallel, const Direc
 					   const ColumnBinding &binding)
 {
 	MemoryContext share_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec leader's share", ALLOCSET_SMALL_SIZES);
-	auto *share = new LeaderShare{&binding, nullptr, {}};
+	auto *share = new LeaderShare{&binding, nullptr};
 	/* an ERROR or a cancel during the scan frees the share with its context */
 	auto *callback = static_cast<MemoryContextCallback *>(MemoryContextAlloc(share_context, sizeof(MemoryContextCallback)));
 	callback->func = [](void *arg) { delete static_cast<LeaderShare *>(arg); };
@@ -302,8 +294,6 @@ void scan_leader_share(Relation rel, ParallelTableScanDesc parallel, const Direc
 	cpp_callback_guard(make_leader_builder, share);
 	scan_rows(rel, parallel, shape.qual, shape.outputs, nullptr, share->builder.get(),
 			  scan_binding(binding, shape.source), *active_read->ctx);
-	std::pair<PartialBuilder *, std::vector<uint8_t> *> finish{share->builder.get(), &share->partial_result};
-	cpp_callback_guard(finish_partial, &finish);
 	cpp_callback_guard(keep_leader_partial, share);
 	MemoryContextDelete(share_context);
 }

@@ -56,28 +56,29 @@ PartialBuilder::PartialBuilder(PartialRequest request, const char *what, std::ve
 {
 	ctx_.cpu_threads = 1;
 	ctx_.mode = DeviceMode::Cpu;
-	piece_ = std::make_unique<InputTable>(what_, specs_);
-	piece_->use_chunk_source(chunks_);
-	prepare_(*piece_);
+	start_piece();
 }
 
 PartialBuilder::~PartialBuilder() = default;
 
-void PartialBuilder::reduce_piece()
+void PartialBuilder::start_piece()
 {
-	parts_.push_back(compute_partial(request_, *piece_, ctx_));
 	piece_.reset(); /* its chunks go back to chunks_, for the next piece */
 	piece_ = std::make_unique<InputTable>(what_, specs_);
 	piece_->use_chunk_source(chunks_);
 	prepare_(*piece_);
 }
 
-bool PartialBuilder::reduce_if_full()
+void PartialBuilder::reduce_piece()
 {
-	if (piece_->rows() < kPieceRows)
-		return false;
-	reduce_piece();
-	return true;
+	parts_.push_back(compute_partial(request_, *piece_, ctx_));
+	start_piece();
+}
+
+void PartialBuilder::reduce_if_full()
+{
+	if (piece_->rows() >= kPieceRows)
+		reduce_piece();
 }
 
 std::vector<uint8_t> PartialBuilder::finish()

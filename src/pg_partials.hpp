@@ -88,12 +88,13 @@ class PartialBuilder
 
 	/* Where the next rows go. */
 	InputTable &piece() { return *piece_; }
-	/* Reduces the piece when it holds kPieceRows rows or more (its rows all appended); true when it did. */
-	bool reduce_if_full();
+	/* Reduces the piece when it holds kPieceRows rows or more (its rows all appended). */
+	void reduce_if_full();
 	/* The partial result of every row given: the last piece reduced, and all merged. */
 	std::vector<uint8_t> finish();
 
   private:
+	void start_piece();
 	void reduce_piece();
 
 	PartialRequest request_;
