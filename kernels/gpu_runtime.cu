@@ -1,10 +1,14 @@
 /*
- * gpu_runtime.cu: lazy CUDA initialisation, device listing, allocation.
+ * gpu_runtime.cu: lazy CUDA initialisation (in the call that needs it, or
+ * on a thread of its own while the call reads), device listing, allocation.
  */
 #include <cuda_runtime.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "cuda_util.cuh"
@@ -21,9 +25,15 @@ enum class InitState
 	Unusable
 };
 
-/* Per backend: CUDA starts in the first backend call that needs it. */
+/*
+ * Per backend: CUDA starts in the first backend call that needs it, or on
+ * `starter` (start_in_background).  While the starter runs, it alone
+ * touches the state here and the staging slots: every other entry point
+ * goes through usable(), which joins it first.
+ */
 InitState init_state = InitState::Unknown;
 std::string unusable_reason;
+std::thread *starter = nullptr;
 
 /*
  * Why cudaGetDeviceCount failed, in the user's terms.  Without a GPU the
@@ -50,39 +60,92 @@ std::string why_no_device(cudaError_t err)
 	}
 }
 
+/*
+ * Starts CUDA: the driver, device 0 and its primary context.  Sets
+ * init_state, and unusable_reason when it fails.
+ */
+void start_cuda()
+{
+	int count = 0;
+	cudaError_t err = cudaGetDeviceCount(&count);
+	if (err != cudaSuccess)
+	{
+		cudaGetLastError();
+		unusable_reason = why_no_device(err);
+		init_state = InitState::Unusable;
+	}
+	else if (count == 0)
+	{
+		unusable_reason = "no GPU was found: no CUDA device is visible to this server";
+		init_state = InitState::Unusable;
+	}
+	else if ((err = cudaSetDevice(0)) != cudaSuccess || (err = cudaFree(nullptr)) != cudaSuccess)
+	{
+		cudaGetLastError();
+		unusable_reason = std::string("CUDA could not start: ") + cudaGetErrorString(err);
+		init_state = InitState::Unusable;
+	}
+	else
+		init_state = InitState::Usable;
+}
+
+bool staging_ready();
+
 } // namespace
 
 bool compiled_with_cuda() { return true; }
 
 bool usable(std::string *why_not)
 {
+	finish_background_start();
 	if (init_state == InitState::Unknown)
-	{
-		int count = 0;
-		cudaError_t err = cudaGetDeviceCount(&count);
-		if (err != cudaSuccess)
-		{
-			cudaGetLastError();
-			unusable_reason = why_no_device(err);
-			init_state = InitState::Unusable;
-		}
-		else if (count == 0)
-		{
-			unusable_reason = "no GPU was found: no CUDA device is visible to this server";
-			init_state = InitState::Unusable;
-		}
-		else if ((err = cudaSetDevice(0)) != cudaSuccess || (err = cudaFree(nullptr)) != cudaSuccess)
-		{
-			cudaGetLastError();
-			unusable_reason = std::string("CUDA could not start: ") + cudaGetErrorString(err);
-			init_state = InitState::Unusable;
-		}
-		else
-			init_state = InitState::Usable;
-	}
+		start_cuda();
 	if (why_not)
 		*why_not = unusable_reason;
 	return init_state == InitState::Usable;
+}
+
+void start_in_background() noexcept
+{
+	if (init_state != InitState::Unknown || starter != nullptr)
+		return;
+	/*
+	 * The thread, and the threads CUDA starts from it, block every signal:
+	 * PostgreSQL's handlers (cancel, timeouts, latches) belong to the
+	 * backend's own thread.
+	 */
+	sigset_t all, previous;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &previous);
+	try
+	{
+		starter = new std::thread([]() noexcept {
+			try
+			{
+				start_cuda();
+				if (init_state == InitState::Usable)
+					staging_ready();
+			}
+			catch (...)
+			{
+				init_state = InitState::Unknown; /* out of memory for a message: usable() tries again */
+			}
+		});
+	}
+	catch (...)
+	{
+		starter = nullptr; /* no thread to be had: CUDA starts when a call needs it, as without this */
+	}
+	pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+void finish_background_start() noexcept
+{
+	if (starter == nullptr)
+		return;
+	starter->join();
+	delete starter;
+	starter = nullptr;
 }
 
 std::vector<DeviceInfo> devices()

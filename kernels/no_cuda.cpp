@@ -27,6 +27,10 @@ bool usable(std::string *why_not)
 	return false;
 }
 
+void start_in_background() noexcept {}
+
+void finish_background_start() noexcept {}
+
 std::vector<DeviceInfo> devices() { return {}; }
 
 /* marketplace */

@@ -8,6 +8,7 @@
 extern "C" {
 #include "access/xact.h"
 #include "executor/spi.h"
+#include "storage/ipc.h"
 #include "nodes/parsenodes.h"
 #include "utils/memutils.h"
 #include "tcop/utility.h"
@@ -66,6 +67,26 @@ char *statement_text(CachedPlanSource *source)
 	return raw->stmt_len > 0 ? pnstrdup(text, raw->stmt_len) : pstrdup(text);
 }
 
+/*
+ * A call that computes on the GPU whatever it reads (gpurec.device = gpu)
+ * starts CUDA while it reads: a new session's first such call then waits
+ * for CUDA's start only where it outlasts the read.  The backend's exit
+ * waits for a start still under way, so that CUDA's own teardown at exit
+ * never meets it.  PostgreSQL code.
+ */
+void start_gpu_while_reading(const ExecContext &ctx)
+{
+	static bool exit_waits = false;
+	if (ctx.mode != DeviceMode::Gpu)
+		return;
+	if (!exit_waits)
+	{
+		on_proc_exit([](int, Datum) { gpu::finish_background_start(); }, 0);
+		exit_waits = true;
+	}
+	gpu::start_in_background();
+}
+
 void set_table_column_types(void *arg)
 {
 	auto *a = static_cast<std::pair<InputTable *, const ColumnBinding *> *>(arg);
@@ -88,6 +109,7 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 		elog(ERROR, "could not prepare the %s: %s", table->what(),
 			 SPI_result_code_string(SPI_result));
 	check_read_only(plan, table->what());
+	start_gpu_while_reading(*ctx);
 	CachedPlanSource *source = static_cast<CachedPlanSource *>(linitial(SPI_plan_get_plan_sources(plan)));
 	/* errors of binding name the query, as SPI's own context does for errors while it runs */
 	ErrorContextCallback context;

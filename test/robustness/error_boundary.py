@@ -13,14 +13,16 @@ backend must then compute a small call correctly:
     zero 22012, a bad cast 22P02, a RAISE with a custom SQLSTATE, in the
     first or the second inner query of improve_carts;
   * an ERROR inside a plpgsql EXCEPTION block (a subtransaction) or after a
-    SAVEPOINT is caught, and the next calls of the same transaction work.
+    SAVEPOINT is caught, and the next calls of the same transaction work;
+  * sessions under gpurec.device = gpu that end by an error while CUDA's
+    background start is under way crash nothing.
 """
 import os
 import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from robust_lib import (check, expect_error, main, run_in_database,  # noqa: E402
+from robust_lib import (check, expect_error, gpu_count, main, run_in_database,  # noqa: E402
                         cheapest_digest as cheapest, improve_digest as improve)
 
 ROLE = f"gpurec_rob_reader_{os.getpid()}"
@@ -182,6 +184,27 @@ def run_checks(db):
           r.rows == want and r.sqlstates() == ["22012"],
           f"got rows {r.rows}, errors {r.sqlstates()} (expected only the savepoint's 22012)")
     usable("errors-subtransactions")
+
+    # Under gpurec.device = gpu, a new session's first call begins CUDA's
+    # start on a thread of its own as it starts to read.  A session whose
+    # inner query fails at once ends while that start is under way; the
+    # backend's exit waits for it (no crash, checked by the sentinel), and
+    # the next new session's first call answers: the rows with a GPU, 55000
+    # without one.
+    has_gpu = gpu_count(db) > 0
+    for i in range(4):
+        fresh = db.session()
+        r = fresh.run("SET gpurec.device = gpu;" + cheapest(f"SELECT product_id, store_id, round(price / "
+                                                           f"(product_id - {i}), 2) AS price FROM offers"))
+        expect_error(f"errors-gpu-start-under-way-session-{i}-ends-22012", r, "22012")
+        fresh.close()
+    fresh = db.session()
+    r = fresh.run("SET gpurec.device = gpu;" + cheapest(OFFERS))
+    if has_gpu:
+        check("errors-gpu-after-ended-starts-answers", not r.errors() and r.rows == ref, r.describe())
+    else:
+        expect_error("errors-gpu-after-ended-starts-55000-without-gpu", r, "55000")
+    fresh.close()
     s.close()
 
 
