@@ -396,6 +396,23 @@ __global__ void fill_rows(uint32_t *order, long long n)
 		order[i] = static_cast<uint32_t>(i);
 }
 
+/* One pass's keys of the points' sort: the key of row rows[i]'s coordinate, or its user code. */
+__global__ void coordinate_keys(const uint32_t *__restrict__ rows, const double *__restrict__ coordinate,
+								long long n, uint64_t *keys)
+{
+	for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+		 i += static_cast<long long>(gridDim.x) * blockDim.x)
+		keys[i] = geo::point_order_key(coordinate[rows[i]]);
+}
+
+__global__ void code_keys(const uint32_t *__restrict__ rows, const uint32_t *__restrict__ codes, long long n,
+						  uint32_t *keys)
+{
+	for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+		 i += static_cast<long long>(gridDim.x) * blockDim.x)
+		keys[i] = codes[rows[i]];
+}
+
 /* The points in CSR order: input row order[i] goes to position i. */
 template <Metric M>
 __global__ void gather_points(const uint32_t *__restrict__ order, const double *__restrict__ in_x,
@@ -575,36 +592,63 @@ class GeoSession
 	}
 
 	/*
-	 * Copies the input columns as they are, then sorts the rows by user code
-	 * (a stable radix sort: each user's points stay in input order) and
-	 * gathers x, y (and cos(latitude)) in that order.
+	 * Copies the input columns as they are, in any row order, then sorts the
+	 * rows by user code (ascending ids) and, within a user, by (x, y) in
+	 * point order, as the CPU path's grouping does: three stable radix
+	 * sorts, by y's key, then x's, then the code.  Then gathers x, y (and
+	 * cos(latitude)) in that order.
 	 */
 	void group_on_device(const GeoPointColumns &points)
 	{
 		size_t n = static_cast<size_t>(n_points_);
 		if (n == 0)
 			return;
-		DeviceBuffer<uint32_t> codes(n, ctx_), sorted_codes(n, ctx_), rows(n, ctx_), order(n, ctx_);
+		auto count = static_cast<int64_t>(n);
+		DeviceBuffer<uint32_t> rows(n, ctx_), order(n, ctx_);
 		{
 			DeviceBuffer<double> in_x(n, ctx_), in_y(n, ctx_);
+			DeviceBuffer<uint32_t> codes(n, ctx_);
 			upload_staged(reinterpret_cast<int32_t *>(codes.get()), points.user_codes, 0, n, stream_, ctx_);
 			upload_staged(in_x.get(), points.x, 0, n, stream_, ctx_);
 			upload_staged(in_y.get(), points.y, 0, n, stream_, ctx_);
-			fill_rows<<<grid_for(n), 256, 0, stream_>>>(rows.get(), static_cast<long long>(n));
-			check_launch("fill_rows");
-			int end_bit = 1;
-			while (end_bit < 32 && (uint64_t(1) << end_bit) < static_cast<uint64_t>(n_users_))
-				++end_bit;
-			size_t temp_bytes = 0;
-			check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, codes.get(), sorted_codes.get(),
-												  rows.get(), order.get(), static_cast<int64_t>(n), 0,
-												  end_bit, stream_),
-				  "cub::DeviceRadixSort");
-			DeviceBuffer<char> temp(temp_bytes, ctx_);
-			check(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, codes.get(), sorted_codes.get(),
-												  rows.get(), order.get(), static_cast<int64_t>(n), 0,
-												  end_bit, stream_),
-				  "cub::DeviceRadixSort");
+			int code_bits = 1;
+			while (code_bits < 32 && (uint64_t(1) << code_bits) < static_cast<uint64_t>(n_users_))
+				++code_bits;
+			{
+				DeviceBuffer<uint64_t> keys(n, ctx_), sorted_keys(n, ctx_);
+				size_t temp_bytes = 0, code_temp_bytes = 0;
+				check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.get(), sorted_keys.get(), rows.get(),
+													  order.get(), count, 0, 64, stream_),
+					  "cub::DeviceRadixSort");
+				check(cub::DeviceRadixSort::SortPairs(nullptr, code_temp_bytes, codes.get(), codes.get(), rows.get(),
+													  order.get(), count, 0, code_bits, stream_),
+					  "cub::DeviceRadixSort");
+				temp_bytes = std::max(temp_bytes, code_temp_bytes);
+				DeviceBuffer<char> temp(temp_bytes, ctx_);
+				fill_rows<<<grid_for(n), 256, 0, stream_>>>(rows.get(), static_cast<long long>(n));
+				check_launch("fill_rows");
+				/* y's keys, then x's: after the second sort, order holds the rows by (x, y) */
+				const double *coordinates[2] = {in_y.get(), in_x.get()};
+				for (const double *coordinate : coordinates)
+				{
+					coordinate_keys<<<grid_for(n), 256, 0, stream_>>>(rows.get(), coordinate,
+																	 static_cast<long long>(n), keys.get());
+					check_launch("coordinate_keys");
+					check(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys.get(), sorted_keys.get(),
+														  rows.get(), order.get(), count, 0, 64, stream_),
+						  "cub::DeviceRadixSort");
+					std::swap(rows, order);
+				}
+				/* rows holds them by (x, y): the codes last, stable, so each user's stay so */
+				auto *code_of_row = reinterpret_cast<uint32_t *>(keys.get());
+				auto *sorted_codes = reinterpret_cast<uint32_t *>(sorted_keys.get());
+				code_keys<<<grid_for(n), 256, 0, stream_>>>(rows.get(), codes.get(), static_cast<long long>(n),
+															code_of_row);
+				check_launch("code_keys");
+				check(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, code_of_row, sorted_codes, rows.get(),
+													  order.get(), count, 0, code_bits, stream_),
+					  "cub::DeviceRadixSort");
+			}
 			with_metric(metric_, [&](auto metric) {
 				gather_points<decltype(metric)::value><<<grid_for(n), 256, 0, stream_>>>(
 					order.get(), in_x.get(), in_y.get(), static_cast<long long>(n), x_.get(), y_.get(),

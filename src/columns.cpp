@@ -225,6 +225,8 @@ int32_t IdColumn::new_code(int64_t id)
 {
 	if (values_.size() >= static_cast<size_t>(INT32_MAX))
 		throw Error(sqlstate::program_limit_exceeded, "too many distinct ids in one input");
+	if (!values_.empty() && id < values_.back())
+		numbered_in_id_order_ = false;
 	values_.push_back(id);
 	counts_.push_back(0);
 	return static_cast<int32_t>(values_.size() - 1);
@@ -252,32 +254,34 @@ int32_t IdColumn::intern(int64_t id)
 	return code;
 }
 
-IdColumn IdColumn::grouped(const std::vector<int64_t> &ids, const std::vector<int64_t> &counts, const PieceRunner &run)
+void IdColumn::number_in_id_order(const PieceRunner &run)
 {
-	IdColumn column;
-	std::vector<size_t> starts(ids.size() + 1, 0); /* the first row of each id */
-	for (size_t d = 0; d < ids.size(); ++d)
+	if (numbered_in_id_order_)
+		return;
+	std::vector<int32_t> by_id = codes_in_id_order();
+	std::vector<int32_t> rank(by_id.size());
+	std::vector<int64_t> values(by_id.size()), counts(by_id.size());
+	for (size_t r = 0; r < by_id.size(); ++r)
 	{
-		int32_t code = column.intern(ids[d]);
-		if (static_cast<size_t>(code) != d)
-			throw Error(sqlstate::internal_error, "IdColumn::grouped: an id given twice");
-		column.counts_[code] = counts[d];
-		starts[d + 1] = starts[d] + static_cast<size_t>(counts[d]);
+		rank[by_id[r]] = static_cast<int32_t>(r);
+		values[r] = values_[by_id[r]];
+		counts[r] = counts_[by_id[r]];
 	}
-	column.codes_.append_in_pieces(
-		starts.back(),
-		[&starts](int32_t *out, size_t first, size_t count) {
-			/* the id of row `first`: the last one starting at or before it */
-			size_t d = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), first) - starts.begin()) - 1;
+	values_ = std::move(values);
+	counts_ = std::move(counts);
+	for (int32_t &code : dense_)
+		if (code >= 0)
+			code = rank[code];
+	for (Slot &slot : table_)
+		if (slot.code >= 0)
+			slot.code = rank[slot.code];
+	codes_.visit_in_pieces(
+		[&rank](int32_t *codes, size_t, size_t count) {
 			for (size_t i = 0; i < count; ++i)
-			{
-				while (first + i >= starts[d + 1])
-					++d;
-				out[i] = static_cast<int32_t>(d);
-			}
+				codes[i] = rank[codes[i]];
 		},
 		run);
-	return column;
+	numbered_in_id_order_ = true;
 }
 
 void IdColumn::serialize(ByteWriter &out) const

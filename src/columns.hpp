@@ -441,12 +441,14 @@ class IdColumn
 	std::vector<int32_t> codes_in_id_order() const;
 
 	/*
-	 * A column whose rows are grouped by id: counts[i] rows of ids[i], for
-	 * distinct ids in the order given, which become codes 0, 1, ...; the
-	 * codes are written in pieces through run.
+	 * Renumbers the codes so that they ascend with the ids (code 0 the
+	 * lowest id); the rows stay where they are, each row's code rewritten
+	 * in pieces through run.  Work of the order of the distinct ids, plus
+	 * one table lookup per row.
 	 */
-	static IdColumn grouped(const std::vector<int64_t> &ids, const std::vector<int64_t> &counts,
-							const PieceRunner &run = run_serially);
+	void number_in_id_order(const PieceRunner &run = run_serially);
+	/* Whether the codes ascend with the ids: after number_in_id_order, or ids that first came in ascending order. */
+	bool numbered_in_id_order() const { return numbered_in_id_order_; }
 
 	void use_chunk_source(ChunkSource &source) { codes_.use_chunk_source(source); }
 
@@ -492,6 +494,7 @@ class IdColumn
 	std::vector<Slot> table_;
 	size_t mask_ = 0;
 	size_t hashed_ = 0;
+	bool numbered_in_id_order_ = true;
 };
 
 /*

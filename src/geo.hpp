@@ -33,15 +33,13 @@ enum class GeoMetric : uint8_t
 };
 
 /*
- * Puts the points in the order every geo function computes in: by user_id,
- * then x, then y (as IEEE bit patterns where equal), with user codes in
- * ascending id order.  The sums over a user's points then come out the same
- * bits however the rows arrived: in the query's order, or from parallel
- * workers in any order.  Uses the CPU's threads (ctx's interrupt points).
+ * The points query: user_id, x, y (rows with a NULL were skipped by the
+ * input layer), in any row order.  The user codes ascend with the ids
+ * (IdColumn::number_in_id_order, which the SQL layer applies after reading;
+ * else ERROR XX000): the functions group the points by code, each user's
+ * points in point order (geo::point_order_key), so that every sum runs in
+ * one order however the rows arrived, from parallel workers included.
  */
-void order_points(IdColumn &user, FloatColumn &x, FloatColumn &y, ExecContext &ctx);
-
-/* The points query: user_id, x, y (rows with a NULL were skipped by the input layer). */
 struct GeoPoints
 {
 	const IdColumn &user;
@@ -51,7 +49,7 @@ struct GeoPoints
 
 /*
  * The points grouped per user (CSR), for the CPU: user u (its code in the
- * input's IdColumn) owns points offsets[u] .. offsets[u+1], in input order.
+ * input's IdColumn) owns points offsets[u] .. offsets[u+1], in point order.
  * The GPU groups them the same way on the device.
  */
 struct GeoPointSet

@@ -187,6 +187,8 @@ int32_t main_user_code(const GeoPoints &points, int64_t main_user, const char *r
 
 void check_geo_input(const GeoPoints &points, const GeoOptions &options)
 {
+	if (!points.user.numbered_in_id_order())
+		throw Error(sqlstate::internal_error, "the points' users are not numbered in user_id order");
 	check_epsilon(options.epsilon);
 	validate_points(points, options.metric);
 }

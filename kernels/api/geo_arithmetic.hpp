@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "host_device.hpp"
 
@@ -213,6 +214,20 @@ GPUREC_HOST_DEVICE double arcsine(double x)
 		return arcsine_small(x);
 	double t = root(mul(sub(1.0, x), 0.5)); /* 1 - x is exact here */
 	return sub(kPiOver2Hi, sub(mul(2.0, arcsine_small(t)), kPiOver2Lo));
+}
+
+/*
+ * The order of a user's points, in which every sum over them runs: by x,
+ * then y, each by this key, IEEE's total order as an unsigned integer (-0
+ * before +0; coordinates are never NaN).  An integer, so that the CPU's
+ * comparison sort and the GPU's radix sort put the points in the same
+ * order, equal keys being equal bits.
+ */
+GPUREC_HOST_DEVICE uint64_t point_order_key(double v)
+{
+	uint64_t bits;
+	memcpy(&bits, &v, sizeof bits);
+	return (bits >> 63) ? ~bits : bits | (uint64_t(1) << 63);
 }
 
 /* cos(latitude) for a latitude in degrees in [-90, 90], as sin(90 - |latitude|): 0 at the poles. */

@@ -14,9 +14,9 @@
 namespace gpurec::gpu {
 
 /*
- * The points of a call as read: a dense user code per row (0 .. users - 1,
- * codes in order of first appearance), x and y.  Per code: its user_id and
- * its number of points.
+ * The points of a call as read, rows in any order: a dense user code per
+ * row (0 .. users - 1, ascending with the user ids), x and y.  Per code:
+ * its user_id and its number of points.
  */
 struct GeoPointColumns
 {
@@ -48,7 +48,8 @@ using GeoSessionPtr = std::unique_ptr<GeoSession, GeoSessionDeleter>;
 /*
  * Copies the points (valid ones: the caller checked them) and the
  * candidates, when given, to the GPU, and groups the points per user there:
- * by code, each user's points in input order.
+ * by code, each user's points by (x, y) in point order
+ * (geo::point_order_key), as the CPU path groups them.
  */
 GeoSessionPtr open_geo_session(const GeoPointColumns &points, const GeoCandidateColumns *candidates,
 							   CallContext &ctx);

@@ -56,6 +56,7 @@ void fill(Population &p, size_t users, std::mt19937_64 &rng)
 		p.x.push_back(coord(rng));
 		p.y.push_back(coord(rng));
 	}
+	p.user.number_in_id_order(); /* as the SQL layer does after reading */
 }
 
 ExecContext context(DeviceMode mode)

@@ -703,33 +703,48 @@ TEST(IdColumnDictionary, CodesInFirstAppearanceOrder)
 		EXPECT_LT(ids.value_of(ordered[i - 1]), ids.value_of(ordered[i]));
 }
 
-TEST(IdColumnDictionary, GroupedInPiecesAsOneByOne)
+TEST(IdColumnDictionary, NumberedInIdOrderKeepsEveryRowsId)
 {
-	/* ids with no row among them, and more rows than a chunk; pieces run last first */
+	/* ids in the direct array, hashed (negative and large) ones, more rows than a chunk; pieces run last first */
 	auto rng = seeded_rng();
-	std::vector<int64_t> given, counts;
-	for (int64_t d = 0; d < 3000; ++d)
+	IdColumn ids;
+	std::vector<int64_t> row_ids;
+	for (size_t row = 0; row < ChunkedColumn<int32_t>::kChunkRows + 5000; ++row)
 	{
-		given.push_back(d * 3 - 4500);
-		counts.push_back(d % 7 == 3 ? 0 : static_cast<int64_t>(rng() % 1500));
+		int64_t id = rng() % 3 == 0 ? static_cast<int64_t>(rng() % 4000) - 2000
+					 : rng() % 2 == 0 ? static_cast<int64_t>(rng() % 3000)
+									  : static_cast<int64_t>(rng() % 1000) * 1000000007LL;
+		ids.push_back(id);
+		row_ids.push_back(id);
 	}
+	ASSERT_FALSE(ids.numbered_in_id_order());
+	std::map<int64_t, int64_t> rows_of;
+	for (int64_t id : row_ids)
+		++rows_of[id];
 	PieceRunner backwards = [](size_t pieces, const std::function<void(size_t)> &piece) {
 		for (size_t i = pieces; i-- > 0;)
 			piece(i);
 	};
-	IdColumn ids = IdColumn::grouped(given, counts, backwards);
-	ASSERT_GT(ids.size(), ChunkedColumn<int32_t>::kChunkRows);
-	ASSERT_EQ(ids.distinct(), given.size());
-	size_t row = 0;
-	for (size_t d = 0; d < given.size(); ++d)
+	ids.number_in_id_order(backwards);
+	EXPECT_TRUE(ids.numbered_in_id_order());
+	ASSERT_EQ(ids.distinct(), rows_of.size());
+	int32_t code = 0;
+	for (const auto &[id, rows] : rows_of)
 	{
-		ASSERT_EQ(ids.value_of(static_cast<int32_t>(d)), given[d]);
-		ASSERT_EQ(ids.counts()[d], counts[d]);
-		for (int64_t k = 0; k < counts[d]; ++k, ++row)
-			ASSERT_EQ(ids.code(row), static_cast<int32_t>(d)) << "row " << row;
+		ASSERT_EQ(ids.value_of(code), id);
+		ASSERT_EQ(ids.counts()[code], rows);
+		ASSERT_EQ(ids.find(id), code);
+		++code;
 	}
-	EXPECT_EQ(row, ids.size());
-	EXPECT_THROW(IdColumn::grouped({4, 4}, {1, 1}), Error);
+	for (size_t row = 0; row < row_ids.size(); ++row)
+		ASSERT_EQ(ids.value_of(ids.code(row)), row_ids[row]) << "row " << row;
+	/* a new id below the others breaks the order again; ids that come ascending keep it */
+	ids.push_back(INT64_MIN);
+	EXPECT_FALSE(ids.numbered_in_id_order());
+	IdColumn ascending;
+	for (int64_t id : std::vector<int64_t>{-5, -5, 3, 7, 3, 1000000000000LL})
+		ascending.push_back(id);
+	EXPECT_TRUE(ascending.numbered_in_id_order());
 }
 
 TEST(IdColumnDictionary, EmptyAndZero)

@@ -47,6 +47,7 @@ struct PointColumns
 			x.push_back(p.x);
 			y.push_back(p.y);
 		}
+		user.number_in_id_order(); /* as the SQL layer does after reading */
 	}
 	GeoPoints view() const { return {user, x, y}; }
 };
@@ -1070,29 +1071,37 @@ uint64_t bits(double d)
 TEST(GeoPointOrder, ShuffledRowsGiveTheSameBits)
 {
 	/*
-	 * order_points puts the points in (user_id, x, y) order with codes by
-	 * id, as the input layer does after every read: the same points in any
-	 * row order (parallel workers deliver them so) then give every geo
-	 * function's answer to the last bit.
+	 * With the users numbered in id order, as the SQL layer does after
+	 * every read, the same points in any row order (parallel workers
+	 * deliver them so) give every geo function's answer to the last bit:
+	 * each user's points are summed in point order, on the CPU and the GPU.
+	 * Some points are -0 and +0 of each other, and some repeat.
 	 */
 	std::mt19937_64 rng = seeded_rng();
 	for (GeoMetric metric : {GeoMetric::Euclidean, GeoMetric::Haversine})
 		for (int round = 0; round < 4; ++round)
 		{
 			std::vector<Point> rows = random_points(rng, 8 + round * 5, 9, metric);
+			for (size_t r = 0; r + 1 < rows.size(); r += 7)
+			{
+				rows[r + 1] = rows[r]; /* the same point twice */
+				rows[r].x = rows[r].x == 0 ? -0.0 : rows[r].x;
+			}
+			rows.push_back({rows[0].user, 0.0, 0.0});
+			rows.push_back({rows[0].user, -0.0, 0.0});
+			rows.push_back({rows[0].user, 0.0, -0.0});
 			std::vector<Point> shuffled = rows;
 			std::shuffle(shuffled.begin(), shuffled.end(), rng);
 			PointColumns a(rows), b(shuffled);
-			ExecContext ctx = cpu_context();
-			order_points(a.user, a.x, a.y, ctx);
-			order_points(b.user, b.x, b.y, ctx);
-			ASSERT_EQ(a.user.size(), rows.size());
-			for (size_t r = 0; r < rows.size(); ++r)
+			GeoOptions grouping{metric, 1.0};
+			GeoPointSet ga = group_points(a.view(), grouping), gb = group_points(b.view(), grouping);
+			ASSERT_EQ(ga.offsets, gb.offsets);
+			ASSERT_EQ(ga.user_ids, gb.user_ids);
+			ASSERT_TRUE(std::is_sorted(ga.user_ids.begin(), ga.user_ids.end()));
+			for (size_t i = 0; i < rows.size(); ++i)
 			{
-				ASSERT_EQ(a.user.value_of(a.user.code(r)), b.user.value_of(b.user.code(r)));
-				ASSERT_EQ(a.user.code(r), b.user.code(r));
-				ASSERT_EQ(bits(a.x[r]), bits(b.x[r]));
-				ASSERT_EQ(bits(a.y[r]), bits(b.y[r]));
+				ASSERT_EQ(bits(ga.x[i]), bits(gb.x[i])) << "point " << i;
+				ASSERT_EQ(bits(ga.y[i]), bits(gb.y[i])) << "point " << i;
 			}
 			std::vector<Candidate> cand_rows = random_candidates(rng, 15, metric);
 			CandidateColumns cands(cand_rows);
@@ -1129,13 +1138,22 @@ TEST(GeoPointOrder, ShuffledRowsGiveTheSameBits)
 			std::vector<UserSimilarity> t1 = user_similarity(a.view(), main, options, g1);
 			std::vector<UserSimilarity> t2 = user_similarity(b.view(), main, options, g2);
 			ASSERT_EQ(t1.size(), t2.size());
+			ASSERT_EQ(t1.size(), s1.size());
 			for (size_t i = 0; i < t1.size(); ++i)
+			{
 				EXPECT_EQ(bits(t1[i].similarity), bits(t2[i].similarity)) << "gpu, user " << t1[i].user_id;
+				EXPECT_EQ(bits(t1[i].similarity), bits(s1[i].similarity)) << "gpu and cpu, user " << t1[i].user_id;
+				EXPECT_EQ(bits(t1[i].mean_min_distance), bits(s1[i].mean_min_distance)) << "user " << t1[i].user_id;
+			}
 			std::vector<double> q1 = predict_strength(a.view(), main, cands.view(), 1.5, {}, options, g1);
 			std::vector<double> q2 = predict_strength(b.view(), main, cands.view(), 1.5, {}, options, g2);
 			ASSERT_EQ(q1.size(), q2.size());
+			ASSERT_EQ(q1.size(), p1.size());
 			for (size_t i = 0; i < q1.size(); ++i)
+			{
 				EXPECT_EQ(bits(q1[i]), bits(q2[i])) << "gpu, candidate row " << i;
+				EXPECT_EQ(bits(q1[i]), bits(p1[i])) << "gpu and cpu, candidate row " << i;
+			}
 		}
 }
 
