@@ -12,7 +12,11 @@
 #
 # Prepare on the build machine (it has GoogleTest; the GPU machine has not):
 #   shared/pg-portable/pack .gpu 15
-#   make unittest-build && cp test/unit/gpurec_unit_tests .gpu/
+#   mkdir -p .gpu/gtest/include .gpu/gtest/lib && cp -r /usr/include/gtest .gpu/gtest/include/ &&
+#     cp /usr/lib/x86_64-linux-gnu/libgtest{,_main}.a .gpu/gtest/lib/
+# The unit tests are then built here, with the GPU's kernels; without
+# .gpu/gtest, a binary built on the build machine (.gpu/gpurec_unit_tests,
+# CPU-only: its GPU tests skip) runs instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -40,7 +44,11 @@ fi
 
 if [ "$what" = suite ] || [ "$what" = all ]; then
 	make -s clean >/dev/null 2>&1
-	GPUREC_NO_SKLEARN=1 GPUREC_SKIP_CPU_ONLY_BUILD=1 GPUREC_SKIP_SANITIZERS=1 GPUREC_UNIT_TESTS=$PWD/.gpu/gpurec_unit_tests GPUREC_NO_APT=1 GPUREC_DEVICE=gpu GPUREC_TEST_DIR=/tmp/gpurec-gpu-test bash test/run_all.sh 2>&1 | tee "$out/suite.log" | tail -80
+	unit_tests=$PWD/.gpu/gpurec_unit_tests
+	if [ -d .gpu/gtest ]; then
+		cp -r .gpu/gtest/include/gtest /usr/local/include/ && cp .gpu/gtest/lib/*.a /usr/local/lib/ && unit_tests=
+	fi
+	GPUREC_NO_SKLEARN=1 GPUREC_SKIP_CPU_ONLY_BUILD=1 GPUREC_SKIP_SANITIZERS=1 GPUREC_UNIT_TESTS=$unit_tests GPUREC_NO_APT=1 GPUREC_DEVICE=gpu GPUREC_TEST_DIR=/tmp/gpurec-gpu-test bash test/run_all.sh 2>&1 | tee "$out/suite.log" | tail -80
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then
