@@ -11,6 +11,9 @@
  * Between processes that map the same memory, a column's chunks may travel
  * by reference instead (ChunkedColumn::serialize): the writer allows it,
  * and the reader's ChunkResolver turns each reference into an address.
+ * Where the bytes travel as text (a bytea through dblink, hex: two
+ * characters a byte), the writer may pack integer columns instead, as
+ * varints of each row's difference from the one before.
  */
 #pragma once
 
@@ -53,12 +56,26 @@ class ByteWriter
 	template <typename T> void put(T value) { write(&value, sizeof value); }
 	size_t size() const { return size_; }
 
+	/* An unsigned integer in 7-bit groups, low first, the high bit of each byte saying another follows. */
+	void put_varint(uint64_t value)
+	{
+		uint8_t bytes[10];
+		size_t n = 0;
+		for (; value >= 0x80; value >>= 7)
+			bytes[n++] = static_cast<uint8_t>(value | 0x80);
+		bytes[n++] = static_cast<uint8_t>(value);
+		write(bytes, n);
+	}
 	/* Chunks whose source names them may be written as references (for a reader with a resolver). */
 	void allow_references() { by_reference_ = true; }
 	bool by_reference() const { return by_reference_; }
+	/* Integer columns may be written packed (ChunkedColumn::serialize): smaller, slower to read. */
+	void pack_integers() { packs_integers_ = true; }
+	bool packs_integers() const { return packs_integers_; }
 
   private:
 	bool by_reference_ = false;
+	bool packs_integers_ = false;
 	uint8_t *out_ = nullptr;
 	size_t capacity_ = 0;
 	size_t size_ = 0;
@@ -87,7 +104,22 @@ class ByteReader
 		std::memcpy(&value, take(sizeof value), sizeof value);
 		return value;
 	}
+	/* What put_varint wrote; at most ten bytes, the tenth holding one bit. */
+	uint64_t get_varint()
+	{
+		uint64_t value = 0;
+		for (int shift = 0;; shift += 7)
+		{
+			uint8_t byte = get<uint8_t>();
+			if (shift == 63 && byte > 1)
+				throw Error(sqlstate::internal_error, "ByteReader: a varint of more than 64 bits");
+			value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+			if (!(byte & 0x80))
+				return value;
+		}
+	}
 	bool at_end() const { return at_ == size_; }
+	size_t remaining() const { return size_ - at_; }
 	/* Where chunks written by reference are; null when none may be. */
 	const ChunkResolver *resolver() const { return resolver_; }
 

@@ -18,6 +18,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -267,9 +268,12 @@ template <typename T> class ChunkedColumn
 	}
 
 	/*
-	 * The flat form (byte_stream.hpp): the row count, then the rows, or,
-	 * where the writer allows it and every chunk's source names it, the
-	 * chunks' references instead.
+	 * The flat form (byte_stream.hpp): the row count, a form byte, then the
+	 * rows (form 0); or, where the writer allows it and every chunk's source
+	 * names it, the chunks' references instead (1); or, where the writer
+	 * packs integers and T is one, each row's difference from the row
+	 * before (the first's from 0) as a zigzag-coded varint (2): a column of
+	 * repeated or small values then takes a byte or two a row.
 	 */
 	void serialize(ByteWriter &out) const
 	{
@@ -277,6 +281,21 @@ template <typename T> class ChunkedColumn
 		bool by_reference = out.by_reference();
 		for (size_t c = 0; c < chunk_count() && by_reference; ++c)
 			by_reference = chunks_[c].source != nullptr && chunks_[c].source->reference(chunks_[c].data) != 0;
+		if constexpr (std::is_integral_v<T>)
+			if (!by_reference && out.packs_integers())
+			{
+				out.put<uint8_t>(2);
+				uint64_t before = 0;
+				for (size_t c = 0; c < chunk_count(); ++c)
+					for (size_t i = 0, n = chunk_rows(c); i < n; ++i)
+					{
+						auto value = static_cast<uint64_t>(static_cast<int64_t>(chunk_data(c)[i]));
+						uint64_t step = value - before; /* modulo 2^64: every pair of rows has one */
+						out.put_varint((step << 1) ^ (0 - (step >> 63)));
+						before = value;
+					}
+				return;
+			}
 		out.put<uint8_t>(by_reference ? 1 : 0);
 		for (size_t c = 0; c < chunk_count(); ++c)
 			if (by_reference)
@@ -307,6 +326,23 @@ template <typename T> class ChunkedColumn
 		}
 		else if (form == 0)
 			part.append_bytes(in.take(n * sizeof(T)), n, run);
+		else if (form == 2 && std::is_integral_v<T>)
+		{
+			if (n > in.remaining()) /* a byte a row at least: checked before anything is allocated */
+				throw Error(sqlstate::internal_error, "ChunkedColumn: a packed column shorter than its row count");
+			uint64_t value = 0;
+			part.append(n, [&](T *out, size_t, size_t count) {
+				for (size_t i = 0; i < count; ++i)
+				{
+					uint64_t zigzag = in.get_varint();
+					value += (zigzag >> 1) ^ (0 - (zigzag & 1));
+					auto row = static_cast<T>(static_cast<int64_t>(value));
+					if (static_cast<int64_t>(row) != static_cast<int64_t>(value))
+						throw Error(sqlstate::internal_error, "ChunkedColumn: a packed value out of its type's range");
+					out[i] = row;
+				}
+			});
+		}
 		else
 			throw Error(sqlstate::internal_error, "ChunkedColumn: a serialized column of unknown form");
 		return part;

@@ -414,7 +414,7 @@ namespace {
  * byte order, like one of another layout, reads a magic that does not match.
  */
 constexpr uint32_t kOffersPartMagic = 0x4f505247; /* "GRPO" */
-constexpr uint16_t kOffersPartVersion = 1;
+constexpr uint16_t kOffersPartVersion = 2; /* 2: its integer columns may be packed (byte_stream.hpp) */
 
 } // namespace
 

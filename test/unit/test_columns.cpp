@@ -613,6 +613,107 @@ void check_dictionary(const IdColumn &ids, const std::vector<int64_t> &pushed,
 		ASSERT_LT(ids.value_of(ordered[i - 1]), ids.value_of(ordered[i]));
 }
 
+/* A column's flat form written packed (ByteWriter::pack_integers), then read back. */
+template <typename T> ChunkedColumn<T> packed_round_trip(const ChunkedColumn<T> &column, size_t *bytes = nullptr)
+{
+	ByteWriter counter;
+	counter.pack_integers();
+	column.serialize(counter);
+	std::vector<uint8_t> out(counter.size());
+	ByteWriter writer(out.data(), out.size());
+	writer.pack_integers();
+	column.serialize(writer);
+	if (bytes)
+		*bytes = out.size();
+	ByteReader in(out.data(), out.size());
+	ChunkedColumn<T> back = ChunkedColumn<T>::read_serialized(in);
+	EXPECT_TRUE(in.at_end());
+	return back;
+}
+
+TEST(PackedColumns, EveryValueComesBack)
+{
+	/* extremes next to each other (differences that wrap), small steps, more rows than a chunk */
+	auto rng = seeded_rng();
+	ChunkedColumn<int64_t> wide;
+	ChunkedColumn<int16_t> narrow;
+	ChunkedColumn<uint8_t> bytes;
+	std::vector<int64_t> specials{INT64_MIN, INT64_MAX, 0, -1, 1, INT64_MIN, INT64_MIN + 1, INT64_MAX, -1};
+	for (size_t row = 0; row < ChunkedColumn<int64_t>::kChunkRows + 777; ++row)
+	{
+		int64_t v = row < specials.size() ? specials[row]
+					: rng() % 3 == 0	  ? static_cast<int64_t>(rng())
+										  : static_cast<int64_t>(row / 3) - static_cast<int64_t>(rng() % 5);
+		wide.push_back(v);
+		narrow.push_back(static_cast<int16_t>(rng() % 2 ? INT16_MIN + rng() % 7 : INT16_MAX - rng() % 7));
+		bytes.push_back(static_cast<uint8_t>(rng()));
+	}
+	ChunkedColumn<int64_t> wide_back = packed_round_trip(wide);
+	ChunkedColumn<int16_t> narrow_back = packed_round_trip(narrow);
+	ChunkedColumn<uint8_t> bytes_back = packed_round_trip(bytes);
+	ASSERT_EQ(wide_back.size(), wide.size());
+	ASSERT_EQ(narrow_back.size(), narrow.size());
+	ASSERT_EQ(bytes_back.size(), bytes.size());
+	for (size_t row = 0; row < wide.size(); ++row)
+	{
+		ASSERT_EQ(wide_back[row], wide[row]) << "row " << row;
+		ASSERT_EQ(narrow_back[row], narrow[row]) << "row " << row;
+		ASSERT_EQ(bytes_back[row], bytes[row]) << "row " << row;
+	}
+	/* sorted ids that repeat: about a byte a row, against eight flat */
+	ChunkedColumn<int64_t> ids;
+	for (int64_t id = 0; id < 100000; ++id)
+		for (int i = 0; i < 2; ++i)
+			ids.push_back(1000000 + id);
+	size_t packed_bytes = 0;
+	ChunkedColumn<int64_t> ids_back = packed_round_trip(ids, &packed_bytes);
+	EXPECT_LT(packed_bytes, ids.size() * 11 / 10);
+	for (size_t row = 0; row < ids.size(); ++row)
+		ASSERT_EQ(ids_back[row], ids[row]);
+	/* doubles are never packed: their flat form, whatever the writer */
+	ChunkedColumn<double> doubles;
+	doubles.push_back(-0.0);
+	doubles.push_back(1.5);
+	ChunkedColumn<double> doubles_back = packed_round_trip(doubles, &packed_bytes);
+	EXPECT_EQ(packed_bytes, 8 + 1 + 2 * sizeof(double));
+	EXPECT_TRUE(std::signbit(doubles_back[0]));
+	EXPECT_EQ(doubles_back[1], 1.5);
+}
+
+TEST(PackedColumns, MalformedBytesAreInternalErrors)
+{
+	auto read = [](std::vector<uint8_t> bytes, auto zero) {
+		ByteReader in(bytes.data(), bytes.size());
+		using T = decltype(zero);
+		ChunkedColumn<T>::read_serialized(in);
+	};
+	auto header = [](uint64_t rows) {
+		std::vector<uint8_t> out(8);
+		std::memcpy(out.data(), &rows, 8);
+		out.push_back(2);
+		return out;
+	};
+	/* more rows than bytes left: refused before anything is allocated */
+	EXPECT_THROW(read(header(uint64_t(1) << 40), int64_t()), Error);
+	/* a varint that runs off the end, or past 64 bits */
+	std::vector<uint8_t> open_varint = header(1);
+	open_varint.push_back(0x80);
+	EXPECT_THROW(read(open_varint, int64_t()), Error);
+	std::vector<uint8_t> long_varint = header(1);
+	for (int i = 0; i < 9; ++i)
+		long_varint.push_back(0xff);
+	long_varint.push_back(0x02);
+	EXPECT_THROW(read(long_varint, int64_t()), Error);
+	/* 40000 does not fit an int16: zigzag 80000 */
+	std::vector<uint8_t> too_wide = header(1);
+	for (uint8_t b : {0x80, 0xf1, 0x04})
+		too_wide.push_back(b);
+	EXPECT_THROW(read(too_wide, int16_t()), Error);
+	EXPECT_NO_THROW(read(too_wide, int32_t()));
+	/* a packed form for doubles, which no writer makes */
+	EXPECT_THROW(read(header(0), double()), Error);
+}
+
 TEST(IdColumnDictionary, RandomIdsWithRepeats)
 {
 	auto rng = seeded_rng();

@@ -618,6 +618,22 @@ std::vector<uint8_t> part_bytes(const Market &m, int k)
 	return cheapest_offers_part(m.offers(), k, ctx);
 }
 
+/* A shard's part as _cheapest_offers_part sends it: its integer columns packed. */
+std::vector<uint8_t> packed_part_bytes(const Market &m, int k)
+{
+	ExecContext ctx = context(DeviceMode::Cpu);
+	RankedOffers ranked = cheapest_offers(m.offers(), k, ctx);
+	OffersPart part(m.offers(), ranked, m.product.counts(), k);
+	ByteWriter counter;
+	counter.pack_integers();
+	part.serialize(counter);
+	std::vector<uint8_t> bytes(counter.size());
+	ByteWriter writer(bytes.data(), bytes.size());
+	writer.pack_integers();
+	part.serialize(writer);
+	return bytes;
+}
+
 /*
  * What the SQL rows of a ranking show, per product id: each rank's store and
  * price (its value, exact, and its spelling), and the product's n_offers.
@@ -682,7 +698,8 @@ TEST(MarketplaceShards, MergedPartsAreTheWholeRanking)
 		MergedOffers merged;
 		for (const Market &part : parts)
 		{
-			std::vector<uint8_t> bytes = part_bytes(part, k);
+			/* packed, as shards send them, or flat, as parallel workers do */
+			std::vector<uint8_t> bytes = rng() % 2 ? packed_part_bytes(part, k) : part_bytes(part, k);
 			merged.append_part(bytes.data(), bytes.size(), k);
 			empty_shards += part.size() == 0;
 		}
@@ -753,14 +770,17 @@ TEST(MarketplaceShards, BadPartsAreErrors)
 {
 	auto rng = seeded_rng();
 	Market m = random_market(rng, NumberType::Numeric, 300);
-	std::vector<uint8_t> good = part_bytes(m, 2);
+	std::vector<uint8_t> good = part_bytes(m, 2), packed = packed_part_bytes(m, 2);
+	EXPECT_LT(packed.size(), good.size()) << "packing made the part no smaller";
 	/* cut anywhere, or one byte too many: not a part (and never a read past the bytes) */
-	for (size_t size = 0; size < good.size(); ++size)
-	{
-		MergedOffers merged;
-		std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(size));
-		ASSERT_EQ(append_error(merged, cut, 2), sqlstate::invalid_binary_representation) << size << " bytes";
-	}
+	for (const std::vector<uint8_t> *whole : {&good, &packed})
+		for (size_t size = 0; size < whole->size(); ++size)
+		{
+			MergedOffers merged;
+			std::vector<uint8_t> cut(whole->begin(), whole->begin() + static_cast<std::ptrdiff_t>(size));
+			ASSERT_EQ(append_error(merged, cut, 2), sqlstate::invalid_binary_representation)
+				<< size << " bytes of " << whole->size();
+		}
 	std::vector<uint8_t> longer = good;
 	longer.push_back(0);
 	MergedOffers with_longer;
