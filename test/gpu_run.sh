@@ -28,14 +28,24 @@ fi
 source /tmp/pgroot/env.sh
 export PG_CONFIG=/tmp/pgroot/usr/lib/postgresql/15/bin/pg_config
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+# GoogleTest from .gpu/gtest, where it came: the unit tests are then built
+# here, with the kernels, and their GPU tests run
+if [ -d .gpu/gtest ]; then
+	cp -r .gpu/gtest/include/gtest /usr/local/include/ && cp .gpu/gtest/lib/*.a /usr/local/lib/ || exit 1
+fi
 
 if [ "$what" = sanitize ] || [ "$what" = all ]; then
 	# each tool's whole report in $out/sanitize-TOOL.log; a finding ends the
 	# run with exit 99 and an ERROR SUMMARY line.  SANITIZE_TOOLS picks
 	# tools, SANITIZE_FILTER the tests (racecheck only sees shared memory)
+	unit_tests=.gpu/gpurec_unit_tests
+	if [ -d .gpu/gtest ]; then
+		make -s -j8 unittest-build PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
+		unit_tests=test/unit/gpurec_unit_tests
+	fi
 	for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
 		timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
-			.gpu/gpurec_unit_tests --gtest_filter="${SANITIZE_FILTER:-*Gpu*}" --gtest_brief=1 >"$out/sanitize-$tool.log" 2>&1
+			"$unit_tests" --gtest_filter="${SANITIZE_FILTER:-*Gpu*}" --gtest_brief=1 >"$out/sanitize-$tool.log" 2>&1
 		echo "=== compute-sanitizer --tool $tool: exit $? (124: timed out)"
 		grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitize-$tool.log"
 		grep -m 3 -A 6 -E '^========= (Invalid|Uninitialized|Race|Barrier|Error|Program hit)' "$out/sanitize-$tool.log"
@@ -45,9 +55,7 @@ fi
 if [ "$what" = suite ] || [ "$what" = all ]; then
 	make -s clean >/dev/null 2>&1
 	unit_tests=$PWD/.gpu/gpurec_unit_tests
-	if [ -d .gpu/gtest ]; then
-		cp -r .gpu/gtest/include/gtest /usr/local/include/ && cp .gpu/gtest/lib/*.a /usr/local/lib/ && unit_tests=
-	fi
+	[ -d .gpu/gtest ] && unit_tests=
 	GPUREC_NO_SKLEARN=1 GPUREC_SKIP_CPU_ONLY_BUILD=1 GPUREC_SKIP_SANITIZERS=1 GPUREC_UNIT_TESTS=$unit_tests GPUREC_NO_APT=1 GPUREC_DEVICE=gpu GPUREC_TEST_DIR=/tmp/gpurec-gpu-test bash test/run_all.sh 2>&1 | tee "$out/suite.log" | tail -80
 fi
 
