@@ -105,10 +105,10 @@ bool usable(std::string *why_not)
 	return init_state == InitState::Usable;
 }
 
-void start_in_background() noexcept
+bool start_in_background() noexcept
 {
 	if (init_state != InitState::Unknown || starter != nullptr)
-		return;
+		return false;
 	/*
 	 * The thread, and the threads CUDA starts from it, block every signal:
 	 * PostgreSQL's handlers (cancel, timeouts, latches) belong to the
@@ -137,6 +137,7 @@ void start_in_background() noexcept
 		starter = nullptr; /* no thread to be had: CUDA starts when a call needs it, as without this */
 	}
 	pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+	return starter != nullptr;
 }
 
 void finish_background_start() noexcept

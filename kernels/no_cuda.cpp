@@ -27,7 +27,7 @@ bool usable(std::string *why_not)
 	return false;
 }
 
-void start_in_background() noexcept {}
+bool start_in_background() noexcept { return false; }
 
 void finish_background_start() noexcept {}
 

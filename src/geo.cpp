@@ -18,9 +18,6 @@ namespace gpurec {
 
 namespace {
 
-/* Under gpurec.device = auto, problems smaller than this many distance evaluations stay on the CPU. */
-constexpr double kMinGpuPairs = 2e7;
-
 /* The largest squared distance whose square root rounds to at most max_distance. */
 double euclidean_max_key(double max_distance)
 {

@@ -26,6 +26,14 @@
 
 namespace gpurec {
 
+/*
+ * Under gpurec.device = auto, problems smaller than this many distance
+ * evaluations stay on the CPU: user_similarity, predict_strength and
+ * fit_exponent evaluate at least one a point, similar_users one a pair of
+ * points.
+ */
+constexpr double kMinGpuPairs = 2e7;
+
 enum class GeoMetric : uint8_t
 {
 	Euclidean, /* on (x, y) */

@@ -12,6 +12,7 @@
 #include "cpu_parallel.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <unordered_map>
 
@@ -398,6 +399,11 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx, Offe
 		kMinGpuOffers,
 		[&] { return rank_on_gpu(offers, k, ctx, streamer); },
 		[&] { return rank_on_cpu(offers, k, ctx); });
+}
+
+double gpu_offers_from(int k, const ExecContext &ctx)
+{
+	return ranks_offers_on_cpu(k, ctx) ? std::numeric_limits<double>::infinity() : kMinGpuOffers;
 }
 
 bool ranks_offers_on_cpu(int k, const ExecContext &ctx)

@@ -62,6 +62,9 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx,
  */
 bool ranks_offers_on_cpu(int k, const ExecContext &ctx);
 
+/* The offers from which cheapest_offers ranks on the GPU under gpurec.device = auto; infinite where ranks_offers_on_cpu. */
+double gpu_offers_from(int k, const ExecContext &ctx);
+
 /*
  * Fills the ranks of each tie (offers of one product with an equal price key
  * and store) with its members of fewest decimals first, replacing the GPU's

@@ -9,6 +9,7 @@
 
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 
 #include "cpu_parallel.hpp"
@@ -26,13 +27,15 @@ namespace {
  * points_query: user_id, x, y; a NULL in any skips the row.  Read in any
  * order (parallel workers included); the users are then numbered in
  * user_id order, counted as reading, which is all the functions ask of
- * the order (GeoPoints).
+ * the order (GeoPoints).  gpu_from_rows: the points from which the
+ * function computes on the GPU under auto (InputTable::set_gpu_from_rows).
  */
-InputTable read_points(const char *points_query, ExecContext &ctx)
+InputTable read_points(const char *points_query, ExecContext &ctx, double gpu_from_rows = kMinGpuPairs)
 {
 	InputTable points("points query", {{"user_id", ColumnKind::Id},
 									   {"x", ColumnKind::Float},
 									   {"y", ColumnKind::Float}});
+	points.set_gpu_from_rows(gpu_from_rows);
 	read_inner_query(points_query, points, ctx);
 	Stopwatch clock;
 	points.id(0).number_in_id_order(pieces_on_threads(ctx, Phase::Read));
@@ -151,7 +154,7 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 	GeoOptions options = options_arguments(fcinfo, 2);
 	check_k(k);
 
-	InputTable points = read_points(points_query, ctx);
+	InputTable points = read_points(points_query, ctx, std::sqrt(kMinGpuPairs)); /* a pair of points each */
 	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx);
 
 	ResultWriter out(fcinfo, ctx, "similar_users");

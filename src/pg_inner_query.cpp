@@ -15,6 +15,7 @@ extern "C" {
 #include "utils/plancache.h"
 }
 
+#include <cmath>
 #include <cstdio>
 
 #include "errors.hpp"
@@ -67,24 +68,47 @@ char *statement_text(CachedPlanSource *source)
 	return raw->stmt_len > 0 ? pnstrdup(text, raw->stmt_len) : pstrdup(text);
 }
 
+/* The rows the planner expects of the prepared query; 0 when it has no plan to ask. */
+double estimated_rows(SPIPlanPtr plan)
+{
+	CachedPlan *cached = SPI_plan_get_cached_plan(plan);
+	if (cached == nullptr)
+		return 0;
+	double rows = 0;
+	if (list_length(cached->stmt_list) == 1)
+	{
+		PlannedStmt *stmt = linitial_node(PlannedStmt, cached->stmt_list);
+		if (stmt->planTree != nullptr)
+			rows = stmt->planTree->plan_rows;
+	}
+	ReleaseCachedPlan(cached, nullptr); /* an unsaved plan's, held by no resource owner */
+	return rows;
+}
+
 /*
- * A call that computes on the GPU whatever it reads (gpurec.device = gpu)
- * starts CUDA while it reads: a new session's first such call then waits
- * for CUDA's start only where it outlasts the read.  The backend's exit
- * waits for a start still under way, so that CUDA's own teardown at exit
- * never meets it.  PostgreSQL code.
+ * A call that will compute on the GPU starts CUDA while it reads, so that
+ * a new session's first such call waits for CUDA's start only where it
+ * outlasts the read: every call under gpurec.device = gpu, and under auto
+ * a call whose input the planner expects large enough for the GPU
+ * (InputTable::set_gpu_from_rows).  The backend's exit waits for a start
+ * still under way, so that CUDA's own teardown at exit never meets it.
+ * Returns whether a start began.  PostgreSQL code.
  */
-void start_gpu_while_reading(const ExecContext &ctx)
+bool start_gpu_while_reading(const ExecContext &ctx, const InputTable &table, SPIPlanPtr plan)
 {
 	static bool exit_waits = false;
-	if (ctx.mode != DeviceMode::Gpu)
-		return;
+	bool will_use_gpu =
+		ctx.mode == DeviceMode::Gpu ||
+		(ctx.mode == DeviceMode::Auto && gpu::compiled_with_cuda() && std::isfinite(table.gpu_from_rows()) &&
+		 estimated_rows(plan) >= table.gpu_from_rows());
+	if (!will_use_gpu)
+		return false;
 	if (!exit_waits)
 	{
 		on_proc_exit([](int, Datum) { gpu::finish_background_start(); }, 0);
 		exit_waits = true;
 	}
-	gpu::start_in_background();
+	return gpu::start_in_background();
 }
 
 void set_table_column_types(void *arg)
@@ -93,8 +117,11 @@ void set_table_column_types(void *arg)
 	set_column_types(*a->first, *a->second);
 }
 
-/* PostgreSQL code: prepares the query, checks it, and runs it into the table. */
-ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext *ctx)
+/*
+ * PostgreSQL code: prepares the query, checks it, and runs it into the
+ * table; *gpu_started: whether CUDA's start began beside it.
+ */
+ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext *ctx, bool *gpu_started)
 {
 	SPIExecuteOptions options;
 	SPIPlanPtr plan;
@@ -109,7 +136,7 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 		elog(ERROR, "could not prepare the %s: %s", table->what(),
 			 SPI_result_code_string(SPI_result));
 	check_read_only(plan, table->what());
-	start_gpu_while_reading(*ctx);
+	*gpu_started = start_gpu_while_reading(*ctx, *table, plan);
 	CachedPlanSource *source = static_cast<CachedPlanSource *>(linitial(SPI_plan_get_plan_sources(plan)));
 	/* errors of binding name the query, as SPI's own context does for errors while it runs */
 	ErrorContextCallback context;
@@ -162,7 +189,10 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 	Stopwatch clock;
 	InputTable *destination = &table;
 	ExecContext *call = &ctx;
-	ParallelReadOutcome outcome = pg_call([query, destination, call] { return run_query(query, destination, call); });
+	bool gpu_started = false;
+	bool *started = &gpu_started;
+	ParallelReadOutcome outcome =
+		pg_call([query, destination, call, started] { return run_query(query, destination, call, started); });
 	ctx.times.read_ms += clock.elapsed_ms();
 
 	std::string note = std::string(table.what()) + ": ";
@@ -180,6 +210,8 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 	}
 	else
 		note += std::string("the calling backend alone, as ") + (outcome.why_serial ? outcome.why_serial : "planned");
+	if (gpu_started)
+		note += ", CUDA's start begun beside it";
 	ctx.read_notes += (ctx.read_notes.empty() ? "" : "; ") + note;
 }
 

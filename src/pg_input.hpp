@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <variant>
 #include <vector>
@@ -96,6 +97,16 @@ class InputTable
 	 */
 	void keep_row_order() { keeps_row_order_ = true; }
 	bool keeps_row_order() const { return keeps_row_order_; }
+
+	/*
+	 * For a function that, under gpurec.device = auto, computes on the GPU
+	 * once this input holds `rows` rows or more: when the planner expects
+	 * as many, CUDA starts while the input is read (read_inner_query), as
+	 * it does for every input under gpurec.device = gpu.  Infinite (the
+	 * default): never under auto.
+	 */
+	void set_gpu_from_rows(double rows) { gpu_from_rows_ = rows; }
+	double gpu_from_rows() const { return gpu_from_rows_; }
 
 	/*
 	 * For a function whose result combines from partial results
@@ -185,6 +196,7 @@ class InputTable
 	size_t notified_chunks_ = 0;
 	bool keeps_row_order_ = false;
 	PartialRequest partial_request_;
+	double gpu_from_rows_ = std::numeric_limits<double>::infinity();
 	std::vector<std::vector<uint8_t>> kept_partials_; /* their buffers stay put as the vector grows */
 	std::vector<Partial> partials_;
 	std::function<void()> chunk_listener_;

@@ -37,6 +37,7 @@ struct OffersInput
 		table.combine_partials(partial);
 		if (stream_for_k > 0)
 		{
+			table.set_gpu_from_rows(gpu_offers_from(stream_for_k, ctx));
 			streamer = std::make_unique<OfferStreamer>(ctx, stream_for_k);
 			table.on_chunk_complete([this] { streamer->on_chunk(offers); });
 		}

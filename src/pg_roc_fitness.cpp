@@ -11,6 +11,8 @@ extern "C" {
 #include "utils/memutils.h"
 }
 
+#include <algorithm>
+
 #include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_output.hpp"
@@ -50,6 +52,7 @@ Datum roc_fitness_rows_body(FunctionCallInfo fcinfo)
 	InputTable rows("scores query", {{"individual_id", ColumnKind::Id},
 									 {"label", ColumnKind::Label},
 									 {"score", ColumnKind::Number}});
+	rows.set_gpu_from_rows(kMinGpuExamples);
 	read_inner_query(scores_query, rows, ctx);
 	write_results(fcinfo, roc_fitness_long(rows.id(0), rows.label(1), rows.number(2), ctx), ctx);
 	return (Datum) 0;
@@ -63,6 +66,7 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 	std::vector<int8_t> labels = label_list_argument(fcinfo, 1, "labels");
 	InputTable population("population query", {{"individual_id", ColumnKind::Int64},
 											   {"scores", ColumnKind::FloatArray}});
+	population.set_gpu_from_rows(kMinGpuExamples / static_cast<double>(std::max<size_t>(1, labels.size())));
 	read_inner_query(population_query, population, ctx);
 	write_results(fcinfo,
 				  roc_fitness_arrays(population.int64(0), population.float_array(1), labels, ctx), ctx);

@@ -36,9 +36,6 @@ using roc_keys::ScoreRange;
 
 namespace {
 
-/* Examples in a call before the GPU's transfer pays for itself. */
-constexpr double kMinGpuExamples = 2e6;
-
 /*
  * The most examples one individual may have: both paths sum rank x count
  * over an individual's positives in 64 bits, and the GPU holds positions

@@ -17,6 +17,9 @@
 
 namespace gpurec {
 
+/* Examples in a call before the GPU's transfer pays for itself (under gpurec.device = auto). */
+constexpr double kMinGpuExamples = 2e6;
+
 /* Exact per-individual counts, from which every result column follows (the GPU returns them too). */
 using gpu::RocCounts;
 

@@ -192,11 +192,11 @@ bool usable(std::string *why_not = nullptr);
  * Begins CUDA's start (a fresh backend's first GPU call: the driver, the
  * context and the pinned staging memory, a few hundred milliseconds) on a
  * thread of its own, so that it overlaps what the call does before it
- * computes, its read.  For a call that will compute on the GPU whatever
- * it reads.  usable(), which every GPU path asks first, waits for it; a
- * second call, or one after CUDA started, does nothing.
+ * computes, its read.  For a call that will compute on the GPU.  usable(),
+ * which every GPU path asks first, waits for it.  Returns whether a start
+ * began: a second call, or one after CUDA started, does nothing.
  */
-void start_in_background() noexcept;
+bool start_in_background() noexcept;
 
 /* Waits for a start begun in the background to end (at the backend's exit, before CUDA's own teardown). */
 void finish_background_start() noexcept;

@@ -205,6 +205,32 @@ def run_checks(db):
     else:
         expect_error("errors-gpu-after-ended-starts-55000-without-gpu", r, "55000")
     fresh.close()
+
+    # Under auto, an input the planner expects large enough for the GPU
+    # (2M examples for roc_fitness) starts CUDA beside the read too: with a
+    # GPU, the first call of a new session says so and the second does not;
+    # a small input never does.  Every answer is the CPU's.
+    db.sql("""CREATE TABLE scores AS
+                SELECT g % 97 AS individual_id, (g * 7919) % 3 = 0 AS label,
+                       ((g * 104729) % 10007)::float8 AS score
+                FROM generate_series(1::bigint, 2100000) g;
+              ANALYZE scores""")
+    roc = ("SELECT md5(string_agg(r::text, ',' ORDER BY individual_id)) "
+           "FROM gpurec.roc_fitness('SELECT * FROM scores{}') r;")
+    started = "CUDA's start begun beside it"
+    want = db.sql("SET gpurec.device = cpu; " + roc.format(""))[0]
+    fresh = db.session()
+    r = fresh.run("SET gpurec.device = auto; SET gpurec.timing = on;" + roc.format("") + roc.format(""))
+    said = [started in d for d in r.details()]
+    check("errors-auto-large-input-answers-as-cpu", not r.errors() and r.rows == [want, want], r.describe())
+    if has_gpu:
+        check("errors-auto-large-input-starts-cuda-beside-first-read", said == [True, False], r.describe())
+    fresh.close()
+    fresh = db.session()
+    r = fresh.run("SET gpurec.device = auto; SET gpurec.timing = on;" + roc.format(" WHERE individual_id < 3"))
+    check("errors-auto-small-input-starts-no-cuda-beside-read",
+          not r.errors() and len(r.details()) == 1 and started not in r.details()[0], r.describe())
+    fresh.close()
     s.close()
 
 
