@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "errors.hpp"
 
@@ -129,5 +130,23 @@ class ByteReader
 	const ChunkResolver *resolver_;
 	size_t at_ = 0;
 };
+
+/*
+ * The flat form of `object` (its serialize(ByteWriter &)) as a vector:
+ * counted, then written.  prepare(writer) sets up both writers alike
+ * (allow_references, pack_integers).
+ */
+template <typename Object, typename Prepare = void (*)(ByteWriter &)>
+std::vector<uint8_t> serialized_bytes(const Object &object, Prepare prepare = [](ByteWriter &) {})
+{
+	ByteWriter counter;
+	prepare(counter);
+	object.serialize(counter);
+	std::vector<uint8_t> bytes(counter.size());
+	ByteWriter writer(bytes.data(), bytes.size());
+	prepare(writer);
+	object.serialize(writer);
+	return bytes;
+}
 
 } // namespace gpurec

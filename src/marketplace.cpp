@@ -504,26 +504,11 @@ void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 	++parts_;
 }
 
-namespace {
-
-/* An OffersPart in flat form. */
-std::vector<uint8_t> flat_part(const OffersPart &part)
-{
-	ByteWriter counter;
-	part.serialize(counter);
-	std::vector<uint8_t> bytes(counter.size());
-	ByteWriter writer(bytes.data(), bytes.size());
-	part.serialize(writer);
-	return bytes;
-}
-
-} // namespace
-
 std::vector<uint8_t> cheapest_offers_part(const Offers &offers, int k, ExecContext &ctx)
 {
 	check_k(k);
 	check_offer_count(offers.product.size());
-	return flat_part(OffersPart(offers, rank_on_cpu(offers, k, ctx), offers.product.counts(), k));
+	return serialized_bytes(OffersPart(offers, rank_on_cpu(offers, k, ctx), offers.product.counts(), k));
 }
 
 std::vector<uint8_t> merge_offers_parts(const std::vector<std::vector<uint8_t>> &parts, int k, ExecContext &ctx)
@@ -531,7 +516,7 @@ std::vector<uint8_t> merge_offers_parts(const std::vector<std::vector<uint8_t>> 
 	MergedOffers merged;
 	for (const std::vector<uint8_t> &part : parts)
 		merged.append_part(part.data(), part.size(), k);
-	return flat_part(OffersPart(merged.offers(), merge_cheapest_offers(merged, k, ctx), merged.n_offers(), k));
+	return serialized_bytes(OffersPart(merged.offers(), merge_cheapest_offers(merged, k, ctx), merged.n_offers(), k));
 }
 
 RankedOffers merge_cheapest_offers(const MergedOffers &merged, int k, ExecContext &ctx)

@@ -71,17 +71,8 @@ char *statement_text(CachedPlanSource *source)
 /* The rows the planner expects of the prepared query; 0 when it has no plan to ask. */
 double estimated_rows(SPIPlanPtr plan)
 {
-	CachedPlan *cached = SPI_plan_get_cached_plan(plan);
-	if (cached == nullptr)
-		return 0;
 	double rows = 0;
-	if (list_length(cached->stmt_list) == 1)
-	{
-		PlannedStmt *stmt = linitial_node(PlannedStmt, cached->stmt_list);
-		if (stmt->planTree != nullptr)
-			rows = stmt->planTree->plan_rows;
-	}
-	ReleaseCachedPlan(cached, nullptr); /* an unsaved plan's, held by no resource owner */
+	inspect_plan(plan, [&rows](PlannedStmt *stmt) { rows = stmt->planTree ? stmt->planTree->plan_rows : 0; });
 	return rows;
 }
 

@@ -514,32 +514,25 @@ Datum read_columns_final(FunctionCallInfo fcinfo)
  */
 int planned_workers(SPIPlanPtr plan)
 {
-	CachedPlan *cached = SPI_plan_get_cached_plan(plan);
-	if (cached == nullptr)
-		return 0;
 	int workers = 0;
-	if (list_length(cached->stmt_list) == 1)
-	{
-		PlannedStmt *stmt = linitial_node(PlannedStmt, cached->stmt_list);
+	inspect_plan(plan, [&workers](PlannedStmt *stmt) {
 		Plan *top = stmt->planTree;
-		if (top != nullptr && IsA(top, Agg) && reinterpret_cast<Agg *>(top)->aggsplit == AGGSPLIT_FINAL_DESERIAL)
+		if (top == nullptr || !IsA(top, Agg) || reinterpret_cast<Agg *>(top)->aggsplit != AGGSPLIT_FINAL_DESERIAL)
+			return;
+		for (Plan *p = top->lefttree; p != nullptr; p = p->lefttree)
 		{
-			for (Plan *p = top->lefttree; p != nullptr; p = p->lefttree)
+			if (IsA(p, Gather))
 			{
-				if (IsA(p, Gather))
-				{
-					workers = reinterpret_cast<Gather *>(p)->num_workers;
-					break;
-				}
-				if (IsA(p, GatherMerge))
-				{
-					workers = reinterpret_cast<GatherMerge *>(p)->num_workers;
-					break;
-				}
+				workers = reinterpret_cast<Gather *>(p)->num_workers;
+				return;
+			}
+			if (IsA(p, GatherMerge))
+			{
+				workers = reinterpret_cast<GatherMerge *>(p)->num_workers;
+				return;
 			}
 		}
-	}
-	ReleaseCachedPlan(cached, nullptr); /* an unsaved plan's, held by no resource owner */
+	});
 	return workers;
 }
 

@@ -47,12 +47,28 @@
 
 extern "C" {
 #include "executor/spi.h"
+#include "utils/plancache.h"
 }
 
 #include "pg_column_types.hpp"
 #include "pg_input.hpp"
 
 namespace gpurec {
+
+/*
+ * Hands inspect(PlannedStmt *) the plan SPI makes of a prepared query of
+ * one statement (its generic plan), then releases it; nothing when there
+ * is none.  inspect only reads: it raises no error.  PostgreSQL code.
+ */
+template <typename Inspect> void inspect_plan(SPIPlanPtr plan, Inspect inspect)
+{
+	CachedPlan *cached = SPI_plan_get_cached_plan(plan);
+	if (cached == nullptr)
+		return;
+	if (list_length(cached->stmt_list) == 1)
+		inspect(linitial_node(PlannedStmt, cached->stmt_list));
+	ReleaseCachedPlan(cached, nullptr); /* an unsaved plan's, held by no resource owner */
+}
 
 /* What the parallel path did, for the gpurec.timing NOTICE. */
 struct ParallelReadOutcome

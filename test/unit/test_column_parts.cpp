@@ -222,14 +222,7 @@ class Arena final : public ChunkSource, public ChunkResolver
 /* The flat form of `part`, its chunks written by reference where their source names them. */
 template <typename Column> std::vector<uint8_t> serialized_by_reference(const Column &part)
 {
-	ByteWriter counter;
-	counter.allow_references();
-	part.serialize(counter);
-	std::vector<uint8_t> bytes(counter.size());
-	ByteWriter writer(bytes.data(), bytes.size());
-	writer.allow_references();
-	part.serialize(writer);
-	return bytes;
+	return serialized_bytes(part, [](ByteWriter &w) { w.allow_references(); });
 }
 
 /* Serializes `part` with its chunks by reference to `arena` and appends it to `into`, taking its full chunks. */

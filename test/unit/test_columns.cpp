@@ -616,13 +616,7 @@ void check_dictionary(const IdColumn &ids, const std::vector<int64_t> &pushed,
 /* A column's flat form written packed (ByteWriter::pack_integers), then read back. */
 template <typename T> ChunkedColumn<T> packed_round_trip(const ChunkedColumn<T> &column, size_t *bytes = nullptr)
 {
-	ByteWriter counter;
-	counter.pack_integers();
-	column.serialize(counter);
-	std::vector<uint8_t> out(counter.size());
-	ByteWriter writer(out.data(), out.size());
-	writer.pack_integers();
-	column.serialize(writer);
+	std::vector<uint8_t> out = serialized_bytes(column, [](ByteWriter &w) { w.pack_integers(); });
 	if (bytes)
 		*bytes = out.size();
 	ByteReader in(out.data(), out.size());

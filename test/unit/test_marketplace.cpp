@@ -624,14 +624,7 @@ std::vector<uint8_t> packed_part_bytes(const Market &m, int k)
 	ExecContext ctx = context(DeviceMode::Cpu);
 	RankedOffers ranked = cheapest_offers(m.offers(), k, ctx);
 	OffersPart part(m.offers(), ranked, m.product.counts(), k);
-	ByteWriter counter;
-	counter.pack_integers();
-	part.serialize(counter);
-	std::vector<uint8_t> bytes(counter.size());
-	ByteWriter writer(bytes.data(), bytes.size());
-	writer.pack_integers();
-	part.serialize(writer);
-	return bytes;
+	return serialized_bytes(part, [](ByteWriter &w) { w.pack_integers(); });
 }
 
 /*
