@@ -1068,6 +1068,33 @@ uint64_t bits(double d)
 	return b;
 }
 
+TEST(GeoPointOrder, UsersNotNumberedInIdOrderAreRefused)
+{
+	/* users first seen in descending id order, never renumbered: their sums would follow the rows' order */
+	IdColumn user;
+	FloatColumn x, y;
+	for (int64_t id : {9, 4, 9, 1})
+	{
+		user.push_back(id);
+		x.push_back(static_cast<double>(id));
+		y.push_back(1.0);
+	}
+	ASSERT_FALSE(user.numbered_in_id_order());
+	ExecContext ctx = cpu_context();
+	GeoPoints points{user, x, y};
+	try
+	{
+		user_similarity(points, 4, {}, ctx);
+		ADD_FAILURE() << "no error";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::internal_error);
+	}
+	user.number_in_id_order();
+	EXPECT_EQ(user_similarity(points, 4, {}, ctx).size(), 2u);
+}
+
 TEST(GeoPointOrder, ShuffledRowsGiveTheSameBits)
 {
 	/*
