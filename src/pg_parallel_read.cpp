@@ -73,7 +73,7 @@ enum class StateKind : uint8_t
 
 /*
  * The specs, as the wrapper query passes them to every process: the
- * leader's area and its key filter there (AreaAddress), the partial result
+ * leader's area, its key filter and chunk areas there (AreaAddress), the partial result
  * a worker computes of its rows (none in the aggregate), the query's name,
  * then per column its name, kind, null rule (0 fallback, 1 skip, 2 error), fallback and
  * the conversion the leader bound.  One line per column, fields split by
@@ -83,11 +83,11 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area, const 
 {
 	StringInfoData text;
 	initStringInfo(&text);
-	appendStringInfo(&text, "%u %llu %llu %d %llu %llu %d %lld\n", static_cast<unsigned>(area.handle),
+	appendStringInfo(&text, "%u %llu %llu %d %llu %llu %llu %d %lld\n", static_cast<unsigned>(area.handle),
 					 static_cast<unsigned long long>(area.token_at), static_cast<unsigned long long>(area.token),
 					 area.key_column, static_cast<unsigned long long>(area.keys_at),
-					 static_cast<unsigned long long>(area.n_keys), static_cast<int>(partial.kind),
-					 static_cast<long long>(partial.parameter));
+					 static_cast<unsigned long long>(area.n_keys), static_cast<unsigned long long>(area.chunk_areas_at),
+					 static_cast<int>(partial.kind), static_cast<long long>(partial.parameter));
 	appendStringInfoString(&text, binding.what);
 	for (int c = 0; c < binding.ncolumns; ++c)
 	{
@@ -119,14 +119,14 @@ class AreaResolver final : public ChunkResolver
 void decode_specs(ReadState &state, const std::string &text)
 {
 	unsigned handle;
-	unsigned long long token_at, token, keys_at, n_keys;
+	unsigned long long token_at, token, keys_at, n_keys, chunk_areas_at;
 	int key_column, partial_kind;
 	long long partial_parameter;
-	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu %d %lld", &handle, &token_at, &token, &key_column,
-					&keys_at, &n_keys, &partial_kind, &partial_parameter) != 8)
+	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu %llu %d %lld", &handle, &token_at, &token, &key_column,
+					&keys_at, &n_keys, &chunk_areas_at, &partial_kind, &partial_parameter) != 9)
 		throw Error(sqlstate::internal_error, "gpurec._read_columns: malformed column specs");
 	state.address = AreaAddress{static_cast<dsa_handle>(handle), static_cast<dsa_pointer>(token_at), token, key_column,
-								static_cast<dsa_pointer>(keys_at), n_keys};
+								static_cast<dsa_pointer>(keys_at), n_keys, static_cast<dsa_pointer>(chunk_areas_at)};
 	state.partial = PartialRequest{static_cast<PartialKind>(partial_kind), partial_parameter};
 	size_t what_start = text.find('\n') + 1;
 	size_t line_end = text.find('\n', what_start);
@@ -228,19 +228,28 @@ void take_key_filter(void *arg)
 } // namespace
 
 /*
- * A worker's state: maps the leader's area (in `context`, which lives as
- * long as the state), makes sure the read is the leader's own, and takes the
- * leader's key filter.
+ * A worker's state: maps the leader's area and the one its chunks come
+ * from (in `context`, which lives as long as the state), makes sure the
+ * read is the leader's own, and takes the leader's key filter.
  */
 void attach_worker(ReadState *state, MemoryContext context)
 {
 	MemoryContext caller_context = MemoryContextSwitchTo(context);
 	state->area = dsa_attach(state->address.handle);
 	MemoryContextSwitchTo(caller_context);
-	state->chunks.area = state->area;
 	if (*static_cast<uint64 *>(dsa_get_address(state->area, state->address.token_at)) != state->address.token)
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
 						errmsg("gpurec._read_columns: the read area is not this query's")));
+	state->chunk_area = state->area;
+	const auto *chunk_areas = static_cast<const ChunkAreas *>(dsa_get_address(state->area, state->address.chunk_areas_at));
+	if (ParallelWorkerNumber >= 0 && static_cast<uint32>(ParallelWorkerNumber) < chunk_areas->count)
+	{
+		caller_context = MemoryContextSwitchTo(context);
+		state->chunk_area = dsa_attach(chunk_areas->handles[ParallelWorkerNumber]);
+		MemoryContextSwitchTo(caller_context);
+		state->chunk_area_index = ParallelWorkerNumber;
+	}
+	state->chunks.area = state->chunk_area;
 	if (state->address.key_column >= 0)
 	{
 		FilterArgs filter{state, static_cast<const int64_t *>(dsa_get_address(state->area, state->address.keys_at))};
@@ -342,22 +351,34 @@ void write_serialized(void *arg)
 	a->state->own.reset(); /* what is left in this process (the chunks stay in the area, for the leader) */
 }
 
-/* A worker is done with the area once its state is written (a mapping left to the end draws a leak WARNING). */
-void detach_area(ReadState *s)
-{
-	dsa_detach(s->area);
-	s->area = nullptr;
-}
+/* A state's header: its kind, and the index of the chunk area its references point into. */
+constexpr size_t kStateHeader = 1 + sizeof(int32);
 
-bytea *state_header(StateKind kind, size_t payload)
+bytea *state_header(StateKind kind, int32 chunk_area_index, size_t payload)
 {
-	auto *out = static_cast<bytea *>(palloc(VARHDRSZ + 1 + payload));
-	SET_VARSIZE(out, VARHDRSZ + 1 + payload);
+	auto *out = static_cast<bytea *>(palloc(VARHDRSZ + kStateHeader + payload));
+	SET_VARSIZE(out, VARHDRSZ + kStateHeader + payload);
 	*reinterpret_cast<uint8_t *>(VARDATA(out)) = static_cast<uint8_t>(kind);
+	memcpy(VARDATA(out) + 1, &chunk_area_index, sizeof chunk_area_index);
 	return out;
 }
 
 } // namespace
+
+void detach_areas(ReadState *s)
+{
+	if (s->chunk_area != nullptr && s->chunk_area != s->area)
+		dsa_detach(s->chunk_area);
+	s->chunk_area = nullptr;
+	s->chunks.area = nullptr;
+	dsa_detach(s->area);
+	s->area = nullptr;
+}
+
+dsa_area *chunks_area_of(const ActiveRead &read, int32 index)
+{
+	return index >= 0 && index < read.n_chunk_areas ? read.chunk_areas[index] : read.area;
+}
 
 /*
  * Writes a worker's columns (its batch flushed) in flat form into the
@@ -376,7 +397,7 @@ dsa_pointer columns_into_area(ReadState *s, size_t *size)
 	{
 		args.out = static_cast<uint8_t *>(dsa_get_address(s->area, at));
 		cpp_callback_guard(write_serialized, &args);
-		detach_area(s);
+		detach_areas(s);
 	}
 	return at;
 }
@@ -390,20 +411,20 @@ Datum read_columns_serialize(FunctionCallInfo fcinfo)
 	if (!s->own) /* the leader's share is in the call's table already */
 	{
 		flush_batch(&s->batch, *s->table, s->binding);
-		PG_RETURN_BYTEA_P(state_header(StateKind::Empty, 0));
+		PG_RETURN_BYTEA_P(state_header(StateKind::Empty, -1, 0));
 	}
 
 	size_t size = 0;
 	dsa_pointer at = columns_into_area(s, &size);
 	if (DsaPointerIsValid(at))
 	{
-		bytea *out = state_header(StateKind::InArea, sizeof(uint64) * 2);
+		bytea *out = state_header(StateKind::InArea, s->chunk_area_index, sizeof(uint64) * 2);
 		uint64 where[2] = {static_cast<uint64>(at), static_cast<uint64>(size)};
-		memcpy(VARDATA(out) + 1, where, sizeof where);
+		memcpy(VARDATA(out) + kStateHeader, where, sizeof where);
 		PG_RETURN_BYTEA_P(out);
 	}
 	SerializeArgs args{s, size, nullptr};
-	if (args.size > MaxAllocSize - VARHDRSZ - 1)
+	if (args.size > MaxAllocSize - VARHDRSZ - kStateHeader)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("a parallel worker read more of the %s than one partial state can carry", s->what.c_str()),
@@ -412,10 +433,10 @@ Datum read_columns_serialize(FunctionCallInfo fcinfo)
 						   s->table->rows(), args.size),
 				 errhint("Allow more workers (max_parallel_workers_per_gather), or SET gpurec.parallel_workers = 0 "
 						 "to read in the calling backend.")));
-	bytea *out = state_header(StateKind::Inline, args.size);
-	args.out = reinterpret_cast<uint8_t *>(VARDATA(out)) + 1;
+	bytea *out = state_header(StateKind::Inline, s->chunk_area_index, args.size);
+	args.out = reinterpret_cast<uint8_t *>(VARDATA(out)) + kStateHeader;
 	cpp_callback_guard(write_serialized, &args);
-	detach_area(s);
+	detach_areas(s);
 	PG_RETURN_BYTEA_P(out);
 }
 
@@ -436,15 +457,19 @@ Datum read_columns_deserialize(FunctionCallInfo fcinfo)
 	auto *part = static_cast<ArrivedPart *>(palloc0(sizeof(ArrivedPart)));
 	part->in_area = InvalidDsaPointer;
 	StateKind kind = size > 0 ? static_cast<StateKind>(data[0]) : StateKind::Empty;
-	if (kind == StateKind::Inline)
+	int32 chunk_area_index = -1;
+	if (kind != StateKind::Empty && size >= kStateHeader)
+		memcpy(&chunk_area_index, data + 1, sizeof chunk_area_index);
+	part->chunks = chunks_area_of(*active_read, chunk_area_index);
+	if (kind == StateKind::Inline && size >= kStateHeader)
 	{
-		part->data = data + 1;
-		part->size = size - 1;
+		part->data = data + kStateHeader;
+		part->size = size - kStateHeader;
 	}
-	else if (kind == StateKind::InArea && size == 1 + 2 * sizeof(uint64))
+	else if (kind == StateKind::InArea && size == kStateHeader + 2 * sizeof(uint64))
 	{
 		uint64 where[2];
-		memcpy(where, data + 1, sizeof where);
+		memcpy(where, data + kStateHeader, sizeof where);
 		part->in_area = static_cast<dsa_pointer>(where[0]);
 		part->data = static_cast<const uint8_t *>(dsa_get_address(active_read->area, part->in_area));
 		part->size = static_cast<size_t>(where[1]);
@@ -460,7 +485,7 @@ void append_part(void *arg)
 {
 	auto *part = static_cast<ArrivedPart *>(arg);
 	Stopwatch clock;
-	AreaResolver resolver(active_read->area);
+	AreaResolver resolver(part->chunks);
 	ByteReader reader(part->data, part->size, &resolver);
 	/* the copying of a large part runs on the CPU's threads; the backend's own checks for cancel */
 	active_read->table->append_serialized(reader, pieces_on_threads(*active_read->ctx, Phase::Read));
@@ -609,7 +634,10 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	MemoryContext spi_context = MemoryContextSwitchTo(call_context);
 	dsa_area *area = dsa_create(tranche);
 	MemoryContextSwitchTo(spi_context);
-	AreaAddress address{dsa_get_handle(area), dsa_allocate(area, sizeof(uint64)), 0, -1, InvalidDsaPointer, 0};
+	/* room for an area per worker the plan can have; they are made once the plan says how many */
+	int most_workers = std::max(0, max_parallel_workers_per_gather);
+	AreaAddress address{dsa_get_handle(area), dsa_allocate(area, sizeof(uint64)), 0, -1, InvalidDsaPointer, 0,
+						dsa_allocate0(area, offsetof(ChunkAreas, handles) + sizeof(dsa_handle) * most_workers)};
 	if (!pg_strong_random(&address.token, sizeof address.token))
 		elog(ERROR, "could not generate a random token");
 	*static_cast<uint64 *>(dsa_get_address(area, address.token_at)) = address.token;
@@ -647,7 +675,17 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 		outcome.partials_declined = outcome.direct;
 		partial = PartialRequest{};
 	}
-	ActiveRead read{table, ctx, area, 0, 0, false};
+	auto *chunk_areas = static_cast<ChunkAreas *>(dsa_get_address(area, address.chunk_areas_at));
+	chunk_areas->count = static_cast<uint32>(std::min(outcome.planned_workers, most_workers));
+	MemoryContextSwitchTo(call_context);
+	auto **worker_areas = static_cast<dsa_area **>(palloc(sizeof(dsa_area *) * std::max<uint32>(1, chunk_areas->count)));
+	for (uint32 w = 0; w < chunk_areas->count; ++w)
+	{
+		worker_areas[w] = dsa_create(tranche);
+		chunk_areas->handles[w] = dsa_get_handle(worker_areas[w]);
+	}
+	MemoryContextSwitchTo(spi_context);
+	ActiveRead read{table, ctx, area, worker_areas, static_cast<int>(chunk_areas->count), 0, 0, false};
 	ActiveRead *outer = active_read;
 	SPIExecuteOptions options;
 	memset(&options, 0, sizeof options);
@@ -667,9 +705,14 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 		active_read = outer;
 	}
 	PG_END_TRY();
-	/* the workers have ended; the table holds their chunks, and detaches the area when it is gone */
+	/* the workers have ended; the table holds their chunks, and detaches the areas when it is gone */
 	std::pair<InputTable *, dsa_area *> keeper(table, area);
 	cpp_callback_guard(keep_area_alive, &keeper);
+	for (int w = 0; w < read.n_chunk_areas; ++w)
+	{
+		keeper.second = worker_areas[w];
+		cpp_callback_guard(keep_area_alive, &keeper);
+	}
 	SPI_freeplan(plan);
 	AtEOXact_GUC(true, nest_level);
 	outcome.ran = true;

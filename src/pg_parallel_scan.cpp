@@ -56,6 +56,7 @@ struct ScanPart
 {
 	dsa_pointer at; /* InvalidDsaPointer: none */
 	uint64 size;
+	int32 chunk_area; /* the index in ChunkAreas of the area its chunks are in; -1: the read's own */
 };
 
 /* In the parallel context's segment: the table, its columns, each worker's part, then the scan. */
@@ -370,7 +371,7 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 	memcpy(shared->source, shape.source, sizeof shared->source);
 	shared->scan_offset = scan_offset;
 	for (int w = 0; w < workers; ++w)
-		shared->parts[w] = ScanPart{InvalidDsaPointer, 0};
+		shared->parts[w] = ScanPart{InvalidDsaPointer, 0, -1};
 	ParallelTableScanDesc parallel = scan_of(shared);
 	table_parallelscan_initialize(rel, parallel, snapshot);
 	shm_toc_insert(pcxt->toc, kScanShared, shared);
@@ -410,7 +411,7 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 			if (!DsaPointerIsValid(sent.at))
 				continue;
 			ArrivedPart part{static_cast<const uint8_t *>(dsa_get_address(read.area, sent.at)),
-							 static_cast<size_t>(sent.size), sent.at};
+							 static_cast<size_t>(sent.size), sent.at, chunks_area_of(read, sent.chunk_area)};
 			cpp_callback_guard(read.partials ? take_partial : append_part, &part);
 			++read.worker_parts;
 			if (read.partials)
@@ -446,8 +447,7 @@ dsa_pointer partial_into_area(ReadState *s, size_t *size)
 	if (DsaPointerIsValid(at))
 	{
 		memcpy(dsa_get_address(s->area, at), s->partial_result.data(), *size);
-		dsa_detach(s->area);
-		s->area = nullptr;
+		detach_areas(s);
 	}
 	return at;
 }
@@ -485,7 +485,7 @@ void direct_scan_worker(shm_toc *toc)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of dynamic shared memory"),
 						errdetail("A parallel worker's %s of the %s %s %zu bytes.", partial ? "partial result" : "columns",
 								  state->what.c_str(), partial ? "takes" : "take", size)));
-	shared->parts[ParallelWorkerNumber] = ScanPart{at, static_cast<uint64>(size)};
+	shared->parts[ParallelWorkerNumber] = ScanPart{at, static_cast<uint64>(size), state->chunk_area_index};
 	MemoryContextDelete(worker_context);
 }
 

@@ -29,7 +29,9 @@ struct ActiveRead
 {
 	InputTable *table;
 	ExecContext *ctx; /* the call's: its interrupt points, while parts are appended on the CPU's threads */
-	dsa_area *area; /* where workers leave their columns */
+	dsa_area *area; /* where workers leave their parts (ChunkAreas, key filter, dictionaries) */
+	dsa_area **chunk_areas; /* worker w's chunks, for w < n_chunk_areas; the others' are in area */
+	int n_chunk_areas;
 	int worker_parts;
 	double join_ms; /* spent adding the workers' columns to the table */
 	bool partials;	/* the processes sent partial results (InputTable::partials), not columns */
@@ -39,8 +41,8 @@ extern ActiveRead *active_read;
 
 /*
  * Where a worker finds the leader's area: handle, and a token only the
- * wrapper query knows; and the table's key filter there, when it has one
- * (its keys, ascending: key_column -1 when none).
+ * wrapper query knows; the table's key filter there, when it has one
+ * (its keys, ascending: key_column -1 when none); and the ChunkAreas.
  */
 struct AreaAddress
 {
@@ -50,6 +52,23 @@ struct AreaAddress
 	int key_column;
 	dsa_pointer keys_at;
 	uint64 n_keys;
+	dsa_pointer chunk_areas_at;
+};
+
+/*
+ * In the leader's area: an area of its own for each planned worker's
+ * chunks, which the leader makes and holds.  Within one area, every new
+ * segment is made (and the kernel zeroes all of its pages, as
+ * posix_fallocate asks) under the area's one lock: with 15 workers taking
+ * chunks from one area, each waited while the others' segments were
+ * zeroed, and reading on the 16-core host ran at a third of the 2-core
+ * machine's rate per process.  Worker w takes its chunks from handles[w]
+ * when w < count, from the leader's area otherwise.
+ */
+struct ChunkAreas
+{
+	uint32 count;
+	dsa_handle handles[FLEXIBLE_ARRAY_MEMBER];
 };
 
 /*
@@ -94,6 +113,8 @@ struct ReadState
 	std::unique_ptr<PartialBuilder> builder; /* with a partial request: where the worker's rows go */
 	std::vector<uint8_t> partial_result;
 	dsa_area *area = nullptr;		 /* a worker's mapping of the leader's area */
+	dsa_area *chunk_area = nullptr;	 /* and of the area its chunks come from (area itself, or one of ChunkAreas) */
+	int32 chunk_area_index = -1;	 /* that one's index in ChunkAreas; -1: area */
 	InputTable *table = nullptr;	 /* own, or the leader's active_read table */
 	ColumnBinding binding{};
 	ExecContext ctx;
@@ -123,12 +144,19 @@ void attach_worker(ReadState *state, MemoryContext context);
  */
 dsa_pointer columns_into_area(ReadState *s, size_t *size);
 
+/* A worker's areas unmapped, once its part is written (a mapping left to the end draws a leak WARNING). */
+void detach_areas(ReadState *s);
+
+/* The leader's mapping of the area that worker chunks' references name: ChunkAreas' index'th, or the read's own. */
+dsa_area *chunks_area_of(const ActiveRead &read, int32 index);
+
 /* A worker's state as it arrives in the leader: the bytes, read in place. */
 struct ArrivedPart
 {
 	const uint8_t *data;
 	size_t size;
 	dsa_pointer in_area; /* InvalidDsaPointer when inline */
+	dsa_area *chunks;	 /* where its chunk references point */
 };
 
 /* Appends an arrived part (ArrivedPart) to the active read's table (through cpp_callback_guard). */
