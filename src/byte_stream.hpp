@@ -25,11 +25,14 @@
 
 namespace gpurec {
 
-/* Turns a chunk reference (ChunkSource::reference) into the chunk's address in this process. */
+/*
+ * Turns a chunk reference (ChunkSource::reference) into the chunk's address
+ * in this process; `bytes` is the chunk's size.
+ */
 class ChunkResolver
 {
   public:
-	virtual void *address(uint64_t reference) const = 0;
+	virtual void *address(uint64_t reference, size_t bytes) const = 0;
 
   protected:
 	~ChunkResolver() = default;

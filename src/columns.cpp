@@ -6,6 +6,7 @@
 #include "columns.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -86,6 +87,15 @@ void free_chunk(void *chunk, size_t bytes) noexcept
 {
 	if (chunk != nullptr)
 		munmap(chunk, mapped_bytes(bytes));
+}
+
+void give_back_pages(void *memory, size_t bytes) noexcept
+{
+	auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+	uintptr_t first = (reinterpret_cast<uintptr_t>(memory) + page - 1) & ~(page - 1);
+	uintptr_t end = (reinterpret_cast<uintptr_t>(memory) + bytes) & ~(page - 1);
+	if (first < end)
+		madvise(reinterpret_cast<void *>(first), end - first, MADV_REMOVE);
 }
 
 ChunkSource &mapped_chunks()

@@ -39,6 +39,14 @@ namespace gpurec {
  */
 void *allocate_chunk(size_t bytes);
 void free_chunk(void *chunk, size_t bytes) noexcept;
+/*
+ * Hands the whole pages inside [memory, memory + bytes) of a shared mapping
+ * back to the kernel (MADV_REMOVE): they read as zeros afterwards, and the
+ * mapping stays.  A page the range only partly covers is left as it is,
+ * for its other bytes may be in use.  Advice: where the kernel refuses it,
+ * nothing changes.
+ */
+void give_back_pages(void *memory, size_t bytes) noexcept;
 
 /*
  * An allocator for large scratch vectors that are written before they are
@@ -321,7 +329,8 @@ template <typename T> class ChunkedColumn
 			size_t chunks = (n + kChunkRows - 1) / kChunkRows;
 			part.chunks_.reserve(chunks);
 			for (size_t c = 0; c < chunks; ++c)
-				part.chunks_.push_back(Chunk{static_cast<T *>(in.resolver()->address(in.get<uint64_t>())), nullptr});
+				part.chunks_.push_back(
+					Chunk{static_cast<T *>(in.resolver()->address(in.get<uint64_t>(), kChunkRows * sizeof(T))), nullptr});
 			part.size_ = n;
 		}
 		else if (form == 0)

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "device.hpp"
@@ -49,6 +50,26 @@ size_t parallel_workers(size_t n, const ExecContext &ctx);
  * no exception leaves a worker thread.
  */
 void parallel_for(size_t n, ExecContext &ctx, const ParallelBody &body, Phase phase = Phase::Compute);
+
+/*
+ * Work that one of parallel_for's threads runs while the calling thread
+ * goes on (InputTable::release_rows_in_background: the input's memory given
+ * back while the result rows are written).  wait(), and the destructor,
+ * return once it has run; where no thread could start, it runs at once, on
+ * the calling thread.  The work must not throw, nor call PostgreSQL.
+ */
+class BackgroundWork
+{
+  public:
+	explicit BackgroundWork(std::function<void()> work);
+	BackgroundWork(const BackgroundWork &) = delete;
+	BackgroundWork &operator=(const BackgroundWork &) = delete;
+	~BackgroundWork() { wait(); }
+	void wait() noexcept;
+
+  private:
+	std::shared_ptr<void> job_; /* null once waited for */
+};
 
 /*
  * A PieceRunner (columns.hpp) that runs a column's pieces through

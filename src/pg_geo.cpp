@@ -131,6 +131,7 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 
 	InputTable points = read_points(points_query, ctx);
 	std::vector<UserSimilarity> rows = user_similarity(points_of(points), main_user, options, ctx);
+	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "user_similarity");
 	for (const UserSimilarity &row : rows)
@@ -156,6 +157,7 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 
 	InputTable points = read_points(points_query, ctx, std::sqrt(kMinGpuPairs)); /* a pair of points each */
 	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx);
+	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "similar_users");
 	for (const SimilarUser &row : rows)
@@ -187,6 +189,7 @@ Datum predict_strength_body(FunctionCallInfo fcinfo)
 	GeoCandidates cands = candidates_of(candidates);
 	std::vector<double> strengths = predict_strength(points_of(points), main_user, cands, exponent,
 													 args.strength, args.options, ctx);
+	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "predict_strength");
 	for (size_t row = 0; row < strengths.size(); ++row)
@@ -220,6 +223,7 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 	std::vector<ExponentFit> fits =
 		fit_exponent(points_of(points), {holdout.int64(0), holdout.int64(1)},
 					 candidates_of(candidates), exponents, args.strength, args.options, ctx);
+	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "fit_exponent");
 	for (const ExponentFit &fit : fits)

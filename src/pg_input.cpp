@@ -13,6 +13,11 @@ namespace gpurec {
 InputTable::InputTable(const char *what, std::vector<ColumnSpec> specs)
 	: what_(what), specs_(std::move(specs))
 {
+	add_columns();
+}
+
+void InputTable::add_columns()
+{
 	for (const ColumnSpec &spec : specs_)
 	{
 		switch (spec.kind)
@@ -39,6 +44,24 @@ InputTable::InputTable(const char *what, std::vector<ColumnSpec> specs)
 				break;
 		}
 	}
+}
+
+void InputTable::release_rows_in_background()
+{
+	if (releasing_)
+		releasing_->wait();
+	auto columns = std::make_shared<std::vector<AnyColumn>>(std::move(columns_));
+	auto borrowed = std::make_shared<std::vector<std::pair<void *, size_t>>>(std::move(borrowed_));
+	columns_.clear();
+	borrowed_.clear();
+	add_columns();
+	rows_ = 0;
+	notified_chunks_ = 0;
+	releasing_ = std::make_unique<BackgroundWork>([columns, borrowed]() noexcept {
+		columns->clear(); /* borrowed chunks are not freed with their columns */
+		for (const auto &[chunk, bytes] : *borrowed)
+			give_back_pages(chunk, bytes);
+	});
 }
 
 namespace {

@@ -99,20 +99,27 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area, const 
 	return text.data;
 }
 
-/* The leader's side: a worker's chunk references, as addresses in the leader's mapping of the area. */
+/*
+ * The leader's side: a worker's chunk references, as addresses in the
+ * leader's mapping of the area, each noted as memory the table borrows
+ * (InputTable::note_borrowed).
+ */
 class AreaResolver final : public ChunkResolver
 {
   public:
-	explicit AreaResolver(dsa_area *area) : area_(area) {}
-	void *address(uint64_t reference) const override
+	AreaResolver(dsa_area *area, InputTable &table) : area_(area), table_(table) {}
+	void *address(uint64_t reference, size_t bytes) const override
 	{
 		dsa_area *in = area_;
 		auto at = static_cast<dsa_pointer>(reference);
-		return pg_call([in, at] { return dsa_get_address(in, at); });
+		void *chunk = pg_call([in, at] { return dsa_get_address(in, at); });
+		table_.note_borrowed(chunk, bytes);
+		return chunk;
 	}
 
   private:
 	dsa_area *area_;
+	InputTable &table_;
 };
 
 /* Parses what encode_specs wrote into state's specs and binding. */
@@ -485,7 +492,7 @@ void append_part(void *arg)
 {
 	auto *part = static_cast<ArrivedPart *>(arg);
 	Stopwatch clock;
-	AreaResolver resolver(part->chunks);
+	AreaResolver resolver(part->chunks, *active_read->table);
 	ByteReader reader(part->data, part->size, &resolver);
 	/* the copying of a large part runs on the CPU's threads; the backend's own checks for cancel */
 	active_read->table->append_serialized(reader, pieces_on_threads(*active_read->ctx, Phase::Read));

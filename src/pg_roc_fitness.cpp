@@ -54,7 +54,9 @@ Datum roc_fitness_rows_body(FunctionCallInfo fcinfo)
 									 {"score", ColumnKind::Number}});
 	rows.set_gpu_from_rows(kMinGpuExamples);
 	read_inner_query(scores_query, rows, ctx);
-	write_results(fcinfo, roc_fitness_long(rows.id(0), rows.label(1), rows.number(2), ctx), ctx);
+	std::vector<RocResult> results = roc_fitness_long(rows.id(0), rows.label(1), rows.number(2), ctx);
+	rows.release_rows_in_background();
+	write_results(fcinfo, results, ctx);
 	return (Datum) 0;
 }
 
@@ -68,8 +70,9 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 											   {"scores", ColumnKind::FloatArray}});
 	population.set_gpu_from_rows(kMinGpuExamples / static_cast<double>(std::max<size_t>(1, labels.size())));
 	read_inner_query(population_query, population, ctx);
-	write_results(fcinfo,
-				  roc_fitness_arrays(population.int64(0), population.float_array(1), labels, ctx), ctx);
+	std::vector<RocResult> results = roc_fitness_arrays(population.int64(0), population.float_array(1), labels, ctx);
+	population.release_rows_in_background();
+	write_results(fcinfo, results, ctx);
 	return (Datum) 0;
 }
 

@@ -213,7 +213,7 @@ class Arena final : public ChunkSource, public ChunkResolver
 				return i + 1;
 		return 0;
 	}
-	void *address(uint64_t reference) const override { return chunks_.at(reference - 1); }
+	void *address(uint64_t reference, size_t) const override { return chunks_.at(reference - 1); }
 
   private:
 	std::vector<void *> chunks_;

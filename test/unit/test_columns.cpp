@@ -7,6 +7,9 @@
  */
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -1018,6 +1021,30 @@ TEST(Columns, KeyFilterAgreesWithASet)
 		for (int64_t key : probes)
 			ASSERT_EQ(filter.contains(key), want.count(key) > 0) << "key " << key << ", round " << round;
 	}
+}
+
+/*
+ * give_back_pages: the whole pages inside the range read as zeros after it,
+ * the pages it only partly covers and everything around keep their bytes.
+ */
+TEST(ChunkMemory, GiveBackPagesEmptiesOnlyWholePagesInside)
+{
+	size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+	size_t bytes = 8 * page;
+	void *mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(mapped, MAP_FAILED);
+	auto *memory = static_cast<uint8_t *>(mapped);
+	std::memset(memory, 0xAB, bytes);
+	/* from the middle of page 1 to the middle of page 6: pages 2 to 5 are inside */
+	give_back_pages(memory + page + page / 2, 5 * page);
+	for (size_t at = 0; at < bytes; ++at)
+	{
+		bool inside = at >= 2 * page && at < 6 * page;
+		ASSERT_EQ(memory[at], inside ? 0 : 0xAB) << "byte " << at << " (page " << at / page << ")";
+	}
+	give_back_pages(memory + 10, page - 20); /* no whole page inside: nothing */
+	EXPECT_EQ(memory[page / 2], 0xAB);
+	munmap(mapped, bytes);
 }
 
 } // namespace

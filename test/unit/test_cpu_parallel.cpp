@@ -9,6 +9,9 @@
  */
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -311,6 +314,70 @@ TEST(CpuParallel, ParallelCopyAsMemcpy)
 			}
 			EXPECT_LE(ctx.cpu_threads_used, threads);
 		}
+}
+
+/*
+ * The threads are kept between calls: once a call has had its workers, a
+ * later one with as many starts no thread of its own; and they block every
+ * signal, which belong to the backend's own thread.
+ */
+TEST(CpuParallel, ThreadsAreKeptAndBlockSignals)
+{
+	ExecContext ctx;
+	ctx.cpu_threads = 8;
+	std::mutex mutex;
+	std::set<std::thread::id> first_call, later_calls;
+	std::atomic<int> signals_open{0};
+	auto record = [&](std::set<std::thread::id> &into) {
+		return [&](size_t, size_t, const std::atomic<bool> &) {
+			sigset_t mask;
+			pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+			for (int signal : {SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGURG})
+				signals_open += sigismember(&mask, signal) != 1;
+			std::this_thread::sleep_for(std::chrono::microseconds(200));
+			std::lock_guard<std::mutex> lock(mutex);
+			into.insert(std::this_thread::get_id());
+		};
+	};
+	parallel_for(64, ctx, record(first_call));
+	for (int call = 0; call < 20; ++call)
+		parallel_for(64, ctx, record(later_calls));
+	std::set<std::thread::id> pool = first_call;
+	/* other tests ran before this one: any thread they left may serve too, but not a new one per call */
+	EXPECT_LE(later_calls.size(), 64u) << "threads are not started anew for each call";
+	for (std::thread::id id : later_calls)
+		pool.insert(id);
+	EXPECT_LE(pool.size(), 64u);
+	EXPECT_EQ(signals_open.load(), 0) << "a worker thread left a signal unblocked";
+	EXPECT_EQ(later_calls.count(std::this_thread::get_id()), 0u);
+}
+
+/* BackgroundWork runs beside the caller, which goes on; wait() and the destructor return once it has run. */
+TEST(CpuParallel, BackgroundWorkRunsBesideTheCaller)
+{
+	std::atomic<bool> caller_went_on{false}, saw_caller_go_on{false}, done{false};
+	std::thread::id ran_on;
+	{
+		BackgroundWork work([&]() noexcept {
+			ran_on = std::this_thread::get_id();
+			/* proof that it runs beside the caller: it sees what the caller does after starting it */
+			for (int i = 0; i < 5000 && !caller_went_on; ++i)
+				std::this_thread::sleep_for(std::chrono::milliseconds(1));
+			saw_caller_go_on = caller_went_on.load();
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			done = true;
+		});
+		caller_went_on = true;
+	} /* the destructor waits */
+	EXPECT_TRUE(done.load());
+	EXPECT_TRUE(saw_caller_go_on.load());
+	EXPECT_NE(ran_on, std::this_thread::get_id());
+
+	std::atomic<int> runs{0};
+	BackgroundWork twice([&]() noexcept { ++runs; });
+	twice.wait();
+	twice.wait();
+	EXPECT_EQ(runs.load(), 1);
 }
 
 } // namespace
