@@ -8,7 +8,7 @@
  * The aggregate's functions run in two kinds of process:
  *   - a parallel worker: the transition function appends rows to columns of
  *     the worker's own, whose chunks it takes from a dynamic shared memory
- *     area the leader made for the read; the serial function writes the
+ *     area the leader made for it (ChunkAreas); the serial function writes the
  *     columns' flat form, with the chunks as references into that area, and
  *     sends where that is as the worker's partial state;
  *   - the calling backend (the leader): its own share of the rows goes
@@ -58,8 +58,9 @@ namespace {
 
 /*
  * How a partial state travels: its first byte.  A worker's columns are in
- * the leader's area already; their flat form (dictionaries, references to
- * the chunks) goes there too, and the state says where.  Only when the area
+ * the area of its chunks already (ChunkAreas); their flat form
+ * (dictionaries, references to the chunks) goes there too, and the state
+ * says where.  Only when the area
  * cannot hold that does it ride in the state itself, through the tuple
  * queue (a 64 kB ring: slower for a large dictionary).
  */
@@ -389,9 +390,9 @@ dsa_area *chunks_area_of(const ActiveRead &read, int32 index)
 
 /*
  * Writes a worker's columns (its batch flushed) in flat form into the
- * leader's area and detaches from it; *size is their size.  Invalid when
- * the area has no room (the columns then stay in the worker, and *size says
- * how much they would take).
+ * area of its chunks and detaches from the areas; *size is their size.
+ * Invalid when the area has no room (the columns then stay in the worker,
+ * and *size says how much they would take).
  */
 dsa_pointer columns_into_area(ReadState *s, size_t *size)
 {
@@ -399,10 +400,10 @@ dsa_pointer columns_into_area(ReadState *s, size_t *size)
 	SerializeArgs args{s, 0, nullptr};
 	cpp_callback_guard(count_serialized, &args);
 	*size = args.size;
-	dsa_pointer at = dsa_allocate_extended(s->area, args.size, DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
+	dsa_pointer at = dsa_allocate_extended(s->chunk_area, args.size, DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
 	if (DsaPointerIsValid(at))
 	{
-		args.out = static_cast<uint8_t *>(dsa_get_address(s->area, at));
+		args.out = static_cast<uint8_t *>(dsa_get_address(s->chunk_area, at));
 		cpp_callback_guard(write_serialized, &args);
 		detach_areas(s);
 	}
@@ -478,7 +479,7 @@ Datum read_columns_deserialize(FunctionCallInfo fcinfo)
 		uint64 where[2];
 		memcpy(where, data + kStateHeader, sizeof where);
 		part->in_area = static_cast<dsa_pointer>(where[0]);
-		part->data = static_cast<const uint8_t *>(dsa_get_address(active_read->area, part->in_area));
+		part->data = static_cast<const uint8_t *>(dsa_get_address(part->chunks, part->in_area));
 		part->size = static_cast<size_t>(where[1]);
 	}
 	else if (kind != StateKind::Empty)
@@ -515,8 +516,8 @@ Datum read_columns_combine(FunctionCallInfo fcinfo)
 			if (DsaPointerIsValid(part->in_area))
 			{
 				/* give its memory back now, so that the parts are not all resident at the end */
-				dsa_free(active_read->area, part->in_area);
-				dsa_trim(active_read->area);
+				dsa_free(part->chunks, part->in_area);
+				dsa_trim(part->chunks);
 			}
 		}
 	}

@@ -56,7 +56,7 @@ struct ScanPart
 {
 	dsa_pointer at; /* InvalidDsaPointer: none */
 	uint64 size;
-	int32 chunk_area; /* the index in ChunkAreas of the area its chunks are in; -1: the read's own */
+	int32 chunk_area; /* the index in ChunkAreas of the area it and its chunks are in; -1: the read's own */
 };
 
 /* In the parallel context's segment: the table, its columns, each worker's part, then the scan. */
@@ -410,14 +410,15 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 			ScanPart &sent = shared->parts[w];
 			if (!DsaPointerIsValid(sent.at))
 				continue;
-			ArrivedPart part{static_cast<const uint8_t *>(dsa_get_address(read.area, sent.at)),
-							 static_cast<size_t>(sent.size), sent.at, chunks_area_of(read, sent.chunk_area)};
+			dsa_area *in = chunks_area_of(read, sent.chunk_area);
+			ArrivedPart part{static_cast<const uint8_t *>(dsa_get_address(in, sent.at)), static_cast<size_t>(sent.size),
+							 sent.at, in};
 			cpp_callback_guard(read.partials ? take_partial : append_part, &part);
 			++read.worker_parts;
 			if (read.partials)
 				continue; /* read in place until the table is gone */
-			dsa_free(read.area, sent.at);
-			dsa_trim(read.area);
+			dsa_free(in, sent.at);
+			dsa_trim(in);
 		}
 	}
 	DestroyParallelContext(pcxt);
@@ -436,17 +437,18 @@ void worker_partial_result(void *arg)
 }
 
 /*
- * Writes a worker's partial result into the leader's area and detaches
- * from it; *size is its size.  Invalid when the area has no room.
+ * Writes a worker's partial result into the area of its chunks and
+ * detaches from the areas; *size is its size.  Invalid when the area has
+ * no room.
  */
 dsa_pointer partial_into_area(ReadState *s, size_t *size)
 {
 	cpp_callback_guard(worker_partial_result, s);
 	*size = s->partial_result.size();
-	dsa_pointer at = dsa_allocate_extended(s->area, *size, DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
+	dsa_pointer at = dsa_allocate_extended(s->chunk_area, *size, DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
 	if (DsaPointerIsValid(at))
 	{
-		memcpy(dsa_get_address(s->area, at), s->partial_result.data(), *size);
+		memcpy(dsa_get_address(s->chunk_area, at), s->partial_result.data(), *size);
 		detach_areas(s);
 	}
 	return at;
@@ -454,7 +456,8 @@ dsa_pointer partial_into_area(ReadState *s, size_t *size)
 
 /*
  * A direct scan's worker: reads its share of the table into columns of its
- * own, and leaves them, or their partial result, in the leader's area.
+ * own, and leaves them, or their partial result, in the area the leader
+ * made for its chunks.
  */
 void direct_scan_worker(shm_toc *toc)
 {

@@ -62,8 +62,10 @@ struct AreaAddress
  * posix_fallocate asks) under the area's one lock: with 15 workers taking
  * chunks from one area, each waited while the others' segments were
  * zeroed, and reading on the 16-core host ran at a third of the 2-core
- * machine's rate per process.  Worker w takes its chunks from handles[w]
- * when w < count, from the leader's area otherwise.
+ * machine's rate per process.  Worker w takes its chunks, and then its
+ * part (their flat form, or its partial result: a dictionary of a million
+ * ids is 16 MB), from handles[w] when w < count, from the leader's area
+ * otherwise.
  */
 struct ChunkAreas
 {
@@ -113,7 +115,7 @@ struct ReadState
 	std::unique_ptr<PartialBuilder> builder; /* with a partial request: where the worker's rows go */
 	std::vector<uint8_t> partial_result;
 	dsa_area *area = nullptr;		 /* a worker's mapping of the leader's area */
-	dsa_area *chunk_area = nullptr;	 /* and of the area its chunks come from (area itself, or one of ChunkAreas) */
+	dsa_area *chunk_area = nullptr;	 /* and of the area its chunks and part go to (area itself, or one of ChunkAreas) */
 	int32 chunk_area_index = -1;	 /* that one's index in ChunkAreas; -1: area */
 	InputTable *table = nullptr;	 /* own, or the leader's active_read table */
 	ColumnBinding binding{};
@@ -139,8 +141,8 @@ void attach_worker(ReadState *state, MemoryContext context);
 
 /*
  * Writes a worker's columns (its batch flushed) in flat form into the
- * leader's area and detaches from it; *size is their size.  Invalid when
- * the area has no room.
+ * area of its chunks and detaches from the areas; *size is their size.
+ * Invalid when the area has no room.
  */
 dsa_pointer columns_into_area(ReadState *s, size_t *size);
 
@@ -156,7 +158,7 @@ struct ArrivedPart
 	const uint8_t *data;
 	size_t size;
 	dsa_pointer in_area; /* InvalidDsaPointer when inline */
-	dsa_area *chunks;	 /* where its chunk references point */
+	dsa_area *chunks;	 /* where it lies, with the chunks its references name */
 };
 
 /* Appends an arrived part (ArrivedPart) to the active read's table (through cpp_callback_guard). */
