@@ -48,8 +48,6 @@ void InputTable::add_columns()
 
 void InputTable::release_rows_in_background()
 {
-	if (releasing_)
-		releasing_->wait();
 	auto columns = std::make_shared<std::vector<AnyColumn>>(std::move(columns_));
 	auto borrowed = std::make_shared<std::vector<std::pair<void *, size_t>>>(std::move(borrowed_));
 	columns_.clear();

@@ -58,7 +58,10 @@ namespace gpurec {
 /*
  * Hands inspect(PlannedStmt *) the plan SPI makes of a prepared query of
  * one statement (its generic plan), then releases it; nothing when there
- * is none.  inspect only reads: it raises no error.  PostgreSQL code.
+ * is none.  What inspect keeps of the plan it copies.  An ERROR in inspect
+ * skips the release, which costs nothing: the plan of an unsaved query
+ * belongs to no resource owner and goes with SPI's memory.  PostgreSQL
+ * code.
  */
 template <typename Inspect> void inspect_plan(SPIPlanPtr plan, Inspect inspect)
 {

@@ -87,61 +87,53 @@ ParallelTableScanDesc scan_of(ScanShared *shared)
  */
 bool direct_shape(SPIPlanPtr inner, const ColumnBinding &binding, DirectShape *shape)
 {
-	CachedPlan *cached = SPI_plan_get_cached_plan(inner);
-	if (cached == nullptr)
-		return false;
 	bool plain = false;
 	List *rtable = NIL;
-	if (list_length(cached->stmt_list) == 1)
-	{
-		PlannedStmt *stmt = linitial_node(PlannedStmt, cached->stmt_list);
+	inspect_plan(inner, [&](PlannedStmt *stmt) {
 		Plan *top = stmt->planTree;
 		plain = stmt->commandType == CMD_SELECT && top != nullptr && IsA(top, SeqScan) && top->initPlan == NIL &&
 				stmt->subplans == NIL && stmt->rowMarks == NIL;
+		if (!plain)
+			return;
+		Index scanrelid = reinterpret_cast<Scan *>(top)->scanrelid;
+		RangeTblEntry *rte = rt_fetch(scanrelid, stmt->rtable);
+		plain = rte->rtekind == RTE_RELATION && (rte->relkind == RELKIND_RELATION || rte->relkind == RELKIND_MATVIEW);
+		/*
+		 * The output columns, in order (junk columns come last): each a
+		 * column of the table, or else every row is projected.
+		 */
+		int16 output_attnum[MaxTupleAttributeNumber];
+		int outputs = 0;
+		bool computed = false;
+		List *outputs_list = NIL;
+		ListCell *lc;
+		foreach (lc, top->targetlist)
+		{
+			TargetEntry *entry = lfirst_node(TargetEntry, lc);
+			if (!plain || entry->resjunk || outputs >= MaxTupleAttributeNumber)
+				break;
+			Var *var = reinterpret_cast<Var *>(entry->expr);
+			bool column = IsA(var, Var) && var->varno == static_cast<int>(scanrelid) && var->varattno > 0 &&
+						  var->varlevelsup == 0;
+			computed = computed || !column;
+			output_attnum[outputs++] = column ? var->varattno : 0;
+			outputs_list = lappend(outputs_list, entry);
+		}
+		for (int c = 0; c < binding.ncolumns && plain; ++c)
+			if (binding.attno[c] >= 0)
+			{
+				plain = binding.attno[c] < outputs;
+				if (plain)
+					shape->source[c] = computed ? binding.attno[c] + 1 : output_attnum[binding.attno[c]];
+			}
 		if (plain)
 		{
-			Index scanrelid = reinterpret_cast<Scan *>(top)->scanrelid;
-			RangeTblEntry *rte = rt_fetch(scanrelid, stmt->rtable);
-			plain = rte->rtekind == RTE_RELATION &&
-					(rte->relkind == RELKIND_RELATION || rte->relkind == RELKIND_MATVIEW);
-			/*
-			 * The output columns, in order (junk columns come last): each a
-			 * column of the table, or else every row is projected.
-			 */
-			int16 output_attnum[MaxTupleAttributeNumber];
-			int outputs = 0;
-			bool computed = false;
-			List *outputs_list = NIL;
-			ListCell *lc;
-			foreach (lc, top->targetlist)
-			{
-				TargetEntry *entry = lfirst_node(TargetEntry, lc);
-				if (!plain || entry->resjunk || outputs >= MaxTupleAttributeNumber)
-					break;
-				Var *var = reinterpret_cast<Var *>(entry->expr);
-				bool column = IsA(var, Var) && var->varno == static_cast<int>(scanrelid) && var->varattno > 0 &&
-							  var->varlevelsup == 0;
-				computed = computed || !column;
-				output_attnum[outputs++] = column ? var->varattno : 0;
-				outputs_list = lappend(outputs_list, entry);
-			}
-			for (int c = 0; c < binding.ncolumns && plain; ++c)
-				if (binding.attno[c] >= 0)
-				{
-					plain = binding.attno[c] < outputs;
-					if (plain)
-						shape->source[c] = computed ? binding.attno[c] + 1 : output_attnum[binding.attno[c]];
-				}
-			if (plain)
-			{
-				shape->relid = rte->relid;
-				shape->qual = static_cast<List *>(copyObjectImpl(top->qual));
-				shape->outputs = computed ? static_cast<List *>(copyObjectImpl(outputs_list)) : NIL;
-				rtable = static_cast<List *>(copyObjectImpl(stmt->rtable));
-			}
+			shape->relid = rte->relid;
+			shape->qual = static_cast<List *>(copyObjectImpl(top->qual));
+			shape->outputs = computed ? static_cast<List *>(copyObjectImpl(outputs_list)) : NIL;
+			rtable = static_cast<List *>(copyObjectImpl(stmt->rtable));
 		}
-	}
-	ReleaseCachedPlan(cached, nullptr);
+	});
 	if (plain)
 		ExecCheckRTPerms(rtable, true);
 	return plain;

@@ -29,8 +29,8 @@ struct ActiveRead
 {
 	InputTable *table;
 	ExecContext *ctx; /* the call's: its interrupt points, while parts are appended on the CPU's threads */
-	dsa_area *area; /* where workers leave their parts (ChunkAreas, key filter, dictionaries) */
-	dsa_area **chunk_areas; /* worker w's chunks, for w < n_chunk_areas; the others' are in area */
+	dsa_area *area; /* the read's own: its token, key filter and ChunkAreas */
+	dsa_area **chunk_areas; /* worker w's chunks and part, for w < n_chunk_areas; the others' are in area */
 	int n_chunk_areas;
 	int worker_parts;
 	double join_ms; /* spent adding the workers' columns to the table */
