@@ -34,6 +34,7 @@ enum class InitState
 InitState init_state = InitState::Unknown;
 std::string unusable_reason;
 std::thread *starter = nullptr;
+double start_took_ms = 0;
 
 /*
  * Why cudaGetDeviceCount failed, in the user's terms.  Without a GPU the
@@ -66,6 +67,7 @@ std::string why_no_device(cudaError_t err)
  */
 void start_cuda()
 {
+	Stopwatch clock;
 	int count = 0;
 	cudaError_t err = cudaGetDeviceCount(&count);
 	if (err != cudaSuccess)
@@ -87,6 +89,7 @@ void start_cuda()
 	}
 	else
 		init_state = InitState::Usable;
+	start_took_ms = clock.elapsed_ms();
 }
 
 bool staging_ready();
@@ -122,9 +125,11 @@ bool start_in_background() noexcept
 		starter = new std::thread([]() noexcept {
 			try
 			{
+				Stopwatch clock;
 				start_cuda();
 				if (init_state == InitState::Usable)
 					staging_ready();
+				start_took_ms = clock.elapsed_ms();
 			}
 			catch (...)
 			{
@@ -148,6 +153,8 @@ void finish_background_start() noexcept
 	delete starter;
 	starter = nullptr;
 }
+
+double start_ms() noexcept { return start_took_ms; }
 
 std::vector<DeviceInfo> devices()
 {

@@ -31,6 +31,8 @@ bool start_in_background() noexcept { return false; }
 
 void finish_background_start() noexcept {}
 
+double start_ms() noexcept { return 0; }
+
 std::vector<DeviceInfo> devices() { return {}; }
 
 /* marketplace */

@@ -66,10 +66,31 @@ struct ExecContext : gpu::CallContext
 	size_t cpu_threads_used = 0;
 	/* How each inner query was read, for the timing NOTICE: "offers query: 2 workers". */
 	std::string read_notes;
+	/*
+	 * How long the call waited for CUDA's start before its transfer (a new
+	 * session's first GPU call, when the start outlasts the read), and how
+	 * long that start took; 0 when it did not wait.
+	 */
+	double gpu_start_wait_ms = 0;
+	double gpu_start_ms = 0;
 };
 
 /* Whether a usable GPU is present; the first call initialises CUDA. */
 inline bool gpu_usable(std::string *why_not = nullptr) { return gpu::usable(why_not); }
+
+/* gpu_usable() for a call: how long it waited for CUDA's start (that its read began) goes into ctx. */
+inline bool gpu_usable(ExecContext &ctx, std::string *why_not = nullptr)
+{
+	Stopwatch clock;
+	bool usable = gpu::usable(why_not);
+	double waited = clock.elapsed_ms();
+	if (waited >= 1)
+	{
+		ctx.gpu_start_wait_ms += waited;
+		ctx.gpu_start_ms = gpu::start_ms();
+	}
+	return usable;
+}
 
 /* A column as the kernels see it: its chunks, in place. */
 template <typename T> gpu::ChunkedView<T> chunk_view(const ChunkedColumn<T> &column)
@@ -126,14 +147,14 @@ auto dispatch(ExecContext &ctx, const char *function, double work, double min_gp
 	std::string why_not;
 	if (ctx.mode == DeviceMode::Gpu)
 	{
-		if (!gpu_usable(&why_not))
+		if (!gpu_usable(ctx, &why_not))
 			throw Error(sqlstate::object_not_in_prerequisite_state,
 						"gpurec.device is 'gpu' but no usable GPU was found", why_not,
 						"Set gpurec.device to 'auto' or 'cpu'.");
 		ctx.used_gpu = true;
 		return on_gpu(gpu_path);
 	}
-	if (work < min_gpu_work || !gpu_usable())
+	if (work < min_gpu_work || !gpu_usable(ctx))
 		return cpu_path();
 	try
 	{

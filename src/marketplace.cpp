@@ -372,7 +372,7 @@ void OfferStreamer::on_chunk(const Offers &offers)
 		return;
 	if (!upload_)
 	{
-		if (!gpu_usable())
+		if (!gpu_usable(ctx_))
 		{
 			enabled_ = false;
 			return;

@@ -21,13 +21,17 @@ void report_timing(const char *function, const ExecContext &ctx)
 		return;
 	const PhaseTimes &t = ctx.times;
 	const char *device = ctx.used_gpu ? "gpu" : "cpu";
+	char start[128] = "";
+	if (ctx.gpu_start_wait_ms > 0)
+		snprintf(start, sizeof start, "  Waited %.3f ms for CUDA's start (%.3f ms in all) before the transfer.",
+				 ctx.gpu_start_wait_ms, ctx.gpu_start_ms);
 	pg_call([&] {
 		ereport(NOTICE, (errmsg("gpurec.%s: device %s, read %.3f ms, transfer %.3f ms, compute "
 								"%.3f ms, output %.3f ms",
 								function, device, t.read_ms, t.transfer_ms, t.compute_ms,
 								t.output_ms),
-						 errdetail("Read: %s.  CPU worker threads: %zu.", ctx.read_notes.c_str(),
-								   ctx.cpu_threads_used)));
+						 errdetail("Read: %s.  CPU worker threads: %zu.%s", ctx.read_notes.c_str(),
+								   ctx.cpu_threads_used, start)));
 	});
 }
 

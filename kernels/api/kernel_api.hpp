@@ -201,6 +201,9 @@ bool start_in_background() noexcept;
 /* Waits for a start begun in the background to end (at the backend's exit, before CUDA's own teardown). */
 void finish_background_start() noexcept;
 
+/* How long CUDA's start took in this backend, in ms: 0 until one has ended. */
+double start_ms() noexcept;
+
 /* Every visible GPU; empty without one. */
 std::vector<DeviceInfo> devices();
 
