@@ -138,12 +138,10 @@ inline void upload_staged(void *device, const void *host, size_t bytes, cudaStre
 	HostPiece piece{host, bytes};
 	upload_staged(device, &piece, 1, stream, ctx);
 }
-/* Rows [begin, end) of a chunked host column, to `device` onwards: one staged copy of their pieces. */
+/* Adds rows [begin, end) of a chunked host column to pieces: one piece for each chunk they lie in. */
 template <typename T>
-void upload_staged(T *device, const ChunkedView<T> &column, size_t begin, size_t end, cudaStream_t stream,
-				   CallContext &ctx)
+void add_pieces(std::vector<HostPiece> &pieces, const ChunkedView<T> &column, size_t begin, size_t end)
 {
-	std::vector<HostPiece> pieces;
 	while (begin < end)
 	{
 		size_t c = begin / kChunkRows, off = begin % kChunkRows;
@@ -151,6 +149,14 @@ void upload_staged(T *device, const ChunkedView<T> &column, size_t begin, size_t
 		pieces.push_back(HostPiece{column.chunk_data(c) + off, n * sizeof(T)});
 		begin += n;
 	}
+}
+/* Rows [begin, end) of a chunked host column, to `device` onwards: one staged copy of their pieces. */
+template <typename T>
+void upload_staged(T *device, const ChunkedView<T> &column, size_t begin, size_t end, cudaStream_t stream,
+				   CallContext &ctx)
+{
+	std::vector<HostPiece> pieces;
+	add_pieces(pieces, column, begin, end);
 	upload_staged(device, pieces.data(), pieces.size(), stream, ctx);
 }
 

@@ -606,17 +606,28 @@ std::vector<RocCounts> counts_of_arrays(const ChunkedView<Value> &values, const 
 	DeviceBuffer<Value> device_values(part_rows * length, ctx);
 	DeviceBuffer<uint8_t> valid(nulls ? part_rows * length : 0, ctx);
 	std::vector<RocCounts> part_counts(part_rows);
+	std::vector<HostPiece> pieces;
 	for (size_t first = 0; first < n_rows; first += part_rows)
 	{
 		size_t rows = std::min(part_rows, n_rows - first);
-		size_t begin = first * length, end = begin + rows * length;
 		{
+			/* each row's elements where the column holds them, one after the other on the device */
 			EventTimer transfer(stream);
 			if (first == 0)
 				upload(labels, device_labels.get(), stream);
-			upload_staged(device_values.get(), values, begin, end, stream, ctx);
+			pieces.clear();
+			for (size_t r = first; r < first + rows; ++r)
+				add_pieces(pieces, values, static_cast<size_t>(scores.row_begins[r]),
+						   static_cast<size_t>(scores.row_begins[r]) + length);
+			upload_staged(device_values.get(), pieces.data(), pieces.size(), stream, ctx);
 			if (nulls)
-				upload_staged(valid.get(), scores.valid, begin, end, stream, ctx);
+			{
+				pieces.clear();
+				for (size_t r = first; r < first + rows; ++r)
+					add_pieces(pieces, scores.valid, static_cast<size_t>(scores.row_begins[r]),
+							   static_cast<size_t>(scores.row_begins[r]) + length);
+				upload_staged(valid.get(), pieces.data(), pieces.size(), stream, ctx);
+			}
 			ctx.times.transfer_ms += transfer.stop_ms();
 		}
 		ctx.interrupt_point(Phase::Transfer);

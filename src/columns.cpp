@@ -597,12 +597,17 @@ void FloatArrayColumn::append_values(ChunkedColumn<T> &to, const T *data, size_t
 	});
 }
 
+void FloatArrayColumn::extend_validity(size_t end)
+{
+	if (end > valid_.size())
+		valid_.append(end - valid_.size(), [](uint8_t *out, size_t, size_t count) { std::memset(out, 1, count); });
+}
+
 void FloatArrayColumn::append_validity(size_t n, const uint8_t *present)
 {
 	if (!present && valid_.empty())
 		return;
-	if (valid_.empty()) /* the first NULL: every element so far was there */
-		valid_.append(elements(), [](uint8_t *out, size_t, size_t count) { std::memset(out, 1, count); });
+	extend_validity(elements()); /* after the first NULL: every element before it was there */
 	valid_.append(n, [&](uint8_t *out, size_t first, size_t count) {
 		if (!present)
 			std::memset(out, 1, count);
@@ -615,18 +620,21 @@ void FloatArrayColumn::append_validity(size_t n, const uint8_t *present)
 void FloatArrayColumn::append_row(const void *data, size_t n, const uint8_t *present)
 {
 	append_validity(n, present);
+	auto begin = static_cast<int64_t>(elements());
 	if (doubles_)
 		append_values(doubles_column_, static_cast<const double *>(data), n, present);
 	else
 		append_values(floats_, static_cast<const float *>(data), n, present);
-	offsets_.push_back(offsets_.back() + static_cast<int64_t>(n));
+	begins_.push_back(begin);
+	ends_.push_back(begin + static_cast<int64_t>(n));
 }
 
 void FloatArrayColumn::serialize(ByteWriter &out) const
 {
 	out.put<uint8_t>(doubles_ ? 1 : 0);
-	out.put<uint64_t>(offsets_.size());
-	out.write(offsets_.data(), offsets_.size() * sizeof(int64_t));
+	out.put<uint64_t>(begins_.size());
+	out.write(begins_.data(), begins_.size() * sizeof(int64_t));
+	out.write(ends_.data(), ends_.size() * sizeof(int64_t));
 	if (doubles_)
 		doubles_column_.serialize(out);
 	else
@@ -640,32 +648,36 @@ void FloatArrayColumn::append_serialized(ByteReader &in, const PieceRunner &run)
 {
 	if (in.get<uint8_t>() != (doubles_ ? 1 : 0))
 		throw Error(sqlstate::internal_error, "FloatArrayColumn: appending a column of another element width");
-	size_t n_offsets = in.get<uint64_t>();
-	if (n_offsets == 0 || n_offsets > SIZE_MAX / sizeof(int64_t))
-		throw Error(sqlstate::internal_error, "FloatArrayColumn: serialized offsets out of range");
-	const uint8_t *offsets = in.take(n_offsets * sizeof(int64_t));
-	size_t elements_before = elements();
-	if (doubles_)
-		doubles_column_.append_serialized(in, run);
-	else
-		floats_.append_serialized(in, run);
-	size_t part_elements = elements_column_size() - elements_before;
-	bool part_nulls = in.get<uint8_t>() != 0;
-	if (part_nulls && valid_.empty()) /* the first NULL: every element so far was there */
-		valid_.append(elements_before, [](uint8_t *out, size_t, size_t count) { std::memset(out, 1, count); });
-	if (part_nulls)
-		valid_.append_serialized(in, run);
-	else if (!valid_.empty())
-		valid_.append(part_elements, [](uint8_t *out, size_t, size_t count) { std::memset(out, 1, count); });
-	int64_t base = offsets_.back();
-	for (size_t r = 1; r < n_offsets; ++r)
+	size_t rows = in.get<uint64_t>();
+	if (rows > SIZE_MAX / (2 * sizeof(int64_t)))
+		throw Error(sqlstate::internal_error, "FloatArrayColumn: a serialized row count out of range");
+	const uint8_t *begins = in.take(rows * sizeof(int64_t));
+	const uint8_t *ends = in.take(rows * sizeof(int64_t));
+	size_t first = doubles_ ? doubles_column_.append_serialized_in_place(in, run)
+							: floats_.append_serialized_in_place(in, run);
+	size_t part_elements = elements() - first;
+	/* the validity at the same indices: the elements before (and the gap) are there, then the part's own */
+	if (in.get<uint8_t>() != 0)
 	{
-		int64_t offset;
-		std::memcpy(&offset, offsets + r * sizeof offset, sizeof offset);
-		offsets_.push_back(base + offset);
+		extend_validity(first);
+		valid_.append_serialized(in, run);
 	}
-	if (static_cast<size_t>(offsets_.back()) != elements_column_size() || (has_nulls() && valid_.size() != elements_column_size()))
-		throw Error(sqlstate::internal_error, "FloatArrayColumn: serialized offsets and elements disagree");
+	else if (!valid_.empty())
+		extend_validity(elements());
+	if (has_nulls() && valid_.size() != elements())
+		throw Error(sqlstate::internal_error, "FloatArrayColumn: serialized elements and validity disagree");
+	begins_.reserve(begins_.size() + rows);
+	ends_.reserve(ends_.size() + rows);
+	for (size_t r = 0; r < rows; ++r)
+	{
+		int64_t begin, end;
+		std::memcpy(&begin, begins + r * sizeof begin, sizeof begin);
+		std::memcpy(&end, ends + r * sizeof end, sizeof end);
+		if (begin < 0 || end < begin || static_cast<uint64_t>(end) > part_elements)
+			throw Error(sqlstate::internal_error, "FloatArrayColumn: a serialized row outside its elements");
+		begins_.push_back(static_cast<int64_t>(first) + begin);
+		ends_.push_back(static_cast<int64_t>(first) + end);
+	}
 }
 
 /*

@@ -384,6 +384,37 @@ template <typename T> class ChunkedColumn
 		part = ChunkedColumn();
 	}
 	/*
+	 * Appends what serialize() wrote, copying no chunk that came by
+	 * reference: those all follow this column's last chunk as they are, so
+	 * the rows from this column's end to that chunk's end become a gap, which
+	 * no row of the part fills.  Rows written as bytes are copied right
+	 * after this column's end.  Returns the index the part's first row now
+	 * has.  Only for a column whose rows are found through indices kept
+	 * beside it (FloatArrayColumn's elements), never by their position.
+	 */
+	size_t append_serialized_in_place(ByteReader &in, const PieceRunner &run = run_serially)
+	{
+		ByteReader ahead = in;
+		size_t n = ahead.get<uint64_t>();
+		if (n <= SIZE_MAX / sizeof(T) && ahead.get<uint8_t>() == 0)
+		{
+			size_t first = size_;
+			in = ahead;
+			append_bytes(in.take(n * sizeof(T)), n, run);
+			return first;
+		}
+		ChunkedColumn part = read_serialized(in, run);
+		size_t first = chunk_count() * kChunkRows;
+		if (part.size_ == 0)
+			return size_;
+		chunks_.insert(chunks_.begin() + static_cast<std::ptrdiff_t>(chunk_count()), part.chunks_.begin(),
+					   part.chunks_.end());
+		for (Chunk &chunk : part.chunks_)
+			chunk = Chunk{nullptr, nullptr}; /* this column's now */
+		size_ = first + part.size_;
+		return first;
+	}
+	/*
 	 * append_column() of what serialize() wrote.  Rows written as bytes, of
 	 * which no full chunk is to be taken, are copied from the bytes straight
 	 * into this column: a column between would cost a chunk's mapping and
@@ -852,7 +883,6 @@ class LabelColumn : public ChunkedColumn<uint8_t>
 class FloatArrayColumn
 {
   public:
-	FloatArrayColumn() { offsets_.push_back(0); }
 
 	void set_doubles(bool doubles);
 	/*
@@ -863,10 +893,13 @@ class FloatArrayColumn
 	 */
 	void append_row(const void *data, size_t n, const uint8_t *present);
 
-	size_t size() const { return offsets_.size() - 1; }
-	size_t elements() const { return static_cast<size_t>(offsets_.back()); }
-	int64_t row_begin(size_t r) const { return offsets_[r]; }
-	int64_t row_end(size_t r) const { return offsets_[r + 1]; }
+	size_t size() const { return begins_.size(); }
+	/* The elements' index space: past every row's last element, gaps included (append_serialized). */
+	size_t elements() const { return doubles_ ? doubles_column_.size() : floats_.size(); }
+	/* Row r's elements: [row_begin(r), row_end(r)), together; the next row's need not follow. */
+	int64_t row_begin(size_t r) const { return begins_[r]; }
+	int64_t row_end(size_t r) const { return ends_[r]; }
+	const std::vector<int64_t> &row_begins() const { return begins_; }
 
 	bool doubles() const { return doubles_; }
 	const ChunkedColumn<float> &floats() const { return floats_; }
@@ -885,24 +918,30 @@ class FloatArrayColumn
 		valid_.use_chunk_source(source);
 	}
 
-	/* The flat form: element width, row offsets, elements, validity when any is NULL. */
+	/* The flat form: element width, each row's first and end element, elements, validity when any is NULL. */
 	void serialize(ByteWriter &out) const;
 	/*
 	 * Appends the rows of a column of the same width that serialize() wrote,
-	 * in order, always by copying: a row's elements stay contiguous.
+	 * in order.  Its elements are not copied where their chunks came by
+	 * reference: they join this column's as they are, after a gap
+	 * (ChunkedColumn::append_serialized_in_place), and its rows' indices are
+	 * moved to match.  A worker's 100,000-element arrays are thus read where
+	 * the worker wrote them, as a fixed-width column's full chunks are.
 	 */
 	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially);
 
   private:
 	template <typename T> void append_values(ChunkedColumn<T> &to, const T *data, size_t n, const uint8_t *present);
-	size_t elements_column_size() const { return doubles_ ? doubles_column_.size() : floats_.size(); }
+	/* Makes valid_ reach index `end`: 1 for the elements before it, which were all there. */
+	void extend_validity(size_t end);
 	void append_validity(size_t n, const uint8_t *present);
 
 	bool doubles_ = false;
 	ChunkedColumn<float> floats_;
 	ChunkedColumn<double> doubles_column_;
 	ChunkedColumn<uint8_t> valid_;
-	std::vector<int64_t> offsets_;
+	std::vector<int64_t> begins_;
+	std::vector<int64_t> ends_;
 };
 
 } // namespace gpurec

@@ -473,8 +473,9 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 	std::vector<RocCounts> counts = dispatch(
 		ctx, "roc_fitness", static_cast<double>(scores.elements()), kMinGpuExamples,
 		[&] {
-			gpu::RocScoreArrays arrays{scores.size(), scores.doubles(), chunk_view(scores.floats()),
-									   chunk_view(scores.double_values()), chunk_view(scores.valid())};
+			gpu::RocScoreArrays arrays{scores.size(), scores.row_begins().data(), scores.doubles(),
+									   chunk_view(scores.floats()), chunk_view(scores.double_values()),
+									   chunk_view(scores.valid())};
 			return gpu::roc_counts_arrays(arrays, labels, segment_of_row, ctx);
 		},
 		[&] {

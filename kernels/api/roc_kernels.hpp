@@ -44,12 +44,15 @@ std::vector<RocCounts> roc_counts_long(const RocExampleRows &rows, const std::ve
 
 /*
  * Array format: one individual per row, every row exactly as long as the
- * labels, its scores stored contiguously (row r at r x length) as floats or
- * as doubles; `valid` (1 where a score is there) is empty when none is NULL.
+ * labels, its scores stored together (from row_begins[r]) as floats or as
+ * doubles; `valid` (1 where a score is there, at the same indices) is empty
+ * when none is NULL.
  */
 struct RocScoreArrays
 {
 	size_t rows = 0;
+	/* Row r's elements (as many as there are labels) start at element row_begins[r]; rows need not be adjacent. */
+	const int64_t *row_begins = nullptr;
 	bool doubles = false;
 	ChunkedView<float> floats;
 	ChunkedView<double> double_values;

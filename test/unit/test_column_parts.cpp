@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../../src/columns.hpp"
+#include "chunk_arena.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {
@@ -184,45 +185,6 @@ TEST(ColumnParts, ChunkedColumnsAcrossChunkBoundaries)
 	ASSERT_EQ(merged.size(), n);
 	for (size_t r = 0; r < n; ++r)
 		ASSERT_EQ(merged[r], values[r]) << "row " << r;
-}
-
-/*
- * A worker's memory as the calling backend sees it: chunks the parts
- * allocate are named by references that the resolver turns back into
- * their addresses, and are freed only with the arena (as a parallel read's
- * shared memory is).
- */
-class Arena final : public ChunkSource, public ChunkResolver
-{
-  public:
-	~Arena()
-	{
-		for (void *chunk : chunks_)
-			std::free(chunk);
-	}
-	void *allocate(size_t bytes) override
-	{
-		chunks_.push_back(std::malloc(bytes));
-		return chunks_.back();
-	}
-	void release(void *, size_t) noexcept override {}
-	uint64_t reference(const void *chunk) const override
-	{
-		for (size_t i = 0; i < chunks_.size(); ++i)
-			if (chunks_[i] == chunk)
-				return i + 1;
-		return 0;
-	}
-	void *address(uint64_t reference, size_t) const override { return chunks_.at(reference - 1); }
-
-  private:
-	std::vector<void *> chunks_;
-};
-
-/* The flat form of `part`, its chunks written by reference where their source names them. */
-template <typename Column> std::vector<uint8_t> serialized_by_reference(const Column &part)
-{
-	return serialized_bytes(part, [](ByteWriter &w) { w.allow_references(); });
 }
 
 /* Serializes `part` with its chunks by reference to `arena` and appends it to `into`, taking its full chunks. */
@@ -401,6 +363,103 @@ TEST(ColumnParts, FloatArraysWithNullsInSomeParts)
 			ASSERT_EQ(merged.value(e), whole.value(e)) << "element " << e;
 			ASSERT_EQ(merged.valid(e), whole.valid(e)) << "element " << e;
 		}
+	}
+}
+
+TEST(ColumnParts, FloatArraysByReferenceStayWhereTheWorkerWroteThem)
+{
+	/*
+	 * Rows of long arrays, some over a chunk boundary, read by a leader and
+	 * by workers whose chunks come by reference: every row keeps its
+	 * elements and their validity, the parts' elements are not copied, and
+	 * the leader's rows after a part's go on after it.
+	 */
+	auto rng = seeded_rng();
+	constexpr size_t kRows = ChunkedColumn<float>::kChunkRows;
+	for (int round = 0; round < 4; ++round)
+	{
+		bool doubles = round % 2 == 1, nulls = round >= 2;
+		size_t n = 40 + rng() % 20;
+		std::vector<std::vector<double>> arrays(n);
+		std::vector<std::vector<uint8_t>> present(n);
+		for (size_t r = 0; r < n; ++r)
+		{
+			size_t len = r % 9 == 4 ? 0 : kRows / 8 + rng() % 5000;
+			present[r].assign((len + 7) / 8, 0xff);
+			for (size_t e = 0; e < len; ++e)
+				if (nulls && r % 5 == 2 && rng() % 4 == 0)
+					present[r][e / 8] &= static_cast<uint8_t>(~(1u << (e % 8)));
+				else
+					arrays[r].push_back(static_cast<double>(rng() % 100000) / 16);
+			if (arrays[r].size() == len)
+				present[r].clear();
+			arrays[r].push_back(static_cast<double>(len)); /* the length rides at the end */
+		}
+		auto push = [&](FloatArrayColumn &c, size_t r) {
+			size_t len = static_cast<size_t>(arrays[r].back());
+			std::vector<float> floats(arrays[r].begin(), arrays[r].end() - 1);
+			const void *data = doubles ? static_cast<const void *>(arrays[r].data()) : floats.data();
+			c.append_row(data, len, present[r].empty() ? nullptr : present[r].data());
+		};
+		/* the leader's first rows, two workers' parts (over a chunk each), then the leader's last rows */
+		std::vector<size_t> at{0, 5, 5 + 12 + rng() % 4, 0, n};
+		at[3] = at[2] + 12 + rng() % 4;
+		Arena arena;
+		FloatArrayColumn merged;
+		merged.set_doubles(doubles);
+		for (size_t r = at[0]; r < at[1]; ++r)
+			push(merged, r);
+		std::vector<const void *> part_chunks;
+		for (size_t p = 1; p <= 2; ++p)
+		{
+			FloatArrayColumn part;
+			part.set_doubles(doubles);
+			part.use_chunk_source(arena);
+			for (size_t r = at[p]; r < at[p + 1]; ++r)
+				push(part, r);
+			ASSERT_GT(part.elements(), kRows);
+			for (size_t c = 0; c < (doubles ? part.double_values().chunk_count() : part.floats().chunk_count()); ++c)
+				part_chunks.push_back(doubles ? static_cast<const void *>(part.double_values().chunk_data(c))
+											  : part.floats().chunk_data(c));
+			std::vector<uint8_t> bytes = serialized_by_reference(part);
+			ByteReader reader(bytes.data(), bytes.size(), &arena);
+			merged.append_serialized(reader, run_on_threads);
+			EXPECT_TRUE(reader.at_end());
+		}
+		for (size_t r = at[3]; r < at[4]; ++r)
+			push(merged, r);
+
+		ASSERT_EQ(merged.size(), n);
+		ASSERT_EQ(merged.has_nulls(), nulls);
+		for (size_t r = 0; r < n; ++r)
+		{
+			size_t len = static_cast<size_t>(arrays[r].back());
+			ASSERT_EQ(merged.row_end(r) - merged.row_begin(r), static_cast<int64_t>(len)) << "row " << r;
+			ASSERT_LE(static_cast<size_t>(merged.row_end(r)), merged.elements());
+			size_t next = 0;
+			for (size_t e = 0; e < len; ++e)
+			{
+				size_t at_e = static_cast<size_t>(merged.row_begin(r)) + e;
+				bool there = present[r].empty() || ((present[r][e / 8] >> (e % 8)) & 1);
+				ASSERT_EQ(merged.valid(at_e), there) << "row " << r << " element " << e;
+				if (there)
+				{
+					double want = doubles ? arrays[r][next] : static_cast<double>(static_cast<float>(arrays[r][next]));
+					ASSERT_EQ(merged.value(at_e), want) << "row " << r << " element " << e;
+					++next;
+				}
+			}
+		}
+		/* the parts' chunks are the merged column's own, not copies */
+		size_t found = 0;
+		size_t chunks = doubles ? merged.double_values().chunk_count() : merged.floats().chunk_count();
+		for (size_t c = 0; c < chunks; ++c)
+		{
+			const void *data = doubles ? static_cast<const void *>(merged.double_values().chunk_data(c))
+									   : merged.floats().chunk_data(c);
+			found += std::count(part_chunks.begin(), part_chunks.end(), data);
+		}
+		EXPECT_EQ(found, part_chunks.size());
 	}
 }
 

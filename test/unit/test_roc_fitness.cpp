@@ -18,9 +18,11 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <random>
 
 #include "../../src/roc_fitness.hpp"
+#include "chunk_arena.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {
@@ -312,6 +314,56 @@ constexpr ScoreKind kEveryKind[] = {ScoreKind::FewFloats, ScoreKind::UnitDoubles
 constexpr ScoreKind kDoubleKinds[] = {ScoreKind::FewFloats, ScoreKind::UnitDoubles, ScoreKind::Doubles};
 
 /* small individuals (a comparison sort), then large ones (the radix sort) */
+/*
+ * The same rows, lying apart with gaps between them as a parallel read
+ * leaves them: rows 7-49 joined from a worker's part by reference
+ * (FloatArrayColumn::append_serialized), after and before rows of the
+ * calling backend's own.  Every path must read each row where it is.
+ */
+struct RowsApart
+{
+	std::unique_ptr<Arena> arena = std::make_unique<Arena>(); /* the part's chunks: they must outlive scores */
+	FloatArrayColumn scores;
+};
+
+RowsApart rows_apart(const FloatArrayColumn &scores)
+{
+	auto copy_row = [&scores](FloatArrayColumn &to, size_t r) {
+		size_t n = static_cast<size_t>(scores.row_end(r) - scores.row_begin(r));
+		std::vector<double> d;
+		std::vector<float> f;
+		std::vector<uint8_t> present((n + 7) / 8, 0);
+		for (size_t e = 0; e < n; ++e)
+		{
+			size_t at = static_cast<size_t>(scores.row_begin(r)) + e;
+			if (!scores.valid(at))
+				continue;
+			present[e / 8] |= static_cast<uint8_t>(1u << (e % 8));
+			d.push_back(scores.value(at));
+			f.push_back(static_cast<float>(scores.value(at)));
+		}
+		to.append_row(scores.doubles() ? static_cast<const void *>(d.data()) : f.data(), n,
+					  scores.has_nulls() ? present.data() : nullptr);
+	};
+	RowsApart out;
+	FloatArrayColumn part;
+	FloatArrayColumn &joined = out.scores;
+	part.set_doubles(scores.doubles());
+	joined.set_doubles(scores.doubles());
+	part.use_chunk_source(*out.arena);
+	for (size_t r = 7; r < 50; ++r)
+		copy_row(part, r);
+	for (size_t r = 0; r < 7; ++r)
+		copy_row(joined, r);
+	std::vector<uint8_t> bytes = serialized_by_reference(part);
+	ByteReader reader(bytes.data(), bytes.size(), out.arena.get());
+	joined.append_serialized(reader);
+	for (size_t r = 50; r < scores.size(); ++r)
+		copy_row(joined, r);
+	EXPECT_GT(joined.row_begin(7), joined.row_end(6)) << "no gap: nothing apart to test";
+	return out;
+}
+
 TEST(RocFitness, LongFormatMatchesBruteForce)
 {
 	std::mt19937_64 rng = seeded_rng();
@@ -365,6 +417,21 @@ TEST(RocFitness, ArrayFormatMatchesBruteForce)
 }
 
 /* gpurec.cpu_threads changes who counts which segment, never a result */
+TEST(RocFitness, ArrayFormatOfRowsApart)
+{
+	std::mt19937_64 rng = seeded_rng();
+	for (bool doubles : {true, false})
+	{
+		SCOPED_TRACE(doubles ? "double precision[]" : "real[]");
+		ArrayInput in = random_arrays(rng, {60, 0, ScoreKind::FewFloats}, 30000, doubles);
+		ExecContext cpu = on(DeviceMode::Cpu);
+		std::vector<RocResult> whole = roc_fitness_arrays(in.ids, in.scores, in.labels, cpu);
+		RowsApart apart = rows_apart(in.scores);
+		in.scores = std::move(apart.scores);
+		expect_identical(roc_fitness_arrays(in.ids, in.scores, in.labels, cpu), whole);
+	}
+}
+
 TEST(RocFitness, SameResultsOnOneThreadAsOnEveryCore)
 {
 	std::mt19937_64 rng = seeded_rng();
@@ -720,6 +787,20 @@ TEST_F(RocFitnessGpu, ArrayFormatOfRealScoresInFloatKeys)
 	std::mt19937_64 rng = seeded_rng();
 	ArrayInput in = real_scores_over_the_float_range(rng);
 	expect_oracle(compare_arrays(in), in.examples);
+}
+
+TEST_F(RocFitnessGpu, ArrayFormatOfRowsApart)
+{
+	std::mt19937_64 rng = seeded_rng();
+	for (bool doubles : {true, false})
+	{
+		SCOPED_TRACE(doubles ? "double precision[]" : "real[]");
+		ArrayInput in = random_arrays(rng, {60, 0, ScoreKind::FewFloats}, 30000, doubles);
+		std::vector<RocResult> whole = compare_arrays(in);
+		RowsApart apart = rows_apart(in.scores);
+		in.scores = std::move(apart.scores);
+		expect_identical(compare_arrays(in), whole);
+	}
 }
 
 TEST_F(RocFitnessGpu, InParts)
