@@ -8,6 +8,7 @@
 #include "no_postgres.hpp"
 
 #include "geo_internal.hpp"
+#include "cpu_parallel.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -93,7 +94,7 @@ void on_chosen_device(const GeoPoints &points, GeoMetric metric, const GeoCandid
 std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t main_user,
 											const GeoOptions &options, ExecContext &ctx)
 {
-	check_geo_input(points, options);
+	check_geo_input(points, options, ctx);
 	int32_t main = main_user_code(points, main_user);
 	int64_t main_points = points.user.counts()[main];
 	std::vector<double> floored, raw;
@@ -103,11 +104,15 @@ std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t mai
 		[&](gpu::GeoSession &session) { gpu::geo_similarity_sums(session, main, options.epsilon, floored, raw); },
 		[&](const GeoPointSet &set) { similarity_sums_on_cpu(set, main, options.epsilon, floored, raw, ctx); });
 
-	std::vector<UserSimilarity> out;
-	for (int32_t u : points.user.codes_in_id_order())
-		if (u != main)
-			out.push_back({points.user.value_of(u), geo::similarity_of(main_points, floored[u]),
-						   raw[u] / static_cast<double>(main_points)});
+	/* codes ascend with the ids (check_geo_input): user u's row is the u-th, less main's */
+	size_t users = points.user.distinct();
+	std::vector<UserSimilarity> out(users - 1);
+	for_each_in_blocks(users, size_t(1) << 16, ctx, [&](size_t, size_t, size_t u) {
+		if (u != static_cast<size_t>(main))
+			out[u < static_cast<size_t>(main) ? u : u - 1] = {points.user.value_of(static_cast<int32_t>(u)),
+															   geo::similarity_of(main_points, floored[u]),
+															   raw[u] / static_cast<double>(main_points)};
+	});
 	return out;
 }
 
@@ -115,7 +120,7 @@ std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const Geo
 									   ExecContext &ctx)
 {
 	check_k(k);
-	check_geo_input(points, options);
+	check_geo_input(points, options, ctx);
 	int32_t n_users = static_cast<int32_t>(points.user.distinct());
 	if (n_users < 2)
 		return {};
@@ -176,7 +181,7 @@ std::vector<double> predict_strength(const GeoPoints &points, int64_t main_user,
 									 ExecContext &ctx)
 {
 	check_strength_arguments({exponent}, strength);
-	check_geo_input(points, options);
+	check_geo_input(points, options, ctx);
 	int32_t main = main_user_code(points, main_user);
 	GeoCandidateSet cands = candidate_set(candidates, options.metric);
 	if (cands.size() == 0)
@@ -198,7 +203,7 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 									  ExecContext &ctx)
 {
 	check_strength_arguments(exponents, strength);
-	check_geo_input(points, options);
+	check_geo_input(points, options, ctx);
 	GeoCandidateSet cands = candidate_set(candidates, options.metric);
 	StrengthParams sp = strength_params(strength, options);
 

@@ -140,8 +140,8 @@ GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric)
 
 GeoPointSet group_points(const GeoPoints &points, const GeoOptions &options)
 {
-	check_geo_input(points, options);
 	ExecContext ctx;
+	check_geo_input(points, options, ctx);
 	return build_point_set(points, options.metric, ctx);
 }
 

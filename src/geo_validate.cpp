@@ -8,6 +8,7 @@
 #include "no_postgres.hpp"
 
 #include "geo_internal.hpp"
+#include "cpu_parallel.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -66,34 +67,50 @@ void check_strength_options(const StrengthOptions &strength)
 
 /*
  * Every coordinate finite and, under haversine, in range; else the error
- * that names the user of the first bad row.  A branch-free pass per chunk
- * first, as bad rows are rare.
+ * that names the user of the first bad row.  A branch-free pass over each
+ * piece first, on every core (the first pass over a parallel read's points
+ * in this process: 20M points took 38-54 ms on one core of the H100 host),
+ * then, as bad rows are rare, a pass that names one only in the first
+ * piece that has any.
  */
-void validate_points(const GeoPoints &points, GeoMetric metric)
+void validate_points(const GeoPoints &points, GeoMetric metric, ExecContext &ctx)
 {
 	size_t n = points.user.size();
 	if (points.x.size() != n || points.y.size() != n)
 		throw Error(sqlstate::internal_error, "points columns differ in length");
 	check_user_count(points.user.distinct());
 	bool haversine = metric == GeoMetric::Haversine;
-	for (size_t c = 0; c < points.x.chunk_count(); ++c)
-	{
-		const double *x = points.x.chunk_data(c), *y = points.y.chunk_data(c);
-		size_t rows = points.x.chunk_rows(c);
-		bool bad = false;
+	constexpr size_t kPieceRows = size_t(1) << 16;
+	size_t pieces = (n + kPieceRows - 1) / kPieceRows;
+	auto rows_of = [&](size_t piece, const double *&x, const double *&y) {
+		size_t first = piece * kPieceRows, c = first / FloatColumn::kChunkRows, at = first % FloatColumn::kChunkRows;
+		x = points.x.chunk_data(c) + at;
+		y = points.y.chunk_data(c) + at;
+		return std::min(kPieceRows, n - first); /* a chunk holds a whole number of pieces */
+	};
+	std::vector<uint8_t> bad(pieces, 0);
+	parallel_for(pieces, ctx, [&](size_t piece, size_t, const std::atomic<bool> &) {
+		const double *x, *y;
+		size_t rows = rows_of(piece, x, y);
+		bool any = false;
 		if (haversine)
 			for (size_t i = 0; i < rows; ++i)
-				bad |= !(x[i] >= -180 && x[i] <= 180 && y[i] >= -90 && y[i] <= 90);
+				any |= !(x[i] >= -180 && x[i] <= 180 && y[i] >= -90 && y[i] <= 90);
 		else
 			for (size_t i = 0; i < rows; ++i)
-				bad |= !(std::fabs(x[i]) <= kMaxEuclideanCoordinate && std::fabs(y[i]) <= kMaxEuclideanCoordinate);
-		if (!bad)
-			continue;
-		for (size_t i = 0; i < rows; ++i)
-		{
-			size_t row = c * FloatColumn::kChunkRows + i;
-			check_coordinates(x[i], y[i], metric, "user", points.user.value_of(points.user.code(row)));
-		}
+				any |= !(std::fabs(x[i]) <= kMaxEuclideanCoordinate && std::fabs(y[i]) <= kMaxEuclideanCoordinate);
+		bad[piece] = any;
+	});
+	auto first_bad = std::find(bad.begin(), bad.end(), 1);
+	if (first_bad == bad.end())
+		return;
+	auto piece = static_cast<size_t>(first_bad - bad.begin());
+	const double *x, *y;
+	size_t rows = rows_of(piece, x, y);
+	for (size_t i = 0; i < rows; ++i)
+	{
+		size_t row = piece * kPieceRows + i;
+		check_coordinates(x[i], y[i], metric, "user", points.user.value_of(points.user.code(row)));
 	}
 }
 
@@ -185,12 +202,12 @@ int32_t main_user_code(const GeoPoints &points, int64_t main_user, const char *r
 	return code;
 }
 
-void check_geo_input(const GeoPoints &points, const GeoOptions &options)
+void check_geo_input(const GeoPoints &points, const GeoOptions &options, ExecContext &ctx)
 {
 	if (!points.user.numbered_in_id_order())
 		throw Error(sqlstate::internal_error, "the points' users are not numbered in user_id order");
 	check_epsilon(options.epsilon);
-	validate_points(points, options.metric);
+	validate_points(points, options.metric, ctx);
 }
 
 } // namespace gpurec
