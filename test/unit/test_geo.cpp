@@ -790,6 +790,20 @@ TEST(Geo, Errors)
 				 sqlstate::numeric_value_out_of_range, "candidate 6");
 	/* the same coordinates are fine under euclidean */
 	EXPECT_NO_THROW(user_similarity(wide_lon.view(), 1, {}, ctx));
+
+	/*
+	 * Among many points, checked on every core, the first bad one in row
+	 * order is named, however many come after it, in this chunk or the next.
+	 */
+	std::mt19937_64 rng = seeded_rng();
+	std::vector<Point> many = random_points(rng, 120000, 12, GeoMetric::Euclidean, 1000);
+	size_t first_bad = 70000 + rng() % 500000;
+	for (size_t at : {first_bad, first_bad + 1 + rng() % 1000, first_bad + 70000, size_t(1) << 20, many.size() - 1})
+		if (at < many.size())
+			many[at].x = kNaN;
+	PointColumns bad_many(many);
+	expect_error([&] { user_similarity(bad_many.view(), many[0].user, {}, ctx); }, sqlstate::data_exception,
+				 "user " + std::to_string(many[first_bad].user));
 }
 
 TEST(Geo, CancelStopsTheCpuPath)
