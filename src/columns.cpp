@@ -6,6 +6,7 @@
 #include "columns.hpp"
 
 #include <sys/mman.h>
+#include <atomic>
 #include <unistd.h>
 
 #include <cstdio>
@@ -302,30 +303,56 @@ void IdColumn::serialize(ByteWriter &out) const
 	codes_.serialize(out);
 }
 
-void IdColumn::append_serialized(ByteReader &in, const PieceRunner &run, bool take_chunks)
+IdColumn::PartDictionary IdColumn::read_dictionary(ByteReader &in)
 {
 	size_t distinct = in.get<uint64_t>();
 	if (distinct > static_cast<size_t>(INT32_MAX))
 		throw Error(sqlstate::internal_error, "IdColumn: a serialized dictionary out of range");
 	const uint8_t *values = in.take(distinct * sizeof(int64_t));
 	const uint8_t *counts = in.take(distinct * sizeof(int64_t));
-	auto id_at = [values](size_t d) {
-		int64_t id;
-		std::memcpy(&id, values + d * sizeof id, sizeof id);
-		return id;
-	};
-	auto count_at = [counts](size_t d) {
-		int64_t count;
-		std::memcpy(&count, counts + d * sizeof count, sizeof count);
-		return count;
-	};
+	return PartDictionary{distinct, values, counts};
+}
+
+void IdColumn::append_serialized(ByteReader &in, const PieceRunner &run, bool take_chunks)
+{
+	PartDictionary dictionary = read_dictionary(in);
+	append_part(dictionary, in, run, take_chunks);
+}
+
+namespace {
+
+/* Codes out of a part's dictionary are the part's bytes gone wrong, never a user's mistake. */
+void check_part_code(int32_t code, size_t distinct)
+{
+	if (static_cast<uint32_t>(code) >= distinct)
+		throw Error(sqlstate::internal_error, "IdColumn: a serialized code out of range");
+}
+
+constexpr size_t kIdsPerPiece = size_t(1) << 16;
+
+/* (part, piece) for every piece of kIdsPerPiece ids of every part's dictionary. */
+template <typename Dictionaries> std::vector<std::pair<uint32_t, uint32_t>> id_pieces(const Dictionaries &parts)
+{
+	std::vector<std::pair<uint32_t, uint32_t>> pieces;
+	for (size_t p = 0; p < parts.size(); ++p)
+		for (size_t piece = 0; piece * kIdsPerPiece < parts[p].distinct; ++piece)
+			pieces.emplace_back(static_cast<uint32_t>(p), static_cast<uint32_t>(piece));
+	return pieces;
+}
+
+} // namespace
+
+void IdColumn::append_part(const PartDictionary &dictionary, ByteReader &in, const PieceRunner &run, bool take_chunks)
+{
+	size_t distinct = dictionary.distinct;
+	auto id_at = [&dictionary](size_t d) { return dictionary.id(d); };
+	auto count_at = [&dictionary](size_t d) { return dictionary.count(d); };
 	/*
 	 * The ids this column holds already, found through run (find only reads,
 	 * and a dictionary's ids are distinct, so no two write one count); then
 	 * the new ones, added in the part's order.  Parts after the first bring
 	 * mostly known ids: a million users read by every worker.
 	 */
-	constexpr size_t kIdsPerPiece = size_t(1) << 16;
 	std::vector<int32_t> code_of(distinct);
 	run((distinct + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
 		for (size_t d = piece * kIdsPerPiece, end = std::min(distinct, d + kIdsPerPiece); d < end; ++d)
@@ -343,13 +370,151 @@ void IdColumn::append_serialized(ByteReader &in, const PieceRunner &run, bool ta
 		[&](int32_t *codes, size_t, size_t count) {
 			for (size_t i = 0; i < count; ++i)
 			{
-				if (static_cast<uint32_t>(codes[i]) >= distinct)
-					throw Error(sqlstate::internal_error, "IdColumn: a serialized code out of range");
+				check_part_code(codes[i], distinct);
 				codes[i] = code_of[codes[i]];
 			}
 		},
 		run);
 	codes_.append_column(std::move(part), take_chunks, run);
+}
+
+bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts, const PieceRunner &run)
+{
+	if (hashed_ > 0) /* ids of this column beyond the direct array already */
+		return false;
+	std::vector<std::pair<uint32_t, uint32_t>> pieces = id_pieces(parts);
+	/* the largest id, as unsigned: a negative one is past every limit */
+	std::vector<uint64_t> largest(pieces.size(), 0);
+	run(pieces.size(), [&](size_t item) {
+		const PartDictionary &part = parts[pieces[item].first];
+		size_t first = size_t(pieces[item].second) * kIdsPerPiece, last = std::min(part.distinct, first + kIdsPerPiece);
+		uint64_t most = 0;
+		for (size_t d = first; d < last; ++d)
+			most = std::max(most, static_cast<uint64_t>(part.id(d)));
+		largest[item] = most;
+	});
+	size_t most_distinct = values_.size();
+	for (const PartDictionary &part : parts)
+		most_distinct = std::max(most_distinct, part.distinct);
+	uint64_t end = dense_.size();
+	for (uint64_t most : largest)
+		end = std::max(end, most + 1);
+	/* cover_directly's limits: within the direct array, and an eighth of it in use once past the first 64k */
+	if (end > kMaxDirectIds || end > 8 * most_distinct + 65536)
+		return false;
+
+	/* which ids there are: this column's, then the parts' (a byte each, which parts may set at once) */
+	std::unique_ptr<std::atomic<uint8_t>[]> present(new std::atomic<uint8_t>[end]());
+	for (int64_t id : values_)
+		present[static_cast<uint64_t>(id)].store(1, std::memory_order_relaxed);
+	run(pieces.size(), [&](size_t item) {
+		const PartDictionary &part = parts[pieces[item].first];
+		size_t first = size_t(pieces[item].second) * kIdsPerPiece, last = std::min(part.distinct, first + kIdsPerPiece);
+		for (size_t d = first; d < last; ++d)
+			present[static_cast<uint64_t>(part.id(d))].store(1, std::memory_order_relaxed);
+	});
+	/* each present id's code, its rank among them: counted per block, then given out */
+	size_t blocks = (end + kIdsPerPiece - 1) / kIdsPerPiece;
+	std::vector<size_t> first_code(blocks + 1, 0);
+	run(blocks, [&](size_t b) {
+		size_t n = 0;
+		for (size_t id = b * kIdsPerPiece, last = std::min<size_t>(end, id + kIdsPerPiece); id < last; ++id)
+			n += present[id].load(std::memory_order_relaxed);
+		first_code[b + 1] = n;
+	});
+	for (size_t b = 0; b < blocks; ++b)
+		first_code[b + 1] += first_code[b];
+	if (first_code[blocks] > static_cast<size_t>(INT32_MAX))
+		throw Error(sqlstate::program_limit_exceeded, "too many distinct ids in one input");
+	std::vector<int32_t> dense(end);
+	std::vector<int64_t> values(first_code[blocks]);
+	run(blocks, [&](size_t b) {
+		auto code = static_cast<int32_t>(first_code[b]);
+		for (size_t id = b * kIdsPerPiece, last = std::min<size_t>(end, id + kIdsPerPiece); id < last; ++id)
+			if (present[id].load(std::memory_order_relaxed))
+			{
+				values[static_cast<size_t>(code)] = static_cast<int64_t>(id);
+				dense[id] = code++;
+			}
+			else
+				dense[id] = -1;
+	});
+	/* the rows held so far take their ids' new codes */
+	std::vector<int32_t> rank(values_.size());
+	std::vector<int64_t> counts(values.size(), 0);
+	for (size_t code = 0; code < values_.size(); ++code)
+	{
+		rank[code] = dense[static_cast<uint64_t>(values_[code])];
+		counts[static_cast<size_t>(rank[code])] = counts_[code];
+	}
+	codes_.visit_in_pieces(
+		[&rank](int32_t *codes, size_t, size_t count) {
+			for (size_t i = 0; i < count; ++i)
+				codes[i] = rank[codes[i]];
+		},
+		run);
+	values_ = std::move(values);
+	counts_ = std::move(counts);
+	dense_ = std::move(dense);
+	numbered_in_id_order_ = true;
+	return true;
+}
+
+void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &run, bool take_chunks)
+{
+	std::vector<PartDictionary> dictionaries;
+	dictionaries.reserve(parts.size());
+	for (ByteReader &in : parts)
+		dictionaries.push_back(read_dictionary(in));
+	if (!number_union_in_id_order(dictionaries, run))
+	{
+		for (size_t p = 0; p < parts.size(); ++p)
+			append_part(dictionaries[p], parts[p], run, take_chunks);
+		return;
+	}
+	/* every id is in the dictionary now: each part's codes of its ids, and its row counts added (parts share ids) */
+	std::vector<std::pair<uint32_t, uint32_t>> pieces = id_pieces(dictionaries);
+	std::vector<std::vector<int32_t>> code_of(parts.size());
+	for (size_t p = 0; p < parts.size(); ++p)
+		code_of[p].resize(dictionaries[p].distinct);
+	std::unique_ptr<std::atomic<int64_t>[]> counts(new std::atomic<int64_t>[values_.size()]());
+	for (size_t code = 0; code < values_.size(); ++code)
+		counts[code].store(counts_[code], std::memory_order_relaxed);
+	run(pieces.size(), [&](size_t item) {
+		size_t p = pieces[item].first;
+		const PartDictionary &part = dictionaries[p];
+		size_t first = size_t(pieces[item].second) * kIdsPerPiece, last = std::min(part.distinct, first + kIdsPerPiece);
+		for (size_t d = first; d < last; ++d)
+		{
+			int32_t code = dense_[static_cast<uint64_t>(part.id(d))];
+			code_of[p][d] = code;
+			counts[static_cast<size_t>(code)].fetch_add(part.count(d), std::memory_order_relaxed);
+		}
+	});
+	for (size_t code = 0; code < values_.size(); ++code)
+		counts_[code] = counts[code].load(std::memory_order_relaxed);
+	/* the parts' codes (in place, where they came by reference), translated over all their pieces at once */
+	std::vector<ChunkedColumn<int32_t>> codes;
+	codes.reserve(parts.size());
+	std::vector<std::pair<uint32_t, uint32_t>> row_pieces;
+	for (size_t p = 0; p < parts.size(); ++p)
+	{
+		codes.push_back(ChunkedColumn<int32_t>::read_serialized(parts[p], run));
+		for (size_t piece = 0; piece < codes[p].pieces(); ++piece)
+			row_pieces.emplace_back(static_cast<uint32_t>(p), static_cast<uint32_t>(piece));
+	}
+	run(row_pieces.size(), [&](size_t item) {
+		size_t p = row_pieces[item].first;
+		codes[p].visit_piece(row_pieces[item].second, [&](int32_t *rows, size_t, size_t count) {
+			for (size_t i = 0; i < count; ++i)
+			{
+				check_part_code(rows[i], dictionaries[p].distinct);
+				rows[i] = code_of[p][static_cast<size_t>(rows[i])];
+			}
+		});
+	});
+	for (ChunkedColumn<int32_t> &part : codes)
+		codes_.append_column(std::move(part), take_chunks, run);
 }
 
 void NumberColumn::rescale_to(int new_scale)

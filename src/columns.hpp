@@ -269,10 +269,14 @@ template <typename T> class ChunkedColumn
 	 */
 	template <typename Visit> void visit_in_pieces(Visit visit, const PieceRunner &run)
 	{
-		run((size_ + kPieceRows - 1) / kPieceRows, [&](size_t piece) {
-			size_t first = piece * kPieceRows, count = std::min(size_ - first, kPieceRows);
-			visit(chunks_[first >> kChunkShift].data + (first & (kChunkRows - 1)), first, count);
-		});
+		run(pieces(), [&](size_t piece) { visit_piece(piece, visit); });
+	}
+	/* The pieces visit_in_pieces runs, and one of them: for work over the pieces of several columns at once. */
+	size_t pieces() const { return (size_ + kPieceRows - 1) / kPieceRows; }
+	template <typename Visit> void visit_piece(size_t piece, Visit visit)
+	{
+		size_t first = piece * kPieceRows, count = std::min(size_ - first, kPieceRows);
+		visit(chunks_[first >> kChunkShift].data + (first & (kChunkRows - 1)), first, count);
 	}
 
 	/*
@@ -538,8 +542,43 @@ class IdColumn
 	 * ChunkedColumn::append_column places them.
 	 */
 	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially, bool take_chunks = false);
+	/*
+	 * append_serialized() of several parts, each reader at its own, in
+	 * order.  Where every id, this column's and the parts', is one the
+	 * direct array may hold, the dictionary first becomes their union,
+	 * numbered in id order (the rows held renumbered), and then every
+	 * part's codes are translated at once, over all the parts' pieces
+	 * together: no id is interned one by one, and the column comes out
+	 * numbered in id order, so number_in_id_order has nothing left to do.
+	 */
+	void append_parts(std::vector<ByteReader> &parts, const PieceRunner &run = run_serially, bool take_chunks = false);
 
   private:
+	/* A part's dictionary as serialize() wrote it, read in place. */
+	struct PartDictionary
+	{
+		size_t distinct;
+		const uint8_t *values;
+		const uint8_t *counts;
+		int64_t id(size_t d) const
+		{
+			int64_t id;
+			std::memcpy(&id, values + d * sizeof id, sizeof id);
+			return id;
+		}
+		int64_t count(size_t d) const
+		{
+			int64_t count;
+			std::memcpy(&count, counts + d * sizeof count, sizeof count);
+			return count;
+		}
+	};
+	static PartDictionary read_dictionary(ByteReader &in);
+	/* append_serialized() once the part's dictionary is read. */
+	void append_part(const PartDictionary &dictionary, ByteReader &in, const PieceRunner &run, bool take_chunks);
+	/* The union of this column's ids and the parts' numbered in id order (append_parts); false, and nothing done, where some id is beyond the direct array. */
+	bool number_union_in_id_order(const std::vector<PartDictionary> &parts, const PieceRunner &run);
+
 	/* Ids below this are looked up in a direct array (dense_) when they are dense enough. */
 	static constexpr uint64_t kMaxDirectIds = uint64_t(1) << 22;
 

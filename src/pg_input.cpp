@@ -90,29 +90,49 @@ void InputTable::use_chunk_source(ChunkSource &source)
 
 void InputTable::append_serialized(ByteReader &in, const PieceRunner &run)
 {
+	std::vector<ByteReader> parts{in};
+	append_parts(parts, run);
+	in = parts.front();
+}
+
+void InputTable::append_parts(std::vector<ByteReader> &parts, const PieceRunner &run)
+{
 	bool take_chunks = std::none_of(columns_.begin(), columns_.end(), [](const AnyColumn &column) {
 		return std::holds_alternative<FloatArrayColumn>(column);
 	});
-	if (in.get<uint32_t>() != kTableMagic || in.get<uint32_t>() != specs_.size())
-		throw Error(sqlstate::internal_error, "InputTable: serialized columns of another table");
-	size_t rows = in.get<uint64_t>();
-	size_t skipped = in.get<uint64_t>();
+	std::vector<std::pair<size_t, size_t>> counted; /* each part's rows and skipped rows */
+	for (ByteReader &in : parts)
+	{
+		if (in.get<uint32_t>() != kTableMagic || in.get<uint32_t>() != specs_.size())
+			throw Error(sqlstate::internal_error, "InputTable: serialized columns of another table");
+		size_t rows = in.get<uint64_t>();
+		counted.emplace_back(rows, in.get<uint64_t>());
+	}
+	/* column by column, each part's in turn: every column places the parts' rows alike */
 	for (AnyColumn &column : columns_)
 	{
-		if (in.get<uint8_t>() != column.index())
-			throw Error(sqlstate::internal_error, "InputTable: a serialized column of another kind");
+		for (ByteReader &in : parts)
+			if (in.get<uint8_t>() != column.index())
+				throw Error(sqlstate::internal_error, "InputTable: a serialized column of another kind");
 		std::visit(
 			[&](auto &c) {
-				if constexpr (std::is_same_v<std::decay_t<decltype(c)>, FloatArrayColumn>)
-					c.append_serialized(in, run);
+				using Column = std::decay_t<decltype(c)>;
+				if constexpr (std::is_same_v<Column, IdColumn>)
+					c.append_parts(parts, run, take_chunks);
+				else if constexpr (std::is_same_v<Column, FloatArrayColumn>)
+					for (ByteReader &in : parts)
+						c.append_serialized(in, run);
 				else
-					c.append_serialized(in, run, take_chunks);
+					for (ByteReader &in : parts)
+						c.append_serialized(in, run, take_chunks);
 			},
 			column);
 	}
-	if (!in.at_end())
-		throw Error(sqlstate::internal_error, "InputTable: bytes after the serialized columns");
-	count_rows(rows, skipped);
+	for (const ByteReader &in : parts)
+		if (!in.at_end())
+			throw Error(sqlstate::internal_error, "InputTable: bytes after the serialized columns");
+	for (const auto &[rows, skipped] : counted)
+		count_rows(rows, skipped);
 }
 
 } // namespace gpurec

@@ -173,11 +173,16 @@ class InputTable
 	 * The result has the rows of both.  Where the worker's chunks come by
 	 * reference they join the table as they are, not copied, so rows are
 	 * not in reading order (ChunkedColumn::append_column says where each
-	 * goes; every column places them alike); a table with an array column
-	 * copies every row, in order, as an array's elements must stay together.
+	 * goes; every column places them alike); in a table with an array
+	 * column, only the array's elements stay where they are
+	 * (FloatArrayColumn::append_serialized), and the other columns' rows are
+	 * copied, in order.  append_parts appends several parts, each reader at
+	 * its own, as append_serialized would one after the other, but an id
+	 * column's dictionaries are merged at once (IdColumn::append_parts).
 	 */
 	void serialize(ByteWriter &out) const;
 	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially);
+	void append_parts(std::vector<ByteReader> &parts, const PieceRunner &run = run_serially);
 	/*
 	 * Keeps `memory` (what borrowed chunks live in: a parallel read's shared
 	 * memory) until the table is gone; its deleter gives it back.

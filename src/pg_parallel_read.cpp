@@ -489,14 +489,20 @@ Datum read_columns_deserialize(FunctionCallInfo fcinfo)
 
 } // namespace
 
-void append_part(void *arg)
+void append_parts(void *arg)
 {
-	auto *part = static_cast<ArrivedPart *>(arg);
+	auto *arrived = static_cast<ArrivedParts *>(arg);
 	Stopwatch clock;
-	AreaResolver resolver(part->chunks, *active_read->table);
-	ByteReader reader(part->data, part->size, &resolver);
-	/* the copying of a large part runs on the CPU's threads; the backend's own checks for cancel */
-	active_read->table->append_serialized(reader, pieces_on_threads(*active_read->ctx, Phase::Read));
+	std::vector<std::unique_ptr<AreaResolver>> resolvers;
+	std::vector<ByteReader> readers;
+	for (int p = 0; p < arrived->count; ++p)
+	{
+		const ArrivedPart &part = arrived->parts[p];
+		resolvers.push_back(std::make_unique<AreaResolver>(part.chunks, *active_read->table));
+		readers.emplace_back(part.data, part.size, resolvers.back().get());
+	}
+	/* the work runs on the CPU's threads; the backend's own checks for cancel */
+	active_read->table->append_parts(readers, pieces_on_threads(*active_read->ctx, Phase::Read));
 	active_read->join_ms += clock.elapsed_ms();
 }
 
@@ -511,14 +517,30 @@ Datum read_columns_combine(FunctionCallInfo fcinfo)
 		auto *part = reinterpret_cast<ArrivedPart *>(PG_GETARG_POINTER(1));
 		if (part->data != nullptr)
 		{
-			cpp_callback_guard(append_part, part);
-			++active_read->worker_parts;
-			if (DsaPointerIsValid(part->in_area))
+			/*
+			 * Kept until the last has arrived (read_columns_final), where the
+			 * read lives: a part in the state itself lies in the tuple that
+			 * brought it, which the next one replaces.
+			 */
+			ActiveRead &read = *active_read;
+			MemoryContext caller = MemoryContextSwitchTo(read.arrived_context);
+			if (read.arrived.count == read.arrived_capacity)
 			{
-				/* give its memory back now, so that the parts are not all resident at the end */
-				dsa_free(part->chunks, part->in_area);
-				dsa_trim(part->chunks);
+				read.arrived_capacity = std::max(8, 2 * read.arrived_capacity);
+				size_t bytes = sizeof(ArrivedPart) * static_cast<size_t>(read.arrived_capacity);
+				read.arrived.parts = static_cast<ArrivedPart *>(
+					read.arrived.parts == nullptr ? palloc(bytes) : repalloc(read.arrived.parts, bytes));
 			}
+			ArrivedPart kept = *part;
+			if (!DsaPointerIsValid(part->in_area))
+			{
+				auto *copy = static_cast<uint8_t *>(palloc(std::max<size_t>(1, part->size)));
+				memcpy(copy, part->data, part->size);
+				kept.data = copy;
+			}
+			read.arrived.parts[read.arrived.count++] = kept;
+			MemoryContextSwitchTo(caller);
+			++read.worker_parts;
 		}
 	}
 	/* the state stays whatever it was: the rows live in the call's table */
@@ -536,6 +558,17 @@ Datum read_columns_final(FunctionCallInfo fcinfo)
 		ReadState *s = reinterpret_cast<ReadState *>(PG_GETARG_POINTER(0));
 		if (!s->own)
 			flush_batch(&s->batch, *s->table, s->binding);
+	}
+	ActiveRead &read = *active_read;
+	if (read.arrived.count > 0)
+	{
+		cpp_callback_guard(append_parts, &read.arrived);
+		for (int p = 0; p < read.arrived.count; ++p)
+			if (DsaPointerIsValid(read.arrived.parts[p].in_area))
+				dsa_free(read.arrived.parts[p].chunks, read.arrived.parts[p].in_area);
+		for (int p = 0; p < read.arrived.count; ++p)
+			dsa_trim(read.arrived.parts[p].chunks);
+		read.arrived.count = 0;
 	}
 	PG_RETURN_INT64(active_read->worker_parts);
 }
@@ -693,7 +726,8 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 		chunk_areas->handles[w] = dsa_get_handle(worker_areas[w]);
 	}
 	MemoryContextSwitchTo(spi_context);
-	ActiveRead read{table, ctx, area, worker_areas, static_cast<int>(chunk_areas->count), 0, 0, false};
+	ActiveRead read{table, ctx, area, worker_areas, static_cast<int>(chunk_areas->count), 0, ArrivedParts{nullptr, 0},
+					0, spi_context, 0, false};
 	ActiveRead *outer = active_read;
 	SPIExecuteOptions options;
 	memset(&options, 0, sizeof options);

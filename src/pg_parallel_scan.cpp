@@ -397,21 +397,31 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 	if (pcxt->nworkers_launched > 0)
 	{
 		WaitForParallelWorkersToFinish(pcxt);
+		auto *arrived = static_cast<ArrivedPart *>(palloc(sizeof(ArrivedPart) * pcxt->nworkers_launched));
+		int count = 0;
 		for (int w = 0; w < pcxt->nworkers_launched; ++w)
 		{
 			ScanPart &sent = shared->parts[w];
 			if (!DsaPointerIsValid(sent.at))
 				continue;
 			dsa_area *in = chunks_area_of(read, sent.chunk_area);
-			ArrivedPart part{static_cast<const uint8_t *>(dsa_get_address(in, sent.at)), static_cast<size_t>(sent.size),
-							 sent.at, in};
-			cpp_callback_guard(read.partials ? take_partial : append_part, &part);
-			++read.worker_parts;
-			if (read.partials)
-				continue; /* read in place until the table is gone */
-			dsa_free(in, sent.at);
-			dsa_trim(in);
+			arrived[count++] = ArrivedPart{static_cast<const uint8_t *>(dsa_get_address(in, sent.at)),
+										   static_cast<size_t>(sent.size), sent.at, in};
 		}
+		read.worker_parts += count;
+		if (read.partials) /* each read in place until the table is gone */
+			for (int p = 0; p < count; ++p)
+				cpp_callback_guard(take_partial, &arrived[p]);
+		else
+		{
+			ArrivedParts parts{arrived, count};
+			cpp_callback_guard(append_parts, &parts);
+			for (int p = 0; p < count; ++p)
+				dsa_free(arrived[p].chunks, arrived[p].in_area);
+			for (int p = 0; p < count; ++p)
+				dsa_trim(arrived[p].chunks);
+		}
+		pfree(arrived);
 	}
 	DestroyParallelContext(pcxt);
 	ExitParallelMode();

@@ -24,6 +24,22 @@ extern "C" {
 
 namespace gpurec {
 
+/* A worker's state as it arrives in the leader: the bytes, read in place. */
+struct ArrivedPart
+{
+	const uint8_t *data;
+	size_t size;
+	dsa_pointer in_area; /* InvalidDsaPointer when inline */
+	dsa_area *chunks;	 /* where it lies, with the chunks its references name */
+};
+
+/* Parts that have arrived, to be appended at once. */
+struct ArrivedParts
+{
+	ArrivedPart *parts;
+	int count;
+};
+
 /* The read this backend runs now, as the leader; null when none. */
 struct ActiveRead
 {
@@ -33,6 +49,10 @@ struct ActiveRead
 	dsa_area **chunk_areas; /* worker w's chunks and part, for w < n_chunk_areas; the others' are in area */
 	int n_chunk_areas;
 	int worker_parts;
+	/* the workers' columns as they arrive through the aggregate, appended when the last has */
+	ArrivedParts arrived;
+	int arrived_capacity;
+	MemoryContext arrived_context;
 	double join_ms; /* spent adding the workers' columns to the table */
 	bool partials;	/* the processes sent partial results (InputTable::partials), not columns */
 };
@@ -152,17 +172,12 @@ void detach_areas(ReadState *s);
 /* The leader's mapping of the area that worker chunks' references name: ChunkAreas' index'th, or the read's own. */
 dsa_area *chunks_area_of(const ActiveRead &read, int32 index);
 
-/* A worker's state as it arrives in the leader: the bytes, read in place. */
-struct ArrivedPart
-{
-	const uint8_t *data;
-	size_t size;
-	dsa_pointer in_area; /* InvalidDsaPointer when inline */
-	dsa_area *chunks;	 /* where it lies, with the chunks its references name */
-};
 
-/* Appends an arrived part (ArrivedPart) to the active read's table (through cpp_callback_guard). */
-void append_part(void *arg);
+/*
+ * Appends the arrived parts (ArrivedParts) to the active read's table, all
+ * at once (InputTable::append_parts; through cpp_callback_guard).
+ */
+void append_parts(void *arg);
 
 /*
  * A scan of one table: its relation, its filter, and where each spec's

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <random>
 #include <thread>
 #include <vector>
@@ -209,6 +210,74 @@ template <typename T> void place_like_taken_chunks(std::vector<T> &rows, const s
 	placed.insert(placed.end(), rows.begin() + full, rows.end());
 	placed.insert(placed.end(), part.begin() + taken, part.end());
 	rows = std::move(placed);
+}
+
+TEST(ColumnParts, IdColumnPartsAtOnceAsIfPushedInOrder)
+{
+	/*
+	 * Several parts appended at once, after rows of the column's own: ids
+	 * the direct array holds (the union is numbered in id order at once),
+	 * negative or far ones (each part's dictionary merged in turn), and
+	 * chunks of codes by reference over a chunk boundary.
+	 */
+	auto rng = seeded_rng();
+	constexpr size_t kRows = ChunkedColumn<int32_t>::kChunkRows;
+	for (int round = 0; round < 24; ++round)
+	{
+		bool dense = round % 3 != 2, big = round % 4 == 0;
+		size_t n = big ? kRows + rng() % kRows : rng() % 20000;
+		int64_t range = 1 + static_cast<int64_t>(rng() % (big ? 300000 : 3000));
+		std::vector<int64_t> ids(n);
+		for (auto &id : ids)
+			id = (dense ? 0 : (rng() % 3 == 0 ? INT64_MIN + 5 : int64_t(1) << 40)) + static_cast<int64_t>(rng() % range);
+		std::vector<size_t> at = cuts(rng, n);
+		Arena arena;
+		IdColumn merged;
+		for (size_t r = 0; r < at[1]; ++r)
+			merged.push_back(ids[r]);
+		std::vector<std::vector<uint8_t>> bytes;
+		std::vector<int64_t> expected(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(at[1]));
+		for (size_t p = 1; p + 1 < at.size(); ++p)
+		{
+			IdColumn part;
+			part.use_chunk_source(arena);
+			for (size_t r = at[p]; r < at[p + 1]; ++r)
+				part.push_back(ids[r]);
+			bytes.push_back(serialized_by_reference(part));
+			place_like_taken_chunks(expected, std::vector<int64_t>(ids.begin() + static_cast<std::ptrdiff_t>(at[p]),
+																   ids.begin() + static_cast<std::ptrdiff_t>(at[p + 1])));
+		}
+		std::vector<ByteReader> readers;
+		for (const std::vector<uint8_t> &b : bytes)
+			readers.emplace_back(b.data(), b.size(), &arena);
+		merged.append_parts(readers, run_on_threads, true);
+		for (const ByteReader &reader : readers)
+			EXPECT_TRUE(reader.at_end());
+
+		ASSERT_EQ(merged.size(), n);
+		for (size_t r = 0; r < n; ++r)
+			ASSERT_EQ(merged.value_of(merged.code(r)), expected[r]) << "row " << r;
+		std::map<int64_t, int64_t> counts;
+		for (int64_t id : ids)
+			++counts[id];
+		ASSERT_EQ(merged.distinct(), counts.size());
+		for (const auto &[id, count] : counts)
+		{
+			int32_t code = merged.find(id);
+			ASSERT_GE(code, 0);
+			EXPECT_EQ(merged.counts()[static_cast<size_t>(code)], count) << "id " << id;
+		}
+		/* ids the direct array holds come out numbered in id order; the others as they came */
+		if (dense && bytes.size() > 0)
+		{
+			ASSERT_TRUE(merged.numbered_in_id_order());
+			for (size_t code = 1; code < merged.distinct(); ++code)
+				ASSERT_LT(merged.value_of(static_cast<int32_t>(code - 1)), merged.value_of(static_cast<int32_t>(code)));
+		}
+		merged.number_in_id_order();
+		for (size_t r = 0; r < n; ++r)
+			ASSERT_EQ(merged.value_of(merged.code(r)), expected[r]) << "row " << r;
+	}
 }
 
 TEST(ColumnParts, ChunksTakenByReferenceKeepRowsAlignedAcrossColumns)
