@@ -6,7 +6,6 @@
 #include "columns.hpp"
 
 #include <sys/mman.h>
-#include <atomic>
 #include <unistd.h>
 
 #include <cstdio>
@@ -403,23 +402,26 @@ bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts
 	if (end > kMaxDirectIds || end > 8 * most_distinct + 65536)
 		return false;
 
-	/* which ids there are: this column's, then the parts' (a byte each, which parts may set at once) */
-	std::unique_ptr<std::atomic<uint8_t>[]> present(new std::atomic<uint8_t>[end]());
+	/*
+	 * Which ids there are: this column's, then each part's in turn, over its
+	 * pieces at once (a part's ids are distinct, so no two threads set one
+	 * byte; parts share most of theirs, so at once they would).
+	 */
+	std::vector<uint8_t> present(end, 0);
 	for (int64_t id : values_)
-		present[static_cast<uint64_t>(id)].store(1, std::memory_order_relaxed);
-	run(pieces.size(), [&](size_t item) {
-		const PartDictionary &part = parts[pieces[item].first];
-		size_t first = size_t(pieces[item].second) * kIdsPerPiece, last = std::min(part.distinct, first + kIdsPerPiece);
-		for (size_t d = first; d < last; ++d)
-			present[static_cast<uint64_t>(part.id(d))].store(1, std::memory_order_relaxed);
-	});
+		present[static_cast<uint64_t>(id)] = 1;
+	for (const PartDictionary &part : parts)
+		run((part.distinct + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
+			for (size_t d = piece * kIdsPerPiece, last = std::min(part.distinct, d + kIdsPerPiece); d < last; ++d)
+				present[static_cast<uint64_t>(part.id(d))] = 1;
+		});
 	/* each present id's code, its rank among them: counted per block, then given out */
 	size_t blocks = (end + kIdsPerPiece - 1) / kIdsPerPiece;
 	std::vector<size_t> first_code(blocks + 1, 0);
 	run(blocks, [&](size_t b) {
 		size_t n = 0;
 		for (size_t id = b * kIdsPerPiece, last = std::min<size_t>(end, id + kIdsPerPiece); id < last; ++id)
-			n += present[id].load(std::memory_order_relaxed);
+			n += present[id];
 		first_code[b + 1] = n;
 	});
 	for (size_t b = 0; b < blocks; ++b)
@@ -431,7 +433,7 @@ bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts
 	run(blocks, [&](size_t b) {
 		auto code = static_cast<int32_t>(first_code[b]);
 		for (size_t id = b * kIdsPerPiece, last = std::min<size_t>(end, id + kIdsPerPiece); id < last; ++id)
-			if (present[id].load(std::memory_order_relaxed))
+			if (present[id])
 			{
 				values[static_cast<size_t>(code)] = static_cast<int64_t>(id);
 				dense[id] = code++;
@@ -472,27 +474,21 @@ void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &r
 			append_part(dictionaries[p], parts[p], run, take_chunks);
 		return;
 	}
-	/* every id is in the dictionary now: each part's codes of its ids, and its row counts added (parts share ids) */
-	std::vector<std::pair<uint32_t, uint32_t>> pieces = id_pieces(dictionaries);
+	/* every id is in the dictionary now: each part's codes of its ids, and its row counts added, a part at a time as above */
 	std::vector<std::vector<int32_t>> code_of(parts.size());
 	for (size_t p = 0; p < parts.size(); ++p)
-		code_of[p].resize(dictionaries[p].distinct);
-	std::unique_ptr<std::atomic<int64_t>[]> counts(new std::atomic<int64_t>[values_.size()]());
-	for (size_t code = 0; code < values_.size(); ++code)
-		counts[code].store(counts_[code], std::memory_order_relaxed);
-	run(pieces.size(), [&](size_t item) {
-		size_t p = pieces[item].first;
+	{
 		const PartDictionary &part = dictionaries[p];
-		size_t first = size_t(pieces[item].second) * kIdsPerPiece, last = std::min(part.distinct, first + kIdsPerPiece);
-		for (size_t d = first; d < last; ++d)
-		{
-			int32_t code = dense_[static_cast<uint64_t>(part.id(d))];
-			code_of[p][d] = code;
-			counts[static_cast<size_t>(code)].fetch_add(part.count(d), std::memory_order_relaxed);
-		}
-	});
-	for (size_t code = 0; code < values_.size(); ++code)
-		counts_[code] = counts[code].load(std::memory_order_relaxed);
+		std::vector<int32_t> &codes = code_of[p];
+		codes.resize(part.distinct);
+		run((part.distinct + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
+			for (size_t d = piece * kIdsPerPiece, last = std::min(part.distinct, d + kIdsPerPiece); d < last; ++d)
+			{
+				codes[d] = dense_[static_cast<uint64_t>(part.id(d))];
+				counts_[static_cast<size_t>(codes[d])] += part.count(d);
+			}
+		});
+	}
 	/* the parts' codes (in place, where they came by reference), translated over all their pieces at once */
 	std::vector<ChunkedColumn<int32_t>> codes;
 	codes.reserve(parts.size());
