@@ -379,10 +379,11 @@ void IdColumn::append_part(const PartDictionary &dictionary, ByteReader &in, con
 
 bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts, const PieceRunner &run)
 {
-	if (hashed_ > 0) /* ids of this column beyond the direct array already */
-		return false;
 	std::vector<std::pair<uint32_t, uint32_t>> pieces = id_pieces(parts);
-	/* the largest id, as unsigned: a negative one is past every limit */
+	/* the largest id, this column's and the parts', as unsigned: a negative one is past every limit */
+	uint64_t largest_held = 0;
+	for (int64_t id : values_)
+		largest_held = std::max(largest_held, static_cast<uint64_t>(id));
 	std::vector<uint64_t> largest(pieces.size(), 0);
 	run(pieces.size(), [&](size_t item) {
 		const PartDictionary &part = parts[pieces[item].first];
@@ -395,11 +396,12 @@ bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts
 	size_t most_distinct = values_.size();
 	for (const PartDictionary &part : parts)
 		most_distinct = std::max(most_distinct, part.distinct);
-	uint64_t end = dense_.size();
-	for (uint64_t most : largest)
-		end = std::max(end, most + 1);
+	uint64_t most = std::max(largest_held, largest.empty() ? 0 : *std::max_element(largest.begin(), largest.end()));
 	/* cover_directly's limits: within the direct array, and an eighth of it in use once past the first 64k */
-	if (end > kMaxDirectIds || end > 8 * most_distinct + 65536)
+	if (most >= kMaxDirectIds)
+		return false;
+	uint64_t end = std::max<uint64_t>(dense_.size(), most + 1);
+	if (end > 8 * most_distinct + 65536)
 		return false;
 
 	/*
@@ -458,6 +460,8 @@ bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts
 	values_ = std::move(values);
 	counts_ = std::move(counts);
 	dense_ = std::move(dense);
+	table_.clear(); /* every id is in the direct array now */
+	hashed_ = 0;
 	numbered_in_id_order_ = true;
 	return true;
 }
