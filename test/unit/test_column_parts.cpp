@@ -376,6 +376,19 @@ TEST(ColumnParts, ChunksByReferenceNeedAResolver)
 	EXPECT_EQ(into[0], 7);
 }
 
+/*
+ * Appends one array row: its elements that are there, packed, with its
+ * length riding at the end of `row`, and `present` its bitmap (empty when
+ * every element is there), as floats or as doubles.
+ */
+void push_array_row(FloatArrayColumn &c, const std::vector<double> &row, const std::vector<uint8_t> &present, bool doubles)
+{
+	size_t len = static_cast<size_t>(row.back());
+	std::vector<float> floats(row.begin(), row.end() - 1);
+	const void *data = doubles ? static_cast<const void *>(row.data()) : floats.data();
+	c.append_row(data, len, present.empty() ? nullptr : present.data());
+}
+
 TEST(ColumnParts, FloatArraysWithNullsInSomeParts)
 {
 	auto rng = seeded_rng();
@@ -403,12 +416,7 @@ TEST(ColumnParts, FloatArraysWithNullsInSomeParts)
 				present[r].clear(); /* every element there: no bitmap */
 			arrays[r].push_back(static_cast<double>(len)); /* the length rides at the end */
 		}
-		auto push = [&](FloatArrayColumn &c, size_t r) {
-			size_t len = static_cast<size_t>(arrays[r].back());
-			std::vector<float> floats(arrays[r].begin(), arrays[r].end() - 1);
-			const void *data = doubles ? static_cast<const void *>(arrays[r].data()) : floats.data();
-			c.append_row(data, len, present[r].empty() ? nullptr : present[r].data());
-		};
+		auto push = [&](FloatArrayColumn &c, size_t r) { push_array_row(c, arrays[r], present[r], doubles); };
 		FloatArrayColumn whole;
 		whole.set_doubles(doubles);
 		for (size_t r = 0; r < n; ++r)
@@ -469,12 +477,7 @@ TEST(ColumnParts, FloatArraysByReferenceStayWhereTheWorkerWroteThem)
 				present[r].clear();
 			arrays[r].push_back(static_cast<double>(len)); /* the length rides at the end */
 		}
-		auto push = [&](FloatArrayColumn &c, size_t r) {
-			size_t len = static_cast<size_t>(arrays[r].back());
-			std::vector<float> floats(arrays[r].begin(), arrays[r].end() - 1);
-			const void *data = doubles ? static_cast<const void *>(arrays[r].data()) : floats.data();
-			c.append_row(data, len, present[r].empty() ? nullptr : present[r].data());
-		};
+		auto push = [&](FloatArrayColumn &c, size_t r) { push_array_row(c, arrays[r], present[r], doubles); };
 		/* the leader's first rows, two workers' parts (over a chunk each), then the leader's last rows */
 		std::vector<size_t> at{0, 5, 5 + 12 + rng() % 4, 0, n};
 		at[3] = at[2] + 12 + rng() % 4;
