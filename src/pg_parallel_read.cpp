@@ -506,6 +506,15 @@ void append_parts(void *arg)
 	active_read->join_ms += clock.elapsed_ms();
 }
 
+void free_arrived_parts(const ArrivedParts &arrived)
+{
+	for (int p = 0; p < arrived.count; ++p)
+		if (DsaPointerIsValid(arrived.parts[p].in_area))
+			dsa_free(arrived.parts[p].chunks, arrived.parts[p].in_area);
+	for (int p = 0; p < arrived.count; ++p)
+		dsa_trim(arrived.parts[p].chunks);
+}
+
 namespace {
 
 
@@ -563,11 +572,7 @@ Datum read_columns_final(FunctionCallInfo fcinfo)
 	if (read.arrived.count > 0)
 	{
 		cpp_callback_guard(append_parts, &read.arrived);
-		for (int p = 0; p < read.arrived.count; ++p)
-			if (DsaPointerIsValid(read.arrived.parts[p].in_area))
-				dsa_free(read.arrived.parts[p].chunks, read.arrived.parts[p].in_area);
-		for (int p = 0; p < read.arrived.count; ++p)
-			dsa_trim(read.arrived.parts[p].chunks);
+		free_arrived_parts(read.arrived);
 		read.arrived.count = 0;
 	}
 	PG_RETURN_INT64(active_read->worker_parts);

@@ -416,10 +416,7 @@ void run_direct_scan(const DirectShape &shape, const ColumnBinding &binding, con
 		{
 			ArrivedParts parts{arrived, count};
 			cpp_callback_guard(append_parts, &parts);
-			for (int p = 0; p < count; ++p)
-				dsa_free(arrived[p].chunks, arrived[p].in_area);
-			for (int p = 0; p < count; ++p)
-				dsa_trim(arrived[p].chunks);
+			free_arrived_parts(parts);
 		}
 		pfree(arrived);
 	}

@@ -179,6 +179,9 @@ dsa_area *chunks_area_of(const ActiveRead &read, int32 index);
  */
 void append_parts(void *arg);
 
+/* Frees the parts that lie in an area, once appended, and trims their areas. */
+void free_arrived_parts(const ArrivedParts &arrived);
+
 /*
  * A scan of one table: its relation, its filter, and where each spec's
  * value comes from.  When every output of the query is a column of the
