@@ -610,24 +610,21 @@ std::vector<RocCounts> counts_of_arrays(const ChunkedView<Value> &values, const 
 	for (size_t first = 0; first < n_rows; first += part_rows)
 	{
 		size_t rows = std::min(part_rows, n_rows - first);
+		/* rows [first, first + rows) of a column, each where the column holds it, one after the other on the device */
+		auto upload_rows = [&](auto *device, const auto &column) {
+			pieces.clear();
+			for (size_t r = first; r < first + rows; ++r)
+				add_pieces(pieces, column, static_cast<size_t>(scores.row_begins[r]),
+						   static_cast<size_t>(scores.row_begins[r]) + length);
+			upload_staged(device, pieces.data(), pieces.size(), stream, ctx);
+		};
 		{
-			/* each row's elements where the column holds them, one after the other on the device */
 			EventTimer transfer(stream);
 			if (first == 0)
 				upload(labels, device_labels.get(), stream);
-			pieces.clear();
-			for (size_t r = first; r < first + rows; ++r)
-				add_pieces(pieces, values, static_cast<size_t>(scores.row_begins[r]),
-						   static_cast<size_t>(scores.row_begins[r]) + length);
-			upload_staged(device_values.get(), pieces.data(), pieces.size(), stream, ctx);
+			upload_rows(device_values.get(), values);
 			if (nulls)
-			{
-				pieces.clear();
-				for (size_t r = first; r < first + rows; ++r)
-					add_pieces(pieces, scores.valid, static_cast<size_t>(scores.row_begins[r]),
-							   static_cast<size_t>(scores.row_begins[r]) + length);
-				upload_staged(valid.get(), pieces.data(), pieces.size(), stream, ctx);
-			}
+				upload_rows(valid.get(), scores.valid);
 			ctx.times.transfer_ms += transfer.stop_ms();
 		}
 		ctx.interrupt_point(Phase::Transfer);

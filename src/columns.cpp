@@ -320,11 +320,18 @@ void IdColumn::append_serialized(ByteReader &in, const PieceRunner &run, bool ta
 
 namespace {
 
-/* Codes out of a part's dictionary are the part's bytes gone wrong, never a user's mistake. */
-void check_part_code(int32_t code, size_t distinct)
+/*
+ * A part's codes turned into this column's: code_of[c] for each.  Codes out
+ * of the part's dictionary are its bytes gone wrong, never a user's mistake.
+ */
+void translate_part_codes(int32_t *codes, size_t count, const std::vector<int32_t> &code_of)
 {
-	if (static_cast<uint32_t>(code) >= distinct)
-		throw Error(sqlstate::internal_error, "IdColumn: a serialized code out of range");
+	for (size_t i = 0; i < count; ++i)
+	{
+		if (static_cast<uint32_t>(codes[i]) >= code_of.size())
+			throw Error(sqlstate::internal_error, "IdColumn: a serialized code out of range");
+		codes[i] = code_of[static_cast<size_t>(codes[i])];
+	}
 }
 
 constexpr size_t kIdsPerPiece = size_t(1) << 16;
@@ -341,39 +348,35 @@ template <typename Dictionaries> std::vector<std::pair<uint32_t, uint32_t>> id_p
 
 } // namespace
 
+std::vector<int32_t> IdColumn::known_codes(const PartDictionary &part, const PieceRunner &run)
+{
+	/* through run: find only reads, and a dictionary's ids are distinct, so no two write one count */
+	std::vector<int32_t> code_of(part.distinct);
+	run((part.distinct + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
+		for (size_t d = piece * kIdsPerPiece, last = std::min(part.distinct, d + kIdsPerPiece); d < last; ++d)
+			if ((code_of[d] = find(part.id(d))) >= 0)
+				counts_[static_cast<size_t>(code_of[d])] += part.count(d);
+	});
+	return code_of;
+}
+
 void IdColumn::append_part(const PartDictionary &dictionary, ByteReader &in, const PieceRunner &run, bool take_chunks)
 {
-	size_t distinct = dictionary.distinct;
-	auto id_at = [&dictionary](size_t d) { return dictionary.id(d); };
-	auto count_at = [&dictionary](size_t d) { return dictionary.count(d); };
 	/*
-	 * The ids this column holds already, found through run (find only reads,
-	 * and a dictionary's ids are distinct, so no two write one count); then
-	 * the new ones, added in the part's order.  Parts after the first bring
-	 * mostly known ids: a million users read by every worker.
+	 * The ids this column holds already, then the new ones, added in the
+	 * part's order.  Parts after the first bring mostly known ids: a
+	 * million users read by every worker.
 	 */
-	std::vector<int32_t> code_of(distinct);
-	run((distinct + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
-		for (size_t d = piece * kIdsPerPiece, end = std::min(distinct, d + kIdsPerPiece); d < end; ++d)
-			if ((code_of[d] = find(id_at(d))) >= 0)
-				counts_[code_of[d]] += count_at(d);
-	});
-	for (size_t d = 0; d < distinct; ++d)
+	std::vector<int32_t> code_of = known_codes(dictionary, run);
+	for (size_t d = 0; d < dictionary.distinct; ++d)
 		if (code_of[d] < 0)
 		{
-			code_of[d] = intern(id_at(d));
-			counts_[code_of[d]] += count_at(d);
+			code_of[d] = intern(dictionary.id(d));
+			counts_[static_cast<size_t>(code_of[d])] += dictionary.count(d);
 		}
 	ChunkedColumn<int32_t> part = ChunkedColumn<int32_t>::read_serialized(in, run);
-	part.visit_in_pieces(
-		[&](int32_t *codes, size_t, size_t count) {
-			for (size_t i = 0; i < count; ++i)
-			{
-				check_part_code(codes[i], distinct);
-				codes[i] = code_of[codes[i]];
-			}
-		},
-		run);
+	part.visit_in_pieces([&](int32_t *codes, size_t, size_t count) { translate_part_codes(codes, count, code_of); },
+						 run);
 	codes_.append_column(std::move(part), take_chunks, run);
 }
 
@@ -478,21 +481,11 @@ void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &r
 			append_part(dictionaries[p], parts[p], run, take_chunks);
 		return;
 	}
-	/* every id is in the dictionary now: each part's codes of its ids, and its row counts added, a part at a time as above */
-	std::vector<std::vector<int32_t>> code_of(parts.size());
-	for (size_t p = 0; p < parts.size(); ++p)
-	{
-		const PartDictionary &part = dictionaries[p];
-		std::vector<int32_t> &codes = code_of[p];
-		codes.resize(part.distinct);
-		run((part.distinct + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
-			for (size_t d = piece * kIdsPerPiece, last = std::min(part.distinct, d + kIdsPerPiece); d < last; ++d)
-			{
-				codes[d] = dense_[static_cast<uint64_t>(part.id(d))];
-				counts_[static_cast<size_t>(codes[d])] += part.count(d);
-			}
-		});
-	}
+	/* every id is known now: each part's codes of its ids, its rows counted, a part at a time (parts share ids) */
+	std::vector<std::vector<int32_t>> code_of;
+	code_of.reserve(parts.size());
+	for (const PartDictionary &part : dictionaries)
+		code_of.push_back(known_codes(part, run));
 	/* the parts' codes (in place, where they came by reference), translated over all their pieces at once */
 	std::vector<ChunkedColumn<int32_t>> codes;
 	codes.reserve(parts.size());
@@ -505,13 +498,8 @@ void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &r
 	}
 	run(row_pieces.size(), [&](size_t item) {
 		size_t p = row_pieces[item].first;
-		codes[p].visit_piece(row_pieces[item].second, [&](int32_t *rows, size_t, size_t count) {
-			for (size_t i = 0; i < count; ++i)
-			{
-				check_part_code(rows[i], dictionaries[p].distinct);
-				rows[i] = code_of[p][static_cast<size_t>(rows[i])];
-			}
-		});
+		codes[p].visit_piece(row_pieces[item].second,
+							 [&](int32_t *rows, size_t, size_t count) { translate_part_codes(rows, count, code_of[p]); });
 	});
 	for (ChunkedColumn<int32_t> &part : codes)
 		codes_.append_column(std::move(part), take_chunks, run);
