@@ -38,10 +38,11 @@ count_sql="SELECT count(*) FROM offers"
 distinct_sql="SELECT count(*) FROM (SELECT DISTINCT ON (product_id) product_id, store_id, price FROM offers ORDER BY product_id, price, store_id) s"
 serial_read="SET gpurec.parallel_workers = 0;"
 
-# three rounds, each running every query once, so that load from elsewhere
-# falls on all of them alike; the medians are compared
+# ROUNDS rounds (default 5), each running every query once, gpurec's call
+# both in a new backend and as a session's second call, so that load from
+# elsewhere falls on all of them alike; the medians are compared
 declare -A runs
-for round in 1 2 3; do
+for round in $(seq "${ROUNDS:-5}"); do
 	if [ "${BASELINES:-1}" = 1 ]; then
 		runs[sum]+="$(run_ms "$sum_sql")"$'\n'
 		runs[psum]+="$(run_ms "$sum_sql" "$parallel")"$'\n'
@@ -51,6 +52,7 @@ for round in 1 2 3; do
 	fi
 	for device in $devices; do
 		runs[$device]+="$(run_ms "$gpurec_sql" "$parallel SET gpurec.device = $device;")"$'\n'
+		runs[warm_$device]+="$(warm_ms "$gpurec_sql" "$parallel SET gpurec.device = $device;")"$'\n'
 		runs[serial_$device]+="$(run_ms "$gpurec_sql" "$parallel $serial_read SET gpurec.device = $device;")"$'\n'
 	done
 done
@@ -63,7 +65,7 @@ if [ "${BASELINES:-1}" = 1 ]; then
 	[ -n "$distinct_ms" ] || distinct_ms=1 # DISTINCT=0 skips it
 	echo "# $rows offers, $workers parallel workers and the calling backend ($(nproc) cores)"
 	echo "serial sum(price):                 $sum_ms ms"
-	echo "parallel sum(price):               $psum_ms ms"
+	echo "parallel sum(price):               $psum_ms ms (rounds: $(printf '%s' "${runs[psum]}" | tr '\n' ' '))"
 	echo "serial count(*):                   $count_ms ms ($(ratio "$(awk -v m="$count_ms" -v r="$rows" 'BEGIN { print m * 1e6 / r }')" 1) ns a row)"
 	echo "parallel count(*):                 $pcount_ms ms ($(ratio "$(awk -v m="$pcount_ms" -v r="$rows" -v p="$workers" 'BEGIN { print m * 1e6 * (p + 1) / r }')" 1) ns a row per process)"
 	echo "DISTINCT ON (product_id):          $distinct_ms ms"
@@ -72,12 +74,13 @@ else
 fi
 for device in $devices; do
 	ms=$(printf '%s' "${runs[$device]}" | median)
+	warm=$(printf '%s' "${runs[warm_$device]}" | median)
 	serial_ms=$(printf '%s' "${runs[serial_$device]}" | median)
-	echo "gpurec.cheapest_offers ($device), parallel read:   $ms ms"
+	echo "gpurec.cheapest_offers ($device), parallel read:   $ms ms (rounds: $(printf '%s' "${runs[$device]}" | tr '\n' ' '))"
 	echo "gpurec.cheapest_offers ($device), serial read:     $serial_ms ms"
-	echo "gpurec.cheapest_offers ($device), parallel read, warm session: $(warm3 "$gpurec_sql" "$parallel SET gpurec.device = $device;") ms"
+	echo "gpurec.cheapest_offers ($device), parallel read, warm session: $warm ms (rounds: $(printf '%s' "${runs[warm_$device]}" | tr '\n' ' '))"
 	echo "  vs DISTINCT ON: $(ratio "$distinct_ms" "$ms")x faster; vs serial sum: $(ratio "$ms" "$sum_ms")x its time;" \
-		"vs parallel sum: $(ratio "$ms" "$psum_ms")x; serial read vs serial sum: $(ratio "$serial_ms" "$sum_ms")x"
+		"vs parallel sum: $(ratio "$ms" "$psum_ms")x (warm: $(ratio "$warm" "$psum_ms")x); serial read vs serial sum: $(ratio "$serial_ms" "$sum_ms")x"
 	# the phase split, from gpurec.timing; the read rate per process beside count(*)'s
 	notices=$(for i in 1 2 3; do notice "$gpurec_sql" "$parallel SET gpurec.device = $device;"; done)
 	printf '%s\n' "$notices"

@@ -21,8 +21,8 @@ warm_ms() {
 	q -c "SET max_parallel_workers_per_gather = 0; ${2:-}" -c '\timing on' -c "$1" -c "$1" |
 		sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -1
 }
-# the median of three numbers on stdin
-median() { sort -n | sed -n 2p; }
+# the median of the numbers on stdin (the lower middle one of an even count)
+median() { sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 # median3 SQL [SETTINGS]: the median of three runs, in ms
 median3() { for i in 1 2 3; do run_ms "$@"; done | median; }
 # warm3 SQL [SETTINGS]: the median of three warm runs (warm_ms), in ms
