@@ -226,6 +226,16 @@ bool IdColumn::cover_directly(uint64_t id)
 
 void IdColumn::push_back(int64_t id)
 {
+	if (ids_as_codes_)
+	{
+		if (keeps_as_code(static_cast<uint64_t>(id), 1))
+		{
+			ids_held_ += id_rows_[static_cast<size_t>(id)]++ == 0;
+			codes_.push_back(static_cast<int32_t>(id));
+			return;
+		}
+		settle();
+	}
 	int32_t code = intern(id);
 	codes_.push_back(code);
 	++counts_[code];
@@ -296,26 +306,48 @@ void IdColumn::number_in_id_order(const PieceRunner &run)
 
 void IdColumn::serialize(ByteWriter &out) const
 {
-	out.put<uint64_t>(values_.size());
-	out.write(values_.data(), values_.size() * sizeof(int64_t));
-	out.write(counts_.data(), counts_.size() * sizeof(int64_t));
+	out.put<uint8_t>(ids_as_codes_ ? 1 : 0);
+	if (ids_as_codes_)
+	{
+		out.put<uint64_t>(ids_held_);
+		out.put<uint64_t>(id_rows_.size());
+		out.write(id_rows_.data(), id_rows_.size() * sizeof(uint32_t));
+	}
+	else
+	{
+		out.put<uint64_t>(values_.size());
+		out.write(values_.data(), values_.size() * sizeof(int64_t));
+		out.write(counts_.data(), counts_.size() * sizeof(int64_t));
+	}
 	codes_.serialize(out);
 }
 
 IdColumn::PartDictionary IdColumn::read_dictionary(ByteReader &in)
 {
+	uint8_t form = in.get<uint8_t>();
+	if (form == 1)
+	{
+		size_t held = in.get<uint64_t>(), entries = in.get<uint64_t>();
+		if (entries > kMaxDirectIds || held > entries)
+			throw Error(sqlstate::internal_error, "IdColumn: serialized ids as codes out of range");
+		const uint8_t *counts = in.take(entries * sizeof(uint32_t));
+		return PartDictionary{true, entries, held, nullptr, counts};
+	}
+	if (form != 0)
+		throw Error(sqlstate::internal_error, "IdColumn: a serialized column of unknown form");
 	size_t distinct = in.get<uint64_t>();
 	if (distinct > static_cast<size_t>(INT32_MAX))
 		throw Error(sqlstate::internal_error, "IdColumn: a serialized dictionary out of range");
 	const uint8_t *values = in.take(distinct * sizeof(int64_t));
 	const uint8_t *counts = in.take(distinct * sizeof(int64_t));
-	return PartDictionary{distinct, values, counts};
+	return PartDictionary{false, distinct, distinct, values, counts};
 }
 
 void IdColumn::append_serialized(ByteReader &in, const PieceRunner &run, bool take_chunks)
 {
-	PartDictionary dictionary = read_dictionary(in);
-	append_part(dictionary, in, run, take_chunks);
+	std::vector<ByteReader> parts{in};
+	append_parts(parts, run, take_chunks);
+	in = parts.front();
 }
 
 namespace {
@@ -328,7 +360,7 @@ void translate_part_codes(int32_t *codes, size_t count, const std::vector<int32_
 {
 	for (size_t i = 0; i < count; ++i)
 	{
-		if (static_cast<uint32_t>(codes[i]) >= code_of.size())
+		if (static_cast<uint32_t>(codes[i]) >= code_of.size() || code_of[static_cast<size_t>(codes[i])] < 0)
 			throw Error(sqlstate::internal_error, "IdColumn: a serialized code out of range");
 		codes[i] = code_of[static_cast<size_t>(codes[i])];
 	}
@@ -336,12 +368,46 @@ void translate_part_codes(int32_t *codes, size_t count, const std::vector<int32_
 
 constexpr size_t kIdsPerPiece = size_t(1) << 16;
 
+/*
+ * The ids in [0, end) for which present(id) holds, numbered in id order:
+ * dense[id] their code (-1 for the others) and values[code] their id.
+ * Counted per block of ids, then given out, through run.
+ */
+template <typename Present>
+void number_present_ids(size_t end, Present present, const PieceRunner &run, std::vector<int32_t> &dense,
+						std::vector<int64_t> &values)
+{
+	size_t blocks = (end + kIdsPerPiece - 1) / kIdsPerPiece;
+	std::vector<size_t> first_code(blocks + 1, 0);
+	run(blocks, [&](size_t b) {
+		size_t n = 0;
+		for (size_t id = b * kIdsPerPiece, last = std::min<size_t>(end, id + kIdsPerPiece); id < last; ++id)
+			n += present(id) ? 1 : 0;
+		first_code[b + 1] = n;
+	});
+	for (size_t b = 0; b < blocks; ++b)
+		first_code[b + 1] += first_code[b];
+	if (first_code[blocks] > static_cast<size_t>(INT32_MAX))
+		throw Error(sqlstate::program_limit_exceeded, "too many distinct ids in one input");
+	dense.assign(end, -1);
+	values.assign(first_code[blocks], 0);
+	run(blocks, [&](size_t b) {
+		auto code = static_cast<int32_t>(first_code[b]);
+		for (size_t id = b * kIdsPerPiece, last = std::min<size_t>(end, id + kIdsPerPiece); id < last; ++id)
+			if (present(id))
+			{
+				values[static_cast<size_t>(code)] = static_cast<int64_t>(id);
+				dense[id] = code++;
+			}
+	});
+}
+
 /* (part, piece) for every piece of kIdsPerPiece ids of every part's dictionary. */
 template <typename Dictionaries> std::vector<std::pair<uint32_t, uint32_t>> id_pieces(const Dictionaries &parts)
 {
 	std::vector<std::pair<uint32_t, uint32_t>> pieces;
 	for (size_t p = 0; p < parts.size(); ++p)
-		for (size_t piece = 0; piece * kIdsPerPiece < parts[p].distinct; ++piece)
+		for (size_t piece = 0; piece * kIdsPerPiece < parts[p].entries; ++piece)
 			pieces.emplace_back(static_cast<uint32_t>(p), static_cast<uint32_t>(piece));
 	return pieces;
 }
@@ -351,10 +417,10 @@ template <typename Dictionaries> std::vector<std::pair<uint32_t, uint32_t>> id_p
 std::vector<int32_t> IdColumn::known_codes(const PartDictionary &part, const PieceRunner &run)
 {
 	/* through run: find only reads, and a dictionary's ids are distinct, so no two write one count */
-	std::vector<int32_t> code_of(part.distinct);
-	run((part.distinct + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
-		for (size_t d = piece * kIdsPerPiece, last = std::min(part.distinct, d + kIdsPerPiece); d < last; ++d)
-			if ((code_of[d] = find(part.id(d))) >= 0)
+	std::vector<int32_t> code_of(part.entries, -1);
+	run((part.entries + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
+		for (size_t d = piece * kIdsPerPiece, last = std::min(part.entries, d + kIdsPerPiece); d < last; ++d)
+			if (part.holds(d) && (code_of[d] = find(part.id(d))) >= 0)
 				counts_[static_cast<size_t>(code_of[d])] += part.count(d);
 	});
 	return code_of;
@@ -368,8 +434,8 @@ void IdColumn::append_part(const PartDictionary &dictionary, ByteReader &in, con
 	 * million users read by every worker.
 	 */
 	std::vector<int32_t> code_of = known_codes(dictionary, run);
-	for (size_t d = 0; d < dictionary.distinct; ++d)
-		if (code_of[d] < 0)
+	for (size_t d = 0; d < dictionary.entries; ++d)
+		if (code_of[d] < 0 && dictionary.holds(d))
 		{
 			code_of[d] = intern(dictionary.id(d));
 			counts_[static_cast<size_t>(code_of[d])] += dictionary.count(d);
@@ -390,15 +456,16 @@ bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts
 	std::vector<uint64_t> largest(pieces.size(), 0);
 	run(pieces.size(), [&](size_t item) {
 		const PartDictionary &part = parts[pieces[item].first];
-		size_t first = size_t(pieces[item].second) * kIdsPerPiece, last = std::min(part.distinct, first + kIdsPerPiece);
+		size_t first = size_t(pieces[item].second) * kIdsPerPiece, last = std::min(part.entries, first + kIdsPerPiece);
 		uint64_t most = 0;
 		for (size_t d = first; d < last; ++d)
-			most = std::max(most, static_cast<uint64_t>(part.id(d)));
+			if (part.holds(d))
+				most = std::max(most, static_cast<uint64_t>(part.id(d)));
 		largest[item] = most;
 	});
 	size_t most_distinct = values_.size();
 	for (const PartDictionary &part : parts)
-		most_distinct = std::max(most_distinct, part.distinct);
+		most_distinct = std::max(most_distinct, part.held);
 	uint64_t most = std::max(largest_held, largest.empty() ? 0 : *std::max_element(largest.begin(), largest.end()));
 	/* cover_directly's limits: within the direct array, and an eighth of it in use once past the first 64k */
 	if (most >= kMaxDirectIds)
@@ -416,36 +483,15 @@ bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts
 	for (int64_t id : values_)
 		present[static_cast<uint64_t>(id)] = 1;
 	for (const PartDictionary &part : parts)
-		run((part.distinct + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
-			for (size_t d = piece * kIdsPerPiece, last = std::min(part.distinct, d + kIdsPerPiece); d < last; ++d)
-				present[static_cast<uint64_t>(part.id(d))] = 1;
+		run((part.entries + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
+			for (size_t d = piece * kIdsPerPiece, last = std::min(part.entries, d + kIdsPerPiece); d < last; ++d)
+				if (part.holds(d))
+					present[static_cast<uint64_t>(part.id(d))] = 1;
 		});
-	/* each present id's code, its rank among them: counted per block, then given out */
-	size_t blocks = (end + kIdsPerPiece - 1) / kIdsPerPiece;
-	std::vector<size_t> first_code(blocks + 1, 0);
-	run(blocks, [&](size_t b) {
-		size_t n = 0;
-		for (size_t id = b * kIdsPerPiece, last = std::min<size_t>(end, id + kIdsPerPiece); id < last; ++id)
-			n += present[id];
-		first_code[b + 1] = n;
-	});
-	for (size_t b = 0; b < blocks; ++b)
-		first_code[b + 1] += first_code[b];
-	if (first_code[blocks] > static_cast<size_t>(INT32_MAX))
-		throw Error(sqlstate::program_limit_exceeded, "too many distinct ids in one input");
-	std::vector<int32_t> dense(end);
-	std::vector<int64_t> values(first_code[blocks]);
-	run(blocks, [&](size_t b) {
-		auto code = static_cast<int32_t>(first_code[b]);
-		for (size_t id = b * kIdsPerPiece, last = std::min<size_t>(end, id + kIdsPerPiece); id < last; ++id)
-			if (present[id])
-			{
-				values[static_cast<size_t>(code)] = static_cast<int64_t>(id);
-				dense[id] = code++;
-			}
-			else
-				dense[id] = -1;
-	});
+	/* each present id's code, its rank among them */
+	std::vector<int32_t> dense;
+	std::vector<int64_t> values;
+	number_present_ids(end, [&present](size_t id) { return present[id] != 0; }, run, dense, values);
 	/* the rows held so far take their ids' new codes */
 	std::vector<int32_t> rank(values_.size());
 	std::vector<int64_t> counts(values.size(), 0);
@@ -469,12 +515,117 @@ bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts
 	return true;
 }
 
+void IdColumn::take_ids_as_codes()
+{
+	if (!codes_.empty() || !values_.empty())
+		throw Error(sqlstate::internal_error, "IdColumn: ids as codes asked of a column that holds rows");
+	ids_as_codes_ = true;
+}
+
+bool IdColumn::keeps_as_code(uint64_t largest, size_t n)
+{
+	/* counts of 32 bits: no id can have more rows than the column */
+	if (codes_.size() + n > UINT32_MAX)
+		return false;
+	if (largest < id_rows_.size())
+		return true;
+	if (largest >= kMaxDirectIds)
+		return false;
+	size_t size = std::max<size_t>(1024, id_rows_.size());
+	while (size <= largest)
+		size *= 2;
+	/*
+	 * Within a fixed room, whatever the ids held so far: shuffled ids of a
+	 * million users begin anywhere below their largest.  Past it, only as
+	 * dense as the direct array of a dictionary.
+	 */
+	if (size > std::max(kIdsAsCodesRoom, 8 * ids_held_ + 65536))
+		return false;
+	id_rows_.resize(size, 0);
+	return true;
+}
+
+void IdColumn::settle(const PieceRunner &run)
+{
+	if (!ids_as_codes_)
+		return;
+	std::vector<int32_t> dense;
+	std::vector<int64_t> values;
+	number_present_ids(id_rows_.size(), [this](size_t id) { return id_rows_[id] != 0; }, run, dense, values);
+	std::vector<int64_t> counts(values.size());
+	for (size_t code = 0; code < values.size(); ++code)
+		counts[code] = id_rows_[static_cast<size_t>(values[code])];
+	/* a code of no id held is a part's bytes gone wrong */
+	codes_.visit_in_pieces([&dense](int32_t *codes, size_t, size_t count) { translate_part_codes(codes, count, dense); },
+						   run);
+	values_ = std::move(values);
+	counts_ = std::move(counts);
+	dense_ = std::move(dense);
+	table_.clear();
+	mask_ = 0;
+	hashed_ = 0;
+	numbered_in_id_order_ = true;
+	ids_as_codes_ = false;
+	id_rows_ = std::vector<uint32_t>();
+	ids_held_ = 0;
+}
+
+void IdColumn::settle_if_sparse(const PieceRunner &run)
+{
+	if (ids_as_codes_ && id_rows_.size() > 8 * ids_held_ + 65536)
+		settle(run);
+}
+
+bool IdColumn::add_parts_of_ids_as_codes(const std::vector<PartDictionary> &parts, std::vector<ByteReader> &readers,
+										 const PieceRunner &run, bool take_chunks)
+{
+	std::vector<ByteReader> at_codes = readers;
+	size_t rows = codes_.size(), end = id_rows_.size();
+	std::vector<ChunkedColumn<int32_t>> codes;
+	codes.reserve(parts.size());
+	for (size_t p = 0; p < parts.size(); ++p)
+	{
+		codes.push_back(ChunkedColumn<int32_t>::read_serialized(readers[p], run));
+		rows += codes[p].size();
+		end = std::max(end, parts[p].entries);
+	}
+	if (rows > UINT32_MAX) /* more rows than a count holds: a dictionary's way, the parts' codes read again */
+	{
+		readers = at_codes;
+		return false;
+	}
+	id_rows_.resize(end, 0);
+	/* every id's rows added up, a block of ids at a time: no two threads write one count */
+	size_t blocks = (end + kIdsPerPiece - 1) / kIdsPerPiece;
+	std::vector<size_t> held(blocks, 0);
+	run(blocks, [&](size_t b) {
+		size_t first = b * kIdsPerPiece, last = std::min(end, first + kIdsPerPiece);
+		for (const PartDictionary &part : parts)
+			for (size_t id = first, stop = std::min(last, part.entries); id < stop; ++id)
+				id_rows_[id] += static_cast<uint32_t>(part.count(id)); /* the rows, at most UINT32_MAX, bound every sum */
+		for (size_t id = first; id < last; ++id)
+			held[b] += id_rows_[id] != 0;
+	});
+	ids_held_ = 0;
+	for (size_t n : held)
+		ids_held_ += n;
+	/* the codes are the ids: the parts' rows join as they came, translated once in settle() */
+	for (ChunkedColumn<int32_t> &part : codes)
+		codes_.append_column(std::move(part), take_chunks, run);
+	return true;
+}
+
 void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &run, bool take_chunks)
 {
 	std::vector<PartDictionary> dictionaries;
 	dictionaries.reserve(parts.size());
 	for (ByteReader &in : parts)
 		dictionaries.push_back(read_dictionary(in));
+	if (ids_as_codes_ &&
+		std::all_of(dictionaries.begin(), dictionaries.end(), [](const PartDictionary &part) { return part.ids_as_codes; }) &&
+		add_parts_of_ids_as_codes(dictionaries, parts, run, take_chunks))
+		return;
+	settle(run);
 	if (!number_union_in_id_order(dictionaries, run))
 	{
 		for (size_t p = 0; p < parts.size(); ++p)

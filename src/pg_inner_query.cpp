@@ -182,8 +182,13 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 	ExecContext *call = &ctx;
 	bool gpu_started = false;
 	bool *started = &gpu_started;
+	table.take_ids_as_codes();
 	ParallelReadOutcome outcome =
 		pg_call([query, destination, call, started] { return run_query(query, destination, call, started); });
+	/* the ids as codes of every process numbered at once: the last step of joining the workers' columns */
+	Stopwatch settling;
+	table.settle_ids(pieces_on_threads(ctx, Phase::Read));
+	outcome.join_ms += settling.elapsed_ms();
 	ctx.times.read_ms += clock.elapsed_ms();
 
 	std::string note = std::string(table.what()) + ": ";

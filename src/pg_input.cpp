@@ -88,6 +88,29 @@ void InputTable::use_chunk_source(ChunkSource &source)
 		std::visit([&](auto &c) { c.use_chunk_source(source); }, column);
 }
 
+void InputTable::take_ids_as_codes()
+{
+	if (keeps_row_order_ || chunk_listener_)
+		return;
+	for (AnyColumn &column : columns_)
+		if (auto *ids = std::get_if<IdColumn>(&column))
+			ids->take_ids_as_codes();
+}
+
+void InputTable::settle_ids(const PieceRunner &run)
+{
+	for (AnyColumn &column : columns_)
+		if (auto *ids = std::get_if<IdColumn>(&column))
+			ids->settle(run);
+}
+
+void InputTable::settle_sparse_ids()
+{
+	for (AnyColumn &column : columns_)
+		if (auto *ids = std::get_if<IdColumn>(&column))
+			ids->settle_if_sparse();
+}
+
 void InputTable::append_serialized(ByteReader &in, const PieceRunner &run)
 {
 	std::vector<ByteReader> parts{in};

@@ -168,6 +168,18 @@ class InputTable
 	void use_chunk_source(ChunkSource &source);
 
 	/*
+	 * For a read: every id column takes ids as codes (IdColumn::take_ids_as_codes),
+	 * unless the table keeps row order (its codes then number the ids as the
+	 * rows first bring them) or has a chunk listener (which reads the codes
+	 * of each chunk as it fills).  Before the first row.
+	 */
+	void take_ids_as_codes();
+	/* After the read: every id column a dictionary again (IdColumn::settle), its codes rewritten through run. */
+	void settle_ids(const PieceRunner &run = run_serially);
+	/* Before a worker's columns are sent: IdColumn::settle_if_sparse of every id column. */
+	void settle_sparse_ids();
+
+	/*
 	 * The flat form of the columns (byte_stream.hpp), and appending one:
 	 * how a parallel worker's columns join the calling backend's table.
 	 * The result has the rows of both.  Where the worker's chunks come by

@@ -200,6 +200,7 @@ void make_state(void *arg)
 	{
 		state->own = std::make_unique<InputTable>(state->what.c_str(), state->specs);
 		state->own->use_chunk_source(state->chunks);
+		state->own->take_ids_as_codes();
 		state->table = state->own.get();
 		set_column_types(*state->table, state->binding);
 	}
@@ -344,6 +345,7 @@ struct SerializeArgs
 void count_serialized(void *arg)
 {
 	auto *a = static_cast<SerializeArgs *>(arg);
+	a->state->table->settle_sparse_ids(); /* a count for every integer below a far id is no way to send a few */
 	ByteWriter counter;
 	counter.allow_references();
 	a->state->table->serialize(counter);

@@ -220,7 +220,9 @@ TEST(ColumnParts, IdColumnPartsAtOnceAsIfPushedInOrder)
 	 * some the column's hash table held first (large ones among few), and
 	 * negative or far ones (each part's dictionary merged in turn: -1, the
 	 * largest of all as unsigned, among them), and chunks of codes by
-	 * reference over a chunk boundary.
+	 * reference over a chunk boundary.  The column and each part may hold
+	 * ids as codes (as a read's do), some parts settled first as a worker
+	 * settles sparse ones, the column settled at the end as the read is.
 	 */
 	auto rng = seeded_rng();
 	constexpr size_t kRows = ChunkedColumn<int32_t>::kChunkRows;
@@ -238,16 +240,25 @@ TEST(ColumnParts, IdColumnPartsAtOnceAsIfPushedInOrder)
 		std::vector<size_t> at = cuts(rng, n);
 		Arena arena;
 		IdColumn merged;
-		for (size_t r = 0; r < at[1]; ++r)
-			merged.push_back(ids[r]);
+		if (rng() % 2 == 0)
+			merged.take_ids_as_codes();
+		if (rng() % 2 == 0)
+			merged.append(at[1], [&ids](size_t r) { return ids[r]; });
+		else
+			for (size_t r = 0; r < at[1]; ++r)
+				merged.push_back(ids[r]);
 		std::vector<std::vector<uint8_t>> bytes;
 		std::vector<int64_t> expected(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(at[1]));
 		for (size_t p = 1; p + 1 < at.size(); ++p)
 		{
 			IdColumn part;
 			part.use_chunk_source(arena);
+			if (rng() % 3 != 0)
+				part.take_ids_as_codes();
 			for (size_t r = at[p]; r < at[p + 1]; ++r)
 				part.push_back(ids[r]);
+			if (rng() % 2 == 0)
+				part.settle_if_sparse();
 			bytes.push_back(serialized_by_reference(part));
 			place_like_taken_chunks(expected, std::vector<int64_t>(ids.begin() + static_cast<std::ptrdiff_t>(at[p]),
 																   ids.begin() + static_cast<std::ptrdiff_t>(at[p + 1])));
@@ -258,6 +269,8 @@ TEST(ColumnParts, IdColumnPartsAtOnceAsIfPushedInOrder)
 		merged.append_parts(readers, run_on_threads, true);
 		for (const ByteReader &reader : readers)
 			EXPECT_TRUE(reader.at_end());
+		merged.settle(run_on_threads);
+		ASSERT_FALSE(merged.holds_ids_as_codes());
 
 		ASSERT_EQ(merged.size(), n);
 		for (size_t r = 0; r < n; ++r)
@@ -282,6 +295,115 @@ TEST(ColumnParts, IdColumnPartsAtOnceAsIfPushedInOrder)
 		merged.number_in_id_order();
 		for (size_t r = 0; r < n; ++r)
 			ASSERT_EQ(merged.value_of(merged.code(r)), expected[r]) << "row " << r;
+	}
+}
+
+TEST(ColumnParts, IdsAsCodesSettleAsADictionaryNumberedInIdOrder)
+{
+	/*
+	 * A column of ids as codes, settled, is the column of the same pushes
+	 * as a dictionary, numbered in id order: rows, counts, find.  Shuffled
+	 * ids below the room, then (some rounds) one past it, a far or a
+	 * negative one, which settles the column half way; the rest goes on as
+	 * a dictionary.
+	 */
+	auto rng = seeded_rng();
+	for (int round = 0; round < 16; ++round)
+	{
+		size_t n = 1 + rng() % 200000;
+		std::vector<int64_t> ids(n);
+		for (auto &id : ids)
+			id = static_cast<int64_t>(rng() % (1 + rng() % 1000000));
+		int64_t odd[] = {-1, int64_t(1) << 22, int64_t(1) << 40, 5000000};
+		bool leaves = round % 2 == 1;
+		if (leaves)
+			ids[rng() % n] = odd[rng() % 4];
+		IdColumn as_codes, dictionary;
+		as_codes.take_ids_as_codes();
+		size_t half = rng() % (n + 1);
+		as_codes.append(half, [&ids](size_t r) { return ids[r]; });
+		for (size_t r = half; r < n; ++r)
+			as_codes.push_back(ids[r]);
+		for (int64_t id : ids)
+			dictionary.push_back(id);
+		as_codes.settle(run_on_threads);
+		ASSERT_FALSE(as_codes.holds_ids_as_codes());
+		/* settled in id order; where a far id settled it early, the later ids came as a dictionary's do */
+		if (!leaves)
+			EXPECT_TRUE(as_codes.numbered_in_id_order());
+		as_codes.number_in_id_order();
+		dictionary.number_in_id_order();
+		ASSERT_EQ(as_codes.size(), n);
+		ASSERT_EQ(as_codes.distinct(), dictionary.distinct());
+		EXPECT_EQ(as_codes.values(), dictionary.values());
+		EXPECT_EQ(as_codes.counts(), dictionary.counts());
+		for (size_t r = 0; r < n; ++r)
+			ASSERT_EQ(as_codes.value_of(as_codes.code(r)), ids[r]) << "row " << r;
+		for (int k = 0; k < 100; ++k)
+		{
+			int64_t id = ids[rng() % n];
+			ASSERT_EQ(as_codes.value_of(as_codes.find(id)), id);
+		}
+		EXPECT_EQ(as_codes.find(3000000000LL), -1);
+	}
+}
+
+TEST(ColumnParts, SparseIdsAsCodesTravelAsADictionary)
+{
+	/* a few ids far apart: settle_if_sparse makes the part a dictionary, which serializes in far fewer bytes */
+	IdColumn sparse, dense;
+	sparse.take_ids_as_codes();
+	dense.take_ids_as_codes();
+	for (int64_t id : {900000, 3, 900000, 17})
+		sparse.push_back(id);
+	for (int64_t id = 0; id < 200000; ++id)
+		dense.push_back(id % 70000);
+	size_t before = serialized_bytes(sparse).size();
+	sparse.settle_if_sparse();
+	dense.settle_if_sparse();
+	EXPECT_FALSE(sparse.holds_ids_as_codes());
+	EXPECT_TRUE(dense.holds_ids_as_codes());
+	EXPECT_LT(serialized_bytes(sparse).size() * 100, before);
+	IdColumn joined;
+	joined.take_ids_as_codes();
+	joined.push_back(5);
+	std::vector<uint8_t> a = serialized_bytes(sparse), b = serialized_bytes(dense);
+	std::vector<ByteReader> readers{ByteReader(a.data(), a.size()), ByteReader(b.data(), b.size())};
+	joined.append_parts(readers);
+	joined.settle();
+	ASSERT_EQ(joined.size(), 200005u);
+	EXPECT_EQ(joined.distinct(), 70001u); /* 0 .. 69999, and 900000 */
+	EXPECT_EQ(joined.counts()[static_cast<size_t>(joined.find(900000))], 2);
+	EXPECT_EQ(joined.counts()[static_cast<size_t>(joined.find(5))], 4); /* 3 of dense's, 1 of its own */
+	EXPECT_EQ(joined.counts()[static_cast<size_t>(joined.find(17))], 4);
+	for (size_t r = 0; r < joined.size(); ++r)
+		ASSERT_GE(joined.code(r), 0);
+}
+
+TEST(ColumnParts, IdsAsCodesOfNoIdHeldAreAnInternalError)
+{
+	/* a part's code that its counts say no row holds: bytes gone wrong, found when the column settles */
+	IdColumn part;
+	part.take_ids_as_codes();
+	for (int64_t id : {4, 9, 4})
+		part.push_back(id);
+	std::vector<uint8_t> bytes = serialized_bytes(part);
+	/* the count of id 9 (form, held, entries, then a count of 4 bytes per id) set to 0 */
+	size_t at = 1 + 8 + 8 + 9 * sizeof(uint32_t);
+	ASSERT_EQ(bytes[at], 1);
+	bytes[at] = 0;
+	IdColumn joined;
+	joined.take_ids_as_codes();
+	ByteReader reader(bytes.data(), bytes.size());
+	joined.append_serialized(reader);
+	try
+	{
+		joined.settle();
+		FAIL() << "settled a code of no id held";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::internal_error);
 	}
 }
 
