@@ -205,7 +205,7 @@ bool IdColumn::cover_directly(uint64_t id)
 	while (size <= id)
 		size *= 2;
 	/* at most kMaxDirectIds, and an eighth of it in use once past the first 64k */
-	if (size > kMaxDirectIds || size > 8 * values_.size() + 65536)
+	if (size > kMaxDirectIds || !dense_enough(size, values_.size()))
 		return false;
 	size_t before = dense_.size();
 	dense_.resize(size, -1);
@@ -471,7 +471,7 @@ bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts
 	if (most >= kMaxDirectIds)
 		return false;
 	uint64_t end = std::max<uint64_t>(dense_.size(), most + 1);
-	if (end > 8 * most_distinct + 65536)
+	if (!dense_enough(end, most_distinct))
 		return false;
 
 	/*
@@ -539,7 +539,7 @@ bool IdColumn::keeps_as_code(uint64_t largest, size_t n)
 	 * million users begin anywhere below their largest.  Past it, only as
 	 * dense as the direct array of a dictionary.
 	 */
-	if (size > std::max(kIdsAsCodesRoom, 8 * ids_held_ + 65536))
+	if (size > kIdsAsCodesRoom && !dense_enough(size, ids_held_))
 		return false;
 	id_rows_.resize(size, 0);
 	return true;
@@ -572,7 +572,7 @@ void IdColumn::settle(const PieceRunner &run)
 
 void IdColumn::settle_if_sparse(const PieceRunner &run)
 {
-	if (ids_as_codes_ && id_rows_.size() > 8 * ids_held_ + 65536)
+	if (ids_as_codes_ && !dense_enough(id_rows_.size(), ids_held_))
 		settle(run);
 }
 

@@ -659,6 +659,12 @@ class IdColumn
 
 	/* Ids below this are looked up in a direct array (dense_) when they are dense enough. */
 	static constexpr uint64_t kMaxDirectIds = uint64_t(1) << 22;
+	/*
+	 * Whether an array over `span` integers is worth it for `ids` of them:
+	 * an eighth of it in use once past its first 64k (the direct array's
+	 * rule, and that of ids as codes past their fixed room).
+	 */
+	static bool dense_enough(size_t span, size_t ids) { return span <= 8 * ids + 65536; }
 	/* Ids as codes count the rows of every integer below the largest id: up to this many, or 8 for each id held. */
 	static constexpr size_t kIdsAsCodesRoom = size_t(1) << 20;
 
