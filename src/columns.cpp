@@ -224,6 +224,13 @@ bool IdColumn::cover_directly(uint64_t id)
 	return true;
 }
 
+void IdColumn::forget_rows()
+{
+	if (ids_as_codes_)
+		throw Error(sqlstate::internal_error, "IdColumn::forget_rows: the column holds ids as codes");
+	codes_.forget_rows();
+}
+
 void IdColumn::push_back(int64_t id)
 {
 	if (ids_as_codes_)

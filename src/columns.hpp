@@ -202,6 +202,18 @@ template <typename T> class ChunkedColumn
 	}
 	size_t size() const { return size_; }
 	bool empty() const { return size_ == 0; }
+	/*
+	 * Drops every row.  The chunks it owns stay, and the rows to come are
+	 * written into them again: memory a core already has in its cache, not
+	 * fresh pages (a piece of a parallel read, pg_partials.hpp).
+	 */
+	void forget_rows() noexcept
+	{
+		bool borrows = std::any_of(chunks_.begin(), chunks_.end(), [](const Chunk &chunk) { return chunk.source == nullptr; });
+		if (borrows)
+			release_chunks();
+		size_ = 0;
+	}
 	const T &operator[](size_t i) const { return chunks_[i >> kChunkShift].data[i & (kChunkRows - 1)]; }
 	T &operator[](size_t i) { return chunks_[i >> kChunkShift].data[i & (kChunkRows - 1)]; }
 
@@ -557,6 +569,12 @@ class IdColumn
 	void settle_if_sparse(const PieceRunner &run = run_serially);
 
 	size_t size() const { return codes_.size(); }
+	/*
+	 * Drops every row but keeps the dictionary, and the counts of the rows
+	 * dropped: the ids keep their codes for the rows to come, and counts()
+	 * counts every row ever pushed.  A dictionary only (not ids as codes).
+	 */
+	void forget_rows();
 	size_t distinct() const { return values_.size(); }
 	const ChunkedColumn<int32_t> &codes() const { return codes_; }
 	int32_t code(size_t row) const { return codes_[row]; }
@@ -827,6 +845,13 @@ class NumberColumn
 	}
 	/* Row `row` of a column of the same type, as pushing its input value would have added it. */
 	void push_row_of(const NumberColumn &from, size_t row);
+	/* Drops every row; the rows to come are keyed at the scale reached so far, or a larger one. */
+	void forget_rows() noexcept
+	{
+		keys_.forget_rows();
+		display_scales_.forget_rows();
+		uniform_scale_ = kMixedScales;
+	}
 
 	/* Numeric rows spelled with different display scales (1.5 and 1.50): their order may tell. */
 	bool has_mixed_scales() const { return type_ == NumberType::Numeric && uniform_scale_ == kMixedScales && !keys_.empty(); }

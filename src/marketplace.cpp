@@ -425,17 +425,14 @@ constexpr uint16_t kOffersPartVersion = 2; /* 2: its integer columns may be pack
 } // namespace
 
 OffersPart::OffersPart(const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers, int k)
-	: k_(k), price_(offers.price.type())
+	: OffersPart(k, offers.price.type())
 {
-	const std::vector<int64_t> &counts = n_offers;
 	for (size_t p = 0; p + 1 < ranked.offsets.size(); ++p)
 		for (int64_t r = ranked.offsets[p]; r < ranked.offsets[p + 1]; ++r)
 		{
 			uint32_t row = ranked.rows[r];
-			product_.push_back(offers.product.value_of(static_cast<int32_t>(p)));
-			n_offers_.push_back(r == ranked.offsets[p] ? counts[p] : 0);
-			store_.push_back(offers.store[row]);
-			price_.push_row_of(offers.price, row);
+			add_offer(offers.product.value_of(static_cast<int32_t>(p)), r == ranked.offsets[p] ? n_offers[p] : 0,
+					  offers.store[row], offers.price, row);
 		}
 }
 
@@ -511,12 +508,149 @@ std::vector<uint8_t> cheapest_offers_part(const Offers &offers, int k, ExecConte
 	return serialized_bytes(OffersPart(offers, rank_on_cpu(offers, k, ctx), offers.product.counts(), k));
 }
 
-std::vector<uint8_t> merge_offers_parts(const std::vector<std::vector<uint8_t>> &parts, int k, ExecContext &ctx)
+namespace {
+
+constexpr __int128 kLargestInt128 = static_cast<__int128>(~static_cast<unsigned __int128>(0) >> 1);
+constexpr uint32_t kNotKept = UINT32_MAX;
+
+/*
+ * A price as a value that compares across a numeric column's scales (a
+ * piece's column may be at another scale than the next piece's): a
+ * finite numeric at scale 18, exact in 128 bits, numeric's special values
+ * past every finite one in PostgreSQL's order; the key itself for the
+ * other types, whose keys do not depend on a scale.
+ */
+__int128 comparable_price(int64_t key, NumberType type, int scale)
 {
-	MergedOffers merged;
-	for (const std::vector<uint8_t> &part : parts)
-		merged.append_part(part.data(), part.size(), k);
-	return serialized_bytes(OffersPart(merged.offers(), merge_cheapest_offers(merged, k, ctx), merged.n_offers(), k));
+	static constexpr int64_t kPowersOfTen[] = {1,
+											   10,
+											   100,
+											   1000,
+											   10000,
+											   100000,
+											   1000000,
+											   10000000,
+											   100000000,
+											   1000000000,
+											   10000000000,
+											   100000000000,
+											   1000000000000,
+											   10000000000000,
+											   100000000000000,
+											   1000000000000000,
+											   10000000000000000,
+											   100000000000000000,
+											   1000000000000000000};
+	if (type != NumberType::Numeric)
+		return key;
+	if (key == NumberColumn::kNumericNaN)
+		return kLargestInt128;
+	if (key == NumberColumn::kNumericPosInf)
+		return kLargestInt128 - 1;
+	if (key == NumberColumn::kNumericNegInf)
+		return -kLargestInt128 - 1;
+	return static_cast<__int128>(key) * kPowersOfTen[NumberColumn::kMaxNumericScale - scale];
+}
+
+} // namespace
+
+RunningCheapestOffers::RunningCheapestOffers(int k, size_t compact_from) : k_(k), compact_from_(compact_from)
+{
+	check_k(k);
+}
+
+void RunningCheapestOffers::absorb(const Offers &piece)
+{
+	size_t n = piece.product.size();
+	if (n == 0)
+		return;
+	if (kept_price_.size() == 0)
+		kept_price_.set_type(piece.price.type());
+	kept_price_.set_description(piece.price.description());
+	size_t products = piece.product.distinct();
+	if (heaps_.size() < products)
+	{
+		heaps_.resize(products);
+		worst_.resize(products, kLargestInt128); /* a heap short of k takes every offer */
+	}
+	NumberType type = piece.price.type();
+	int scale = piece.price.scale();
+	for (size_t row = 0; row < n; ++row)
+	{
+		int32_t product = piece.product.code(row);
+		__int128 price = comparable_price(piece.price.key(row), type, scale);
+		if (price > worst_[product])
+			continue;
+		offer(product, Candidate{price, piece.store[row], piece.price.display_scale(row), kNotKept}, piece, row);
+	}
+}
+
+void RunningCheapestOffers::offer(int32_t product, Candidate candidate, const Offers &piece, size_t row)
+{
+	std::vector<Candidate> &heap = heaps_[static_cast<size_t>(product)];
+	auto k = static_cast<size_t>(k_);
+	if (heap.size() == k)
+	{
+		if (!(candidate < heap.front()))
+			return;
+		std::pop_heap(heap.begin(), heap.end());
+		heap.pop_back();
+		--in_heaps_;
+	}
+	if (kept_store_.size() >= kNotKept)
+		throw Error(sqlstate::program_limit_exceeded, "too many offers kept in one process",
+					"A process of a parallel read keeps at most 4294967294 offers at once.");
+	candidate.kept = static_cast<uint32_t>(kept_store_.size());
+	kept_store_.push_back(candidate.store);
+	kept_price_.push_row_of(piece.price, row);
+	if (heap.capacity() == 0)
+		heap.reserve(std::min<size_t>(k, 16)); /* a product's first offer: room for a small k at once */
+	heap.push_back(candidate);
+	std::push_heap(heap.begin(), heap.end());
+	++in_heaps_;
+	if (heap.size() == k)
+		worst_[static_cast<size_t>(product)] = heap.front().price;
+	if (kept_store_.size() >= std::max(compact_from_, 2 * in_heaps_))
+		compact();
+}
+
+void RunningCheapestOffers::compact()
+{
+	/* kept in the order they were: a heap orders equal offers by where they are kept */
+	std::vector<uint32_t> moved(kept_store_.size(), kNotKept);
+	for (const std::vector<Candidate> &heap : heaps_)
+		for (const Candidate &candidate : heap)
+			moved[candidate.kept] = 0;
+	Int64Column store;
+	NumberColumn price(kept_price_.type());
+	price.set_description(kept_price_.description());
+	for (size_t at = 0; at < moved.size(); ++at)
+		if (moved[at] != kNotKept)
+		{
+			moved[at] = static_cast<uint32_t>(store.size());
+			store.push_back(kept_store_[at]);
+			price.push_row_of(kept_price_, at);
+		}
+	for (std::vector<Candidate> &heap : heaps_)
+		for (Candidate &candidate : heap)
+			candidate.kept = moved[candidate.kept];
+	kept_store_ = std::move(store);
+	kept_price_ = std::move(price);
+}
+
+std::vector<uint8_t> RunningCheapestOffers::finish(const Offers &piece)
+{
+	OffersPart part(k_, piece.price.type());
+	const std::vector<int64_t> &counts = piece.product.counts();
+	for (size_t product = 0; product < heaps_.size(); ++product)
+	{
+		std::vector<Candidate> &heap = heaps_[product];
+		std::sort_heap(heap.begin(), heap.end()); /* cheapest first */
+		for (size_t i = 0; i < heap.size(); ++i)
+			part.add_offer(piece.product.value_of(static_cast<int32_t>(product)), i == 0 ? counts[product] : 0,
+						   kept_store_[heap[i].kept], kept_price_, heap[i].kept);
+	}
+	return serialized_bytes(part);
 }
 
 RankedOffers merge_cheapest_offers(const MergedOffers &merged, int k, ExecContext &ctx)

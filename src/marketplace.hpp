@@ -89,6 +89,19 @@ class OffersPart
   public:
 	/* n_offers: per product code, its count of offers (the offers' own, or a merge's sums) */
 	OffersPart(const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers, int k);
+	/* An empty part, whose offers come by add_offer. */
+	OffersPart(int k, NumberType price_type) : k_(k), price_(price_type) {}
+	/*
+	 * The next ranked offer: a product's offers come together, cheapest
+	 * first, the first with the product's count of offers, the others with 0.
+	 */
+	void add_offer(int64_t product, int64_t n_offers, int64_t store, const NumberColumn &price, size_t row)
+	{
+		product_.push_back(product);
+		n_offers_.push_back(n_offers);
+		store_.push_back(store);
+		price_.push_row_of(price, row);
+	}
 	void serialize(ByteWriter &out) const;
 
   private:
@@ -135,8 +148,76 @@ class MergedOffers
  */
 std::vector<uint8_t> cheapest_offers_part(const Offers &offers, int k, ExecContext &ctx);
 
-/* Parts (OffersPart, in flat form) merged into the one part of all their offers, on the CPU with ctx's threads. */
-std::vector<uint8_t> merge_offers_parts(const std::vector<std::vector<uint8_t>> &parts, int k, ExecContext &ctx);
+/*
+ * A share of the offers ranked as they are read, a piece at a time (a
+ * parallel read's partial result, pg_partials.hpp): each product's k
+ * cheapest so far, in a heap of its own, and its count of offers.  An
+ * offer is first compared with its product's k-th cheapest so far, one
+ * value per product, which stays in the core's cache, and only the few
+ * that are cheaper enter a heap; their prices and stores are kept aside
+ * (compacted now and then), the piece's rows forgotten.  The order is
+ * rank_on_cpu's with settle_ties (price, store, fewest decimals), so
+ * finish() gives the OffersPart of cheapest_offers_part over the same rows,
+ * read in any order and cut into any pieces.
+ */
+class RunningCheapestOffers
+{
+  public:
+	/* Kept offers are compacted once they are compact_from or more, and twice those in the heaps (small in tests). */
+	explicit RunningCheapestOffers(int k, size_t compact_from = size_t(1) << 16);
+
+	/*
+	 * Ranks the piece's offers in.  Its product column must be one and the
+	 * same from piece to piece, its rows forgotten in between
+	 * (IdColumn::forget_rows), so that a code names the same product in
+	 * every piece; its prices are of one type throughout.
+	 */
+	void absorb(const Offers &piece);
+	/*
+	 * The OffersPart of every offer absorbed, in flat form: products by the
+	 * piece's product column (its ids, and its counts of every row pushed),
+	 * prices of the piece's price type.
+	 */
+	std::vector<uint8_t> finish(const Offers &piece);
+
+  private:
+	/*
+	 * An offer in a heap: its price as a value comparable across scales
+	 * (comparable_price), store, display scale, and where its price and
+	 * store are kept.  Ordered as the ranking is.
+	 */
+	struct Candidate
+	{
+		__int128 price;
+		int64_t store;
+		int16_t display_scale;
+		uint32_t kept;
+
+		bool operator<(const Candidate &o) const
+		{
+			if (price != o.price)
+				return price < o.price;
+			if (store != o.store)
+				return store < o.store;
+			if (display_scale != o.display_scale)
+				return display_scale < o.display_scale;
+			return kept < o.kept;
+		}
+	};
+
+	void offer(int32_t product, Candidate candidate, const Offers &piece, size_t row);
+	/* The kept offers, rewritten with those in a heap only, once most are out of every heap. */
+	void compact();
+
+	int k_;
+	/* per product code: its heap (a max-heap, its worst first), and the worst's price once it holds k */
+	std::vector<std::vector<Candidate>> heaps_;
+	std::vector<__int128> worst_;
+	size_t in_heaps_ = 0;
+	size_t compact_from_;
+	Int64Column kept_store_;
+	NumberColumn kept_price_;
+};
 
 /* The k cheapest of every product among the parts' offers, on the CPU (a merge is few rows). */
 RankedOffers merge_cheapest_offers(const MergedOffers &merged, int k, ExecContext &ctx);

@@ -88,6 +88,21 @@ void InputTable::use_chunk_source(ChunkSource &source)
 		std::visit([&](auto &c) { c.use_chunk_source(source); }, column);
 }
 
+void InputTable::forget_rows()
+{
+	for (AnyColumn &column : columns_)
+		std::visit(
+			[](auto &c) {
+				if constexpr (std::is_same_v<std::decay_t<decltype(c)>, FloatArrayColumn>)
+					throw Error(sqlstate::internal_error, "InputTable::forget_rows: an array column");
+				else
+					c.forget_rows();
+			},
+			column);
+	rows_ = 0;
+	notified_chunks_ = 0;
+}
+
 void InputTable::take_ids_as_codes()
 {
 	if (keeps_row_order_ || chunk_listener_)

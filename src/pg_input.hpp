@@ -166,6 +166,12 @@ class InputTable
 
 	/* Where every column's new chunks come from; set before the first row. */
 	void use_chunk_source(ChunkSource &source);
+	/*
+	 * Drops every row, each column as its forget_rows() says: chunks kept
+	 * for the rows to come, id dictionaries and their counts kept (a piece
+	 * of a parallel read, pg_partials.hpp).  No array column.
+	 */
+	void forget_rows();
 
 	/*
 	 * For a read: every id column takes ids as codes (IdColumn::take_ids_as_codes),

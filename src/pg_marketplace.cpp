@@ -58,8 +58,10 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 template <typename Parts, typename Use> void rank_merged(const Parts &parts, int k, ExecContext &ctx, Use use)
 {
 	MergedOffers merged;
+	Stopwatch clock; /* the parts' rows into one table: still reading them */
 	for (const auto &part : parts)
 		merged.append_part(part.data, part.size, k);
+	ctx.times.read_ms += clock.elapsed_ms();
 	RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
 	use(merged.offers(), ranked, merged.n_offers());
 }

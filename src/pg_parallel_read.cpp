@@ -210,7 +210,7 @@ void make_state(void *arg)
 		const ColumnBinding *binding = &state->binding; /* the state outlives its builder */
 		state->builder = std::make_unique<PartialBuilder>(
 			state->partial, state->what.c_str(), state->specs,
-			[binding](InputTable &piece) { set_column_types(piece, *binding); }, state->ctx);
+			[binding](InputTable &piece) { set_column_types(piece, *binding); });
 	}
 	a->state = state.release();
 }

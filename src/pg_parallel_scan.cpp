@@ -257,7 +257,7 @@ void make_leader_builder(void *arg)
 	const ColumnBinding *binding = share->binding;
 	share->builder = std::make_unique<PartialBuilder>(
 		table.partial_request(), table.what(), table.specs(),
-		[binding](InputTable &piece) { set_column_types(piece, *binding); }, *active_read->ctx);
+		[binding](InputTable &piece) { set_column_types(piece, *binding); });
 }
 
 /* The share's rows all read: their partial result joins the call's partials (through cpp_callback_guard). */

@@ -1,6 +1,6 @@
 /*
- * pg_partials.cpp: each kind of partial result, computed on a share's rows
- * (see pg_partials.hpp).
+ * pg_partials.cpp: each kind of partial result, built as a share's rows are
+ * read (see pg_partials.hpp).
  */
 
 #include "pg_partials.hpp"
@@ -9,6 +9,36 @@
 #include "pg_input.hpp"
 
 namespace gpurec {
+
+namespace {
+
+/* cheapest_offers: each product's k cheapest offers of the share, and its count of offers there. */
+class CheapestOffersPartial final : public RunningPartial
+{
+  public:
+	explicit CheapestOffersPartial(int k) : running_(k) {}
+	void absorb(InputTable &piece) override { running_.absorb(offers_of(piece)); }
+	std::vector<uint8_t> finish(InputTable &piece) override { return running_.finish(offers_of(piece)); }
+
+  private:
+	static Offers offers_of(InputTable &piece) { return Offers{piece.id(0), piece.int64(1), piece.number(2)}; }
+
+	RunningCheapestOffers running_;
+};
+
+std::unique_ptr<RunningPartial> start_partial(const PartialRequest &request)
+{
+	switch (request.kind)
+	{
+		case PartialKind::CheapestOffers:
+			return std::make_unique<CheapestOffersPartial>(static_cast<int>(request.parameter));
+		case PartialKind::None:
+			break;
+	}
+	throw Error(sqlstate::internal_error, "PartialBuilder: no partial result of this kind");
+}
+
+} // namespace
 
 PartialBound partial_bound(const PartialRequest &request)
 {
@@ -22,72 +52,32 @@ PartialBound partial_bound(const PartialRequest &request)
 	return PartialBound{-1, 0};
 }
 
-std::vector<uint8_t> compute_partial(const PartialRequest &request, InputTable &table, ExecContext &ctx)
-{
-	switch (request.kind)
-	{
-		case PartialKind::CheapestOffers:
-		{
-			Offers offers{table.id(0), table.int64(1), table.number(2)};
-			return cheapest_offers_part(offers, static_cast<int>(request.parameter), ctx);
-		}
-		case PartialKind::None:
-			break;
-	}
-	throw Error(sqlstate::internal_error, "compute_partial: no partial result of this kind");
-}
-
-std::vector<uint8_t> merge_partials(const PartialRequest &request, const std::vector<std::vector<uint8_t>> &parts,
-									ExecContext &ctx)
-{
-	switch (request.kind)
-	{
-		case PartialKind::CheapestOffers:
-			return merge_offers_parts(parts, static_cast<int>(request.parameter), ctx);
-		case PartialKind::None:
-			break;
-	}
-	throw Error(sqlstate::internal_error, "merge_partials: no partial result of this kind");
-}
-
 PartialBuilder::PartialBuilder(PartialRequest request, const char *what, std::vector<ColumnSpec> specs,
-							   std::function<void(InputTable &)> prepare, const ExecContext &ctx)
-	: request_(request), what_(what), specs_(std::move(specs)), prepare_(std::move(prepare)), ctx_(ctx)
+							   const std::function<void(InputTable &)> &prepare)
+	: piece_(std::make_unique<InputTable>(what, std::move(specs))), running_(start_partial(request))
 {
-	ctx_.cpu_threads = 1;
-	ctx_.mode = DeviceMode::Cpu;
-	start_piece();
+	piece_->use_chunk_source(chunks_);
+	prepare(*piece_);
 }
 
 PartialBuilder::~PartialBuilder() = default;
 
-void PartialBuilder::start_piece()
+void PartialBuilder::absorb_piece()
 {
-	piece_.reset(); /* its chunks go back to chunks_, for the next piece */
-	piece_ = std::make_unique<InputTable>(what_, specs_);
-	piece_->use_chunk_source(chunks_);
-	prepare_(*piece_);
-}
-
-void PartialBuilder::reduce_piece()
-{
-	parts_.push_back(compute_partial(request_, *piece_, ctx_));
-	start_piece();
+	running_->absorb(*piece_);
+	piece_->forget_rows();
 }
 
 void PartialBuilder::reduce_if_full()
 {
 	if (piece_->rows() >= kPieceRows)
-		reduce_piece();
+		absorb_piece();
 }
 
 std::vector<uint8_t> PartialBuilder::finish()
 {
-	if (piece_->rows() > 0 || parts_.empty())
-		reduce_piece();
-	if (parts_.size() == 1)
-		return std::move(parts_.front());
-	return merge_partials(request_, parts_, ctx_);
+	absorb_piece();
+	return running_->finish(*piece_);
 }
 
 } // namespace gpurec

@@ -53,58 +53,57 @@ struct PartialBound
 PartialBound partial_bound(const PartialRequest &request);
 
 /*
- * The partial result of the table's rows, in flat form (byte_stream.hpp),
- * computed on the CPU with ctx's threads, whatever ctx's device: a worker
- * process never starts the GPU.  Phase times go to ctx.
+ * A partial result built as the rows come, a piece at a time: what each
+ * kind keeps between pieces (cheapest_offers: RunningCheapestOffers).
  */
-std::vector<uint8_t> compute_partial(const PartialRequest &request, InputTable &table, ExecContext &ctx);
-
-/* Partial results of several shares, of one request, as the one partial result of all their rows. */
-std::vector<uint8_t> merge_partials(const PartialRequest &request, const std::vector<std::vector<uint8_t>> &parts,
-									ExecContext &ctx);
+class RunningPartial
+{
+  public:
+	virtual ~RunningPartial() = default;
+	/* The piece's rows; its id columns keep their dictionaries from piece to piece (InputTable::forget_rows). */
+	virtual void absorb(InputTable &piece) = 0;
+	/* The partial result of every row absorbed, in flat form; the piece is the last one, emptied. */
+	virtual std::vector<uint8_t> finish(InputTable &piece) = 0;
+};
 
 /*
  * One process's partial result, built while it reads: its rows go into a
- * piece (an InputTable) of kPieceRows rows, which is reduced to its partial
- * result once full and then emptied for the next rows, its chunks kept
- * (RecycledChunks).  So a process holds one piece and the pieces' partial
- * results, not every row it read, and touches the same memory piece after
- * piece instead of fresh pages for every row.  The reductions run on one
- * thread, on the CPU, with a copy of the context it is given: a process of
- * a parallel read is one of as many as there are cores.
+ * piece (an InputTable) of kPieceRows rows, which the running partial
+ * result absorbs once full; the piece then forgets its rows but keeps its
+ * chunks and its id dictionaries, so that a code means the same id in
+ * every piece.  A piece is small enough to stay in the core's own cache
+ * while it fills and is absorbed, and what the partial result keeps
+ * between pieces is what it will send (for cheapest_offers, each
+ * product's k cheapest so far): at the end of the read little is left to
+ * do.  One thread, on the CPU: a process of a parallel read is one of as
+ * many as there are cores, and never starts the GPU.
  */
 class PartialBuilder
 {
   public:
-	static constexpr size_t kPieceRows = size_t(1) << 20;
+	static constexpr size_t kPieceRows = size_t(1) << 13;
 
 	/*
-	 * Pieces are made as `what` and `specs` say, and then handed to
+	 * The piece is made as `what` and `specs` say, and then handed to
 	 * `prepare` (the column types the query's binding gives).
 	 */
 	PartialBuilder(PartialRequest request, const char *what, std::vector<ColumnSpec> specs,
-				   std::function<void(InputTable &)> prepare, const ExecContext &ctx);
+				   const std::function<void(InputTable &)> &prepare);
 	~PartialBuilder();
 
 	/* Where the next rows go. */
 	InputTable &piece() { return *piece_; }
-	/* Reduces the piece when it holds kPieceRows rows or more (its rows all appended). */
+	/* Absorbs the piece when it holds kPieceRows rows or more (its rows all appended). */
 	void reduce_if_full();
-	/* The partial result of every row given: the last piece reduced, and all merged. */
+	/* The partial result of every row given. */
 	std::vector<uint8_t> finish();
 
   private:
-	void start_piece();
-	void reduce_piece();
+	void absorb_piece();
 
-	PartialRequest request_;
-	const char *what_;
-	std::vector<ColumnSpec> specs_;
-	std::function<void(InputTable &)> prepare_;
-	ExecContext ctx_;
 	RecycledChunks chunks_; /* before piece_: it outlives the piece's columns */
 	std::unique_ptr<InputTable> piece_;
-	std::vector<std::vector<uint8_t>> parts_;
+	std::unique_ptr<RunningPartial> running_;
 };
 
 } // namespace gpurec

@@ -655,6 +655,14 @@ std::map<int64_t, std::pair<int64_t, std::vector<ShownOffer>>> shown(const Offer
 	return out;
 }
 
+/* A price's unscaled digits at its display scale (numeric), as the input layer gives them; 0 otherwise. */
+int64_t unscaled_of(const TruePrice &t, NumberType type)
+{
+	return type == NumberType::Numeric && t.cls == TruePrice::Finite
+			   ? static_cast<int64_t>(t.exact / pow10_128(18 - t.dscale))
+			   : 0;
+}
+
 /* The market's rows dealt to `shards` markets at random (some may get none). */
 std::vector<Market> deal(std::mt19937_64 &rng, const Market &m, size_t shards)
 {
@@ -667,11 +675,7 @@ std::vector<Market> deal(std::mt19937_64 &rng, const Market &m, size_t shards)
 		size_t s = rng() % shards;
 		if (s == empty)
 			s = (s + 1) % shards;
-		const TruePrice &t = m.truth[i];
-		int64_t unscaled = m.type() == NumberType::Numeric && t.cls == TruePrice::Finite
-							   ? static_cast<int64_t>(t.exact / pow10_128(18 - t.dscale))
-							   : 0;
-		parts[shards == 1 ? 0 : s].add(m.product_id[i], m.store[i], t, unscaled);
+		parts[shards == 1 ? 0 : s].add(m.product_id[i], m.store[i], m.truth[i], unscaled_of(m.truth[i], m.type()));
 	}
 	return parts;
 }
@@ -707,32 +711,87 @@ TEST(MarketplaceShards, MergedPartsAreTheWholeRanking)
 	EXPECT_GT(empty_shards, 0) << "no shard was empty";
 }
 
-TEST(MarketplaceShards, PartsOfPartsAreTheWholeRanking)
+/*
+ * A process's part as a parallel read builds it (PartialBuilder): its rows
+ * pushed into one set of columns in pieces of `piece_rows`, each piece
+ * ranked in (RunningCheapestOffers::absorb) and then forgotten, the
+ * dictionary of product ids kept.
+ */
+std::vector<uint8_t> running_part_bytes(const Market &process, int k, size_t piece_rows, size_t compact_from)
+{
+	RunningCheapestOffers running(k, compact_from);
+	Market piece(process.type());
+	auto absorb = [&] {
+		running.absorb(piece.offers());
+		piece.product.forget_rows();
+		piece.store.forget_rows();
+		piece.price.forget_rows();
+	};
+	for (size_t i = 0; i < process.size(); ++i)
+	{
+		piece.add(process.product_id[i], process.store[i], process.truth[i], unscaled_of(process.truth[i], process.type()));
+		if (piece.product.size() == piece_rows)
+			absorb();
+	}
+	absorb();
+	return running.finish(piece.offers());
+}
+
+TEST(MarketplaceShards, RunningPartsAreTheWholeRanking)
 {
 	/*
-	 * As a parallel read's process builds its part (PartialBuilder): its
-	 * rows ranked piece by piece, the pieces' parts merged into its one
-	 * part (merge_offers_parts); the processes' parts merged again show
-	 * the whole ranking, n_offers summed twice over.
+	 * Each process of a parallel read ranks its rows as they come, piece
+	 * by piece (the scales of a numeric piece differing from the next's),
+	 * compacting what it keeps now and then; the processes' parts merged
+	 * show the whole ranking, n_offers summed.  Some markets come in
+	 * descending price order, so that every offer enters its heap.
 	 */
 	auto rng = seeded_rng();
+	int descending = 0;
 	for_random_markets([&](const Market &m, int k) {
+		const Market *input = &m;
+		Market sorted(m.type());
+		if (rng() % 3 == 0)
+		{
+			std::vector<size_t> order(m.size());
+			std::iota(order.begin(), order.end(), 0);
+			std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+				return compare_prices(m.truth[b], m.truth[a], m.type()) < 0;
+			});
+			for (size_t i : order)
+				sorted.add(m.product_id[i], m.store[i], m.truth[i], unscaled_of(m.truth[i], m.type()));
+			input = &sorted;
+			++descending;
+		}
 		size_t processes = 1 + rng() % 4;
 		MergedOffers merged;
-		for (const Market &process : deal(rng, m, processes))
+		for (const Market &process : deal(rng, *input, processes))
 		{
-			std::vector<std::vector<uint8_t>> pieces;
-			for (const Market &piece : deal(rng, process, 1 + rng() % 3))
-				pieces.push_back(part_bytes(piece, k));
-			ExecContext ctx = context(DeviceMode::Cpu);
-			std::vector<uint8_t> bytes = merge_offers_parts(pieces, k, ctx);
+			std::vector<uint8_t> bytes = running_part_bytes(process, k, 1 + rng() % 300, 1 + rng() % 64);
 			merged.append_part(bytes.data(), bytes.size(), k);
 		}
 		ExecContext whole_ctx = context(DeviceMode::Cpu), merge_ctx = context(DeviceMode::Cpu);
-		RankedOffers whole = cheapest_offers(m.offers(), k, whole_ctx);
+		RankedOffers whole = cheapest_offers(input->offers(), k, whole_ctx);
 		RankedOffers got = merge_cheapest_offers(merged, k, merge_ctx);
-		EXPECT_EQ(shown(merged.offers(), got, merged.n_offers()), shown(m.offers(), whole, m.product.counts()))
+		EXPECT_EQ(shown(merged.offers(), got, merged.n_offers()), shown(input->offers(), whole, input->product.counts()))
 			<< processes << " processes";
+	});
+	EXPECT_GT(descending, 0);
+}
+
+TEST(MarketplaceShards, ARunningPartIsTheWholeProcesssPart)
+{
+	/* one process's running part, whatever its pieces, is the part of its rows ranked at once */
+	auto rng = seeded_rng();
+	for_random_markets([&](const Market &m, int k) {
+		std::vector<uint8_t> running = running_part_bytes(m, k, 1 + rng() % 500, 1 + rng() % 64);
+		MergedOffers from_running, from_whole;
+		from_running.append_part(running.data(), running.size(), k);
+		std::vector<uint8_t> whole = part_bytes(m, k);
+		from_whole.append_part(whole.data(), whole.size(), k);
+		ExecContext a = context(DeviceMode::Cpu), b = context(DeviceMode::Cpu);
+		EXPECT_EQ(shown(from_running.offers(), merge_cheapest_offers(from_running, k, a), from_running.n_offers()),
+				  shown(from_whole.offers(), merge_cheapest_offers(from_whole, k, b), from_whole.n_offers()));
 	});
 }
 
