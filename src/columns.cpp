@@ -109,39 +109,6 @@ ChunkSource &mapped_chunks()
 	return source;
 }
 
-RecycledChunks::~RecycledChunks()
-{
-	for (const auto &[chunk, bytes] : kept_)
-		free_chunk(chunk, bytes);
-}
-
-void *RecycledChunks::allocate(size_t bytes)
-{
-	for (size_t i = 0; i < kept_.size(); ++i)
-		if (kept_[i].second == bytes)
-		{
-			void *chunk = kept_[i].first;
-			kept_[i] = kept_.back();
-			kept_.pop_back();
-			return chunk;
-		}
-	return allocate_chunk(bytes);
-}
-
-void RecycledChunks::release(void *chunk, size_t bytes) noexcept
-{
-	if (chunk == nullptr)
-		return;
-	try
-	{
-		kept_.emplace_back(chunk, bytes);
-	}
-	catch (...)
-	{
-		free_chunk(chunk, bytes); /* no room to keep it: given back now */
-	}
-}
-
 int32_t IdColumn::find(int64_t id) const
 {
 	uint64_t direct = static_cast<uint64_t>(id);

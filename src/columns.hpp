@@ -117,28 +117,6 @@ class ChunkSource
 ChunkSource &mapped_chunks();
 
 /*
- * Mapped chunks that, given back, are kept and handed out again rather
- * than unmapped, and all unmapped when it goes: for columns made and
- * dropped over and over in one process (a parallel read's pieces,
- * pg_partials.hpp).  The kernel zeroes every freshly mapped page, and on the
- * 2-core machine that zeroing was 40% of a parallel read's time.  It must
- * outlive the columns that take chunks from it.
- */
-class RecycledChunks final : public ChunkSource
-{
-  public:
-	RecycledChunks() = default;
-	RecycledChunks(const RecycledChunks &) = delete;
-	RecycledChunks &operator=(const RecycledChunks &) = delete;
-	~RecycledChunks();
-	void *allocate(size_t bytes) override;
-	void release(void *chunk, size_t bytes) noexcept override;
-
-  private:
-	std::vector<std::pair<void *, size_t>> kept_;
-};
-
-/*
  * Runs run_piece(0) .. run_piece(pieces - 1), in any order, perhaps several
  * at once on other threads, and returns when all have run (rethrowing what
  * one threw).  Appending serialized columns copies through one, so that the

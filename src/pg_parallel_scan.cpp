@@ -156,15 +156,15 @@ ColumnBinding scan_binding(const ColumnBinding &binding, const int16 *source)
 	return scan;
 }
 
-/* A builder's piece reduced when full (through cpp_callback_guard). */
-void reduce_if_full(void *builder)
+/* A builder's piece absorbed when full (through cpp_callback_guard). */
+void absorb_if_full(void *builder)
 {
-	static_cast<PartialBuilder *>(builder)->reduce_if_full();
+	static_cast<PartialBuilder *>(builder)->absorb_if_full();
 }
 
 /*
  * Reads rows of the parallel scan into `table`, or `builder`'s pieces
- * (each reduced once full), until the scan is done: each row that passes
+ * (each absorbed once full), until the scan is done: each row that passes
  * `qual`, the table's own columns or, with `outputs`, the row those
  * expressions make of it.  Whatever a row's conversion allocates lives in
  * a context emptied at every flush of the batch, what its expressions
@@ -224,7 +224,7 @@ void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *o
 			MemoryContextReset(rows_context);
 			if (builder != nullptr)
 			{
-				cpp_callback_guard(reduce_if_full, builder);
+				cpp_callback_guard(absorb_if_full, builder);
 				into = &builder->piece();
 			}
 		}

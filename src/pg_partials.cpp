@@ -56,7 +56,6 @@ PartialBuilder::PartialBuilder(PartialRequest request, const char *what, std::ve
 							   const std::function<void(InputTable &)> &prepare)
 	: piece_(std::make_unique<InputTable>(what, std::move(specs))), running_(start_partial(request))
 {
-	piece_->use_chunk_source(chunks_);
 	prepare(*piece_);
 }
 
@@ -68,7 +67,7 @@ void PartialBuilder::absorb_piece()
 	piece_->forget_rows();
 }
 
-void PartialBuilder::reduce_if_full()
+void PartialBuilder::absorb_if_full()
 {
 	if (piece_->rows() >= kPieceRows)
 		absorb_piece();

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "columns.hpp"
-#include "device.hpp"
 
 namespace gpurec {
 
@@ -94,14 +93,13 @@ class PartialBuilder
 	/* Where the next rows go. */
 	InputTable &piece() { return *piece_; }
 	/* Absorbs the piece when it holds kPieceRows rows or more (its rows all appended). */
-	void reduce_if_full();
+	void absorb_if_full();
 	/* The partial result of every row given. */
 	std::vector<uint8_t> finish();
 
   private:
 	void absorb_piece();
 
-	RecycledChunks chunks_; /* before piece_: it outlives the piece's columns */
 	std::unique_ptr<InputTable> piece_;
 	std::unique_ptr<RunningPartial> running_;
 };

@@ -675,42 +675,66 @@ TEST(ColumnParts, ForeignBytesAreAnInternalError)
 	EXPECT_THROW(merged.append_serialized(truncated), Error);
 }
 
-TEST(ColumnParts, RecycledChunksServeTheNextColumns)
+TEST(ColumnParts, ForgottenRowsLeaveChunksAndDictionaries)
 {
 	/*
-	 * Columns made and dropped in turn (a parallel read's pieces) take the
-	 * chunks the last ones gave back: the same memory, and each column
-	 * still holds exactly its own rows.
+	 * A parallel read's piece forgets its rows between pieces
+	 * (InputTable::forget_rows): the next rows go into the same chunks,
+	 * ids keep their codes and their counts go on, and numbers take the
+	 * scales of the rows that come, whatever the earlier ones had.
 	 */
-	constexpr size_t kRows = Int64Column::kChunkRows;
-	RecycledChunks chunks;
-	std::vector<const void *> first_chunks;
-	for (int round = 0; round < 3; ++round)
+	auto rng = seeded_rng();
+	Int64Column ints;
+	IdColumn ids;
+	NumberColumn prices(NumberType::Numeric);
+	std::map<int64_t, int64_t> rows_of_id;
+	const void *first_chunk = nullptr;
+	for (int round = 0; round < 4; ++round)
 	{
-		Int64Column column;
-		column.use_chunk_source(chunks);
-		size_t n = kRows + 1000 + static_cast<size_t>(round);
+		size_t n = 1 + rng() % 3000;
+		int scale = static_cast<int>(rng() % 4); /* a piece's scale differs from the last one's */
+		std::vector<int64_t> want_ints, want_unscaled;
 		for (size_t r = 0; r < n; ++r)
-			column.push_back(static_cast<int64_t>(r) * (round + 1) - 5);
-		ASSERT_EQ(column.size(), n);
-		for (size_t r = 0; r < n; r += 997)
-			ASSERT_EQ(column[r], static_cast<int64_t>(r) * (round + 1) - 5) << "round " << round << ", row " << r;
-		std::vector<const void *> used{column.chunk_data(0), column.chunk_data(1)};
+		{
+			int64_t id = static_cast<int64_t>(rng() % 50), v = static_cast<int64_t>(rng() % 100000) - 50000;
+			ints.push_back(v);
+			ids.push_back(id);
+			prices.push_numeric(v, scale);
+			want_ints.push_back(v);
+			want_unscaled.push_back(v);
+			++rows_of_id[id];
+		}
+		ASSERT_EQ(ints.size(), n);
+		ASSERT_EQ(ids.size(), n);
+		ASSERT_EQ(prices.size(), n);
 		if (round == 0)
-			first_chunks = used;
-		else
-			EXPECT_TRUE(std::is_permutation(used.begin(), used.end(), first_chunks.begin()))
-				<< "round " << round << " mapped new chunks";
+			first_chunk = ints.chunk_data(0);
+		EXPECT_EQ(ints.chunk_data(0), first_chunk) << "round " << round << " mapped a new chunk";
+		EXPECT_FALSE(prices.has_mixed_scales()) << "round " << round;
+		for (size_t r = 0; r < n; ++r)
+		{
+			ASSERT_EQ(ints[r], want_ints[r]);
+			ASSERT_EQ(prices.display_scale(r), scale);
+			ASSERT_EQ(prices.unscaled_at_display_scale(r), want_unscaled[r]);
+		}
+		for (const auto &[id, rows] : rows_of_id)
+		{
+			int32_t code = ids.find(id);
+			ASSERT_GE(code, 0);
+			EXPECT_EQ(ids.counts()[static_cast<size_t>(code)], rows) << "id " << id << ": the counts go on";
+		}
+		ints.forget_rows();
+		ids.forget_rows();
+		prices.forget_rows();
+		EXPECT_EQ(ints.size(), 0u);
+		EXPECT_EQ(ids.size(), 0u);
+		EXPECT_EQ(prices.size(), 0u);
+		EXPECT_EQ(ids.distinct(), rows_of_id.size()) << "the dictionary was dropped";
 	}
-	/* two columns at once cannot share: the second maps its own */
-	Int64Column a, b;
-	a.use_chunk_source(chunks);
-	b.use_chunk_source(chunks);
-	a.push_back(1);
-	b.push_back(2);
-	EXPECT_NE(a.chunk_data(0), b.chunk_data(0));
-	EXPECT_EQ(a[0], 1);
-	EXPECT_EQ(b[0], 2);
+	IdColumn as_codes;
+	as_codes.take_ids_as_codes();
+	as_codes.push_back(3);
+	EXPECT_THROW(as_codes.forget_rows(), Error);
 }
 
 } // namespace
