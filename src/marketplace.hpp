@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "../kernels/api/marketplace_kernels.hpp"
@@ -195,13 +196,7 @@ class RunningCheapestOffers
 
 		bool operator<(const Candidate &o) const
 		{
-			if (price != o.price)
-				return price < o.price;
-			if (store != o.store)
-				return store < o.store;
-			if (display_scale != o.display_scale)
-				return display_scale < o.display_scale;
-			return kept < o.kept;
+			return std::tie(price, store, display_scale, kept) < std::tie(o.price, o.store, o.display_scale, o.kept);
 		}
 	};
 
