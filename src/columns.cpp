@@ -659,14 +659,121 @@ std::string decimal_text(int64_t unscaled, int scale)
 	return negative ? "-" + digits : digits;
 }
 
-void NumberColumn::out_of_range(int64_t unscaled, int dscale, int at_scale) const
+__int128 NumberColumn::comparable(int64_t key, NumberType type, int scale)
+{
+	constexpr __int128 kLargest = static_cast<__int128>(~static_cast<unsigned __int128>(0) >> 1);
+	if (type != NumberType::Numeric)
+		return key;
+	if (key == kNumericNaN)
+		return kLargest;
+	if (key == kNumericPosInf)
+		return kLargest - 1;
+	if (key == kNumericNegInf)
+		return -kLargest - 1;
+	return static_cast<__int128>(key) * kPow10[kMaxNumericScale - scale];
+}
+
+void NumberColumn::raise_out_of_range(int64_t unscaled, int dscale, int at_scale, const std::string &description)
 {
 	std::string value = decimal_text(unscaled, dscale);
-	std::vector<char> message(value.size() + description_.size() + 128), detail(512);
+	std::vector<char> message(value.size() + description.size() + 128), detail(512);
 	std::snprintf(message.data(), message.size(), numeric_range_text::message, value.c_str(),
-				  description_.c_str(), at_scale);
+				  description.c_str(), at_scale);
 	std::snprintf(detail.data(), detail.size(), numeric_range_text::detail, at_scale, at_scale);
 	throw Error(sqlstate::numeric_value_out_of_range, message.data(), detail.data(), numeric_range_text::hint);
+}
+
+void NumericReach::add_column(const NumberColumn &column)
+{
+	if (column.type() != NumberType::Numeric)
+		return;
+	bool found = false;
+	int64_t largest = 0;
+	uint64_t magnitude = 0;
+	const ChunkedColumn<int64_t> &all = column.keys();
+	for (size_t c = 0; c < all.chunk_count(); ++c)
+	{
+		const int64_t *keys = all.chunk_data(c);
+		for (size_t i = 0, count = all.chunk_rows(c); i < count; ++i)
+		{
+			int64_t key = keys[i];
+			if (key == NumberColumn::kNumericNaN || key == NumberColumn::kNumericPosInf ||
+				key == NumberColumn::kNumericNegInf)
+				continue;
+			uint64_t m = key < 0 ? 0 - static_cast<uint64_t>(key) : static_cast<uint64_t>(key);
+			if (!found || m > magnitude || (m == magnitude && key < largest))
+			{
+				found = true;
+				magnitude = m;
+				largest = key;
+			}
+		}
+	}
+	if (found)
+		add_value(largest, column.scale());
+}
+
+void NumericReach::add_value(int64_t unscaled, int scale)
+{
+	auto magnitude = [](int64_t u, int s) {
+		__int128 v = NumberColumn::comparable(u, NumberType::Numeric, s);
+		return v < 0 ? -v : v;
+	};
+	if (!any_)
+	{
+		any_ = true;
+		scale_ = scale;
+		unscaled_ = unscaled;
+		value_scale_ = scale;
+		return;
+	}
+	scale_ = std::max(scale_, scale);
+	__int128 m = magnitude(unscaled, scale), held = magnitude(unscaled_, value_scale_);
+	__int128 value = NumberColumn::comparable(unscaled, NumberType::Numeric, scale),
+			 held_value = NumberColumn::comparable(unscaled_, NumberType::Numeric, value_scale_);
+	if (m > held || (m == held && (value < held_value || (value == held_value && scale < value_scale_))))
+	{
+		unscaled_ = unscaled;
+		value_scale_ = scale;
+	}
+}
+
+void NumericReach::add(const NumericReach &other)
+{
+	if (!other.any_)
+		return;
+	add_value(other.unscaled_, other.value_scale_);
+	scale_ = std::max(scale_, other.scale_);
+}
+
+void NumericReach::check(const std::string &description) const
+{
+	int64_t at_scale;
+	if (any_ && !scale_up(unscaled_, scale_ - value_scale_, &at_scale))
+		NumberColumn::raise_out_of_range(unscaled_, value_scale_, scale_, description);
+}
+
+void NumericReach::serialize(ByteWriter &out) const
+{
+	out.put<uint8_t>(any_ ? 1 : 0);
+	out.put<int32_t>(scale_);
+	out.put<int64_t>(unscaled_);
+	out.put<int32_t>(value_scale_);
+}
+
+NumericReach NumericReach::read(ByteReader &in)
+{
+	NumericReach reach;
+	uint8_t any = in.get<uint8_t>();
+	reach.scale_ = in.get<int32_t>();
+	reach.unscaled_ = in.get<int64_t>();
+	reach.value_scale_ = in.get<int32_t>();
+	reach.any_ = any == 1;
+	if (any > 1 || reach.scale_ < 0 || reach.scale_ > NumberColumn::kMaxNumericScale || reach.value_scale_ < 0 ||
+		reach.value_scale_ > reach.scale_ || reach.unscaled_ == NumberColumn::kNumericNegInf ||
+		reach.unscaled_ >= NumberColumn::kNumericPosInf)
+		throw Error(sqlstate::internal_error, "its numeric reach is out of range");
+	return reach;
 }
 
 void NumberColumn::push_numeric_rescaling(int64_t unscaled, int dscale, int display)

@@ -823,6 +823,17 @@ class NumberColumn
 	}
 	/* Row `row` of a column of the same type, as pushing its input value would have added it. */
 	void push_row_of(const NumberColumn &from, size_t row);
+	/*
+	 * A key of a column at `scale` as a value that compares across columns
+	 * of other scales: a finite numeric at scale 18, exact in 128 bits,
+	 * numeric's special values past every finite one in PostgreSQL's
+	 * order; the key itself for the other types, whose keys have no scale.
+	 */
+	static __int128 comparable(int64_t key, NumberType type, int scale);
+	/* ERROR 22003: the value unscaled x 10^-dscale of the column `description` cannot be held at_scale. */
+	[[noreturn]] static void raise_out_of_range(int64_t unscaled, int dscale, int at_scale,
+												 const std::string &description);
+
 	/* Drops every row; the rows to come are keyed at the scale reached so far, or a larger one. */
 	void forget_rows() noexcept
 	{
@@ -886,7 +897,10 @@ class NumberColumn
 	void push_display_scale(int16_t scale);
 	void rescale_to(int new_scale);
 
-	[[noreturn]] void out_of_range(int64_t unscaled, int dscale, int at_scale) const;
+	[[noreturn]] void out_of_range(int64_t unscaled, int dscale, int at_scale) const
+	{
+		raise_out_of_range(unscaled, dscale, at_scale, description_);
+	}
 
 	NumberType type_;
 	std::string description_ = "a numeric column";
@@ -899,6 +913,38 @@ class NumberColumn
 	int16_t uniform_scale_ = kMixedScales;
 	ChunkedColumn<int16_t> display_scales_;
 	int scale_ = 0;
+};
+
+/*
+ * What decides whether one NumberColumn could hold the rows of a numeric
+ * input (every finite value exact at the largest scale among them, in 64
+ * bits): that scale, and the value of largest magnitude.  Rows read apart
+ * and never held in one column (the processes of a parallel read that
+ * send partial results, shards) each carry theirs, so that joined they
+ * raise ERROR 22003 where one column of all the rows would, though the
+ * join holds only some of them.
+ */
+class NumericReach
+{
+  public:
+	/* Every finite row of a numeric column; nothing for the other types. */
+	void add_column(const NumberColumn &column);
+	void add(const NumericReach &other);
+	/* ERROR 22003, in NumberColumn's words naming `description`, where one column could not hold every row added. */
+	void check(const std::string &description) const;
+
+	/* The flat form; reading one that is not raises an internal error. */
+	void serialize(ByteWriter &out) const;
+	static NumericReach read(ByteReader &in);
+
+  private:
+	void add_value(int64_t unscaled, int scale);
+
+	bool any_ = false; /* a finite value was added */
+	int scale_ = 0;	   /* the largest scale among them */
+	/* the value of largest magnitude (the lowest of equal magnitudes, at its lowest scale) */
+	int64_t unscaled_ = 0;
+	int value_scale_ = 0;
 };
 
 /* unscaled * 10^-scale as SQL spells it: 1000000000000, 0.0000001, -4.50 */

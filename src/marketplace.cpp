@@ -420,12 +420,13 @@ namespace {
  * byte order, like one of another layout, reads a magic that does not match.
  */
 constexpr uint32_t kOffersPartMagic = 0x4f505247; /* "GRPO" */
-constexpr uint16_t kOffersPartVersion = 2; /* 2: its integer columns may be packed (byte_stream.hpp) */
+constexpr uint16_t kOffersPartVersion = 3; /* 2: its integer columns may be packed (byte_stream.hpp); 3: its numeric reach */
 
 } // namespace
 
-OffersPart::OffersPart(const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers, int k)
-	: OffersPart(k, offers.price.type())
+OffersPart::OffersPart(const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers, int k,
+					   const NumericReach &reach)
+	: OffersPart(k, offers.price.type(), reach)
 {
 	for (size_t p = 0; p + 1 < ranked.offsets.size(); ++p)
 		for (int64_t r = ranked.offsets[p]; r < ranked.offsets[p + 1]; ++r)
@@ -446,6 +447,7 @@ void OffersPart::serialize(ByteWriter &out) const
 	n_offers_.serialize(out);
 	store_.serialize(out);
 	price_.serialize(out);
+	reach_.serialize(out);
 }
 
 void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
@@ -475,6 +477,7 @@ void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 		counts_.append_serialized(in);
 		store_.append_serialized(in);
 		price_.append_serialized(in);
+		reach_.add(NumericReach::read(in));
 		if (!in.at_end() || product_ids_.size() != store_.size() || counts_.size() != store_.size() ||
 			price_.size() != store_.size())
 			throw Error(sqlstate::internal_error, "its columns disagree");
@@ -505,52 +508,15 @@ std::vector<uint8_t> cheapest_offers_part(const Offers &offers, int k, ExecConte
 {
 	check_k(k);
 	check_offer_count(offers.product.size());
-	return serialized_bytes(OffersPart(offers, rank_on_cpu(offers, k, ctx), offers.product.counts(), k));
+	NumericReach reach;
+	reach.add_column(offers.price);
+	return serialized_bytes(OffersPart(offers, rank_on_cpu(offers, k, ctx), offers.product.counts(), k, reach));
 }
 
 namespace {
 
-constexpr __int128 kLargestInt128 = static_cast<__int128>(~static_cast<unsigned __int128>(0) >> 1);
+constexpr __int128 kLargestInt128 = static_cast<__int128>(~static_cast<unsigned __int128>(0) >> 1); /* NaN's comparable price */
 constexpr uint32_t kNotKept = UINT32_MAX;
-
-/*
- * A price as a value that compares across a numeric column's scales (a
- * piece's column may be at another scale than the next piece's): a
- * finite numeric at scale 18, exact in 128 bits, numeric's special values
- * past every finite one in PostgreSQL's order; the key itself for the
- * other types, whose keys do not depend on a scale.
- */
-__int128 comparable_price(int64_t key, NumberType type, int scale)
-{
-	static constexpr int64_t kPowersOfTen[] = {1,
-											   10,
-											   100,
-											   1000,
-											   10000,
-											   100000,
-											   1000000,
-											   10000000,
-											   100000000,
-											   1000000000,
-											   10000000000,
-											   100000000000,
-											   1000000000000,
-											   10000000000000,
-											   100000000000000,
-											   1000000000000000,
-											   10000000000000000,
-											   100000000000000000,
-											   1000000000000000000};
-	if (type != NumberType::Numeric)
-		return key;
-	if (key == NumberColumn::kNumericNaN)
-		return kLargestInt128;
-	if (key == NumberColumn::kNumericPosInf)
-		return kLargestInt128 - 1;
-	if (key == NumberColumn::kNumericNegInf)
-		return -kLargestInt128 - 1;
-	return static_cast<__int128>(key) * kPowersOfTen[NumberColumn::kMaxNumericScale - scale];
-}
 
 } // namespace
 
@@ -567,6 +533,7 @@ void RunningCheapestOffers::absorb(const Offers &piece)
 	if (kept_price_.size() == 0)
 		kept_price_.set_type(piece.price.type());
 	kept_price_.set_description(piece.price.description());
+	reach_.add_column(piece.price);
 	size_t products = piece.product.distinct();
 	if (heaps_.size() < products)
 	{
@@ -578,7 +545,7 @@ void RunningCheapestOffers::absorb(const Offers &piece)
 	for (size_t row = 0; row < n; ++row)
 	{
 		int32_t product = piece.product.code(row);
-		__int128 price = comparable_price(piece.price.key(row), type, scale);
+		__int128 price = NumberColumn::comparable(piece.price.key(row), type, scale);
 		if (price > worst_[product])
 			continue;
 		offer(product, Candidate{price, piece.store[row], piece.price.display_scale(row), kNotKept}, piece, row);
@@ -640,7 +607,8 @@ void RunningCheapestOffers::compact()
 
 std::vector<uint8_t> RunningCheapestOffers::finish(const Offers &piece)
 {
-	OffersPart part(k_, piece.price.type());
+	reach_.check(piece.price.description());
+	OffersPart part(k_, piece.price.type(), reach_);
 	const std::vector<int64_t> &counts = piece.product.counts();
 	for (size_t product = 0; product < heaps_.size(); ++product)
 	{

@@ -88,10 +88,15 @@ void settle_ties(const Offers &offers, RankedOffers &ranked, ExecContext &ctx);
 class OffersPart
 {
   public:
-	/* n_offers: per product code, its count of offers (the offers' own, or a merge's sums) */
-	OffersPart(const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers, int k);
+	/*
+	 * n_offers: per product code, its count of offers (the offers' own, or
+	 * a merge's sums); reach: the numeric reach of every offer the part
+	 * stands for, ranked or not (NumericReach).
+	 */
+	OffersPart(const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers, int k,
+			   const NumericReach &reach);
 	/* An empty part, whose offers come by add_offer. */
-	OffersPart(int k, NumberType price_type) : k_(k), price_(price_type) {}
+	OffersPart(int k, NumberType price_type, const NumericReach &reach) : k_(k), reach_(reach), price_(price_type) {}
 	/*
 	 * The next ranked offer: a product's offers come together, cheapest
 	 * first, the first with the product's count of offers, the others with 0.
@@ -107,6 +112,7 @@ class OffersPart
 
   private:
 	int k_;
+	NumericReach reach_;
 	/* a row per ranked offer; n_offers_ holds the product's count on its first row, 0 on the others */
 	Int64Column product_;
 	Int64Column n_offers_;
@@ -129,6 +135,11 @@ class MergedOffers
 	const Offers &offers() const { return offers_; }
 	/* Per product code: the shards' counts of its offers, added up. */
 	const std::vector<int64_t> &n_offers() const { return n_offers_; }
+	/*
+	 * The numeric reach of every offer of every part: check() it raises
+	 * ERROR 22003 where one read of all the shards' offers would have.
+	 */
+	const NumericReach &reach() const { return reach_; }
 
   private:
 	IdColumn product_;
@@ -139,6 +150,7 @@ class MergedOffers
 	/* every part's rows, as they came: product ids, and counts on a product's first row */
 	Int64Column product_ids_;
 	Int64Column counts_;
+	NumericReach reach_;
 	size_t parts_ = 0;
 };
 
@@ -177,14 +189,16 @@ class RunningCheapestOffers
 	/*
 	 * The OffersPart of every offer absorbed, in flat form: products by the
 	 * piece's product column (its ids, and its counts of every row pushed),
-	 * prices of the piece's price type.
+	 * prices of the piece's price type.  ERROR 22003 where one column of
+	 * every price absorbed could not hold them (NumericReach), as reading
+	 * them all into one would raise.
 	 */
 	std::vector<uint8_t> finish(const Offers &piece);
 
   private:
 	/*
 	 * An offer in a heap: its price as a value comparable across scales
-	 * (comparable_price), store, display scale, and where its price and
+	 * (NumberColumn::comparable), store, display scale, and where its price and
 	 * store are kept.  Ordered as the ranking is.
 	 */
 	struct Candidate
@@ -205,6 +219,7 @@ class RunningCheapestOffers
 	void compact();
 
 	int k_;
+	NumericReach reach_;
 	/* per product code: its heap (a max-heap, its worst first), and the worst's price once it holds k */
 	std::vector<std::vector<Candidate>> heaps_;
 	std::vector<__int128> worst_;

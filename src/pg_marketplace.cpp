@@ -53,21 +53,25 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 /*
  * cheapest_offers of all offers from parts that each ranked a share of
  * them (OffersPart, each with .data and .size: a parallel read's
- * processes, or shards), handed to use(offers, ranked, n_offers).
+ * processes, or shards), handed to use(offers, ranked, n_offers, reach).
+ * Prices one read of all the offers could not hold raise ERROR 22003 as
+ * that read would, naming the column `price_description`.
  */
-template <typename Parts, typename Use> void rank_merged(const Parts &parts, int k, ExecContext &ctx, Use use)
+template <typename Parts, typename Use>
+void rank_merged(const Parts &parts, int k, const std::string &price_description, ExecContext &ctx, Use use)
 {
 	MergedOffers merged;
 	Stopwatch clock; /* the parts' rows into one table: still reading them */
 	for (const auto &part : parts)
 		merged.append_part(part.data, part.size, k);
+	merged.reach().check(price_description);
 	ctx.times.read_ms += clock.elapsed_ms();
 	RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
-	use(merged.offers(), ranked, merged.n_offers());
+	use(merged.offers(), ranked, merged.n_offers(), merged.reach());
 }
 
 /*
- * cheapest_offers of offers_query, handed to use(offers, ranked, n_offers).
+ * cheapest_offers of offers_query, handed to use(offers, ranked, n_offers, reach).
  * Where the CPU ranks, parallel workers rank their own shares and only
  * their k cheapest travel (InputTable::combine_partials): the answer is
  * then those merged and ranked again.
@@ -80,11 +84,13 @@ template <typename Use> void rank_offers_query(const char *offers_query, int k, 
 	OffersInput input(offers_query, ctx, k, nullptr, partial);
 	if (!input.table.partials().empty())
 	{
-		rank_merged(input.table.partials(), k, ctx, use);
+		rank_merged(input.table.partials(), k, input.offers.price.description(), ctx, use);
 		return;
 	}
 	RankedOffers ranked = cheapest_offers(input.offers, k, ctx, input.streamer.get());
-	use(input.offers, ranked, input.offers.product.counts());
+	NumericReach reach;
+	reach.add_column(input.offers.price);
+	use(input.offers, ranked, input.offers.product.counts(), reach);
 }
 
 Datum cheapest_offers_body(FunctionCallInfo fcinfo)
@@ -95,7 +101,8 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 	check_k(k); /* before the query runs */
 
 	rank_offers_query(offers_query, k, ctx,
-					  [&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers) {
+					  [&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers,
+						  const NumericReach &) {
 						  write_cheapest_offers(fcinfo, ctx, "cheapest_offers", offers, ranked, n_offers);
 					  });
 	return (Datum) 0;
@@ -115,9 +122,10 @@ Datum cheapest_offers_part_body(FunctionCallInfo fcinfo)
 
 	bytea *out = nullptr;
 	rank_offers_query(offers_query, k, ctx,
-					  [&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers) {
+					  [&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers,
+						  const NumericReach &reach) {
 						  Stopwatch clock;
-						  OffersPart part(offers, ranked, n_offers, k);
+						  OffersPart part(offers, ranked, n_offers, k, reach);
 						  /* packed: the part travels as hex text, and a packed row is a quarter of a flat one */
 						  ByteWriter counter;
 						  counter.pack_integers();
@@ -156,8 +164,9 @@ Datum merge_cheapest_offers_body(FunctionCallInfo fcinfo)
 		bytes += part.size;
 	ctx.times.read_ms += clock.elapsed_ms();
 	ctx.read_notes = std::to_string(parts.size()) + " shards' parts, " + std::to_string(bytes) + " bytes";
-	rank_merged(parts, k, ctx,
-				[&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers) {
+	rank_merged(parts, k, "column \"price\" of the shards' offers queries", ctx,
+				[&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers,
+					const NumericReach &) {
 					write_cheapest_offers(fcinfo, ctx, "_merge_cheapest_offers", offers, ranked, n_offers);
 				});
 	return (Datum) 0;

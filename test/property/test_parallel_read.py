@@ -397,6 +397,29 @@ def check_partials():
                   error is None and "each process's partial result taken" in notices and rows == want,
                   f"{first_difference(rows, want)}; error {error}; NOTICE: {notices.strip()[:300]}")
 
+    # prices no one column holds (92233720368547758.0 fits in 64 bits at
+    # scale 1, not at 6), the big ones first in the table and never a
+    # product's cheapest: each process ranks its rows a piece of 8,192 at a
+    # time and forgets them, and processes may each read one kind only, yet
+    # the call raises 22003 as the serial read does
+    sql("""
+        CREATE TABLE split_scale_offers AS
+          SELECT g % 100 AS product_id, g AS store_id,
+                 CASE WHEN g <= 30000 THEN 92233720368547758.0 - g ELSE 0.000001 * g END AS price
+          FROM generate_series(1, 60000) g ORDER BY g;
+        ALTER TABLE split_scale_offers SET (parallel_workers = 3);
+        ANALYZE split_scale_offers;
+    """)
+    for inner, want in [("SELECT product_id, store_id, price FROM split_scale_offers", "22003"),
+                        ("SELECT product_id, store_id, price FROM split_scale_offers WHERE store_id > 30000", None)]:
+        query = f"SELECT count(*) FROM gpurec.cheapest_offers($q${inner}$q$, 2)"
+        _, _, serial = run(query, {"gpurec.parallel_workers": "0", "gpurec.device": "cpu"})
+        _, notices, error = run(query, dict(parallel_settings("cpu"), max_parallel_workers_per_gather="3"))
+        check(f"parallel-read partial results: prices no one column holds, split ({want or 'none'}): "
+              f"the serial read's outcome", serial == want and error == want,
+              f"parallel {error}, serial {serial}; NOTICE: {notices.strip()[:300]}")
+    sql("DROP TABLE split_scale_offers")
+
     # nearly every product once: partial results would be as large as the
     # rows, and the table's statistics say so, so the workers send columns
     sql("""

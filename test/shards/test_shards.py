@@ -394,6 +394,19 @@ def faults():
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM failing');")
     check("shard-error-keeps-sqlstate-and-names-shard", e is not None and e[0] == "22012" and '"s2"' in e[1],
           f"got {e}")
+    # prices that no one server could hold together (92233720368547758.0
+    # fits in 64 bits at scale 1, not at 6), each shard's fine alone, the
+    # big ones no product's cheapest: 22003, as one server holding them all
+    prices = {HOSTS[0]: "CASE WHEN store_id % 2 = 0 THEN 92233720368547758.0 ELSE 1 END",
+              HOSTS[1]: "0.000001", HOSTS[2]: "2::numeric"}
+    for host, price in prices.items():
+        run(host, "shard", f"CREATE OR REPLACE VIEW scaled AS SELECT product_id, store_id, {price} AS price "
+            "FROM offers;")
+    alone = [error_of(host, "shard", "SELECT count(*) FROM gpurec.cheapest_offers('SELECT * FROM scaled');")
+             for host in HOSTS]
+    e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM scaled');")
+    check("prices-no-one-server-holds-22003", alone == [None, None, None] and e is not None and e[0] == "22003",
+          f"each shard alone {alone}; all {e}")
     # the engine's own argument checks, on the coordinator, before any shard
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM offers', 0);")
     check("bad-k-is-the-engines-error", e is not None and e[0] == "22023" and "shard" not in e[1], f"got {e}")

@@ -623,7 +623,9 @@ std::vector<uint8_t> packed_part_bytes(const Market &m, int k)
 {
 	ExecContext ctx = context(DeviceMode::Cpu);
 	RankedOffers ranked = cheapest_offers(m.offers(), k, ctx);
-	OffersPart part(m.offers(), ranked, m.product.counts(), k);
+	NumericReach reach;
+	reach.add_column(m.price);
+	OffersPart part(m.offers(), ranked, m.product.counts(), k, reach);
 	return serialized_bytes(part, [](ByteWriter &w) { w.pack_integers(); });
 }
 
@@ -793,6 +795,79 @@ TEST(MarketplaceShards, ARunningPartIsTheWholeProcesssPart)
 		EXPECT_EQ(shown(from_running.offers(), merge_cheapest_offers(from_running, k, a), from_running.n_offers()),
 				  shown(from_whole.offers(), merge_cheapest_offers(from_whole, k, b), from_whole.n_offers()));
 	});
+}
+
+/* The SQLSTATE that f raises, or "" when it raises nothing. */
+template <typename F> std::string sqlstate_of(F f)
+{
+	try
+	{
+		f();
+		return "";
+	}
+	catch (const Error &e)
+	{
+		return e.sqlstate();
+	}
+}
+
+TEST(MarketplaceShards, PricesNoOneColumnHoldsAreAnErrorWhereverTheyLie)
+{
+	/*
+	 * 10000000 holds in 64 bits at scale 11 but not at 12: one read of all
+	 * the prices raises 22003 once a price of 12 decimals comes, and so do
+	 * shards and parallel processes that each read one of the two, though
+	 * the big price is no product's cheapest and reaches no ranking.
+	 */
+	for (int decimals : {11, 12})
+	{
+		SCOPED_TRACE(decimals);
+		Market big(NumberType::Numeric), small(NumberType::Numeric);
+		big.add_numeric(1, 2, 1, 0); /* product 1's cheapest in its share, first: the big price never enters a heap */
+		big.add_numeric(1, 1, 10000000, 0);
+		small.add_numeric(1, 3, 1, decimals);
+		bool fits = decimals <= 11;
+		std::string want = fits ? "" : sqlstate::numeric_value_out_of_range;
+		/* one column of every price */
+		EXPECT_EQ(sqlstate_of([&] {
+					  Market all(NumberType::Numeric);
+					  all.add_numeric(1, 1, 10000000, 0);
+					  all.add_numeric(1, 3, 1, decimals);
+				  }),
+				  want);
+		/* shards */
+		MergedOffers merged;
+		for (const Market *shard : {&big, &small})
+		{
+			std::vector<uint8_t> bytes = part_bytes(*shard, 1);
+			merged.append_part(bytes.data(), bytes.size(), 1);
+		}
+		EXPECT_EQ(merged.offers().product.size(), 2u) << "the big price reached the merge";
+		EXPECT_EQ(sqlstate_of([&] { merged.reach().check("column \"price\""); }), want);
+		/*
+		 * one process, its pieces: the big price first, the small one in a
+		 * later piece (the rows only: no one column of them is made here)
+		 */
+		Market both(NumberType::Numeric);
+		for (const Market *share : {&big, &small})
+			for (size_t i = 0; i < share->size(); ++i)
+			{
+				both.product_id.push_back(share->product_id[i]);
+				both.store.push_back(share->store[i]);
+				both.truth.push_back(share->truth[i]);
+			}
+		EXPECT_EQ(sqlstate_of([&] { running_part_bytes(both, 1, 2, 64); }), want);
+		/* the same in one piece: its own column raises */
+		EXPECT_EQ(sqlstate_of([&] { running_part_bytes(both, 1, 3, 64); }), want);
+	}
+	/* special values and other types carry no reach */
+	Market specials(NumberType::Numeric);
+	specials.add(1, 1, {TruePrice::NaN, 0, 0, 0});
+	specials.add(1, 2, {TruePrice::PosInf, 0, 0, 0});
+	std::vector<uint8_t> bytes = running_part_bytes(specials, 1, 1, 64);
+	MergedOffers merged;
+	merged.append_part(bytes.data(), bytes.size(), 1);
+	EXPECT_NO_THROW(merged.reach().check("column \"price\""));
 }
 
 TEST(MarketplaceShards, NoPartsNoRows)
