@@ -499,21 +499,19 @@ void sort_and_fold(const Examples &examples, size_t n, size_t capacity, const Ke
 /*
  * The counts of one part's segments (out[0 .. n_segments)), from the n
  * examples that `examples` reads on the device, at most `capacity` of which
- * belong to the part.
+ * belong to the part.  device_range: room for find_key_range's 3 values,
+ * in the caller's arena.
  */
 template <typename Examples>
 void count_part(const Examples &examples, size_t n, size_t capacity, bool keys_are_doubles, uint32_t n_segments,
-				RocCounts *out, Stream &stream, CallContext &ctx)
+				RocCounts *out, unsigned long long *device_range, Stream &stream, CallContext &ctx)
 {
 	EventTimer compute(stream);
 	unsigned long long range[3] = {~0ull, 0, 1};
-	DeviceBuffer<unsigned long long> device_range(3, ctx);
-	check(cudaMemcpyAsync(device_range.get(), range, sizeof range, cudaMemcpyHostToDevice, stream),
-		  "cudaMemcpyAsync");
-	find_key_range<<<grid_for(n), kBlock, 0, stream>>>(examples, n, device_range.get());
+	check(cudaMemcpyAsync(device_range, range, sizeof range, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+	find_key_range<<<grid_for(n), kBlock, 0, stream>>>(examples, n, device_range);
 	check_launch("find_key_range");
-	check(cudaMemcpyAsync(range, device_range.get(), sizeof range, cudaMemcpyDeviceToHost, stream),
-		  "cudaMemcpyAsync");
+	check(cudaMemcpyAsync(range, device_range, sizeof range, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
 	stream.synchronize();
 
 	ScoreRange scores;
@@ -549,15 +547,24 @@ std::vector<RocCounts> roc_counts_long(const RocExampleRows &rows, const std::ve
 	size_t part_examples = (usable - resident) / kKeyBytesPerExample;
 
 	Stream stream;
-	DeviceBuffer<int32_t> codes(n, ctx), device_segment_of_code(n_segments, ctx);
-	DeviceBuffer<int64_t> keys(n, ctx);
-	DeviceBuffer<uint8_t> labels(n, ctx);
+	/* the rows, and the key range's room, in one allocation (DeviceArena) */
+	DeviceArena arena;
+	arena.reserve<int32_t>(n);
+	arena.reserve<int32_t>(n_segments);
+	arena.reserve<int64_t>(n);
+	arena.reserve<uint8_t>(n);
+	arena.reserve<unsigned long long>(3);
+	arena.allocate(ctx);
+	int32_t *codes = arena.take<int32_t>(n), *device_segment_of_code = arena.take<int32_t>(n_segments);
+	int64_t *keys = arena.take<int64_t>(n);
+	uint8_t *labels = arena.take<uint8_t>(n);
+	unsigned long long *device_range = arena.take<unsigned long long>(3);
 	{
 		EventTimer transfer(stream);
-		upload_staged(codes.get(), rows.individual_codes, 0, n, stream, ctx);
-		upload_staged(keys.get(), rows.score_keys, 0, n, stream, ctx);
-		upload_staged(labels.get(), rows.labels, 0, n, stream, ctx);
-		upload(segment_of_code, device_segment_of_code.get(), stream);
+		upload_staged(codes, rows.individual_codes, 0, n, stream, ctx);
+		upload_staged(keys, rows.score_keys, 0, n, stream, ctx);
+		upload_staged(labels, rows.labels, 0, n, stream, ctx);
+		upload(segment_of_code, device_segment_of_code, stream);
 		ctx.times.transfer_ms += transfer.stop_ms();
 	}
 	ctx.interrupt_point(Phase::Transfer);
@@ -573,10 +580,10 @@ std::vector<RocCounts> roc_counts_long(const RocExampleRows &rows, const std::ve
 		do
 			examples += rows_of_code[code_of_segment[end++]];
 		while (end < n_segments && examples + rows_of_code[code_of_segment[end]] <= part_examples);
-		RowExamples part{codes.get(), keys.get(), labels.get(), device_segment_of_code.get(),
-						 static_cast<int32_t>(first), static_cast<int32_t>(end)};
+		RowExamples part{codes, keys, labels, device_segment_of_code, static_cast<int32_t>(first),
+						 static_cast<int32_t>(end)};
 		count_part(part, n, examples, keys_are_doubles, static_cast<uint32_t>(end - first), out.data() + first,
-				   stream, ctx);
+				   device_range, stream, ctx);
 		first = end;
 	}
 	return out;
@@ -602,9 +609,18 @@ std::vector<RocCounts> counts_of_arrays(const ChunkedView<Value> &values, const 
 	size_t part_rows = std::max<size_t>(1, std::min(n_rows, usable / bytes_per_row));
 
 	Stream stream;
-	DeviceBuffer<int8_t> device_labels(length, ctx);
-	DeviceBuffer<Value> device_values(part_rows * length, ctx);
-	DeviceBuffer<uint8_t> valid(nulls ? part_rows * length : 0, ctx);
+	/* labels, a part's scores and their validity (where any is NULL), the key range's room: one allocation */
+	DeviceArena arena;
+	arena.reserve<int8_t>(length);
+	arena.reserve<Value>(part_rows * length);
+	if (nulls)
+		arena.reserve<uint8_t>(part_rows * length);
+	arena.reserve<unsigned long long>(3);
+	arena.allocate(ctx);
+	int8_t *device_labels = arena.take<int8_t>(length);
+	Value *device_values = arena.take<Value>(part_rows * length);
+	uint8_t *valid = nulls ? arena.take<uint8_t>(part_rows * length) : nullptr;
+	unsigned long long *device_range = arena.take<unsigned long long>(3);
 	std::vector<RocCounts> part_counts(part_rows);
 	std::vector<HostPiece> pieces;
 	for (size_t first = 0; first < n_rows; first += part_rows)
@@ -621,17 +637,17 @@ std::vector<RocCounts> counts_of_arrays(const ChunkedView<Value> &values, const 
 		{
 			EventTimer transfer(stream);
 			if (first == 0)
-				upload(labels, device_labels.get(), stream);
-			upload_rows(device_values.get(), values);
+				upload(labels, device_labels, stream);
+			upload_rows(device_values, values);
 			if (nulls)
-				upload_rows(valid.get(), scores.valid);
+				upload_rows(valid, scores.valid);
 			ctx.times.transfer_ms += transfer.stop_ms();
 		}
 		ctx.interrupt_point(Phase::Transfer);
-		ArrayExamples<Value> part{device_values.get(), nulls ? valid.get() : nullptr, device_labels.get(),
-								  static_cast<long long>(length), rows * length <= UINT32_MAX};
+		ArrayExamples<Value> part{device_values, valid, device_labels, static_cast<long long>(length),
+								  rows * length <= UINT32_MAX};
 		count_part(part, rows * length, rows * length, true, static_cast<uint32_t>(rows), part_counts.data(),
-				   stream, ctx);
+				   device_range, stream, ctx);
 		for (size_t r = 0; r < rows; ++r)
 			out[segment_of_row[first + r]] = part_counts[r];
 	}
