@@ -661,15 +661,14 @@ std::string decimal_text(int64_t unscaled, int scale)
 
 __int128 NumberColumn::comparable(int64_t key, NumberType type, int scale)
 {
-	constexpr __int128 kLargest = static_cast<__int128>(~static_cast<unsigned __int128>(0) >> 1);
 	if (type != NumberType::Numeric)
 		return key;
 	if (key == kNumericNaN)
-		return kLargest;
+		return kLargestComparable;
 	if (key == kNumericPosInf)
-		return kLargest - 1;
+		return kLargestComparable - 1;
 	if (key == kNumericNegInf)
-		return -kLargest - 1;
+		return -kLargestComparable - 1;
 	return static_cast<__int128>(key) * kPow10[kMaxNumericScale - scale];
 }
 
@@ -715,10 +714,6 @@ void NumericReach::add_column(const NumberColumn &column)
 
 void NumericReach::add_value(int64_t unscaled, int scale)
 {
-	auto magnitude = [](int64_t u, int s) {
-		__int128 v = NumberColumn::comparable(u, NumberType::Numeric, s);
-		return v < 0 ? -v : v;
-	};
 	if (!any_)
 	{
 		any_ = true;
@@ -728,9 +723,10 @@ void NumericReach::add_value(int64_t unscaled, int scale)
 		return;
 	}
 	scale_ = std::max(scale_, scale);
-	__int128 m = magnitude(unscaled, scale), held = magnitude(unscaled_, value_scale_);
+	/* finite values at scale 18: their magnitudes compare, and negating one cannot overflow */
 	__int128 value = NumberColumn::comparable(unscaled, NumberType::Numeric, scale),
 			 held_value = NumberColumn::comparable(unscaled_, NumberType::Numeric, value_scale_);
+	__int128 m = value < 0 ? -value : value, held = held_value < 0 ? -held_value : held_value;
 	if (m > held || (m == held && (value < held_value || (value == held_value && scale < value_scale_))))
 	{
 		unscaled_ = unscaled;

@@ -830,6 +830,8 @@ class NumberColumn
 	 * order; the key itself for the other types, whose keys have no scale.
 	 */
 	static __int128 comparable(int64_t key, NumberType type, int scale);
+	/* The largest comparable value: NaN's, above every other key's. */
+	static constexpr __int128 kLargestComparable = static_cast<__int128>(~static_cast<unsigned __int128>(0) >> 1);
 	/* ERROR 22003: the value unscaled x 10^-dscale of the column `description` cannot be held at_scale. */
 	[[noreturn]] static void raise_out_of_range(int64_t unscaled, int dscale, int at_scale,
 												 const std::string &description);

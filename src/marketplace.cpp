@@ -425,9 +425,10 @@ constexpr uint16_t kOffersPartVersion = 3; /* 2: its integer columns may be pack
 } // namespace
 
 OffersPart::OffersPart(const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers, int k,
-					   const NumericReach &reach)
-	: OffersPart(k, offers.price.type(), reach)
+					   const NumericReach &beyond)
+	: OffersPart(k, offers.price.type(), beyond)
 {
+	reach_.add_column(offers.price);
 	for (size_t p = 0; p + 1 < ranked.offsets.size(); ++p)
 		for (int64_t r = ranked.offsets[p]; r < ranked.offsets[p + 1]; ++r)
 		{
@@ -504,18 +505,8 @@ void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 	++parts_;
 }
 
-std::vector<uint8_t> cheapest_offers_part(const Offers &offers, int k, ExecContext &ctx)
-{
-	check_k(k);
-	check_offer_count(offers.product.size());
-	NumericReach reach;
-	reach.add_column(offers.price);
-	return serialized_bytes(OffersPart(offers, rank_on_cpu(offers, k, ctx), offers.product.counts(), k, reach));
-}
-
 namespace {
 
-constexpr __int128 kLargestInt128 = static_cast<__int128>(~static_cast<unsigned __int128>(0) >> 1); /* NaN's comparable price */
 constexpr uint32_t kNotKept = UINT32_MAX;
 
 } // namespace
@@ -538,7 +529,7 @@ void RunningCheapestOffers::absorb(const Offers &piece)
 	if (heaps_.size() < products)
 	{
 		heaps_.resize(products);
-		worst_.resize(products, kLargestInt128); /* a heap short of k takes every offer */
+		worst_.resize(products, NumberColumn::kLargestComparable); /* a heap short of k takes every offer */
 	}
 	NumberType type = piece.price.type();
 	int scale = piece.price.scale();

@@ -90,11 +90,12 @@ class OffersPart
   public:
 	/*
 	 * n_offers: per product code, its count of offers (the offers' own, or
-	 * a merge's sums); reach: the numeric reach of every offer the part
-	 * stands for, ranked or not (NumericReach).
+	 * a merge's sums).  The part's numeric reach (NumericReach) is that of
+	 * offers' prices and `beyond`: the reach of the rows a merge's offers
+	 * stand for and no longer hold.
 	 */
 	OffersPart(const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers, int k,
-			   const NumericReach &reach);
+			   const NumericReach &beyond = NumericReach());
 	/* An empty part, whose offers come by add_offer. */
 	OffersPart(int k, NumberType price_type, const NumericReach &reach) : k_(k), reach_(reach), price_(price_type) {}
 	/*
@@ -155,13 +156,6 @@ class MergedOffers
 };
 
 /*
- * A share of the offers ranked on the CPU, with ctx's threads, as its
- * OffersPart in flat form: a parallel worker's partial result of
- * cheapest_offers (pg_partials.hpp).
- */
-std::vector<uint8_t> cheapest_offers_part(const Offers &offers, int k, ExecContext &ctx);
-
-/*
  * A share of the offers ranked as they are read, a piece at a time (a
  * parallel read's partial result, pg_partials.hpp): each product's k
  * cheapest so far, in a heap of its own, and its count of offers.  An
@@ -170,8 +164,8 @@ std::vector<uint8_t> cheapest_offers_part(const Offers &offers, int k, ExecConte
  * that are cheaper enter a heap; their prices and stores are kept aside
  * (compacted now and then), the piece's rows forgotten.  The order is
  * rank_on_cpu's with settle_ties (price, store, fewest decimals), so
- * finish() gives the OffersPart of cheapest_offers_part over the same rows,
- * read in any order and cut into any pieces.
+ * finish() gives the OffersPart of the same rows ranked at once, read in
+ * any order and cut into any pieces.
  */
 class RunningCheapestOffers
 {

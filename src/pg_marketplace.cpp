@@ -53,7 +53,8 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 /*
  * cheapest_offers of all offers from parts that each ranked a share of
  * them (OffersPart, each with .data and .size: a parallel read's
- * processes, or shards), handed to use(offers, ranked, n_offers, reach).
+ * processes, or shards), handed to use(offers, ranked, n_offers, beyond),
+ * beyond the numeric reach of every part's offers (OffersPart).
  * Prices one read of all the offers could not hold raise ERROR 22003 as
  * that read would, naming the column `price_description`.
  */
@@ -71,7 +72,9 @@ void rank_merged(const Parts &parts, int k, const std::string &price_description
 }
 
 /*
- * cheapest_offers of offers_query, handed to use(offers, ranked, n_offers, reach).
+ * cheapest_offers of offers_query, handed to use(offers, ranked, n_offers,
+ * beyond): beyond is the reach of the offers merged parts stood for, and
+ * empty where offers holds every row.
  * Where the CPU ranks, parallel workers rank their own shares and only
  * their k cheapest travel (InputTable::combine_partials): the answer is
  * then those merged and ranked again.
@@ -88,9 +91,7 @@ template <typename Use> void rank_offers_query(const char *offers_query, int k, 
 		return;
 	}
 	RankedOffers ranked = cheapest_offers(input.offers, k, ctx, input.streamer.get());
-	NumericReach reach;
-	reach.add_column(input.offers.price);
-	use(input.offers, ranked, input.offers.product.counts(), reach);
+	use(input.offers, ranked, input.offers.product.counts(), NumericReach());
 }
 
 Datum cheapest_offers_body(FunctionCallInfo fcinfo)
@@ -123,9 +124,9 @@ Datum cheapest_offers_part_body(FunctionCallInfo fcinfo)
 	bytea *out = nullptr;
 	rank_offers_query(offers_query, k, ctx,
 					  [&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers,
-						  const NumericReach &reach) {
+						  const NumericReach &beyond) {
 						  Stopwatch clock;
-						  OffersPart part(offers, ranked, n_offers, k, reach);
+						  OffersPart part(offers, ranked, n_offers, k, beyond);
 						  /* packed: the part travels as hex text, and a packed row is a quarter of a flat one */
 						  ByteWriter counter;
 						  counter.pack_integers();

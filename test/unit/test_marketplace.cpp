@@ -615,7 +615,7 @@ TEST(MarketplaceCheapest, CancelledOnTheCpu)
 std::vector<uint8_t> part_bytes(const Market &m, int k)
 {
 	ExecContext ctx = context(DeviceMode::Cpu);
-	return cheapest_offers_part(m.offers(), k, ctx);
+	return serialized_bytes(OffersPart(m.offers(), cheapest_offers(m.offers(), k, ctx), m.product.counts(), k));
 }
 
 /* A shard's part as _cheapest_offers_part sends it: its integer columns packed. */
@@ -623,9 +623,7 @@ std::vector<uint8_t> packed_part_bytes(const Market &m, int k)
 {
 	ExecContext ctx = context(DeviceMode::Cpu);
 	RankedOffers ranked = cheapest_offers(m.offers(), k, ctx);
-	NumericReach reach;
-	reach.add_column(m.price);
-	OffersPart part(m.offers(), ranked, m.product.counts(), k, reach);
+	OffersPart part(m.offers(), ranked, m.product.counts(), k);
 	return serialized_bytes(part, [](ByteWriter &w) { w.pack_integers(); });
 }
 
