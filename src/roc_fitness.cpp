@@ -22,6 +22,7 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <string>
 
@@ -219,6 +220,18 @@ template <typename KeyType> struct PackedArrayRows
 /* ---- one segment: sort, then walk the tie groups ------------------------ */
 
 /*
+ * The histograms of a radix sort: scratch of the thread that sorts, owned by
+ * its SegmentCounter (a thread_local would cost a __tls_get_addr call at
+ * every count in a shared library's code: a tenth of the sort's time).
+ */
+struct RadixCounts
+{
+	static constexpr int kMaxDigitBits = 11;
+	static constexpr int kMaxPasses = 16; /* of 128-bit keys, in 8-bit digits */
+	uint32_t digits[kMaxPasses][1 << kMaxDigitBits];
+};
+
+/*
  * Sorts keys[0 .. n) ascending by score: an LSD radix sort whose digits
  * span only the bits where the keys differ (the label bit aside: the label
  * order within a tie does not matter), every digit's histogram taken in one
@@ -227,15 +240,16 @@ template <typename KeyType> struct PackedArrayRows
  * more to clear than to fill.  Returns where the sorted keys ended: keys or
  * tmp.  n < 2^32 (kMaxExamplesPerIndividual).
  */
-template <typename Key> Key *sort_by_score(Key *keys, Key *tmp, int64_t n)
+template <typename Key> Key *sort_by_score(Key *keys, Key *tmp, int64_t n, RadixCounts &counts)
 {
 	if (n < kSmallSort)
 	{
 		std::sort(keys, keys + n);
 		return keys;
 	}
-	constexpr int kKeyBits = 8 * sizeof(Key), kMaxDigitBits = 11;
+	constexpr int kKeyBits = 8 * sizeof(Key);
 	constexpr int kMaxPasses = (kKeyBits + 7) / 8;
+	static_assert(kMaxPasses <= RadixCounts::kMaxPasses);
 	Key any = 0, all = ~Key(0);
 	for (int64_t i = 0; i < n; ++i)
 	{
@@ -250,13 +264,13 @@ template <typename Key> Key *sort_by_score(Key *keys, Key *tmp, int64_t n)
 		++lowest;
 	while (!((differing >> highest) & 1))
 		--highest;
-	int digit_bits = n >= (int64_t(1) << 14) ? kMaxDigitBits : 8;
+	int digit_bits = n >= (int64_t(1) << 14) ? RadixCounts::kMaxDigitBits : 8;
 	Key mask = (Key(1) << digit_bits) - 1;
 	int shifts[kMaxPasses], passes = 0;
 	for (int shift = lowest; shift <= highest; shift += digit_bits)
 		if ((differing >> shift) & mask)
 			shifts[passes++] = shift;
-	static thread_local uint32_t count[kMaxPasses][1 << kMaxDigitBits];
+	auto &count = counts.digits;
 	size_t digits = size_t(1) << digit_bits;
 	for (int p = 0; p < passes; ++p)
 		std::memset(count[p], 0, digits * sizeof(uint32_t));
@@ -326,13 +340,14 @@ template <typename Source> class alignas(64) SegmentCounter
 		int64_t n = 0;
 		Key *keys = source_.keys_of(s, scratch_, n);
 		tmp_.resize(std::max<size_t>(tmp_.size(), n));
-		out_[s] = counts_of_sorted(sort_by_score(keys, tmp_.data(), n), n);
+		out_[s] = counts_of_sorted(sort_by_score(keys, tmp_.data(), n, *radix_counts_), n);
 	}
 
   private:
 	Source &source_;
 	std::vector<RocCounts> &out_;
 	BulkVector<Key> scratch_, tmp_;
+	std::unique_ptr<RadixCounts> radix_counts_ = std::make_unique<RadixCounts>();
 };
 
 /*
@@ -347,7 +362,9 @@ template <typename Source> std::vector<RocCounts> counts_on_cpu(Source &source, 
 		return static_cast<double>(source.examples_before(s + 1) - source.examples_before(s));
 	});
 	size_t n_items = items.size() - 1;
-	std::vector<SegmentCounter<Source>> counters(parallel_workers(n_items, ctx), SegmentCounter<Source>(source, out));
+	std::vector<SegmentCounter<Source>> counters;
+	for (size_t workers = parallel_workers(n_items, ctx); counters.size() < workers;)
+		counters.emplace_back(source, out);
 	parallel_for(n_items, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &cancelled) {
 		for (size_t s = items[item]; s < items[item + 1] && !cancelled.load(std::memory_order_relaxed); ++s)
 			counters[worker].count(s);
