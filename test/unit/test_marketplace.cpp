@@ -611,19 +611,13 @@ TEST(MarketplaceCheapest, CancelledOnTheCpu)
 
 /* ------------------------------------------- cheapest_offers over shards */
 
-/* A shard's part (OffersPart) as the bytes that travel. */
-std::vector<uint8_t> part_bytes(const Market &m, int k)
+/* A shard's part (OffersPart) as the bytes that travel; packed: as _cheapest_offers_part sends it. */
+std::vector<uint8_t> part_bytes(const Market &m, int k, bool packed = false)
 {
 	ExecContext ctx = context(DeviceMode::Cpu);
-	return serialized_bytes(OffersPart(m.offers(), cheapest_offers(m.offers(), k, ctx), m.product.counts(), k));
-}
-
-/* A shard's part as _cheapest_offers_part sends it: its integer columns packed. */
-std::vector<uint8_t> packed_part_bytes(const Market &m, int k)
-{
-	ExecContext ctx = context(DeviceMode::Cpu);
-	RankedOffers ranked = cheapest_offers(m.offers(), k, ctx);
-	OffersPart part(m.offers(), ranked, m.product.counts(), k);
+	OffersPart part(m.offers(), cheapest_offers(m.offers(), k, ctx), m.product.counts(), k);
+	if (!packed)
+		return serialized_bytes(part);
 	return serialized_bytes(part, [](ByteWriter &w) { w.pack_integers(); });
 }
 
@@ -696,7 +690,7 @@ TEST(MarketplaceShards, MergedPartsAreTheWholeRanking)
 		for (const Market &part : parts)
 		{
 			/* packed, as shards send them, or flat, as parallel workers do */
-			std::vector<uint8_t> bytes = rng() % 2 ? packed_part_bytes(part, k) : part_bytes(part, k);
+			std::vector<uint8_t> bytes = part_bytes(part, k, rng() % 2 == 0);
 			merged.append_part(bytes.data(), bytes.size(), k);
 			empty_shards += part.size() == 0;
 		}
@@ -895,7 +889,7 @@ TEST(MarketplaceShards, BadPartsAreErrors)
 {
 	auto rng = seeded_rng();
 	Market m = random_market(rng, NumberType::Numeric, 300);
-	std::vector<uint8_t> good = part_bytes(m, 2), packed = packed_part_bytes(m, 2);
+	std::vector<uint8_t> good = part_bytes(m, 2), packed = part_bytes(m, 2, true);
 	EXPECT_LT(packed.size(), good.size()) << "packing made the part no smaller";
 	/* cut anywhere, or one byte too many: not a part (and never a read past the bytes) */
 	for (const std::vector<uint8_t> *whole : {&good, &packed})
