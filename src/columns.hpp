@@ -836,7 +836,11 @@ class NumberColumn
 	[[noreturn]] static void raise_out_of_range(int64_t unscaled, int dscale, int at_scale,
 												 const std::string &description);
 
-	/* Drops every row; the rows to come are keyed at the scale reached so far, or a larger one. */
+	/*
+	 * Drops every row.  Like a new column's, the keys of the rows to come
+	 * are at the first finite row's scale, or larger (a special value
+	 * first keeps the scale reached before): each piece has its own scale().
+	 */
 	void forget_rows() noexcept
 	{
 		keys_.forget_rows();

@@ -451,6 +451,11 @@ void OffersPart::serialize(ByteWriter &out) const
 	reach_.serialize(out);
 }
 
+MergedOffers::MergedOffers(std::string price_description)
+{
+	price_.set_description(std::move(price_description));
+}
+
 void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 {
 	ByteReader in(data, size);

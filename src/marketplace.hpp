@@ -125,6 +125,12 @@ class MergedOffers
 {
   public:
 	/*
+	 * price_description names the price column in an ERROR 22003, where the
+	 * parts' prices cannot share one column (as for one read of all).
+	 */
+	explicit MergedOffers(std::string price_description = "a numeric column");
+
+	/*
 	 * Adds one shard's part.  Bytes that are not a part (another version
 	 * of gpurec, truncated or foreign): ERROR 22P03; a part ranked for a
 	 * smaller k than `k`: 22023; prices of another type than the parts'

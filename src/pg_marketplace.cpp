@@ -61,7 +61,7 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 template <typename Parts, typename Use>
 void rank_merged(const Parts &parts, int k, const std::string &price_description, ExecContext &ctx, Use use)
 {
-	MergedOffers merged;
+	MergedOffers merged(price_description);
 	Stopwatch clock; /* the parts' rows into one table: still reading them */
 	for (const auto &part : parts)
 		merged.append_part(part.data, part.size, k);

@@ -405,8 +405,17 @@ def faults():
     alone = [error_of(host, "shard", "SELECT count(*) FROM gpurec.cheapest_offers('SELECT * FROM scaled');")
              for host in HOSTS]
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM scaled');")
-    check("prices-no-one-server-holds-22003", alone == [None, None, None] and e is not None and e[0] == "22003",
-          f"each shard alone {alone}; all {e}")
+    check("prices-no-one-server-holds-22003", alone == [None, None, None] and e is not None and e[0] == "22003"
+          and 'column "price" of the shards\' offers queries' in e[1], f"each shard alone {alone}; all {e}")
+    # the same where the big prices are a shard's cheapest, so they reach the
+    # coordinator's merge, whose column cannot hold them beside the small ones
+    prices[HOSTS[0]] = "92233720368547758.0"
+    for host, price in prices.items():
+        run(host, "shard", f"CREATE OR REPLACE VIEW scaled AS SELECT product_id, store_id, {price} AS price "
+            "FROM offers;")
+    e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM scaled');")
+    check("prices-the-merge-cannot-hold-22003", e is not None and e[0] == "22003"
+          and 'column "price" of the shards\' offers queries' in e[1] and "92233720368547758" in e[1], f"got {e}")
     # the engine's own argument checks, on the coordinator, before any shard
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM offers', 0);")
     check("bad-k-is-the-engines-error", e is not None and e[0] == "22023" and "shard" not in e[1], f"got {e}")

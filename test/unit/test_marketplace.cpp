@@ -22,6 +22,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
@@ -862,6 +863,36 @@ TEST(MarketplaceShards, PricesNoOneColumnHoldsAreAnErrorWhereverTheyLie)
 	EXPECT_NO_THROW(merged.reach().check("column \"price\""));
 }
 
+/*
+ * Where the parts' kept prices cannot share one column (a huge price on one
+ * shard, a tenth on another), the merge's own column raises 22003; its
+ * message names the price column as one read of all the offers would.
+ */
+TEST(MarketplaceShards, APriceTheMergeCannotHoldNamesThePriceColumn)
+{
+	Market big(NumberType::Numeric), small(NumberType::Numeric);
+	big.add_numeric(1, 1, 9000000000000000000LL, 0);
+	small.add_numeric(2, 1, 5, 1); /* 0.5 */
+	const std::string column = "column \"price\" of the offers query";
+	MergedOffers merged(column);
+	try
+	{
+		for (const Market *shard : {&big, &small})
+		{
+			std::vector<uint8_t> bytes = part_bytes(*shard, 1);
+			merged.append_part(bytes.data(), bytes.size(), 1);
+		}
+		merged.reach().check(column);
+		ADD_FAILURE() << "no error";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::numeric_value_out_of_range) << e.what();
+		EXPECT_NE(std::string(e.what()).find(column), std::string::npos) << e.what();
+		EXPECT_NE(std::string(e.what()).find("9000000000000000000"), std::string::npos) << e.what();
+	}
+}
+
 TEST(MarketplaceShards, NoPartsNoRows)
 {
 	MergedOffers merged;
@@ -912,6 +943,28 @@ TEST(MarketplaceShards, BadPartsAreErrors)
 		MergedOffers with_other;
 		EXPECT_EQ(append_error(with_other, other, 2), sqlstate::invalid_binary_representation) << "byte " << at;
 	}
+	/*
+	 * a numeric reach (the last 17 bytes: any, scale, value, its scale) that
+	 * no part holds: not a part, rather than a check of the wrong values
+	 */
+	auto with_reach = [&](uint8_t any, int32_t scale, int64_t unscaled, int32_t value_scale) {
+		std::vector<uint8_t> bytes = good;
+		uint8_t *reach = bytes.data() + bytes.size() - 17;
+		reach[0] = any;
+		std::memcpy(reach + 1, &scale, sizeof scale);
+		std::memcpy(reach + 5, &unscaled, sizeof unscaled);
+		std::memcpy(reach + 13, &value_scale, sizeof value_scale);
+		MergedOffers with_bad_reach;
+		return append_error(with_bad_reach, bytes, 2);
+	};
+	EXPECT_EQ(with_reach(1, 3, 12345, 2), "") << "a reach a part may hold";
+	EXPECT_EQ(with_reach(2, 3, 12345, 2), sqlstate::invalid_binary_representation);
+	EXPECT_EQ(with_reach(1, 19, 12345, 2), sqlstate::invalid_binary_representation);
+	EXPECT_EQ(with_reach(1, -1, 12345, 0), sqlstate::invalid_binary_representation);
+	EXPECT_EQ(with_reach(1, 3, 12345, 4), sqlstate::invalid_binary_representation);
+	EXPECT_EQ(with_reach(1, 3, 12345, -1), sqlstate::invalid_binary_representation);
+	EXPECT_EQ(with_reach(1, 3, INT64_MIN, 2), sqlstate::invalid_binary_representation);
+	EXPECT_EQ(with_reach(1, 3, INT64_MAX - 1, 2), sqlstate::invalid_binary_representation);
 	/* ranked for a smaller k than the merge's: a wrong answer if taken */
 	MergedOffers merged;
 	EXPECT_EQ(append_error(merged, good, 3), sqlstate::invalid_parameter_value);
