@@ -362,8 +362,10 @@ template <typename Source> std::vector<RocCounts> counts_on_cpu(Source &source, 
 		return static_cast<double>(source.examples_before(s + 1) - source.examples_before(s));
 	});
 	size_t n_items = items.size() - 1;
+	size_t workers = parallel_workers(n_items, ctx);
 	std::vector<SegmentCounter<Source>> counters;
-	for (size_t workers = parallel_workers(n_items, ctx); counters.size() < workers;)
+	counters.reserve(workers);
+	for (size_t w = 0; w < workers; ++w)
 		counters.emplace_back(source, out);
 	parallel_for(n_items, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &cancelled) {
 		for (size_t s = items[item]; s < items[item + 1] && !cancelled.load(std::memory_order_relaxed); ++s)

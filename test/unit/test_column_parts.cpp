@@ -693,15 +693,14 @@ TEST(ColumnParts, ForgottenRowsLeaveChunksAndDictionaries)
 	{
 		size_t n = 1 + rng() % 3000;
 		int scale = static_cast<int>(rng() % 4); /* a piece's scale differs from the last one's */
-		std::vector<int64_t> want_ints, want_unscaled;
+		std::vector<int64_t> want;
 		for (size_t r = 0; r < n; ++r)
 		{
 			int64_t id = static_cast<int64_t>(rng() % 50), v = static_cast<int64_t>(rng() % 100000) - 50000;
 			ints.push_back(v);
 			ids.push_back(id);
 			prices.push_numeric(v, scale);
-			want_ints.push_back(v);
-			want_unscaled.push_back(v);
+			want.push_back(v);
 			++rows_of_id[id];
 		}
 		ASSERT_EQ(ints.size(), n);
@@ -713,9 +712,9 @@ TEST(ColumnParts, ForgottenRowsLeaveChunksAndDictionaries)
 		EXPECT_FALSE(prices.has_mixed_scales()) << "round " << round;
 		for (size_t r = 0; r < n; ++r)
 		{
-			ASSERT_EQ(ints[r], want_ints[r]);
+			ASSERT_EQ(ints[r], want[r]);
 			ASSERT_EQ(prices.display_scale(r), scale);
-			ASSERT_EQ(prices.unscaled_at_display_scale(r), want_unscaled[r]);
+			ASSERT_EQ(prices.unscaled_at_display_scale(r), want[r]);
 		}
 		for (const auto &[id, rows] : rows_of_id)
 		{
