@@ -96,8 +96,6 @@ bool staging_ready();
 
 } // namespace
 
-bool compiled_with_cuda() { return true; }
-
 bool usable(std::string *why_not)
 {
 	finish_background_start();
@@ -106,6 +104,12 @@ bool usable(std::string *why_not)
 	if (why_not)
 		*why_not = unusable_reason;
 	return init_state == InitState::Usable;
+}
+
+bool found_unusable() noexcept
+{
+	/* while the starter runs, init_state is its own: not known yet */
+	return starter == nullptr && init_state == InitState::Unusable;
 }
 
 bool start_in_background() noexcept

@@ -18,14 +18,14 @@ namespace {
 
 } // namespace
 
-bool compiled_with_cuda() { return false; }
-
 bool usable(std::string *why_not)
 {
 	if (why_not)
 		*why_not = "gpurec was built without CUDA (nvcc was not found at build time)";
 	return false;
 }
+
+bool found_unusable() noexcept { return true; }
 
 bool start_in_background() noexcept { return false; }
 

@@ -409,7 +409,7 @@ double gpu_offers_from(int k, const ExecContext &ctx)
 bool ranks_offers_on_cpu(int k, const ExecContext &ctx)
 {
 	return ctx.mode == DeviceMode::Cpu ||
-		   (ctx.mode == DeviceMode::Auto && (!gpu::compiled_with_cuda() || !gpu_may_rank(k, ctx)));
+		   (ctx.mode == DeviceMode::Auto && (gpu::found_unusable() || !gpu_may_rank(k, ctx)));
 }
 
 namespace {

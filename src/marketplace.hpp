@@ -58,8 +58,9 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx,
 
 /*
  * Whether cheapest_offers ranks on the CPU whatever the offers turn out to
- * be (gpurec.device, the build, the CPU's threads): known before they are
- * read, so that parallel workers may rank their own shares.
+ * be (gpurec.device, the build, a GPU this backend found missing, the
+ * CPU's threads): known before they are read, so that parallel workers may
+ * rank their own shares.
  */
 bool ranks_offers_on_cpu(int k, const ExecContext &ctx);
 

@@ -90,7 +90,7 @@ bool start_gpu_while_reading(const ExecContext &ctx, const InputTable &table, SP
 	static bool exit_waits = false;
 	bool will_use_gpu =
 		ctx.mode == DeviceMode::Gpu ||
-		(ctx.mode == DeviceMode::Auto && gpu::compiled_with_cuda() && std::isfinite(table.gpu_from_rows()) &&
+		(ctx.mode == DeviceMode::Auto && !gpu::found_unusable() && std::isfinite(table.gpu_from_rows()) &&
 		 estimated_rows(plan) >= table.gpu_from_rows());
 	if (!will_use_gpu)
 		return false;

@@ -177,9 +177,6 @@ struct DeviceInfo
 	int multiprocessors;
 };
 
-/* True in a build made with nvcc. */
-bool compiled_with_cuda();
-
 /*
  * Whether this backend can compute on a GPU, and if not, why (in words a
  * user can act on).  The first call initialises the CUDA runtime (lazily,
@@ -187,6 +184,13 @@ bool compiled_with_cuda();
  * end; later calls are free.
  */
 bool usable(std::string *why_not = nullptr);
+
+/*
+ * Whether this backend already knows it cannot compute on a GPU: a build
+ * without CUDA, or a start that ended without one.  Never starts CUDA, so
+ * gpurec.device = auto can pick a CPU-only way of reading before it reads.
+ */
+bool found_unusable() noexcept;
 
 /*
  * Begins CUDA's start (a fresh backend's first GPU call: the driver, the

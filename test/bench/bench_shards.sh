@@ -16,11 +16,17 @@
 # and compute on THREADS CPU threads (gpurec.cpu_threads; default: the
 # share).  Timings are medians of 5 (overhead: of 11), each in a session
 # that has already made one call (dblink connections open).  PARTS picks
-# the measurements (default "overhead cheapest roc"); TIMING=1 adds every
+# the measurements (default "overhead cheapest roc"; "reference" adds plain
+# SQL's parallel sum(price) over one cluster's offers, alone and on every
+# cluster at once: what the shared machine does to a read gpurec has no
+# part in); TIMING=1 adds every
 # call's gpurec.timing NOTICE: the local ones as psql prints them, the
 # shards' from the coordinator's server log (dblink writes them there), and
 # the phases of each of the local calls made at once.  DEVICES names the
-# devices (default cpu): cpu, gpu, and gpu-mps (below).
+# devices (default cpu): cpu, gpu, and gpu-mps (below).  HUGE_PAGES=on
+# starts the clusters with huge_pages = on, their shared buffers on 2 MB
+# pages (as root, the pages the clusters need are reserved first); the
+# default, try, finds none reserved on most machines.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 clusters=${CLUSTERS:-4}
@@ -35,6 +41,14 @@ devices=${DEVICES:-cpu}
 parts=" ${PARTS:-overhead cheapest roc} "
 timing=${TIMING:-0}
 base=${BENCH_DIR:-/tmp/gpurec-bench-shard}
+huge_pages=${HUGE_PAGES:-try}
+shared_buffers_mb=2048
+reserved_huge_pages=0
+if [ "$huge_pages" = on ] && [ "$(id -u)" = 0 ]; then
+	# each cluster's shared buffers and a little more of its shared memory, in 2 MB pages
+	reserved_huge_pages=$(( clusters * (shared_buffers_mb / 2 + 64) ))
+	echo "$reserved_huge_pages" >/proc/sys/vm/nr_hugepages
+fi
 
 q() { psql -XAtq -v ON_ERROR_STOP=1 -U postgres "$@"; }
 # warm_ms HOST DB SQL: the second of two runs in one session, in ms
@@ -130,19 +144,20 @@ stop_mps() { [ "$mps_started" = 1 ] && echo quit | mps_control || true; }
 cleanup() {
 	for i in $(seq "$clusters"); do test/cluster.sh stop "$base-$i"; done
 	stop_mps
+	[ "$reserved_huge_pages" = 0 ] || echo 0 >/proc/sys/vm/nr_hugepages
 }
 trap cleanup EXIT
 servers=""
 shards=""
 for i in $(seq "$clusters"); do
-	test/cluster.sh start "$base-$i" -c shared_buffers=2GB -c work_mem=512MB -c jit=off \
+	test/cluster.sh start "$base-$i" -c shared_buffers="${shared_buffers_mb}MB" -c huge_pages="$huge_pages" -c work_mem=512MB -c jit=off \
 		-c max_worker_processes=32 -c max_parallel_workers=32 \
 		-c max_parallel_workers_per_gather="$workers" -c gpurec.cpu_threads="$threads" >/dev/null
 	servers+="CREATE SERVER s$i FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$base-$i', dbname 'bench', options '-c gpurec.device=auto');
 CREATE USER MAPPING FOR CURRENT_USER SERVER s$i OPTIONS (user 'postgres');"
 	shards+="${shards:+,}s$i"
 done
-echo "# $clusters clusters, $workers parallel workers and $threads CPU threads each, devices: $devices"
+echo "# $clusters clusters, $workers parallel workers and $threads CPU threads each, huge_pages $huge_pages, devices: $devices"
 
 # every cluster loads its part at once
 for i in $(seq "$clusters"); do
@@ -187,6 +202,12 @@ for i in $(seq "$clusters"); do
 done
 printf "CREATE TABLE labels AS SELECT '%s'::boolean[] AS l;\n" "$labels" | q -h "$base-1" -d coord
 
+if [[ $parts == *" reference "* ]]; then
+	# PostgreSQL's own parallel read, with no gpurec in it (the same workers)
+	sum_sql="SELECT sum(price) FROM offers"
+	echo "reference: plain SQL's $sum_sql, one cluster alone $(runs 5 "$base-1" bench "$sum_sql") ms;" \
+		"on the $clusters clusters at once $(at_once "" "$sum_sql")ms"
+fi
 for label in $devices; do
 	device=$label
 	if [ "$label" = gpu-mps ]; then

@@ -15,7 +15,10 @@ backend must then compute a small call correctly:
   * an ERROR inside a plpgsql EXCEPTION block (a subtransaction) or after a
     SAVEPOINT is caught, and the next calls of the same transaction work;
   * sessions under gpurec.device = gpu that end by an error while CUDA's
-    background start is under way crash nothing.
+    background start is under way crash nothing;
+  * under auto, a session whose CUDA start found no GPU reads
+    cheapest_offers' offers as the CPU's way does (each process ranks its
+    own rows).
 """
 import os
 import sys
@@ -225,6 +228,20 @@ def run_checks(db):
     check("errors-auto-large-input-answers-as-cpu", not r.errors() and r.rows == [want, want], r.describe())
     if has_gpu:
         check("errors-auto-large-input-starts-cuda-beside-first-read", said == [True, False], r.describe())
+    # A backend whose start found no GPU knows it before its next read:
+    # under auto, cheapest_offers' parallel workers then rank their own
+    # rows as they read them, as under gpurec.device = cpu.
+    db.sql("CREATE TABLE few_products AS SELECT product_id % 20 AS product_id, store_id, price FROM offers;"
+           "ANALYZE few_products")
+    few = "SELECT product_id, store_id, price FROM few_products"
+    want = s.run("SET gpurec.device = cpu;" + cheapest(few) + "RESET gpurec.device;").rows
+    r = fresh.run("SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; "
+                  "SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = 2;" +
+                  cheapest(few))
+    check("errors-auto-after-a-start-answers-as-cpu", not r.errors() and r.rows == want, r.describe())
+    if not has_gpu:
+        check("errors-auto-without-gpu-ranks-in-each-process",
+              any("each process's partial result taken" in d for d in r.details()), r.describe())
     fresh.close()
     fresh = db.session()
     r = fresh.run("SET gpurec.device = auto; SET gpurec.timing = on;" + roc.format(" WHERE individual_id < 3"))
