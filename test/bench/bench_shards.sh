@@ -14,19 +14,19 @@
 # as the shards: its calls read with WORKERS parallel workers (default: the
 # share, less one for the calling backend; none on a share of one core)
 # and compute on THREADS CPU threads (gpurec.cpu_threads; default: the
-# share).  Timings are medians of 5 (overhead: of 11), each in a session
-# that has already made one call (dblink connections open).  PARTS picks
-# the measurements (default "overhead cheapest roc"; "reference" adds plain
-# SQL's parallel sum(price) over one cluster's offers, alone and on every
-# cluster at once: what the shared machine does to a read gpurec has no
-# part in); TIMING=1 adds every
-# call's gpurec.timing NOTICE: the local ones as psql prints them, the
-# shards' from the coordinator's server log (dblink writes them there), and
-# the phases of each of the local calls made at once.  DEVICES names the
-# devices (default cpu): cpu, gpu, and gpu-mps (below).  HUGE_PAGES=on
-# starts the clusters with huge_pages = on, their shared buffers on 2 MB
-# pages (as root, the pages the clusters need are reserved first); the
-# default, try, finds none reserved on most machines.
+# share).  Timings are medians of ROUNDS (default 5; overhead: of 11),
+# each in a session that has already made one call (dblink connections
+# open); every round's pair is printed too.  PARTS picks the measurements
+# (default "overhead cheapest roc"; "reference" adds plain SQL's parallel
+# sum(price) over one cluster's offers, alone and on every cluster at
+# once: what the shared machine does to a read gpurec has no part in).
+# TIMING=1 adds every call's gpurec.timing NOTICE: the local ones as psql
+# prints them, the shards' from the coordinator's server log (dblink
+# writes them there), and the phases of each of the local calls made at
+# once.  DEVICES names the devices (default cpu): cpu, gpu, and gpu-mps
+# (below).  HUGE_PAGES=on starts the clusters with huge_pages = on, their
+# shared buffers on 2 MB pages (as root, the pages the clusters need are
+# reserved first); the default, try, finds none reserved on most machines.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 clusters=${CLUSTERS:-4}
@@ -40,6 +40,7 @@ threads=${THREADS:-$share}
 devices=${DEVICES:-cpu}
 parts=" ${PARTS:-overhead cheapest roc} "
 timing=${TIMING:-0}
+rounds=${ROUNDS:-5}
 base=${BENCH_DIR:-/tmp/gpurec-bench-shard}
 huge_pages=${HUGE_PAGES:-try}
 shared_buffers_mb=2048
@@ -98,14 +99,15 @@ at_once_notices() {
 # coordinator's), then the local calls on every cluster at once
 weak_scaling() {
 	local one all ones="" alls=""
-	# five rounds, a local and a distributed call in each: the machine's
+	# ROUNDS rounds, a local and a distributed call in each: the machine's
 	# speed drifts by up to a third between minutes, and so falls on both
-	for _ in 1 2 3 4 5; do
+	for _ in $(seq "$rounds"); do
 		ones+="$(warm_ms "$base-1" bench "$set_device $4")"$'\n'
 		alls+="$(warm_ms "$base-1" coord "$5")"$'\n'
 	done
 	one=$(printf "%s" "$ones" | median)
 	all=$(printf "%s" "$alls" | median)
+	echo "  rounds, local / distributed: $(paste -d/ <(printf "%s" "$ones") <(printf "%s" "$alls") | tr '\n' ' ')ms"
 	notices "$base-1" bench "$set_device $4"
 	mark_log
 	notices "$base-1" coord "$5" >/dev/null
