@@ -85,7 +85,18 @@ std::vector<ByteSpan> bytea_list_argument(FunctionCallInfo fcinfo, int n, const 
 
 std::vector<int8_t> label_list_argument(FunctionCallInfo fcinfo, int n, const char *name)
 {
-	Elements e = elements_of(list_array_argument(fcinfo, n, name), BOOLOID, 1, true, TYPALIGN_CHAR);
+	ArrayType *array = list_array_argument(fcinfo, n, name);
+	if (!ARR_HASNULL(array))
+	{
+		/* a boolean is one byte, 0 or 1, and without a NULL they lie side by side: no Datum per label */
+		int count = ARR_NDIM(array) == 0 ? 0 : ARR_DIMS(array)[0];
+		const auto *data = reinterpret_cast<const uint8_t *>(ARR_DATA_PTR(array));
+		std::vector<int8_t> labels(static_cast<size_t>(count));
+		for (int i = 0; i < count; ++i)
+			labels[i] = data[i] != 0 ? 1 : 0;
+		return labels;
+	}
+	Elements e = elements_of(array, BOOLOID, 1, true, TYPALIGN_CHAR);
 	std::vector<int8_t> labels(e.count);
 	for (int i = 0; i < e.count; ++i)
 		labels[i] = e.nulls[i] ? -1 : (DatumGetBool(e.values[i]) ? 1 : 0);

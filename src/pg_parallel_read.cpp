@@ -625,12 +625,16 @@ void keep_area_alive(void *arg)
 	}));
 }
 
-/* SELECT gpurec._read_columns('<specs>', q."a", ...) FROM (<query>) AS q */
-char *wrapper_query(const char *query, const ColumnBinding &binding, const char *specs)
+/*
+ * SELECT gpurec._read_columns($1, q."a", ...) FROM (<query>) AS q, $1 the
+ * specs: a parameter, so that the plan says whether workers will read
+ * before the area the specs name exists.
+ */
+char *wrapper_query(const char *query, const ColumnBinding &binding)
 {
 	StringInfoData sql;
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT gpurec._read_columns(%s", quote_literal_cstr(specs));
+	appendStringInfoString(&sql, "SELECT gpurec._read_columns($1");
 	for (int c = 0; c < binding.ncolumns; ++c)
 		if (binding.conversion[c] != Conversion::Absent)
 			appendStringInfo(&sql, ", q.%s", quote_identifier(binding.specs[c].name));
@@ -669,6 +673,27 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 
 	/*
+	 * The plan first: most small queries get none, and then no shared
+	 * memory is made for workers (a dynamic shared memory segment costs
+	 * system calls, a quarter of a call on an empty query).  Generic, so
+	 * that running it with the specs plans nothing again.
+	 */
+	Oid spec_type = TEXTOID;
+	SPIPlanPtr plan = SPI_prepare_cursor(wrapper_query(query, binding), 1, &spec_type,
+										 CURSOR_OPT_PARALLEL_OK | CURSOR_OPT_GENERIC_PLAN);
+	if (plan == nullptr)
+		elog(ERROR, "could not prepare the parallel read of the %s: %s", binding.what,
+			 SPI_result_code_string(SPI_result));
+	outcome.planned_workers = planned_workers(plan);
+	if (outcome.planned_workers == 0)
+	{
+		SPI_freeplan(plan);
+		AtEOXact_GUC(true, nest_level);
+		outcome.why_serial = "the plan is not parallel";
+		return outcome;
+	}
+
+	/*
 	 * The area the workers leave their columns in.  The call's table keeps
 	 * it mapped (so it is made in the call's context, which outlives SPI's);
 	 * on an ERROR the resource owner frees it.
@@ -698,21 +723,6 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 		if (!keys.empty())
 			memcpy(dsa_get_address(area, address.keys_at), keys.data(), keys.size() * sizeof(int64_t));
 	}
-	char *specs = encode_specs(binding, address, PartialRequest{});
-	char *sql = wrapper_query(query, binding, specs);
-	SPIPlanPtr plan = SPI_prepare_cursor(sql, 0, nullptr, CURSOR_OPT_PARALLEL_OK);
-	if (plan == nullptr)
-		elog(ERROR, "could not prepare the parallel read of the %s: %s", binding.what,
-			 SPI_result_code_string(SPI_result));
-	outcome.planned_workers = planned_workers(plan);
-	if (outcome.planned_workers == 0)
-	{
-		dsa_detach(area);
-		SPI_freeplan(plan);
-		AtEOXact_GUC(true, nest_level);
-		outcome.why_serial = "the plan is not parallel";
-		return outcome;
-	}
 
 	DirectShape shape;
 	outcome.direct = direct_shape(inner, binding, &shape);
@@ -736,8 +746,14 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	ActiveRead read{table, ctx, area, worker_areas, static_cast<int>(chunk_areas->count), 0, ArrivedParts{nullptr, 0},
 					0, spi_context, 0, false};
 	ActiveRead *outer = active_read;
+	ParamListInfo specs = makeParamList(1);
+	specs->params[0].value = CStringGetTextDatum(encode_specs(binding, address, PartialRequest{}));
+	specs->params[0].isnull = false;
+	specs->params[0].pflags = PARAM_FLAG_CONST;
+	specs->params[0].ptype = TEXTOID;
 	SPIExecuteOptions options;
 	memset(&options, 0, sizeof options);
+	options.params = specs;
 	options.read_only = true;
 	options.dest = None_Receiver;
 	active_read = &read;

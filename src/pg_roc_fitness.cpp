@@ -120,9 +120,26 @@ Datum labels_unpack_body(FunctionCallInfo fcinfo)
 	std::vector<int8_t> labels = unpack_labels(reinterpret_cast<const uint8_t *>(VARDATA_ANY(packed)),
 											   VARSIZE_ANY_EXHDR(packed), MaxArraySize);
 	int count = static_cast<int>(labels.size());
+	bool any_null = std::find(labels.begin(), labels.end(), -1) != labels.end();
 	ArrayType *array = pg_call([&] {
 		if (count == 0)
 			return construct_empty_array(BOOLOID);
+		if (!any_null)
+		{
+			/* the array's bytes as construct_md_array lays them out, with no Datum per label */
+			size_t data_offset = ARR_OVERHEAD_NONULLS(1);
+			auto *flat = static_cast<ArrayType *>(palloc(data_offset + count));
+			SET_VARSIZE(flat, data_offset + count);
+			flat->ndim = 1;
+			flat->dataoffset = 0;
+			flat->elemtype = BOOLOID;
+			ARR_DIMS(flat)[0] = count;
+			ARR_LBOUND(flat)[0] = 1;
+			auto *data = reinterpret_cast<uint8_t *>(ARR_DATA_PTR(flat));
+			for (int i = 0; i < count; ++i)
+				data[i] = labels[i] == 1 ? 1 : 0;
+			return flat;
+		}
 		Datum *values = static_cast<Datum *>(palloc(count * sizeof(Datum)));
 		bool *nulls = static_cast<bool *>(palloc(count * sizeof(bool)));
 		for (int i = 0; i < count; ++i)
