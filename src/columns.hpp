@@ -330,22 +330,7 @@ template <typename T> class ChunkedColumn
 		else if (form == 0)
 			part.append_bytes(in.take(n * sizeof(T)), n, run);
 		else if (form == 2 && std::is_integral_v<T>)
-		{
-			if (n > in.remaining()) /* a byte a row at least: checked before anything is allocated */
-				throw Error(sqlstate::internal_error, "ChunkedColumn: a packed column shorter than its row count");
-			uint64_t value = 0;
-			part.append(n, [&](T *out, size_t, size_t count) {
-				for (size_t i = 0; i < count; ++i)
-				{
-					uint64_t zigzag = in.get_varint();
-					value += (zigzag >> 1) ^ (0 - (zigzag & 1));
-					auto row = static_cast<T>(static_cast<int64_t>(value));
-					if (static_cast<int64_t>(row) != static_cast<int64_t>(value))
-						throw Error(sqlstate::internal_error, "ChunkedColumn: a packed value out of its type's range");
-					out[i] = row;
-				}
-			});
-		}
+			part.append_packed(in, n);
 		else
 			throw Error(sqlstate::internal_error, "ChunkedColumn: a serialized column of unknown form");
 		return part;
@@ -418,13 +403,39 @@ template <typename T> class ChunkedColumn
 	{
 		ByteReader ahead = in;
 		size_t n = ahead.get<uint64_t>();
-		if (n <= SIZE_MAX / sizeof(T) && ahead.get<uint8_t>() == 0 && (!take_chunks || n < kChunkRows))
+		uint8_t form = n <= SIZE_MAX / sizeof(T) ? ahead.get<uint8_t>() : 0xff;
+		if ((form == 0 || (form == 2 && std::is_integral_v<T>)) && (!take_chunks || n < kChunkRows))
 		{
 			in = ahead;
-			append_bytes(in.take(n * sizeof(T)), n, run);
+			if (form == 0)
+				append_bytes(in.take(n * sizeof(T)), n, run);
+			else
+				append_packed(in, n);
 			return;
 		}
 		append_column(read_serialized(in, run), take_chunks, run);
+	}
+	/*
+	 * Appends n rows that serialize() packed (ByteWriter::pack_integers):
+	 * each a zigzag varint of its difference from the row before.  After an
+	 * ERROR the column holds an unknown share of them.
+	 */
+	void append_packed(ByteReader &in, size_t n)
+	{
+		if (n > in.remaining()) /* a byte a row at least: checked before anything is allocated */
+			throw Error(sqlstate::internal_error, "ChunkedColumn: a packed column shorter than its row count");
+		uint64_t value = 0;
+		append(n, [&](T *out, size_t, size_t count) {
+			for (size_t i = 0; i < count; ++i)
+			{
+				uint64_t zigzag = in.get_varint();
+				value += (zigzag >> 1) ^ (0 - (zigzag & 1));
+				auto row = static_cast<T>(static_cast<int64_t>(value));
+				if (static_cast<int64_t>(row) != static_cast<int64_t>(value))
+					throw Error(sqlstate::internal_error, "ChunkedColumn: a packed value out of its type's range");
+				out[i] = row;
+			}
+		});
 	}
 	/* Appends n rows from their bytes (at any alignment), through run. */
 	void append_bytes(const uint8_t *rows, size_t n, const PieceRunner &run = run_serially)
