@@ -394,10 +394,10 @@ template <typename T> class ChunkedColumn
 		return first;
 	}
 	/*
-	 * append_column() of what serialize() wrote.  Rows written as bytes, of
-	 * which no full chunk is to be taken, are copied from the bytes straight
-	 * into this column: a column between would cost a chunk's mapping and
-	 * first touch, more than the copy when the rows are few.
+	 * append_column() of what serialize() wrote.  Rows written as bytes or
+	 * packed, of which no full chunk is to be taken, go from the bytes
+	 * straight into this column: a column between would cost a chunk's
+	 * mapping and first touch, more than the rows when they are few.
 	 */
 	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially, bool take_chunks = false)
 	{
