@@ -149,17 +149,24 @@ cleanup() {
 	[ "$reserved_huge_pages" = 0 ] || echo 0 >/proc/sys/vm/nr_hugepages
 }
 trap cleanup EXIT
+# With a GPU for every cluster (a machine of several GPUs), each cluster's
+# server sees its own alone, as servers of their own would; otherwise
+# they share the machine's.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 servers=""
 shards=""
 for i in $(seq "$clusters"); do
-	test/cluster.sh start "$base-$i" -c shared_buffers="${shared_buffers_mb}MB" -c huge_pages="$huge_pages" -c work_mem=512MB -c jit=off \
+	own_gpu=()
+	[ "$gpus" -ge "$clusters" ] && own_gpu=(env CUDA_VISIBLE_DEVICES=$((i - 1)))
+	"${own_gpu[@]}" test/cluster.sh start "$base-$i" -c shared_buffers="${shared_buffers_mb}MB" -c huge_pages="$huge_pages" -c work_mem=512MB -c jit=off \
 		-c max_worker_processes=32 -c max_parallel_workers=32 \
 		-c max_parallel_workers_per_gather="$workers" -c gpurec.cpu_threads="$threads" >/dev/null
 	servers+="CREATE SERVER s$i FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$base-$i', dbname 'bench', options '-c gpurec.device=auto');
 CREATE USER MAPPING FOR CURRENT_USER SERVER s$i OPTIONS (user 'postgres');"
 	shards+="${shards:+,}s$i"
 done
-echo "# $clusters clusters, $workers parallel workers and $threads CPU threads each, huge_pages $huge_pages, devices: $devices"
+echo "# $clusters clusters, $workers parallel workers and $threads CPU threads each, huge_pages $huge_pages, devices: $devices," \
+	"$([ "$gpus" -ge "$clusters" ] && echo "a GPU each" || echo "$gpus GPU(s) shared")"
 
 # every cluster loads its part at once
 for i in $(seq "$clusters"); do
