@@ -643,6 +643,22 @@ char *wrapper_query(const char *query, const ColumnBinding &binding)
 	return sql.data;
 }
 
+/* Runs wrapper_query's plan with its specs, the rows going to the workers' and the leader's aggregate. */
+void run_wrapper_plan(SPIPlanPtr plan, const char *specs)
+{
+	ParamListInfo parameters = makeParamList(1);
+	parameters->params[0].value = CStringGetTextDatum(specs);
+	parameters->params[0].isnull = false;
+	parameters->params[0].pflags = PARAM_FLAG_CONST;
+	parameters->params[0].ptype = TEXTOID;
+	SPIExecuteOptions options;
+	memset(&options, 0, sizeof options);
+	options.params = parameters;
+	options.read_only = true;
+	options.dest = None_Receiver;
+	SPI_execute_plan_extended(plan, &options);
+}
+
 } // namespace
 
 ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const ColumnBinding &binding,
@@ -746,16 +762,6 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	ActiveRead read{table, ctx, area, worker_areas, static_cast<int>(chunk_areas->count), 0, ArrivedParts{nullptr, 0},
 					0, spi_context, 0, false};
 	ActiveRead *outer = active_read;
-	ParamListInfo specs = makeParamList(1);
-	specs->params[0].value = CStringGetTextDatum(encode_specs(binding, address, PartialRequest{}));
-	specs->params[0].isnull = false;
-	specs->params[0].pflags = PARAM_FLAG_CONST;
-	specs->params[0].ptype = TEXTOID;
-	SPIExecuteOptions options;
-	memset(&options, 0, sizeof options);
-	options.params = specs;
-	options.read_only = true;
-	options.dest = None_Receiver;
 	active_read = &read;
 	PG_TRY();
 	{
@@ -763,7 +769,7 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 			run_direct_scan(shape, binding, encode_specs(binding, address, partial), outcome.planned_workers,
 							partial.kind != PartialKind::None);
 		else
-			SPI_execute_plan_extended(plan, &options);
+			run_wrapper_plan(plan, encode_specs(binding, address, PartialRequest{}));
 	}
 	PG_FINALLY();
 	{
