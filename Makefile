@@ -19,10 +19,10 @@ PG_SRCS = $(wildcard src/pg_*.cpp)
 ENGINE_SRCS = $(filter-out $(PG_SRCS),$(wildcard src/*.cpp))
 OBJS = $(PG_SRCS:.cpp=.o) $(ENGINE_SRCS:.cpp=.o)
 
-# pg_regress: test/sql/<name>.sql against test/expected/<name>.out; output
+# pg_regress (the contrib layout): sql/<name>.sql against expected/<name>.out; output
 # in results/.  SKIP_REGRESS=cron_refresh where pg_cron is not preloaded.
 REGRESS = $(filter-out $(SKIP_REGRESS),access carts cron_refresh geo marketplace roc_fitness)
-REGRESS_OPTS = --inputdir=test --load-extension=gpurec
+REGRESS_OPTS = --load-extension=gpurec
 
 # CUDA: nvcc from PATH, else from CUDA_HOME. The runtime is linked statically
 # (gpurec.so then loads where CUDA is not installed), so a GPU build needs
