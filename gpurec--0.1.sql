@@ -15,12 +15,13 @@ GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
 
 CREATE FUNCTION devices()
 RETURNS TABLE(device_id int, name text, compute_capability text,
-              total_memory_bytes bigint, free_memory_bytes bigint, multiprocessors int)
+              total_memory_bytes bigint, free_memory_bytes bigint, multiprocessors int,
+              calls_running int, calls_queued int, memory_used bigint, service_pid int)
 AS 'MODULE_PATHNAME', 'gpurec_devices'
 LANGUAGE C VOLATILE STRICT;
 
 COMMENT ON FUNCTION devices() IS
-'The GPUs this backend can use; no rows without one.';
+'The GPUs gpurec uses, one row each: the GPU service''s with its calls running and queued and the memory they hold (gpurec in shared_preload_libraries), else this backend''s own, the service''s columns NULL; no rows without a GPU.';
 
 -- Internal (gpurec_shards): a pause between rounds of waiting for the
 -- shards, shorter than pg_sleep's shortest (a millisecond), that cancel and

@@ -184,6 +184,13 @@ std::vector<DeviceInfo> devices()
 	return out;
 }
 
+void use_device(int device_id)
+{
+	if (!usable())
+		throw Failure(Failure::Kind::NoGpu, unusable_reason);
+	check(cudaSetDevice(device_id), "cudaSetDevice");
+}
+
 void throw_cuda_error(cudaError_t err, const char *what)
 {
 	cudaGetLastError(); /* clear a non-sticky error so the backend stays usable */

@@ -35,6 +35,8 @@ double start_ms() noexcept { return 0; }
 
 std::vector<DeviceInfo> devices() { return {}; }
 
+void use_device(int) { no_gpu(); }
+
 /* marketplace */
 class OfferUpload
 {

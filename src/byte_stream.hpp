@@ -134,6 +134,24 @@ class ByteReader
 	size_t at_ = 0;
 };
 
+/* A vector of plain values in the flat form: its length, then its elements. */
+template <typename T> void put_vector(ByteWriter &out, const std::vector<T> &values)
+{
+	out.put<uint64_t>(values.size());
+	out.write(values.data(), values.size() * sizeof(T));
+}
+
+template <typename T> std::vector<T> get_vector(ByteReader &in)
+{
+	uint64_t n = in.get<uint64_t>();
+	if (n > in.remaining() / sizeof(T))
+		throw Error(sqlstate::internal_error, "ByteReader: a serialized vector longer than its bytes");
+	std::vector<T> values(n);
+	if (n > 0)
+		std::memcpy(values.data(), in.take(n * sizeof(T)), n * sizeof(T));
+	return values;
+}
+
 /*
  * The flat form of `object` (its serialize(ByteWriter &)) as a vector:
  * counted, then written.  prepare(writer) sets up both writers alike

@@ -19,6 +19,10 @@
 
 namespace gpurec {
 
+namespace service {
+class Client;
+}
+
 enum class DeviceMode
 {
 	Auto, /* the GPU when usable and the input is large enough to gain */
@@ -73,14 +77,32 @@ struct ExecContext : gpu::CallContext
 	 */
 	double gpu_start_wait_ms = 0;
 	double gpu_start_ms = 0;
+	/*
+	 * The GPU service this backend sends GPU work to (gpu_service.hpp), or
+	 * null: the call computes on a GPU of its own process.  Set by the SQL
+	 * layer when the service runs; never inside the service.
+	 */
+	service::Client *service = nullptr;
+	/* The service's device that computed the call (-1: none), and how long the call queued there. */
+	int service_device = -1;
+	double service_queued_ms = 0;
 };
 
 /* Whether a usable GPU is present; the first call initialises CUDA. */
 inline bool gpu_usable(std::string *why_not = nullptr) { return gpu::usable(why_not); }
 
-/* gpu_usable() for a call: how long it waited for CUDA's start (that its read began) goes into ctx. */
+/* Whether the GPU service a call sends its GPU work to has a device (gpu_service_client.cpp). */
+bool service_has_devices(ExecContext &ctx, std::string *why_not);
+
+/*
+ * gpu_usable() for a call: the service's devices when it has a service;
+ * otherwise its own CUDA, how long it waited for CUDA's start (that its
+ * read began) going into ctx.
+ */
 inline bool gpu_usable(ExecContext &ctx, std::string *why_not = nullptr)
 {
+	if (ctx.service)
+		return service_has_devices(ctx, why_not);
 	Stopwatch clock;
 	bool usable = gpu::usable(why_not);
 	double waited = clock.elapsed_ms();

@@ -18,6 +18,7 @@ extern "C" {
 #include <string>
 
 #include "errors.hpp"
+#include "pg_gpu_service.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
 
@@ -29,29 +30,51 @@ void _PG_init(void);
 void _PG_init(void)
 {
 	gpurec::define_settings();
+	gpurec::register_gpu_service();
 }
 
 namespace gpurec {
 namespace {
 
+/*
+ * One row per GPU: the service's, with its load, where it runs; else the
+ * GPUs this backend sees, the service's columns NULL.
+ */
 Datum devices_body(FunctionCallInfo fcinfo)
 {
-	std::vector<gpu::DeviceInfo> devices = gpu::devices();
-	ResultWriter out(fcinfo);
-	for (const gpu::DeviceInfo &d : devices)
+	std::vector<service::DeviceStatus> devices;
+	int32 service_pid = 0;
+	if (service::Client *client = gpu_service_client())
 	{
-		const char *name = d.name.c_str();
-		const char *capability = d.compute_capability.c_str();
-		Datum values[6];
-		bool nulls[6] = {false, false, false, false, false, false};
+		ExecContext ctx = exec_context_from_settings();
+		service::Status status = client->status(ctx);
+		devices = status.devices;
+		service_pid = status.pid;
+	}
+	else
+		for (const gpu::DeviceInfo &info : gpu::devices())
+			devices.push_back({info});
+	ResultWriter out(fcinfo);
+	for (const service::DeviceStatus &d : devices)
+	{
+		const char *name = d.info.name.c_str();
+		const char *capability = d.info.compute_capability.c_str();
+		Datum values[10];
+		bool nulls[10] = {};
 		pg_call([&] {
-			values[0] = Int32GetDatum(d.device_id);
+			values[0] = Int32GetDatum(d.info.device_id);
 			values[1] = CStringGetTextDatum(name);
 			values[2] = CStringGetTextDatum(capability);
-			values[3] = Int64GetDatum(d.total_memory_bytes);
-			values[4] = Int64GetDatum(d.free_memory_bytes);
-			values[5] = Int32GetDatum(d.multiprocessors);
+			values[3] = Int64GetDatum(d.info.total_memory_bytes);
+			values[4] = Int64GetDatum(d.info.free_memory_bytes);
+			values[5] = Int32GetDatum(d.info.multiprocessors);
+			values[6] = Int32GetDatum(d.calls_running);
+			values[7] = Int32GetDatum(d.calls_queued);
+			values[8] = Int64GetDatum(d.memory_used);
+			values[9] = Int32GetDatum(service_pid);
 		});
+		for (int c = 6; c < 10; ++c)
+			nulls[c] = service_pid == 0;
 		out.put(values, nulls);
 	}
 	return (Datum) 0;

@@ -88,6 +88,9 @@ double estimated_rows(SPIPlanPtr plan)
 bool start_gpu_while_reading(const ExecContext &ctx, const InputTable &table, SPIPlanPtr plan)
 {
 	static bool exit_waits = false;
+	/* a call the GPU service computes finds CUDA started there */
+	if (ctx.service)
+		return false;
 	bool will_use_gpu =
 		ctx.mode == DeviceMode::Gpu ||
 		(ctx.mode == DeviceMode::Auto && !gpu::found_unusable() && std::isfinite(table.gpu_from_rows()) &&

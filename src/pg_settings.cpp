@@ -16,7 +16,9 @@ extern "C" {
 }
 
 #include <cstdlib>
+#include <climits>
 #include <cstring>
+#include <vector>
 
 #include "pg_settings.hpp"
 
@@ -29,6 +31,11 @@ bool timing_setting = false;
 int parallel_workers_setting = -1;
 int cpu_threads_setting = 0;
 bool test_fail_gpu_alloc_setting = false;
+char *gpus_setting = nullptr;
+/* gpurec.gpus as parsed by its check hook */
+std::vector<int> gpus;
+int test_stand_in_devices_setting = 0;
+int test_stand_in_memory_setting = 0; /* kB */
 char *test_fault_setting = nullptr;
 /* gpurec.test_fault as parsed by its check hook (at = 0: none). */
 TestFault test_fault;
@@ -129,6 +136,52 @@ void assign_test_fault(const char *, void *extra)
 	test_fault = extra ? *static_cast<TestFault *>(extra) : TestFault();
 }
 
+/* Parses gpurec.gpus: device ids separated by commas (spaces allowed), '' for every GPU. */
+bool parse_gpus(const char *value, std::vector<int> *ids)
+{
+	ids->clear();
+	for (const char *c = value ? value : ""; *c;)
+	{
+		while (*c == ' ' || *c == ',')
+			++c;
+		if (*c == '\0')
+			break;
+		if (*c < '0' || *c > '9')
+			return false;
+		long id = 0;
+		while (*c >= '0' && *c <= '9')
+		{
+			id = id * 10 + (*c++ - '0');
+			if (id > 1023)
+				return false;
+		}
+		while (*c == ' ')
+			++c;
+		if (*c != ',' && *c != '\0')
+			return false;
+		ids->push_back(static_cast<int>(id));
+	}
+	return true;
+}
+
+bool check_gpus(char **newval, void **extra, GucSource)
+{
+	std::vector<int> parsed;
+	if (!parse_gpus(*newval, &parsed))
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errdetail("gpurec.gpus is a list of GPU device ids separated by commas, as in '0,2', or empty "
+							"for every GPU.");
+		return false;
+	}
+	return true;
+}
+
+void assign_gpus(const char *value, void *)
+{
+	(void) parse_gpus(value, &gpus);
+}
+
 } // namespace
 
 void define_settings()
@@ -139,6 +192,19 @@ void define_settings()
 		"error when no GPU is usable; cpu never uses one.",
 		&device_setting, static_cast<int>(DeviceMode::Auto), device_options, PGC_USERSET, 0,
 		nullptr, nullptr, nullptr);
+	DefineCustomStringVariable(
+		"gpurec.gpus", "The GPUs gpurec's GPU service uses: device ids separated by commas; empty uses every GPU.",
+		"Read when the server starts, with gpurec in shared_preload_libraries.  Device ids are CUDA's, as "
+		"gpurec.devices() and nvidia-smi show them.",
+		&gpus_setting, "", PGC_POSTMASTER, 0, check_gpus, assign_gpus, nullptr);
+	DefineCustomIntVariable("gpurec.test_stand_in_devices",
+							"For tests only: the GPU service presents this many devices that compute on the CPU.",
+							"0 uses the GPUs.  Read when the server starts.", &test_stand_in_devices_setting, 0, 0,
+							64, PGC_POSTMASTER, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, nullptr, nullptr, nullptr);
+	DefineCustomIntVariable("gpurec.test_stand_in_memory",
+							"For tests only: the memory each stand-in device of the GPU service reports.", nullptr,
+							&test_stand_in_memory_setting, 1024 * 1024, 0, INT_MAX, PGC_POSTMASTER,
+							GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_UNIT_KB, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("gpurec.timing",
 							 "Raises a NOTICE per call with the device used and the time of "
 							 "each phase.",
@@ -174,6 +240,16 @@ void define_settings()
 bool settings_timing() { return timing_setting; }
 
 int settings_parallel_workers() { return parallel_workers_setting; }
+
+service::Options service_options_from_settings()
+{
+	service::Options options;
+	options.gpus = gpus;
+	options.stand_in_devices = test_stand_in_devices_setting;
+	options.stand_in_memory = static_cast<int64_t>(test_stand_in_memory_setting) * 1024;
+	options.cpu_threads = static_cast<size_t>(cpu_threads_setting);
+	return options;
+}
 
 ExecContext exec_context_from_settings()
 {

@@ -1,5 +1,5 @@
 /*
- * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.timing, gpurec.parallel_workers,
+ * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.gpus, gpurec.timing, gpurec.parallel_workers,
  * gpurec.test_fail_gpu_alloc, gpurec.test_fault) and the engine's per-call
  * context made from them.  Everything that reads a setting goes through
  * here.
@@ -7,6 +7,7 @@
 #pragma once
 
 #include "device.hpp"
+#include "gpu_service.hpp"
 
 namespace gpurec {
 
@@ -15,6 +16,9 @@ namespace gpurec {
  * _PG_init; touches no GPU.
  */
 void define_settings();
+
+/* What the GPU service runs with: gpurec.gpus, gpurec.cpu_threads and the test-only stand-in devices. */
+service::Options service_options_from_settings();
 
 /* The engine's context for one call, from the settings as they are now. */
 ExecContext exec_context_from_settings();

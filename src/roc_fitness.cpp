@@ -29,6 +29,7 @@
 #include "../kernels/api/roc_kernels.hpp"
 #include "../kernels/api/roc_keys.hpp"
 #include "cpu_parallel.hpp"
+#include "gpu_service.hpp"
 
 namespace gpurec {
 
@@ -459,6 +460,77 @@ std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelC
 	return results_of(ids_of_segments, counts);
 }
 
+namespace {
+
+/* GPU memory a call of roc_fitness needs per example, for the service's queue: keys, their sorted copy, segments. */
+constexpr int64_t kServiceBytesPerExample = 32;
+
+/*
+ * The device part of the array format: each row's counts, by segment, on
+ * the device the context picks.  With a GPU service, its GPU path is the
+ * service's; in the service, this same function runs on the service's
+ * device (roc_arrays_in_service).
+ */
+std::vector<RocCounts> counts_of_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
+										const std::vector<int32_t> &segment_of_row, ExecContext &ctx)
+{
+	return dispatch(
+		ctx, "roc_fitness", static_cast<double>(scores.elements()), kMinGpuExamples,
+		[&] {
+			if (ctx.service)
+				return service::call_for_vector<RocCounts>(service::Function::RocCountsArrays,
+										   static_cast<int64_t>(scores.elements()) * kServiceBytesPerExample,
+										   [&](ByteWriter &out) {
+											   out.put<uint8_t>(scores.doubles() ? 1 : 0);
+											   scores.serialize(out);
+											   put_vector(out, labels);
+											   put_vector(out, segment_of_row);
+										   },
+										   ctx);
+			gpu::RocScoreArrays arrays{scores.size(), scores.row_begins().data(), scores.doubles(),
+									   chunk_view(scores.floats()), chunk_view(scores.double_values()),
+									   chunk_view(scores.valid())};
+			return gpu::roc_counts_arrays(arrays, labels, segment_of_row, ctx);
+		},
+		[&] {
+			std::vector<size_t> row_of_segment(segment_of_row.size());
+			for (size_t row = 0; row < segment_of_row.size(); ++row)
+				row_of_segment[static_cast<size_t>(segment_of_row[row])] = row;
+			return cpu_path(
+				ctx, true, [&] { return range_of_arrays(scores, labels); },
+				[&](auto zero, const KeyLayout &layout) {
+					return PackedArrayRows<decltype(zero)>{scores, labels, row_of_segment, layout};
+				});
+		});
+}
+
+/* The service's side of counts_of_arrays: the input its GPU path wrote. */
+std::vector<uint8_t> roc_arrays_in_service(ByteReader &input, ExecContext &ctx)
+{
+	FloatArrayColumn scores;
+	scores.set_doubles(input.get<uint8_t>() != 0);
+	scores.append_serialized(input);
+	std::vector<int8_t> labels = get_vector<int8_t>(input);
+	std::vector<int32_t> segment_of_row = get_vector<int32_t>(input);
+	/* every segment once: the counts are written by segment */
+	std::vector<bool> seen(segment_of_row.size());
+	bool agree = segment_of_row.size() == scores.size();
+	for (int32_t segment : segment_of_row)
+	{
+		agree = agree && segment >= 0 && static_cast<size_t>(segment) < seen.size() && !seen[segment];
+		if (agree)
+			seen[segment] = true;
+	}
+	if (!agree)
+		throw Error(sqlstate::internal_error, "roc_fitness: the GPU service got rows and segments that disagree");
+	return service::vector_result(counts_of_arrays(scores, labels, segment_of_row, ctx));
+}
+
+const bool roc_arrays_registered =
+	(service::register_handler(service::Function::RocCountsArrays, roc_arrays_in_service), true);
+
+} // namespace
+
 std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 										  const FloatArrayColumn &scores,
 										  const std::vector<int8_t> &labels, ExecContext &ctx)
@@ -489,22 +561,7 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 		ids_of_segments[s] = id;
 		segment_of_row[row] = static_cast<int32_t>(s);
 	}
-	std::vector<RocCounts> counts = dispatch(
-		ctx, "roc_fitness", static_cast<double>(scores.elements()), kMinGpuExamples,
-		[&] {
-			gpu::RocScoreArrays arrays{scores.size(), scores.row_begins().data(), scores.doubles(),
-									   chunk_view(scores.floats()), chunk_view(scores.double_values()),
-									   chunk_view(scores.valid())};
-			return gpu::roc_counts_arrays(arrays, labels, segment_of_row, ctx);
-		},
-		[&] {
-			return cpu_path(
-				ctx, true, [&] { return range_of_arrays(scores, labels); },
-				[&](auto zero, const KeyLayout &layout) {
-					return PackedArrayRows<decltype(zero)>{scores, labels, row_of_segment, layout};
-				});
-		});
-	return results_of(ids_of_segments, counts);
+	return results_of(ids_of_segments, counts_of_arrays(scores, labels, segment_of_row, ctx));
 }
 
 namespace {

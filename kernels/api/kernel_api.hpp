@@ -211,4 +211,10 @@ double start_ms() noexcept;
 /* Every visible GPU; empty without one. */
 std::vector<DeviceInfo> devices();
 
+/*
+ * Makes `device_id` the calling thread's GPU for the kernels it runs next
+ * (the GPU service's worker of that device; a backend uses device 0).
+ */
+void use_device(int device_id);
+
 } // namespace gpurec::gpu

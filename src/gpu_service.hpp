@@ -1,0 +1,164 @@
+/*
+ * gpu_service.hpp: the GPU service, one process per server that owns every
+ * GPU gpurec uses, and the client through which a backend sends it work.
+ *
+ * Why a process of its own: a CUDA context costs a backend hundreds of
+ * milliseconds to a second to create (more GPUs visible, more time), each
+ * holds GPU memory, and a fault in GPU code must not take a backend, let
+ * alone the cluster, with it.  The service creates each GPU's context once
+ * and keeps it; backends hand it work and wait.
+ *
+ * The wire: a Unix socket of kind SOCK_SEQPACKET (one message a request,
+ * its end seen at once when either side goes away) in the data directory,
+ * every PostgreSQL process's working directory.  Messages are small fixed
+ * headers; the data of a call travels in a memfd whose descriptor rides on
+ * the message (SCM_RIGHTS), both ways, so no row passes through the socket.
+ * A client that goes away (a cancel, statement_timeout, the backend's exit)
+ * cancels its call: the service drops it from the queue, or stops it at its
+ * next interrupt point.
+ *
+ * What runs in the service is the engine's own code for a function's
+ * device part (a Handler the family registers), with the same ExecContext
+ * rules, so that answers are those of an in-process call.  Without a GPU
+ * (CI), `stand_in_devices` makes the service present devices that compute
+ * on the CPU, so that the protocol, queue and faults are tested everywhere.
+ *
+ * Plain C++: no PostgreSQL header.  pg_gpu_service.cpp starts and watches
+ * the process and asks it for its status.
+ */
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "byte_stream.hpp"
+#include "device.hpp"
+
+namespace gpurec::service {
+
+/* The socket's name, relative to the data directory (every server process's working directory). */
+constexpr const char *kSocketName = "gpurec_gpu_service.sock";
+
+/* The device parts the service runs; numbers travel on the wire. */
+enum class Function : uint32_t
+{
+	RocCountsArrays = 1,
+	RocCountsLong = 2,
+};
+
+/*
+ * What the service runs for a Function: reads the input the client wrote,
+ * computes with `ctx` (its mode Gpu on the device the service chose, or Cpu
+ * on a stand-in device) and returns the result's bytes.  Throws as the
+ * engine does.
+ */
+using Handler = std::vector<uint8_t> (*)(ByteReader &input, ExecContext &ctx);
+
+/* Registers the handler of `function`; the family's file does it once, at load. */
+void register_handler(Function function, Handler handler);
+
+/* One device as the service sees it (gpurec.devices()). */
+struct DeviceStatus
+{
+	gpu::DeviceInfo info;
+	int32_t calls_running = 0;
+	int32_t calls_queued = 0;
+	int64_t memory_used = 0; /* admitted calls' estimates, bytes */
+};
+
+struct Status
+{
+	int32_t pid = 0;
+	std::vector<DeviceStatus> devices;
+};
+
+struct Options
+{
+	/* the device ids to use (gpurec.gpus); empty: every visible GPU */
+	std::vector<int> gpus;
+	/* test-only: this many devices computing on the CPU instead of GPUs (0: real GPUs) */
+	int stand_in_devices = 0;
+	/* a stand-in device's memory, bytes */
+	int64_t stand_in_memory = 0;
+	/* the most threads one call's CPU work uses (0: every core) */
+	size_t cpu_threads = 0;
+};
+
+/*
+ * Runs the service until `stop` says so or its socket cannot be made;
+ * returns the process's exit status.  Logs a line per event to stderr.
+ * Call it in a process of its own: it owns the GPUs and their contexts.
+ */
+int run(const Options &options, bool (*stop)());
+
+/*
+ * A backend's connection to the service, kept between calls.  Every method
+ * may throw gpurec::Error: 58000 when the service went away during a call
+ * (or could not be reached), what the service's call raised otherwise.
+ */
+class Client
+{
+  public:
+	Client() = default;
+	~Client();
+	Client(const Client &) = delete;
+	Client &operator=(const Client &) = delete;
+
+	/*
+	 * The service's status.  Waits at most `wait_ms` for a service that is
+	 * (re)starting, checking `ctx`'s interrupts.
+	 */
+	Status status(ExecContext &ctx, int wait_ms = 10000);
+
+	/* Whether the service has a device, and if not why (from the last status). */
+	bool has_devices(ExecContext &ctx, std::string *why_not);
+
+	/*
+	 * Runs `function` in the service: its input is what `write_input`
+	 * writes (called with a counting writer first, then with one into the
+	 * call's shared memory), `device_memory` the estimate of GPU memory it needs
+	 * (for the queue).  Waits, checking ctx's interrupts; a cancel closes
+	 * the connection, which cancels the call in the service.  Adds the
+	 * service's phase times to ctx's.  What the service's call raised is
+	 * raised here, its GPU running out of memory as GpuOutOfMemory.
+	 */
+	std::vector<uint8_t> call(Function function, int64_t device_memory,
+							  const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx);
+
+  private:
+	void connect_waiting(ExecContext &ctx, int wait_ms);
+	void disconnect();
+
+	int socket_ = -1;
+	bool known_ = false; /* last_status_ is this connection's service's */
+	Status last_status_;
+	std::string why_no_device_;
+};
+
+/* A handler's result that is a vector of plain values (put_vector's form). */
+template <typename T> std::vector<uint8_t> vector_result(const std::vector<T> &values)
+{
+	ByteWriter counter;
+	put_vector(counter, values);
+	std::vector<uint8_t> bytes(counter.size());
+	ByteWriter writer(bytes.data(), bytes.size());
+	put_vector(writer, values);
+	return bytes;
+}
+
+/* Runs `function` in ctx's service (Client::call) and reads its vector_result. */
+template <typename T>
+std::vector<T> call_for_vector(Function function, int64_t device_memory,
+							   const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx)
+{
+	std::vector<uint8_t> bytes = ctx.service->call(function, device_memory, write_input, ctx);
+	ByteReader in(bytes.data(), bytes.size());
+	std::vector<T> values = get_vector<T>(in);
+	if (!in.at_end())
+		throw Error(sqlstate::internal_error, "the GPU service's answer has bytes past its result");
+	return values;
+}
+
+} // namespace gpurec::service

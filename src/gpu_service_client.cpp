@@ -1,0 +1,280 @@
+/*
+ * gpu_service_client.cpp: a backend's side of the GPU service
+ * (gpu_service.hpp): connecting, asking for the status, sending a call and
+ * waiting for its answer while checking for interrupts.
+ */
+#include "no_postgres.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "gpu_service.hpp"
+#include "gpu_service_wire.hpp"
+
+namespace gpurec::service {
+
+namespace {
+
+/* How often a waiting backend checks for a cancel: well within the second a cancel may take. */
+constexpr int kPollMs = 50;
+
+constexpr const char *kServiceGone = "58000";
+
+/* Error keeps a SQLSTATE's address: the service's codes are kept here for the backend's life. */
+const char *interned_sqlstate(const char *code)
+{
+	static std::set<std::string> codes;
+	std::string five(code, strnlen(code, 5));
+	if (five.size() != 5)
+		five = sqlstate::internal_error;
+	return codes.insert(five).first->c_str();
+}
+
+Error service_gone(const std::string &when)
+{
+	return Error(kServiceGone, "the GPU service ended " + when,
+				 "The service restarts by itself; the server log says why it ended.",
+				 "Run the call again.");
+}
+
+/* Closes a descriptor when it goes out of scope. */
+struct Descriptor
+{
+	int fd;
+	~Descriptor()
+	{
+		if (fd >= 0)
+			close(fd);
+	}
+};
+
+} // namespace
+
+Client::~Client() { disconnect(); }
+
+void Client::disconnect()
+{
+	if (socket_ >= 0)
+		close(socket_);
+	socket_ = -1;
+	known_ = false;
+}
+
+void Client::connect_waiting(ExecContext &ctx, int wait_ms)
+{
+	if (socket_ >= 0)
+		return;
+	auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+	for (;;)
+	{
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			throw Error(kServiceGone, std::string("could not reach the GPU service: ") + std::strerror(errno));
+		struct sockaddr_un address = {};
+		address.sun_family = AF_UNIX;
+		std::strncpy(address.sun_path, kSocketName, sizeof address.sun_path - 1);
+		if (connect(fd, reinterpret_cast<struct sockaddr *>(&address), sizeof address) == 0)
+		{
+			socket_ = fd;
+			return;
+		}
+		int err = errno;
+		close(fd);
+		/* a service that is starting or restarting has no socket yet, or does not listen yet */
+		if ((err != ENOENT && err != ECONNREFUSED && err != EAGAIN) || std::chrono::steady_clock::now() >= deadline)
+			throw Error(kServiceGone, "the GPU service is not running",
+						std::string("Connecting to its socket failed: ") + std::strerror(err) + ".",
+						"It starts with the server when gpurec is in shared_preload_libraries; the server log "
+						"says why it is not running.");
+		ctx.check_interrupts();
+		std::this_thread::sleep_for(std::chrono::milliseconds(20));
+	}
+}
+
+namespace {
+
+/*
+ * Waits for the service's answer on `socket`, checking for interrupts
+ * every kPollMs; returns its size, 0 when the service went away.
+ */
+size_t await_reply(int socket, void *buffer, size_t capacity, int *fd, ExecContext &ctx)
+{
+	for (;;)
+	{
+		struct pollfd polled = {socket, POLLIN, 0};
+		int ready = poll(&polled, 1, kPollMs);
+		if (ready > 0)
+			return wire::receive_message(socket, buffer, capacity, fd);
+		if (ready < 0 && errno != EINTR)
+			return 0;
+		ctx.check_interrupts();
+	}
+}
+
+} // namespace
+
+Status Client::status(ExecContext &ctx, int wait_ms)
+{
+	auto reply = std::make_unique<wire::StatusReply>();
+	for (int attempt = 0;; ++attempt)
+	{
+		connect_waiting(ctx, wait_ms);
+		wire::Header request{wire::kVersion, wire::Kind::StatusRequest};
+		int fd = -1;
+		size_t got = 0;
+		try
+		{
+			if (wire::send_message(socket_, &request, sizeof request, -1))
+				got = await_reply(socket_, reply.get(), sizeof *reply, &fd, ctx);
+		}
+		catch (...)
+		{
+			disconnect();
+			throw;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (got >= offsetof(wire::StatusReply, devices) && reply->header.kind == wire::Kind::StatusReply &&
+			reply->header.version == wire::kVersion && reply->device_count <= wire::kMaxDevices &&
+			got == offsetof(wire::StatusReply, devices) + reply->device_count * sizeof(wire::DeviceRecord))
+			break;
+		disconnect();
+		/* a connection kept from a service that has since restarted: once more on a fresh one */
+		if (attempt > 0)
+			throw service_gone("before it answered");
+	}
+	Status status;
+	status.pid = reply->pid;
+	for (uint32_t d = 0; d < reply->device_count; ++d)
+	{
+		const wire::DeviceRecord &r = reply->devices[d];
+		DeviceStatus s;
+		s.info = {r.device_id, r.name, r.compute_capability, r.total_memory_bytes, r.free_memory_bytes,
+				  r.multiprocessors};
+		s.calls_running = r.calls_running;
+		s.calls_queued = r.calls_queued;
+		s.memory_used = r.memory_used;
+		status.devices.push_back(s);
+	}
+	last_status_ = status;
+	why_no_device_ = reply->why_no_device;
+	known_ = true;
+	return status;
+}
+
+bool Client::has_devices(ExecContext &ctx, std::string *why_not)
+{
+	if (!known_)
+		status(ctx);
+	if (why_not)
+		*why_not = why_no_device_.empty() ? "the GPU service has no usable GPU" : why_no_device_;
+	return !last_status_.devices.empty();
+}
+
+std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
+								  const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx)
+{
+	ByteWriter counter;
+	write_input(counter);
+	size_t input_bytes = counter.size();
+	uint8_t *shared = nullptr;
+	Descriptor input{wire::create_shared(input_bytes, &shared)};
+	{
+		std::unique_ptr<uint8_t, std::function<void(uint8_t *)>> mapping(
+			shared, [input_bytes](uint8_t *at) { wire::unmap_shared(at, input_bytes); });
+		ByteWriter writer(shared, input_bytes);
+		write_input(writer);
+	}
+
+	wire::CallRequest request;
+	request.function = static_cast<uint32_t>(function);
+	request.mode = static_cast<int32_t>(ctx.mode);
+	request.device_memory = device_memory;
+	request.input_bytes = input_bytes;
+	request.cpu_threads = ctx.cpu_threads;
+	request.gpu_memory_budget = ctx.gpu_memory_budget;
+	request.fault_at = ctx.fault.at > ctx.fault.seen ? ctx.fault.at - ctx.fault.seen : 0;
+	request.fault_phase = static_cast<uint8_t>(ctx.fault.phase);
+	request.fault_action = static_cast<uint8_t>(ctx.fault.action);
+	request.fail_gpu_alloc = ctx.fail_gpu_alloc ? 1 : 0;
+
+	std::vector<char> buffer(wire::kMaxMessage);
+	size_t got = 0;
+	Descriptor result{-1};
+	try
+	{
+		/* a kept connection may be to a service that has since restarted: then once more on a fresh one */
+		connect_waiting(ctx, 10000);
+		if (!wire::send_message(socket_, &request, sizeof request, input.fd))
+		{
+			disconnect();
+			connect_waiting(ctx, 10000);
+			if (!wire::send_message(socket_, &request, sizeof request, input.fd))
+				throw service_gone("before it took the call");
+		}
+		got = await_reply(socket_, buffer.data(), buffer.size(), &result.fd, ctx);
+	}
+	catch (...)
+	{
+		/* a cancel or a timeout: closing the connection cancels the call in the service */
+		disconnect();
+		throw;
+	}
+	wire::CallReply reply;
+	if (got < sizeof reply)
+	{
+		disconnect();
+		throw service_gone("during the call");
+	}
+	std::memcpy(&reply, buffer.data(), sizeof reply);
+	if (!reply.ok)
+	{
+		size_t texts = size_t(reply.message_length) + reply.detail_length + reply.hint_length;
+		if (got != sizeof reply + texts)
+		{
+			disconnect();
+			throw Error(sqlstate::internal_error, "the GPU service sent a malformed answer");
+		}
+		const char *at = buffer.data() + sizeof reply;
+		std::string message(at, reply.message_length);
+		std::string detail(at + reply.message_length, reply.detail_length);
+		std::string hint(at + reply.message_length + reply.detail_length, reply.hint_length);
+		const char *code = interned_sqlstate(reply.sqlstate);
+		/* the service's GPU was full: under auto, the dispatch computes on the CPU instead */
+		if (std::strcmp(code, sqlstate::out_of_memory) == 0)
+			throw GpuOutOfMemory(message);
+		throw Error(code, message, detail, hint);
+	}
+	if (result.fd < 0)
+	{
+		disconnect();
+		throw Error(sqlstate::internal_error, "the GPU service answered without its result");
+	}
+	std::vector<uint8_t> out(reply.result_bytes);
+	uint8_t *mapped = wire::map_shared(result.fd, reply.result_bytes, false);
+	if (!out.empty())
+		std::memcpy(out.data(), mapped, out.size());
+	wire::unmap_shared(mapped, reply.result_bytes);
+	ctx.times.transfer_ms += reply.transfer_ms;
+	ctx.times.compute_ms += reply.compute_ms;
+	ctx.service_device = reply.device_id;
+	ctx.service_queued_ms += reply.queued_ms;
+	return out;
+}
+
+} // namespace gpurec::service
+
+namespace gpurec {
+
+bool service_has_devices(ExecContext &ctx, std::string *why_not) { return ctx.service->has_devices(ctx, why_not); }
+
+} // namespace gpurec

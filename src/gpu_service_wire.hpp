@@ -1,0 +1,124 @@
+/*
+ * gpu_service_wire.hpp: the messages between the GPU service and its
+ * clients (gpu_service.hpp), and the socket and memfd helpers both sides
+ * use.  Internal to gpu_service.cpp and gpu_service_client.cpp.
+ */
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "errors.hpp"
+
+namespace gpurec::service::wire {
+
+/* Bumped whenever a message changes: a backend and a service of different builds refuse each other. */
+constexpr uint32_t kVersion = 1;
+
+enum class Kind : uint32_t
+{
+	StatusRequest = 1,
+	CallRequest = 2,
+	StatusReply = 3,
+	CallReply = 4,
+};
+
+struct Header
+{
+	uint32_t version = kVersion;
+	Kind kind;
+};
+
+/* A call; its input is in the memfd that rides on the message. */
+struct CallRequest
+{
+	Header header{kVersion, Kind::CallRequest};
+	uint32_t function = 0;
+	int32_t mode = 0; /* DeviceMode of the caller: Gpu or Auto */
+	int64_t device_memory = 0;
+	uint64_t input_bytes = 0;
+	uint64_t cpu_threads = 0;
+	uint64_t gpu_memory_budget = 0;
+	uint64_t fault_at = 0;
+	uint8_t fault_phase = 0;
+	uint8_t fault_action = 0;
+	uint8_t fail_gpu_alloc = 0;
+};
+
+/*
+ * The answer to a call: ok with the result in the memfd that rides on it,
+ * or an error whose message, detail and hint follow the struct in the same
+ * message (their lengths given).
+ */
+struct CallReply
+{
+	Header header{kVersion, Kind::CallReply};
+	uint8_t ok = 0;
+	char sqlstate[6] = {};
+	int32_t device_id = -1;
+	uint64_t result_bytes = 0;
+	double transfer_ms = 0;
+	double compute_ms = 0;
+	double queued_ms = 0;
+	uint32_t message_length = 0;
+	uint32_t detail_length = 0;
+	uint32_t hint_length = 0;
+};
+
+constexpr size_t kNameBytes = 96;
+
+struct DeviceRecord
+{
+	int32_t device_id;
+	char name[kNameBytes];
+	char compute_capability[16];
+	int64_t total_memory_bytes;
+	int64_t free_memory_bytes;
+	int32_t multiprocessors;
+	int32_t calls_running;
+	int32_t calls_queued;
+	int64_t memory_used;
+};
+
+constexpr uint32_t kMaxDevices = 64;
+
+struct StatusReply
+{
+	Header header{kVersion, Kind::StatusReply};
+	int32_t pid = 0;
+	uint32_t device_count = 0;
+	/* why there is no device, when device_count is 0 */
+	char why_no_device[256] = {};
+	DeviceRecord devices[kMaxDevices];
+};
+
+/* The largest message either side sends: a call reply's texts are bounded to fit. */
+constexpr size_t kMaxMessage = 16384 > sizeof(StatusReply) ? 16384 : sizeof(StatusReply);
+constexpr size_t kMaxText = 4096;
+
+/*
+ * Sends one message with at most one descriptor (-1: none).  Returns false
+ * when the peer is gone; throws on any other failure.
+ */
+bool send_message(int socket, const void *data, size_t bytes, int fd);
+
+/*
+ * Receives one message into buffer (at most capacity bytes) and the
+ * descriptor that rode on it (-1: none).  Returns the message's size, 0 when
+ * the peer is gone.
+ */
+size_t receive_message(int socket, void *buffer, size_t capacity, int *fd);
+
+/* A memfd of `bytes` bytes, mapped read-write at *address; throws 53200 when memory runs out. */
+int create_shared(size_t bytes, uint8_t **address);
+
+/* Maps `bytes` of fd; throws on failure. */
+uint8_t *map_shared(int fd, size_t bytes, bool writable);
+
+void unmap_shared(uint8_t *address, size_t bytes);
+
+/* Copies a string into a fixed field, cut to fit, always terminated. */
+void copy_text(char *to, size_t capacity, const std::string &from);
+
+} // namespace gpurec::service::wire

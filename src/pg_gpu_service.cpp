@@ -1,0 +1,180 @@
+/*
+ * pg_gpu_service.cpp: the GPU service's background worker and a backend's
+ * connection to it (pg_gpu_service.hpp).
+ *
+ * The worker supervises; the service is its child process.  The
+ * postmaster knows only the worker, which touches no GPU: when the service
+ * dies, however it dies (kill -9, a fault in GPU code), the postmaster sees
+ * nothing, restarts no backend and resets no shared memory; the worker
+ * logs it and starts the service again.  The service dies with the worker
+ * (PR_SET_PDEATHSIG), and the worker with the postmaster.
+ */
+#include "pg_boundary.hpp"
+
+extern "C" {
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/wait_event.h"
+}
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "pg_gpu_service.hpp"
+#include "pg_settings.hpp"
+
+extern "C" {
+PGDLLEXPORT void gpurec_gpu_service_main(Datum);
+}
+
+namespace gpurec {
+
+namespace {
+
+/* Set in the postmaster by _PG_init, so every backend it forks knows the service runs. */
+bool service_registered = false;
+/* True in the worker itself, which never calls the service. */
+bool in_supervisor = false;
+
+volatile sig_atomic_t supervisor_stopping = false;
+volatile sig_atomic_t service_stopping = false;
+
+void supervisor_sigterm(SIGNAL_ARGS)
+{
+	int save_errno = errno;
+	supervisor_stopping = true;
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+void service_sigterm(int) { service_stopping = true; }
+
+bool service_should_stop() { return service_stopping; }
+
+/*
+ * Forks the service.  The child leaves PostgreSQL's world at once: default
+ * signal handlers, no PostgreSQL call, _exit at the end (no proc_exit, no
+ * atexit handlers of the server's).
+ */
+pid_t start_service(const service::Options &options)
+{
+	pid_t supervisor = getpid();
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != supervisor)
+		_exit(1);
+	for (int sig = 1; sig < NSIG; ++sig)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGTERM, service_sigterm);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, nullptr);
+	_exit(service::run(options, service_should_stop));
+}
+
+/* Stops the service: SIGTERM, then after 5 s SIGKILL. */
+void stop_service(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	kill(pid, SIGTERM);
+	for (int waited_ms = 0; waited_ms < 5000; waited_ms += 10)
+	{
+		if (waitpid(pid, nullptr, WNOHANG) == pid)
+			return;
+		pg_usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, nullptr, 0);
+}
+
+std::string how_it_ended(int status)
+{
+	if (WIFSIGNALED(status))
+		return std::string("was terminated by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+			   strsignal(WTERMSIG(status)) + ")";
+	return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+} // namespace
+
+void register_gpu_service()
+{
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	BackgroundWorker worker;
+	memset(&worker, 0, sizeof worker);
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
+	worker.bgw_restart_time = 1;
+	strlcpy(worker.bgw_library_name, "gpurec", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "gpurec_gpu_service_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "gpurec GPU service", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "gpurec GPU service", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+	service_registered = true;
+}
+
+service::Client *gpu_service_client()
+{
+	if (!service_registered || in_supervisor)
+		return nullptr;
+	static service::Client client;
+	return &client;
+}
+
+} // namespace gpurec
+
+/*
+ * The worker: starts the service, and starts it again when it ends, at
+ * most once a second.  Stops it on SIGTERM (the server's shutdown).
+ */
+void gpurec_gpu_service_main(Datum)
+{
+	using namespace gpurec;
+	in_supervisor = true;
+	pqsignal(SIGTERM, supervisor_sigterm);
+	BackgroundWorkerUnblockSignals();
+
+	service::Options options = service_options_from_settings();
+	pid_t service = -1;
+	auto started = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+	while (!supervisor_stopping)
+	{
+		if (service < 0 &&
+			std::chrono::steady_clock::now() - started >= std::chrono::seconds(1))
+		{
+			started = std::chrono::steady_clock::now();
+			service = start_service(options);
+			if (service < 0)
+				ereport(LOG, (errmsg("gpurec could not start its GPU service: %m")));
+			else
+				ereport(LOG, (errmsg("gpurec GPU service started (pid %d)", static_cast<int>(service))));
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		int status = 0;
+		if (service > 0 && waitpid(service, &status, WNOHANG) == service)
+		{
+			ereport(LOG, (errmsg("gpurec GPU service (pid %d) %s; starting it again", static_cast<int>(service),
+								 how_it_ended(status).c_str())));
+			service = -1;
+		}
+	}
+	stop_service(service);
+	proc_exit(0);
+}
