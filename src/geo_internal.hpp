@@ -8,8 +8,10 @@
  *                     as the CPU path holds them
  *   geo_cpu.cpp       the CPU algorithms: similarity sums, similar users,
  *                     strengths
+ *   geo_device.cpp    one computation on the device dispatch chooses: the
+ *                     GPU session, the CPU path, or the GPU service
  *   geo.cpp           the SQL-callable functions (geo.hpp): checks, the
- *                     choice of device, the GPU session, the results
+ *                     work they ask of a device, the results
  *
  * Every geo_*.cpp and geo.cpp includes this header right after
  * no_postgres.hpp, before any other: the CPU loops and the GPU kernels
@@ -33,6 +35,25 @@
 #include "geo.hpp"
 
 namespace gpurec {
+
+/*
+ * The points as the devices take them: each row's user code and
+ * coordinates, and per code the user's id and number of points.  From a
+ * GeoPoints in a backend (rows_of), from the wire in the GPU service.
+ */
+struct GeoRows
+{
+	const ChunkedColumn<int32_t> &codes;
+	const ChunkedColumn<double> &x;
+	const ChunkedColumn<double> &y;
+	const std::vector<int64_t> &user_ids;
+	const std::vector<int64_t> &counts;
+};
+
+inline GeoRows rows_of(const GeoPoints &points)
+{
+	return {points.user.codes(), points.x, points.y, points.user.values(), points.user.counts()};
+}
 
 /* ---- geo_validate.cpp --------------------------------------------------- */
 
@@ -58,7 +79,7 @@ int32_t main_user_code(const GeoPoints &points, int64_t main_user, const char *r
 /* ---- geo_points.cpp ----------------------------------------------------- */
 
 /* The points grouped per user (valid ones: check_geo_input), counted as the CPU path's compute. */
-GeoPointSet grouped_on_cpu(const GeoPoints &points, GeoMetric metric, ExecContext &ctx);
+GeoPointSet grouped_on_cpu(const GeoRows &points, GeoMetric metric, ExecContext &ctx);
 
 /* The candidates, validated, with cos(latitude) under haversine. */
 GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric);
@@ -76,5 +97,48 @@ std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const Ge
 												  int32_t main_user, double min_similarity,
 												  const StrengthParams &sp,
 												  const std::vector<PowerPlan> &powers, ExecContext &ctx);
+
+/* ---- geo_device.cpp: one computation of a function on its device --------- */
+
+/* What a function asks of the device (the CPU's or the GPU's: the same work either way). */
+struct GeoWork
+{
+	enum class Kind : uint8_t
+	{
+		SimilaritySums, /* user_similarity: main's sums against every user */
+		SimilarUsers,	/* similar_users: every user's `kept` most similar */
+		Strengths,		/* predict_strength: main's strengths of the candidates, one vector per power */
+		AucSums			/* fit_exponent: per power, the sum over `users` of their AUC */
+	};
+	Kind kind = Kind::SimilaritySums;
+	GeoMetric metric = GeoMetric::Euclidean;
+	double epsilon = 0;
+	int32_t main = 0;
+	int32_t kept = 0;
+	double min_similarity = 0;
+	StrengthParams strength{};
+	std::vector<PowerPlan> powers;
+	/* AucSums: the holdout users' codes, and for each the candidates it visited (1) or not (0) */
+	std::vector<int32_t> users;
+	std::vector<std::vector<uint8_t>> positives;
+};
+
+struct GeoWorkResult
+{
+	std::vector<double> floored, raw;			/* SimilaritySums, by user code */
+	std::vector<SimilarityEntry> heaps;			/* SimilarUsers, as gpu::geo_similar_users leaves them */
+	std::vector<int32_t> sizes;
+	std::vector<std::vector<double>> strengths; /* Strengths */
+	std::vector<double> auc_sums;				/* AucSums */
+};
+
+/*
+ * Runs `work` on the device dispatch chooses for `cost` distance
+ * evaluations (`function` names the call in its NOTICEs): the GPU of this
+ * process, the GPU service's (ctx.service), or the CPU.  `candidates` for
+ * Strengths and AucSums, else null.
+ */
+GeoWorkResult run_geo_work(const GeoRows &points, const GeoCandidateSet *candidates, const GeoWork &work,
+						   const char *function, double cost, ExecContext &ctx);
 
 } // namespace gpurec

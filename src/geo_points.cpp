@@ -52,15 +52,15 @@ double coordinate_of(uint64_t key)
  * over them runs in one order however the rows arrived: in the query's
  * order, or from parallel workers in any order.  On every core.
  */
-GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric, ExecContext &ctx)
+GeoPointSet build_point_set(const GeoRows &points, GeoMetric metric, ExecContext &ctx)
 {
-	size_t n = points.user.size();
+	size_t n = points.codes.size();
 	GeoPointSet set;
 	set.metric = metric;
-	size_t n_users = points.user.distinct();
-	set.user_ids = points.user.values();
+	size_t n_users = points.user_ids.size();
+	set.user_ids = points.user_ids;
 	set.offsets.assign(n_users + 1, 0);
-	const std::vector<int64_t> &counts = points.user.counts();
+	const std::vector<int64_t> &counts = points.counts;
 	std::partial_sum(counts.begin(), counts.end(), set.offsets.begin() + 1);
 	set.x.resize(n);
 	set.y.resize(n);
@@ -82,7 +82,7 @@ GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric, ExecConte
 		{
 			if ((row & (kCheckRows - 1)) == 0 && cancelled.load(std::memory_order_relaxed))
 				return;
-			int32_t u = points.user.code(row);
+			int32_t u = points.codes[row];
 			if (u < lo || u >= hi)
 				continue;
 			auto at = static_cast<size_t>(fill[u - lo]++);
@@ -117,7 +117,7 @@ GeoPointSet build_point_set(const GeoPoints &points, GeoMetric metric, ExecConte
 } // namespace
 
 /* The CPU path's grouping, counted as its compute. */
-GeoPointSet grouped_on_cpu(const GeoPoints &points, GeoMetric metric, ExecContext &ctx)
+GeoPointSet grouped_on_cpu(const GeoRows &points, GeoMetric metric, ExecContext &ctx)
 {
 	Stopwatch clock;
 	GeoPointSet set = build_point_set(points, metric, ctx);
@@ -142,7 +142,7 @@ GeoPointSet group_points(const GeoPoints &points, const GeoOptions &options)
 {
 	ExecContext ctx;
 	check_geo_input(points, options, ctx);
-	return build_point_set(points, options.metric, ctx);
+	return build_point_set(rows_of(points), options.metric, ctx);
 }
 
 } // namespace gpurec

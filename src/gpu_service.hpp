@@ -46,6 +46,7 @@ enum class Function : uint32_t
 {
 	RocCountsArrays = 1,
 	RocCountsLong = 2,
+	GeoWork = 3,
 };
 
 /*

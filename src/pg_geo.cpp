@@ -17,6 +17,7 @@
 #include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_output.hpp"
+#include "pg_gpu_service.hpp"
 #include "pg_settings.hpp"
 
 namespace gpurec {
@@ -123,6 +124,7 @@ StrengthArguments strength_arguments(FunctionCallInfo fcinfo, const std::vector<
 Datum user_similarity_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
+	attach_gpu_service(ctx);
 	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument}))
 		return (Datum) 0;
 	const char *points_query = text_argument(fcinfo, 0);
@@ -148,6 +150,7 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 Datum similar_users_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
+	attach_gpu_service(ctx);
 	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument}))
 		return (Datum) 0;
 	const char *points_query = text_argument(fcinfo, 0);
@@ -178,6 +181,7 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 Datum predict_strength_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
+	attach_gpu_service(ctx);
 	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument}))
 		return (Datum) 0;
 	int64 main_user = PG_GETARG_INT64(1);
@@ -209,6 +213,7 @@ Datum predict_strength_body(FunctionCallInfo fcinfo)
 Datum fit_exponent_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
+	attach_gpu_service(ctx);
 	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument}))
 		return (Datum) 0;
 	const char *holdout_query = text_argument(fcinfo, 1);

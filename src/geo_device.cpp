@@ -1,0 +1,282 @@
+/*
+ * geo_device.cpp: one computation of the geospatial recommender on the
+ * device that dispatch (device.hpp) chooses (geo_internal.hpp, GeoWork): a
+ * GPU session of this process's, the CPU path on the points grouped per
+ * user, or the GPU service, which runs this same code on its own device.
+ */
+#include "no_postgres.hpp"
+
+#include "geo_internal.hpp"
+
+#include "gpu_service.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/*
+ * The points (and candidates) on the GPU: the one place where the engine's
+ * geo columns become the kernels' views.
+ */
+gpu::GeoSessionPtr open_gpu_session(const GeoRows &points, GeoMetric metric, const GeoCandidateSet *cands,
+									ExecContext &ctx)
+{
+	gpu::GeoPointColumns columns;
+	columns.user_codes = chunk_view(points.codes);
+	columns.x = chunk_view(points.x);
+	columns.y = chunk_view(points.y);
+	columns.user_ids = points.user_ids.data();
+	columns.points_per_user = points.counts.data();
+	columns.users = static_cast<int32_t>(points.user_ids.size());
+	columns.haversine = metric == GeoMetric::Haversine;
+	gpu::GeoCandidateColumns candidate_columns;
+	if (cands)
+		candidate_columns = {cands->x.data(), cands->y.data(), cands->cos_lat.empty() ? nullptr : cands->cos_lat.data(),
+							 cands->size()};
+	return gpu::open_geo_session(columns, cands ? &candidate_columns : nullptr, ctx);
+}
+
+/*
+ * `work` on one device: strengths_for(main) gives main's strengths of the
+ * candidates, one vector per power, on whichever device it was made for.
+ */
+template <typename StrengthsFor>
+void strengths_work(const GeoWork &work, StrengthsFor strengths_for, GeoWorkResult &out, ExecContext &ctx)
+{
+	if (work.kind == GeoWork::Kind::Strengths)
+	{
+		out.strengths = strengths_for(work.main);
+		return;
+	}
+	/* AucSums: from the start, as the CPU reruns what a GPU out of memory began */
+	out.auc_sums.assign(work.powers.size(), 0.0);
+	for (size_t u = 0; u < work.users.size(); ++u)
+	{
+		std::vector<std::vector<double>> s = strengths_for(work.users[u]);
+		Stopwatch clock;
+		for (size_t e = 0; e < work.powers.size(); ++e)
+			out.auc_sums[e] += auc_of(s[e], work.positives[u]);
+		ctx.times.compute_ms += clock.elapsed_ms();
+		ctx.interrupt_point(Phase::Compute);
+	}
+}
+
+GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work,
+							 ExecContext &ctx)
+{
+	gpu::GeoSessionPtr session = open_gpu_session(points, work.metric, cands, ctx);
+	GeoWorkResult out;
+	switch (work.kind)
+	{
+		case GeoWork::Kind::SimilaritySums:
+			gpu::geo_similarity_sums(*session, work.main, work.epsilon, out.floored, out.raw);
+			break;
+		case GeoWork::Kind::SimilarUsers:
+			gpu::geo_similar_users(*session, work.kept, work.epsilon, out.heaps, out.sizes);
+			break;
+		case GeoWork::Kind::Strengths:
+		case GeoWork::Kind::AucSums:
+			strengths_work(
+				work,
+				[&](int32_t main) {
+					return gpu::geo_strengths(*session, main, work.min_similarity, work.strength, work.powers);
+				},
+				out, ctx);
+			break;
+	}
+	return out;
+}
+
+GeoWorkResult on_cpu(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work, ExecContext &ctx)
+{
+	GeoPointSet set = grouped_on_cpu(points, work.metric, ctx);
+	GeoWorkResult out;
+	switch (work.kind)
+	{
+		case GeoWork::Kind::SimilaritySums:
+			similarity_sums_on_cpu(set, work.main, work.epsilon, out.floored, out.raw, ctx);
+			break;
+		case GeoWork::Kind::SimilarUsers:
+			similar_users_on_cpu(set, work.kept, work.epsilon, out.heaps, out.sizes, ctx);
+			break;
+		case GeoWork::Kind::Strengths:
+		case GeoWork::Kind::AucSums:
+			strengths_work(
+				work,
+				[&](int32_t main) {
+					return strengths_on_cpu(set, *cands, main, work.min_similarity, work.strength, work.powers, ctx);
+				},
+				out, ctx);
+			break;
+	}
+	return out;
+}
+
+/* ---- the GPU service's wire ------------------------------------------------ */
+
+void put_candidates(ByteWriter &out, const GeoCandidateSet *cands)
+{
+	out.put<uint8_t>(cands ? 1 : 0);
+	if (cands)
+	{
+		put_vector(out, cands->x);
+		put_vector(out, cands->y);
+		put_vector(out, cands->cos_lat);
+	}
+}
+
+void put_work(ByteWriter &out, const GeoWork &work)
+{
+	out.put(work.kind);
+	out.put(work.metric);
+	out.put(work.epsilon);
+	out.put(work.main);
+	out.put(work.kept);
+	out.put(work.min_similarity);
+	out.put(work.strength);
+	put_vector(out, work.powers);
+	put_vector(out, work.users);
+	for (const std::vector<uint8_t> &positive : work.positives)
+		put_vector(out, positive);
+}
+
+GeoWork get_work(ByteReader &in)
+{
+	GeoWork work;
+	work.kind = in.get<GeoWork::Kind>();
+	work.metric = in.get<GeoMetric>();
+	work.epsilon = in.get<double>();
+	work.main = in.get<int32_t>();
+	work.kept = in.get<int32_t>();
+	work.min_similarity = in.get<double>();
+	work.strength = in.get<StrengthParams>();
+	work.powers = get_vector<PowerPlan>(in);
+	work.users = get_vector<int32_t>(in);
+	for (size_t u = 0; u < work.users.size(); ++u)
+		work.positives.push_back(get_vector<uint8_t>(in));
+	return work;
+}
+
+void put_result(ByteWriter &out, const GeoWorkResult &r)
+{
+	put_vector(out, r.floored);
+	put_vector(out, r.raw);
+	put_vector(out, r.heaps);
+	put_vector(out, r.sizes);
+	out.put<uint64_t>(r.strengths.size());
+	for (const std::vector<double> &s : r.strengths)
+		put_vector(out, s);
+	put_vector(out, r.auc_sums);
+}
+
+GeoWorkResult get_result(ByteReader &in)
+{
+	GeoWorkResult r;
+	r.floored = get_vector<double>(in);
+	r.raw = get_vector<double>(in);
+	r.heaps = get_vector<SimilarityEntry>(in);
+	r.sizes = get_vector<int32_t>(in);
+	uint64_t powers = in.get<uint64_t>();
+	if (powers > in.remaining())
+		throw Error(sqlstate::internal_error, "geo: a malformed answer of the GPU service");
+	for (uint64_t p = 0; p < powers; ++p)
+		r.strengths.push_back(get_vector<double>(in));
+	r.auc_sums = get_vector<double>(in);
+	return r;
+}
+
+/* GPU memory a call needs, for the service's queue: the points and their grouping, candidates, results. */
+int64_t device_bytes(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work)
+{
+	auto n = static_cast<int64_t>(points.codes.size()), users = static_cast<int64_t>(points.user_ids.size());
+	int64_t candidates = cands ? static_cast<int64_t>(cands->size()) : 0;
+	return n * 48 + users * (32 + 16 * std::max<int64_t>(1, work.kept)) +
+		   candidates * 24 * static_cast<int64_t>(std::max<size_t>(1, work.powers.size()));
+}
+
+GeoWorkResult in_service(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work, ExecContext &ctx)
+{
+	std::vector<uint8_t> bytes = ctx.service->call(
+		service::Function::GeoWork, device_bytes(points, cands, work),
+		[&](ByteWriter &out) {
+			points.codes.serialize(out);
+			points.x.serialize(out);
+			points.y.serialize(out);
+			put_vector(out, points.user_ids);
+			put_vector(out, points.counts);
+			put_candidates(out, cands);
+			put_work(out, work);
+		},
+		ctx);
+	ByteReader in(bytes.data(), bytes.size());
+	GeoWorkResult result = get_result(in);
+	if (!in.at_end())
+		throw Error(sqlstate::internal_error, "geo: the GPU service's answer has bytes past its result");
+	return result;
+}
+
+/* The service's side of in_service: the same work on the service's device. */
+std::vector<uint8_t> geo_work_in_service(ByteReader &in, ExecContext &ctx)
+{
+	ChunkedColumn<int32_t> codes = ChunkedColumn<int32_t>::read_serialized(in);
+	ChunkedColumn<double> x = ChunkedColumn<double>::read_serialized(in);
+	ChunkedColumn<double> y = ChunkedColumn<double>::read_serialized(in);
+	std::vector<int64_t> user_ids = get_vector<int64_t>(in);
+	std::vector<int64_t> counts = get_vector<int64_t>(in);
+	GeoCandidateSet cands;
+	bool has_candidates = in.get<uint8_t>() != 0;
+	if (has_candidates)
+	{
+		cands.x = get_vector<double>(in);
+		cands.y = get_vector<double>(in);
+		cands.cos_lat = get_vector<double>(in);
+	}
+	GeoWork work = get_work(in);
+	/* what the devices index by: every row's code a user's, every count a row's, every holdout user a user */
+	int64_t rows = 0;
+	for (int64_t c : counts)
+		rows += c;
+	bool agree = in.at_end() && x.size() == codes.size() && y.size() == codes.size() &&
+				 counts.size() == user_ids.size() && rows == static_cast<int64_t>(codes.size()) &&
+				 cands.y.size() == cands.x.size() && work.positives.size() == work.users.size();
+	for (size_t r = 0; agree && r < codes.size(); ++r)
+		agree = codes[r] >= 0 && static_cast<size_t>(codes[r]) < user_ids.size();
+	for (int32_t u : work.users)
+		agree = agree && u >= 0 && static_cast<size_t>(u) < user_ids.size();
+	for (const std::vector<uint8_t> &positive : work.positives)
+		agree = agree && positive.size() == cands.size();
+	bool has_main = work.kind == GeoWork::Kind::SimilaritySums || work.kind == GeoWork::Kind::Strengths;
+	bool needs_candidates = work.kind == GeoWork::Kind::Strengths || work.kind == GeoWork::Kind::AucSums;
+	agree = agree && (!has_main || (work.main >= 0 && static_cast<size_t>(work.main) < user_ids.size())) &&
+			has_candidates == needs_candidates &&
+			(work.kind != GeoWork::Kind::SimilarUsers || (work.kept >= 1 && work.kept < INT32_MAX));
+	if (!agree)
+		throw Error(sqlstate::internal_error, "geo: the GPU service got points that disagree with themselves");
+	GeoRows points{codes, x, y, user_ids, counts};
+	GeoWorkResult result = run_geo_work(points, has_candidates ? &cands : nullptr, work, "geo", 0, ctx);
+	ByteWriter counter;
+	put_result(counter, result);
+	std::vector<uint8_t> bytes(counter.size());
+	ByteWriter writer(bytes.data(), bytes.size());
+	put_result(writer, result);
+	return bytes;
+}
+
+const bool geo_work_registered =
+	(service::register_handler(service::Function::GeoWork, geo_work_in_service), true);
+
+} // namespace
+
+GeoWorkResult run_geo_work(const GeoRows &points, const GeoCandidateSet *candidates, const GeoWork &work,
+						   const char *function, double cost, ExecContext &ctx)
+{
+	return dispatch(
+		ctx, function, cost, kMinGpuPairs,
+		[&] {
+			return ctx.service ? in_service(points, candidates, work, ctx)
+							   : on_gpu_session(points, candidates, work, ctx);
+		},
+		[&] { return on_cpu(points, candidates, work, ctx); });
+}
+
+} // namespace gpurec
