@@ -83,6 +83,8 @@ struct ExecContext : gpu::CallContext
 	 * layer when the service runs; never inside the service.
 	 */
 	service::Client *service = nullptr;
+	/* Which device dispatch chose and why, for gpurec.timing ("auto: ..."). */
+	std::string device_choice;
 	/* The service's device that computed the call (-1: none), and how long the call queued there. */
 	int service_device = -1;
 	double service_queued_ms = 0;
@@ -165,7 +167,10 @@ auto dispatch(ExecContext &ctx, const char *function, double work, double min_gp
 			  GpuPath gpu_path, CpuPath cpu_path) -> decltype(cpu_path())
 {
 	if (ctx.mode == DeviceMode::Cpu)
+	{
+		ctx.device_choice = "cpu, as gpurec.device says";
 		return cpu_path();
+	}
 	std::string why_not;
 	if (ctx.mode == DeviceMode::Gpu)
 	{
@@ -173,19 +178,30 @@ auto dispatch(ExecContext &ctx, const char *function, double work, double min_gp
 			throw Error(sqlstate::object_not_in_prerequisite_state,
 						"gpurec.device is 'gpu' but no usable GPU was found", why_not,
 						"Set gpurec.device to 'auto' or 'cpu'.");
+		ctx.device_choice = "gpu, as gpurec.device says";
 		ctx.used_gpu = true;
 		return on_gpu(gpu_path);
 	}
-	if (work < min_gpu_work || !gpu_usable(ctx))
+	if (work < min_gpu_work)
+	{
+		ctx.device_choice = "auto chose the cpu: the input is smaller than the GPU's least";
 		return cpu_path();
+	}
+	if (!gpu_usable(ctx, &why_not))
+	{
+		ctx.device_choice = "auto chose the cpu: " + why_not;
+		return cpu_path();
+	}
 	try
 	{
+		ctx.device_choice = "auto chose the gpu: the input is large enough";
 		ctx.used_gpu = true;
 		return on_gpu(gpu_path);
 	}
 	catch (const GpuOutOfMemory &e)
 	{
 		ctx.used_gpu = false;
+		ctx.device_choice = "auto chose the cpu after the GPU ran out of memory";
 		ctx.notice(std::string(function) + ": " + e.what() + "; computing on the CPU instead");
 	}
 	ctx.times.transfer_ms = 0;

@@ -25,13 +25,18 @@ void report_timing(const char *function, const ExecContext &ctx)
 	if (ctx.gpu_start_wait_ms > 0)
 		snprintf(start, sizeof start, "  Waited %.3f ms for CUDA's start (%.3f ms in all) before the transfer.",
 				 ctx.gpu_start_wait_ms, ctx.gpu_start_ms);
+	char service[128] = "";
+	if (ctx.service_device >= 0)
+		snprintf(service, sizeof service, "  GPU service: device %d, queued %.3f ms.", ctx.service_device,
+				 ctx.service_queued_ms);
+	std::string why = ctx.device_choice.empty() ? "" : "  Device: " + ctx.device_choice + ".";
 	pg_call([&] {
 		ereport(NOTICE, (errmsg("gpurec.%s: device %s, read %.3f ms, transfer %.3f ms, compute "
 								"%.3f ms, output %.3f ms",
 								function, device, t.read_ms, t.transfer_ms, t.compute_ms,
 								t.output_ms),
-						 errdetail("Read: %s.  CPU worker threads: %zu.%s", ctx.read_notes.c_str(),
-								   ctx.cpu_threads_used, start)));
+						 errdetail("Read: %s.  CPU worker threads: %zu.%s%s%s", ctx.read_notes.c_str(),
+								   ctx.cpu_threads_used, why.c_str(), start, service)));
 	});
 }
 
