@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""The GPU service: one process, started with the server when gpurec is in
+shared_preload_libraries, that computes every GPU call's device work.
+
+Starts a cluster of its own with gpurec preloaded.  Without a GPU (CI) the
+service presents stand-in devices that compute on the CPU
+(gpurec.test_stand_in_devices), so that what this checks is the service
+itself: answers identical to a CPU call's, devices() and its load columns,
+gpurec.gpus, the queue (calls wait for a device, cancel and
+statement_timeout end a waiting call within a second), a kill -9 of the
+service mid-call (an error with SQLSTATE 58000, no other session touched,
+the cluster not restarted, the next call served by a new service), and
+many sessions at once.  GPUREC_SERVICE_REAL_GPUS=1 runs the same checks on
+the machine's GPUs instead (the GPU run's `service` step).
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import robust_lib  # noqa: E402
+from robust_lib import check  # noqa: E402
+
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+CLUSTER = os.path.join(ROOT, "test", "cluster.sh")
+REAL_GPUS = os.environ.get("GPUREC_SERVICE_REAL_GPUS") == "1"
+STAND_INS = 2
+SLACK_S = 1.0
+SERVICE_LINE = re.compile(r"GPU service: device (\d+), queued ([\d.]+) ms")
+
+LABELS = "(SELECT array_agg(g % 3 = 0) FROM generate_series(1, 64) g)"
+ROC = f"SELECT * FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', {LABELS})"
+CALLS = {
+    "roc_fitness": ROC + " ORDER BY individual_id",
+    "similar_users": "SELECT * FROM gpurec.similar_users('SELECT user_id, x, y FROM points', 4) "
+                     "ORDER BY user_id, rank",
+    "user_similarity": "SELECT * FROM gpurec.user_similarity('SELECT user_id, x, y FROM points', 7) "
+                       "ORDER BY user_id",
+    "predict_strength": "SELECT * FROM gpurec.predict_strength('SELECT user_id, x, y FROM points', 7, "
+                        "'SELECT candidate_id, x, y FROM candidates', 2.5) ORDER BY candidate_id",
+    "fit_exponent": "SELECT * FROM gpurec.fit_exponent('SELECT user_id, x, y FROM points', "
+                    "'SELECT user_id, candidate_id FROM holdout', 'SELECT candidate_id, x, y FROM candidates') "
+                    "ORDER BY exponent",
+}
+
+
+class Cluster:
+    """A throwaway cluster with gpurec preloaded; its settings as -c options."""
+
+    def __init__(self, settings):
+        self.dir = tempfile.mkdtemp(prefix="gpurec-service-")
+        options = ["-c", "shared_preload_libraries=gpurec", "-c", "max_connections=60"]
+        for name, value in settings.items():
+            options += ["-c", f"{name}={value}"]
+        out = subprocess.run(["bash", CLUSTER, "start", self.dir] + options, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"cluster.sh start failed: {out.stderr[-2000:]}")
+        for line in out.stdout.splitlines():
+            if line.startswith("export "):
+                for assignment in line.split()[1:]:
+                    name, _, value = assignment.partition("=")
+                    os.environ[name] = value
+
+    def log(self):
+        with open(os.path.join(self.dir, "server.log"), errors="replace") as f:
+            return f.read()
+
+    def stop(self):
+        subprocess.run(["bash", CLUSTER, "stop", self.dir], capture_output=True)
+
+
+def settings_for(extra=None):
+    settings = {} if REAL_GPUS else {"gpurec.test_stand_in_devices": STAND_INS}
+    settings.update(extra or {})
+    return settings
+
+
+def make_data(db):
+    db.sql("""
+        SELECT setseed(0.42);
+        CREATE TABLE population AS
+          SELECT i AS individual_id,
+                 (SELECT array_agg(CASE WHEN random() < 0.05 THEN NULL
+                                        ELSE round((random() * 20)::numeric)::float8 / 4 END)
+                  FROM generate_series(1, 64) WHERE i > 0) AS scores
+          FROM generate_series(1, 400) i;
+        CREATE TABLE points AS
+          SELECT (i % 150) AS user_id, round((random() * 40)::numeric, 1)::float8 AS x,
+                 round((random() * 40)::numeric, 1)::float8 AS y
+          FROM generate_series(1, 2500) i;
+        CREATE TABLE candidates AS
+          SELECT i AS candidate_id, round((random() * 40)::numeric, 1)::float8 AS x,
+                 round((random() * 40)::numeric, 1)::float8 AS y
+          FROM generate_series(1, 200) i;
+        CREATE TABLE holdout AS
+          SELECT (i % 15) AS user_id, (i * 7 % 200) + 1 AS candidate_id FROM generate_series(1, 120) i;""")
+
+
+def devices(session):
+    r = session.run("SELECT device_id, calls_running, calls_queued, memory_used, service_pid "
+                    "FROM gpurec.devices() ORDER BY device_id;")
+    return [[None if v == "\\N" else int(v) for v in row] for row in r.rows]
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def identical_answers(db):
+    """Every function the service runs gives the CPU's answer, and says the service computed it."""
+    s = db.session()
+    s.run("SET gpurec.timing = on;")
+    for name, call in CALLS.items():
+        s.run("SET gpurec.device = 'cpu';")
+        cpu = s.run(call + ";")
+        s.run("SET gpurec.device = 'gpu';")
+        gpu = s.run(call + ";")
+        through = [SERVICE_LINE.search(d) for d in gpu.details()]
+        check(f"service-identical-{name}",
+              not cpu.errors() and not gpu.errors() and cpu.rows and gpu.rows == cpu.rows and any(through),
+              f"cpu {cpu.describe()[:300]} gpu {gpu.describe()[:300]}")
+    s.close()
+
+
+def devices_view(db, expected_ids):
+    s = db.session()
+    rows = devices(s)
+    pids = {r[4] for r in rows}
+    check("service-devices-rows", [r[0] for r in rows] == expected_ids and len(pids) == 1 and
+          next(iter(pids)) is not None and next(iter(pids)) > 0 and all(r[1] == 0 and r[2] == 0 for r in rows),
+          f"devices {rows}, expected ids {expected_ids}")
+    s.close()
+    return next(iter(pids))
+
+
+def fault_and_errors(db):
+    """An error raised in the service keeps its SQLSTATE and message."""
+    r = db.session()
+    r.run("SET gpurec.device = 'gpu'; SET gpurec.test_fault = 'compute:1:error';")
+    res = r.run(ROC + ";")
+    check("service-error-keeps-sqlstate", res.sqlstates() == ["57000"] and
+          any("error injected in the compute phase" in t for s_, t, _ in res.errors()), res.describe())
+    r.run("RESET gpurec.test_fault;")
+    again = r.run("SELECT count(*) FROM (" + ROC + ") q;")
+    check("service-usable-after-error", again.rows == [["400"]], again.describe())
+    r.close()
+
+
+def hold_call(db, app):
+    """A session whose GPU call waits in the service (test fault) until cancelled."""
+    s = db.session(app)
+    s.run("SET gpurec.device = 'gpu'; SET gpurec.test_fault = 'compute:1:wait';")
+    s.send(ROC + ";")
+    return s
+
+
+def queue_and_cancel(db):
+    """Calls beyond the devices wait; cancel and statement_timeout end a waiting call within a second."""
+    watcher = db.session()
+    n = len(devices(watcher))
+    holders = [hold_call(db, f"holder{i}") for i in range(n)]
+    running = wait_for(lambda: sum(r[1] for r in devices(watcher)) == n)
+    check("service-calls-running-shown", running, f"devices {devices(watcher)}")
+
+    queued = db.session("queued")
+    queued.run("SET gpurec.device = 'gpu';")
+    sent = queued.send(ROC + ";")
+    shown = wait_for(lambda: sum(r[2] for r in devices(watcher)) == 1)
+    check("service-calls-queued-shown", shown, f"devices {devices(watcher)}")
+    watcher.run(f"SELECT pg_cancel_backend({queued.pid});")
+    cancelled_at = time.monotonic()
+    res = queued.wait(60)
+    took = res.messages[-1][3] - (cancelled_at - sent) if res.messages else 99
+    check("service-cancel-while-queued", res.sqlstates() == ["57014"] and took <= SLACK_S,
+          f"{res.describe()} after {took:.2f} s")
+    gone = wait_for(lambda: sum(r[2] for r in devices(watcher)) == 0)
+    check("service-cancelled-call-leaves-queue", gone, f"devices {devices(watcher)}")
+
+    queued.run("SET statement_timeout = '700ms';")
+    res = queued.run(ROC + ";", timeout=60)
+    t = res.errors()[0][2] if res.errors() else 99
+    check("service-statement-timeout-while-queued", res.sqlstates() == ["57014"] and 0.6 <= t <= 0.7 + SLACK_S,
+          f"{res.describe()} at {t:.2f} s")
+    queued.run("RESET statement_timeout;")
+
+    for h in holders:
+        watcher.run(f"SELECT pg_cancel_backend({h.pid});")
+        res = h.wait(60)
+        check("service-cancel-while-running", res.sqlstates() == ["57014"], res.describe())
+    idle = wait_for(lambda: all(r[1] == 0 and r[2] == 0 for r in devices(watcher)))
+    check("service-cancelled-calls-stop-in-service", idle, f"devices {devices(watcher)}")
+    after = queued.run("SELECT count(*) FROM (" + ROC + ") q;")
+    check("service-serves-after-cancels", after.rows == [["400"]], after.describe())
+    for s in holders + [queued, watcher]:
+        s.close()
+
+
+def kill_service(db, cluster):
+    """kill -9 of the service mid-call: 58000 for that call, nothing else touched, a new service serves."""
+    watcher = db.session("watcher")
+    bystander = db.session("bystander")
+    started = watcher.value("SELECT pg_postmaster_start_time();")
+    old_pid = devices(watcher)[0][4]
+    victim = hold_call(db, "victim")
+    wait_for(lambda: sum(r[1] for r in devices(watcher)) == 1)
+    os.kill(old_pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    res = victim.wait(60)
+    check("service-kill-fails-call-with-58000",
+          res.sqlstates() == ["58000"] and any("GPU service ended" in t for s_, t, _ in res.errors()),
+          res.describe())
+    check("service-kill-error-is-prompt", time.monotonic() - killed_at <= SLACK_S + 1, "")
+    check("service-kill-leaves-other-sessions",
+          bystander.value("SELECT pg_backend_pid();") == str(bystander.pid) and
+          watcher.value("SELECT pg_postmaster_start_time();") == started and victim.alive(),
+          "a backend or the postmaster restarted")
+    restarted = wait_for(lambda: (lambda rows: rows and rows[0][4] not in (None, old_pid))(devices(watcher)))
+    check("service-restarts-by-itself", restarted, f"devices {devices(watcher)}")
+    victim.run("RESET gpurec.test_fault;")
+    again = victim.run("SELECT count(*) FROM (" + ROC + ") q;")
+    check("service-next-call-succeeds", again.rows == [["400"]], again.describe())
+    log = cluster.log()
+    check("service-kill-logged-no-cluster-restart",
+          "was terminated by signal 9" in log and "terminating any other active server processes" not in log,
+          log[-1500:])
+    for s in (watcher, bystander, victim):
+        s.close()
+
+
+def many_sessions(db, sessions=32, seconds=float(os.environ.get("GPUREC_SERVICE_LOAD_S", 8))):
+    """Many sessions calling through the service at once: no error, every answer the same."""
+    reference = db.sql("SELECT md5(string_agg(q::text, ',')) FROM (" + CALLS["roc_fitness"] + ") q;")[0][0]
+    digest = "SELECT md5(string_agg(q::text, ',')) FROM (" + CALLS["roc_fitness"] + ") q;"
+    results = {"calls": 0, "wrong": [], "errors": []}
+    lock = threading.Lock()
+
+    def loop(i):
+        s = db.session(f"load{i}")
+        s.run("SET gpurec.device = 'gpu';")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            r = s.run(digest)
+            with lock:
+                if r.errors():
+                    results["errors"].append(r.describe())
+                elif r.rows != [[reference]]:
+                    results["wrong"].append(r.describe())
+                results["calls"] += 1
+        s.close()
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(f"service-{sessions}-sessions-no-error", not results["errors"] and not results["wrong"] and
+          results["calls"] >= sessions,
+          f"{results['calls']} calls, errors {results['errors'][:2]}, wrong {results['wrong'][:2]}")
+
+
+def gpus_setting():
+    """gpurec.gpus: a list of device ids, checked; the service uses only those listed."""
+    r = robust_lib.admin("ALTER SYSTEM SET gpurec.gpus = '0,x';", check_rc=False)
+    check("service-gpus-setting-checked", not isinstance(r, list) and "gpurec.gpus" in r.stderr, f"{r}")
+    r = robust_lib.admin("SET gpurec.gpus = '1';", check_rc=False)
+    check("service-gpus-setting-at-start-only", not isinstance(r, list) and "55P02" in (r.stderr or "") or
+          "cannot be changed" in (r.stderr or ""), f"{r}")
+
+
+def body():
+    cluster = Cluster(settings_for())
+    try:
+        db = robust_lib.Database("service")
+        try:
+            make_data(db)
+            expected = list(range(STAND_INS)) if not REAL_GPUS else None
+            if expected is None:
+                expected = [int(r[0]) for r in db.sql("SELECT device_id FROM gpurec.devices() ORDER BY 1")]
+            devices_view(db, expected)
+            identical_answers(db)
+            fault_and_errors(db)
+            queue_and_cancel(db)
+            kill_service(db, cluster)
+            many_sessions(db)
+            gpus_setting()
+            db.check_server_survived("service-no-backend-crashed")
+        finally:
+            db.drop()
+    finally:
+        cluster.stop()
+
+    if not REAL_GPUS:
+        cluster = Cluster(settings_for({"gpurec.gpus": "1"}))
+        try:
+            db = robust_lib.Database("service_gpus")
+            try:
+                make_data(db)
+                s = db.session()
+                rows = devices(s)
+                check("service-gpus-honoured", [r[0] for r in rows] == [1], f"{rows}")
+                s.run("SET gpurec.device = 'gpu'; SET gpurec.timing = on;")
+                res = s.run(ROC + ";")
+                on = [SERVICE_LINE.search(d).group(1) for d in res.details() if SERVICE_LINE.search(d)]
+                check("service-gpus-calls-on-listed-device", on == ["1"], res.describe())
+                s.close()
+            finally:
+                db.drop()
+        finally:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    robust_lib.main(body)
