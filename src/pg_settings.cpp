@@ -192,19 +192,6 @@ void define_settings()
 		"error when no GPU is usable; cpu never uses one.",
 		&device_setting, static_cast<int>(DeviceMode::Auto), device_options, PGC_USERSET, 0,
 		nullptr, nullptr, nullptr);
-	DefineCustomStringVariable(
-		"gpurec.gpus", "The GPUs gpurec's GPU service uses: device ids separated by commas; empty uses every GPU.",
-		"Read when the server starts, with gpurec in shared_preload_libraries.  Device ids are CUDA's, as "
-		"gpurec.devices() and nvidia-smi show them.",
-		&gpus_setting, "", PGC_POSTMASTER, 0, check_gpus, assign_gpus, nullptr);
-	DefineCustomIntVariable("gpurec.test_stand_in_devices",
-							"For tests only: the GPU service presents this many devices that compute on the CPU.",
-							"0 uses the GPUs.  Read when the server starts.", &test_stand_in_devices_setting, 0, 0,
-							64, PGC_POSTMASTER, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, nullptr, nullptr, nullptr);
-	DefineCustomIntVariable("gpurec.test_stand_in_memory",
-							"For tests only: the memory each stand-in device of the GPU service reports.", nullptr,
-							&test_stand_in_memory_setting, 1024 * 1024, 0, INT_MAX, PGC_POSTMASTER,
-							GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_UNIT_KB, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("gpurec.timing",
 							 "Raises a NOTICE per call with the device used and the time of "
 							 "each phase.",
@@ -234,6 +221,27 @@ void define_settings()
 		"Empty: none.",
 		&test_fault_setting, "", PGC_SUSET, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, check_test_fault,
 		assign_test_fault, nullptr);
+	/*
+	 * The GPU service's settings are read when the server starts, and
+	 * PostgreSQL defines such settings only while the library is preloaded:
+	 * without preloading there is no service, and they do not exist.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+	{
+		DefineCustomStringVariable(
+			"gpurec.gpus", "The GPUs gpurec's GPU service uses: device ids separated by commas; empty uses every GPU.",
+			"Read when the server starts, with gpurec in shared_preload_libraries.  Device ids are CUDA's, as "
+			"gpurec.devices() and nvidia-smi show them.",
+			&gpus_setting, "", PGC_POSTMASTER, 0, check_gpus, assign_gpus, nullptr);
+		DefineCustomIntVariable("gpurec.test_stand_in_devices",
+								"For tests only: the GPU service presents this many devices that compute on the CPU.",
+								"0 uses the GPUs.  Read when the server starts.", &test_stand_in_devices_setting, 0, 0,
+								64, PGC_POSTMASTER, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, nullptr, nullptr, nullptr);
+		DefineCustomIntVariable("gpurec.test_stand_in_memory",
+								"For tests only: the memory each stand-in device of the GPU service reports.", nullptr,
+								&test_stand_in_memory_setting, 1024 * 1024, 0, INT_MAX, PGC_POSTMASTER,
+								GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_UNIT_KB, nullptr, nullptr, nullptr);
+	}
 	MarkGUCPrefixReserved("gpurec");
 }
 

@@ -77,11 +77,25 @@ bool keys_are_doubles(const NumberColumn &score)
 	return score.type() == NumberType::Float4 || score.type() == NumberType::Float8;
 }
 
-ScoreRange range_of_rows(const NumberColumn &score)
+/*
+ * The long format's examples as the devices take them: each row's
+ * individual code, label and score key, and per code its rows.  From the
+ * read columns in a backend, from the wire in the GPU service.
+ */
+struct RocExamples
+{
+	const ChunkedColumn<int32_t> &codes;
+	const std::vector<int64_t> &rows_per_code;
+	const ChunkedColumn<uint8_t> &labels;
+	const ChunkedColumn<int64_t> &keys; /* signed order keys (roc_keys.hpp) */
+	bool keys_are_doubles;
+};
+
+ScoreRange range_of_rows(const RocExamples &examples)
 {
 	ScoreRange range;
-	bool doubles = keys_are_doubles(score);
-	const ChunkedColumn<int64_t> &keys = score.keys();
+	bool doubles = examples.keys_are_doubles;
+	const ChunkedColumn<int64_t> &keys = examples.keys;
 	for (size_t c = 0; c < keys.chunk_count(); ++c)
 	{
 		const int64_t *chunk = keys.chunk_data(c);
@@ -112,21 +126,21 @@ template <typename KeyType> struct GroupedRows
 };
 
 template <typename Key>
-GroupedRows<Key> group_rows(const IdColumn &individual, const LabelColumn &label, const NumberColumn &score,
-							const std::vector<int32_t> &code_of_segment, const KeyLayout &layout)
+GroupedRows<Key> group_rows(const RocExamples &examples, const std::vector<int32_t> &code_of_segment,
+							const KeyLayout &layout)
 {
 	GroupedRows<Key> out;
-	std::vector<int64_t> next(individual.distinct());
+	std::vector<int64_t> next(examples.rows_per_code.size());
 	out.offsets.push_back(0);
 	for (int32_t code : code_of_segment)
 	{
 		next[code] = out.offsets.back();
-		out.offsets.push_back(out.offsets.back() + individual.counts()[code]);
+		out.offsets.push_back(out.offsets.back() + examples.rows_per_code[code]);
 	}
-	out.keys.resize(individual.size());
-	for (size_t row = 0, n = individual.size(); row < n; ++row)
-		out.keys[next[individual.code(row)]++] =
-			pack<Key>(layout, roc_keys::unsigned_key_of_order_key(score.key(row)), label[row]);
+	out.keys.resize(examples.codes.size());
+	for (size_t row = 0, n = examples.codes.size(); row < n; ++row)
+		out.keys[next[examples.codes[row]]++] =
+			pack<Key>(layout, roc_keys::unsigned_key_of_order_key(examples.keys[row]), examples.labels[row]);
 	return out;
 }
 
@@ -430,6 +444,90 @@ void check_examples_per_individual(int64_t id, int64_t examples)
 						" examples per individual are supported.");
 }
 
+namespace {
+
+/* GPU memory a call of roc_fitness needs per example, for the service's queue: keys, their sorted copy, segments. */
+constexpr int64_t kServiceBytesPerExample = 32;
+
+/*
+ * The device part of the long format: each individual's counts, by
+ * segment (code_of_segment: the codes in id order), on the device the
+ * context picks.  With a GPU service, its GPU path is the service's; in the
+ * service, this same function runs on the service's device.
+ */
+std::vector<RocCounts> counts_of_examples(const RocExamples &examples, const std::vector<int32_t> &code_of_segment,
+										  ExecContext &ctx)
+{
+	return dispatch(
+		ctx, "roc_fitness", static_cast<double>(examples.codes.size()), kMinGpuExamples,
+		[&] {
+			if (ctx.service)
+				return service::call_for_vector<RocCounts>(
+					service::Function::RocCountsLong,
+					static_cast<int64_t>(examples.codes.size()) * kServiceBytesPerExample,
+					[&](ByteWriter &out) {
+						examples.codes.serialize(out);
+						put_vector(out, examples.rows_per_code);
+						examples.labels.serialize(out);
+						examples.keys.serialize(out);
+						out.put<uint8_t>(examples.keys_are_doubles ? 1 : 0);
+						put_vector(out, code_of_segment);
+					},
+					ctx);
+			std::vector<int32_t> segment_of_code(code_of_segment.size());
+			for (size_t s = 0; s < code_of_segment.size(); ++s)
+				segment_of_code[code_of_segment[s]] = static_cast<int32_t>(s);
+			gpu::RocExampleRows rows{chunk_view(examples.codes), examples.rows_per_code.data(),
+									 chunk_view(examples.labels), chunk_view(examples.keys),
+									 examples.keys_are_doubles};
+			return gpu::roc_counts_long(rows, segment_of_code, ctx);
+		},
+		[&] {
+			return cpu_path(
+				ctx, examples.keys_are_doubles, [&] { return range_of_rows(examples); },
+				[&](auto zero, const KeyLayout &layout) {
+					return group_rows<decltype(zero)>(examples, code_of_segment, layout);
+				});
+		});
+}
+
+/* The service's side of counts_of_examples: the input its GPU path wrote. */
+std::vector<uint8_t> roc_long_in_service(ByteReader &input, ExecContext &ctx)
+{
+	ChunkedColumn<int32_t> codes = ChunkedColumn<int32_t>::read_serialized(input);
+	std::vector<int64_t> rows_per_code = get_vector<int64_t>(input);
+	ChunkedColumn<uint8_t> labels = ChunkedColumn<uint8_t>::read_serialized(input);
+	ChunkedColumn<int64_t> keys = ChunkedColumn<int64_t>::read_serialized(input);
+	bool doubles = input.get<uint8_t>() != 0;
+	std::vector<int32_t> code_of_segment = get_vector<int32_t>(input);
+	/* every row's code a segment's, every code once, the rows as counted: what the devices index by */
+	std::vector<bool> seen(rows_per_code.size());
+	int64_t rows = 0;
+	bool agree = input.at_end() && code_of_segment.size() == rows_per_code.size() &&
+				 labels.size() == codes.size() && keys.size() == codes.size();
+	for (int32_t code : code_of_segment)
+	{
+		agree = agree && code >= 0 && static_cast<size_t>(code) < seen.size() && !seen[code];
+		if (agree)
+		{
+			seen[code] = true;
+			rows += rows_per_code[code];
+		}
+	}
+	agree = agree && rows == static_cast<int64_t>(codes.size());
+	for (size_t r = 0; agree && r < codes.size(); ++r)
+		agree = codes[r] >= 0 && static_cast<size_t>(codes[r]) < seen.size();
+	if (!agree)
+		throw Error(sqlstate::internal_error, "roc_fitness: the GPU service got examples that disagree with themselves");
+	RocExamples examples{codes, rows_per_code, labels, keys, doubles};
+	return service::vector_result(counts_of_examples(examples, code_of_segment, ctx));
+}
+
+const bool roc_long_registered =
+	(service::register_handler(service::Function::RocCountsLong, roc_long_in_service), true);
+
+} // namespace
+
 std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelColumn &label,
 										const NumberColumn &score, ExecContext &ctx)
 {
@@ -443,27 +541,12 @@ std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelC
 		ids_of_segments[s] = individual.value_of(code);
 		check_examples_per_individual(ids_of_segments[s], individual.counts()[code]);
 	}
-	std::vector<RocCounts> counts = dispatch(
-		ctx, "roc_fitness", static_cast<double>(individual.size()), kMinGpuExamples,
-		[&] {
-			gpu::RocExampleRows rows{chunk_view(individual.codes()), individual.counts().data(), chunk_view(label),
-									 chunk_view(score.keys()), keys_are_doubles(score)};
-			return gpu::roc_counts_long(rows, segment_of_code, ctx);
-		},
-		[&] {
-			return cpu_path(
-				ctx, keys_are_doubles(score), [&] { return range_of_rows(score); },
-				[&](auto zero, const KeyLayout &layout) {
-					return group_rows<decltype(zero)>(individual, label, score, code_of_segment, layout);
-				});
-		});
+	RocExamples examples{individual.codes(), individual.counts(), label, score.keys(), keys_are_doubles(score)};
+	std::vector<RocCounts> counts = counts_of_examples(examples, code_of_segment, ctx);
 	return results_of(ids_of_segments, counts);
 }
 
 namespace {
-
-/* GPU memory a call of roc_fitness needs per example, for the service's queue: keys, their sorted copy, segments. */
-constexpr int64_t kServiceBytesPerExample = 32;
 
 /*
  * The device part of the array format: each row's counts, by segment, on

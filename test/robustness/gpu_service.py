@@ -39,6 +39,10 @@ LABELS = "(SELECT array_agg(g % 3 = 0) FROM generate_series(1, 64) g)"
 ROC = f"SELECT * FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', {LABELS})"
 CALLS = {
     "roc_fitness": ROC + " ORDER BY individual_id",
+    "roc_fitness_long": "SELECT * FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM examples') "
+                        "ORDER BY individual_id",
+    "roc_fitness_long_numeric": "SELECT * FROM gpurec.roc_fitness('SELECT individual_id, label, "
+                                "round(score::numeric, 1) AS score FROM examples') ORDER BY individual_id",
     "similar_users": "SELECT * FROM gpurec.similar_users('SELECT user_id, x, y FROM points', 4) "
                      "ORDER BY user_id, rank",
     "user_similarity": "SELECT * FROM gpurec.user_similarity('SELECT user_id, x, y FROM points', 7) "
@@ -91,6 +95,10 @@ def make_data(db):
                                         ELSE round((random() * 20)::numeric)::float8 / 4 END)
                   FROM generate_series(1, 64) WHERE i > 0) AS scores
           FROM generate_series(1, 400) i;
+        CREATE TABLE examples AS
+          SELECT i % 300 AS individual_id, random() < 0.3 AS label,
+                 CASE WHEN random() < 0.02 THEN NULL ELSE round((random() * 10)::numeric)::float8 / 2 END AS score
+          FROM generate_series(1, 20000) i;
         CREATE TABLE points AS
           SELECT (i % 150) AS user_id, round((random() * 40)::numeric, 1)::float8 AS x,
                  round((random() * 40)::numeric, 1)::float8 AS y
