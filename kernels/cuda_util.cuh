@@ -30,6 +30,9 @@ inline void check_launch(const char *kernel) { check(cudaGetLastError(), kernel)
 /* Allocates bytes on the device; Failure (OutOfMemory) when it cannot. */
 void *device_alloc(size_t bytes, const CallContext &ctx);
 
+/* Gives back what device_alloc gave: to the device's pool where it keeps memory (keep_device_memory), else at once. */
+void device_free(void *ptr) noexcept;
+
 template <typename T> class DeviceBuffer
 {
   public:
@@ -41,7 +44,7 @@ template <typename T> class DeviceBuffer
 	~DeviceBuffer()
 	{
 		if (ptr_)
-			cudaFree(ptr_);
+			device_free(ptr_);
 	}
 	DeviceBuffer(DeviceBuffer &&o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(o.count_) {}
 	DeviceBuffer &operator=(DeviceBuffer &&o) noexcept

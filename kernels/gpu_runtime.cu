@@ -191,6 +191,43 @@ void use_device(int device_id)
 	check(cudaSetDevice(device_id), "cudaSetDevice");
 }
 
+namespace {
+
+/* The most devices a process tells apart (the staging slots and pools below are per device). */
+constexpr int kMaxDevices = 64;
+
+int current_device()
+{
+	int device = 0;
+	if (cudaGetDevice(&device) != cudaSuccess)
+	{
+		cudaGetLastError();
+		device = 0;
+	}
+	return device >= 0 && device < kMaxDevices ? device : 0;
+}
+
+/* Devices whose allocations come from their pool (keep_device_memory). */
+bool pooled[kMaxDevices] = {};
+
+} // namespace
+
+void keep_device_memory(size_t bytes)
+{
+	int device = current_device();
+	int supported = 0;
+	if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess || !supported)
+	{
+		cudaGetLastError();
+		return; /* cudaMalloc, as in a backend */
+	}
+	cudaMemPool_t pool;
+	check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+	uint64_t threshold = bytes;
+	check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold), "cudaMemPoolSetAttribute");
+	pooled[device] = true;
+}
+
 void throw_cuda_error(cudaError_t err, const char *what)
 {
 	cudaGetLastError(); /* clear a non-sticky error so the backend stays usable */
@@ -217,11 +254,19 @@ enum class StagingState
 	Ready,
 	Unavailable /* pinned memory was refused: copies go as they are */
 };
-StagingState staging_state = StagingState::Unknown;
-StagingSlots staging;
+/*
+ * Per device: a thread computes on one device at a time (a backend on
+ * device 0; the GPU service one thread a device), so each device's slots
+ * have one user.
+ */
+StagingState staging_states[kMaxDevices] = {};
+StagingSlots stagings[kMaxDevices];
 
 bool staging_ready()
 {
+	int device = current_device();
+	StagingState &staging_state = staging_states[device];
+	StagingSlots &staging = stagings[device];
 	if (staging_state == StagingState::Unknown)
 	{
 		staging_state = StagingState::Unavailable;
@@ -255,6 +300,7 @@ void upload_staged(void *device, const HostPiece *pieces, size_t n, cudaStream_t
 	for (size_t i = 0; i < n; ++i)
 		total += pieces[i].bytes;
 	auto *to = static_cast<char *>(device);
+	StagingSlots &staging = stagings[current_device()];
 	/* a small copy costs less than staging it */
 	if (total < (size_t(256) << 10) || !staging_ready())
 	{
@@ -301,7 +347,19 @@ void *device_alloc(size_t bytes, const CallContext &ctx)
 	if (ctx.fail_gpu_alloc)
 		throw Failure(Failure::Kind::OutOfMemory, "GPU allocation refused (gpurec.test_fail_gpu_alloc is on)");
 	void *ptr = nullptr;
-	cudaError_t err = cudaMalloc(&ptr, bytes ? bytes : 1);
+	cudaError_t err;
+	if (pooled[current_device()])
+	{
+		/*
+		 * Ordered on the default stream, which no kernel uses: once it has
+		 * run, the memory is the caller's on any stream.
+		 */
+		err = cudaMallocAsync(&ptr, bytes ? bytes : 1, 0);
+		if (err == cudaSuccess)
+			err = cudaStreamSynchronize(0);
+	}
+	else
+		err = cudaMalloc(&ptr, bytes ? bytes : 1);
 	if (err != cudaSuccess)
 	{
 		cudaGetLastError();
@@ -310,6 +368,23 @@ void *device_alloc(size_t bytes, const CallContext &ctx)
 		throw_cuda_error(err, "cudaMalloc");
 	}
 	return ptr;
+}
+
+void device_free(void *ptr) noexcept
+{
+	if (!pooled[current_device()])
+	{
+		cudaFree(ptr);
+		return;
+	}
+	/*
+	 * cudaFree waits for the whole device before it frees; the pool's free
+	 * is ordered on the default stream, which does not wait for the
+	 * kernels' own streams: wait for the device here, as cudaFree would,
+	 * so that no kernel still reads what the next allocation hands out.
+	 */
+	cudaDeviceSynchronize();
+	cudaFreeAsync(ptr, 0);
 }
 
 } // namespace gpurec::gpu

@@ -37,6 +37,8 @@ std::vector<DeviceInfo> devices() { return {}; }
 
 void use_device(int) { no_gpu(); }
 
+void keep_device_memory(size_t) { no_gpu(); }
+
 /* marketplace */
 class OfferUpload
 {

@@ -4,8 +4,10 @@
  *
  * One thread polls the socket and every connection; one worker thread per
  * device runs that device's calls in arrival order, so a call waits for the
- * device's memory instead of failing for want of it.  A call goes to the
- * device with the fewest calls running and queued.
+ * device's memory instead of failing for want of it, and the devices
+ * compute at once.  A call goes to the device with the fewest calls running
+ * and queued.  Each device keeps a share of its memory in its pool between
+ * calls, so a warm service allocates without cudaMalloc.
  */
 #include "no_postgres.hpp"
 
@@ -235,13 +237,10 @@ class Service
 	std::mutex mutex_; /* the queues, running calls and stopping_ */
 	std::condition_variable wake_;
 	bool stopping_ = false;
-	/*
-	 * One GPU call at a time in the whole service: the kernels' pinned
-	 * staging slots are the process's (kernels/gpu_runtime.cu).  Stand-in
-	 * devices take no lock.
-	 */
-	std::mutex gpu_mutex_;
 };
+
+/* The share of a GPU's memory its pool keeps between calls (gpu::keep_device_memory). */
+constexpr int64_t kKeptMemoryShare = 4;
 
 void Service::find_devices()
 {
@@ -265,6 +264,19 @@ void Service::find_devices()
 		auto device = std::make_unique<Device>();
 		device->info = info;
 		device->stand_in = options_.stand_in_devices > 0;
+		if (!device->stand_in)
+		{
+			try
+			{
+				gpu::use_device(info.device_id);
+				gpu::keep_device_memory(static_cast<size_t>(info.total_memory_bytes / kKeptMemoryShare));
+			}
+			catch (const std::exception &e)
+			{
+				log_line("%s", "device " + std::to_string(info.device_id) + " is left out: " + e.what());
+				continue;
+			}
+		}
 		devices_.push_back(std::move(device));
 	}
 	for (int id : options_.gpus)
@@ -342,12 +354,8 @@ void Service::run_call(Device &device, Job &job)
 	std::vector<uint8_t> result;
 	try
 	{
-		std::unique_lock<std::mutex> gpu_lock(gpu_mutex_, std::defer_lock);
 		if (!device.stand_in)
-		{
-			gpu_lock.lock();
 			gpu::use_device(device.info.device_id);
-		}
 		ByteReader input(job.input, request.input_bytes);
 		result = found->second(input, ctx);
 	}

@@ -217,4 +217,13 @@ std::vector<DeviceInfo> devices();
  */
 void use_device(int device_id);
 
+/*
+ * Keeps up to `bytes` of device memory that calls gave back for the calls
+ * to come, on the calling thread's device (use_device): allocations come
+ * from the device's memory pool instead of cudaMalloc, which costs a
+ * synchronisation and a mapping each time.  For the GPU service, which
+ * owns its GPUs; a backend gives its memory back after each call.
+ */
+void keep_device_memory(size_t bytes);
+
 } // namespace gpurec::gpu
