@@ -551,7 +551,7 @@ class GeoSession
 	}
 
 	void similarity_sums(int32_t main_user, double epsilon);
-	void similar_users(int k, double epsilon, std::vector<SimilarityEntry> &heaps,
+	void similar_users(int k, double epsilon, int part, int parts, std::vector<SimilarityEntry> &heaps,
 					   std::vector<int32_t> &sizes);
 	std::vector<std::vector<double>> strengths(int32_t main_user, double min_similarity,
 											   const StrengthParams &params,
@@ -749,7 +749,7 @@ void GeoSession::similarity_sums(int32_t main_user, double epsilon)
 	ctx_.times.compute_ms += compute.stop_ms();
 }
 
-void GeoSession::similar_users(int k, double epsilon, std::vector<SimilarityEntry> &heaps,
+void GeoSession::similar_users(int k, double epsilon, int part, int parts, std::vector<SimilarityEntry> &heaps,
 							   std::vector<int32_t> &sizes)
 {
 	heaps.assign(static_cast<size_t>(n_users_) * k, SimilarityEntry{0, 0});
@@ -759,7 +759,10 @@ void GeoSession::similar_users(int k, double epsilon, std::vector<SimilarityEntr
 
 	for (size_t c = 0; c + 1 < class_begin_.size(); ++c)
 	{
-		int32_t class_lo = class_begin_[c], class_hi = class_begin_[c + 1];
+		/* this part's share of the class (geo_kernels.hpp) */
+		int64_t whole_lo = class_begin_[c], span = class_begin_[c + 1] - whole_lo;
+		auto class_lo = static_cast<int32_t>(whole_lo + span * part / parts);
+		auto class_hi = static_cast<int32_t>(whole_lo + span * (part + 1) / parts);
 		if (class_lo == class_hi)
 			continue;
 		int tile = c + 2 == class_begin_.size() ? max_tile_ : static_cast<int>(c + 1) * kTileStep;
@@ -930,10 +933,10 @@ void geo_similarity_sums(GeoSession &session, int32_t main_user, double epsilon,
 	session.download_sums(floored, raw);
 }
 
-void geo_similar_users(GeoSession &session, int k, double epsilon,
+void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int parts,
 					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes)
 {
-	session.similar_users(k, epsilon, heaps, sizes);
+	session.similar_users(k, epsilon, part, parts, heaps, sizes);
 }
 
 std::vector<std::vector<double>> geo_strengths(GeoSession &session, int32_t main_user,

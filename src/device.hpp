@@ -87,6 +87,7 @@ struct ExecContext : gpu::CallContext
 	std::string device_choice;
 	/* The service's device that computed the call (-1: none), and how long the call queued there. */
 	int service_device = -1;
+	int service_devices = 0; /* how many of the service's devices computed it */
 	double service_queued_ms = 0;
 };
 

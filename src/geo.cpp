@@ -182,9 +182,15 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 		}
 	}
 
+	/* each exponent's AUCs summed in user order, however many devices computed them */
 	std::vector<double> auc_sum(exponents.size(), 0.0);
 	if (!work.users.empty())
-		auc_sum = run_geo_work(rows_of(points), &cands, work, "fit_exponent", cost, ctx).auc_sums;
+	{
+		std::vector<std::vector<double>> aucs = run_geo_work(rows_of(points), &cands, work, "fit_exponent", cost, ctx).aucs;
+		for (size_t e = 0; e < exponents.size(); ++e)
+			for (double auc : aucs[e])
+				auc_sum[e] += auc;
+	}
 	size_t users = work.users.size();
 
 	std::vector<ExponentFit> out;

@@ -88,15 +88,17 @@ void similarity_sums_cpu(const GeoPointSet &s, int32_t main_user, double epsilon
 }
 
 template <GeoMetric M>
-void similar_users_cpu(const GeoPointSet &s, int k, double epsilon,
+void similar_users_cpu(const GeoPointSet &s, int k, double epsilon, int part, int parts,
 					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 					   ExecContext &ctx)
 {
 	int32_t n_users = s.users();
 	heaps.assign(static_cast<size_t>(n_users) * k, SimilarityEntry{0, 0});
 	sizes.assign(n_users, 0);
-	parallel_for(n_users, ctx, [&](size_t item, size_t, const std::atomic<bool> &cancelled) {
-		int32_t a = static_cast<int32_t>(item);
+	/* the part's users: codes part, part + parts, ... */
+	size_t users_of_part = n_users > part ? (n_users - part + parts - 1) / parts : 0;
+	parallel_for(users_of_part, ctx, [&](size_t item, size_t, const std::atomic<bool> &cancelled) {
+		int32_t a = static_cast<int32_t>(item * parts + part);
 		SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * k;
 		int size = 0;
 		for (int32_t b = 0; b < n_users && !cancelled.load(std::memory_order_relaxed); ++b)
@@ -207,12 +209,12 @@ void similarity_sums_on_cpu(const GeoPointSet &s, int32_t main_user, double epsi
 	});
 }
 
-void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon,
+void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon, int part, int parts,
 						  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 						  ExecContext &ctx)
 {
 	compute_on_cpu(s, ctx, [&](auto metric) {
-		similar_users_cpu<metric()>(s, k, epsilon, heaps, sizes, ctx);
+		similar_users_cpu<metric()>(s, k, epsilon, part, parts, heaps, sizes, ctx);
 	});
 }
 

@@ -48,14 +48,15 @@ void strengths_work(const GeoWork &work, StrengthsFor strengths_for, GeoWorkResu
 		out.strengths = strengths_for(work.main);
 		return;
 	}
-	/* AucSums: from the start, as the CPU reruns what a GPU out of memory began */
-	out.auc_sums.assign(work.powers.size(), 0.0);
-	for (size_t u = 0; u < work.users.size(); ++u)
+	/* AucSums, of the part's range of users: from the start, as the CPU reruns what a GPU out of memory began */
+	size_t n = work.users.size(), begin = n * work.part / work.parts, end = n * (work.part + 1) / work.parts;
+	out.aucs.assign(work.powers.size(), {});
+	for (size_t u = begin; u < end; ++u)
 	{
 		std::vector<std::vector<double>> s = strengths_for(work.users[u]);
 		Stopwatch clock;
 		for (size_t e = 0; e < work.powers.size(); ++e)
-			out.auc_sums[e] += auc_of(s[e], work.positives[u]);
+			out.aucs[e].push_back(auc_of(s[e], work.positives[u]));
 		ctx.times.compute_ms += clock.elapsed_ms();
 		ctx.interrupt_point(Phase::Compute);
 	}
@@ -72,7 +73,7 @@ GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands
 			gpu::geo_similarity_sums(*session, work.main, work.epsilon, out.floored, out.raw);
 			break;
 		case GeoWork::Kind::SimilarUsers:
-			gpu::geo_similar_users(*session, work.kept, work.epsilon, out.heaps, out.sizes);
+			gpu::geo_similar_users(*session, work.kept, work.epsilon, work.part, work.parts, out.heaps, out.sizes);
 			break;
 		case GeoWork::Kind::Strengths:
 		case GeoWork::Kind::AucSums:
@@ -97,7 +98,7 @@ GeoWorkResult on_cpu(const GeoRows &points, const GeoCandidateSet *cands, const 
 			similarity_sums_on_cpu(set, work.main, work.epsilon, out.floored, out.raw, ctx);
 			break;
 		case GeoWork::Kind::SimilarUsers:
-			similar_users_on_cpu(set, work.kept, work.epsilon, out.heaps, out.sizes, ctx);
+			similar_users_on_cpu(set, work.kept, work.epsilon, work.part, work.parts, out.heaps, out.sizes, ctx);
 			break;
 		case GeoWork::Kind::Strengths:
 		case GeoWork::Kind::AucSums:
@@ -163,10 +164,22 @@ void put_result(ByteWriter &out, const GeoWorkResult &r)
 	put_vector(out, r.raw);
 	put_vector(out, r.heaps);
 	put_vector(out, r.sizes);
-	out.put<uint64_t>(r.strengths.size());
-	for (const std::vector<double> &s : r.strengths)
-		put_vector(out, s);
-	put_vector(out, r.auc_sums);
+	for (const auto *lists : {&r.strengths, &r.aucs})
+	{
+		out.put<uint64_t>(lists->size());
+		for (const std::vector<double> &list : *lists)
+			put_vector(out, list);
+	}
+}
+
+std::vector<uint8_t> result_bytes(const GeoWorkResult &result)
+{
+	ByteWriter counter;
+	put_result(counter, result);
+	std::vector<uint8_t> bytes(counter.size());
+	ByteWriter writer(bytes.data(), bytes.size());
+	put_result(writer, result);
+	return bytes;
 }
 
 GeoWorkResult get_result(ByteReader &in)
@@ -176,13 +189,24 @@ GeoWorkResult get_result(ByteReader &in)
 	r.raw = get_vector<double>(in);
 	r.heaps = get_vector<SimilarityEntry>(in);
 	r.sizes = get_vector<int32_t>(in);
-	uint64_t powers = in.get<uint64_t>();
-	if (powers > in.remaining())
-		throw Error(sqlstate::internal_error, "geo: a malformed answer of the GPU service");
-	for (uint64_t p = 0; p < powers; ++p)
-		r.strengths.push_back(get_vector<double>(in));
-	r.auc_sums = get_vector<double>(in);
+	for (auto *lists : {&r.strengths, &r.aucs})
+	{
+		uint64_t n = in.get<uint64_t>();
+		if (n > in.remaining())
+			throw Error(sqlstate::internal_error, "geo: a malformed answer of the GPU service");
+		for (uint64_t i = 0; i < n; ++i)
+			lists->push_back(get_vector<double>(in));
+	}
 	return r;
+}
+
+GeoWorkResult result_of(const std::vector<uint8_t> &bytes)
+{
+	ByteReader in(bytes.data(), bytes.size());
+	GeoWorkResult result = get_result(in);
+	if (!in.at_end())
+		throw Error(sqlstate::internal_error, "geo: the GPU service's answer has bytes past its result");
+	return result;
 }
 
 /* GPU memory a call needs, for the service's queue: the points and their grouping, candidates, results. */
@@ -196,6 +220,8 @@ int64_t device_bytes(const GeoRows &points, const GeoCandidateSet *cands, const 
 
 GeoWorkResult in_service(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work, ExecContext &ctx)
 {
+	/* the work that splits by user goes to every device of the service, a share each */
+	bool splits = work.kind == GeoWork::Kind::SimilarUsers || work.kind == GeoWork::Kind::AucSums;
 	std::vector<uint8_t> bytes = ctx.service->call(
 		service::Function::GeoWork, device_bytes(points, cands, work),
 		[&](ByteWriter &out) {
@@ -207,16 +233,12 @@ GeoWorkResult in_service(const GeoRows &points, const GeoCandidateSet *cands, co
 			put_candidates(out, cands);
 			put_work(out, work);
 		},
-		ctx);
-	ByteReader in(bytes.data(), bytes.size());
-	GeoWorkResult result = get_result(in);
-	if (!in.at_end())
-		throw Error(sqlstate::internal_error, "geo: the GPU service's answer has bytes past its result");
-	return result;
+		ctx, splits ? ctx.service->device_count(ctx) : 1);
+	return result_of(bytes);
 }
 
-/* The service's side of in_service: the same work on the service's device. */
-std::vector<uint8_t> geo_work_in_service(ByteReader &in, ExecContext &ctx)
+/* The service's side of in_service: the same work, or the part of it asked, on the service's device. */
+std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &part, ExecContext &ctx)
 {
 	ChunkedColumn<int32_t> codes = ChunkedColumn<int32_t>::read_serialized(in);
 	ChunkedColumn<double> x = ChunkedColumn<double>::read_serialized(in);
@@ -232,6 +254,8 @@ std::vector<uint8_t> geo_work_in_service(ByteReader &in, ExecContext &ctx)
 		cands.cos_lat = get_vector<double>(in);
 	}
 	GeoWork work = get_work(in);
+	work.part = part.index;
+	work.parts = part.count;
 	/* what the devices index by: every row's code a user's, every count a row's, every holdout user a user */
 	int64_t rows = 0;
 	for (int64_t c : counts)
@@ -253,17 +277,38 @@ std::vector<uint8_t> geo_work_in_service(ByteReader &in, ExecContext &ctx)
 	if (!agree)
 		throw Error(sqlstate::internal_error, "geo: the GPU service got points that disagree with themselves");
 	GeoRows points{codes, x, y, user_ids, counts};
-	GeoWorkResult result = run_geo_work(points, has_candidates ? &cands : nullptr, work, "geo", 0, ctx);
-	ByteWriter counter;
-	put_result(counter, result);
-	std::vector<uint8_t> bytes(counter.size());
-	ByteWriter writer(bytes.data(), bytes.size());
-	put_result(writer, result);
-	return bytes;
+	return result_bytes(run_geo_work(points, has_candidates ? &cands : nullptr, work, "geo", 0, ctx));
+}
+
+/*
+ * The parts of a split GeoWork, as one: each user's heap from the part that
+ * computed it (the one whose heap is not empty: every user has another to
+ * rank, or no part ranks any), the AUCs of the parts' user ranges in order.
+ */
+std::vector<uint8_t> merge_geo_parts(std::vector<std::vector<uint8_t>> &parts)
+{
+	GeoWorkResult merged = result_of(parts.front());
+	for (size_t p = 1; p < parts.size(); ++p)
+	{
+		GeoWorkResult part = result_of(parts[p]);
+		if (part.sizes.size() != merged.sizes.size() || part.heaps.size() != merged.heaps.size() ||
+			part.aucs.size() != merged.aucs.size())
+			throw Error(sqlstate::internal_error, "geo: the parts of a split call disagree");
+		size_t k = merged.sizes.empty() ? 0 : merged.heaps.size() / merged.sizes.size();
+		for (size_t u = 0; u < part.sizes.size(); ++u)
+			if (part.sizes[u] > 0)
+			{
+				merged.sizes[u] = part.sizes[u];
+				std::copy(part.heaps.begin() + u * k, part.heaps.begin() + (u + 1) * k, merged.heaps.begin() + u * k);
+			}
+		for (size_t e = 0; e < part.aucs.size(); ++e)
+			merged.aucs[e].insert(merged.aucs[e].end(), part.aucs[e].begin(), part.aucs[e].end());
+	}
+	return result_bytes(merged);
 }
 
 const bool geo_work_registered =
-	(service::register_handler(service::Function::GeoWork, geo_work_in_service), true);
+	(service::register_handler(service::Function::GeoWork, geo_work_in_service, merge_geo_parts), true);
 
 } // namespace
 

@@ -89,7 +89,8 @@ GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric)
 void similarity_sums_on_cpu(const GeoPointSet &s, int32_t main_user, double epsilon,
 							std::vector<double> &floored, std::vector<double> &raw, ExecContext &ctx);
 
-void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon,
+/* Part `part` of `parts`: the users of codes part, part + parts, ...; the others keep sizes 0. */
+void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon, int part, int parts,
 						  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 						  ExecContext &ctx);
 
@@ -108,7 +109,7 @@ struct GeoWork
 		SimilaritySums, /* user_similarity: main's sums against every user */
 		SimilarUsers,	/* similar_users: every user's `kept` most similar */
 		Strengths,		/* predict_strength: main's strengths of the candidates, one vector per power */
-		AucSums			/* fit_exponent: per power, the sum over `users` of their AUC */
+		AucSums			/* fit_exponent: per power, each of `users`' AUC */
 	};
 	Kind kind = Kind::SimilaritySums;
 	GeoMetric metric = GeoMetric::Euclidean;
@@ -121,6 +122,13 @@ struct GeoWork
 	/* AucSums: the holdout users' codes, and for each the candidates it visited (1) or not (0) */
 	std::vector<int32_t> users;
 	std::vector<std::vector<uint8_t>> positives;
+	/*
+	 * Split over several devices (the GPU service): this is part `part` of
+	 * `parts`, which computes SimilarUsers of some users, AucSums of a
+	 * contiguous range of `users`.
+	 */
+	int32_t part = 0;
+	int32_t parts = 1;
 };
 
 struct GeoWorkResult
@@ -129,7 +137,7 @@ struct GeoWorkResult
 	std::vector<SimilarityEntry> heaps;			/* SimilarUsers, as gpu::geo_similar_users leaves them */
 	std::vector<int32_t> sizes;
 	std::vector<std::vector<double>> strengths; /* Strengths */
-	std::vector<double> auc_sums;				/* AucSums */
+	std::vector<std::vector<double>> aucs;		/* AucSums: per power, each user's (of the part's range) */
 };
 
 /*

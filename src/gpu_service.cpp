@@ -40,15 +40,24 @@ namespace gpurec::service {
 
 namespace {
 
-std::map<Function, Handler> &handlers()
+struct Registered
 {
-	static std::map<Function, Handler> registered;
+	Handler handler;
+	Merger merger;
+};
+
+std::map<Function, Registered> &handlers()
+{
+	static std::map<Function, Registered> registered;
 	return registered;
 }
 
 } // namespace
 
-void register_handler(Function function, Handler handler) { handlers()[function] = handler; }
+void register_handler(Function function, Handler handler, Merger merger)
+{
+	handlers()[function] = {handler, merger};
+}
 
 /* ---- the wire -------------------------------------------------------------- */
 
@@ -194,15 +203,43 @@ struct Connection
 	~Connection() { close(fd); }
 };
 
+/* A call's input, mapped once, read by each of its parts. */
+struct Input
+{
+	uint8_t *data = nullptr;
+	size_t bytes = 0;
+	~Input() { wire::unmap_shared(data, bytes); }
+};
+
+/* How one part of a call ended: its result, or an error to answer with. */
+struct Outcome
+{
+	bool ok = false;
+	bool client_gone = false;
+	std::vector<uint8_t> result;
+	std::string sqlstate = sqlstate::internal_error, message, detail, hint;
+	double transfer_ms = 0, compute_ms = 0, queued_ms = 0;
+	int32_t device_id = -1;
+};
+
+/* A call split over several devices: answered, merged, when its last part ends. */
+struct Group
+{
+	std::mutex mutex;
+	std::vector<Outcome> parts;
+	int remaining = 0;
+	Merger merger = nullptr;
+};
+
 struct Job
 {
 	std::shared_ptr<Connection> client;
 	wire::CallRequest request;
-	uint8_t *input = nullptr;
+	std::shared_ptr<Input> input;
+	Part part;
+	std::shared_ptr<Group> group; /* null: the call is not split */
 	std::atomic<bool> cancelled{false};
 	std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
-
-	~Job() { wire::unmap_shared(input, request.input_bytes); }
 };
 
 struct Device
@@ -224,9 +261,11 @@ class Service
   private:
 	void find_devices();
 	void work(Device &device);
-	void run_call(Device &device, Job &job);
-	void reply_error(Job &job, const char *sqlstate, const std::string &message, const std::string &detail = {},
-					 const std::string &hint = {});
+	Outcome compute(Device &device, Job &job);
+	void answer(Job &job, Outcome outcome);
+	void reply_error(Connection &client, const std::string &sqlstate, const std::string &message,
+					 const std::string &detail = {}, const std::string &hint = {});
+	void reply_result(Connection &client, const Outcome &outcome, int32_t parts);
 	void answer_status(int fd);
 	void take_call(const std::shared_ptr<Connection> &connection, const wire::CallRequest &request, int input_fd);
 	void forget_connection(const std::shared_ptr<Connection> &connection);
@@ -291,12 +330,12 @@ void Service::find_devices()
 		why_no_device_ = found.empty() ? "no GPU was found" : "gpurec.gpus names none of the GPUs present";
 }
 
-void Service::reply_error(Job &job, const char *sqlstate, const std::string &message, const std::string &detail,
-						  const std::string &hint)
+void Service::reply_error(Connection &client, const std::string &sqlstate, const std::string &message,
+						  const std::string &detail, const std::string &hint)
 {
 	char buffer[wire::kMaxMessage];
 	wire::CallReply reply;
-	std::memcpy(reply.sqlstate, sqlstate, 5);
+	std::memcpy(reply.sqlstate, sqlstate.c_str(), std::min<size_t>(5, sqlstate.size()));
 	std::string texts[3] = {message.substr(0, wire::kMaxText), detail.substr(0, wire::kMaxText),
 							hint.substr(0, wire::kMaxText)};
 	reply.message_length = static_cast<uint32_t>(texts[0].size());
@@ -309,21 +348,49 @@ void Service::reply_error(Job &job, const char *sqlstate, const std::string &mes
 		std::memcpy(buffer + at, text.data(), text.size());
 		at += text.size();
 	}
-	wire::send_message(job.client->fd, buffer, at, -1);
+	wire::send_message(client.fd, buffer, at, -1);
 }
 
-void Service::run_call(Device &device, Job &job)
+void Service::reply_result(Connection &client, const Outcome &outcome, int32_t parts)
+{
+	uint8_t *shared = nullptr;
+	int fd = -1;
+	try
+	{
+		fd = wire::create_shared(outcome.result.size(), &shared);
+	}
+	catch (const Error &e)
+	{
+		reply_error(client, e.sqlstate(), e.what());
+		return;
+	}
+	if (!outcome.result.empty())
+		std::memcpy(shared, outcome.result.data(), outcome.result.size());
+	wire::unmap_shared(shared, outcome.result.size());
+	wire::CallReply reply;
+	reply.ok = 1;
+	reply.device_id = outcome.device_id;
+	reply.parts = parts;
+	reply.result_bytes = outcome.result.size();
+	reply.transfer_ms = outcome.transfer_ms;
+	reply.compute_ms = outcome.compute_ms;
+	reply.queued_ms = outcome.queued_ms;
+	wire::send_message(client.fd, &reply, sizeof reply, fd);
+	close(fd);
+}
+
+Outcome Service::compute(Device &device, Job &job)
 {
 	const wire::CallRequest &request = job.request;
-	double queued_ms =
-		std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.arrived).count();
+	Outcome out;
+	out.device_id = device.info.device_id;
+	out.queued_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.arrived).count();
 	auto found = handlers().find(static_cast<Function>(request.function));
 	if (found == handlers().end())
 	{
-		reply_error(job, sqlstate::internal_error,
-					"the GPU service has no function " + std::to_string(request.function),
-					"The server's gpurec library and the service's differ; restart the server.");
-		return;
+		out.message = "the GPU service has no function " + std::to_string(request.function);
+		out.detail = "The server's gpurec library and the service's differ; restart the server.";
+		return out;
 	}
 	ExecContext ctx;
 	ctx.mode = device.stand_in ? DeviceMode::Cpu : DeviceMode::Gpu;
@@ -351,57 +418,87 @@ void Service::run_call(Device &device, Job &job)
 					"gpurec.test_fault: waited " + std::to_string(kTestFaultMaxWaitMs / 1000) + " s in the " + phase +
 						" phase and was not cancelled");
 	};
-	std::vector<uint8_t> result;
 	try
 	{
 		if (!device.stand_in)
 			gpu::use_device(device.info.device_id);
-		ByteReader input(job.input, request.input_bytes);
-		result = found->second(input, ctx);
+		ByteReader input(job.input->data, job.input->bytes);
+		out.result = found->second.handler(input, job.part, ctx);
+		out.ok = true;
 	}
 	catch (const ClientGone &)
 	{
-		return;
+		out.client_gone = true;
 	}
 	catch (const Error &e)
 	{
-		reply_error(job, e.sqlstate(), e.what(), e.detail(), e.hint());
-		return;
+		out.sqlstate = e.sqlstate();
+		out.message = e.what();
+		out.detail = e.detail();
+		out.hint = e.hint();
 	}
 	catch (const std::bad_alloc &)
 	{
-		reply_error(job, sqlstate::out_of_memory, "the GPU service ran out of memory");
-		return;
+		out.sqlstate = sqlstate::out_of_memory;
+		out.message = "the GPU service ran out of memory";
 	}
 	catch (const std::exception &e)
 	{
-		reply_error(job, sqlstate::internal_error, e.what());
-		return;
+		out.message = e.what();
 	}
+	out.transfer_ms = ctx.times.transfer_ms;
+	out.compute_ms = ctx.times.compute_ms;
+	return out;
+}
 
-	uint8_t *shared = nullptr;
-	int fd = -1;
-	try
+void Service::answer(Job &job, Outcome outcome)
+{
+	int32_t parts = 1;
+	if (job.group)
 	{
-		fd = wire::create_shared(result.size(), &shared);
+		Group &group = *job.group;
+		std::lock_guard<std::mutex> lock(group.mutex);
+		group.parts[job.part.index] = std::move(outcome);
+		if (--group.remaining > 0)
+			return;
+		/* the last part: an error of any part is the call's, else the parts merged */
+		parts = static_cast<int32_t>(group.parts.size());
+		outcome = Outcome();
+		outcome.ok = true;
+		std::vector<std::vector<uint8_t>> results;
+		for (Outcome &part : group.parts)
+		{
+			if (!part.ok)
+			{
+				outcome = std::move(part);
+				break;
+			}
+			outcome.transfer_ms = std::max(outcome.transfer_ms, part.transfer_ms);
+			outcome.compute_ms = std::max(outcome.compute_ms, part.compute_ms);
+			outcome.queued_ms = std::max(outcome.queued_ms, part.queued_ms);
+			outcome.device_id = outcome.device_id < 0 ? part.device_id : outcome.device_id;
+			results.push_back(std::move(part.result));
+		}
+		if (outcome.ok)
+		{
+			try
+			{
+				outcome.result = group.merger(results);
+			}
+			catch (const Error &e)
+			{
+				outcome.ok = false;
+				outcome.sqlstate = e.sqlstate();
+				outcome.message = e.what();
+			}
+		}
 	}
-	catch (const Error &e)
-	{
-		reply_error(job, e.sqlstate(), e.what());
+	if (outcome.client_gone)
 		return;
-	}
-	if (!result.empty())
-		std::memcpy(shared, result.data(), result.size());
-	wire::unmap_shared(shared, result.size());
-	wire::CallReply reply;
-	reply.ok = 1;
-	reply.device_id = device.info.device_id;
-	reply.result_bytes = result.size();
-	reply.transfer_ms = ctx.times.transfer_ms;
-	reply.compute_ms = ctx.times.compute_ms;
-	reply.queued_ms = queued_ms;
-	wire::send_message(job.client->fd, &reply, sizeof reply, fd);
-	close(fd);
+	if (outcome.ok)
+		reply_result(*job.client, outcome, parts);
+	else
+		reply_error(*job.client, outcome.sqlstate, outcome.message, outcome.detail, outcome.hint);
 }
 
 void Service::work(Device &device)
@@ -420,7 +517,7 @@ void Service::work(Device &device)
 		}
 		try
 		{
-			run_call(device, *job);
+			answer(*job, compute(device, *job));
 		}
 		catch (const std::exception &e)
 		{
@@ -451,7 +548,7 @@ void Service::answer_status(int fd)
 			r.multiprocessors = device->info.multiprocessors;
 			r.calls_running = device->running ? 1 : 0;
 			r.calls_queued = static_cast<int32_t>(device->queue.size());
-			r.memory_used = device->running ? device->running->request.device_memory : 0;
+			r.memory_used = device->running ? device->running->request.device_memory / device->running->part.count : 0;
 		}
 	}
 	size_t bytes = offsetof(wire::StatusReply, devices) + reply->device_count * sizeof(wire::DeviceRecord);
@@ -461,39 +558,56 @@ void Service::answer_status(int fd)
 void Service::take_call(const std::shared_ptr<Connection> &connection, const wire::CallRequest &request,
 						int input_fd)
 {
-	auto job = std::make_shared<Job>();
-	job->client = connection;
-	job->request = request;
+	auto input = std::make_shared<Input>();
 	try
 	{
-		job->input = wire::map_shared(input_fd, request.input_bytes, false);
+		input->data = wire::map_shared(input_fd, request.input_bytes, false);
+		input->bytes = request.input_bytes;
 	}
 	catch (const Error &e)
 	{
 		close(input_fd);
-		reply_error(*job, e.sqlstate(), e.what());
+		reply_error(*connection, e.sqlstate(), e.what());
 		return;
 	}
 	close(input_fd);
 	if (devices_.empty())
 	{
-		reply_error(*job, sqlstate::object_not_in_prerequisite_state, "the GPU service has no usable GPU",
+		reply_error(*connection, sqlstate::object_not_in_prerequisite_state, "the GPU service has no usable GPU",
 					why_no_device_, "Set gpurec.device to 'auto' or 'cpu'.");
 		return;
 	}
-	std::lock_guard<std::mutex> lock(mutex_);
-	Device *least = nullptr;
-	size_t least_load = 0;
-	for (const auto &device : devices_)
+	auto found = handlers().find(static_cast<Function>(request.function));
+	size_t parts = 1;
+	if (found != handlers().end() && found->second.merger && request.parts > 1)
+		parts = std::min<size_t>(static_cast<size_t>(request.parts), devices_.size());
+	std::shared_ptr<Group> group;
+	if (parts > 1)
 	{
-		size_t load = device->queue.size() + (device->running ? 1 : 0);
-		if (least == nullptr || load < least_load)
-		{
-			least = device.get();
-			least_load = load;
-		}
+		group = std::make_shared<Group>();
+		group->parts.resize(parts);
+		group->remaining = static_cast<int>(parts);
+		group->merger = found->second.merger;
 	}
-	least->queue.push_back(job);
+
+	std::lock_guard<std::mutex> lock(mutex_);
+	/* each part to a device of its own, the least loaded first */
+	std::vector<Device *> by_load;
+	for (const auto &device : devices_)
+		by_load.push_back(device.get());
+	std::stable_sort(by_load.begin(), by_load.end(), [](const Device *a, const Device *b) {
+		return a->queue.size() + (a->running ? 1 : 0) < b->queue.size() + (b->running ? 1 : 0);
+	});
+	for (size_t p = 0; p < parts; ++p)
+	{
+		auto job = std::make_shared<Job>();
+		job->client = connection;
+		job->request = request;
+		job->input = input;
+		job->part = {static_cast<int32_t>(p), static_cast<int32_t>(parts)};
+		job->group = group;
+		by_load[p]->queue.push_back(job);
+	}
 	wake_.notify_all();
 }
 

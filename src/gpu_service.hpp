@@ -49,16 +49,33 @@ enum class Function : uint32_t
 	GeoWork = 3,
 };
 
+/* Which part of a call split over several devices a handler computes: part `index` of `count`. */
+struct Part
+{
+	int32_t index = 0;
+	int32_t count = 1;
+};
+
 /*
  * What the service runs for a Function: reads the input the client wrote,
- * computes with `ctx` (its mode Gpu on the device the service chose, or Cpu
- * on a stand-in device) and returns the result's bytes.  Throws as the
- * engine does.
+ * computes `part` of it with `ctx` (its mode Gpu on the device the service
+ * chose, or Cpu on a stand-in device) and returns the result's bytes.
+ * Throws as the engine does.
  */
-using Handler = std::vector<uint8_t> (*)(ByteReader &input, ExecContext &ctx);
+using Handler = std::vector<uint8_t> (*)(ByteReader &input, const Part &part, ExecContext &ctx);
 
-/* Registers the handler of `function`; the family's file does it once, at load. */
-void register_handler(Function function, Handler handler);
+/*
+ * Makes one result of the parts' results of a split call (in part order),
+ * the same bytes the call unsplit would have returned.
+ */
+using Merger = std::vector<uint8_t> (*)(std::vector<std::vector<uint8_t>> &parts);
+
+/*
+ * Registers the handler of `function`; the family's file does it once, at
+ * load.  With a merger, a call that asks for it is split over the service's
+ * devices, a part each.
+ */
+void register_handler(Function function, Handler handler, Merger merger = nullptr);
 
 /* One device as the service sees it (gpurec.devices()). */
 struct DeviceStatus
@@ -123,10 +140,16 @@ class Client
 	 * (for the queue).  Waits, checking ctx's interrupts; a cancel closes
 	 * the connection, which cancels the call in the service.  Adds the
 	 * service's phase times to ctx's.  What the service's call raised is
-	 * raised here, its GPU running out of memory as GpuOutOfMemory.
+	 * raised here, its GPU running out of memory as GpuOutOfMemory.  A call
+	 * of a function registered with a merger may ask to be split in up to
+	 * `parts`, one a device.
 	 */
 	std::vector<uint8_t> call(Function function, int64_t device_memory,
-							  const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx);
+							  const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx,
+							  int32_t parts = 1);
+
+	/* How many devices the service computes on (from the last status; asks for one first). */
+	int32_t device_count(ExecContext &ctx);
 
   private:
 	void connect_waiting(ExecContext &ctx, int wait_ms);

@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -180,8 +181,16 @@ bool Client::has_devices(ExecContext &ctx, std::string *why_not)
 	return !last_status_.devices.empty();
 }
 
+int32_t Client::device_count(ExecContext &ctx)
+{
+	if (!known_)
+		status(ctx);
+	return static_cast<int32_t>(last_status_.devices.size());
+}
+
 std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
-								  const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx)
+								  const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx,
+								  int32_t parts)
 {
 	ByteWriter counter;
 	write_input(counter);
@@ -206,6 +215,7 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 	request.fault_phase = static_cast<uint8_t>(ctx.fault.phase);
 	request.fault_action = static_cast<uint8_t>(ctx.fault.action);
 	request.fail_gpu_alloc = ctx.fail_gpu_alloc ? 1 : 0;
+	request.parts = std::max<int32_t>(1, parts);
 
 	std::vector<char> buffer(wire::kMaxMessage);
 	size_t got = 0;
@@ -267,6 +277,7 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 	ctx.times.transfer_ms += reply.transfer_ms;
 	ctx.times.compute_ms += reply.compute_ms;
 	ctx.service_device = reply.device_id;
+	ctx.service_devices = reply.parts;
 	ctx.service_queued_ms += reply.queued_ms;
 	return out;
 }

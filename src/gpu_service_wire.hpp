@@ -14,7 +14,7 @@
 namespace gpurec::service::wire {
 
 /* Bumped whenever a message changes: a backend and a service of different builds refuse each other. */
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 enum class Kind : uint32_t
 {
@@ -44,6 +44,7 @@ struct CallRequest
 	uint8_t fault_phase = 0;
 	uint8_t fault_action = 0;
 	uint8_t fail_gpu_alloc = 0;
+	int32_t parts = 1; /* split over up to this many devices (a function with a merger) */
 };
 
 /*
@@ -56,7 +57,8 @@ struct CallReply
 	Header header{kVersion, Kind::CallReply};
 	uint8_t ok = 0;
 	char sqlstate[6] = {};
-	int32_t device_id = -1;
+	int32_t device_id = -1; /* the device that computed it; the first of them for a split call */
+	int32_t parts = 1;		/* how many devices computed it */
 	uint64_t result_bytes = 0;
 	double transfer_ms = 0;
 	double compute_ms = 0;

@@ -26,7 +26,10 @@ void report_timing(const char *function, const ExecContext &ctx)
 		snprintf(start, sizeof start, "  Waited %.3f ms for CUDA's start (%.3f ms in all) before the transfer.",
 				 ctx.gpu_start_wait_ms, ctx.gpu_start_ms);
 	char service[128] = "";
-	if (ctx.service_device >= 0)
+	if (ctx.service_devices > 1)
+		snprintf(service, sizeof service, "  GPU service: %d devices, queued %.3f ms.", ctx.service_devices,
+				 ctx.service_queued_ms);
+	else if (ctx.service_device >= 0)
 		snprintf(service, sizeof service, "  GPU service: device %d, queued %.3f ms.", ctx.service_device,
 				 ctx.service_queued_ms);
 	std::string why = ctx.device_choice.empty() ? "" : "  Device: " + ctx.device_choice + ".";

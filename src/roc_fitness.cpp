@@ -492,7 +492,7 @@ std::vector<RocCounts> counts_of_examples(const RocExamples &examples, const std
 }
 
 /* The service's side of counts_of_examples: the input its GPU path wrote. */
-std::vector<uint8_t> roc_long_in_service(ByteReader &input, ExecContext &ctx)
+std::vector<uint8_t> roc_long_in_service(ByteReader &input, const service::Part &, ExecContext &ctx)
 {
 	ChunkedColumn<int32_t> codes = ChunkedColumn<int32_t>::read_serialized(input);
 	std::vector<int64_t> rows_per_code = get_vector<int64_t>(input);
@@ -588,7 +588,7 @@ std::vector<RocCounts> counts_of_arrays(const FloatArrayColumn &scores, const st
 }
 
 /* The service's side of counts_of_arrays: the input its GPU path wrote. */
-std::vector<uint8_t> roc_arrays_in_service(ByteReader &input, ExecContext &ctx)
+std::vector<uint8_t> roc_arrays_in_service(ByteReader &input, const service::Part &, ExecContext &ctx)
 {
 	FloatArrayColumn scores;
 	scores.set_doubles(input.get<uint8_t>() != 0);

@@ -63,11 +63,15 @@ void geo_similarity_sums(GeoSession &session, int32_t main_user, double epsilon,
 						 std::vector<double> &floored, std::vector<double> &raw);
 
 /*
- * For every user u (by code), the k others of highest similarity to u:
- * heaps[u * k .. u * k + sizes[u]), in heap order (the caller sorts).
+ * For every user u (by code) of part `part` of `parts`, the k others of
+ * highest similarity to u: heaps[u * k .. u * k + sizes[u]), in heap order
+ * (the caller sorts); the other parts' users keep sizes[u] = 0.  The parts
+ * share out each class of users by point count, so that devices computing
+ * a part each get about the same work; together they cover every user
+ * once, and each user's heap holds what it holds unsplit.
  */
-void geo_similar_users(GeoSession &session, int k, double epsilon, std::vector<SimilarityEntry> &heaps,
-					   std::vector<int32_t> &sizes);
+void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int parts,
+					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes);
 
 /*
  * The strength of every candidate for the main user, one vector per power:

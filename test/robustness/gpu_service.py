@@ -33,7 +33,8 @@ CLUSTER = os.path.join(ROOT, "test", "cluster.sh")
 REAL_GPUS = os.environ.get("GPUREC_SERVICE_REAL_GPUS") == "1"
 STAND_INS = 2
 SLACK_S = 1.0
-SERVICE_LINE = re.compile(r"GPU service: device (\d+), queued ([\d.]+) ms")
+SERVICE_LINE = re.compile(r"GPU service: (?:device (\d+)|(\d+) devices), queued ([\d.]+) ms")
+SPLIT = ("similar_users", "fit_exponent")  # split over every device of the service
 
 LABELS = "(SELECT array_agg(g % 3 = 0) FROM generate_series(1, 64) g)"
 ROC = f"SELECT * FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', {LABELS})"
@@ -127,18 +128,23 @@ def wait_for(predicate, timeout=10.0):
 
 
 def identical_answers(db):
-    """Every function the service runs gives the CPU's answer, and says the service computed it."""
+    """Every function the service runs gives the CPU's answer, and says the service computed it:
+    the work that splits by user on every device, each in a part, the rest on one."""
     s = db.session()
+    n_devices = len(devices(s))
     s.run("SET gpurec.timing = on;")
     for name, call in CALLS.items():
         s.run("SET gpurec.device = 'cpu';")
         cpu = s.run(call + ";")
         s.run("SET gpurec.device = 'gpu';")
         gpu = s.run(call + ";")
-        through = [SERVICE_LINE.search(d) for d in gpu.details()]
+        through = [m for m in map(SERVICE_LINE.search, gpu.details()) if m]
         check(f"service-identical-{name}",
-              not cpu.errors() and not gpu.errors() and cpu.rows and gpu.rows == cpu.rows and any(through),
+              not cpu.errors() and not gpu.errors() and cpu.rows and gpu.rows == cpu.rows and through,
               f"cpu {cpu.describe()[:300]} gpu {gpu.describe()[:300]}")
+        devices_used = int(through[0].group(2) or 1) if through else 0
+        wanted = n_devices if name.startswith(SPLIT) else 1
+        check(f"service-{name}-on-{wanted}-devices", devices_used == wanted, gpu.describe()[:600])
     s.close()
 
 
