@@ -5,6 +5,9 @@
 # .gpu/, builds gpurec with nvcc against it, and then
 #   suite: unit tests and the whole SQL suite with gpurec.device = gpu
 #   bench: the benchmarks of test/bench, GPU and CPU
+#   service: the GPU service on the machine's GPUs: test/robustness/gpu_service.py
+#            with GPUREC_SERVICE_REAL_GPUS=1, then test/bench/bench_service.sh
+#            (PHASES narrows it)
 #   sanitize: the GPU unit tests under compute-sanitizer's memcheck,
 #             racecheck, initcheck and synccheck (SANITIZE_FILTER narrows
 #             the tests; each tool has SANITIZE_TIMEOUT seconds)
@@ -57,6 +60,14 @@ if [ "$what" = suite ] || [ "$what" = all ]; then
 	unit_tests=$PWD/.gpu/gpurec_unit_tests
 	[ -d .gpu/gtest ] && unit_tests=
 	GPUREC_NO_SKLEARN=1 GPUREC_SKIP_CPU_ONLY_BUILD=1 GPUREC_SKIP_SANITIZERS=1 GPUREC_UNIT_TESTS=$unit_tests GPUREC_NO_APT=1 GPUREC_DEVICE=gpu GPUREC_TEST_DIR=/tmp/gpurec-gpu-test bash test/run_all.sh 2>&1 | tee "$out/suite.log" | tail -80
+fi
+
+if [ "$what" = service ] || [ "$what" = all ]; then
+	make -s -j16 PG_CONFIG="$PG_CONFIG" >/dev/null && make -s install PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
+	GPUREC_SERVICE_REAL_GPUS=1 python3 test/robustness/gpu_service.py 2>&1 | tee "$out/service-checks.log" |
+		grep -vE '^PASS' | tail -20
+	echo "service checks: $(grep -c '^PASS' "$out/service-checks.log") passed, $(grep -c '^FAIL' "$out/service-checks.log") failed"
+	bash test/bench/bench_service.sh 2>&1 | tee "$out/service-bench.log"
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then

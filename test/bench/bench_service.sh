@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# test/bench/bench_service.sh: the GPU service against a backend's own CUDA,
+# in one run, on a machine with GPUs.  Starts two clusters of its own: one
+# with gpurec in shared_preload_libraries (the service) and one without
+# (every backend its own CUDA context), with the same data.
+#   new session: a fresh backend's first call against the same call warm
+#   devices: cpu, gpu and auto for roc_fitness and similar_users at three sizes
+#   split: similar_users (SIMILAR_USERS users x 20 points) on every GPU vs on one (gpurec.gpus)
+#   load: SESSIONS sessions calling roc_fitness for LOAD_S seconds vs one session in a loop
+# PHASES="service split load in-process" picks the measurements; STAND_IN=N
+# runs the service phases on N stand-in devices (the script's own check on a
+# machine without a GPU: its figures are the CPU's).  The data
+# are made once; the one cluster is started again with each phase's settings.
+# Prints one line per measurement; new-session figures are medians of three.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+similar_users=${SIMILAR_USERS:-100000}
+individuals=${ROC_INDIVIDUALS:-1000}
+examples=${ROC_EXAMPLES:-100000}
+sessions=${SESSIONS:-32}
+load_s=${LOAD_S:-60}
+base=${BENCH_DIR:-/tmp/gpurec-bench-service}
+settings=(-c shared_buffers=4GB -c work_mem=1GB -c max_wal_size=20GB -c jit=off -c max_connections=100
+	-c max_worker_processes=32 -c max_parallel_workers=32)
+export PGDATABASE=gpurec_bench_service
+source test/bench/lib.sh
+
+dir=$base/cluster
+# server NAME [settings...]: the one cluster, started again with these settings (the data stays)
+server() {
+	local name=$1
+	shift
+	[ -n "${STAND_IN:-}" ] && [ "$name" != in-process ] && set -- "$@" -c gpurec.test_stand_in_devices="$STAND_IN"
+	test/cluster.sh stop "$dir"
+	test/cluster.sh resume "$dir" "${settings[@]}" "$@" >/dev/null
+	echo "# cluster: $name $*"
+}
+
+make_data() { # make_data: the tables of every measurement, in $PGDATABASE
+	fresh_database
+	q <<SQL
+SELECT setseed(0.5);
+CREATE UNLOGGED TABLE labels AS SELECT array_agg(random() < 0.3) AS labels FROM generate_series(1, $examples);
+CREATE UNLOGGED TABLE population AS
+  SELECT i AS individual_id,
+         (SELECT array_agg(((random() * 100)::int / 100.0)::real) FROM generate_series(1, $examples) WHERE i > 0) AS scores
+  FROM generate_series(1, $individuals) i;
+CREATE UNLOGGED TABLE points AS
+  SELECT (i / 20) AS user_id, random() * 1000 AS x, random() * 1000 AS y
+  FROM generate_series(0, $similar_users * 20 - 1) i;
+VACUUM ANALYZE population;
+VACUUM ANALYZE points;
+SQL
+	allow_workers population
+	allow_workers points
+}
+
+roc() { echo "SELECT sum(auc) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population WHERE individual_id <= $1', (SELECT labels FROM labels))"; }
+similar() { echo "SELECT count(*) FROM gpurec.similar_users('SELECT user_id, x, y FROM points WHERE user_id < $1', 10)"; }
+
+devices_and_sessions() { # devices_and_sessions LABEL: cpu/gpu/auto at three sizes, new session vs warm
+	local label=$1 n sql device
+	for n in $((individuals / 100)) $((individuals / 10)) $individuals; do
+		sql=$(roc "$n")
+		for device in cpu gpu auto; do
+			echo "$label roc_fitness ${n}x$examples $device: new session $(median3 "$sql" "$parallel SET gpurec.device = $device;") ms, warm $(warm3 "$sql" "$parallel SET gpurec.device = $device;") ms"
+		done
+	done
+	for n in $((similar_users / 100)) $((similar_users / 10)) $similar_users; do
+		sql=$(similar "$n")
+		for device in cpu gpu auto; do
+			[ "$device" = cpu ] && [ "$n" = "$similar_users" ] && continue # the full size takes the CPU too long
+			echo "$label similar_users ${n}x20 $device: new session $(run_ms "$sql" "$parallel SET gpurec.device = $device;") ms, warm $(warm_ms "$sql" "$parallel SET gpurec.device = $device;") ms"
+		done
+	done
+}
+
+load() { # load LABEL: SESSIONS sessions for LOAD_S seconds, then one session as long
+	local label=$1 sql calls errors
+	sql="$(roc $((individuals / 10)));"
+	rm -f "$base"/load.*
+	for i in $(seq "$sessions"); do
+		(
+			end=$((SECONDS + load_s))
+			while [ $SECONDS -lt $end ]; do
+				if q -c "SET gpurec.device = gpu" -c "$sql" >/dev/null 2>>"$base/load.err.$i"; then echo ok; else echo err; fi
+			done >"$base/load.$i"
+		) &
+	done
+	wait
+	calls=$(cat "$base"/load.[0-9]* | grep -c ok || true)
+	errors=$(cat "$base"/load.[0-9]* | grep -c err || true)
+	echo "$label $sessions sessions x ${load_s} s roc_fitness $((individuals / 10))x$examples gpu: $calls calls ($(ratio "$calls" "$load_s")/s), $errors errors; first error: $(cat "$base"/load.err.* | head -1)"
+	calls=0
+	end=$((SECONDS + load_s))
+	while [ $SECONDS -lt $end ]; do
+		q -c "SET gpurec.device = gpu" -c "$sql" >/dev/null && calls=$((calls + 1))
+	done
+	echo "$label 1 session x ${load_s} s roc_fitness $((individuals / 10))x$examples gpu: $calls calls ($(ratio "$calls" "$load_s")/s)"
+}
+
+mkdir -p "$base"
+echo "# $(nproc) cores; GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+eval "$(test/cluster.sh start "$dir" "${settings[@]}")"
+export PGDATABASE=gpurec_bench_service
+make_data
+phases=${PHASES:-service split load in-process}
+
+if [[ " $phases " == *" service "* ]]; then
+	server service -c shared_preload_libraries=gpurec
+	q -c "SELECT device_id, name, service_pid FROM gpurec.devices()" | sed 's/^/# service device: /'
+	devices_and_sessions service
+fi
+if [[ " $phases " == *" split "* ]]; then
+	sql=$(similar "$similar_users")
+	server service-one-gpu -c shared_preload_libraries=gpurec -c gpurec.gpus=0
+	one=$(warm_ms "$sql" "$parallel SET gpurec.device = gpu;")
+	server service -c shared_preload_libraries=gpurec
+	all=$(warm_ms "$sql" "$parallel SET gpurec.device = gpu;")
+	echo "service similar_users ${similar_users}x20 gpu, warm: one GPU $one ms, every GPU $all ms = $(ratio "$all" "$one")x"
+	notice "$sql" "$parallel SET gpurec.device = gpu;"
+fi
+if [[ " $phases " == *" load "* ]]; then
+	server service -c shared_preload_libraries=gpurec
+	load service
+fi
+if [[ " $phases " == *" in-process "* ]]; then
+	server in-process
+	devices_and_sessions in-process
+fi
+test/cluster.sh stop "$dir"
