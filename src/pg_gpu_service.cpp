@@ -83,7 +83,16 @@ pid_t start_service(const service::Options &options)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, nullptr);
-	_exit(service::run(options, service_should_stop));
+	int status = 1;
+	try
+	{
+		status = service::run(options, service_should_stop);
+	}
+	catch (const std::exception &e)
+	{
+		fprintf(stderr, "gpurec GPU service [%d]: ended by an error: %s\n", static_cast<int>(getpid()), e.what());
+	}
+	_exit(status);
 }
 
 /* Stops the service: SIGTERM, then after 5 s SIGKILL. */
@@ -102,12 +111,15 @@ void stop_service(pid_t pid)
 	waitpid(pid, nullptr, 0);
 }
 
-std::string how_it_ended(int status)
+/* Logs how the service ended: a plain ereport, no C++ allocation that could throw. */
+void log_service_end(pid_t pid, int status)
 {
 	if (WIFSIGNALED(status))
-		return std::string("was terminated by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-			   strsignal(WTERMSIG(status)) + ")";
-	return "exited with status " + std::to_string(WEXITSTATUS(status));
+		ereport(LOG, (errmsg("gpurec GPU service (pid %d) was terminated by signal %d (%s); starting it again",
+							 static_cast<int>(pid), WTERMSIG(status), strsignal(WTERMSIG(status)))));
+	else
+		ereport(LOG, (errmsg("gpurec GPU service (pid %d) exited with status %d; starting it again",
+							 static_cast<int>(pid), WEXITSTATUS(status))));
 }
 
 } // namespace
@@ -150,7 +162,19 @@ void gpurec_gpu_service_main(Datum)
 	pqsignal(SIGTERM, supervisor_sigterm);
 	BackgroundWorkerUnblockSignals();
 
-	service::Options options = service_options_from_settings();
+	/* no C++ exception may leave a background worker: a copy of the settings that fails ends it, and it restarts */
+	service::Options options;
+	bool copied = false;
+	try
+	{
+		options = service_options_from_settings();
+		copied = true;
+	}
+	catch (...)
+	{
+	}
+	if (!copied) /* raised outside the catch: no longjmp leaves a C++ handler */
+		ereport(FATAL, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("gpurec GPU service: out of memory for its settings")));
 	pid_t service = -1;
 	auto started = std::chrono::steady_clock::now() - std::chrono::seconds(1);
 	while (!supervisor_stopping)
@@ -170,8 +194,7 @@ void gpurec_gpu_service_main(Datum)
 		int status = 0;
 		if (service > 0 && waitpid(service, &status, WNOHANG) == service)
 		{
-			ereport(LOG, (errmsg("gpurec GPU service (pid %d) %s; starting it again", static_cast<int>(service),
-								 how_it_ended(status).c_str())));
+			log_service_end(service, status);
 			service = -1;
 		}
 	}
