@@ -105,7 +105,7 @@ def run_psql(blocks, database):
             line_of[len(script) + 1] = block.line + 1 + k
             script.append(line)
     env = dict(os.environ, PGDATABASE=database)
-    proc = subprocess.run([PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1"], input="\n".join(script) + "\n",
+    proc = subprocess.run([PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "-"], input="\n".join(script) + "\n",
                           capture_output=True, text=True, env=env)
     printed, current = {}, None
     for line in proc.stdout.split("\n"):
