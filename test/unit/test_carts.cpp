@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "../../src/carts.hpp"
-#include "../../src/columns.hpp"
+#include "../../src/id_column.hpp"
+#include "../../src/number_column.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {

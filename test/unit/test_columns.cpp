@@ -22,7 +22,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../../src/columns.hpp"
+#include "../../src/column_chunks.hpp"
+#include "../../src/id_column.hpp"
+#include "../../src/number_column.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {
