@@ -1,8 +1,8 @@
 /*
- * id_column.hpp: IdColumn, an integer id column dictionary-encoded as it is
- * read (each row a dense code; the distinct ids with their row counts), or
- * while it is read by parallel processes, ids as codes; its flat form, and
- * the merge of parts' dictionaries into one.
+ * id_column.hpp: IdColumn, an integer id column dictionary-encoded (each
+ * row a dense code; the distinct ids with their row counts), or while it
+ * is being read, ids as codes until it settles; its flat form, and the
+ * merge of parts' dictionaries into one.
  */
 #pragma once
 
