@@ -1,7 +1,7 @@
 /*
  * float_column.hpp: FloatColumn, numbers of any type read as doubles
  * (rounded where the input was exact), for what computes in floating
- * point: the geospatial recommender's coordinates and weights.
+ * point: the geospatial recommender's coordinates.
  */
 #pragma once
 
