@@ -160,7 +160,7 @@ template <typename Value> struct ArrayExamples
 struct RowExamples
 {
 	const int32_t *codes;
-	const int64_t *keys; /* order keys, columns.hpp */
+	const int64_t *keys; /* order keys, number_column.hpp */
 	const uint8_t *labels;
 	const int32_t *segment_of_code;
 	int32_t first_segment, end_segment;

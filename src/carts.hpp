@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "../kernels/api/cart_kernels.hpp"
-#include "columns.hpp"
 #include "device.hpp"
 #include "marketplace.hpp"
+#include "number_column.hpp"
 
 namespace gpurec {
 

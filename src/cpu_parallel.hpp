@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "column_chunks.hpp"
 #include "device.hpp"
 
 namespace gpurec {
@@ -72,7 +73,7 @@ class BackgroundWork
 };
 
 /*
- * A PieceRunner (columns.hpp) that runs a column's pieces through
+ * A PieceRunner (column_chunks.hpp) that runs a column's pieces through
  * parallel_for in ctx, checking for cancel as phase: a column's bulk
  * copies and fills on every core.
  */

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "../kernels/api/kernel_api.hpp"
-#include "columns.hpp"
+#include "column_chunks.hpp"
 #include "errors.hpp"
 
 namespace gpurec {

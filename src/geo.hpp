@@ -21,8 +21,11 @@
 #include <vector>
 
 #include "../kernels/api/geo_kernels.hpp"
-#include "columns.hpp"
+#include "column_chunks.hpp"
 #include "device.hpp"
+#include "float_column.hpp"
+#include "id_column.hpp"
+#include "number_column.hpp"
 
 namespace gpurec {
 

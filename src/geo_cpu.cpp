@@ -15,6 +15,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "column_chunks.hpp"
 #include "cpu_parallel.hpp"
 
 namespace gpurec {

@@ -9,6 +9,7 @@
 
 #include "geo_internal.hpp"
 #include "cpu_parallel.hpp"
+#include "float_column.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "../kernels/api/marketplace_kernels.hpp"
-#include "columns.hpp"
 #include "device.hpp"
+#include "id_column.hpp"
+#include "number_column.hpp"
 
 namespace gpurec {
 

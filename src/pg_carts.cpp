@@ -10,6 +10,7 @@ extern "C" {
 }
 
 #include "carts.hpp"
+#include "number_column.hpp"
 #include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_numeric.hpp"

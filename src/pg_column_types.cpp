@@ -15,6 +15,7 @@ extern "C" {
 #include <cmath>
 #include <limits>
 
+#include "array_column.hpp"
 #include "pg_numeric.hpp"
 #include "pg_settings.hpp"
 

@@ -21,6 +21,7 @@ extern "C" {
 #include "utils/array.h"
 }
 
+#include "number_column.hpp"
 #include "pg_input.hpp"
 
 namespace gpurec {

@@ -22,9 +22,13 @@
 #include <variant>
 #include <vector>
 
-#include "columns.hpp"
+#include "array_column.hpp"
+#include "column_chunks.hpp"
 #include "cpu_parallel.hpp"
 #include "device.hpp"
+#include "float_column.hpp"
+#include "id_column.hpp"
+#include "number_column.hpp"
 #include "pg_partials.hpp"
 
 namespace gpurec {

@@ -13,6 +13,7 @@ extern "C" {
 
 #include "byte_stream.hpp"
 #include "marketplace.hpp"
+#include "number_column.hpp"
 #include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_numeric.hpp"

@@ -17,7 +17,7 @@
 
 #include <cstring>
 
-#include "columns.hpp"
+#include "number_column.hpp"
 
 namespace gpurec {
 

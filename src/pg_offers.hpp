@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "marketplace.hpp"
+#include "number_column.hpp"
 #include "pg_input.hpp"
 
 namespace gpurec {

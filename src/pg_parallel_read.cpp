@@ -48,6 +48,7 @@ extern "C" {
 #include <vector>
 
 #include "cpu_parallel.hpp"
+#include "number_column.hpp"
 #include "pg_settings.hpp"
 
 namespace gpurec {

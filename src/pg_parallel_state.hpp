@@ -18,6 +18,7 @@ extern "C" {
 #include <unordered_map>
 #include <vector>
 
+#include "column_chunks.hpp"
 #include "pg_column_types.hpp"
 #include "pg_input.hpp"
 #include "pg_parallel_read.hpp"

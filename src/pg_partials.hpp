@@ -14,8 +14,6 @@
 #include <memory>
 #include <vector>
 
-#include "columns.hpp"
-
 namespace gpurec {
 
 class InputTable;

@@ -13,6 +13,8 @@ extern "C" {
 
 #include <algorithm>
 
+#include "array_column.hpp"
+#include "number_column.hpp"
 #include "pg_arguments.hpp"
 #include "pg_input.hpp"
 #include "pg_output.hpp"

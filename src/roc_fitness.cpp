@@ -28,6 +28,7 @@
 
 #include "../kernels/api/roc_kernels.hpp"
 #include "../kernels/api/roc_keys.hpp"
+#include "column_chunks.hpp"
 #include "cpu_parallel.hpp"
 #include "gpu_service.hpp"
 

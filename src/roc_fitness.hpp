@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "../kernels/api/roc_kernels.hpp"
-#include "columns.hpp"
+#include "array_column.hpp"
 #include "device.hpp"
+#include "id_column.hpp"
+#include "number_column.hpp"
 
 namespace gpurec {
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test/run_all.sh: builds gpurec, starts a throwaway cluster and runs every
 # test: GoogleTest unit tests, pg_regress, property tests against oracles,
-# robustness scripts.  Ends with the line "N passed, N failed" and exits
-# non-zero when anything failed.
+# README.md's tutorial, robustness scripts.  Ends with the line "N passed,
+# N failed" and exits non-zero when anything failed.
 #
 # Environment:
 #   GPUREC_DEVICE=gpu   run the SQL suites with gpurec.device = gpu (GPU machine)
@@ -128,6 +128,13 @@ python=python3
 
 log "property tests"
 for t in test/property/test_*.py; do
+	[ -e "$t" ] || continue
+	echo "--- $t"
+	run_check_script "$python" "$t"
+done
+
+log "documentation: README.md's tutorial and examples, run as they stand"
+for t in test/docs/test_*.py; do
 	[ -e "$t" ] || continue
 	echo "--- $t"
 	run_check_script "$python" "$t"

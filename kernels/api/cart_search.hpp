@@ -34,8 +34,8 @@
  *
  * Worst case: every assignment, the product of the candidate counts, each
  * step O(candidates of one product).  Candidates that no optimum can use
- * are removed before (the host's dominance rule, carts.cpp), which in
- * practice leaves few.
+ * are removed before (the host's dominance rule, cart_candidates.hpp),
+ * which in practice leaves few.
  *
  * The state is fixed in size (no recursion, no heap): CartSearchState per
  * cart plus three arrays per store of the cart, which the caller provides.

@@ -13,7 +13,8 @@
 #include <random>
 #include <vector>
 
-#include "../../src/columns.hpp"
+#include "../../src/id_column.hpp"
+#include "../../src/number_column.hpp"
 
 namespace gpurec {
 

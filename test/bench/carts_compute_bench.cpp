@@ -18,6 +18,8 @@
 
 #include "../../src/carts.hpp"
 #include "../../src/cpu_parallel.hpp"
+#include "../../src/id_column.hpp"
+#include "../../src/number_column.hpp"
 #include "bench_offers.hpp"
 
 using namespace gpurec;

@@ -22,7 +22,10 @@
 #include <random>
 #include <string>
 
+#include "../../src/float_column.hpp"
 #include "../../src/geo.hpp"
+#include "../../src/id_column.hpp"
+#include "../../src/number_column.hpp"
 
 using namespace gpurec;
 

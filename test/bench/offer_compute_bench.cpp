@@ -9,7 +9,9 @@
 #include <numeric>
 #include <random>
 
+#include "../../src/id_column.hpp"
 #include "../../src/marketplace.hpp"
+#include "../../src/number_column.hpp"
 #include "bench_offers.hpp"
 
 using namespace gpurec;

@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "../../src/array_column.hpp"
+#include "../../src/id_column.hpp"
+#include "../../src/number_column.hpp"
 #include "../../src/roc_fitness.hpp"
 
 using namespace gpurec;

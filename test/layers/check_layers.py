@@ -115,7 +115,7 @@ def check_postgres_h_breaks_engine_builds():
                    ("it failed to build:\n" if expect_ok else "it built:\n") + output[-600:])
             os.remove(os.path.join(tree, path))
 
-        engine = '#include "no_postgres.hpp"\n#include "columns.hpp"\n'
+        engine = '#include "no_postgres.hpp"\n#include "column_chunks.hpp"\n'
         probe("src/layer_probe.cpp", engine + "int probe() { return 0; }\n", "src/layer_probe.o", True,
               "layers: an engine file without postgres.h builds (control)")
         probe("src/layer_probe.cpp", engine + '#include "postgres.h"\n', "src/layer_probe.o", False,
@@ -129,7 +129,7 @@ def check_postgres_h_breaks_engine_builds():
         no_cuda = open(os.path.join(ROOT, "kernels", "no_cuda.cpp")).read()
         probe("kernels/no_cuda.cpp", no_cuda + '#include "postgres.h"\n', "kernels/no_cuda.o", False,
               "layers: postgres.h breaks a kernel build")
-        probe("src/pg_layer_probe.cpp", 'extern "C" {\n#include "postgres.h"\n}\n#include "columns.hpp"\n',
+        probe("src/pg_layer_probe.cpp", 'extern "C" {\n#include "postgres.h"\n}\n#include "column_chunks.hpp"\n',
               "src/pg_layer_probe.o", True, "layers: postgres.h builds in a src/pg_* file (control)")
     finally:
         shutil.rmtree(tree, ignore_errors=True)

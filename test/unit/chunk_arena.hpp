@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "../../src/byte_stream.hpp"
-#include "../../src/columns.hpp"
+#include "../../src/column_chunks.hpp"
 
 namespace gpurec {
 

@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "../../src/carts.hpp"
-#include "../../src/columns.hpp"
+#include "../../src/id_column.hpp"
+#include "../../src/number_column.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {
@@ -46,7 +47,7 @@ struct Market
  * Prices, fees and thresholds in cents, numerics of scale 2.  A line names
  * a current store with odds current_in_8 / 8: the engine sorts the offers
  * of such a line's product by store, and takes the others' candidates
- * without sorting all their offers (carts.cpp, product_offers).
+ * without sorting all their offers (cart_candidates.cpp, product_offers).
  */
 Market random_market(std::mt19937_64 &rng, int n_carts, int max_lines, int n_products, int n_stores,
 					 int current_in_8 = 6)

@@ -14,7 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "../../src/columns.hpp"
+#include "../../src/array_column.hpp"
+#include "../../src/column_chunks.hpp"
+#include "../../src/float_column.hpp"
+#include "../../src/id_column.hpp"
+#include "../../src/number_column.hpp"
 #include "chunk_arena.hpp"
 #include "test_random.hpp"
 

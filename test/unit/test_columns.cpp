@@ -1,9 +1,10 @@
 /*
- * test_columns.cpp: the engine's input columns (columns.hpp), each against a
- * reference written here: order keys of doubles against IEEE comparison,
- * numeric keys against exact 128-bit arithmetic, the id dictionary against
- * std::map.  Fresh random data every run; the seed is printed, and
- * GPUREC_TEST_SEED replays it.
+ * test_columns.cpp: the engine's input columns (column_chunks.hpp,
+ * id_column.hpp, number_column.hpp), each against a reference written
+ * here: order keys of doubles against IEEE comparison, numeric keys
+ * against exact 128-bit arithmetic, the id dictionary against std::map.
+ * Fresh random data every run; the seed is printed, and GPUREC_TEST_SEED
+ * replays it.
  */
 #include <gtest/gtest.h>
 
@@ -22,7 +23,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../../src/columns.hpp"
+#include "../../src/column_chunks.hpp"
+#include "../../src/id_column.hpp"
+#include "../../src/number_column.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {

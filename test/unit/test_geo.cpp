@@ -17,7 +17,10 @@
 #include <set>
 #include <tuple>
 
+#include "../../src/float_column.hpp"
 #include "../../src/geo.hpp"
+#include "../../src/id_column.hpp"
+#include "../../src/number_column.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {

@@ -29,8 +29,10 @@
 #include <tuple>
 #include <vector>
 
-#include "../../src/columns.hpp"
+#include "../../src/column_chunks.hpp"
+#include "../../src/id_column.hpp"
 #include "../../src/marketplace.hpp"
+#include "../../src/number_column.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {

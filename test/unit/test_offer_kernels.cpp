@@ -9,8 +9,10 @@
 
 #include <random>
 
-#include "../../src/columns.hpp"
+#include "../../src/column_chunks.hpp"
+#include "../../src/id_column.hpp"
 #include "../../src/marketplace.hpp"
+#include "../../src/number_column.hpp"
 
 namespace gpurec {
 namespace {

@@ -21,6 +21,9 @@
 #include <memory>
 #include <random>
 
+#include "../../src/array_column.hpp"
+#include "../../src/id_column.hpp"
+#include "../../src/number_column.hpp"
 #include "../../src/roc_fitness.hpp"
 #include "chunk_arena.hpp"
 #include "test_random.hpp"
