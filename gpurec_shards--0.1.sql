@@ -671,9 +671,10 @@ BEGIN
                  'u bigint, e bigint, c bigint, strength float8')
              AS t(shard integer, u bigint, e bigint, c bigint, strength float8)
         GROUP BY t.u, t.e, t.c),
+    -- both arrays of a group take its rows in one order, each row fed to
+    -- every aggregate in turn: no ORDER BY, which would sort each apart
     aucs AS (
-        SELECT s.u, s.e,
-               gpurec.roc_auc(array_agg(s.strength ORDER BY s.c), array_agg(v.n IS NOT NULL ORDER BY s.c)) AS auc
+        SELECT s.u, s.e, gpurec.roc_auc(array_agg(s.strength), array_agg(v.n IS NOT NULL)) AS auc
         FROM strengths s
         LEFT JOIN (SELECT DISTINCT v.user_id, v.n FROM unnest(visit_users, visit_rows) AS v(user_id, n)) v
                ON v.user_id = s.u AND v.n = s.c
