@@ -9,10 +9,10 @@
 
 #include "geo_internal.hpp"
 #include "cpu_parallel.hpp"
+#include "roc_fitness.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <unordered_map>
 
 namespace gpurec {
@@ -261,11 +261,18 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 						   std::fill(auc_sum.begin(), auc_sum.end(), 0.0);
 						   for (const Evaluated &user : users)
 						   {
+							   /*
+							    * one segment per exponent, counted as roc_fitness counts: either
+							    * device gives the strengths in host memory (geo_strengths returns
+							    * them there, as predict_strength needs them)
+							    */
 							   std::vector<std::vector<double>> s = strengths_for(user.code);
-							   Stopwatch clock;
+							   std::vector<ScoredSegment> segments;
+							   for (const std::vector<double> &strengths : s)
+								   segments.push_back({strengths.data(), user.positive.data(), strengths.size()});
+							   std::vector<RocCounts> counts = roc_counts_on_cpu(segments, ctx);
 							   for (size_t e = 0; e < exponents.size(); ++e)
-								   auc_sum[e] += auc_of(s[e], user.positive);
-							   ctx.times.compute_ms += clock.elapsed_ms();
+								   auc_sum[e] += auc_of(counts[e]);
 							   ctx.interrupt_point(Phase::Compute);
 						   }
 					   });
@@ -278,32 +285,6 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 	std::stable_sort(out.begin(), out.end(),
 					 [](const ExponentFit &a, const ExponentFit &b) { return a.exponent < b.exponent; });
 	return out;
-}
-
-/* ---- the AUC ------------------------------------------------------------ */
-
-double auc_of(const std::vector<double> &scores, const std::vector<uint8_t> &positive)
-{
-	size_t n = scores.size();
-	std::vector<uint32_t> order(n);
-	std::iota(order.begin(), order.end(), 0u);
-	std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return scores[a] < scores[b]; });
-	/* twice the rank sum of the positives, with ties at their mid-rank: integers */
-	int64_t twice_rank_sum = 0, n_positive = 0;
-	for (size_t i = 0; i < n;)
-	{
-		size_t j = i;
-		int64_t positives_here = 0;
-		while (j < n && scores[order[j]] == scores[order[i]])
-			positives_here += positive[order[j++]];
-		/* ranks i+1 .. j: mid-rank (i + 1 + j) / 2 */
-		twice_rank_sum += positives_here * static_cast<int64_t>(i + 1 + j);
-		n_positive += positives_here;
-		i = j;
-	}
-	int64_t n_negative = static_cast<int64_t>(n) - n_positive;
-	return static_cast<double>(twice_rank_sum - n_positive * (n_positive + 1)) /
-		   (2.0 * static_cast<double>(n_positive) * static_cast<double>(n_negative));
 }
 
 } // namespace gpurec
