@@ -654,7 +654,8 @@ BEGIN
             WHERE p.user_id = ANY (evaluated) GROUP BY p.user_id) p;
     -- each shard: for every evaluated user and exponent, the strengths its
     -- own users give every candidate; the coordinator adds them up and
-    -- takes each user's AUC exactly as the engine does (ties at mid-rank)
+    -- takes each user's AUC with gpurec's own (gpurec.roc_auc: the engine's
+    -- AUC, ties counting half)
     RETURN QUERY
     WITH strengths AS (
         SELECT t.u, t.e, t.c, sum(t.strength ORDER BY t.shard) AS strength
@@ -670,18 +671,14 @@ BEGIN
                  'u bigint, e bigint, c bigint, strength float8')
              AS t(shard integer, u bigint, e bigint, c bigint, strength float8)
         GROUP BY t.u, t.e, t.c),
-    ranked AS (
-        SELECT s.u, s.e, (v.n IS NOT NULL)::integer AS positive,
-               rank() OVER (PARTITION BY s.u, s.e ORDER BY s.strength) AS first_rank,
-               count(*) OVER (PARTITION BY s.u, s.e, s.strength) AS tied
+    -- both arrays of a group take its rows in one order, each row fed to
+    -- every aggregate in turn: no ORDER BY, which would sort each apart
+    aucs AS (
+        SELECT s.u, s.e, gpurec.roc_auc(array_agg(s.strength), array_agg(v.n IS NOT NULL)) AS auc
         FROM strengths s
         LEFT JOIN (SELECT DISTINCT v.user_id, v.n FROM unnest(visit_users, visit_rows) AS v(user_id, n)) v
-               ON v.user_id = s.u AND v.n = s.c),
-    aucs AS (
-        SELECT r.u, r.e,
-               (sum(r.positive * (2 * r.first_rank + r.tied - 1)) - sum(r.positive) * (sum(r.positive) + 1))::float8
-                   / (2.0::float8 * sum(r.positive)::float8 * (count(*) - sum(r.positive))::float8) AS auc
-        FROM ranked r GROUP BY r.u, r.e)
+               ON v.user_id = s.u AND v.n = s.c
+        GROUP BY s.u, s.e)
     SELECT exponents[a.e], sum(a.auc ORDER BY a.u) / count(*)::float8, count(*)
     FROM aucs a
     GROUP BY a.e

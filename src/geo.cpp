@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <unordered_map>
 
 namespace gpurec {
@@ -201,32 +200,6 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 	std::stable_sort(out.begin(), out.end(),
 					 [](const ExponentFit &a, const ExponentFit &b) { return a.exponent < b.exponent; });
 	return out;
-}
-
-/* ---- the AUC ------------------------------------------------------------ */
-
-double auc_of(const std::vector<double> &scores, const std::vector<uint8_t> &positive)
-{
-	size_t n = scores.size();
-	std::vector<uint32_t> order(n);
-	std::iota(order.begin(), order.end(), 0u);
-	std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return scores[a] < scores[b]; });
-	/* twice the rank sum of the positives, with ties at their mid-rank: integers */
-	int64_t twice_rank_sum = 0, n_positive = 0;
-	for (size_t i = 0; i < n;)
-	{
-		size_t j = i;
-		int64_t positives_here = 0;
-		while (j < n && scores[order[j]] == scores[order[i]])
-			positives_here += positive[order[j++]];
-		/* ranks i+1 .. j: mid-rank (i + 1 + j) / 2 */
-		twice_rank_sum += positives_here * static_cast<int64_t>(i + 1 + j);
-		n_positive += positives_here;
-		i = j;
-	}
-	int64_t n_negative = static_cast<int64_t>(n) - n_positive;
-	return static_cast<double>(twice_rank_sum - n_positive * (n_positive + 1)) /
-		   (2.0 * static_cast<double>(n_positive) * static_cast<double>(n_negative));
 }
 
 } // namespace gpurec

@@ -166,8 +166,9 @@ std::vector<double> predict_strength(const GeoPoints &points, int64_t main_user,
 
 /*
  * fit_exponent: per exponent (ordered by exponent, duplicates kept), the
- * mean over holdout users of the AUC of their visited candidates against
- * the others; users = how many holdout users had both kinds (mean_auc is
+ * mean over holdout users (summed in user_id order) of the AUC of their
+ * visited candidates against the others (roc_fitness.hpp's auc_of, ties
+ * counting half); users = how many holdout users had both kinds (mean_auc is
  * meaningless, SQL NULL, when users = 0).  A holdout row whose candidate_id
  * names no candidate row is ignored; one that names several marks them all.
  */
@@ -193,11 +194,9 @@ GeoOptions geo_options(const std::string &metric, double epsilon);
 void check_strength_arguments(const std::vector<double> &exponents, const StrengthOptions &strength);
 
 /*
- * Building blocks, exposed for the unit tests: the points grouped per user
- * as the CPU path holds them (validating coordinates), and the AUC with
- * ties counted half.
+ * A building block, exposed for the unit tests: the points grouped per user
+ * as the CPU path holds them (validating coordinates).
  */
 GeoPointSet group_points(const GeoPoints &points, const GeoOptions &options);
-double auc_of(const std::vector<double> &scores, const std::vector<uint8_t> &positive);
 
 } // namespace gpurec

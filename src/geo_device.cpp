@@ -9,6 +9,7 @@
 #include "geo_internal.hpp"
 
 #include "gpu_service.hpp"
+#include "roc_fitness.hpp"
 
 namespace gpurec {
 
@@ -53,11 +54,18 @@ void strengths_work(const GeoWork &work, StrengthsFor strengths_for, GeoWorkResu
 	out.aucs.assign(work.powers.size(), {});
 	for (size_t u = begin; u < end; ++u)
 	{
+		/*
+		 * one segment per power, counted as roc_fitness counts: either
+		 * device gives the strengths in host memory (geo_strengths returns
+		 * them there, as predict_strength needs them)
+		 */
 		std::vector<std::vector<double>> s = strengths_for(work.users[u]);
-		Stopwatch clock;
+		std::vector<ScoredSegment> segments;
+		for (const std::vector<double> &strengths : s)
+			segments.push_back({strengths.data(), work.positives[u].data(), strengths.size()});
+		std::vector<RocCounts> counts = roc_counts_on_cpu(segments, ctx);
 		for (size_t e = 0; e < work.powers.size(); ++e)
-			out.aucs[e].push_back(auc_of(s[e], work.positives[u]));
-		ctx.times.compute_ms += clock.elapsed_ms();
+			out.aucs[e].push_back(auc_of(counts[e]));
 		ctx.interrupt_point(Phase::Compute);
 	}
 }

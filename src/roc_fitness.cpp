@@ -4,7 +4,9 @@
  *
  * Individuals are numbered 0..n-1 in ascending individual_id ("segments");
  * both paths return one RocCounts per segment, and the AUC is derived from
- * those integers here, once, so that the two devices agree bit for bit.
+ * those integers here, once (auc_of), so that the two devices agree bit for
+ * bit.  roc_counts_on_cpu counts other callers' segments (fit_exponent's
+ * strengths) the same way on the CPU.
  *
  * On the CPU: every example becomes one packed key, (score, label) in 32,
  * 64 or 128 bits as the call's scores need (kernels/api/roc_keys.hpp): the long
@@ -233,6 +235,41 @@ template <typename KeyType> struct PackedArrayRows
 	}
 };
 
+/*
+ * Segments a caller holds as doubles with their labels beside them
+ * (roc_counts_on_cpu): each packed when its turn comes, as an array row is.
+ */
+template <typename KeyType> struct PackedSegments
+{
+	using Key = KeyType;
+	const std::vector<ScoredSegment> &list;
+	const std::vector<int64_t> &before; /* examples of the segments before s, s = 0 .. segments() */
+	KeyLayout layout;
+
+	size_t segments() const { return list.size(); }
+	int64_t examples_before(size_t s) const { return before[s]; }
+	Key *keys_of(size_t s, BulkVector<Key> &scratch, int64_t &n)
+	{
+		const ScoredSegment &segment = list[s];
+		scratch.resize(std::max(scratch.size(), segment.size));
+		Key *out = scratch.data();
+		for (size_t i = 0; i < segment.size; ++i)
+			out[i] = pack<Key>(layout, roc_keys::unsigned_key_of_double(segment.scores[i]),
+							   segment.labels[i] != 0 ? 1 : 0);
+		n = static_cast<int64_t>(segment.size);
+		return out;
+	}
+};
+
+ScoreRange range_of_segments(const std::vector<ScoredSegment> &segments)
+{
+	ScoreRange range;
+	for (const ScoredSegment &segment : segments)
+		for (size_t i = 0; i < segment.size; ++i)
+			range.add(roc_keys::unsigned_key_of_double(segment.scores[i]), true);
+	return range;
+}
+
 /* ---- one segment: sort, then walk the tie groups ------------------------ */
 
 /*
@@ -254,7 +291,7 @@ struct RadixCounts
  * read.  Digits are 11 bits for large segments (10^5 real scores: 3 passes
  * instead of 4 bytes) and 8 bits for small ones, whose histograms would cost
  * more to clear than to fill.  Returns where the sorted keys ended: keys or
- * tmp.  n < 2^32 (kMaxExamplesPerIndividual).
+ * tmp.  n < 2^32 (kMaxExamplesPerIndividual; roc_counts_on_cpu checks its own).
  */
 template <typename Key> Key *sort_by_score(Key *keys, Key *tmp, int64_t n, RadixCounts &counts)
 {
@@ -418,7 +455,7 @@ std::vector<RocResult> results_of(const std::vector<int64_t> &ids_of_segments,
 		RocResult &r = out[s];
 		r.individual_id = ids_of_segments[s];
 		r.counts = c;
-		r.has_auc = c.n_positive > 0 && c.n_negative > 0;
+		r.has_auc = has_auc(c);
 		r.auc = r.fitness = 0;
 		if (r.has_auc)
 		{
@@ -426,7 +463,7 @@ std::vector<RocResult> results_of(const std::vector<int64_t> &ids_of_segments,
 			double pairs = static_cast<double>(c.n_positive) * static_cast<double>(c.n_negative);
 			__int128 excess = static_cast<__int128>(c.twice_wins) -
 							  static_cast<__int128>(c.n_positive) * c.n_negative;
-			r.auc = static_cast<double>(c.twice_wins) / (2.0 * pairs);
+			r.auc = auc_of(c);
 			r.fitness = static_cast<double>(excess) / (2.0 * pairs);
 		}
 	}
@@ -434,6 +471,31 @@ std::vector<RocResult> results_of(const std::vector<int64_t> &ids_of_segments,
 }
 
 } // namespace
+
+double auc_of(const RocCounts &c)
+{
+	double pairs = static_cast<double>(c.n_positive) * static_cast<double>(c.n_negative);
+	return static_cast<double>(c.twice_wins) / (2.0 * pairs);
+}
+
+std::vector<RocCounts> roc_counts_on_cpu(const std::vector<ScoredSegment> &segments, ExecContext &ctx)
+{
+	/* the radix sort counts in 32 bits, and twice a segment's rank sum, below n(n + 1), fits 64 */
+	std::vector<int64_t> before{0};
+	for (const ScoredSegment &segment : segments)
+	{
+		if (segment.size > UINT32_MAX)
+			throw Error(sqlstate::program_limit_exceeded,
+						"a segment of " + std::to_string(segment.size) + " examples, more than an AUC can count",
+						"At most " + std::to_string(UINT32_MAX) + " examples per segment are supported.");
+		before.push_back(before.back() + static_cast<int64_t>(segment.size));
+	}
+	return cpu_path(
+		ctx, true, [&] { return range_of_segments(segments); },
+		[&](auto zero, const KeyLayout &layout) {
+			return PackedSegments<decltype(zero)>{segments, before, layout};
+		});
+}
 
 void check_examples_per_individual(int64_t id, int64_t examples)
 {

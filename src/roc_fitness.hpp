@@ -1,10 +1,13 @@
 /*
- * roc_fitness.hpp: ROC fitness of a genetic algorithm's population.
+ * roc_fitness.hpp: ROC fitness of a genetic algorithm's population, and
+ * the engine's one AUC.
  *
  * Every individual scores the same labelled examples; its fitness is the
  * mean over the score-sorted examples of (TPR so far - FPR so far), which is
  * AUC - 0.5.  AUC is computed exactly from 64-bit counts (ties count half),
- * so the CPU and the GPU give bit-identical results.
+ * so the CPU and the GPU give bit-identical results.  Every function that
+ * returns an AUC takes it from here: roc_fitness and roc_auc, and
+ * fit_exponent (geo.cpp) through roc_counts_on_cpu.
  */
 #pragma once
 
@@ -33,6 +36,30 @@ struct RocResult
 	double auc;
 	double fitness; /* auc - 0.5 */
 };
+
+/*
+ * The AUC of a segment's counts, whichever device counted them:
+ * twice_wins / (2 x positives x negatives), from exact integers.  Defined
+ * only where has_auc.
+ */
+inline bool has_auc(const RocCounts &c) { return c.n_positive > 0 && c.n_negative > 0; }
+double auc_of(const RocCounts &c);
+
+/* One segment's examples as a caller holds them: `size` scores and as many labels (0 or 1). */
+struct ScoredSegment
+{
+	const double *scores;
+	const uint8_t *labels;
+	size_t size;
+};
+
+/*
+ * The counts of each segment, on the CPU's cores, the way roc_fitness
+ * counts an individual (NaN above every number, -0 equal to 0), for
+ * callers whose scores are doubles in host memory already.  At most
+ * 2^32 - 1 examples a segment (else ERROR 54000).
+ */
+std::vector<RocCounts> roc_counts_on_cpu(const std::vector<ScoredSegment> &segments, ExecContext &ctx);
 
 /*
  * Ranks and counts are 32-bit: more than 2^31 - 1 examples of one

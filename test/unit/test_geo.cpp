@@ -355,15 +355,6 @@ TEST(Geo, HaversineCityPairs)
 	}
 }
 
-TEST(Geo, AucCountsTiesHalf)
-{
-	EXPECT_EQ(auc_of({1, 2, 3, 4}, {0, 0, 1, 1}), 1.0);
-	EXPECT_EQ(auc_of({4, 3, 2, 1}, {0, 0, 1, 1}), 0.0);
-	EXPECT_EQ(auc_of({1, 1, 1, 1}, {0, 1, 0, 1}), 0.5);
-	/* positive 2 beats negative 1, ties negative 2: (1 + 0.5) / 2 */
-	EXPECT_EQ(auc_of({1, 2, 2}, {0, 0, 1}), 0.75);
-}
-
 /* ---- against the oracle on random grids ---------------------------------- */
 
 class GeoOracle : public ::testing::TestWithParam<GeoMetric>
@@ -620,6 +611,68 @@ TEST_P(GeoOracle, FitExponent)
 				EXPECT_GE(got[e].mean_auc, low / n_users - 1e-12) << "exponent " << sorted[e];
 				EXPECT_LE(got[e].mean_auc, high / n_users + 1e-12) << "exponent " << sorted[e];
 			}
+		}
+	}
+}
+
+/*
+ * mean_auc, bit for bit: over the holdout users with a visited and an
+ * unvisited candidate row, in user_id order, the sum of each one's AUC of
+ * the engine's own strengths (predict_strength), every visited row against
+ * every other, ties half, divided by their number.
+ */
+TEST_P(GeoOracle, FitExponentIsTheMeanOfEachUsersAuc)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng = seeded_rng();
+	for (int round = 0; round < 3; ++round)
+	{
+		std::vector<Point> rows = random_points(rng, 30, 5, metric, 3); /* a small grid: tied strengths */
+		Users users = users_of(rows);
+		PointColumns in(rows);
+		std::vector<Candidate> cand_rows = random_candidates(rng, 24, metric, 3);
+		CandidateColumns cands(cand_rows);
+		std::vector<std::pair<int64_t, int64_t>> visits = random_visits(rng, rows, cand_rows);
+		visits.push_back({users.begin()->first, 999999}); /* names no candidate */
+		for (const Candidate &c : cand_rows)
+			visits.push_back({std::prev(users.end())->first, c.id}); /* visits every row: no AUC */
+		HoldoutColumns holdout(visits);
+		std::map<int64_t, std::set<int64_t>> visited; /* ascending user_id */
+		for (auto [u, c] : visits)
+			visited[u].insert(c);
+		std::vector<double> exponents = {2, 1, 3};
+		ExecContext ctx = cpu_context();
+		std::vector<ExponentFit> got =
+			fit_exponent(in.view(), holdout.view(), cands.view(), exponents, {}, {metric, 1e-9}, ctx);
+		ASSERT_EQ(got.size(), exponents.size());
+		for (const ExponentFit &fit : got)
+		{
+			double sum = 0;
+			int64_t n_users = 0;
+			for (const auto &[u, ids] : visited)
+			{
+				std::vector<double> s =
+					predict_strength(in.view(), u, cands.view(), fit.exponent, {}, {metric, 1e-9}, ctx);
+				int64_t wins = 0, ties = 0, positives = 0;
+				for (size_t p = 0; p < s.size(); ++p)
+					positives += ids.count(cand_rows[p].id);
+				int64_t negatives = static_cast<int64_t>(s.size()) - positives;
+				if (positives == 0 || negatives == 0)
+					continue;
+				for (size_t p = 0; p < s.size(); ++p)
+					for (size_t n = 0; n < s.size(); ++n)
+						if (ids.count(cand_rows[p].id) && !ids.count(cand_rows[n].id))
+						{
+							wins += s[p] > s[n];
+							ties += s[p] == s[n];
+						}
+				sum += (static_cast<double>(wins) + 0.5 * static_cast<double>(ties)) /
+					   (static_cast<double>(positives) * static_cast<double>(negatives));
+				++n_users;
+			}
+			ASSERT_GT(n_users, 0);
+			EXPECT_EQ(fit.users, n_users);
+			EXPECT_EQ(fit.mean_auc, sum / static_cast<double>(n_users)) << "exponent " << fit.exponent;
 		}
 	}
 }

@@ -621,6 +621,194 @@ TEST(RocFitness, ArrayErrors)
 				 sqlstate::invalid_parameter_value, "individual 3 appears more than once");
 }
 
+/* ---- scored segments (roc_counts_on_cpu): fit_exponent's AUC -------------- */
+
+/* -1, 0, 1: a below, tied with, above b; NaN above every number and tied with NaN, as PostgreSQL sorts float8 */
+int compare_scores(double a, double b)
+{
+	if (std::isnan(a) || std::isnan(b))
+		return static_cast<int>(std::isnan(a)) - static_cast<int>(std::isnan(b));
+	return static_cast<int>(a > b) - static_cast<int>(a < b);
+}
+
+/* One segment by brute force over the doubles themselves: every positive against every negative, ties half. */
+struct PairOracle
+{
+	RocCounts counts;
+	int64_t wins = 0, ties = 0;
+
+	PairOracle(const std::vector<double> &scores, const std::vector<uint8_t> &labels)
+	{
+		RocCounts &c = counts;
+		for (size_t a = 0; a < scores.size(); ++a)
+		{
+			(labels[a] ? c.n_positive : c.n_negative)++;
+			if (!labels[a])
+				continue;
+			int64_t above = 0;
+			for (size_t b = 0; b < scores.size(); ++b)
+			{
+				int order = compare_scores(scores[a], scores[b]);
+				above += order < 0;
+				if (!labels[b])
+				{
+					wins += order > 0;
+					ties += order == 0;
+				}
+			}
+			int64_t rank = above + 1; /* rank() OVER (ORDER BY score DESC) */
+			c.lowest_positive_rank = c.lowest_positive_rank == 0 ? rank : std::min(c.lowest_positive_rank, rank);
+			c.highest_positive_rank = std::max(c.highest_positive_rank, rank);
+		}
+		c.twice_wins = static_cast<uint64_t>(2 * wins + ties);
+	}
+	/* (wins + ties / 2) / pairs: exact numerator and denominator, so one rounding, as auc_of's */
+	double auc() const
+	{
+		return (static_cast<double>(wins) + 0.5 * static_cast<double>(ties)) /
+			   (static_cast<double>(counts.n_positive) * static_cast<double>(counts.n_negative));
+	}
+};
+
+/* The engine's AUC of one segment, as fit_exponent takes it. */
+double auc_of_scores(const std::vector<double> &scores, const std::vector<uint8_t> &labels)
+{
+	ExecContext ctx = on(DeviceMode::Cpu);
+	std::vector<RocCounts> counts = roc_counts_on_cpu({{scores.data(), labels.data(), scores.size()}}, ctx);
+	EXPECT_TRUE(has_auc(counts.at(0)));
+	return auc_of(counts.at(0));
+}
+
+/* moved from test_geo.cpp with geo's own AUC, which this one replaced */
+TEST(RocFitness, AucOfScoredSegmentCountsTiesHalf)
+{
+	EXPECT_EQ(auc_of_scores({1, 2, 3, 4}, {0, 0, 1, 1}), 1.0);
+	EXPECT_EQ(auc_of_scores({4, 3, 2, 1}, {0, 0, 1, 1}), 0.0);
+	EXPECT_EQ(auc_of_scores({1, 1, 1, 1}, {0, 1, 0, 1}), 0.5);
+	/* positive 2 beats negative 1, ties negative 2: (1 + 0.5) / 2 */
+	EXPECT_EQ(auc_of_scores({1, 2, 2}, {0, 0, 1}), 0.75);
+}
+
+struct RandomSegment
+{
+	std::vector<double> scores;
+	std::vector<uint8_t> labels;
+};
+
+/*
+ * Segments of every kind of score (ties, NaN, infinities, -0 among the
+ * doubles), of every size from none to past the 11-bit radix digits, some
+ * with one class only, some sharing their labels (as fit_exponent's
+ * exponents share a user's).
+ */
+std::vector<RandomSegment> random_segments(std::mt19937_64 &rng, ScoreKind kind)
+{
+	std::vector<RandomSegment> out;
+	for (int size : {0, 1, 2, 3, 17, 255, 256, 1000, 20000})
+		for (int individual_kind : {0, 1, 2, 2, 2})
+		{
+			if (size > 1000 && individual_kind != 2)
+				continue;
+			RandomSegment segment;
+			for (int i = 0; i < size; ++i)
+			{
+				double v = random_double(rng, kind);
+				if (rng() % 50 == 0)
+					v = rng() % 2 ? -0.0 : std::numeric_limits<double>::infinity();
+				segment.scores.push_back(v);
+				/* few positives in the large ones: the oracle is quadratic in them */
+				segment.labels.push_back(size > 1000 ? rng() % 20 == 0 : random_label(rng, individual_kind));
+			}
+			out.push_back(std::move(segment));
+			if (individual_kind == 2 && size > 0)
+			{
+				RandomSegment same_labels{{}, out.back().labels};
+				for (int i = 0; i < size; ++i)
+					same_labels.scores.push_back(random_double(rng, kind));
+				out.push_back(std::move(same_labels));
+			}
+		}
+	std::shuffle(out.begin(), out.end(), rng);
+	return out;
+}
+
+std::vector<ScoredSegment> views_of(const std::vector<RandomSegment> &segments)
+{
+	std::vector<ScoredSegment> views;
+	for (const RandomSegment &s : segments)
+		views.push_back({s.scores.data(), s.labels.data(), s.scores.size()});
+	return views;
+}
+
+TEST(RocFitness, ScoredSegmentsMatchEveryPair)
+{
+	std::mt19937_64 rng = seeded_rng();
+	for (ScoreKind kind : kDoubleKinds)
+	{
+		SCOPED_TRACE(static_cast<int>(kind));
+		std::vector<RandomSegment> segments = random_segments(rng, kind);
+		ExecContext ctx = on(DeviceMode::Cpu);
+		std::vector<RocCounts> got = roc_counts_on_cpu(views_of(segments), ctx);
+		ASSERT_EQ(got.size(), segments.size());
+		for (size_t s = 0; s < segments.size(); ++s)
+		{
+			SCOPED_TRACE("segment " + std::to_string(s) + " of " + std::to_string(segments[s].scores.size()));
+			PairOracle want(segments[s].scores, segments[s].labels);
+			EXPECT_EQ(got[s].n_positive, want.counts.n_positive);
+			EXPECT_EQ(got[s].n_negative, want.counts.n_negative);
+			EXPECT_EQ(got[s].lowest_positive_rank, want.counts.lowest_positive_rank);
+			EXPECT_EQ(got[s].highest_positive_rank, want.counts.highest_positive_rank);
+			EXPECT_EQ(has_auc(got[s]), want.counts.n_positive > 0 && want.counts.n_negative > 0);
+			if (has_auc(got[s]))
+			{
+				EXPECT_EQ(got[s].twice_wins, want.counts.twice_wins);
+				EXPECT_EQ(auc_of(got[s]), want.auc()); /* bit for bit */
+			}
+		}
+	}
+}
+
+/* one segment alone or among others, on one thread or every core: the same counts */
+TEST(RocFitness, ScoredSegmentsAloneOrTogether)
+{
+	std::mt19937_64 rng = seeded_rng();
+	std::vector<RandomSegment> segments = random_segments(rng, ScoreKind::Doubles);
+	ExecContext every_core = on(DeviceMode::Cpu);
+	std::vector<RocCounts> together = roc_counts_on_cpu(views_of(segments), every_core);
+	for (size_t threads : {1, 3})
+	{
+		ExecContext ctx = on(DeviceMode::Cpu);
+		ctx.cpu_threads = threads;
+		std::vector<RocCounts> again = roc_counts_on_cpu(views_of(segments), ctx);
+		ASSERT_EQ(again.size(), together.size());
+		for (size_t s = 0; s < segments.size(); ++s)
+		{
+			SCOPED_TRACE("cpu_threads " + std::to_string(threads) + ", segment " + std::to_string(s));
+			std::vector<RocCounts> alone = roc_counts_on_cpu({views_of(segments)[s]}, ctx);
+			for (const RocCounts &c : {again[s], alone.at(0)})
+			{
+				EXPECT_EQ(c.n_positive, together[s].n_positive);
+				EXPECT_EQ(c.n_negative, together[s].n_negative);
+				EXPECT_EQ(c.twice_wins, together[s].twice_wins);
+				EXPECT_EQ(c.lowest_positive_rank, together[s].lowest_positive_rank);
+				EXPECT_EQ(c.highest_positive_rank, together[s].highest_positive_rank);
+			}
+		}
+	}
+	ExecContext ctx = on(DeviceMode::Cpu);
+	EXPECT_TRUE(roc_counts_on_cpu({}, ctx).empty());
+}
+
+TEST(RocFitness, ScoredSegmentTooLarge)
+{
+	double score = 0;
+	uint8_t label = 0;
+	ExecContext ctx = on(DeviceMode::Cpu);
+	size_t too_many = size_t(UINT32_MAX) + 1; /* refused before a score is read */
+	expect_error([&] { roc_counts_on_cpu({{&score, &label, too_many}}, ctx); }, sqlstate::program_limit_exceeded,
+				 "a segment of 4294967296 examples, more than an AUC can count");
+}
+
 /*
  * Labels as gpurec_shards packs them: every length around the bitmaps' byte
  * boundaries, NULLs anywhere, round trip exact; any other bytes are 22P03,
