@@ -14,9 +14,9 @@ extern "C" {
 #include <algorithm>
 
 #include "pg_arguments.hpp"
-#include "pg_input.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
+#include "read/read.hpp"
 #include "roc_fitness.hpp"
 
 namespace gpurec {
