@@ -8,10 +8,12 @@
  *                     as the CPU path holds them
  *   geo_cpu.cpp       the CPU algorithms: similarity sums, similar users,
  *                     strengths
- *   geo.cpp           the SQL-callable functions (geo.hpp): checks, the
+ *   geo_functions.cpp the SQL-callable functions (geo.hpp): checks, the
  *                     choice of device, the GPU session, the results
  *
- * Every geo_*.cpp and geo.cpp includes this header right after
+ * (geo.hpp, which this header includes, has no source of its own by its
+ * name, so that no header/source pair includes another that includes it
+ * back.)  Every geo_*.cpp includes this header right after
  * no_postgres.hpp, before any other: the CPU loops and the GPU kernels
  * perform the same IEEE operations in the same order
  * (kernels/api/geo_arithmetic.hpp), so both give the same bits, and for

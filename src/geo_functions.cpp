@@ -1,8 +1,8 @@
 /*
- * geo.cpp: the geospatial recommender's functions (geo.hpp): each checks
- * its arguments and data (geo_validate.cpp), chooses the device, computes
- * there (the GPU through kernels/api/geo_kernels.hpp, the CPU through
- * geo_points.cpp and geo_cpu.cpp) and builds its result rows.
+ * geo_functions.cpp: the geospatial recommender's functions (geo.hpp):
+ * each checks its arguments and data (geo_validate.cpp), chooses the
+ * device, computes there (the GPU through kernels/api/geo_kernels.hpp, the
+ * CPU through geo_points.cpp and geo_cpu.cpp) and builds its result rows.
  * geo_internal.hpp says how the recommender's files divide the work.
  */
 #include "no_postgres.hpp"
