@@ -13,9 +13,10 @@ MODULE_big = gpurec
 DATA = gpurec--$(EXTVERSION).sql gpurec_shards--$(EXTVERSION).sql
 PGFILEDESC = "gpurec - GPU recommendation and marketplace analytics"
 
-# Three layers (ARCHITECTURE.md): src/pg_*.cpp talk to PostgreSQL; the rest
-# of src/ is the engine; kernels/ are the GPU kernels behind kernels/api/.
-PG_SRCS = $(wildcard src/pg_*.cpp)
+# Three layers (ARCHITECTURE.md): src/pg_*.cpp and the read layer,
+# src/read/*.cpp, talk to PostgreSQL; the rest of src/ is the engine;
+# kernels/ are the GPU kernels behind kernels/api/.
+PG_SRCS = $(wildcard src/pg_*.cpp src/read/*.cpp)
 ENGINE_SRCS = $(filter-out $(PG_SRCS),$(wildcard src/*.cpp))
 OBJS = $(PG_SRCS:.cpp=.o) $(ENGINE_SRCS:.cpp=.o)
 
@@ -51,6 +52,8 @@ endif
 OBJS += $(KERNEL_OBJS)
 
 PG_CXXFLAGS = -std=c++17 -Wno-register -Wno-missing-field-initializers
+# src/read/ includes src/'s headers by their names, as src/ does
+PG_CPPFLAGS = -Isrc
 SHLIB_LINK = $(CUDA_LIBS) -lstdc++
 
 NVCCFLAGS = -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden \
@@ -71,7 +74,7 @@ include $(PGXS)
 kernels/%.o: kernels/%.cu $(wildcard kernels/*.cuh kernels/api/*.hpp)
 	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
 
-$(OBJS): $(wildcard src/*.hpp kernels/api/*.hpp)
+$(OBJS): $(wildcard src/*.hpp src/read/*.hpp kernels/api/*.hpp)
 
 # The engine and the kernels compile without PostgreSQL's include path, so
 # that an engine or kernel file that includes postgres.h, directly or not,

@@ -181,7 +181,7 @@ COMMENT ON FUNCTION fit_exponent(text, text, text, float8[], float8, float8, tex
 -- ---------------------------------------------------------- parallel read --
 
 -- gpurec's own, for reading inner queries with PostgreSQL's parallel workers
--- (src/pg_parallel_read.cpp): each worker builds engine columns from its share
+-- (src/read/aggregate.cpp): each worker builds engine columns from its share
 -- of the rows and sends them as its partial state.  Not for direct use: it
 -- refuses to run outside a gpurec function.
 

@@ -2,7 +2,7 @@
  * cart_candidates.hpp: the candidates of optimize_carts (carts.hpp), which
  * its files share and nothing else includes: the call's shipping table,
  * and each product's candidate stores after the dominance rule; what the
- * searches (carts.cpp) are built from.
+ * searches (optimize_carts.cpp) are built from.
  *
  * The candidates of a product are its stores, each at the cheapest offer
  * it has for the product (equal prices: the fewest decimals, as

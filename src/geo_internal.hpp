@@ -10,10 +10,12 @@
  *                     strengths
  *   geo_device.cpp    one computation on the device dispatch chooses: the
  *                     GPU session, the CPU path, or the GPU service
- *   geo.cpp           the SQL-callable functions (geo.hpp): checks, the
+ *   geo_functions.cpp the SQL-callable functions (geo.hpp): checks, the
  *                     work they ask of a device, the results
  *
- * Every geo_*.cpp and geo.cpp includes this header right after
+ * (geo.hpp, which this header includes, has no source of its own by its
+ * name, so that no header/source pair includes another that includes it
+ * back.)  Every geo_*.cpp includes this header right after
  * no_postgres.hpp, before any other: the CPU loops and the GPU kernels
  * perform the same IEEE operations in the same order
  * (kernels/api/geo_arithmetic.hpp), so both give the same bits, and for

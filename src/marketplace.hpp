@@ -165,7 +165,7 @@ class MergedOffers
 
 /*
  * A share of the offers ranked as they are read, a piece at a time (a
- * parallel read's partial result, pg_partials.hpp): each product's k
+ * parallel read's partial result, partials.hpp): each product's k
  * cheapest so far, in a heap of its own, and its count of offers.  An
  * offer is first compared with its product's k-th cheapest so far, one
  * value per product, which stays in the core's cache, and only the few

@@ -11,12 +11,12 @@ extern "C" {
 
 #include "carts.hpp"
 #include "number_column.hpp"
+#include "offers_input.hpp"
 #include "pg_arguments.hpp"
-#include "pg_input.hpp"
 #include "pg_numeric.hpp"
-#include "pg_offers.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
+#include "read/read.hpp"
 
 namespace gpurec {
 
@@ -44,7 +44,8 @@ Datum optimize_carts_body(FunctionCallInfo fcinfo)
 	 * (with few carts over many products, most of the read).
 	 */
 	auto carts_products = std::make_shared<const KeyFilter>(carts.int64(1).to_vector());
-	OffersInput input(offers_query, ctx, 0, std::move(carts_products));
+	OffersInput input(ctx, 0, std::move(carts_products));
+	read_inner_query(offers_query, input.table, ctx);
 	/* a NULL store skips the row; a NULL fee is an error; a NULL (or absent) free_from is never free */
 	InputTable shipping_table("shipping query", {{"store_id", ColumnKind::Int64},
 												 {"fee", ColumnKind::Number, false, true, 0, true},

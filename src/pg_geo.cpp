@@ -15,10 +15,10 @@
 #include "cpu_parallel.hpp"
 #include "geo.hpp"
 #include "pg_arguments.hpp"
-#include "pg_input.hpp"
 #include "pg_output.hpp"
 #include "pg_gpu_service.hpp"
 #include "pg_settings.hpp"
+#include "read/read.hpp"
 
 namespace gpurec {
 

@@ -14,12 +14,12 @@ extern "C" {
 #include "byte_stream.hpp"
 #include "marketplace.hpp"
 #include "number_column.hpp"
+#include "offers_input.hpp"
 #include "pg_arguments.hpp"
-#include "pg_input.hpp"
 #include "pg_numeric.hpp"
-#include "pg_offers.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
+#include "read/read.hpp"
 
 namespace gpurec {
 
@@ -84,8 +84,9 @@ template <typename Use> void rank_offers_query(const char *offers_query, int k, 
 {
 	PartialRequest partial;
 	if (ranks_offers_on_cpu(k, ctx))
-		partial = PartialRequest{PartialKind::CheapestOffers, k};
-	OffersInput input(offers_query, ctx, k, nullptr, partial);
+		partial = PartialRequest{&cheapest_offers_partial, k};
+	OffersInput input(ctx, k, nullptr, partial);
+	read_inner_query(offers_query, input.table, ctx);
 	if (!input.table.partials().empty())
 	{
 		rank_merged(input.table.partials(), k, input.offers.price.description(), ctx, use);
@@ -186,7 +187,8 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 									 {"store_id", ColumnKind::Int64},
 									 {"quantity", ColumnKind::Int64, true, false, 1}});
 	read_inner_query(carts_query, carts, ctx);
-	OffersInput input(offers_query, ctx, 1);
+	OffersInput input(ctx, 1);
+	read_inner_query(offers_query, input.table, ctx);
 	const Offers &offers = input.offers;
 	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
 	std::vector<CartImprovement> improvements = improve_carts(lines, offers, ctx, input.streamer.get());

@@ -16,10 +16,10 @@ extern "C" {
 #include "array_column.hpp"
 #include "number_column.hpp"
 #include "pg_arguments.hpp"
-#include "pg_input.hpp"
 #include "pg_output.hpp"
 #include "pg_gpu_service.hpp"
 #include "pg_settings.hpp"
+#include "read/read.hpp"
 #include "roc_fitness.hpp"
 
 namespace gpurec {

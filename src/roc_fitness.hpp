@@ -7,7 +7,7 @@
  * AUC - 0.5.  AUC is computed exactly from 64-bit counts (ties count half),
  * so the CPU and the GPU give bit-identical results.  Every function that
  * returns an AUC takes it from here: roc_fitness and roc_auc, and
- * fit_exponent (geo.cpp) through roc_counts_on_cpu.
+ * fit_exponent (geo_device.cpp) through roc_counts_on_cpu.
  */
 #pragma once
 

@@ -4,10 +4,23 @@
 1. The include graph: no file under kernels/ includes anything from src/;
    src/ includes from kernels/ only the kernels' API (kernels/api/); there is
    no cycle between the two directories.
-2. Only src/pg_*.cpp talk to PostgreSQL: a deliberate `#include "postgres.h"`
-   in an engine file or a kernel file breaks the build, before or after the
-   engine's own headers, and even when named by its full path.  The same
-   include in a src/pg_* file builds, so the check can tell the two apart.
+2. The PostgreSQL side is src/pg_* and the read layer, src/read/: every
+   src/pg_* module (a header and its source) and every file of src/read/
+   includes PostgreSQL, and no engine file (the rest of src/) includes
+   PostgreSQL or anything of the PostgreSQL side.
+3. The read layer stands below the SQL entry points: they and every other
+   file outside src/read/ include it only through its one public header,
+   src/read/read.hpp; nothing in src/read/ includes an entry point (a
+   src/pg_* module with SQL functions), nor a family's header (families
+   register their partial results instead: src/partials.hpp).
+4. No header/source pair includes another that includes it back: the
+   modules of src/ (a file's path without its extension) form no cycle.
+5. Only the PostgreSQL side talks to PostgreSQL: a deliberate
+   `#include "postgres.h"` in an engine file or a kernel file breaks the
+   build, before or after the engine's own headers, and even when named by
+   its full path, as does the read layer's header.  The same include in a
+   src/pg_* file or a src/read/ file builds, so the check can tell them
+   apart.
 
 Prints one PASS or FAIL line per check, as test/run_all.sh counts them.
 """
@@ -37,11 +50,11 @@ def sources(top):
 
 
 def includes(path):
-    """The project files `path` includes, resolved as the compiler would (its own folder first)."""
+    """The project files `path` includes, resolved as the compiler would (its own folder first, then -I. -Isrc)."""
     text = open(path, encoding="utf-8").read()
     out = []
     for name in INCLUDE.findall(text):
-        for base in (os.path.dirname(path), ROOT):
+        for base in (os.path.dirname(path), ROOT, os.path.join(ROOT, "src")):
             resolved = os.path.normpath(os.path.join(base, name))
             if os.path.exists(resolved):
                 out.append(resolved)
@@ -49,8 +62,46 @@ def includes(path):
     return out
 
 
+def includes_postgres_h(path):
+    return "postgres.h" in INCLUDE.findall(open(path, encoding="utf-8").read())
+
+
 def rel(path):
     return os.path.relpath(path, ROOT)
+
+
+def in_read_layer(path):
+    return rel(path).startswith("src/read/")
+
+
+def postgres_side(path):
+    """src/pg_* and src/read/: the files that talk to PostgreSQL."""
+    r = rel(path)
+    return in_read_layer(path) or (os.path.dirname(r) == "src" and os.path.basename(r).startswith("pg_"))
+
+
+def engine(path):
+    return rel(path).startswith("src/") and not postgres_side(path)
+
+
+def module(path):
+    """A header and its source are one module: the path without its extension."""
+    return os.path.splitext(rel(path))[0]
+
+
+# The families' engine headers (ARCHITECTURE.md), by name: what the read layer must not include.
+FAMILY_HEADER = re.compile(r"^src/(marketplace|carts?|cart_|geo|roc|auc|offers)[^/]*\.hpp$")
+
+
+def reachable_from(graph, start):
+    """Every project file `start` includes, directly or not."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), []):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
 
 
 def check_include_graph():
@@ -84,9 +135,68 @@ def check_include_graph():
                           for b in bs if not rel(b).startswith("kernels/api/")]
     report(not api_self_contained, "layers: the kernels' API includes only itself", "; ".join(api_self_contained))
 
-    engine_first = [rel(p) for p in sources("src") if p.endswith(".cpp") and not os.path.basename(p).startswith("pg_")
+    engine_first = [rel(p) for p in sources("src") if p.endswith(".cpp") and engine(p)
                     and (includes(p)[:1] != [os.path.join(ROOT, "src", "no_postgres.hpp")])]
     report(not engine_first, "layers: every engine source includes no_postgres.hpp first", ", ".join(engine_first))
+
+    src = {p: bs for p, bs in graph.items() if rel(p).startswith("src/")}
+    reached = {p: reachable_from(graph, p) for p in src}
+
+    def talks_to_postgres(files):
+        return any(includes_postgres_h(f) or any(includes_postgres_h(r) for r in reached[f]) for f in files)
+
+    modules = {}
+    for p in src:
+        modules.setdefault(module(p), []).append(p)
+    silent = sorted(m for m, files in modules.items()
+                    if any(postgres_side(f) for f in files) and not in_read_layer(files[0])
+                    and not talks_to_postgres(files))
+    silent += sorted(rel(p) for p in src if in_read_layer(p) and not talks_to_postgres([p]))
+    report(not silent, "layers: every src/pg_* module and every src/read/ file includes PostgreSQL",
+           "these include no PostgreSQL header (an engine file takes an engine name): " + ", ".join(silent))
+
+    engine_up = [f"{rel(a)} reaches {rel(b)}" for a in src if engine(a)
+                 for b in sorted(reached[a] | {a}) if postgres_side(b) or includes_postgres_h(b)]
+    report(not engine_up, "layers: no engine file includes PostgreSQL or a file of src/pg_* or src/read/",
+           "; ".join(engine_up[:5]))
+
+    public = os.path.join(ROOT, "src", "read", "read.hpp")
+    past_public = [f"{rel(a)} -> {rel(b)}" for a, bs in src.items() if not in_read_layer(a)
+                   for b in bs if in_read_layer(b) and b != public]
+    report(not past_public, "layers: outside src/read/, the read layer is included only through src/read/read.hpp",
+           "; ".join(past_public))
+
+    entry_points = {module(p) for p in src if p.endswith(".cpp") and postgres_side(p)
+                    and "GPUREC_SQL_FUNCTION(" in open(p, encoding="utf-8").read()}
+    read_up = [f"{rel(a)} reaches {rel(b)}" for a in src if in_read_layer(a)
+               for b in sorted(reached[a]) if module(b) in entry_points]
+    report(not read_up and entry_points, "layers: nothing in src/read/ includes an SQL entry point",
+           "; ".join(read_up[:5]) if entry_points else "no entry point found")
+
+    read_family = [f"{rel(a)} reaches {rel(b)}" for a in src if in_read_layer(a)
+                   for b in sorted(reached[a]) if FAMILY_HEADER.match(rel(b))]
+    report(not read_family, "layers: nothing in src/read/ includes a family's header", "; ".join(read_family[:5]))
+
+    # a cycle of modules: a header/source pair that includes another which includes it back
+    edges = {}
+    for a, bs in src.items():
+        edges.setdefault(module(a), set()).update(module(b) for b in bs if rel(b).startswith("src/") and module(b) != module(a))
+    cycles, state = [], {}
+
+    def visit(m, path):
+        state[m] = "open"
+        for n in sorted(edges.get(m, ())):
+            if state.get(n) == "open":
+                cycles.append(" -> ".join(path[path.index(n):] + [n]))
+            elif n not in state:
+                visit(n, path + [n])
+        state[m] = "done"
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m, [m])
+    report(not cycles, "layers: no header/source pair includes another that includes it back (no cycle of modules)",
+           "; ".join(cycles[:5]))
 
 
 def make(tree, target):
@@ -129,8 +239,12 @@ def check_postgres_h_breaks_engine_builds():
         no_cuda = open(os.path.join(ROOT, "kernels", "no_cuda.cpp")).read()
         probe("kernels/no_cuda.cpp", no_cuda + '#include "postgres.h"\n', "kernels/no_cuda.o", False,
               "layers: postgres.h breaks a kernel build")
+        probe("src/layer_probe.cpp", engine + '#include "read/read.hpp"\n', "src/layer_probe.o", False,
+              "layers: the read layer's header breaks an engine build")
         probe("src/pg_layer_probe.cpp", 'extern "C" {\n#include "postgres.h"\n}\n#include "column_chunks.hpp"\n',
               "src/pg_layer_probe.o", True, "layers: postgres.h builds in a src/pg_* file (control)")
+        probe("src/read/layer_probe.cpp", '#include "read_internal.hpp"\n#include "column_chunks.hpp"\n',
+              "src/read/layer_probe.o", True, "layers: PostgreSQL builds in a src/read/ file (control)")
     finally:
         shutil.rmtree(tree, ignore_errors=True)
 

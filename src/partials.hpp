@@ -1,11 +1,17 @@
 /*
- * pg_partials.hpp: results that combine from partial results, one per share of
- * the input rows.  When parallel workers read an inner query of such a
- * function, each process computes the partial result of the rows it read,
- * and only those partial results travel to the calling backend, which
- * combines them: the rows themselves never leave the process that read them
- * (pg_parallel_read.hpp).  A worker is another process, so a partial result
- * is named by its kind and one parameter, not by code.
+ * partials.hpp: results that combine from partial results, one per share of
+ * the input rows, and the registry of their kinds.  When parallel workers
+ * read an inner query of such a function, each process computes the
+ * partial result of the rows it read, and only those partial results
+ * travel to the calling backend, which combines them: the rows themselves
+ * never leave the process that read them (src/read/read_internal.hpp).
+ *
+ * A worker is another process, which loaded gpurec.so afresh: a kind
+ * travels to it by name, and it finds the kind's code in its own registry.
+ * Each family registers its kinds in its own translation unit, as a static
+ * registration that runs as the library loads, in every process, before
+ * any read (offers_input.cpp: cheapest_offers).  The read layer includes
+ * no family's header.
  */
 #pragma once
 
@@ -14,40 +20,21 @@
 #include <memory>
 #include <vector>
 
+#include "input_table.hpp"
+
 namespace gpurec {
-
-class InputTable;
-struct ColumnSpec;
-
-enum class PartialKind : uint8_t
-{
-	None = 0,
-	/*
-	 * cheapest_offers' OffersPart (marketplace.hpp): each product's k
-	 * cheapest offers of the share, and its count of offers there.  The
-	 * parameter is k.
-	 */
-	CheapestOffers = 1
-};
-
-struct PartialRequest
-{
-	PartialKind kind = PartialKind::None;
-	int64_t parameter = 0;
-};
 
 /*
  * How large a partial result can grow: at most rows_per_key rows for each
  * distinct value of the table's column key_column (cheapest_offers: k for
  * each product).  A partial result pays only where that is far fewer rows
- * than the process read (partials_pay_off asks the table's statistics).
+ * than the process read (the read asks the table's statistics).
  */
 struct PartialBound
 {
 	int key_column;
 	int64_t rows_per_key;
 };
-PartialBound partial_bound(const PartialRequest &request);
 
 /*
  * A partial result built as the rows come, a piece at a time: what each
@@ -62,6 +49,29 @@ class RunningPartial
 	/* The partial result of every row absorbed, in flat form; the piece is the last one, emptied. */
 	virtual std::vector<uint8_t> finish(InputTable &piece) = 0;
 };
+
+/*
+ * A kind of partial result, as its family registers it: a name that
+ * travels to other processes (letters, digits and '_' only, at most 63), its bound,
+ * and the running partial result that one process builds, each for the
+ * request's parameter.  A static object: requests point at it.
+ */
+struct PartialKind
+{
+	const char *name;
+	PartialBound (*bound)(int64_t parameter);
+	std::unique_ptr<RunningPartial> (*start)(int64_t parameter);
+};
+
+/*
+ * Registers `kind` in this process, for find_partial_kind; false (and
+ * nothing registered) where its name is taken or not one a request can
+ * carry.  For a static registration: never throws.
+ */
+bool register_partial_kind(const PartialKind &kind) noexcept;
+
+/* The kind registered under `name` in this process; null when none is. */
+const PartialKind *find_partial_kind(const char *name);
 
 /*
  * One process's partial result, built while it reads: its rows go into a
@@ -81,8 +91,9 @@ class PartialBuilder
 	static constexpr size_t kPieceRows = size_t(1) << 13;
 
 	/*
-	 * The piece is made as `what` and `specs` say, and then handed to
-	 * `prepare` (the column types the query's binding gives).
+	 * For a request of a registered kind.  The piece is made as `what` and
+	 * `specs` say, and then handed to `prepare` (the column types the
+	 * query's binding gives).
 	 */
 	PartialBuilder(PartialRequest request, const char *what, std::vector<ColumnSpec> specs,
 				   const std::function<void(InputTable &)> &prepare);

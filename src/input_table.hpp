@@ -1,17 +1,18 @@
 /*
- * pg_input.hpp: the one input layer of every gpurec function.
+ * input_table.hpp: InputTable, the engine's columns that one inner query of
+ * a gpurec function fills, declared by the function as specs (a name and a
+ * kind per column): what the read layer (src/read/read.hpp) reads into,
+ * and what the function then computes on.
  *
  * Each function takes its data as inner queries (text): any SELECT the
- * caller may run, joins and views included, feeds it.
- * read_inner_query() runs one read-only, with the caller's privileges, and
- * streams its rows from the executor straight into the engine's columns
- * through a DestReceiver: no tuplestore, no row-at-a-time SPI fetch.
- * Columns are matched by name; order and extra columns do not matter.
- *
- * The layer's files: pg_input.cpp (InputTable), pg_inner_query.cpp (running
- * the query), pg_receiver.cpp (the DestReceiver and its batches),
- * pg_column_types.cpp (the types each kind accepts, Datums to engine values)
- * and pg_numeric.cpp (numeric's on-disk format).
+ * caller may run, joins and views included, feeds it.  The read layer runs
+ * one read-only, with the caller's privileges, and streams its rows from
+ * the executor straight into these columns: no tuplestore, no
+ * row-at-a-time SPI fetch.  Columns are matched by name; order and extra
+ * columns do not matter.  Nothing here talks to PostgreSQL: a parallel
+ * worker's table travels to the calling backend in flat form
+ * (serialize, append_parts), and a table can ask the read for partial
+ * results instead of rows (combine_partials; partials.hpp).
  */
 #pragma once
 
@@ -29,7 +30,6 @@
 #include "float_column.hpp"
 #include "id_column.hpp"
 #include "number_column.hpp"
-#include "pg_partials.hpp"
 
 namespace gpurec {
 
@@ -64,6 +64,20 @@ struct ColumnSpec
 	int64_t fallback = 0;
 	/* A NULL is ERROR 22004 naming the column (before null_skips_row is looked at). */
 	bool null_is_error = false;
+};
+
+/*
+ * A kind of partial result (partials.hpp): what a share of the rows
+ * becomes in the process that read it, registered by its family under a
+ * name that parallel workers look up in their own process.
+ */
+struct PartialKind;
+
+/* What a table asks a parallel read's processes to send instead of their rows: none, or a kind and its parameter. */
+struct PartialRequest
+{
+	const PartialKind *kind = nullptr; /* registered (register_partial_kind); null: rows, not partial results */
+	int64_t parameter = 0;
 };
 
 using AnyColumn =
@@ -115,7 +129,7 @@ class InputTable
 
 	/*
 	 * For a function whose result combines from partial results
-	 * (pg_partials.hpp): when parallel workers read the query by a direct scan,
+	 * (partials.hpp): when parallel workers read the query by a direct scan,
 	 * every process, the calling backend included, computes the partial
 	 * result of its own rows and only that arrives here, in partials(); the
 	 * table then holds no rows.  When the query is read any other way, the
@@ -153,7 +167,7 @@ class InputTable
 	 */
 	void on_chunk_complete(std::function<void()> listener) { chunk_listener_ = std::move(listener); }
 
-	/* Used while rows are appended (append_rows in pg_column_types.cpp). */
+	/* Used while rows are appended (append_rows in src/read/column_types.cpp). */
 	AnyColumn &column(size_t i) { return columns_[i]; }
 	void count_rows(size_t appended, size_t skipped)
 	{
@@ -173,7 +187,7 @@ class InputTable
 	/*
 	 * Drops every row, each column as its forget_rows() says: chunks kept
 	 * for the rows to come, id dictionaries and their counts kept (a piece
-	 * of a parallel read, pg_partials.hpp).  No array column.
+	 * of a parallel read, partials.hpp).  No array column.
 	 */
 	void forget_rows();
 
@@ -249,18 +263,5 @@ class InputTable
 	std::vector<Partial> partials_;
 	std::function<void()> chunk_listener_;
 };
-
-/*
- * Runs `query` and appends its rows to `table`: with PostgreSQL's parallel
- * workers when its plan can run in parallel and the table need not keep row
- * order (pg_parallel_read.hpp), else in the calling backend; the rows are
- * the same either way, only their order may differ.  ctx.read_notes says
- * which path read and why.  Errors (each with a SQLSTATE):
- * a missing column names it and lists the expected ones; a column of an
- * unsupported type names column and type; a query that is not one read-only
- * SELECT is refused; the query's own errors (syntax, permissions) come
- * through as PostgreSQL raised them.
- */
-void read_inner_query(const char *query, InputTable &table, ExecContext &ctx);
 
 } // namespace gpurec

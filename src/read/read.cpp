@@ -1,9 +1,12 @@
 /*
- * pg_inner_query.cpp: read_inner_query (see pg_input.hpp): runs an inner
- * query through SPI, read-only and with the caller's privileges, its rows
- * going straight to the input receiver (pg_receiver.cpp).
+ * read.cpp: read_inner_query (see read.hpp): prepares an inner query
+ * through SPI, refuses anything but one read-only SELECT, binds its columns
+ * by name, starts CUDA beside the read where the call will need it, and
+ * runs the query with the caller's privileges, read-only: in parallel
+ * (parallel.cpp) where it can, else into the serial receiver
+ * (receiver.cpp).  Then the gpurec.timing note of how it read.
  */
-#include "pg_boundary.hpp"
+#include "read.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -19,10 +22,7 @@ extern "C" {
 #include <cstdio>
 
 #include "errors.hpp"
-#include "pg_column_types.hpp"
-#include "pg_input.hpp"
-#include "pg_parallel_read.hpp"
-#include "pg_receiver.hpp"
+#include "read_internal.hpp"
 
 namespace gpurec {
 

@@ -1,18 +1,31 @@
 /*
- * pg_parallel_scan.cpp: the direct scan of parallel reading (see
- * pg_parallel_read.hpp).
+ * direct_scan.cpp: the parallel read's way for a query over one table (see
+ * read_internal.hpp, part 4b).
  *
- * Where the inner query reads one table (a sequential scan: the table's
- * columns or expressions of them, filtered or not), the
- * calling backend starts workers of its own (CreateParallelContext) and
- * they, and it, read the table's pages through one parallel scan, without
- * an executor: no plan node or aggregate call stands between a row and its
- * conversion, and only the query's own expressions are evaluated.  The workers' columns reach the table as the
- * aggregate's do (columns_into_area, append_part).  The number of workers
- * is the one the planner gave the aggregate's plan, so PostgreSQL's
- * settings decide it alike.
+ * Where the inner query reads one table (its serial plan a sequential
+ * scan: the table's columns or expressions of them, filtered or not), the
+ * calling backend starts workers of its own (CreateParallelContext, as
+ * PostgreSQL's parallel index builds do) and they, and it, read the
+ * table's pages through one parallel scan, without an executor: no plan
+ * node or aggregate call stands between a row and its conversion, and only
+ * the query's own expressions are evaluated.  The caller's privileges are
+ * checked as the executor checks them; row-level security's policies are
+ * part of the scan's filter.  The workers' columns reach the table as the
+ * aggregate's do (columns_into_area, append_parts).  Where the table asks
+ * for partial results (InputTable::combine_partials) and its statistics
+ * show them much smaller than the rows, each process sends the partial
+ * result of its own rows instead, built as it reads them (PartialBuilder),
+ * so the rows never leave the process that read them.  The number of
+ * workers is the one the planner gave the aggregate's plan, so
+ * PostgreSQL's settings decide it alike.
+ *
+ * Why it stays beside the aggregate, which reads any query: on the 2-core
+ * machine it read rows in about two thirds of the aggregate's time (its
+ * plan node, per-row argument expressions and fmgr call), a filter or
+ * row-level security included, and cheapest_offers on the CPU took 0.60 to
+ * 0.72 of the aggregate's time end to end (BENCHMARKS.md, 2026-11-27).
  */
-#include "pg_parallel_state.hpp"
+#include "pg_boundary.hpp"
 
 extern "C" {
 #include "access/parallel.h"
@@ -37,6 +50,7 @@ extern "C" {
 #include <algorithm>
 
 #include "pg_settings.hpp"
+#include "read_internal.hpp"
 
 namespace gpurec {
 
@@ -308,8 +322,10 @@ void take_partial(void *arg)
 
 bool partials_pay_off(const DirectShape &shape, const PartialRequest &request, int processes)
 {
-	PartialBound bound = partial_bound(request);
-	if (bound.key_column < 0 || shape.outputs != NIL)
+	if (request.kind == nullptr || shape.outputs != NIL)
+		return false;
+	PartialBound bound = request.kind->bound(request.parameter);
+	if (bound.key_column < 0)
 		return false;
 	int16 attnum = shape.source[bound.key_column];
 	Relation rel = table_open(shape.relid, AccessShareLock);
@@ -481,7 +497,7 @@ void direct_scan_worker(shm_toc *toc)
 	scan_rows(rel, scan_of(shared), qual, outputs, state->table, state->builder.get(), state->binding, state->ctx);
 	table_close(rel, AccessShareLock);
 	size_t size = 0;
-	bool partial = state->partial.kind != PartialKind::None;
+	bool partial = state->partial.kind != nullptr;
 	dsa_pointer at = partial ? partial_into_area(state, &size) : columns_into_area(state, &size);
 	if (!DsaPointerIsValid(at))
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of dynamic shared memory"),

@@ -1,5 +1,5 @@
 /*
- * carts.cpp: optimize_carts (carts.hpp): the input's checks, every cart's
+ * optimize_carts.cpp: optimize_carts (carts.hpp): the input's checks, every cart's
  * search problem in compressed rows, the search on the GPU or on every
  * core (kernels/api/cart_search.hpp, the same code on both), and each
  * cart's answer in exact integers.

@@ -1,20 +1,25 @@
 /*
- * pg_receiver.cpp: the DestReceiver of inner queries (see pg_receiver.hpp).
+ * receiver.cpp: the serial read: the DestReceiver that streams the
+ * executor's rows of an inner query into its InputTable, in the calling
+ * backend (create_input_receiver, read_internal.hpp part 2), where the
+ * query cannot or may not be read in parallel: its plan is not parallel
+ * (LIMIT, a parallel-unsafe function, no worker allowed), or the table
+ * keeps the query's row order.
  *
  * Its methods are called by the executor, so they are PostgreSQL code: they
  * may ereport, and they hold no C++ object across a PostgreSQL call.  Each
  * row is first converted into plain values and batched (add_row, in
- * pg_column_types); a guarded C++ call then appends a whole batch.
+ * column_types.cpp); a guarded C++ call then appends a whole batch.
  */
-#include "pg_receiver.hpp"
+#include "pg_boundary.hpp"
 
 extern "C" {
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 }
 
-#include "pg_column_types.hpp"
 #include "pg_settings.hpp"
+#include "read_internal.hpp"
 
 namespace gpurec {
 

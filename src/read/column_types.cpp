@@ -1,9 +1,13 @@
 /*
- * pg_column_types.cpp: the SQL types each ColumnKind accepts and the
- * conversion of a row's Datums into engine column values (see
- * pg_column_types.hpp).
+ * column_types.cpp: what every way of reading does with one row (see
+ * read_internal.hpp, part 1): the SQL types each ColumnKind accepts,
+ * binding a query's columns to the table's specs by name, the conversion
+ * of a row's Datums into engine column values, and batches of converted
+ * rows appended to the table.  Nothing here depends on where the rows come
+ * from: the serial receiver, an aggregate's transition function, a direct
+ * scan's slot.
  */
-#include "pg_column_types.hpp"
+#include "pg_boundary.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -18,6 +22,7 @@ extern "C" {
 #include "array_column.hpp"
 #include "pg_numeric.hpp"
 #include "pg_settings.hpp"
+#include "read_internal.hpp"
 
 namespace gpurec {
 

@@ -1,7 +1,7 @@
 /*
- * geo.cpp: the geospatial recommender's functions (geo.hpp): each checks
- * its arguments and data (geo_validate.cpp), says what it asks of a device
- * (GeoWork, run by geo_device.cpp) and builds its result rows.
+ * geo_functions.cpp: the geospatial recommender's functions (geo.hpp):
+ * each checks its arguments and data (geo_validate.cpp), says what it asks
+ * of a device (GeoWork, run by geo_device.cpp) and builds its result rows.
  * geo_internal.hpp says how the recommender's files divide the work.
  */
 #include "no_postgres.hpp"

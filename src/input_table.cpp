@@ -1,9 +1,12 @@
 /*
- * pg_input.cpp: InputTable, the engine columns one inner query fills (see
- * pg_input.hpp): one column of the engine's type for each spec's kind.
- * Reading the query is pg_inner_query.cpp's work.
+ * input_table.cpp: InputTable (see input_table.hpp): one column of the
+ * engine's type for each spec's kind, the table's flat form and appending
+ * one, and giving its rows back in the background.  Reading the query into
+ * it is the read layer's work (src/read/).
  */
-#include "pg_input.hpp"
+#include "no_postgres.hpp"
+
+#include "input_table.hpp"
 
 #include <algorithm>
 #include <type_traits>

@@ -1,0 +1,45 @@
+/*
+ * offers_input.cpp: the marketplace family's partial result,
+ * cheapest_offers' (see offers_input.hpp), and its registration: a static
+ * one, made as gpurec.so loads, so that every process has it, parallel
+ * workers included, before any read asks for it.
+ */
+#include "no_postgres.hpp"
+
+#include "offers_input.hpp"
+
+#include "partials.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/* cheapest_offers: each product's k cheapest offers of the share, and its count of offers there. */
+class CheapestOffersPartial final : public RunningPartial
+{
+  public:
+	explicit CheapestOffersPartial(int k) : running_(k) {}
+	void absorb(InputTable &piece) override { running_.absorb(offers_of(piece)); }
+	std::vector<uint8_t> finish(InputTable &piece) override { return running_.finish(offers_of(piece)); }
+
+  private:
+	/* the piece's columns, as OffersInput declares them */
+	static Offers offers_of(InputTable &piece) { return Offers{piece.id(0), piece.int64(1), piece.number(2)}; }
+
+	RunningCheapestOffers running_;
+};
+
+} // namespace
+
+/* at most k offers of each product (column 0) */
+const PartialKind cheapest_offers_partial{
+	"cheapest_offers", [](int64_t k) { return PartialBound{0, k}; },
+	[](int64_t k) -> std::unique_ptr<RunningPartial> { return std::make_unique<CheapestOffersPartial>(static_cast<int>(k)); }};
+
+namespace {
+
+const bool cheapest_offers_registered = register_partial_kind(cheapest_offers_partial);
+
+} // namespace
+
+} // namespace gpurec
