@@ -152,22 +152,29 @@ template <typename T> std::vector<T> get_vector(ByteReader &in)
 	return values;
 }
 
+/* What `write(writer)` writes, as a vector: counted by a first call, then written by a second. */
+template <typename Write> std::vector<uint8_t> written_bytes(Write write)
+{
+	ByteWriter counter;
+	write(counter);
+	std::vector<uint8_t> bytes(counter.size());
+	ByteWriter writer(bytes.data(), bytes.size());
+	write(writer);
+	return bytes;
+}
+
 /*
- * The flat form of `object` (its serialize(ByteWriter &)) as a vector:
- * counted, then written.  prepare(writer) sets up both writers alike
- * (allow_references, pack_integers).
+ * The flat form of `object` (its serialize(ByteWriter &)) as a vector.
+ * prepare(writer) sets up both writers alike (allow_references,
+ * pack_integers).
  */
 template <typename Object, typename Prepare = void (*)(ByteWriter &)>
 std::vector<uint8_t> serialized_bytes(const Object &object, Prepare prepare = [](ByteWriter &) {})
 {
-	ByteWriter counter;
-	prepare(counter);
-	object.serialize(counter);
-	std::vector<uint8_t> bytes(counter.size());
-	ByteWriter writer(bytes.data(), bytes.size());
-	prepare(writer);
-	object.serialize(writer);
-	return bytes;
+	return written_bytes([&](ByteWriter &writer) {
+		prepare(writer);
+		object.serialize(writer);
+	});
 }
 
 } // namespace gpurec

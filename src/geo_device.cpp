@@ -70,55 +70,64 @@ void strengths_work(const GeoWork &work, StrengthsFor strengths_for, GeoWorkResu
 	}
 }
 
-GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work,
-							 ExecContext &ctx)
+/*
+ * `work` on one device, given its three operations: sums(main, floored,
+ * raw), similar(floored heaps, sizes) and strengths_for(main), each the
+ * device's own.
+ */
+template <typename Sums, typename Similar, typename StrengthsFor>
+GeoWorkResult run_on(const GeoWork &work, Sums sums, Similar similar, StrengthsFor strengths_for, ExecContext &ctx)
 {
-	gpu::GeoSessionPtr session = open_gpu_session(points, work.metric, cands, ctx);
 	GeoWorkResult out;
 	switch (work.kind)
 	{
 		case GeoWork::Kind::SimilaritySums:
-			gpu::geo_similarity_sums(*session, work.main, work.epsilon, out.floored, out.raw);
+			sums(work.main, out.floored, out.raw);
 			break;
 		case GeoWork::Kind::SimilarUsers:
-			gpu::geo_similar_users(*session, work.kept, work.epsilon, work.part, work.parts, out.heaps, out.sizes);
+			similar(out.heaps, out.sizes);
 			break;
 		case GeoWork::Kind::Strengths:
 		case GeoWork::Kind::AucSums:
-			strengths_work(
-				work,
-				[&](int32_t main) {
-					return gpu::geo_strengths(*session, main, work.min_similarity, work.strength, work.powers);
-				},
-				out, ctx);
+			strengths_work(work, strengths_for, out, ctx);
 			break;
 	}
 	return out;
 }
 
+GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work,
+							 ExecContext &ctx)
+{
+	gpu::GeoSessionPtr session = open_gpu_session(points, work.metric, cands, ctx);
+	return run_on(
+		work,
+		[&](int32_t main, std::vector<double> &floored, std::vector<double> &raw) {
+			gpu::geo_similarity_sums(*session, main, work.epsilon, floored, raw);
+		},
+		[&](std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes) {
+			gpu::geo_similar_users(*session, work.kept, work.epsilon, work.part, work.parts, heaps, sizes);
+		},
+		[&](int32_t main) {
+			return gpu::geo_strengths(*session, main, work.min_similarity, work.strength, work.powers);
+		},
+		ctx);
+}
+
 GeoWorkResult on_cpu(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work, ExecContext &ctx)
 {
 	GeoPointSet set = grouped_on_cpu(points, work.metric, ctx);
-	GeoWorkResult out;
-	switch (work.kind)
-	{
-		case GeoWork::Kind::SimilaritySums:
-			similarity_sums_on_cpu(set, work.main, work.epsilon, out.floored, out.raw, ctx);
-			break;
-		case GeoWork::Kind::SimilarUsers:
-			similar_users_on_cpu(set, work.kept, work.epsilon, work.part, work.parts, out.heaps, out.sizes, ctx);
-			break;
-		case GeoWork::Kind::Strengths:
-		case GeoWork::Kind::AucSums:
-			strengths_work(
-				work,
-				[&](int32_t main) {
-					return strengths_on_cpu(set, *cands, main, work.min_similarity, work.strength, work.powers, ctx);
-				},
-				out, ctx);
-			break;
-	}
-	return out;
+	return run_on(
+		work,
+		[&](int32_t main, std::vector<double> &floored, std::vector<double> &raw) {
+			similarity_sums_on_cpu(set, main, work.epsilon, floored, raw, ctx);
+		},
+		[&](std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes) {
+			similar_users_on_cpu(set, work.kept, work.epsilon, work.part, work.parts, heaps, sizes, ctx);
+		},
+		[&](int32_t main) {
+			return strengths_on_cpu(set, *cands, main, work.min_similarity, work.strength, work.powers, ctx);
+		},
+		ctx);
 }
 
 /* ---- the GPU service's wire ------------------------------------------------ */
@@ -182,12 +191,7 @@ void put_result(ByteWriter &out, const GeoWorkResult &r)
 
 std::vector<uint8_t> result_bytes(const GeoWorkResult &result)
 {
-	ByteWriter counter;
-	put_result(counter, result);
-	std::vector<uint8_t> bytes(counter.size());
-	ByteWriter writer(bytes.data(), bytes.size());
-	put_result(writer, result);
-	return bytes;
+	return written_bytes([&](ByteWriter &writer) { put_result(writer, result); });
 }
 
 GeoWorkResult get_result(ByteReader &in)

@@ -164,12 +164,7 @@ class Client
 /* A handler's result that is a vector of plain values (put_vector's form). */
 template <typename T> std::vector<uint8_t> vector_result(const std::vector<T> &values)
 {
-	ByteWriter counter;
-	put_vector(counter, values);
-	std::vector<uint8_t> bytes(counter.size());
-	ByteWriter writer(bytes.data(), bytes.size());
-	put_vector(writer, values);
-	return bytes;
+	return written_bytes([&](ByteWriter &writer) { put_vector(writer, values); });
 }
 
 /* Runs `function` in ctx's service (Client::call) and reads its vector_result. */
