@@ -14,6 +14,7 @@ root=$PWD
 work=${GPUREC_TEST_DIR:-/tmp/gpurec-test}
 passed=0
 failed=0
+skipped=0
 failures=()
 
 log() { printf '\n=== %s\n' "$*"; }
@@ -37,7 +38,7 @@ export PATH="$($PG_CONFIG --bindir):$PATH"
 log "building"
 if ! make -s -j2 PG_CONFIG="$PG_CONFIG" || ! make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; then
 	echo "build failed"
-	echo "0 passed, 1 failed"
+	echo "0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
 
@@ -69,6 +70,8 @@ if [ -n "${GPUREC_UNIT_TESTS:-}" ] || make -s unittest-build PG_CONFIG="$PG_CONF
 	grep -E '^\[ +(OK|FAILED) +\]' "$work.unit.log" | grep -v ' tests\?, ' || true
 	unit_ok=$(grep -cE '^\[ +OK +\]' "$work.unit.log")
 	unit_failed=$(grep -E '^\[ +FAILED +\] [A-Za-z]' "$work.unit.log" | grep -vc 'listed below' || true)
+	unit_skipped=$(grep -E '^\[ +SKIPPED +\] [A-Za-z]' "$work.unit.log" | grep -vc 'listed below' || true)
+	skipped=$((skipped + unit_skipped))
 	passed=$((passed + unit_ok))
 	failed=$((failed + unit_failed))
 	grep -qE '^\[ +PASSED +\]|^\[ +FAILED +\]' "$work.unit.log" || record unit-tests-crashed 0
@@ -94,7 +97,7 @@ preload=""
 [ -f "$($PG_CONFIG --pkglibdir)/pg_cron.so" ] && preload="-c shared_preload_libraries=pg_cron -c cron.database_name=contrib_regression -c cron.use_background_workers=on"
 eval "$(test/cluster.sh start "$work" $preload -c max_connections=50 -c jit=off)" || {
 	cat "$work/server.log" 2>/dev/null
-	echo "0 passed, 1 failed"
+	echo "0 passed, 1 failed, 0 skipped"
 	exit 1
 }
 trap 'test/cluster.sh stop "$work"' EXIT
@@ -119,6 +122,7 @@ run_check_script() { # a script printing PASS/FAIL lines
 	echo "$out"
 	while read -r line; do record "$line" 1; done < <(grep -E '^PASS ' <<<"$out")
 	while read -r line; do record "$line" 0; done < <(grep -E '^FAIL ' <<<"$out")
+	skipped=$((skipped + $(grep -cE '^SKIP ' <<<"$out" || true)))
 	[ $rc = 0 ] || record "$script exited with $rc" 0
 }
 
@@ -159,5 +163,5 @@ done
 
 log "summary"
 for f in "${failures[@]}"; do echo "failed: $f"; done
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]

@@ -1,8 +1,8 @@
 """Shared helpers of gpurec's property and robustness tests.
 
 Talks to the test cluster through psql (the environment's PGHOST etc.), so
-it needs no driver.  Each check prints one line, `PASS name` or
-`FAIL name: why`; test/run_all.sh counts them.  A test script exits 0 when
+it needs no driver.  Each check prints one line, `PASS name`,
+`FAIL name: why` or `SKIP name: why`; test/run_all.sh counts them.  A test script exits 0 when
 it ran to the end, whatever its checks said.
 """
 import csv
@@ -49,6 +49,12 @@ def sql_error(query, settings=None):
             parts = line.split(":", 2)
             return parts[1].strip(), parts[2].strip() if len(parts) > 2 else ""
     return ("?", proc.stderr.strip())
+
+
+def skip(name, why):
+    """A check that cannot run here (a GPU check on a machine without one):
+    one line `SKIP name: why`, which test/run_all.sh counts as skipped."""
+    print(f"SKIP {name}: {why}", flush=True)
 
 
 def check(name, ok, why=""):

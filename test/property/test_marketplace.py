@@ -26,7 +26,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from pgtest import check, drop_database, fresh_database, seeded_random, sql, sql_error  # noqa: E402
+from pgtest import check, drop_database, skip, fresh_database, seeded_random, sql, sql_error  # noqa: E402
 
 rng = seeded_random()
 DB = "gpurec_property_marketplace"
@@ -444,6 +444,8 @@ def error_and_edge_checks(device, has_gpu):
                         {"gpurec.device": "gpu", "gpurec.test_fail_gpu_alloc": "on"})
         check("gpu-alloc-failure-is-an-error", err is not None and err[0] == "53200", f"got {err}")
         # (auto computes inputs this small on the CPU: it must not touch the GPU at all)
+    elif not has_gpu:
+        skip(f"gpu-alloc-failure-is-an-error-{device}", "no GPU here")
         run_checks([except_check("gpu-alloc-failure-auto-small-input",
                                  cheapest_got("SELECT product_id, store_id, price FROM offers_0", 2),
                                  cheapest_oracle("SELECT product_id, store_id, price FROM offers_0", 2))],

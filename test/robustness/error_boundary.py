@@ -25,7 +25,7 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from robust_lib import (check, expect_error, gpu_count, main, run_in_database,  # noqa: E402
+from robust_lib import (check, skip, expect_error, gpu_count, main, run_in_database,  # noqa: E402
                         cheapest_digest as cheapest, improve_digest as improve)
 
 ROLE = f"gpurec_rob_reader_{os.getpid()}"
@@ -228,6 +228,8 @@ def run_checks(db):
     check("errors-auto-large-input-answers-as-cpu", not r.errors() and r.rows == [want, want], r.describe())
     if has_gpu:
         check("errors-auto-large-input-starts-cuda-beside-first-read", said == [True, False], r.describe())
+    else:
+        skip("errors-auto-large-input-starts-cuda-beside-first-read", "no GPU here")
     # A backend whose start found no GPU knows it before its next read:
     # under auto, cheapest_offers' parallel workers then rank their own
     # rows as they read them, as under gpurec.device = cpu.

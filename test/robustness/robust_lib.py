@@ -18,6 +18,7 @@ import pgtest  # noqa: E402
 
 PSQL = pgtest.PSQL
 check = pgtest.check
+skip = pgtest.skip
 
 _MESSAGE = re.compile(r"^(ERROR|FATAL|PANIC|WARNING|NOTICE|INFO|DETAIL|HINT|CONTEXT|LOCATION|"
                       r"QUERY|STATEMENT):  (?:([0-9A-Z]{5}): )?(.*)$")
