@@ -38,6 +38,22 @@ class ChunkResolver
 	~ChunkResolver() = default;
 };
 
+/*
+ * Where a writer puts chunks for a reader that maps the same memory, when
+ * the chunks have no reference of their own there (the GPU service maps a
+ * call's whole shared memory): place() gives the chunk room (`reserve`
+ * bytes, at least its `bytes`), copies it there unless the writer only
+ * counts, and returns its reference.
+ */
+class ChunkPlacer
+{
+  public:
+	virtual uint64_t place(const void *data, size_t bytes, size_t reserve) = 0;
+
+  protected:
+	~ChunkPlacer() = default;
+};
+
 class ByteWriter
 {
   public:
@@ -73,6 +89,9 @@ class ByteWriter
 	/* Chunks whose source names them may be written as references (for a reader with a resolver). */
 	void allow_references() { by_reference_ = true; }
 	bool by_reference() const { return by_reference_; }
+	/* Every chunk goes to `placer` and is written as the reference it returns (ChunkedColumn::serialize). */
+	void place_chunks(ChunkPlacer *placer) { placer_ = placer; }
+	ChunkPlacer *chunk_placer() const { return placer_; }
 	/* Integer columns may be written packed (ChunkedColumn::serialize): smaller, slower to read. */
 	void pack_integers() { packs_integers_ = true; }
 	bool packs_integers() const { return packs_integers_; }
@@ -80,6 +99,7 @@ class ByteWriter
   private:
 	bool by_reference_ = false;
 	bool packs_integers_ = false;
+	ChunkPlacer *placer_ = nullptr;
 	uint8_t *out_ = nullptr;
 	size_t capacity_ = 0;
 	size_t size_ = 0;

@@ -285,7 +285,7 @@ template <typename T> class ChunkedColumn
 		for (size_t c = 0; c < chunk_count() && by_reference; ++c)
 			by_reference = chunks_[c].source != nullptr && chunks_[c].source->reference(chunks_[c].data) != 0;
 		if constexpr (std::is_integral_v<T>)
-			if (!by_reference && out.packs_integers())
+			if (!by_reference && out.packs_integers() && out.chunk_placer() == nullptr)
 			{
 				out.put<uint8_t>(2);
 				uint64_t before = 0;
@@ -299,6 +299,14 @@ template <typename T> class ChunkedColumn
 					}
 				return;
 			}
+		if (ChunkPlacer *placer = out.chunk_placer())
+		{
+			/* references the reader resolves in the memory the placer fills, whatever this column's own */
+			out.put<uint8_t>(1);
+			for (size_t c = 0; c < chunk_count(); ++c)
+				out.put<uint64_t>(placer->place(chunk_data(c), chunk_rows(c) * sizeof(T), kChunkRows * sizeof(T)));
+			return;
+		}
 		out.put<uint8_t>(by_reference ? 1 : 0);
 		for (size_t c = 0; c < chunk_count(); ++c)
 			if (by_reference)

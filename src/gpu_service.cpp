@@ -203,12 +203,26 @@ struct Connection
 	~Connection() { close(fd); }
 };
 
-/* A call's input, mapped once, read by each of its parts. */
-struct Input
+/*
+ * A call's input, mapped once, read by each of its parts: its message, and
+ * after it the chunks the message refers to (ByteWriter::place_chunks),
+ * which columns read from it borrow where they are.
+ */
+struct Input final : ChunkResolver
 {
 	uint8_t *data = nullptr;
 	size_t bytes = 0;
+	size_t message_bytes = 0;
 	~Input() { wire::unmap_shared(data, bytes); }
+
+	void *address(uint64_t reference, size_t chunk_bytes) const override
+	{
+		size_t area = wire::page_aligned(message_bytes);
+		if (area > bytes || reference == 0 || reference - 1 > bytes - area ||
+			chunk_bytes > bytes - area - (reference - 1))
+			throw Error(sqlstate::internal_error, "the GPU service got a chunk outside the call's memory");
+		return data + area + (reference - 1);
+	}
 };
 
 /* How one part of a call ended: its result, or an error to answer with. */
@@ -422,7 +436,7 @@ Outcome Service::compute(Device &device, Job &job)
 	{
 		if (!device.stand_in)
 			gpu::use_device(device.info.device_id);
-		ByteReader input(job.input->data, job.input->bytes);
+		ByteReader input(job.input->data, job.input->message_bytes, job.input.get());
 		out.result = found->second.handler(input, job.part, ctx);
 		out.ok = true;
 	}
@@ -561,8 +575,14 @@ void Service::take_call(const std::shared_ptr<Connection> &connection, const wir
 	auto input = std::make_shared<Input>();
 	try
 	{
+		/* a mapping past the memfd's end would fault when read: its size is checked first */
+		struct stat shared;
+		if (request.message_bytes > request.input_bytes || fstat(input_fd, &shared) != 0 ||
+			static_cast<uint64_t>(shared.st_size) < request.input_bytes)
+			throw Error(sqlstate::internal_error, "the GPU service got a call whose memory is smaller than it says");
 		input->data = wire::map_shared(input_fd, request.input_bytes, false);
 		input->bytes = request.input_bytes;
+		input->message_bytes = request.message_bytes;
 	}
 	catch (const Error &e)
 	{

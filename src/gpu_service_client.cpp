@@ -58,6 +58,33 @@ struct Descriptor
 	}
 };
 
+/*
+ * Places a call's chunks after its message (ByteWriter::place_chunks): each
+ * at a page boundary of the area, the reference its offset there plus one
+ * (0 means no reference).  Without an area it only counts; with one it
+ * lists the copies, which the caller runs on its cores.
+ */
+class ChunkPlacement final : public ChunkPlacer
+{
+  public:
+	explicit ChunkPlacement(uint8_t *area) : area_(area) {}
+
+	uint64_t place(const void *data, size_t bytes, size_t reserve) override
+	{
+		size_t at = area_bytes;
+		area_bytes += wire::page_aligned(reserve);
+		if (area_ && bytes > 0)
+			copies.push_back({area_ + at, data, bytes});
+		return at + 1;
+	}
+
+	size_t area_bytes = 0;
+	std::vector<gpu::HostCopy> copies;
+
+  private:
+	uint8_t *area_;
+};
+
 } // namespace
 
 Client::~Client() { disconnect(); }
@@ -192,16 +219,29 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 								  const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx,
 								  int32_t parts)
 {
+	/*
+	 * The input's message, then its columns' chunks, each at a page of its
+	 * own (ChunkPlacement), which the service reads where they are: one
+	 * copy, on the call's cores, from the backend's columns to the GPU
+	 * service's reach.
+	 */
+	ChunkPlacement counting(nullptr);
 	ByteWriter counter;
+	counter.place_chunks(&counting);
 	write_input(counter);
-	size_t input_bytes = counter.size();
+	size_t message_bytes = counter.size();
+	size_t area_offset = wire::page_aligned(message_bytes);
+	size_t input_bytes = area_offset + counting.area_bytes;
 	uint8_t *shared = nullptr;
 	Descriptor input{wire::create_shared(input_bytes, &shared)};
 	{
 		std::unique_ptr<uint8_t, std::function<void(uint8_t *)>> mapping(
 			shared, [input_bytes](uint8_t *at) { wire::unmap_shared(at, input_bytes); });
-		ByteWriter writer(shared, input_bytes);
+		ChunkPlacement placing(shared + area_offset);
+		ByteWriter writer(shared, message_bytes);
+		writer.place_chunks(&placing);
 		write_input(writer);
+		parallel_copy(placing.copies.data(), placing.copies.size(), ctx);
 	}
 
 	wire::CallRequest request;
@@ -209,6 +249,7 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 	request.mode = static_cast<int32_t>(ctx.mode);
 	request.device_memory = device_memory;
 	request.input_bytes = input_bytes;
+	request.message_bytes = message_bytes;
 	request.cpu_threads = ctx.cpu_threads;
 	request.gpu_memory_budget = ctx.gpu_memory_budget;
 	request.fault_at = ctx.fault.at > ctx.fault.seen ? ctx.fault.at - ctx.fault.seen : 0;

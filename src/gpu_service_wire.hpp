@@ -14,7 +14,7 @@
 namespace gpurec::service::wire {
 
 /* Bumped whenever a message changes: a backend and a service of different builds refuse each other. */
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 
 enum class Kind : uint32_t
 {
@@ -37,7 +37,8 @@ struct CallRequest
 	uint32_t function = 0;
 	int32_t mode = 0; /* DeviceMode of the caller: Gpu or Auto */
 	int64_t device_memory = 0;
-	uint64_t input_bytes = 0;
+	uint64_t input_bytes = 0;	/* the memfd's: the message, then (page-aligned) its chunks */
+	uint64_t message_bytes = 0; /* the message's, from the start */
 	uint64_t cpu_threads = 0;
 	uint64_t gpu_memory_budget = 0;
 	uint64_t fault_at = 0;
@@ -119,6 +120,13 @@ int create_shared(size_t bytes, uint8_t **address);
 uint8_t *map_shared(int fd, size_t bytes, bool writable);
 
 void unmap_shared(uint8_t *address, size_t bytes);
+
+/* bytes rounded up to a whole number of pages: where a call's chunks start, and each chunk's room */
+inline size_t page_aligned(size_t bytes)
+{
+	constexpr size_t kPage = 4096;
+	return (bytes + kPage - 1) / kPage * kPage;
+}
 
 /* Copies a string into a fixed field, cut to fit, always terminated. */
 void copy_text(char *to, size_t capacity, const std::string &from);

@@ -5,7 +5,7 @@
 # (every backend its own CUDA context), with the same data.
 #   new session: a fresh backend's first call against the same call warm
 #   devices: cpu, gpu and auto for roc_fitness and similar_users at three sizes
-#   split: similar_users (SIMILAR_USERS users x 20 points) on every GPU vs on one (gpurec.gpus)
+#   split: similar_users (SIMILAR_USERS users x 20 points, 0: no similar_users) on every GPU vs on one (gpurec.gpus)
 #   load: SESSIONS sessions calling roc_fitness for LOAD_S seconds vs one session in a loop
 # PHASES="service split load in-process" picks the measurements; STAND_IN=N
 # runs the service phases on N stand-in devices (the script's own check on a
@@ -66,6 +66,7 @@ devices_and_sessions() { # devices_and_sessions LABEL: cpu/gpu/auto at three siz
 			echo "$label roc_fitness ${n}x$examples $device: new session $(median3 "$sql" "$parallel SET gpurec.device = $device;") ms, warm $(warm3 "$sql" "$parallel SET gpurec.device = $device;") ms"
 		done
 	done
+	[ "$similar_users" -gt 0 ] || return 0
 	for n in $((similar_users / 100)) $((similar_users / 10)) $similar_users; do
 		sql=$(similar "$n")
 		for device in cpu gpu auto; do
