@@ -165,6 +165,21 @@ void unmap_shared(uint8_t *address, size_t bytes)
 		munmap(address, bytes);
 }
 
+socklen_t socket_address(struct sockaddr_un *address)
+{
+	struct stat directory;
+	if (stat(".", &directory) != 0)
+		throw Error("58000", std::string("could not read the data directory for the GPU service's socket: ") +
+								 std::strerror(errno));
+	*address = {};
+	address->sun_family = AF_UNIX;
+	/* sun_path[0] stays 0: the abstract namespace */
+	int n = std::snprintf(address->sun_path + 1, sizeof address->sun_path - 1, "gpurec-gpu-service-%llx-%llx",
+						  static_cast<unsigned long long>(directory.st_dev),
+						  static_cast<unsigned long long>(directory.st_ino));
+	return static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
 void copy_text(char *to, size_t capacity, const std::string &from)
 {
 	size_t n = std::min(capacity - 1, from.size());
@@ -647,12 +662,10 @@ void Service::forget_connection(const std::shared_ptr<Connection> &connection)
 int Service::serve(bool (*stop)())
 {
 	int listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	struct sockaddr_un address = {};
-	address.sun_family = AF_UNIX;
-	std::strncpy(address.sun_path, kSocketName, sizeof address.sun_path - 1);
-	unlink(kSocketName);
-	if (listener < 0 || bind(listener, reinterpret_cast<struct sockaddr *>(&address), sizeof address) != 0 ||
-		chmod(kSocketName, 0600) != 0 || listen(listener, 128) != 0)
+	struct sockaddr_un address;
+	socklen_t length = wire::socket_address(&address);
+	if (listener < 0 || bind(listener, reinterpret_cast<struct sockaddr *>(&address), length) != 0 ||
+		listen(listener, 128) != 0)
 	{
 		log_line("cannot listen on its socket: %s", std::strerror(errno));
 		return 1;
@@ -678,6 +691,14 @@ int Service::serve(bool (*stop)())
 		if (polled[0].revents & POLLIN)
 		{
 			int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+			/* an abstract socket has no file permissions: only the server's own user is served */
+			struct ucred peer;
+			socklen_t peer_length = sizeof peer;
+			if (fd >= 0 && (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_length) != 0 || peer.uid != getuid()))
+			{
+				close(fd);
+				fd = -1;
+			}
 			if (fd >= 0)
 				connections.push_back(std::make_shared<Connection>(fd));
 		}
@@ -734,7 +755,6 @@ int Service::serve(bool (*stop)())
 	wake_.notify_all();
 	for (const auto &device : devices_)
 		device->worker.join();
-	unlink(kSocketName);
 	close(listener);
 	return 0;
 }

@@ -9,8 +9,10 @@
  * and keeps it; backends hand it work and wait.
  *
  * The wire: a Unix socket of kind SOCK_SEQPACKET (one message a request,
- * its end seen at once when either side goes away) in the data directory,
- * every PostgreSQL process's working directory.  Messages are small fixed
+ * its end seen at once when either side goes away) in Linux's abstract
+ * namespace, named after the data directory, every server process's
+ * working directory (no file that backups would meet); the service talks
+ * only to processes of its own user.  Messages are small fixed
  * headers; the data of a call travels in a memfd whose descriptor rides on
  * the message (SCM_RIGHTS), both ways, so no row passes through the socket.
  * A client that goes away (a cancel, statement_timeout, the backend's exit)
@@ -37,9 +39,6 @@
 #include "device.hpp"
 
 namespace gpurec::service {
-
-/* The socket's name, relative to the data directory (every server process's working directory). */
-constexpr const char *kSocketName = "gpurec_gpu_service.sock";
 
 /* The device parts the service runs; numbers travel on the wire. */
 enum class Function : uint32_t

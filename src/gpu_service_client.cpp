@@ -107,10 +107,18 @@ void Client::connect_waiting(ExecContext &ctx, int wait_ms)
 		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			throw Error(kServiceGone, std::string("could not reach the GPU service: ") + std::strerror(errno));
-		struct sockaddr_un address = {};
-		address.sun_family = AF_UNIX;
-		std::strncpy(address.sun_path, kSocketName, sizeof address.sun_path - 1);
-		if (connect(fd, reinterpret_cast<struct sockaddr *>(&address), sizeof address) == 0)
+		struct sockaddr_un address;
+		socklen_t length;
+		try
+		{
+			length = wire::socket_address(&address);
+		}
+		catch (...)
+		{
+			close(fd);
+			throw;
+		}
+		if (connect(fd, reinterpret_cast<struct sockaddr *>(&address), length) == 0)
 		{
 			socket_ = fd;
 			return;

@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <string>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include "errors.hpp"
 
 namespace gpurec::service::wire {
@@ -120,6 +123,14 @@ int create_shared(size_t bytes, uint8_t **address);
 uint8_t *map_shared(int fd, size_t bytes, bool writable);
 
 void unmap_shared(uint8_t *address, size_t bytes);
+
+/*
+ * The service's socket address: in the abstract namespace, named after the
+ * data directory (the working directory's device and inode), so that one
+ * server's backends find its service and no other's.  Returns the
+ * address's length; throws when the directory cannot be read.
+ */
+socklen_t socket_address(struct sockaddr_un *address);
 
 /* bytes rounded up to a whole number of pages: where a call's chunks start, and each chunk's room */
 inline size_t page_aligned(size_t bytes)
