@@ -46,6 +46,8 @@ enum class Function : uint32_t
 	RocCountsArrays = 1,
 	RocCountsLong = 2,
 	GeoWork = 3,
+	CheapestOffers = 4,
+	CartSearch = 5,
 };
 
 /* Which part of a call split over several devices a handler computes: part `index` of `count`. */

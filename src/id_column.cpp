@@ -144,6 +144,16 @@ int32_t IdColumn::new_code(int64_t id)
 	return static_cast<int32_t>(values_.size() - 1);
 }
 
+IdColumn IdColumn::of_codes(ChunkedColumn<int32_t> codes, std::vector<int64_t> counts)
+{
+	IdColumn column;
+	for (size_t id = 0; id < counts.size(); ++id)
+		column.intern(static_cast<int64_t>(id));
+	column.counts_ = std::move(counts);
+	column.codes_ = std::move(codes);
+	return column;
+}
+
 int32_t IdColumn::intern(int64_t id)
 {
 	uint64_t direct = static_cast<uint64_t>(id);

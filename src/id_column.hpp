@@ -88,6 +88,14 @@ class IdColumn
 	 */
 	void settle_if_sparse(const PieceRunner &run = run_serially);
 
+	/*
+	 * A column whose every code is its own id: the ids 0 .. counts.size()-1,
+	 * id c with counts[c] rows, the rows' codes as given.  For the device
+	 * part of another process's column (the GPU service), which must rank
+	 * by that column's codes: appending its serialized form would number
+	 * the ids afresh.
+	 */
+	static IdColumn of_codes(ChunkedColumn<int32_t> codes, std::vector<int64_t> counts);
 	size_t size() const { return codes_.size(); }
 	/*
 	 * Drops every row but keeps the dictionary, and the counts of the rows

@@ -10,6 +10,7 @@
 
 #include "marketplace.hpp"
 #include "cpu_parallel.hpp"
+#include "gpu_service.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -359,10 +360,91 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 	return out;
 }
 
+/* GPU memory a ranking needs per offer, for the service's queue: its code, store and price key, and a pick. */
+constexpr int64_t kServiceBytesPerOffer = 28;
+
+/* A ranking in its flat form: the GPU service's answer to CheapestOffers. */
+struct RankedOffersForm
+{
+	const RankedOffers &ranked;
+	void serialize(ByteWriter &out) const
+	{
+		put_vector(out, ranked.offsets);
+		put_vector(out, ranked.rows);
+	}
+};
+
+/*
+ * The ranking in the GPU service, on the same rows: the product codes with
+ * their counts (not the product column, which the service would number
+ * afresh), stores and prices.  The service ranks by these very codes and
+ * rows, so its answer is the backend's.
+ */
+RankedOffers rank_in_service(const Offers &offers, int k, ExecContext &ctx)
+{
+	std::vector<uint8_t> bytes = ctx.service->call(
+		service::Function::CheapestOffers, static_cast<int64_t>(offers.product.size()) * kServiceBytesPerOffer,
+		[&](ByteWriter &out) {
+			out.put<int32_t>(k);
+			offers.product.codes().serialize(out);
+			put_vector(out, offers.product.counts());
+			offers.store.serialize(out);
+			out.put<uint8_t>(static_cast<uint8_t>(offers.price.type()));
+			offers.price.serialize(out);
+		},
+		ctx);
+	ByteReader in(bytes.data(), bytes.size());
+	RankedOffers ranked;
+	ranked.offsets = get_vector<int64_t>(in);
+	ranked.rows = get_vector<uint32_t>(in);
+	bool agree = in.at_end() && ranked.offsets.size() == offers.product.distinct() + 1 &&
+				 ranked.offsets.front() == 0 && ranked.offsets.back() == static_cast<int64_t>(ranked.rows.size());
+	for (uint32_t row : ranked.rows)
+		agree = agree && row < offers.product.size();
+	if (!agree)
+		throw Error(sqlstate::internal_error, "cheapest_offers: a malformed answer of the GPU service");
+	return ranked;
+}
+
+/* The service's side of rank_in_service: cheapest_offers itself, on the service's device. */
+std::vector<uint8_t> offers_in_service(ByteReader &input, const service::Part &, ExecContext &ctx)
+{
+	int k = input.get<int32_t>();
+	ChunkedColumn<int32_t> codes = ChunkedColumn<int32_t>::read_serialized(input);
+	std::vector<int64_t> counts = get_vector<int64_t>(input);
+	Int64Column store;
+	store.append_serialized(input);
+	uint8_t type = input.get<uint8_t>();
+	if (type > static_cast<uint8_t>(NumberType::Numeric))
+		throw Error(sqlstate::internal_error, "cheapest_offers: the GPU service got prices of an unknown type");
+	NumberColumn price(static_cast<NumberType>(type));
+	price.append_serialized(input);
+	/* what the ranking indexes by: every row's code a product's, every product's rows as counted */
+	std::vector<int64_t> rows(counts.size(), 0);
+	bool agree = input.at_end() && store.size() == codes.size() && price.size() == codes.size();
+	for (size_t r = 0; agree && r < codes.size(); ++r)
+	{
+		agree = codes[r] >= 0 && static_cast<size_t>(codes[r]) < counts.size();
+		if (agree)
+			++rows[static_cast<size_t>(codes[r])];
+	}
+	agree = agree && rows == counts;
+	if (!agree)
+		throw Error(sqlstate::internal_error, "cheapest_offers: the GPU service got offers that disagree with themselves");
+	IdColumn product = IdColumn::of_codes(std::move(codes), std::move(counts));
+	Offers offers{product, store, price};
+	RankedOffers ranked = cheapest_offers(offers, k, ctx);
+	return serialized_bytes(RankedOffersForm{ranked});
+}
+
+const bool offers_registered =
+	(service::register_handler(service::Function::CheapestOffers, offers_in_service), true);
+
 } // namespace
 
+/* With a GPU service, no copy while reading: this backend starts no CUDA, and the service gets the offers whole. */
 OfferStreamer::OfferStreamer(ExecContext &ctx, int k)
-	: ctx_(ctx), enabled_(!ranks_offers_on_cpu(k, ctx))
+	: ctx_(ctx), enabled_(!ctx.service && !ranks_offers_on_cpu(k, ctx))
 {
 }
 
@@ -397,7 +479,7 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx, Offe
 	return dispatch(
 		ctx, "cheapest_offers", gpu_may_rank(k, ctx) ? static_cast<double>(offers.product.size()) : 0,
 		kMinGpuOffers,
-		[&] { return rank_on_gpu(offers, k, ctx, streamer); },
+		[&] { return ctx.service ? rank_in_service(offers, k, ctx) : rank_on_gpu(offers, k, ctx, streamer); },
 		[&] { return rank_on_cpu(offers, k, ctx); });
 }
 

@@ -25,6 +25,7 @@
 
 #include "cart_candidates.hpp"
 #include "cpu_parallel.hpp"
+#include "gpu_service.hpp"
 
 namespace gpurec {
 
@@ -325,14 +326,9 @@ void concatenate(const std::vector<CartProblems> &pieces, ConcatenatedCarts &all
 				 static_cast<int64_t>(total.stores)};
 }
 
-/* Every cart of every piece, on the GPU, in one batch. */
-void solve_on_gpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
+/* Every piece's choices from those of all their products end to end. */
+void take_choices(std::vector<CartProblems> &pieces, const std::vector<int32_t> &choice)
 {
-	Stopwatch clock;
-	ConcatenatedCarts all;
-	concatenate(pieces, all, ctx);
-	ctx.times.compute_ms += clock.elapsed_ms();
-	std::vector<int32_t> choice = gpu::solve_carts(all.arrays, all.sizes, ctx);
 	size_t at = 0;
 	for (CartProblems &piece : pieces)
 	{
@@ -340,6 +336,134 @@ void solve_on_gpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
 		at += piece.product_rank.size();
 	}
 }
+
+/* Every cart of every piece, on the GPU, in one batch. */
+void solve_on_gpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
+{
+	Stopwatch clock;
+	ConcatenatedCarts all;
+	concatenate(pieces, all, ctx);
+	ctx.times.compute_ms += clock.elapsed_ms();
+	take_choices(pieces, gpu::solve_carts(all.arrays, all.sizes, ctx));
+}
+
+/* A piece's search arrays, in the order put_search_arrays writes them. */
+template <typename Visit> void each_search_array(CartArrayVectors &arrays, Visit visit)
+{
+	visit(arrays.cart_products);
+	visit(arrays.product_candidates);
+	visit(arrays.product_rank);
+	visit(arrays.candidate_store);
+	visit(arrays.candidate_cost);
+	visit(arrays.cart_stores);
+	visit(arrays.store_fee);
+	visit(arrays.store_free_from);
+	visit(arrays.store_share);
+}
+
+/*
+ * The search of every piece in the GPU service: their search arrays go,
+ * the choices come back.  The service runs the same search (search_carts)
+ * on its device.
+ */
+void solve_in_service(std::vector<CartProblems> &pieces, ExecContext &ctx)
+{
+	int64_t bytes = 0, products = 0;
+	for (CartProblems &piece : pieces)
+	{
+		each_search_array(piece, [&](const auto &array) {
+			bytes += static_cast<int64_t>(array.size() * sizeof(array[0]));
+		});
+		products += static_cast<int64_t>(piece.product_rank.size());
+	}
+	std::vector<int32_t> choice = service::call_for_vector<int32_t>(
+		service::Function::CartSearch, bytes + products * static_cast<int64_t>(sizeof(int32_t)),
+		[&](ByteWriter &out) {
+			out.put<uint64_t>(pieces.size());
+			for (CartProblems &piece : pieces)
+				each_search_array(piece, [&](const auto &array) { put_vector(out, array); });
+		},
+		ctx);
+	if (static_cast<int64_t>(choice.size()) != products)
+		throw Error(sqlstate::internal_error, "optimize_carts: a malformed answer of the GPU service");
+	take_choices(pieces, choice);
+}
+
+/* The searches of every piece, on the device the context picks (the service's where it has one). */
+void search_carts(std::vector<CartProblems> &pieces, ExecContext &ctx)
+{
+	size_t carts = 0;
+	for (const CartProblems &piece : pieces)
+		carts += piece.carts();
+	dispatch(
+		ctx, "optimize_carts", static_cast<double>(carts), kMinGpuCarts,
+		[&] { ctx.service ? solve_in_service(pieces, ctx) : solve_on_gpu(pieces, ctx); },
+		[&] { solve_on_cpu(pieces, ctx); });
+}
+
+/* Whether offsets are those of compressed rows over `items`: from 0, never down, to items. */
+bool are_offsets(const std::vector<int64_t> &offsets, size_t items)
+{
+	if (offsets.empty() || offsets.front() != 0 || offsets.back() != static_cast<int64_t>(items))
+		return false;
+	for (size_t i = 1; i < offsets.size(); ++i)
+		if (offsets[i] < offsets[i - 1])
+			return false;
+	return true;
+}
+
+/* Whether a piece's search arrays are of the layout the search indexes by (CartArrays), within its limits. */
+bool is_search_problem(const CartArrayVectors &a)
+{
+	size_t carts = a.carts(), products = a.product_rank.size(), candidates = a.candidate_cost.size(),
+		   stores = a.store_fee.size();
+	if (a.cart_products.empty() || !are_offsets(a.cart_products, products) || a.cart_stores.size() != carts + 1 ||
+		!are_offsets(a.cart_stores, stores) || a.product_candidates.size() != products + 1 ||
+		!are_offsets(a.product_candidates, candidates) || a.candidate_store.size() != candidates ||
+		a.store_free_from.size() != stores || a.store_share.size() != stores)
+		return false;
+	for (size_t c = 0; c < carts; ++c)
+	{
+		int64_t first = a.cart_products[c], end = a.cart_products[c + 1];
+		int64_t cart_stores = a.cart_stores[c + 1] - a.cart_stores[c];
+		if (end - first > carts::kMaxCartProducts)
+			return false;
+		for (int64_t p = first; p < end; ++p)
+		{
+			if (a.product_rank[p] < 0 || a.product_rank[p] >= end - first)
+				return false;
+			for (int64_t j = a.product_candidates[p]; j < a.product_candidates[p + 1]; ++j)
+				if (a.candidate_store[j] < 0 || a.candidate_store[j] >= cart_stores)
+					return false;
+		}
+	}
+	return true;
+}
+
+/* The service's side of solve_in_service: the pieces' searches on its device, their choices end to end. */
+std::vector<uint8_t> carts_in_service(ByteReader &input, const service::Part &, ExecContext &ctx)
+{
+	uint64_t n_pieces = input.get<uint64_t>();
+	std::vector<CartProblems> pieces;
+	bool agree = true;
+	for (uint64_t p = 0; agree && p < n_pieces; ++p)
+	{
+		CartProblems &piece = pieces.emplace_back();
+		each_search_array(piece, [&](auto &array) {
+			array = get_vector<typename std::decay_t<decltype(array)>::value_type>(input);
+		});
+		agree = is_search_problem(piece);
+	}
+	if (!agree || !input.at_end())
+		throw Error(sqlstate::internal_error, "optimize_carts: the GPU service got carts that disagree with themselves");
+	search_carts(pieces, ctx);
+	std::vector<int32_t> choice;
+	for (const CartProblems &piece : pieces)
+		choice.insert(choice.end(), piece.choice.begin(), piece.choice.end());
+	return service::vector_result(choice);
+}
+
+const bool carts_registered = (service::register_handler(service::Function::CartSearch, carts_in_service), true);
 
 /* Adds a price x quantity or a fee of `display_scale` decimals to an amount being summed. */
 void add_to(__int128 &sum, int &scale, __int128 units, int display_scale)
@@ -547,9 +671,7 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 	ctx.times.compute_ms += clock.elapsed_ms();
 
 	Stopwatch search_clock;
-	dispatch(
-		ctx, "optimize_carts", static_cast<double>(cart_groups.size()), kMinGpuCarts,
-		[&] { solve_on_gpu(pieces, ctx); }, [&] { solve_on_cpu(pieces, ctx); });
+	search_carts(pieces, ctx);
 	answer.search_ms = search_clock.elapsed_ms();
 
 	Stopwatch answer_clock;

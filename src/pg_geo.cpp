@@ -16,7 +16,6 @@
 #include "geo.hpp"
 #include "pg_arguments.hpp"
 #include "pg_output.hpp"
-#include "pg_gpu_service.hpp"
 #include "pg_settings.hpp"
 #include "read/read.hpp"
 
@@ -124,7 +123,6 @@ StrengthArguments strength_arguments(FunctionCallInfo fcinfo, const std::vector<
 Datum user_similarity_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	attach_gpu_service(ctx);
 	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument}))
 		return (Datum) 0;
 	const char *points_query = text_argument(fcinfo, 0);
@@ -150,7 +148,6 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 Datum similar_users_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	attach_gpu_service(ctx);
 	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument}))
 		return (Datum) 0;
 	const char *points_query = text_argument(fcinfo, 0);
@@ -181,7 +178,6 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 Datum predict_strength_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	attach_gpu_service(ctx);
 	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument}))
 		return (Datum) 0;
 	int64 main_user = PG_GETARG_INT64(1);
@@ -213,7 +209,6 @@ Datum predict_strength_body(FunctionCallInfo fcinfo)
 Datum fit_exponent_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	attach_gpu_service(ctx);
 	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument}))
 		return (Datum) 0;
 	const char *holdout_query = text_argument(fcinfo, 1);

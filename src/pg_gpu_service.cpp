@@ -29,7 +29,6 @@ extern "C" {
 #include <cstring>
 
 #include "pg_gpu_service.hpp"
-#include "pg_settings.hpp"
 
 extern "C" {
 PGDLLEXPORT void gpurec_gpu_service_main(Datum);
@@ -41,6 +40,8 @@ namespace {
 
 /* Set in the postmaster by _PG_init, so every backend it forks knows the service runs. */
 bool service_registered = false;
+/* the service's options, read from the settings in the worker (register_gpu_service) */
+service::Options (*service_options)() = nullptr;
 /* True in the worker itself, which never calls the service. */
 bool in_supervisor = false;
 
@@ -124,10 +125,11 @@ void log_service_end(pid_t pid, int status)
 
 } // namespace
 
-void register_gpu_service()
+void register_gpu_service(service::Options (*options_from_settings)())
 {
 	if (!process_shared_preload_libraries_in_progress)
 		return;
+	service_options = options_from_settings;
 	BackgroundWorker worker;
 	memset(&worker, 0, sizeof worker);
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
@@ -167,7 +169,7 @@ void gpurec_gpu_service_main(Datum)
 	bool copied = false;
 	try
 	{
-		options = service_options_from_settings();
+		options = service_options();
 		copied = true;
 	}
 	catch (...)

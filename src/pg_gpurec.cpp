@@ -30,7 +30,7 @@ void _PG_init(void);
 void _PG_init(void)
 {
 	gpurec::define_settings();
-	gpurec::register_gpu_service();
+	gpurec::register_gpu_service(gpurec::service_options_from_settings);
 }
 
 namespace gpurec {

@@ -17,7 +17,6 @@ extern "C" {
 #include "number_column.hpp"
 #include "pg_arguments.hpp"
 #include "pg_output.hpp"
-#include "pg_gpu_service.hpp"
 #include "pg_settings.hpp"
 #include "read/read.hpp"
 #include "roc_fitness.hpp"
@@ -51,7 +50,6 @@ void write_results(FunctionCallInfo fcinfo, const std::vector<RocResult> &result
 Datum roc_fitness_rows_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	attach_gpu_service(ctx);
 	const char *scores_query = text_argument(fcinfo, 0);
 	InputTable rows("scores query", {{"individual_id", ColumnKind::Id},
 									 {"label", ColumnKind::Label},
@@ -68,7 +66,6 @@ Datum roc_fitness_rows_body(FunctionCallInfo fcinfo)
 Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	attach_gpu_service(ctx);
 	const char *population_query = text_argument(fcinfo, 0);
 	std::vector<int8_t> labels = label_list_argument(fcinfo, 1, "labels");
 	InputTable population("population query", {{"individual_id", ColumnKind::Int64},
@@ -85,7 +82,6 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 Datum roc_auc_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	attach_gpu_service(ctx);
 	ArrayType *array = list_array_argument(fcinfo, 0, "scores");
 	size_t count = pg_call([&] { return ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)); });
 	std::vector<int8_t> labels = label_list_argument(fcinfo, 1, "labels");

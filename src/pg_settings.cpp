@@ -20,6 +20,7 @@ extern "C" {
 #include <cstring>
 #include <vector>
 
+#include "pg_gpu_service.hpp"
 #include "pg_settings.hpp"
 
 namespace gpurec {
@@ -264,6 +265,8 @@ ExecContext exec_context_from_settings()
 	ExecContext ctx;
 	ctx.mode = static_cast<DeviceMode>(device_setting);
 	ctx.cpu_threads = static_cast<size_t>(cpu_threads_setting);
+	/* every function's GPU work goes to the service where there is one, so that no backend starts CUDA */
+	ctx.service = gpu_service_client();
 	ctx.fail_gpu_alloc = test_fail_gpu_alloc_setting;
 	ctx.check_interrupts = [] { pg_call([] { CHECK_FOR_INTERRUPTS(); }); };
 	ctx.fault = test_fault;

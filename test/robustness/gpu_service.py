@@ -53,6 +53,16 @@ CALLS = {
     "fit_exponent": "SELECT * FROM gpurec.fit_exponent('SELECT user_id, x, y FROM points', "
                     "'SELECT user_id, candidate_id FROM holdout', 'SELECT candidate_id, x, y FROM candidates') "
                     "ORDER BY exponent",
+    "cheapest_offers": "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers') "
+                       "ORDER BY product_id, offer_rank",
+    "cheapest_offers_k3": "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 3) "
+                          "ORDER BY product_id, offer_rank",
+    "cheapest_offers_integer": "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, "
+                               "(price * 2)::bigint AS price FROM offers', 4) ORDER BY product_id, offer_rank",
+    "improve_carts": "SELECT * FROM gpurec.improve_carts('SELECT cart_id, product_id, store_id, quantity FROM carts', "
+                     "'SELECT product_id, store_id, price FROM offers')",
+    "optimize_carts": "SELECT * FROM gpurec.optimize_carts('SELECT cart_id, product_id, quantity, store_id FROM carts', "
+                      "'SELECT product_id, store_id, price FROM offers', 'SELECT store_id, fee, free_from FROM shipping')",
 }
 
 
@@ -109,7 +119,21 @@ def make_data(db):
                  round((random() * 40)::numeric, 1)::float8 AS y
           FROM generate_series(1, 200) i;
         CREATE TABLE holdout AS
-          SELECT (i % 15) AS user_id, (i * 7 % 200) + 1 AS candidate_id FROM generate_series(1, 120) i;""")
+          SELECT (i % 15) AS user_id, (i * 7 % 200) + 1 AS candidate_id FROM generate_series(1, 120) i;
+        -- prices of few values, spelled with one decimal or two (4.5, 4.50): ties between stores and within one
+        CREATE TABLE offers AS
+          SELECT i % 300 AS product_id, CASE WHEN random() < 0.01 THEN NULL ELSE (random() * 12)::int END AS store_id,
+                 CASE WHEN random() < 0.01 THEN NULL WHEN random() < 0.5 THEN v ELSE round(v, 2) END AS price
+          FROM (SELECT i, round((random() * 20)::numeric) * 0.5 AS v FROM generate_series(1, 20000) i) o;
+        CREATE TABLE carts AS
+          SELECT i / 6 AS cart_id, (random() * 320)::int AS product_id,
+                 CASE WHEN random() < 0.2 THEN NULL ELSE (random() * 12)::int END AS store_id,
+                 CASE WHEN random() < 0.1 THEN NULL ELSE 1 + (random() * 2)::int END AS quantity
+          FROM generate_series(1, 1500) i;
+        CREATE TABLE shipping AS
+          SELECT s AS store_id, round((random() * 8)::numeric, 2) AS fee,
+                 CASE WHEN s % 3 = 0 THEN NULL ELSE round((random() * 40)::numeric, 1) END AS free_from
+          FROM generate_series(0, 11) s;""")
 
 
 def devices(session):

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <random>
@@ -16,10 +17,12 @@
 #include <thread>
 
 #include "../../src/array_column.hpp"
+#include "../../src/carts.hpp"
 #include "../../src/float_column.hpp"
 #include "../../src/geo.hpp"
 #include "../../src/gpu_service.hpp"
 #include "../../src/id_column.hpp"
+#include "../../src/marketplace.hpp"
 #include "../../src/number_column.hpp"
 #include "../../src/roc_fitness.hpp"
 #include "test_random.hpp"
@@ -211,6 +214,131 @@ TEST(GpuService, RocAnswersAsTheCpu)
 		EXPECT_EQ(got[i].counts.lowest_positive_rank, want[i].counts.lowest_positive_rank);
 	}
 	EXPECT_GE(remote.service_device, 0);
+}
+
+/*
+ * Offers whose product codes are not those of their first appearance (the
+ * ids come shuffled, then are numbered in id order), so that a service that
+ * numbered the products afresh would rank the wrong products; prices of few
+ * values spelled with one or two decimals (ties, mixed scales); carts over
+ * them, some lines with no current store or a product nobody offers.
+ */
+struct Market
+{
+	IdColumn product;
+	Int64Column store;
+	NumberColumn price{NumberType::Numeric};
+	Int64Column ship_store;
+	NumberColumn fee{NumberType::Numeric}, free_from{NumberType::Numeric};
+	Int64Column cart, line_product, line_store, quantity;
+
+	explicit Market(std::mt19937_64 rng)
+	{
+		auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+		constexpr int kProducts = 400;
+		for (int i = 0; i < 6000; ++i)
+		{
+			product.push_back(static_cast<int64_t>(draw(0, kProducts - 1)) * 7919 % 4001 - 2000);
+			store.push_back(draw(1, 9));
+			int64_t tenths = draw(1, 12) * 5;
+			if (draw(0, 1) == 0)
+				price.push_numeric(tenths, 1);
+			else
+				price.push_numeric(tenths * 10, 2);
+		}
+		product.number_in_id_order();
+		for (int s = 1; s <= 9; ++s)
+		{
+			ship_store.push_back(s);
+			fee.push_numeric(draw(0, 6) * 50, 2);
+			if (draw(0, 2) == 0)
+				free_from.push_numeric_special(NumberColumn::kScalePosInf);
+			else
+				free_from.push_numeric(draw(1, 16) * 50, 2);
+		}
+		for (int c = 1; c <= 300; ++c)
+			for (int l = draw(1, 6); l > 0; --l)
+			{
+				cart.push_back(c);
+				/* one product in 20 nobody offers */
+				line_product.push_back(draw(0, 19) == 0 ? 999999 : product.value_of(draw(0, kProducts - 1)));
+				line_store.push_back(draw(0, 3) == 0 ? kNoCurrentStore : draw(1, 9));
+				quantity.push_back(draw(1, 3));
+			}
+	}
+	Offers offers() const { return {product, store, price}; }
+	CartLines lines() const { return {cart, line_product, line_store, quantity}; }
+	Shipping shipping() const { return {ship_store, fee, free_from}; }
+};
+
+TEST(GpuService, MarketplaceAnswersAsTheCpu)
+{
+	Market m(seeded_rng());
+	/* the codes in order of first appearance are not 0, 1, 2, ...: a fresh numbering would differ */
+	std::vector<int32_t> first_seen;
+	std::vector<bool> seen(m.product.distinct());
+	for (size_t row = 0; row < m.product.size(); ++row)
+		if (!seen[m.product.code(row)])
+		{
+			seen[m.product.code(row)] = true;
+			first_seen.push_back(m.product.code(row));
+		}
+	ASSERT_FALSE(std::is_sorted(first_seen.begin(), first_seen.end()));
+	ServiceRun run(2);
+	service::Client client;
+	for (int k : {1, 3, 7})
+	{
+		SCOPED_TRACE("k " + std::to_string(k));
+		ExecContext remote = through(client), local = on_cpu();
+		RankedOffers got = cheapest_offers(m.offers(), k, remote);
+		RankedOffers want = cheapest_offers(m.offers(), k, local);
+		EXPECT_EQ(got.offsets, want.offsets);
+		EXPECT_EQ(got.rows, want.rows);
+		EXPECT_GE(remote.service_device, 0);
+	}
+
+	ExecContext remote = through(client), local = on_cpu();
+	std::vector<CartImprovement> got = improve_carts(m.lines(), m.offers(), remote);
+	std::vector<CartImprovement> want = improve_carts(m.lines(), m.offers(), local);
+	ASSERT_EQ(got.size(), want.size());
+	for (size_t i = 0; i < got.size(); ++i)
+	{
+		EXPECT_EQ(got[i].line, want[i].line);
+		EXPECT_EQ(got[i].current_row, want[i].current_row);
+		EXPECT_EQ(got[i].best_row, want[i].best_row);
+	}
+	EXPECT_GE(remote.service_device, 0);
+}
+
+TEST(GpuService, CartsAnswerAsTheCpu)
+{
+	Market m(seeded_rng());
+	ServiceRun run(1);
+	service::Client client;
+	ExecContext remote = through(client), local = on_cpu();
+	CartsAnswer got = optimize_carts(m.lines(), m.offers(), m.shipping(), remote);
+	CartsAnswer want = optimize_carts(m.lines(), m.offers(), m.shipping(), local);
+	EXPECT_GE(remote.service_device, 0);
+	ASSERT_EQ(got.scale, want.scale);
+	ASSERT_EQ(got.carts.size(), want.carts.size());
+	for (size_t c = 0; c < got.carts.size(); ++c)
+	{
+		const CartAnswer &x = got.carts[c], &y = want.carts[c];
+		EXPECT_EQ(x.cart_id, y.cart_id);
+		EXPECT_EQ(x.total.units, y.total.units);
+		EXPECT_EQ(x.total.display_scale, y.total.display_scale);
+		EXPECT_EQ(x.shipping.units, y.shipping.units);
+		EXPECT_EQ(x.stores_used, y.stores_used);
+		EXPECT_EQ(x.complete, y.complete);
+		EXPECT_EQ(x.has_current, y.has_current);
+		EXPECT_EQ(x.current_total.units, y.current_total.units);
+	}
+	ASSERT_EQ(got.lines.size(), want.lines.size());
+	for (size_t l = 0; l < got.lines.size(); ++l)
+	{
+		EXPECT_EQ(got.lines[l].line, want.lines[l].line);
+		EXPECT_EQ(got.lines[l].offer_row, want.lines[l].offer_row);
+	}
 }
 
 TEST(GpuService, AnErrorKeepsItsSqlstate)
