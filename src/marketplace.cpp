@@ -363,17 +363,6 @@ RankedOffers rank_on_gpu(const Offers &offers, int k, ExecContext &ctx, OfferStr
 /* GPU memory a ranking needs per offer, for the service's queue: its code, store and price key, and a pick. */
 constexpr int64_t kServiceBytesPerOffer = 28;
 
-/* A ranking in its flat form: the GPU service's answer to CheapestOffers. */
-struct RankedOffersForm
-{
-	const RankedOffers &ranked;
-	void serialize(ByteWriter &out) const
-	{
-		put_vector(out, ranked.offsets);
-		put_vector(out, ranked.rows);
-	}
-};
-
 /*
  * The ranking in the GPU service, on the same rows: the product codes with
  * their counts (not the product column, which the service would number
@@ -434,7 +423,11 @@ std::vector<uint8_t> offers_in_service(ByteReader &input, const service::Part &,
 	IdColumn product = IdColumn::of_codes(std::move(codes), std::move(counts));
 	Offers offers{product, store, price};
 	RankedOffers ranked = cheapest_offers(offers, k, ctx);
-	return serialized_bytes(RankedOffersForm{ranked});
+	/* the GPU service's answer: the ranking's offsets, then its rows */
+	return written_bytes([&](ByteWriter &out) {
+		put_vector(out, ranked.offsets);
+		put_vector(out, ranked.rows);
+	});
 }
 
 const bool offers_registered =
