@@ -23,6 +23,7 @@
 #include "../../src/carts.hpp"
 #include "../../src/id_column.hpp"
 #include "../../src/number_column.hpp"
+#include "cart_answers.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {
@@ -396,30 +397,6 @@ TEST(Carts, TooManyProductsIsAnError)
 	{
 		EXPECT_STREQ(e.sqlstate(), sqlstate::program_limit_exceeded);
 		EXPECT_NE(std::string(e.what()).find("cart 7"), std::string::npos);
-	}
-}
-
-void expect_same_answers(const CartsAnswer &a, const CartsAnswer &b)
-{
-	ASSERT_EQ(a.scale, b.scale);
-	ASSERT_EQ(a.carts.size(), b.carts.size());
-	for (size_t c = 0; c < a.carts.size(); ++c)
-	{
-		const CartAnswer &x = a.carts[c], &y = b.carts[c];
-		EXPECT_EQ(x.cart_id, y.cart_id);
-		EXPECT_EQ(x.total.units, y.total.units);
-		EXPECT_EQ(x.total.display_scale, y.total.display_scale);
-		EXPECT_EQ(x.shipping.units, y.shipping.units);
-		EXPECT_EQ(x.stores_used, y.stores_used);
-		EXPECT_EQ(x.complete, y.complete);
-		EXPECT_EQ(x.has_current, y.has_current);
-		EXPECT_EQ(x.current_total.units, y.current_total.units);
-	}
-	ASSERT_EQ(a.lines.size(), b.lines.size());
-	for (size_t l = 0; l < a.lines.size(); ++l)
-	{
-		EXPECT_EQ(a.lines[l].line, b.lines[l].line);
-		EXPECT_EQ(a.lines[l].offer_row, b.lines[l].offer_row);
 	}
 }
 

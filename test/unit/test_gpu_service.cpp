@@ -25,6 +25,7 @@
 #include "../../src/marketplace.hpp"
 #include "../../src/number_column.hpp"
 #include "../../src/roc_fitness.hpp"
+#include "cart_answers.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {
@@ -319,26 +320,7 @@ TEST(GpuService, CartsAnswerAsTheCpu)
 	CartsAnswer got = optimize_carts(m.lines(), m.offers(), m.shipping(), remote);
 	CartsAnswer want = optimize_carts(m.lines(), m.offers(), m.shipping(), local);
 	EXPECT_GE(remote.service_device, 0);
-	ASSERT_EQ(got.scale, want.scale);
-	ASSERT_EQ(got.carts.size(), want.carts.size());
-	for (size_t c = 0; c < got.carts.size(); ++c)
-	{
-		const CartAnswer &x = got.carts[c], &y = want.carts[c];
-		EXPECT_EQ(x.cart_id, y.cart_id);
-		EXPECT_EQ(x.total.units, y.total.units);
-		EXPECT_EQ(x.total.display_scale, y.total.display_scale);
-		EXPECT_EQ(x.shipping.units, y.shipping.units);
-		EXPECT_EQ(x.stores_used, y.stores_used);
-		EXPECT_EQ(x.complete, y.complete);
-		EXPECT_EQ(x.has_current, y.has_current);
-		EXPECT_EQ(x.current_total.units, y.current_total.units);
-	}
-	ASSERT_EQ(got.lines.size(), want.lines.size());
-	for (size_t l = 0; l < got.lines.size(); ++l)
-	{
-		EXPECT_EQ(got.lines[l].line, want.lines[l].line);
-		EXPECT_EQ(got.lines[l].offer_row, want.lines[l].offer_row);
-	}
+	expect_same_answers(got, want);
 }
 
 TEST(GpuService, AnErrorKeepsItsSqlstate)
