@@ -131,8 +131,11 @@ class Client
 	 */
 	Status status(ExecContext &ctx, int wait_ms = 10000);
 
-	/* Whether the service has a device, and if not why (from the last status). */
-	bool has_devices(ExecContext &ctx, std::string *why_not);
+	/*
+	 * Whether the service has a device, and if not why (from the last
+	 * status; a first status waits at most `wait_ms` for the service).
+	 */
+	bool has_devices(ExecContext &ctx, std::string *why_not, int wait_ms = 10000);
 
 	/*
 	 * Runs `function` in the service: its input is what `write_input`

@@ -207,10 +207,10 @@ Status Client::status(ExecContext &ctx, int wait_ms)
 	return status;
 }
 
-bool Client::has_devices(ExecContext &ctx, std::string *why_not)
+bool Client::has_devices(ExecContext &ctx, std::string *why_not, int wait_ms)
 {
 	if (!known_)
-		status(ctx);
+		status(ctx, wait_ms);
 	if (why_not)
 		*why_not = why_no_device_.empty() ? "the GPU service has no usable GPU" : why_no_device_;
 	return !last_status_.devices.empty();
@@ -335,6 +335,25 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 
 namespace gpurec {
 
-bool service_has_devices(ExecContext &ctx, std::string *why_not) { return ctx.service->has_devices(ctx, why_not); }
+bool service_has_devices(ExecContext &ctx, std::string *why_not)
+{
+	if (ctx.mode == DeviceMode::Gpu)
+		return ctx.service->has_devices(ctx, why_not);
+	/*
+	 * Under auto, a service that does not answer at once (starting again
+	 * after a fault, say) is a reason to compute on the CPU, not to wait or
+	 * to fail; a cancel still ends the call (it is no gpurec::Error).
+	 */
+	try
+	{
+		return ctx.service->has_devices(ctx, why_not, 0);
+	}
+	catch (const Error &e)
+	{
+		if (why_not)
+			*why_not = e.what();
+		return false;
+	}
+}
 
 } // namespace gpurec

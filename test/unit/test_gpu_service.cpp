@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -347,7 +348,7 @@ TEST(GpuService, AnErrorKeepsItsSqlstate)
 	EXPECT_GE(again.service_device, 0);
 }
 
-TEST(GpuService, NoServiceIs58000)
+TEST(GpuService, NoServiceIs58000UnderGpuAndTheCpuUnderAuto)
 {
 	char pattern[] = "/tmp/gpurec-no-service-XXXXXX";
 	std::string dir = mkdtemp(pattern);
@@ -365,6 +366,30 @@ TEST(GpuService, NoServiceIs58000)
 		EXPECT_STREQ(e.sqlstate(), "58000");
 		EXPECT_NE(std::string(e.what()).find("not running"), std::string::npos);
 	}
+	/* under auto, a call large enough for the GPU computes on the CPU at once, with the same answer */
+	std::mt19937_64 rng = seeded_rng();
+	ExecContext automatic = through(client), local = on_cpu();
+	automatic.mode = DeviceMode::Auto;
+	IdColumn user;
+	FloatColumn x, y;
+	for (int i = 0; i < 5000; ++i)
+	{
+		user.push_back(static_cast<int64_t>(rng() % 500));
+		x.push_back(static_cast<double>(rng() % 100));
+		y.push_back(static_cast<double>(rng() % 100));
+	}
+	user.number_in_id_order();
+	GeoPoints many{user, x, y};
+	auto started = std::chrono::steady_clock::now();
+	std::vector<SimilarUser> got = similar_users(many, 2, {}, automatic);
+	double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+	std::vector<SimilarUser> want = similar_users(many, 2, {}, local);
+	ASSERT_EQ(got.size(), want.size());
+	for (size_t i = 0; i < got.size(); ++i)
+		EXPECT_EQ(got[i].similarity, want[i].similarity);
+	EXPECT_FALSE(automatic.used_gpu);
+	EXPECT_NE(automatic.device_choice.find("auto chose the cpu"), std::string::npos) << automatic.device_choice;
+	EXPECT_LT(took_s, 8.0) << "auto waited for a service that is not there";
 	EXPECT_EQ(chdir(previous), 0);
 	free(previous);
 	rmdir(dir.c_str());
