@@ -101,8 +101,6 @@ struct Options
 	int stand_in_devices = 0;
 	/* a stand-in device's memory, bytes */
 	int64_t stand_in_memory = 0;
-	/* the most threads one call's CPU work uses (0: every core) */
-	size_t cpu_threads = 0;
 };
 
 /*

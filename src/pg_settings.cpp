@@ -256,7 +256,6 @@ service::Options service_options_from_settings()
 	options.gpus = gpus;
 	options.stand_in_devices = test_stand_in_devices_setting;
 	options.stand_in_memory = static_cast<int64_t>(test_stand_in_memory_setting) * 1024;
-	options.cpu_threads = static_cast<size_t>(cpu_threads_setting);
 	return options;
 }
 

@@ -17,7 +17,7 @@ namespace gpurec {
  */
 void define_settings();
 
-/* What the GPU service runs with: gpurec.gpus, gpurec.cpu_threads and the test-only stand-in devices. */
+/* What the GPU service runs with: gpurec.gpus and the test-only stand-in devices (each call brings its own gpurec.cpu_threads). */
 service::Options service_options_from_settings();
 
 /* The engine's context for one call, from the settings as they are now. */
