@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -111,6 +112,8 @@ bool found_unusable() noexcept
 	/* while the starter runs, init_state is its own: not known yet */
 	return starter == nullptr && init_state == InitState::Unusable;
 }
+
+bool start_begun() noexcept { return starter != nullptr || init_state != InitState::Unknown; }
 
 bool start_in_background() noexcept
 {
@@ -385,6 +388,65 @@ void device_free(void *ptr) noexcept
 	 */
 	cudaDeviceSynchronize();
 	cudaFreeAsync(ptr, 0);
+}
+
+namespace {
+
+__global__ void empty_kernel() {}
+
+/* The bytes measure_device_costs copies: enough for the copy's rate, not its start, to dominate. */
+constexpr size_t kMeasuredBytes = size_t(32) << 20;
+
+} // namespace
+
+DeviceCosts measure_device_costs()
+{
+	DeviceCosts costs{};
+	std::vector<char> host(kMeasuredBytes, 1); /* pageable, as a call's columns are */
+	void *device = nullptr;
+	check(cudaMalloc(&device, kMeasuredBytes), "cudaMalloc");
+	cudaStream_t stream = nullptr;
+	cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+	if (err != cudaSuccess)
+	{
+		cudaFree(device);
+		throw_cuda_error(err, "cudaStreamCreate");
+	}
+	try
+	{
+		/* the best of three: the rate the copies reach, not a first touch's page faults */
+		CallContext ctx;
+		double best_ms = 0;
+		for (int round = 0; round < 3; ++round)
+		{
+			auto started = std::chrono::steady_clock::now();
+			upload_staged(device, host.data(), kMeasuredBytes, stream, ctx);
+			check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+			double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+			best_ms = round == 0 ? ms : std::min(best_ms, ms);
+		}
+		costs.upload_bytes_per_ms = kMeasuredBytes / std::max(best_ms, 1e-3);
+		double best_call = 0;
+		for (int round = 0; round < 10; ++round)
+		{
+			auto started = std::chrono::steady_clock::now();
+			empty_kernel<<<1, 1, 0, stream>>>();
+			check(cudaGetLastError(), "a kernel's launch");
+			check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+			double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+			best_call = round == 0 ? ms : std::min(best_call, ms);
+		}
+		costs.call_ms = best_call;
+	}
+	catch (...)
+	{
+		cudaStreamDestroy(stream);
+		cudaFree(device);
+		throw;
+	}
+	cudaStreamDestroy(stream);
+	cudaFree(device);
+	return costs;
 }
 
 } // namespace gpurec::gpu

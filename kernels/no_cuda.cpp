@@ -29,6 +29,8 @@ bool found_unusable() noexcept { return true; }
 
 bool start_in_background() noexcept { return false; }
 
+bool start_begun() noexcept { return false; }
+
 void finish_background_start() noexcept {}
 
 double start_ms() noexcept { return 0; }
@@ -38,6 +40,8 @@ std::vector<DeviceInfo> devices() { return {}; }
 void use_device(int) { no_gpu(); }
 
 void keep_device_memory(size_t) { no_gpu(); }
+
+DeviceCosts measure_device_costs() { no_gpu(); }
 
 /* marketplace */
 class OfferUpload

@@ -15,6 +15,7 @@
 
 #include "../kernels/api/kernel_api.hpp"
 #include "column_chunks.hpp"
+#include "cost_model.hpp"
 #include "errors.hpp"
 
 namespace gpurec {
@@ -158,14 +159,35 @@ template <typename Work> auto on_gpu(Work work) -> decltype(work())
 }
 
 /*
- * Runs gpu_path or cpu_path by the context's mode.  `work` estimates the size
- * of the problem in the units of `min_gpu_work`, the size from which the GPU
- * wins end to end.  Under auto, a GPU that runs out of memory gives way to
+ * What auto's cost model knows of the host for this call (device.cpp): the
+ * GPU service's measured profile when the call has a service; else this
+ * backend's own CUDA's, measured at its first GPU call, with CUDA's start
+ * counted while none has begun.  `gpu_started`: whether gpu_usable(ctx)
+ * has said yes, so that measuring costs no start.
+ */
+HostProfile host_profile(const ExecContext &ctx, bool gpu_started);
+
+/*
+ * host_profile before an input is read, for what the read must know (start
+ * CUDA beside it, rank while reading): CUDA's start, begun beside the read
+ * where the GPU may be chosen, hides behind it, so it is not counted.
+ */
+HostProfile host_profile_for_reading(const ExecContext &ctx);
+
+/* The CPU threads a computation of the call may use (gpurec.cpu_threads; cpu_parallel.cpp). */
+size_t call_threads(const ExecContext &ctx);
+
+/*
+ * Runs gpu_path or cpu_path by the context's mode.  Under auto, by cost:
+ * `shape` is the call's work (cost_model.hpp; no units: the GPU gains
+ * nothing under auto, whatever the size), estimated first with what is
+ * known without starting a GPU, then, if the GPU still looks cheaper, with
+ * the host's measured profile.  A GPU that runs out of memory gives way to
  * the CPU with a NOTICE.  Both paths must return identical results.
  */
 template <typename GpuPath, typename CpuPath>
-auto dispatch(ExecContext &ctx, const char *function, double work, double min_gpu_work,
-			  GpuPath gpu_path, CpuPath cpu_path) -> decltype(cpu_path())
+auto dispatch(ExecContext &ctx, const char *function, const WorkShape &shape, GpuPath gpu_path, CpuPath cpu_path)
+	-> decltype(cpu_path())
 {
 	if (ctx.mode == DeviceMode::Cpu)
 	{
@@ -183,9 +205,16 @@ auto dispatch(ExecContext &ctx, const char *function, double work, double min_gp
 		ctx.used_gpu = true;
 		return on_gpu(gpu_path);
 	}
-	if (work < min_gpu_work)
+	if (shape.units <= 0)
 	{
-		ctx.device_choice = "auto chose the cpu: the input is smaller than the GPU's least";
+		ctx.device_choice = "auto chose the cpu: the GPU gains nothing on work of this shape";
+		return cpu_path();
+	}
+	size_t threads = call_threads(ctx);
+	CostEstimate guess = estimate_cost(shape, host_profile(ctx, false), threads);
+	if (!guess.gpu_cheaper())
+	{
+		ctx.device_choice = explain_choice(shape, guess, false);
 		return cpu_path();
 	}
 	if (!gpu_usable(ctx, &why_not))
@@ -193,9 +222,12 @@ auto dispatch(ExecContext &ctx, const char *function, double work, double min_gp
 		ctx.device_choice = "auto chose the cpu: " + why_not;
 		return cpu_path();
 	}
+	CostEstimate known = estimate_cost(shape, host_profile(ctx, true), threads);
+	ctx.device_choice = explain_choice(shape, known, known.gpu_cheaper());
+	if (!known.gpu_cheaper())
+		return cpu_path();
 	try
 	{
-		ctx.device_choice = "auto chose the gpu: the input is large enough";
 		ctx.used_gpu = true;
 		return on_gpu(gpu_path);
 	}

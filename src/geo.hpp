@@ -30,12 +30,13 @@
 namespace gpurec {
 
 /*
- * Under gpurec.device = auto, problems smaller than this many distance
- * evaluations stay on the CPU: user_similarity, predict_strength and
+ * The distance evaluations from which a geo function computes on the GPU
+ * under gpurec.device = auto (auto's cost model, for a read that has not
+ * counted its points yet): user_similarity, predict_strength and
  * fit_exponent evaluate at least one a point, similar_users one a pair of
  * points.
  */
-constexpr double kMinGpuPairs = 2e7;
+double gpu_pairs_from(const ExecContext &ctx);
 
 enum class GeoMetric : uint8_t
 {

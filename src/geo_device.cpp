@@ -230,10 +230,15 @@ int64_t device_bytes(const GeoRows &points, const GeoCandidateSet *cands, const 
 		   candidates * 24 * static_cast<int64_t>(std::max<size_t>(1, work.powers.size()));
 }
 
+/* The work that splits by user: through the service it goes to every device, a share each. */
+bool splits_by_user(const GeoWork &work)
+{
+	return work.kind == GeoWork::Kind::SimilarUsers || work.kind == GeoWork::Kind::AucSums;
+}
+
 GeoWorkResult in_service(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work, ExecContext &ctx)
 {
-	/* the work that splits by user goes to every device of the service, a share each */
-	bool splits = work.kind == GeoWork::Kind::SimilarUsers || work.kind == GeoWork::Kind::AucSums;
+	bool splits = splits_by_user(work);
 	std::vector<uint8_t> bytes = ctx.service->call(
 		service::Function::GeoWork, device_bytes(points, cands, work),
 		[&](ByteWriter &out) {
@@ -324,11 +329,23 @@ const bool geo_work_registered =
 
 } // namespace
 
+double gpu_pairs_from(const ExecContext &ctx)
+{
+	return gpu_cheaper_from(WorkShape{rates::kPointPairs, 1, 0}, host_profile_for_reading(ctx), call_threads(ctx));
+}
+
 GeoWorkResult run_geo_work(const GeoRows &points, const GeoCandidateSet *candidates, const GeoWork &work,
 						   const char *function, double cost, ExecContext &ctx)
 {
+	bool strengths = work.kind == GeoWork::Kind::Strengths || work.kind == GeoWork::Kind::AucSums;
+	WorkRates rates = strengths							 ? rates::kStrengthTerms
+					  : work.metric == GeoMetric::Haversine ? rates::kPointPairsHaversine
+															 : rates::kPointPairs;
+	/* a point travels as its user's code and two coordinates */
+	double bytes = static_cast<double>(points.codes.size()) * (sizeof(int32_t) + 2 * sizeof(double));
+	bool splits = ctx.service && splits_by_user(work);
 	return dispatch(
-		ctx, function, cost, kMinGpuPairs,
+		ctx, function, WorkShape{rates, cost, bytes, splits},
 		[&] {
 			return ctx.service ? in_service(points, candidates, work, ctx)
 							   : on_gpu_session(points, candidates, work, ctx);

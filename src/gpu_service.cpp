@@ -289,6 +289,7 @@ class Service
 
   private:
 	void find_devices();
+	void measure_costs();
 	void work(Device &device);
 	Outcome compute(Device &device, Job &job);
 	void answer(Job &job, Outcome outcome);
@@ -301,6 +302,7 @@ class Service
 
 	Options options_;
 	std::string why_no_device_;
+	gpu::DeviceCosts costs_{}; /* measured on the first device at the start (none: zeros) */
 	std::vector<std::unique_ptr<Device>> devices_;
 	std::mutex mutex_; /* the queues, running calls and stopping_ */
 	std::condition_variable wake_;
@@ -357,6 +359,46 @@ void Service::find_devices()
 	}
 	if (devices_.empty() && why_no_device_.empty())
 		why_no_device_ = found.empty() ? "no GPU was found" : "gpurec.gpus names none of the GPUs present";
+	measure_costs();
+}
+
+void Service::measure_costs()
+{
+	if (devices_.empty())
+		return;
+	if (devices_.front()->stand_in)
+	{
+		/* a stand-in's "upload" is the copy its columns would take: host memory's rate on one thread */
+		std::vector<char> from(size_t(32) << 20, 1), to(from.size());
+		double best_ms = 0;
+		for (int round = 0; round < 3; ++round)
+		{
+			auto started = std::chrono::steady_clock::now();
+			std::memcpy(to.data(), from.data(), from.size());
+			double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+			best_ms = round == 0 ? ms : std::min(best_ms, ms);
+		}
+		costs_.upload_bytes_per_ms = static_cast<double>(from.size()) / std::max(best_ms, 1e-3);
+		costs_.call_ms = 0.01;
+	}
+	else
+	{
+		try
+		{
+			gpu::use_device(devices_.front()->info.device_id);
+			costs_ = gpu::measure_device_costs();
+		}
+		catch (const std::exception &e)
+		{
+			log_line("%s", std::string("could not measure the GPU's costs (auto uses its defaults): ") + e.what());
+			costs_ = {};
+			return;
+		}
+	}
+	char measured[160];
+	std::snprintf(measured, sizeof measured, "columns reach a GPU at %.1f GB/s, a GPU call's fixed cost %.3f ms",
+				  costs_.upload_bytes_per_ms / 1e6, costs_.call_ms);
+	log_line("measured: %s", measured);
 }
 
 void Service::reply_error(Connection &client, const std::string &sqlstate, const std::string &message,
@@ -562,6 +604,8 @@ void Service::answer_status(int fd)
 	auto reply = std::make_unique<wire::StatusReply>();
 	reply->pid = static_cast<int32_t>(getpid());
 	wire::copy_text(reply->why_no_device, sizeof reply->why_no_device, why_no_device_);
+	reply->upload_bytes_per_ms = costs_.upload_bytes_per_ms;
+	reply->call_ms = costs_.call_ms;
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
 		for (const auto &device : devices_)
@@ -661,6 +705,8 @@ void Service::forget_connection(const std::shared_ptr<Connection> &connection)
 
 int Service::serve(bool (*stop)())
 {
+	/* the devices first: a client that connects finds the service ready, its costs measured */
+	find_devices();
 	int listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	struct sockaddr_un address;
 	socklen_t length = wire::socket_address(&address);
@@ -671,7 +717,6 @@ int Service::serve(bool (*stop)())
 		return 1;
 	}
 
-	find_devices();
 	for (const auto &device : devices_)
 		device->worker = std::thread([this, d = device.get()] { work(*d); });
 	log_line("%s", "ready with " + std::to_string(devices_.size()) +

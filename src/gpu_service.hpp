@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "byte_stream.hpp"
+#include "cost_model.hpp"
 #include "device.hpp"
 
 namespace gpurec::service {
@@ -91,6 +92,9 @@ struct Status
 {
 	int32_t pid = 0;
 	std::vector<DeviceStatus> devices;
+	/* what the service measured at its start (no GPU: not measured) */
+	double upload_bytes_per_ms = 0;
+	double call_ms = 0;
 };
 
 struct Options
@@ -153,6 +157,13 @@ class Client
 	/* How many devices the service computes on (from the last status; asks for one first). */
 	int32_t device_count(ExecContext &ctx);
 
+	/*
+	 * The host as auto's cost model sees a call through the service: the
+	 * service's measured figures, its devices and this connection's round
+	 * trip, from the last status (the defaults before one).
+	 */
+	HostProfile host_profile() const;
+
   private:
 	void connect_waiting(ExecContext &ctx, int wait_ms);
 	void disconnect();
@@ -161,6 +172,7 @@ class Client
 	bool known_ = false; /* last_status_ is this connection's service's */
 	Status last_status_;
 	std::string why_no_device_;
+	double round_trip_ms_ = 0; /* the least a status took on this connection */
 };
 
 /* A handler's result that is a vector of plain values (put_vector's form). */

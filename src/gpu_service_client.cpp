@@ -161,12 +161,14 @@ size_t await_reply(int socket, void *buffer, size_t capacity, int *fd, ExecConte
 Status Client::status(ExecContext &ctx, int wait_ms)
 {
 	auto reply = std::make_unique<wire::StatusReply>();
+	std::chrono::steady_clock::time_point asked;
 	for (int attempt = 0;; ++attempt)
 	{
 		connect_waiting(ctx, wait_ms);
 		wire::Header request{wire::kVersion, wire::Kind::StatusRequest};
 		int fd = -1;
 		size_t got = 0;
+		asked = std::chrono::steady_clock::now();
 		try
 		{
 			if (wire::send_message(socket_, &request, sizeof request, -1))
@@ -188,8 +190,12 @@ Status Client::status(ExecContext &ctx, int wait_ms)
 		if (attempt > 0)
 			throw service_gone("before it answered");
 	}
+	double took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - asked).count();
+	round_trip_ms_ = known_ ? std::min(round_trip_ms_, took_ms) : took_ms;
 	Status status;
 	status.pid = reply->pid;
+	status.upload_bytes_per_ms = reply->upload_bytes_per_ms;
+	status.call_ms = reply->call_ms;
 	for (uint32_t d = 0; d < reply->device_count; ++d)
 	{
 		const wire::DeviceRecord &r = reply->devices[d];
@@ -214,6 +220,19 @@ bool Client::has_devices(ExecContext &ctx, std::string *why_not, int wait_ms)
 	if (why_not)
 		*why_not = why_no_device_.empty() ? "the GPU service has no usable GPU" : why_no_device_;
 	return !last_status_.devices.empty();
+}
+
+HostProfile Client::host_profile() const
+{
+	HostProfile host;
+	host.through_service = true;
+	if (!known_ || last_status_.upload_bytes_per_ms <= 0)
+		return host;
+	host.upload_bytes_per_ms = last_status_.upload_bytes_per_ms;
+	host.call_ms = last_status_.call_ms + round_trip_ms_;
+	host.gpus = std::max<int>(1, static_cast<int>(last_status_.devices.size()));
+	host.measured = true;
+	return host;
 }
 
 int32_t Client::device_count(ExecContext &ctx)

@@ -17,7 +17,7 @@
 namespace gpurec::service::wire {
 
 /* Bumped whenever a message changes: a backend and a service of different builds refuse each other. */
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 
 enum class Kind : uint32_t
 {
@@ -96,6 +96,9 @@ struct StatusReply
 	uint32_t device_count = 0;
 	/* why there is no device, when device_count is 0 */
 	char why_no_device[256] = {};
+	/* measured at the service's start on its first device (gpu::measure_device_costs): auto's cost model */
+	double upload_bytes_per_ms = 0;
+	double call_ms = 0;
 	DeviceRecord devices[kMaxDevices];
 };
 

@@ -33,25 +33,28 @@ template <typename Body> void for_each_product(size_t n_products, ExecContext &c
 	for_each_in_blocks(n_products, kProductsPerBlock, ctx, body);
 }
 
-/*
- * Under gpurec.device = auto: offers are this many before the GPU pays for
- * its transfer, and k at most this, since the GPU spends a round per rank.
- */
-constexpr double kMinGpuOffers = 4e6;
+/* Under gpurec.device = auto, k at most this: the GPU spends a round per rank. */
 constexpr int kMaxGpuAutoK = 32;
-/*
- * ... and the CPU has fewer threads than this.  A thread ranks an offer in
- * about 34 ns, the copy to the GPU takes about 4.6 ns an offer (H100 host,
- * BENCHMARKS.md), and parallel workers deliver the offers together at the
- * end of the read, so the copy no longer hides behind reading: from 8
- * threads on, the CPU's ranking is done before the GPU has the offers.
- */
-constexpr size_t kMinCpuThreadsOverGpu = 8;
 
-/* Whether gpurec.device = auto may rank offers on the GPU. */
+/* A ranked offer's bytes on their way to a GPU: its product's code, its store and its price. */
+constexpr double kBytesPerOffer = sizeof(int32_t) + sizeof(int64_t) + sizeof(double);
+
+/* cheapest_offers' work, for auto's cost model: none for the GPU where k is past kMaxGpuAutoK. */
+WorkShape offers_work(double offers, int k)
+{
+	return WorkShape{rates::kOffers, k <= kMaxGpuAutoK ? offers : 0, offers * kBytesPerOffer};
+}
+
+/*
+ * Whether gpurec.device = auto may rank offers on the GPU, decided before
+ * the read, which ranks them on the CPU as it goes where the GPU may not:
+ * whether, offer for offer, the GPU's copy and ranking cost less than the
+ * CPU's ranking on the call's threads (both grow with the offers; many
+ * offers, so that fixed costs do not decide).
+ */
 bool gpu_may_rank(int k, const ExecContext &ctx)
 {
-	return k <= kMaxGpuAutoK && parallel_workers(kMinCpuThreadsOverGpu, ctx) < kMinCpuThreadsOverGpu;
+	return estimate_cost(offers_work(1e8, k), host_profile_for_reading(ctx), call_threads(ctx)).gpu_cheaper();
 }
 
 struct Candidate
@@ -437,13 +440,13 @@ const bool offers_registered =
 
 /* With a GPU service, no copy while reading: this backend starts no CUDA, and the service gets the offers whole. */
 OfferStreamer::OfferStreamer(ExecContext &ctx, int k)
-	: ctx_(ctx), enabled_(!ctx.service && !ranks_offers_on_cpu(k, ctx))
+	: ctx_(ctx), enabled_(!ctx.service && !ranks_offers_on_cpu(k, ctx)), gpu_from_(gpu_offers_from(k, ctx))
 {
 }
 
 void OfferStreamer::on_chunk(const Offers &offers)
 {
-	if (!enabled_ || (ctx_.mode == DeviceMode::Auto && offers.product.size() < kMinGpuOffers))
+	if (!enabled_ || (ctx_.mode == DeviceMode::Auto && static_cast<double>(offers.product.size()) < gpu_from_))
 		return;
 	if (!upload_)
 	{
@@ -470,15 +473,17 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx, Offe
 	check_k(k);
 	check_offer_count(offers.product.size());
 	return dispatch(
-		ctx, "cheapest_offers", gpu_may_rank(k, ctx) ? static_cast<double>(offers.product.size()) : 0,
-		kMinGpuOffers,
+		ctx, "cheapest_offers",
+		gpu_may_rank(k, ctx) ? offers_work(static_cast<double>(offers.product.size()), k) : offers_work(0, k),
 		[&] { return ctx.service ? rank_in_service(offers, k, ctx) : rank_on_gpu(offers, k, ctx, streamer); },
 		[&] { return rank_on_cpu(offers, k, ctx); });
 }
 
 double gpu_offers_from(int k, const ExecContext &ctx)
 {
-	return ranks_offers_on_cpu(k, ctx) ? std::numeric_limits<double>::infinity() : kMinGpuOffers;
+	return ranks_offers_on_cpu(k, ctx)
+			   ? std::numeric_limits<double>::infinity()
+			   : gpu_cheaper_from(offers_work(1, k), host_profile_for_reading(ctx), call_threads(ctx));
 }
 
 bool ranks_offers_on_cpu(int k, const ExecContext &ctx)

@@ -48,6 +48,7 @@ class OfferStreamer
   private:
 	ExecContext &ctx_;
 	bool enabled_;
+	double gpu_from_; /* offers from which auto ranks on the GPU (gpu_offers_from) */
 	gpu::OfferUploadPtr upload_;
 };
 

@@ -35,15 +35,6 @@ using carts::CartArrays;
 using carts::kMaxCartProducts;
 using carts::kMaxUnits;
 
-/*
- * Under gpurec.device = auto, never the GPU: on the H100 host (BENCHMARKS.md,
- * smart cart) the CPU's 16 threads search 100,000 carts in 109-116 ms, and
- * the GPU's kernels alone take 136 ms (a thread per cart, its branch and
- * bound diverging from its warp's others; the slowest carts' 5,000 steps
- * set the time), before the copies there and back.  gpurec.device = gpu
- * still runs the GPU search (same answers, tested).
- */
-constexpr double kMinGpuCarts = std::numeric_limits<double>::infinity();
 /* Cart lines per piece of work of the CPU's threads (and of the GPU's batches' building). */
 constexpr double kLinesPerPiece = 4096;
 /* Search steps of one cart between checks for a cancel on the CPU. */
@@ -361,6 +352,17 @@ template <typename Visit> void each_search_array(CartArrayVectors &arrays, Visit
 	visit(arrays.store_share);
 }
 
+/* The bytes of every piece's search arrays: what travels to a GPU. */
+int64_t search_bytes(std::vector<CartProblems> &pieces)
+{
+	int64_t bytes = 0;
+	for (CartProblems &piece : pieces)
+		each_search_array(piece, [&](const auto &array) {
+			bytes += static_cast<int64_t>(array.size() * sizeof(array[0]));
+		});
+	return bytes;
+}
+
 /*
  * The search of every piece in the GPU service: their search arrays go,
  * the choices come back.  The service runs the same search (search_carts)
@@ -368,16 +370,11 @@ template <typename Visit> void each_search_array(CartArrayVectors &arrays, Visit
  */
 void solve_in_service(std::vector<CartProblems> &pieces, ExecContext &ctx)
 {
-	int64_t bytes = 0, products = 0;
+	int64_t products = 0;
 	for (CartProblems &piece : pieces)
-	{
-		each_search_array(piece, [&](const auto &array) {
-			bytes += static_cast<int64_t>(array.size() * sizeof(array[0]));
-		});
 		products += static_cast<int64_t>(piece.product_rank.size());
-	}
 	std::vector<int32_t> choice = service::call_for_vector<int32_t>(
-		service::Function::CartSearch, bytes + products * static_cast<int64_t>(sizeof(int32_t)),
+		service::Function::CartSearch, search_bytes(pieces) + products * static_cast<int64_t>(sizeof(int32_t)),
 		[&](ByteWriter &out) {
 			out.put<uint64_t>(pieces.size());
 			for (CartProblems &piece : pieces)
@@ -396,7 +393,7 @@ void search_carts(std::vector<CartProblems> &pieces, ExecContext &ctx)
 	for (const CartProblems &piece : pieces)
 		carts += piece.carts();
 	dispatch(
-		ctx, "optimize_carts", static_cast<double>(carts), kMinGpuCarts,
+		ctx, "optimize_carts", WorkShape{rates::kCarts, static_cast<double>(carts), static_cast<double>(search_bytes(pieces))},
 		[&] { ctx.service ? solve_in_service(pieces, ctx) : solve_on_gpu(pieces, ctx); },
 		[&] { solve_on_cpu(pieces, ctx); });
 }

@@ -30,7 +30,7 @@ namespace {
  * the order (GeoPoints).  gpu_from_rows: the points from which the
  * function computes on the GPU under auto (InputTable::set_gpu_from_rows).
  */
-InputTable read_points(const char *points_query, ExecContext &ctx, double gpu_from_rows = kMinGpuPairs)
+InputTable read_points(const char *points_query, ExecContext &ctx, double gpu_from_rows)
 {
 	InputTable points("points query", {{"user_id", ColumnKind::Id},
 									   {"x", ColumnKind::Float},
@@ -129,7 +129,7 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 	int64 main_user = PG_GETARG_INT64(1);
 	GeoOptions options = options_arguments(fcinfo, 2);
 
-	InputTable points = read_points(points_query, ctx);
+	InputTable points = read_points(points_query, ctx, gpu_pairs_from(ctx));
 	std::vector<UserSimilarity> rows = user_similarity(points_of(points), main_user, options, ctx);
 	points.release_rows_in_background();
 
@@ -155,7 +155,7 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 	GeoOptions options = options_arguments(fcinfo, 2);
 	check_k(k);
 
-	InputTable points = read_points(points_query, ctx, std::sqrt(kMinGpuPairs)); /* a pair of points each */
+	InputTable points = read_points(points_query, ctx, std::sqrt(gpu_pairs_from(ctx))); /* a pair of points each */
 	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx);
 	points.release_rows_in_background();
 
@@ -184,7 +184,7 @@ Datum predict_strength_body(FunctionCallInfo fcinfo)
 	double exponent = PG_GETARG_FLOAT8(3);
 	StrengthArguments args = strength_arguments(fcinfo, {exponent});
 
-	InputTable points = read_points(args.points_query, ctx);
+	InputTable points = read_points(args.points_query, ctx, gpu_pairs_from(ctx));
 	InputTable candidates = read_candidates(args.candidates_query, ctx);
 	GeoCandidates cands = candidates_of(candidates);
 	std::vector<double> strengths = predict_strength(points_of(points), main_user, cands, exponent,
@@ -215,7 +215,7 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 	std::vector<double> exponents = float8_list_argument(fcinfo, 3, "exponents");
 	StrengthArguments args = strength_arguments(fcinfo, exponents);
 
-	InputTable points = read_points(args.points_query, ctx);
+	InputTable points = read_points(args.points_query, ctx, gpu_pairs_from(ctx));
 	InputTable holdout("holdout query",
 					   {{"user_id", ColumnKind::Int64}, {"candidate_id", ColumnKind::Int64}});
 	read_inner_query(holdout_query, holdout, ctx);

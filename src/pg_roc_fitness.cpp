@@ -54,7 +54,7 @@ Datum roc_fitness_rows_body(FunctionCallInfo fcinfo)
 	InputTable rows("scores query", {{"individual_id", ColumnKind::Id},
 									 {"label", ColumnKind::Label},
 									 {"score", ColumnKind::Number}});
-	rows.set_gpu_from_rows(kMinGpuExamples);
+	rows.set_gpu_from_rows(gpu_scores_from(ctx));
 	read_inner_query(scores_query, rows, ctx);
 	std::vector<RocResult> results = roc_fitness_long(rows.id(0), rows.label(1), rows.number(2), ctx);
 	rows.release_rows_in_background();
@@ -70,7 +70,7 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 	std::vector<int8_t> labels = label_list_argument(fcinfo, 1, "labels");
 	InputTable population("population query", {{"individual_id", ColumnKind::Int64},
 											   {"scores", ColumnKind::FloatArray}});
-	population.set_gpu_from_rows(kMinGpuExamples / static_cast<double>(std::max<size_t>(1, labels.size())));
+	population.set_gpu_from_rows(gpu_scores_from(ctx) / static_cast<double>(std::max<size_t>(1, labels.size())));
 	read_inner_query(population_query, population, ctx);
 	std::vector<RocResult> results = roc_fitness_arrays(population.int64(0), population.float_array(1), labels, ctx);
 	population.release_rows_in_background();

@@ -507,6 +507,12 @@ void check_examples_per_individual(int64_t id, int64_t examples)
 						" examples per individual are supported.");
 }
 
+double gpu_scores_from(const ExecContext &ctx)
+{
+	return gpu_cheaper_from(WorkShape{rates::kScores, 1, sizeof(int32_t) + sizeof(uint8_t) + sizeof(double)},
+							host_profile_for_reading(ctx), call_threads(ctx));
+}
+
 namespace {
 
 /* GPU memory a call of roc_fitness needs per example, for the service's queue: keys, their sorted copy, segments. */
@@ -521,8 +527,11 @@ constexpr int64_t kServiceBytesPerExample = 32;
 std::vector<RocCounts> counts_of_examples(const RocExamples &examples, const std::vector<int32_t> &code_of_segment,
 										  ExecContext &ctx)
 {
+	double n = static_cast<double>(examples.codes.size());
+	/* a code, a label and an order key a score */
+	WorkShape shape{rates::kScores, n, n * (sizeof(int32_t) + sizeof(uint8_t) + sizeof(int64_t))};
 	return dispatch(
-		ctx, "roc_fitness", static_cast<double>(examples.codes.size()), kMinGpuExamples,
+		ctx, "roc_fitness", shape,
 		[&] {
 			if (ctx.service)
 				return service::call_for_vector<RocCounts>(
@@ -620,8 +629,10 @@ namespace {
 std::vector<RocCounts> counts_of_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
 										const std::vector<int32_t> &segment_of_row, ExecContext &ctx)
 {
+	double n = static_cast<double>(scores.elements());
+	WorkShape shape{rates::kScores, n, n * (scores.doubles() ? sizeof(double) : sizeof(float))};
 	return dispatch(
-		ctx, "roc_fitness", static_cast<double>(scores.elements()), kMinGpuExamples,
+		ctx, "roc_fitness", shape,
 		[&] {
 			if (ctx.service)
 				return service::call_for_vector<RocCounts>(service::Function::RocCountsArrays,

@@ -22,8 +22,12 @@
 
 namespace gpurec {
 
-/* Examples in a call before the GPU's transfer pays for itself (under gpurec.device = auto). */
-constexpr double kMinGpuExamples = 2e6;
+/*
+ * The scores from which roc_fitness computes on the GPU under
+ * gpurec.device = auto (auto's cost model, for a read that has not
+ * counted them yet).
+ */
+double gpu_scores_from(const ExecContext &ctx);
 
 /* Exact per-individual counts, from which every result column follows (the GPU returns them too). */
 using gpu::RocCounts;

@@ -202,6 +202,9 @@ bool found_unusable() noexcept;
  */
 bool start_in_background() noexcept;
 
+/* Whether CUDA's start has begun in this backend (in the background or not), ended or not. */
+bool start_begun() noexcept;
+
 /* Waits for a start begun in the background to end (at the backend's exit, before CUDA's own teardown). */
 void finish_background_start() noexcept;
 
@@ -225,5 +228,21 @@ void use_device(int device_id);
  * owns its GPUs; a backend gives its memory back after each call.
  */
 void keep_device_memory(size_t bytes);
+
+/*
+ * What a GPU call costs on this host apart from its kernels' work, measured
+ * on the calling thread's device: the rate at which host memory that was
+ * not pinned for it reaches the device (the way a call's columns travel),
+ * and a kernel's launch with its synchronisation.  gpurec.device = auto's
+ * cost model (src/cost_model.hpp) takes them once: the GPU service at its
+ * start, a backend with its own CUDA at its first GPU call.  Takes a few
+ * milliseconds and a few MB of memory on both sides, given back.
+ */
+struct DeviceCosts
+{
+	double upload_bytes_per_ms;
+	double call_ms;
+};
+DeviceCosts measure_device_costs();
 
 } // namespace gpurec::gpu

@@ -210,7 +210,8 @@ def run_checks(db):
     fresh.close()
 
     # Under auto, an input the planner expects large enough for the GPU
-    # (2M examples for roc_fitness) starts CUDA beside the read too: with a
+    # (by auto's cost model; 2.1M examples are, 65k are not, on the GPU
+    # hosts of test/gpu_run.sh) starts CUDA beside the read too: with a
     # GPU, the first call of a new session says so and the second does not;
     # a small input never does.  Every answer is the CPU's.
     db.sql("""CREATE TABLE scores AS

@@ -133,6 +133,53 @@ TEST(GpuService, StatusListsTheStandInDevices)
 	}
 }
 
+TEST(GpuService, AutoChoosesByCostWithTheServicesMeasuredHost)
+{
+	ServiceRun run(2);
+	service::Client client;
+	ExecContext probe = through(client);
+	service::Status status = client.status(probe);
+	EXPECT_GT(status.upload_bytes_per_ms, 0) << "the service measured no copy rate at its start";
+	HostProfile host = client.host_profile();
+	EXPECT_TRUE(host.measured);
+	EXPECT_TRUE(host.through_service);
+	EXPECT_EQ(host.gpus, 2);
+	EXPECT_GT(host.call_ms, 0);
+
+	Points in(seeded_rng());
+	GeoPoints all = in.points();
+	for (bool tiny : {true, false})
+	{
+		IdColumn user;
+		FloatColumn x, y;
+		size_t n = tiny ? 6 : all.user.size();
+		for (size_t i = 0; i < n; ++i)
+		{
+			user.push_back(in.user.value_of(in.user.codes()[i]));
+			x.push_back(in.x[i]);
+			y.push_back(in.y[i]);
+		}
+		user.number_in_id_order();
+		GeoPoints points{user, x, y};
+		ExecContext automatic = through(client), cpu = on_cpu();
+		automatic.mode = DeviceMode::Auto;
+		automatic.cpu_threads = 1;
+		std::vector<SimilarUser> got = similar_users(points, 3, {}, automatic);
+		std::vector<SimilarUser> want = similar_users(points, 3, {}, cpu);
+		ASSERT_EQ(got.size(), want.size());
+		for (size_t i = 0; i < got.size(); ++i)
+		{
+			EXPECT_EQ(got[i].user_id, want[i].user_id);
+			EXPECT_EQ(got[i].other_user_id, want[i].other_user_id);
+			EXPECT_EQ(got[i].similarity, want[i].similarity);
+		}
+		/* a few points: a GPU call's fixed costs outweigh the pairs; 900 points' 810,000 pairs do not */
+		EXPECT_EQ(automatic.used_gpu, !tiny) << automatic.device_choice;
+		EXPECT_EQ(automatic.device_choice.rfind(tiny ? "auto chose the cpu: about" : "auto chose the gpu: about", 0), 0u)
+			<< automatic.device_choice;
+	}
+}
+
 TEST(GpuService, GeoAnswersAsTheCpuSplitOrNot)
 {
 	Points in(seeded_rng());
@@ -150,6 +197,7 @@ TEST(GpuService, GeoAnswersAsTheCpuSplitOrNot)
 			for (size_t i = 0; i < got.size(); ++i)
 			{
 				EXPECT_EQ(got[i].user_id, want[i].user_id);
+			EXPECT_EQ(got[i].other_user_id, want[i].other_user_id);
 				EXPECT_EQ(got[i].rank, want[i].rank);
 				EXPECT_EQ(got[i].other_user_id, want[i].other_user_id);
 				EXPECT_EQ(got[i].similarity, want[i].similarity);
