@@ -8,6 +8,8 @@
 #   GPUREC_DEVICE=gpu   run the SQL suites with gpurec.device = gpu (GPU machine)
 #   GPUREC_NO_APT=1     do not apt-get the dependencies (they are there already)
 #   PG_CONFIG           which PostgreSQL to build against (default: pg_config)
+#   GPUREC_SECTIONS     run only these of: unit regress property docs shards
+#                       robustness (default: all; the GPU run splits the suite)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -18,6 +20,8 @@ skipped=0
 failures=()
 
 log() { printf '\n=== %s\n' "$*"; }
+# wanted SECTION: whether GPUREC_SECTIONS asks for it (all when unset)
+wanted() { [ -z "${GPUREC_SECTIONS:-}" ] || [[ " $GPUREC_SECTIONS " == *" $1 "* ]]; }
 record() { # record NAME OK
 	if [ "$2" = 1 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
 }
@@ -65,7 +69,9 @@ done < <(python3 test/layers/check_layers.py 2>&1)
 log "unit tests (GoogleTest)"
 # GPUREC_UNIT_TESTS: a unit-test binary built elsewhere (the GPU machine has no GoogleTest)
 unit_tests=${GPUREC_UNIT_TESTS:-test/unit/gpurec_unit_tests}
-if [ -n "${GPUREC_UNIT_TESTS:-}" ] || make -s unittest-build PG_CONFIG="$PG_CONFIG" >/dev/null; then
+if ! wanted unit; then
+	echo "skipped (GPUREC_SECTIONS)"
+elif [ -n "${GPUREC_UNIT_TESTS:-}" ] || make -s unittest-build PG_CONFIG="$PG_CONFIG" >/dev/null; then
 	"$unit_tests" --gtest_color=no >"$work.unit.log" 2>&1
 	grep -E '^\[ +(OK|FAILED) +\]' "$work.unit.log" | grep -v ' tests\?, ' || true
 	unit_ok=$(grep -cE '^\[ +OK +\]' "$work.unit.log")
@@ -108,12 +114,16 @@ fi
 log "pg_regress"
 skip=""
 [ -n "$preload" ] || skip="cron_refresh"
-make -s installcheck PG_CONFIG="$PG_CONFIG" SKIP_REGRESS="$skip" >"$work.regress.log" 2>&1
-cat "$work.regress.log"
-[ -f regression.diffs ] && head -100 regression.diffs
-while read -r name; do record "regress:$name" 1; done < <(grep -E '^(ok|test|     )? *[a-z_]+ +\.\.\. ok' "$work.regress.log" | sed -E 's/.* ([a-z_]+) +\.\.\. ok.*/\1/')
-while read -r name; do record "regress:$name" 0; done < <(grep -E '\.\.\. FAILED' "$work.regress.log" | sed -E 's/.* ([a-z_]+) +\.\.\. FAILED.*/\1/')
-grep -qE '\.\.\. (ok|FAILED)' "$work.regress.log" || record regress-did-not-run 0
+if wanted regress; then
+	make -s installcheck PG_CONFIG="$PG_CONFIG" SKIP_REGRESS="$skip" >"$work.regress.log" 2>&1
+	cat "$work.regress.log"
+	[ -f regression.diffs ] && head -100 regression.diffs
+	while read -r name; do record "regress:$name" 1; done < <(grep -E '^(ok|test|     )? *[a-z_]+ +\.\.\. ok' "$work.regress.log" | sed -E 's/.* ([a-z_]+) +\.\.\. ok.*/\1/')
+	while read -r name; do record "regress:$name" 0; done < <(grep -E '\.\.\. FAILED' "$work.regress.log" | sed -E 's/.* ([a-z_]+) +\.\.\. FAILED.*/\1/')
+	grep -qE '\.\.\. (ok|FAILED)' "$work.regress.log" || record regress-did-not-run 0
+else
+	echo "skipped (GPUREC_SECTIONS)"
+fi
 
 run_check_script() { # a script printing PASS/FAIL lines
 	local script=$1 out
@@ -133,6 +143,7 @@ python=python3
 log "property tests"
 for t in test/property/test_*.py; do
 	[ -e "$t" ] || continue
+	wanted property || continue
 	echo "--- $t"
 	run_check_script "$python" "$t"
 done
@@ -140,6 +151,7 @@ done
 log "documentation: README.md's tutorial and examples, run as they stand"
 for t in test/docs/test_*.py; do
 	[ -e "$t" ] || continue
+	wanted docs || continue
 	echo "--- $t"
 	run_check_script "$python" "$t"
 done
@@ -147,6 +159,7 @@ done
 log "scale-out tests (gpurec_shards over three clusters of their own)"
 for t in test/shards/test_*.py; do
 	[ -e "$t" ] || continue
+	wanted shards || continue
 	echo "--- $t"
 	GPUREC_SHARDS_DIR="$work-shard" run_check_script "$python" "$t"
 done
@@ -154,6 +167,7 @@ done
 log "robustness tests"
 for t in test/robustness/*; do
 	[ -x "$t" ] && [ -f "$t" ] || continue
+	wanted robustness || continue
 	echo "--- $t"
 	case "$t" in
 	*.py) run_check_script "$python" "$t" ;;

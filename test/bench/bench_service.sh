@@ -4,7 +4,10 @@
 # with gpurec in shared_preload_libraries (the service) and one without
 # (every backend its own CUDA context), with the same data.
 #   new session: a fresh backend's first call against the same call warm
-#   devices: cpu, gpu and auto for roc_fitness and similar_users at three sizes
+#   devices: cpu, gpu and auto for roc_fitness, similar_users, cheapest_offers
+#   (PRODUCTS x PER_PRODUCT offers; 0: none) and optimize_carts (CARTS carts of
+#   10 lines over those offers; 0: none) at three sizes each: auto's target is
+#   at most 1.1x the faster of cpu and gpu
 #   split: similar_users (SIMILAR_USERS users x 20 points, 0: no similar_users) on every GPU vs on one (gpurec.gpus)
 #   load: SESSIONS sessions calling roc_fitness for LOAD_S seconds vs one session in a loop
 # PHASES="service split load in-process" picks the measurements; STAND_IN=N
@@ -15,6 +18,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 similar_users=${SIMILAR_USERS:-100000}
+products=${PRODUCTS:-30000}
+per_product=${PER_PRODUCT:-1024}
+carts=${CARTS:-100000}
 individuals=${ROC_INDIVIDUALS:-1000}
 examples=${ROC_EXAMPLES:-100000}
 sessions=${SESSIONS:-32}
@@ -53,19 +59,53 @@ VACUUM ANALYZE points;
 SQL
 	allow_workers population
 	allow_workers points
+	[ "$products" -gt 0 ] || return 0
+	q <<SQL
+SELECT setseed(0.42);
+CREATE UNLOGGED TABLE offers AS
+  SELECT p AS product_id, (s - 1) * 4 + p % 4 + 1 AS store_id,
+         round((1 + random() * 999)::numeric, 2)::numeric(10,2) AS price
+  FROM generate_series(1, $products) p, generate_series(1, $per_product) s
+  ORDER BY random();
+CREATE UNLOGGED TABLE shipping AS
+  SELECT s AS store_id, round((random() * 20)::numeric, 2)::numeric(10,2) AS fee,
+         CASE WHEN random() < 2.0 / 3 THEN round((20 + random() * 180)::numeric, 2)::numeric(10,2) END AS free_from
+  FROM generate_series(1, 4096) s;
+CREATE UNLOGGED TABLE carts AS
+  SELECT c AS cart_id, 1 + (hashint8(c * 16 + k) & 2147483647) % $products AS product_id,
+         1 + (hashint8(-c * 16 - k) & 2147483647) % 3 AS quantity
+  FROM generate_series(1, $carts) c, generate_series(1, 10) k;
+VACUUM ANALYZE offers; VACUUM ANALYZE shipping; VACUUM ANALYZE carts;
+SQL
+	allow_workers offers
 }
 
 roc() { echo "SELECT sum(auc) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population WHERE individual_id <= $1', (SELECT labels FROM labels))"; }
 similar() { echo "SELECT count(*) FROM gpurec.similar_users('SELECT user_id, x, y FROM points WHERE user_id < $1', 10)"; }
+cheapest() { echo "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE product_id <= $1', 1)"; }
+optimize() { echo "SELECT count(*) FROM gpurec.optimize_carts('SELECT cart_id, product_id, quantity FROM carts WHERE cart_id <= $1', 'SELECT product_id, store_id, price FROM offers', 'SELECT store_id, fee, free_from FROM shipping')"; }
+
+# three_devices LABEL FUNCTION SIZE SQL: new session and warm on cpu, gpu and auto
+three_devices() {
+	local label=$1 what=$2 size=$3 sql=$4 device
+	for device in cpu gpu auto; do
+		echo "$label $what $size $device: new session $(median3 "$sql" "$parallel SET gpurec.device = $device;") ms, warm $(warm3 "$sql" "$parallel SET gpurec.device = $device;") ms"
+	done
+}
 
 devices_and_sessions() { # devices_and_sessions LABEL: cpu/gpu/auto at three sizes, new session vs warm
 	local label=$1 n sql device
 	for n in $((individuals / 100)) $((individuals / 10)) $individuals; do
-		sql=$(roc "$n")
-		for device in cpu gpu auto; do
-			echo "$label roc_fitness ${n}x$examples $device: new session $(median3 "$sql" "$parallel SET gpurec.device = $device;") ms, warm $(warm3 "$sql" "$parallel SET gpurec.device = $device;") ms"
-		done
+		three_devices "$label" roc_fitness "${n}x$examples" "$(roc "$n")"
 	done
+	if [ "$products" -gt 0 ]; then
+		for n in $((products / 100)) $((products / 10)) $products; do
+			three_devices "$label" cheapest_offers "$((n * per_product))" "$(cheapest "$n")"
+		done
+		for n in $((carts / 100)) $((carts / 10)) $carts; do
+			[ "$n" -gt 0 ] && three_devices "$label" optimize_carts "${n}carts" "$(optimize "$n")"
+		done
+	fi
 	[ "$similar_users" -gt 0 ] || return 0
 	for n in $((similar_users / 100)) $((similar_users / 10)) $similar_users; do
 		sql=$(similar "$n")
