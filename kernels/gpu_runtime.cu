@@ -297,15 +297,47 @@ bool staging_ready()
 
 } // namespace
 
+namespace {
+
+/* Host memory pinned by register_host_memory: registered before any call, read-only after. */
+struct PinnedRange
+{
+	const char *begin, *end;
+};
+std::vector<PinnedRange> pinned_ranges;
+
+bool is_pinned(const HostPiece &piece)
+{
+	auto *at = static_cast<const char *>(piece.data);
+	for (const PinnedRange &range : pinned_ranges)
+		if (at >= range.begin && at + piece.bytes <= range.end)
+			return true;
+	return false;
+}
+
+} // namespace
+
+void register_host_memory(void *address, size_t bytes)
+{
+	if (!usable())
+		throw Failure(Failure::Kind::NoGpu, unusable_reason);
+	check(cudaHostRegister(address, bytes, cudaHostRegisterPortable), "cudaHostRegister");
+	pinned_ranges.push_back({static_cast<const char *>(address), static_cast<const char *>(address) + bytes});
+}
+
 void upload_staged(void *device, const HostPiece *pieces, size_t n, cudaStream_t stream, CallContext &ctx)
 {
 	size_t total = 0;
+	bool all_pinned = !pinned_ranges.empty();
 	for (size_t i = 0; i < n; ++i)
+	{
 		total += pieces[i].bytes;
+		all_pinned = all_pinned && is_pinned(pieces[i]);
+	}
 	auto *to = static_cast<char *>(device);
 	StagingSlots &staging = stagings[current_device()];
-	/* a small copy costs less than staging it */
-	if (total < (size_t(256) << 10) || !staging_ready())
+	/* a small copy costs less than staging it; pinned memory needs no staging */
+	if (total < (size_t(256) << 10) || all_pinned || !staging_ready())
 	{
 		for (size_t i = 0; i < n; ++i)
 		{

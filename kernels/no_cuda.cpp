@@ -43,6 +43,8 @@ void keep_device_memory(size_t) { no_gpu(); }
 
 DeviceCosts measure_device_costs() { no_gpu(); }
 
+void register_host_memory(void *, size_t) { no_gpu(); }
+
 /* marketplace */
 class OfferUpload
 {

@@ -34,6 +34,7 @@
 #include <thread>
 
 #include "gpu_service.hpp"
+#include "gpu_service_memory.hpp"
 #include "gpu_service_wire.hpp"
 
 namespace gpurec::service {
@@ -219,16 +220,26 @@ struct Connection
 };
 
 /*
- * A call's input, mapped once, read by each of its parts: its message, and
- * after it the chunks the message refers to (ByteWriter::place_chunks),
- * which columns read from it borrow where they are.
+ * A call's input, read by each of its parts: its message, and after it the
+ * chunks the message refers to (ByteWriter::place_chunks), which columns
+ * read from it borrow where they are.  In the service's shared memory (its
+ * room given back when the last part ends), or a memfd of its own, mapped
+ * once.
  */
 struct Input final : ChunkResolver
 {
 	uint8_t *data = nullptr;
 	size_t bytes = 0;
 	size_t message_bytes = 0;
-	~Input() { wire::unmap_shared(data, bytes); }
+	SharedArea *area = nullptr; /* the room's, or null: data is a mapping of the call's own */
+	uint64_t offset = 0;
+	~Input()
+	{
+		if (area)
+			area->release(offset);
+		else
+			wire::unmap_shared(data, bytes);
+	}
 
 	void *address(uint64_t reference, size_t chunk_bytes) const override
 	{
@@ -290,6 +301,8 @@ class Service
   private:
 	void find_devices();
 	void measure_costs();
+	void make_shared_area();
+	void answer_reserve(Connection &connection, const wire::ReserveRequest &request);
 	void work(Device &device);
 	Outcome compute(Device &device, Job &job);
 	void answer(Job &job, Outcome outcome);
@@ -301,6 +314,8 @@ class Service
 	void forget_connection(const std::shared_ptr<Connection> &connection);
 
 	Options options_;
+	/* before devices_: the inputs that jobs still hold give their room back to it */
+	SharedArea area_;
 	std::string why_no_device_;
 	gpu::DeviceCosts costs_{}; /* measured on the first device at the start (none: zeros) */
 	std::vector<std::unique_ptr<Device>> devices_;
@@ -606,6 +621,8 @@ void Service::answer_status(int fd)
 	wire::copy_text(reply->why_no_device, sizeof reply->why_no_device, why_no_device_);
 	reply->upload_bytes_per_ms = costs_.upload_bytes_per_ms;
 	reply->call_ms = costs_.call_ms;
+	reply->shared_bytes = area_.bytes();
+	reply->shared_in_use = area_.in_use();
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
 		for (const auto &device : devices_)
@@ -625,7 +642,47 @@ void Service::answer_status(int fd)
 		}
 	}
 	size_t bytes = offsetof(wire::StatusReply, devices) + reply->device_count * sizeof(wire::DeviceRecord);
-	wire::send_message(fd, reply.get(), bytes, -1);
+	wire::send_message(fd, reply.get(), bytes, area_.fd());
+}
+
+void Service::answer_reserve(Connection &connection, const wire::ReserveRequest &request)
+{
+	wire::ReserveReply reply;
+	reply.offset = request.bytes <= area_.bytes() ? area_.reserve(request.bytes, &connection) : wire::kNotShared;
+	reply.ok = reply.offset != wire::kNotShared;
+	wire::send_message(connection.fd, &reply, sizeof reply, -1);
+}
+
+void Service::make_shared_area()
+{
+	if (options_.shared_memory_bytes <= 0)
+		return;
+	try
+	{
+		area_.create(static_cast<size_t>(options_.shared_memory_bytes));
+	}
+	catch (const std::exception &e)
+	{
+		log_line("%s", std::string("runs without shared memory (every call brings its own): ") + e.what());
+		return;
+	}
+	if (devices_.empty() || devices_.front()->stand_in)
+		return;
+	auto started = std::chrono::steady_clock::now();
+	try
+	{
+		gpu::register_host_memory(area_.base(), area_.bytes());
+	}
+	catch (const std::exception &e)
+	{
+		log_line("%s", std::string("could not pin its shared memory for the GPUs (calls' copies go through "
+								   "staging): ") + e.what());
+		return;
+	}
+	char pinned[96];
+	std::snprintf(pinned, sizeof pinned, "%.0f MB in %.0f ms", static_cast<double>(area_.bytes()) / 1e6,
+				  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+	log_line("pinned its shared memory for the GPUs: %s", pinned);
 }
 
 void Service::take_call(const std::shared_ptr<Connection> &connection, const wire::CallRequest &request,
@@ -634,22 +691,36 @@ void Service::take_call(const std::shared_ptr<Connection> &connection, const wir
 	auto input = std::make_shared<Input>();
 	try
 	{
-		/* a mapping past the memfd's end would fault when read: its size is checked first */
-		struct stat shared;
-		if (request.message_bytes > request.input_bytes || fstat(input_fd, &shared) != 0 ||
-			static_cast<uint64_t>(shared.st_size) < request.input_bytes)
-			throw Error(sqlstate::internal_error, "the GPU service got a call whose memory is smaller than it says");
-		input->data = wire::map_shared(input_fd, request.input_bytes, false);
+		if (request.message_bytes > request.input_bytes)
+			throw Error(sqlstate::internal_error, "the GPU service got a call whose message is longer than its input");
+		if (request.shared_offset != wire::kNotShared)
+		{
+			if (!area_.take(request.shared_offset, request.input_bytes, connection.get()))
+				throw Error(sqlstate::internal_error, "the GPU service got a call in shared memory it did not reserve");
+			input->area = &area_;
+			input->offset = request.shared_offset;
+			input->data = area_.base() + request.shared_offset;
+		}
+		else
+		{
+			/* a mapping past the memfd's end would fault when read: its size is checked first */
+			struct stat shared;
+			if (fstat(input_fd, &shared) != 0 || static_cast<uint64_t>(shared.st_size) < request.input_bytes)
+				throw Error(sqlstate::internal_error, "the GPU service got a call whose memory is smaller than it says");
+			input->data = wire::map_shared(input_fd, request.input_bytes, false);
+		}
 		input->bytes = request.input_bytes;
 		input->message_bytes = request.message_bytes;
 	}
 	catch (const Error &e)
 	{
-		close(input_fd);
+		if (input_fd >= 0)
+			close(input_fd);
 		reply_error(*connection, e.sqlstate(), e.what());
 		return;
 	}
-	close(input_fd);
+	if (input_fd >= 0)
+		close(input_fd);
 	if (devices_.empty())
 	{
 		reply_error(*connection, sqlstate::object_not_in_prerequisite_state, "the GPU service has no usable GPU",
@@ -692,6 +763,7 @@ void Service::take_call(const std::shared_ptr<Connection> &connection, const wir
 
 void Service::forget_connection(const std::shared_ptr<Connection> &connection)
 {
+	area_.release_unused(connection.get());
 	std::lock_guard<std::mutex> lock(mutex_);
 	for (const auto &device : devices_)
 	{
@@ -707,6 +779,7 @@ int Service::serve(bool (*stop)())
 {
 	/* the devices first: a client that connects finds the service ready, its costs measured */
 	find_devices();
+	make_shared_area();
 	int listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	struct sockaddr_un address;
 	socklen_t length = wire::socket_address(&address);
@@ -773,13 +846,30 @@ int Service::serve(bool (*stop)())
 				}
 				continue;
 			}
-			if (understood && header.kind == wire::Kind::CallRequest && got == sizeof(wire::CallRequest) &&
-				input_fd >= 0)
+			if (understood && header.kind == wire::Kind::ReserveRequest && got == sizeof(wire::ReserveRequest))
+			{
+				if (input_fd >= 0)
+					close(input_fd);
+				wire::ReserveRequest request;
+				std::memcpy(&request, buffer.data(), sizeof request);
+				try
+				{
+					answer_reserve(*connection, request);
+				}
+				catch (const std::exception &)
+				{
+				}
+				continue;
+			}
+			if (understood && header.kind == wire::Kind::CallRequest && got == sizeof(wire::CallRequest))
 			{
 				wire::CallRequest request;
 				std::memcpy(&request, buffer.data(), sizeof request);
-				take_call(connection, request, input_fd);
-				continue;
+				if (input_fd >= 0 || request.shared_offset != wire::kNotShared)
+				{
+					take_call(connection, request, input_fd);
+					continue;
+				}
 			}
 			/* gone, or speaking another protocol: its calls end with it */
 			if (input_fd >= 0)

@@ -95,6 +95,9 @@ struct Status
 	/* what the service measured at its start (no GPU: not measured) */
 	double upload_bytes_per_ms = 0;
 	double call_ms = 0;
+	/* its shared memory for calls' input, and the bytes calls hold in it now */
+	uint64_t shared_bytes = 0;
+	uint64_t shared_in_use = 0;
 };
 
 struct Options
@@ -105,6 +108,8 @@ struct Options
 	int stand_in_devices = 0;
 	/* a stand-in device's memory, bytes */
 	int64_t stand_in_memory = 0;
+	/* the shared memory calls put their input in (gpu_service_memory.hpp), bytes; 0: none */
+	int64_t shared_memory_bytes = 0;
 };
 
 /*
@@ -167,12 +172,17 @@ class Client
   private:
 	void connect_waiting(ExecContext &ctx, int wait_ms);
 	void disconnect();
+	/* Room for `bytes` in the service's shared memory on this connection: its offset, or wire's kNotShared. */
+	uint64_t reserve(size_t bytes, ExecContext &ctx);
 
 	int socket_ = -1;
 	bool known_ = false; /* last_status_ is this connection's service's */
 	Status last_status_;
 	std::string why_no_device_;
 	double round_trip_ms_ = 0; /* the least a status took on this connection */
+	/* the service's shared memory, mapped from this connection's first status; null: none */
+	uint8_t *shared_ = nullptr;
+	size_t shared_bytes_ = 0;
 };
 
 /* A handler's result that is a vector of plain values (put_vector's form). */

@@ -95,6 +95,10 @@ void Client::disconnect()
 		close(socket_);
 	socket_ = -1;
 	known_ = false;
+	/* another service, after a restart, has other shared memory: mapped again from its status */
+	wire::unmap_shared(shared_, shared_bytes_);
+	shared_ = nullptr;
+	shared_bytes_ = 0;
 }
 
 void Client::connect_waiting(ExecContext &ctx, int wait_ms)
@@ -179,12 +183,25 @@ Status Client::status(ExecContext &ctx, int wait_ms)
 			disconnect();
 			throw;
 		}
-		if (fd >= 0)
-			close(fd);
+		Descriptor area{fd};
 		if (got >= offsetof(wire::StatusReply, devices) && reply->header.kind == wire::Kind::StatusReply &&
 			reply->header.version == wire::kVersion && reply->device_count <= wire::kMaxDevices &&
 			got == offsetof(wire::StatusReply, devices) + reply->device_count * sizeof(wire::DeviceRecord))
+		{
+			if (!shared_ && area.fd >= 0 && reply->shared_bytes > 0)
+			{
+				/* without it, calls bring their input in memfds of their own */
+				try
+				{
+					shared_ = wire::map_shared(area.fd, reply->shared_bytes, true);
+					shared_bytes_ = reply->shared_bytes;
+				}
+				catch (const Error &)
+				{
+				}
+			}
 			break;
+		}
 		disconnect();
 		/* a connection kept from a service that has since restarted: once more on a fresh one */
 		if (attempt > 0)
@@ -196,6 +213,8 @@ Status Client::status(ExecContext &ctx, int wait_ms)
 	status.pid = reply->pid;
 	status.upload_bytes_per_ms = reply->upload_bytes_per_ms;
 	status.call_ms = reply->call_ms;
+	status.shared_bytes = reply->shared_bytes;
+	status.shared_in_use = reply->shared_in_use;
 	for (uint32_t d = 0; d < reply->device_count; ++d)
 	{
 		const wire::DeviceRecord &r = reply->devices[d];
@@ -220,6 +239,38 @@ bool Client::has_devices(ExecContext &ctx, std::string *why_not, int wait_ms)
 	if (why_not)
 		*why_not = why_no_device_.empty() ? "the GPU service has no usable GPU" : why_no_device_;
 	return !last_status_.devices.empty();
+}
+
+uint64_t Client::reserve(size_t bytes, ExecContext &ctx)
+{
+	if (socket_ < 0 || !known_ || !shared_ || bytes > shared_bytes_)
+		return wire::kNotShared;
+	wire::ReserveRequest request;
+	request.bytes = bytes;
+	wire::ReserveReply reply;
+	int fd = -1;
+	size_t got = 0;
+	try
+	{
+		if (wire::send_message(socket_, &request, sizeof request, -1))
+			got = await_reply(socket_, &reply, sizeof reply, &fd, ctx);
+	}
+	catch (...)
+	{
+		disconnect();
+		throw;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (got != sizeof reply || reply.header.kind != wire::Kind::ReserveReply)
+	{
+		/* a service gone since the last call: the call goes on a fresh connection, in a memfd */
+		disconnect();
+		return wire::kNotShared;
+	}
+	if (!reply.ok || reply.offset > shared_bytes_ || bytes > shared_bytes_ - reply.offset)
+		return wire::kNotShared;
+	return reply.offset;
 }
 
 HostProfile Client::host_profile() const
@@ -259,19 +310,42 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 	size_t message_bytes = counter.size();
 	size_t area_offset = wire::page_aligned(message_bytes);
 	size_t input_bytes = area_offset + counting.area_bytes;
-	uint8_t *shared = nullptr;
-	Descriptor input{wire::create_shared(input_bytes, &shared)};
-	{
-		std::unique_ptr<uint8_t, std::function<void(uint8_t *)>> mapping(
-			shared, [input_bytes](uint8_t *at) { wire::unmap_shared(at, input_bytes); });
-		ChunkPlacement placing(shared + area_offset);
-		ByteWriter writer(shared, message_bytes);
+	auto write_at = [&](uint8_t *at) {
+		ChunkPlacement placing(at + area_offset);
+		ByteWriter writer(at, message_bytes);
 		writer.place_chunks(&placing);
 		write_input(writer);
 		parallel_copy(placing.copies.data(), placing.copies.size(), ctx);
+	};
+	/*
+	 * The input goes to the service's shared memory, pinned for its GPUs,
+	 * where there is room; else to a memfd of the call's own.
+	 */
+	uint64_t shared_offset = reserve(input_bytes, ctx);
+	Descriptor input{-1};
+	if (shared_offset != wire::kNotShared)
+	{
+		try
+		{
+			write_at(shared_ + shared_offset);
+		}
+		catch (...)
+		{
+			disconnect(); /* gives the room back */
+			throw;
+		}
+	}
+	else
+	{
+		uint8_t *shared = nullptr;
+		input.fd = wire::create_shared(input_bytes, &shared);
+		std::unique_ptr<uint8_t, std::function<void(uint8_t *)>> mapping(
+			shared, [input_bytes](uint8_t *at) { wire::unmap_shared(at, input_bytes); });
+		write_at(shared);
 	}
 
 	wire::CallRequest request;
+	request.shared_offset = shared_offset;
 	request.function = static_cast<uint32_t>(function);
 	request.mode = static_cast<int32_t>(ctx.mode);
 	request.device_memory = device_memory;
@@ -294,6 +368,8 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 		connect_waiting(ctx, 10000);
 		if (!wire::send_message(socket_, &request, sizeof request, input.fd))
 		{
+			if (shared_offset != wire::kNotShared)
+				throw service_gone("before it took the call"); /* its room went with it */
 			disconnect();
 			connect_waiting(ctx, 10000);
 			if (!wire::send_message(socket_, &request, sizeof request, input.fd))

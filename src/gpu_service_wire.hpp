@@ -17,7 +17,7 @@
 namespace gpurec::service::wire {
 
 /* Bumped whenever a message changes: a backend and a service of different builds refuse each other. */
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
 
 enum class Kind : uint32_t
 {
@@ -25,6 +25,8 @@ enum class Kind : uint32_t
 	CallRequest = 2,
 	StatusReply = 3,
 	CallReply = 4,
+	ReserveRequest = 5,
+	ReserveReply = 6,
 };
 
 struct Header
@@ -33,10 +35,37 @@ struct Header
 	Kind kind;
 };
 
-/* A call; its input is in the memfd that rides on the message. */
+/* CallRequest::shared_offset of a call whose input is in a memfd of its own */
+constexpr uint64_t kNotShared = UINT64_MAX;
+
+/*
+ * Room in the service's shared memory for a call's input, `bytes` long:
+ * the reply's offset, or none (ok 0) when there is no room.  The room is
+ * the connection's until the call that names it ends, or the connection
+ * closes.
+ */
+struct ReserveRequest
+{
+	Header header{kVersion, Kind::ReserveRequest};
+	uint64_t bytes = 0;
+};
+
+struct ReserveReply
+{
+	Header header{kVersion, Kind::ReserveReply};
+	uint8_t ok = 0;
+	uint64_t offset = 0;
+};
+
+/*
+ * A call; its input is in the service's shared memory at shared_offset (a
+ * reservation of this connection), or else in the memfd that rides on the
+ * message.
+ */
 struct CallRequest
 {
 	Header header{kVersion, Kind::CallRequest};
+	uint64_t shared_offset = kNotShared;
 	uint32_t function = 0;
 	int32_t mode = 0; /* DeviceMode of the caller: Gpu or Auto */
 	int64_t device_memory = 0;
@@ -99,6 +128,13 @@ struct StatusReply
 	/* measured at the service's start on its first device (gpu::measure_device_costs): auto's cost model */
 	double upload_bytes_per_ms = 0;
 	double call_ms = 0;
+	/*
+	 * The service's shared memory, where calls put their input (its memfd
+	 * rides on this reply when there is one), and how much of it calls hold
+	 * now.  Pinned for the GPUs once, at the start.
+	 */
+	uint64_t shared_bytes = 0;
+	uint64_t shared_in_use = 0;
 	DeviceRecord devices[kMaxDevices];
 };
 

@@ -35,6 +35,7 @@ bool test_fail_gpu_alloc_setting = false;
 char *gpus_setting = nullptr;
 /* gpurec.gpus as parsed by its check hook */
 std::vector<int> gpus;
+int service_memory_setting = 2048; /* MB */
 int test_stand_in_devices_setting = 0;
 int test_stand_in_memory_setting = 0; /* kB */
 char *test_fault_setting = nullptr;
@@ -234,6 +235,13 @@ void define_settings()
 			"Read when the server starts, with gpurec in shared_preload_libraries.  Device ids are CUDA's, as "
 			"gpurec.devices() and nvidia-smi show them.",
 			&gpus_setting, "", PGC_POSTMASTER, 0, check_gpus, assign_gpus, nullptr);
+		DefineCustomIntVariable(
+			"gpurec.service_memory",
+			"The GPU service's shared memory, where calls put their input for the GPUs; 0: none.",
+			"Read when the server starts, with gpurec in shared_preload_libraries.  Pinned for the GPUs at the "
+			"service's start: a call's columns then reach a GPU without extra copies.  A call whose input does not "
+			"fit in what is free brings its own memory.",
+			&service_memory_setting, 2048, 0, INT_MAX / 2, PGC_POSTMASTER, GUC_UNIT_MB, nullptr, nullptr, nullptr);
 		DefineCustomIntVariable("gpurec.test_stand_in_devices",
 								"For tests only: the GPU service presents this many devices that compute on the CPU.",
 								"0 uses the GPUs.  Read when the server starts.", &test_stand_in_devices_setting, 0, 0,
@@ -256,6 +264,7 @@ service::Options service_options_from_settings()
 	options.gpus = gpus;
 	options.stand_in_devices = test_stand_in_devices_setting;
 	options.stand_in_memory = static_cast<int64_t>(test_stand_in_memory_setting) * 1024;
+	options.shared_memory_bytes = static_cast<int64_t>(service_memory_setting) << 20;
 	return options;
 }
 

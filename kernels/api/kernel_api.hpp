@@ -230,6 +230,14 @@ void use_device(int device_id);
 void keep_device_memory(size_t bytes);
 
 /*
+ * Pins [address, address + bytes) of host memory for every device, once
+ * (the GPU service's shared memory, at its start): copies out of it then
+ * go to a GPU directly, at the bus's rate, instead of through the staging
+ * copy that memory not pinned takes.  Throws a Failure when CUDA cannot.
+ */
+void register_host_memory(void *address, size_t bytes);
+
+/*
  * What a GPU call costs on this host apart from its kernels' work, measured
  * on the calling thread's device: the rate at which host memory that was
  * not pinned for it reaches the device (the way a call's columns travel),

@@ -22,6 +22,8 @@
 #include "../../src/float_column.hpp"
 #include "../../src/geo.hpp"
 #include "../../src/gpu_service.hpp"
+#include "../../src/gpu_service_memory.hpp"
+#include "../../src/gpu_service_wire.hpp"
 #include "../../src/id_column.hpp"
 #include "../../src/marketplace.hpp"
 #include "../../src/number_column.hpp"
@@ -36,11 +38,15 @@ std::atomic<bool> stop_service{false};
 
 bool service_should_stop() { return stop_service.load(); }
 
-/* A service on `devices` stand-in devices, in a fresh directory made the working one while it runs. */
+/*
+ * A service on `devices` stand-in devices, in a fresh directory made the
+ * working one while it runs, with `shared_bytes` of shared memory for the
+ * calls' input (0: every call brings a memfd of its own).
+ */
 class ServiceRun
 {
   public:
-	explicit ServiceRun(int devices)
+	explicit ServiceRun(int devices, int64_t shared_bytes = int64_t(64) << 20)
 	{
 		char pattern[] = "/tmp/gpurec-service-test-XXXXXX";
 		dir_ = mkdtemp(pattern);
@@ -49,6 +55,7 @@ class ServiceRun
 		service::Options options;
 		options.stand_in_devices = devices;
 		options.stand_in_memory = int64_t(1) << 30;
+		options.shared_memory_bytes = shared_bytes;
 		stop_service = false;
 		thread_ = std::thread([options] { service::run(options, service_should_stop); });
 	}
@@ -250,20 +257,126 @@ TEST(GpuService, RocAnswersAsTheCpu)
 			}
 		scores.append_row(values.data(), 50, present);
 	}
-	ServiceRun run(2);
-	service::Client client;
-	ExecContext remote = through(client), local = on_cpu();
-	std::vector<RocResult> got = roc_fitness_arrays(ids, scores, labels, remote);
+	ExecContext local = on_cpu();
 	std::vector<RocResult> want = roc_fitness_arrays(ids, scores, labels, local);
-	ASSERT_EQ(got.size(), want.size());
-	for (size_t i = 0; i < got.size(); ++i)
+	/*
+	 * in the service's shared memory, in a memfd of the call's own where it
+	 * has none, and where the call does not fit in it (a page)
+	 */
+	for (int64_t shared : {int64_t(64) << 20, int64_t(0), int64_t(4096)})
 	{
-		EXPECT_EQ(got[i].individual_id, want[i].individual_id);
-		EXPECT_EQ(got[i].auc, want[i].auc);
-		EXPECT_EQ(got[i].counts.twice_wins, want[i].counts.twice_wins);
-		EXPECT_EQ(got[i].counts.lowest_positive_rank, want[i].counts.lowest_positive_rank);
+		ServiceRun run(2, shared);
+		service::Client client;
+		ExecContext remote = through(client);
+		std::vector<RocResult> got = roc_fitness_arrays(ids, scores, labels, remote);
+		ASSERT_EQ(got.size(), want.size());
+		for (size_t i = 0; i < got.size(); ++i)
+		{
+			EXPECT_EQ(got[i].individual_id, want[i].individual_id);
+			EXPECT_EQ(got[i].auc, want[i].auc);
+			EXPECT_EQ(got[i].counts.twice_wins, want[i].counts.twice_wins);
+			EXPECT_EQ(got[i].counts.lowest_positive_rank, want[i].counts.lowest_positive_rank);
+		}
+		EXPECT_GE(remote.service_device, 0);
+		service::Status status = client.status(remote);
+		EXPECT_EQ(status.shared_bytes, static_cast<uint64_t>(shared));
+		EXPECT_EQ(status.shared_in_use, 0u) << "a call's room in shared memory outlived it";
 	}
-	EXPECT_GE(remote.service_device, 0);
+}
+
+TEST(GpuService, SharedMemoryComesBackFromCallsAndClientsThatWentAway)
+{
+	/* room for about one call's input: the others at the same time bring memfds of their own */
+	ServiceRun run(2, int64_t(6) << 12);
+	Points in(seeded_rng());
+	ExecContext local = on_cpu();
+	std::vector<SimilarUser> want = similar_users(in.points(), 4, {}, local);
+	/* many clients at once, calls that the shared memory cannot all hold at once: all answer alike */
+	std::vector<std::thread> clients;
+	std::atomic<int> wrong{0};
+	for (int c = 0; c < 8; ++c)
+		clients.emplace_back([&] {
+			service::Client client;
+			ExecContext ctx = through(client);
+			for (int call = 0; call < 3; ++call)
+			{
+				std::vector<SimilarUser> got = similar_users(in.points(), 4, {}, ctx);
+				if (got.size() != want.size())
+					++wrong;
+				else
+					for (size_t i = 0; i < got.size(); ++i)
+						if (got[i].other_user_id != want[i].other_user_id || got[i].similarity != want[i].similarity)
+							++wrong;
+			}
+		});
+	for (std::thread &t : clients)
+		t.join();
+	EXPECT_EQ(wrong.load(), 0);
+	/*
+	 * a client cancelled at its n-th interrupt check, wherever that falls
+	 * (writing its input, waiting for the answer), gives its room back
+	 * with its connection or its call
+	 */
+	service::Client observer;
+	ExecContext watching = through(observer);
+	int cancelled = 0;
+	for (int n = 1; n <= 12; ++n)
+	{
+		{
+			service::Client client;
+			ExecContext ctx = through(client);
+			client.status(ctx);
+			int checks = 0;
+			ctx.check_interrupts = [&checks, n] {
+				if (++checks == n)
+					throw std::runtime_error("cancelled");
+			};
+			try
+			{
+				similar_users(in.points(), 4, {}, ctx);
+			}
+			catch (const std::runtime_error &)
+			{
+				++cancelled;
+			}
+		}
+		service::Status status;
+		for (int wait = 0; wait < 200; ++wait)
+		{
+			status = observer.status(watching);
+			if (status.shared_in_use == 0)
+				break;
+			std::this_thread::sleep_for(std::chrono::milliseconds(10));
+		}
+		EXPECT_EQ(status.shared_in_use, 0u) << "cancelled at interrupt check " << n;
+	}
+	EXPECT_GT(cancelled, 0);
+}
+
+TEST(GpuService, SharedAreaReservesFirstFitAndJoinsWhatComesBack)
+{
+	service::SharedArea area;
+	area.create(size_t(16) << 12); /* 16 pages */
+	int a = 0, b = 0;
+	uint64_t first = area.reserve(4096 * 4, &a), second = area.reserve(1, &a), third = area.reserve(4096 * 11, &b);
+	EXPECT_EQ(first, 0u);
+	EXPECT_EQ(second, 4096u * 4);
+	EXPECT_EQ(third, 4096u * 5);
+	EXPECT_EQ(area.reserve(1, &a), service::wire::kNotShared) << "the area is full";
+	EXPECT_EQ(area.in_use(), size_t(16) << 12);
+	/* only the owner's room, of at least the bytes named, becomes a call's, once */
+	EXPECT_FALSE(area.take(first, 4096 * 4, &b));
+	EXPECT_FALSE(area.take(first, 4096 * 5, &a));
+	EXPECT_TRUE(area.take(first, 4096 * 4, &a));
+	EXPECT_FALSE(area.take(first, 4096 * 4, &a));
+	/* a's connection closes: its room no call took goes back, the call's stays */
+	area.release_unused(&a);
+	EXPECT_EQ(area.in_use(), size_t(15) << 12);
+	area.release(first);
+	area.release(third);
+	EXPECT_EQ(area.in_use(), 0u);
+	/* what came back is joined: the whole area fits one reservation again */
+	EXPECT_EQ(area.reserve(size_t(16) << 12, &a), 0u);
 }
 
 /*
