@@ -159,7 +159,7 @@ template <typename Work> auto on_gpu(Work work) -> decltype(work())
 }
 
 /*
- * What auto's cost model knows of the host for this call (device.cpp): the
+ * What auto's cost model knows of the host for this call (host_profile.cpp): the
  * GPU service's measured profile when the call has a service; else this
  * backend's own CUDA's, measured at its first GPU call, with CUDA's start
  * counted while none has begun.  `gpu_started`: whether gpu_usable(ctx)

@@ -1,6 +1,6 @@
 /*
- * device.cpp: what auto's cost model knows of the host for a call
- * (device.hpp's host_profile).
+ * host_profile.cpp: what auto's cost model knows of the host for a call
+ * (host_profile and call_threads, declared in device.hpp).
  */
 #include "no_postgres.hpp"
 
