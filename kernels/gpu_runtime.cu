@@ -426,15 +426,13 @@ namespace {
 
 __global__ void empty_kernel() {}
 
-/* The bytes measure_device_costs copies: enough for the copy's rate, not its start, to dominate. */
-constexpr size_t kMeasuredBytes = size_t(32) << 20;
-
 } // namespace
 
-DeviceCosts measure_device_costs()
+DeviceCosts measure_device_costs(const void *from)
 {
 	DeviceCosts costs{};
-	std::vector<char> host(kMeasuredBytes, 1); /* pageable, as a call's columns are */
+	std::vector<char> pageable(from ? 0 : kMeasuredBytes, 1); /* as a backend's own columns are */
+	const void *host = from ? from : pageable.data();
 	void *device = nullptr;
 	check(cudaMalloc(&device, kMeasuredBytes), "cudaMalloc");
 	cudaStream_t stream = nullptr;
@@ -452,7 +450,7 @@ DeviceCosts measure_device_costs()
 		for (int round = 0; round < 3; ++round)
 		{
 			auto started = std::chrono::steady_clock::now();
-			upload_staged(device, host.data(), kMeasuredBytes, stream, ctx);
+			upload_staged(device, host, kMeasuredBytes, stream, ctx);
 			check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 			double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
 			best_ms = round == 0 ? ms : std::min(best_ms, ms);

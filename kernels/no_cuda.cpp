@@ -41,7 +41,7 @@ void use_device(int) { no_gpu(); }
 
 void keep_device_memory(size_t) { no_gpu(); }
 
-DeviceCosts measure_device_costs() { no_gpu(); }
+DeviceCosts measure_device_costs(const void *) { no_gpu(); }
 
 void register_host_memory(void *, size_t) { no_gpu(); }
 

@@ -318,6 +318,7 @@ class Service
 	SharedArea area_;
 	std::string why_no_device_;
 	gpu::DeviceCosts costs_{}; /* measured on the first device at the start (none: zeros) */
+	bool area_pinned_ = false;
 	std::vector<std::unique_ptr<Device>> devices_;
 	std::mutex mutex_; /* the queues, running calls and stopping_ */
 	std::condition_variable wake_;
@@ -374,7 +375,6 @@ void Service::find_devices()
 	}
 	if (devices_.empty() && why_no_device_.empty())
 		why_no_device_ = found.empty() ? "no GPU was found" : "gpurec.gpus names none of the GPUs present";
-	measure_costs();
 }
 
 void Service::measure_costs()
@@ -401,7 +401,9 @@ void Service::measure_costs()
 		try
 		{
 			gpu::use_device(devices_.front()->info.device_id);
-			costs_ = gpu::measure_device_costs();
+			/* from where calls' columns will be: the pinned shared memory, where it is large enough */
+			costs_ = gpu::measure_device_costs(area_pinned_ && area_.bytes() >= gpu::kMeasuredBytes ? area_.base()
+																								   : nullptr);
 		}
 		catch (const std::exception &e)
 		{
@@ -679,6 +681,7 @@ void Service::make_shared_area()
 								   "staging): ") + e.what());
 		return;
 	}
+	area_pinned_ = true;
 	char pinned[96];
 	std::snprintf(pinned, sizeof pinned, "%.0f MB in %.0f ms", static_cast<double>(area_.bytes()) / 1e6,
 				  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
@@ -780,6 +783,7 @@ int Service::serve(bool (*stop)())
 	/* the devices first: a client that connects finds the service ready, its costs measured */
 	find_devices();
 	make_shared_area();
+	measure_costs();
 	int listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	struct sockaddr_un address;
 	socklen_t length = wire::socket_address(&address);

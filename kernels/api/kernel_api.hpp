@@ -251,6 +251,9 @@ struct DeviceCosts
 	double upload_bytes_per_ms;
 	double call_ms;
 };
-DeviceCosts measure_device_costs();
+/* `from`: where the calls' columns will be, 32 MB of it (the GPU service's pinned memory); null: pageable memory. */
+DeviceCosts measure_device_costs(const void *from = nullptr);
+/* The bytes measure_device_costs copies. */
+constexpr size_t kMeasuredBytes = size_t(32) << 20;
 
 } // namespace gpurec::gpu
