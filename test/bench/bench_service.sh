@@ -91,6 +91,8 @@ three_devices() {
 	for device in cpu gpu auto; do
 		echo "$label $what $size $device: new session $(median3 "$sql" "$parallel SET gpurec.device = $device;") ms, warm $(warm3 "$sql" "$parallel SET gpurec.device = $device;") ms"
 	done
+	# what auto chose, and its estimates
+	notice "$sql" "$parallel SET gpurec.device = auto;" | grep -oP 'Device: .*?(?=\.  |\.$|$)' | sed "s/^/$label $what $size auto: /"
 }
 
 devices_and_sessions() { # devices_and_sessions LABEL: cpu/gpu/auto at three sizes, new session vs warm
