@@ -181,8 +181,8 @@ size_t call_threads(const ExecContext &ctx);
  * Runs gpu_path or cpu_path by the context's mode.  Under auto, by cost:
  * `shape` is the call's work (cost_model.hpp; no units: the GPU gains
  * nothing under auto, whatever the size), estimated first with what is
- * known without starting a GPU, then, if the GPU still looks cheaper, with
- * the host's measured profile.  A GPU that runs out of memory gives way to
+ * known without starting a GPU (a backend's own CUDA), then, if the GPU
+ * still looks cheaper, with the host's measured profile.  A GPU that runs out of memory gives way to
  * the CPU with a NOTICE.  Both paths must return identical results.
  */
 template <typename GpuPath, typename CpuPath>
@@ -211,8 +211,9 @@ auto dispatch(ExecContext &ctx, const char *function, const WorkShape &shape, Gp
 		return cpu_path();
 	}
 	size_t threads = call_threads(ctx);
+	/* a backend's own CUDA is not started for a call the CPU would win anyway; the service's status costs little */
 	CostEstimate guess = estimate_cost(shape, host_profile(ctx, false), threads);
-	if (!guess.gpu_cheaper())
+	if (!ctx.service && !guess.gpu_cheaper())
 	{
 		ctx.device_choice = explain_choice(shape, guess, false);
 		return cpu_path();

@@ -26,27 +26,9 @@ source "$(dirname "$0")/lib.sh"
 if [ "${REUSE_TABLE:-0}" != 1 ] || [ "$(q -d postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$db'")" = 0 ]; then
 	fresh_database
 	echo "# loading $((products * per_product)) offers, 4096 stores, $carts carts of 10 lines"
-	q <<SQL
-SET max_parallel_workers_per_gather = 0;
-SELECT setseed(0.42);
-CREATE UNLOGGED TABLE offers AS
-  SELECT p AS product_id, (s - 1) * 4 + p % 4 + 1 AS store_id,
-         round((1 + random() * 999)::numeric, 2)::numeric(10,2) AS price
-  FROM generate_series(1, $products) p, generate_series(1, $per_product) s
-  ORDER BY random();
-CREATE UNLOGGED TABLE shipping AS
-  SELECT s AS store_id, round((random() * 20)::numeric, 2)::numeric(10,2) AS fee,
-         CASE WHEN random() < 2.0 / 3 THEN round((20 + random() * 180)::numeric, 2)::numeric(10,2) END AS free_from
-  FROM generate_series(1, 4096) s;
-CREATE UNLOGGED TABLE carts AS
-  SELECT c AS cart_id, 1 + (hashint8(c * 16 + k) & 2147483647) % $products AS product_id,
-         1 + (hashint8(-c * 16 - k) & 2147483647) % 3 AS quantity
-  FROM generate_series(1, $carts) c, generate_series(1, 10) k;
--- the baseline looks up one cart's lines and their products' offers
-CREATE INDEX ON offers (product_id);
-CREATE INDEX ON carts (cart_id);
-VACUUM ANALYZE offers; VACUUM ANALYZE shipping; VACUUM ANALYZE carts;
-SQL
+	make_carts_data "$products" "$per_product" "$carts"
+	# the baseline looks up one cart's lines and their products' offers
+	q -c "CREATE INDEX ON offers (product_id)" -c "CREATE INDEX ON carts (cart_id)" -c "ANALYZE offers" -c "ANALYZE carts"
 fi
 # the baseline: the exact optimum of one cart, in PL/pgSQL
 q <<'SQL'

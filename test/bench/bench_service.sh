@@ -60,23 +60,7 @@ SQL
 	allow_workers population
 	allow_workers points
 	[ "$products" -gt 0 ] || return 0
-	q <<SQL
-SELECT setseed(0.42);
-CREATE UNLOGGED TABLE offers AS
-  SELECT p AS product_id, (s - 1) * 4 + p % 4 + 1 AS store_id,
-         round((1 + random() * 999)::numeric, 2)::numeric(10,2) AS price
-  FROM generate_series(1, $products) p, generate_series(1, $per_product) s
-  ORDER BY random();
-CREATE UNLOGGED TABLE shipping AS
-  SELECT s AS store_id, round((random() * 20)::numeric, 2)::numeric(10,2) AS fee,
-         CASE WHEN random() < 2.0 / 3 THEN round((20 + random() * 180)::numeric, 2)::numeric(10,2) END AS free_from
-  FROM generate_series(1, 4096) s;
-CREATE UNLOGGED TABLE carts AS
-  SELECT c AS cart_id, 1 + (hashint8(c * 16 + k) & 2147483647) % $products AS product_id,
-         1 + (hashint8(-c * 16 - k) & 2147483647) % 3 AS quantity
-  FROM generate_series(1, $carts) c, generate_series(1, 10) k;
-VACUUM ANALYZE offers; VACUUM ANALYZE shipping; VACUUM ANALYZE carts;
-SQL
+	make_carts_data "$products" "$per_product" "$carts"
 	allow_workers offers
 }
 

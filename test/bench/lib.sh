@@ -36,3 +36,26 @@ fresh_database() {
 	psql -Xq -d postgres -c "DROP DATABASE IF EXISTS $PGDATABASE" -c "CREATE DATABASE $PGDATABASE"
 	q -c "CREATE EXTENSION gpurec"
 }
+# make_carts_data PRODUCTS PER_PRODUCT CARTS: the tables of optimize_carts' benchmarks, in $PGDATABASE:
+# offers (PRODUCTS x PER_PRODUCT, random order, numeric(10,2) prices), shipping (4,096 stores with
+# random fees, two in three shipping free from a random 20.00-200.00) and CARTS carts of 10 lines
+make_carts_data() {
+	q <<SQL
+SET max_parallel_workers_per_gather = 0; -- random() follows setseed() in this backend only
+SELECT setseed(0.42);
+CREATE UNLOGGED TABLE offers AS
+  SELECT p AS product_id, (s - 1) * 4 + p % 4 + 1 AS store_id,
+         round((1 + random() * 999)::numeric, 2)::numeric(10,2) AS price
+  FROM generate_series(1, $1) p, generate_series(1, $2) s
+  ORDER BY random();
+CREATE UNLOGGED TABLE shipping AS
+  SELECT s AS store_id, round((random() * 20)::numeric, 2)::numeric(10,2) AS fee,
+         CASE WHEN random() < 2.0 / 3 THEN round((20 + random() * 180)::numeric, 2)::numeric(10,2) END AS free_from
+  FROM generate_series(1, 4096) s;
+CREATE UNLOGGED TABLE carts AS
+  SELECT c AS cart_id, 1 + (hashint8(c * 16 + k) & 2147483647) % $1 AS product_id,
+         1 + (hashint8(-c * 16 - k) & 2147483647) % 3 AS quantity
+  FROM generate_series(1, $3) c, generate_series(1, 10) k;
+VACUUM ANALYZE offers; VACUUM ANALYZE shipping; VACUUM ANALYZE carts;
+SQL
+}
