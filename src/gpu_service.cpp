@@ -605,7 +605,10 @@ void Service::work(Device &device)
 		}
 		try
 		{
-			answer(*job, compute(device, *job));
+			Outcome outcome = compute(device, *job);
+			/* the input's room is free before the client hears the answer (the call's last part's) */
+			job->input.reset();
+			answer(*job, std::move(outcome));
 		}
 		catch (const std::exception &e)
 		{
