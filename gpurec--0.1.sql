@@ -246,6 +246,17 @@ CREATE AGGREGATE gpurec_internal._read_columns(text, VARIADIC "any") (
 COMMENT ON AGGREGATE gpurec_internal._read_columns(text, VARIADIC "any") IS
 'Internal (the read layer): engine columns from an inner query''s rows, read by PostgreSQL''s parallel workers; refuses to run outside a gpurec function.';
 
+COMMENT ON FUNCTION gpurec_internal._read_columns_transition(internal, text, VARIADIC "any") IS
+'Internal: _read_columns'' transition, a row into this process''s columns.';
+COMMENT ON FUNCTION gpurec_internal._read_columns_serialize(internal) IS
+'Internal: _read_columns'' serialization, a parallel worker''s columns as bytes for the leader.';
+COMMENT ON FUNCTION gpurec_internal._read_columns_deserialize(bytea, internal) IS
+'Internal: _read_columns'' deserialization, a worker''s bytes back into columns.';
+COMMENT ON FUNCTION gpurec_internal._read_columns_combine(internal, internal) IS
+'Internal: _read_columns'' combine, two processes'' columns joined.';
+COMMENT ON FUNCTION gpurec_internal._read_columns_final(internal) IS
+'Internal: _read_columns'' final, the columns handed to the calling gpurec function (the value is a row count).';
+
 -- The aggregate's support functions: PostgreSQL checks EXECUTE on them for
 -- the aggregate's owner, not for the role that calls the aggregate.
 REVOKE EXECUTE ON FUNCTION gpurec_internal._read_columns_transition(internal, text, VARIADIC "any"),
