@@ -78,6 +78,12 @@ struct ExecContext : gpu::CallContext
 	double gpu_start_wait_ms = 0;
 	double gpu_start_ms = 0;
 	/*
+	 * Whether CUDA's start began beside a read of this call (read.cpp); the
+	 * timing NOTICE says so only where the call then used the GPU, as a
+	 * start on a machine without one is no news to the reader.
+	 */
+	bool gpu_start_began_in_read = false;
+	/*
 	 * The GPU service this backend sends GPU work to (gpu_service.hpp), or
 	 * null: the call computes on a GPU of its own process.  Set by the SQL
 	 * layer when the service runs; never inside the service.

@@ -210,7 +210,7 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 	else
 		note += std::string("the calling backend alone, as ") + (outcome.why_serial ? outcome.why_serial : "planned");
 	if (gpu_started)
-		note += ", CUDA's start begun beside it";
+		ctx.gpu_start_began_in_read = true;
 	ctx.read_notes += (ctx.read_notes.empty() ? "" : "; ") + note;
 }
 
