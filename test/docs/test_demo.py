@@ -26,6 +26,7 @@ FUNCTIONS = ["devices", "cheapest_offers", "improve_carts", "optimize_carts", "u
 
 def main():
     directory = tempfile.mkdtemp(prefix="gpurec-demo-test-")
+    os.chmod(directory, 0o755)  # the cluster runs as pgtest when the test runs as root
     env = dict(os.environ, GPUREC_NO_APT="1", DEMO_PRODUCTS="300", DEMO_DIR=os.path.join(directory, "cluster"))
     for name in ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGOPTIONS"):
         env.pop(name, None)
