@@ -22,11 +22,13 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "property"))
+import robust_lib  # noqa: E402
 from pgtest import PSQL, check, seeded_random  # noqa: E402
 
 CLUSTER = os.path.normpath(os.path.join(HERE, "..", "cluster.sh"))
-DB = "gpurec_settings_before_load"
+DB = None  # the robust_lib database of this run
 rng = seeded_random()
 
 # name -> values, valid and not, for the settings every load defines
@@ -44,9 +46,9 @@ def junk():
     return "".join(rng.choice(string.ascii_letters + string.digits + ":-,. ") for _ in range(rng.randint(1, 8)))
 
 
-def psql(script, env_extra=None, database=DB):
-    """(returncode, stdout, stderr) of psql -X -q with ON_ERROR_STOP, verbose errors."""
-    env = dict(os.environ, PGDATABASE=database, **(env_extra or {}))
+def psql(script, env_extra=None, database=None):
+    """(returncode, stdout, stderr) of psql -X -q with ON_ERROR_STOP, verbose errors, in DB by default."""
+    env = dict(os.environ, PGDATABASE=database or DB, **(env_extra or {}))
     proc = subprocess.run([PSQL, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose"],
                           input="\\set VERBOSITY verbose\n" + script, capture_output=True, text=True, env=env)
     return proc.returncode, proc.stdout.strip(), proc.stderr
@@ -107,7 +109,7 @@ def not_preloaded():
 
 
 def session_preload():
-    database = DB + "_session"
+    database = DB + "_preload"
     psql(f"DROP DATABASE IF EXISTS {database}; CREATE DATABASE {database};", database="postgres")
     psql(f"CREATE EXTENSION gpurec; ALTER DATABASE {database} SET session_preload_libraries = 'gpurec';",
          database=database)
@@ -151,15 +153,16 @@ def shared_preload():
     subprocess.run(["rm", "-rf", directory])
 
 
-def main():
-    subprocess.run([PSQL, "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}",
-                    "-c", f"CREATE DATABASE {DB}"], check=True, capture_output=True)
-    psql("CREATE EXTENSION gpurec;")
+def body():
+    global DB
+    db = robust_lib.Database("settings")
+    DB = db.name
     not_preloaded()
     session_preload()
+    db.check_server_survived("settings-no-backend-crashed")
+    db.drop()
     shared_preload()
-    subprocess.run([PSQL, "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE {DB}"], capture_output=True)
 
 
 if __name__ == "__main__":
-    main()
+    robust_lib.main(body)
