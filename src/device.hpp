@@ -79,8 +79,7 @@ struct ExecContext : gpu::CallContext
 	double gpu_start_ms = 0;
 	/*
 	 * Whether CUDA's start began beside a read of this call (read.cpp); the
-	 * timing NOTICE says so only where the call then used the GPU, as a
-	 * start on a machine without one is no news to the reader.
+	 * timing NOTICE says so unless the start found no GPU.
 	 */
 	bool gpu_start_began_in_read = false;
 	/*

@@ -23,7 +23,8 @@ void report_timing(const char *function, const ExecContext &ctx)
 	const char *device = ctx.used_gpu ? "gpu" : "cpu";
 	char start[192] = "";
 	size_t used = 0;
-	if (ctx.used_gpu && ctx.gpu_start_began_in_read)
+	/* a start that found no GPU (by now asked, as a call that weighed the GPU asks) is no news to the reader */
+	if (ctx.gpu_start_began_in_read && !gpu::found_unusable())
 		used = snprintf(start, sizeof start, "  CUDA's start began beside the read.");
 	if (ctx.gpu_start_wait_ms > 0)
 		snprintf(start + used, sizeof start - used,
