@@ -13,13 +13,14 @@
 #   test/demo_roc.sql     roc_fitness (long and array formats), roc_auc
 #
 # About 2 minutes on 2 CPU cores at the default size (1 for DEMO_PRODUCTS=3000),
-# after the build.
+# after the build.  DEMO_DIR: the throwaway cluster's directory (default
+# /tmp/gpurec-demo).
 set -Eeuo pipefail
 cd "$(dirname "$0")"
 trap 'echo "demo.sh stopped: the step above failed (server log: $dir/server.log)" >&2' ERR
 products=${DEMO_PRODUCTS:-30000}
-dir=/tmp/gpurec-demo
-log=/tmp/gpurec-demo-build.log
+dir=${DEMO_DIR:-/tmp/gpurec-demo}
+log=$dir-build.log
 case $products in '' | *[!0-9]* | 0*) echo "DEMO_PRODUCTS must be a positive number, not '$products'" >&2; exit 2 ;; esac
 
 commas() { # 30720000 -> 30,720,000
@@ -60,7 +61,9 @@ if [ -z "${GPUREC_NO_APT:-}" ]; then
 		bash -c 'apt-get update -q && apt-get install -y -q make g++ postgresql-15 postgresql-server-dev-15'
 fi
 export PG_CONFIG=${PG_CONFIG:-pg_config}
-if command -v nvcc >/dev/null 2>&1 || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
+if [ -n "${NVCC+set}" ] && [ -z "$NVCC" ]; then
+	kind="CPU-only, as NVCC is set empty (about 15 s on 2 cores the first time)"
+elif command -v nvcc >/dev/null 2>&1 || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
 	kind="with its CUDA kernels (nvcc found; about 1.5 minutes on 2 cores the first time)"
 else
 	kind="CPU-only, as no nvcc was found (about 15 s on 2 cores the first time)"
@@ -97,19 +100,27 @@ SQL
 # The load runs as one INSERT per core, each over a slice of a scrambled
 # order of all (product, store) pairs: offer j is product j / 1024 + 1, store
 # j % 1024 + 1, with j = i x 2654435761 mod the number of offers (a prime
-# above any number of offers here, so every pair comes once).
+# above any number of offers here, so every pair comes once).  Prices as a
+# market has them: each product its list price (1.00 to 200.00, from its id),
+# each store its price level (0.90 to 1.10 of list, from its id), and each
+# offer within 8% of the two, so that the cheapest store of a product is
+# about a fifth below a typical one, not a hundredth of it.
 echo "== Marketplace data"
 loaders=$(nproc)
 [ "$loaders" -le 8 ] || loaders=8
-printf '%s\n%s... ' \
-	"loading $(commas $offers) offers: $(commas "$products") products x 1,024 stores, a random price each, 5% out of stock," \
+printf '%s\n%s\n%s... ' \
+	"loading $(commas $offers) offers: $(commas "$products") products x 1,024 stores, each store a price level within 10% of" \
+	"  the product's list price and each offer within 8% of that, 5% out of stock," \
 	"  in scrambled order, with $loaders INSERTs at once (about $((offers / 2000000 + 2)) s on 2 cores), then VACUUM ANALYZE"
 t=$(now)
 q -c 'CREATE UNLOGGED TABLE offers (product_id integer, store_id integer, price numeric(10,2), in_stock boolean)'
 pids=()
 for ((k = 0; k < loaders; k++)); do
 	q -c "INSERT INTO offers
-	      SELECT j / 1024 + 1, j % 1024 + 1, ((100 + floor(random() * 99900)::int)::numeric / 100)::numeric(10,2), random() >= 0.05
+	      SELECT j / 1024 + 1, j % 1024 + 1,
+	             round((1 + (j / 1024 + 1) * 2654435761 % 19901 / 100.0)                -- the product's list price
+	                   * (0.9 + (j % 1024 + 1) * 40503 % 201 / 1000.0)                  -- the store's price level
+	                   * (0.92 + random() * 0.16)::numeric, 2)::numeric(10,2), random() >= 0.05
 	      FROM (SELECT i * 2654435761 % $offers AS j
 	            FROM generate_series($offers::bigint * $k / $loaders, $offers::bigint * ($k + 1) / $loaders - 1) i) s" &
 	pids+=($!)
@@ -127,8 +138,10 @@ echo "== Summary (the whole demo took $(since "$start"))"
 cat <<EOF
 - gpurec.devices(): the GPUs gpurec can use; without one, every function runs on
   the CPU and gives the same answers.
-- Marketplace: cheapest_offers (the k cheapest offers of every product) and
-  improve_carts (every cart line a cheaper store would serve), on $(commas $offers) offers.
+- Marketplace, on $(commas $offers) offers: cheapest_offers (the k cheapest offers of
+  every product), improve_carts (every cart line a cheaper store would serve)
+  and optimize_carts (each whole cart at its least cost, items plus the
+  shipping of every store it uses, exactly).
 - Geospatial recommender, on a check-in history in London, Berlin and Paris:
   user_similarity, similar_users, predict_strength (where will a user go?) and
   fit_exponent (which distance exponent predicts later visits best).
@@ -138,7 +151,8 @@ cat <<EOF
 - Beside the plain-SQL way: the same answers, with the timings above.
 Read more in README.md: "Inner queries" (how the query arguments are read),
 "Marketplace", "Geospatial recommender", "ROC fitness for genetic algorithms",
-"Settings" (gpurec.device, gpurec.timing) and "Tests"; BENCHMARKS.md for timings on a 2-core
+"Settings" (gpurec.device, gpurec.timing; its NOTICE's DETAIL, left out here, says how each query was read)
+and "Tests"; BENCHMARKS.md for timings on a 2-core
 machine and on an H100 GPU.
 The throwaway cluster in $dir stops now; the demo data goes with it.
 EOF

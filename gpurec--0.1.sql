@@ -8,6 +8,22 @@
 -- reachable through gpurec that the caller could not SELECT itself.
 GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
 
+COMMENT ON SCHEMA @extschema@ IS
+'gpurec: recommendation and marketplace analytics on the GPU (or every CPU core), each function fed by inner queries; \df+ gpurec.* lists them.';
+
+-- What gpurec's functions and gpurec_shards call, kept out of the user's
+-- schema so that \df gpurec.* lists only what users call.  USAGE stays
+-- PUBLIC: the read layer's SQL names gpurec_internal._read_columns as the
+-- calling role (SECURITY INVOKER), and gpurec_shards' functions, run by
+-- any role, name the shards' internals; each of these is safe to call
+-- (the aggregate refuses to run outside a gpurec function, the others
+-- compute from their arguments or run an inner query as the caller, as the
+-- public functions do).  Functions no role calls by name are not granted.
+CREATE SCHEMA gpurec_internal;
+COMMENT ON SCHEMA gpurec_internal IS
+'gpurec''s internals, called by its own functions and by gpurec_shards; not for direct use, and they may change with any version.';
+GRANT USAGE ON SCHEMA gpurec_internal TO PUBLIC;
+
 -- Every function takes its data as inner queries (text), matched by column
 -- name, run read-only with the caller's privileges (SECURITY INVOKER).
 
@@ -26,10 +42,13 @@ COMMENT ON FUNCTION devices() IS
 -- Internal (gpurec_shards): a pause between rounds of waiting for the
 -- shards, shorter than pg_sleep's shortest (a millisecond), that cancel and
 -- statement_timeout end at once.
-CREATE FUNCTION _pause(microseconds integer)
+CREATE FUNCTION gpurec_internal._pause(microseconds integer)
 RETURNS void
 AS 'MODULE_PATHNAME', 'gpurec_pause'
 LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._pause(integer) IS
+'Internal (gpurec_shards): sleeps this many microseconds, ended at once by cancel and statement_timeout.';
 
 -- ------------------------------------------------------------ marketplace --
 
@@ -46,21 +65,21 @@ COMMENT ON FUNCTION cheapest_offers(text, integer) IS
 -- as one bytea, and the coordinator's merge of the shards' answers into the
 -- rows one server holding every offer gives.  Internal: gpurec_shards calls
 -- them; the bytes are gpurec's own, of this version.
-CREATE FUNCTION _cheapest_offers_part(offers_query text, k integer)
+CREATE FUNCTION gpurec_internal._cheapest_offers_part(offers_query text, k integer)
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_cheapest_offers_part'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION _cheapest_offers_part(text, integer) IS
+COMMENT ON FUNCTION gpurec_internal._cheapest_offers_part(text, integer) IS
 'Internal (gpurec_shards): cheapest_offers(offers_query, k) as one value for _merge_cheapest_offers.';
 
-CREATE FUNCTION _merge_cheapest_offers(parts bytea[], k integer)
+CREATE FUNCTION gpurec_internal._merge_cheapest_offers(parts bytea[], k integer)
 RETURNS TABLE(product_id bigint, offer_rank integer, store_id bigint, price numeric,
               n_offers bigint)
 AS 'MODULE_PATHNAME', 'gpurec_merge_cheapest_offers'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION _merge_cheapest_offers(bytea[], integer) IS
+COMMENT ON FUNCTION gpurec_internal._merge_cheapest_offers(bytea[], integer) IS
 'Internal (gpurec_shards): the k cheapest offers per product among the parts of _cheapest_offers_part.';
 
 CREATE FUNCTION improve_carts(carts_query text, offers_query text)
@@ -93,41 +112,41 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION roc_fitness(text) IS
 'ROC fitness (AUC - 0.5) of every individual of scores_query (individual_id, label, score: one row per example).';
 
-CREATE FUNCTION roc_fitness(population_query text, labels boolean[])
+CREATE FUNCTION roc_fitness(population_query text, labels anycompatiblearray)
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
 AS 'MODULE_PATHNAME', 'gpurec_roc_fitness_arrays'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION roc_fitness(text, boolean[]) IS
-'ROC fitness of every individual of population_query (individual_id, scores real[] or double precision[]) against labels.';
+COMMENT ON FUNCTION roc_fitness(text, anycompatiblearray) IS
+'ROC fitness of every individual of population_query (individual_id, scores real[] or double precision[]) against labels (boolean[], or integers 0 and 1).';
 
 -- Labels as gpurec_shards sends them to every shard: a bit a label (and a
 -- NULL bitmap where some label is NULL), where boolean[]'s text is two
 -- characters a label, parsed element by element.
-CREATE FUNCTION _labels_pack(labels boolean[])
+CREATE FUNCTION gpurec_internal._labels_pack(labels anycompatiblearray)
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_labels_pack'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION _labels_pack(boolean[]) IS
-'Internal (gpurec_shards): labels (NULLs kept) as a bytea that _labels_unpack turns back into them.';
+COMMENT ON FUNCTION gpurec_internal._labels_pack(anycompatiblearray) IS
+'Internal (gpurec_shards): labels (boolean[], or integers 0 and 1; NULLs kept) as a bytea that _labels_unpack turns back into them as boolean[].';
 
-CREATE FUNCTION _labels_unpack(packed bytea)
+CREATE FUNCTION gpurec_internal._labels_unpack(packed bytea)
 RETURNS boolean[]
 AS 'MODULE_PATHNAME', 'gpurec_labels_unpack'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION _labels_unpack(bytea) IS
+COMMENT ON FUNCTION gpurec_internal._labels_unpack(bytea) IS
 'Internal (gpurec_shards): the labels _labels_pack was given, as a boolean[] with lower bound 1.';
 
-CREATE FUNCTION roc_auc(scores float8[], labels boolean[])
+CREATE FUNCTION roc_auc(scores float8[], labels anycompatiblearray)
 RETURNS float8
 AS 'MODULE_PATHNAME', 'gpurec_roc_auc'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION roc_auc(float8[], boolean[]) IS
-'AUC of one individual''s scores against labels, ties counting half; NULL without a positive or a negative.';
+COMMENT ON FUNCTION roc_auc(float8[], anycompatiblearray) IS
+'AUC of one individual''s scores against labels (boolean[], or integers 0 and 1), ties counting half; NULL without a positive or a negative.';
 
 -- ------------------------------------------------------------- geospatial --
 -- Users are sets of points (points_query: user_id, x, y).  Similarity of user
@@ -189,37 +208,60 @@ COMMENT ON FUNCTION fit_exponent(text, text, text, float8[], float8, float8, tex
 -- whole array; at the default cost of 1 the planner keeps a few thousand rows
 -- of big arrays (a table it may split, as its parallel_workers allows) in
 -- one backend, as the parallel plan's start-up seems to cost more.
-CREATE FUNCTION _read_columns_transition(internal, text, VARIADIC "any")
+CREATE FUNCTION gpurec_internal._read_columns_transition(internal, text, VARIADIC "any")
 RETURNS internal
 AS 'MODULE_PATHNAME', 'gpurec_read_columns_transition'
 LANGUAGE C PARALLEL SAFE COST 1000;
 
-CREATE FUNCTION _read_columns_serialize(internal)
+CREATE FUNCTION gpurec_internal._read_columns_serialize(internal)
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_read_columns_serialize'
 LANGUAGE C STRICT PARALLEL SAFE;
 
-CREATE FUNCTION _read_columns_deserialize(bytea, internal)
+CREATE FUNCTION gpurec_internal._read_columns_deserialize(bytea, internal)
 RETURNS internal
 AS 'MODULE_PATHNAME', 'gpurec_read_columns_deserialize'
 LANGUAGE C STRICT PARALLEL SAFE;
 
-CREATE FUNCTION _read_columns_combine(internal, internal)
+CREATE FUNCTION gpurec_internal._read_columns_combine(internal, internal)
 RETURNS internal
 AS 'MODULE_PATHNAME', 'gpurec_read_columns_combine'
 LANGUAGE C PARALLEL SAFE;
 
-CREATE FUNCTION _read_columns_final(internal)
+CREATE FUNCTION gpurec_internal._read_columns_final(internal)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'gpurec_read_columns_final'
 LANGUAGE C PARALLEL SAFE;
 
-CREATE AGGREGATE _read_columns(text, VARIADIC "any") (
-    SFUNC = _read_columns_transition,
+CREATE AGGREGATE gpurec_internal._read_columns(text, VARIADIC "any") (
+    SFUNC = gpurec_internal._read_columns_transition,
     STYPE = internal,
-    SERIALFUNC = _read_columns_serialize,
-    DESERIALFUNC = _read_columns_deserialize,
-    COMBINEFUNC = _read_columns_combine,
-    FINALFUNC = _read_columns_final,
+    SERIALFUNC = gpurec_internal._read_columns_serialize,
+    DESERIALFUNC = gpurec_internal._read_columns_deserialize,
+    COMBINEFUNC = gpurec_internal._read_columns_combine,
+    FINALFUNC = gpurec_internal._read_columns_final,
     PARALLEL = SAFE
 );
+
+COMMENT ON AGGREGATE gpurec_internal._read_columns(text, VARIADIC "any") IS
+'Internal (the read layer): engine columns from an inner query''s rows, read by PostgreSQL''s parallel workers; refuses to run outside a gpurec function.';
+
+COMMENT ON FUNCTION gpurec_internal._read_columns_transition(internal, text, VARIADIC "any") IS
+'Internal: _read_columns'' transition, a row into this process''s columns.';
+COMMENT ON FUNCTION gpurec_internal._read_columns_serialize(internal) IS
+'Internal: _read_columns'' serialization, a parallel worker''s columns as bytes for the leader.';
+COMMENT ON FUNCTION gpurec_internal._read_columns_deserialize(bytea, internal) IS
+'Internal: _read_columns'' deserialization, a worker''s bytes back into columns.';
+COMMENT ON FUNCTION gpurec_internal._read_columns_combine(internal, internal) IS
+'Internal: _read_columns'' combine, two processes'' columns joined.';
+COMMENT ON FUNCTION gpurec_internal._read_columns_final(internal) IS
+'Internal: _read_columns'' final, the columns handed to the calling gpurec function (the value is a row count).';
+
+-- The aggregate's support functions: PostgreSQL checks EXECUTE on them for
+-- the aggregate's owner, not for the role that calls the aggregate.
+REVOKE EXECUTE ON FUNCTION gpurec_internal._read_columns_transition(internal, text, VARIADIC "any"),
+                           gpurec_internal._read_columns_serialize(internal),
+                           gpurec_internal._read_columns_deserialize(bytea, internal),
+                           gpurec_internal._read_columns_combine(internal, internal),
+                           gpurec_internal._read_columns_final(internal)
+    FROM PUBLIC;

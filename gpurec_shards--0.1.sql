@@ -129,7 +129,7 @@ END $$;
 -- values (a numeric's scale, a float8's every bit), and the coordinator
 -- unnests them in lockstep, in their order.  The shard's answer thus
 -- travels in one message, and a message is at most 1 GB.  A query that
--- returns its answer as one row already (gpurec._cheapest_offers_part's
+-- returns its answer as one row already (gpurec_internal._cheapest_offers_part's
 -- bytea) is sent as it is, with as_arrays false: an array around one value
 -- would only be quoted on the shard and parsed again here.
 CREATE FUNCTION _gather(shards text[], queries text[], columns text, as_arrays boolean DEFAULT true)
@@ -173,7 +173,7 @@ BEGIN
                                              nullif(dblink_error_message(conns[i]), 'OK'));
             END IF;
         END LOOP;
-        -- wait in gpurec._pause, which answers cancel and statement_timeout:
+        -- wait in gpurec_internal._pause, which answers cancel and statement_timeout:
         -- dblink_get_result would wait in libpq, deaf to both (and dblink
         -- does not show the connections' sockets, on which a wait could
         -- sleep until an answer comes).  The first rounds are short, so
@@ -190,7 +190,7 @@ BEGIN
             END LOOP;
             EXIT WHEN NOT busy;
             rounds := rounds + 1;
-            PERFORM gpurec._pause(CASE WHEN rounds <= 40 THEN 100 ELSE 1000 END);
+            PERFORM gpurec_internal._pause(CASE WHEN rounds <= 40 THEN 100 ELSE 1000 END);
         END LOOP;
         FOR i IN 1 .. n LOOP
             BEGIN
@@ -244,7 +244,7 @@ RETURNS TABLE(product_id bigint, offer_rank integer, store_id bigint, price nume
 LANGUAGE plpgsql VOLATILE STRICT AS $$
 BEGIN
     -- the engine's own check of k, on no parts, before any shard works
-    PERFORM gpurec._merge_cheapest_offers('{}', k);
+    PERFORM gpurec_internal._merge_cheapest_offers('{}', k);
     -- each shard's k cheapest of each product hold the k cheapest of all
     -- shards.  A shard sends its ranking as one bytea (the prices in their
     -- type with every digit, its count of each product's offers), and the
@@ -253,17 +253,17 @@ BEGIN
     -- rows, in its order.
     RETURN QUERY
     SELECT m.product_id, m.offer_rank, m.store_id, m.price, m.n_offers
-    FROM gpurec._merge_cheapest_offers(
+    FROM gpurec_internal._merge_cheapest_offers(
              ARRAY(SELECT t.part
                    FROM gpurec_shards._gather(shards,
-                            ARRAY[format('SELECT gpurec._cheapest_offers_part(%L, %s)', offers_query, k)],
+                            ARRAY[format('SELECT gpurec_internal._cheapest_offers_part(%L, %s)', offers_query, k)],
                             'part bytea', false) AS t(shard integer, part bytea)
                    ORDER BY t.shard),
              k) AS m;
 END $$;
 
 COMMENT ON FUNCTION cheapest_offers(text[], text, integer) IS
-'gpurec.cheapest_offers over offers sharded by any column: each shard''s k cheapest per product, merged by gpurec._merge_cheapest_offers.';
+'gpurec.cheapest_offers over offers sharded by any column: each shard''s k cheapest per product, merged by gpurec_internal._merge_cheapest_offers.';
 
 CREATE FUNCTION improve_carts(shards text[], carts_query text, offers_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
@@ -359,9 +359,9 @@ $$;
 -- shard's parser scans a literal character by character, and boolean[]'s
 -- text is 2 characters a label (the 200 kB of 100,000 labels took each
 -- shard about 7 ms to scan and parse).
-CREATE FUNCTION _labels_literal(labels boolean[])
+CREATE FUNCTION _labels_literal(labels anycompatiblearray)
 RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$
-    SELECT format('gpurec._labels_unpack(decode(%L, ''base64''))', encode(gpurec._labels_pack(labels), 'base64'));
+    SELECT format('gpurec_internal._labels_unpack(decode(%L, ''base64''))', encode(gpurec_internal._labels_pack(labels), 'base64'));
 $$;
 
 CREATE FUNCTION roc_fitness(shards text[], scores_query text)
@@ -374,7 +374,7 @@ $$;
 COMMENT ON FUNCTION roc_fitness(text[], text) IS
 'gpurec.roc_fitness (long format) over examples sharded by individual.';
 
-CREATE FUNCTION roc_fitness(shards text[], population_query text, labels boolean[])
+CREATE FUNCTION roc_fitness(shards text[], population_query text, labels anycompatiblearray)
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
 LANGUAGE sql VOLATILE STRICT AS $$
@@ -382,10 +382,10 @@ LANGUAGE sql VOLATILE STRICT AS $$
         format('SELECT * FROM gpurec.roc_fitness(%L, %s)', population_query, gpurec_shards._labels_literal(labels)));
 $$;
 
-COMMENT ON FUNCTION roc_fitness(text[], text, boolean[]) IS
+COMMENT ON FUNCTION roc_fitness(text[], text, anycompatiblearray) IS
 'gpurec.roc_fitness (array format) over a population sharded by individual.';
 
-CREATE FUNCTION roc_auc(shards text[], population_query text, labels boolean[])
+CREATE FUNCTION roc_auc(shards text[], population_query text, labels anycompatiblearray)
 RETURNS TABLE(individual_id bigint, auc float8)
 LANGUAGE sql VOLATILE STRICT AS $$
     SELECT t.individual_id, t.auc
@@ -401,7 +401,7 @@ LANGUAGE sql VOLATILE STRICT AS $$
     ORDER BY t.individual_id;
 $$;
 
-COMMENT ON FUNCTION roc_auc(text[], text, boolean[]) IS
+COMMENT ON FUNCTION roc_auc(text[], text, anycompatiblearray) IS
 'gpurec.roc_auc of every individual of population_query (individual_id, scores) on every shard.';
 
 -- ------------------------------------------------------------- geospatial --

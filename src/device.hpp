@@ -79,6 +79,11 @@ struct ExecContext : gpu::CallContext
 	double gpu_start_wait_ms = 0;
 	double gpu_start_ms = 0;
 	/*
+	 * Whether CUDA's start began beside a read of this call (read.cpp); the
+	 * timing NOTICE says so unless the start found no GPU.
+	 */
+	bool gpu_start_began_in_read = false;
+	/*
 	 * The GPU service this backend sends GPU work to (gpu_service.hpp), or
 	 * null: the call computes on a GPU of its own process.  Set by the SQL
 	 * layer when the service runs; never inside the service.

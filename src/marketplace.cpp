@@ -574,7 +574,7 @@ void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 			throw;
 		throw Error(sqlstate::invalid_binary_representation, "not a shard's part of cheapest_offers",
 					std::string("The bytes are ") + std::to_string(size) + " long; " + e.what() + ".",
-					"Parts come from gpurec._cheapest_offers_part of the same version of gpurec.");
+					"Parts come from gpurec_internal._cheapest_offers_part of the same version of gpurec.");
 	}
 	size_t end = store_.size();
 	for (size_t row = before; row < end; ++row)

@@ -86,7 +86,8 @@ std::vector<ByteSpan> bytea_list_argument(FunctionCallInfo fcinfo, int n, const 
 std::vector<int8_t> label_list_argument(FunctionCallInfo fcinfo, int n, const char *name)
 {
 	ArrayType *array = list_array_argument(fcinfo, n, name);
-	if (!ARR_HASNULL(array))
+	Oid type = ARR_ELEMTYPE(array);
+	if (type == BOOLOID && !ARR_HASNULL(array))
 	{
 		/* a boolean is one byte, 0 or 1, and without a NULL they lie side by side: no Datum per label */
 		int count = ARR_NDIM(array) == 0 ? 0 : ARR_DIMS(array)[0];
@@ -96,10 +97,55 @@ std::vector<int8_t> label_list_argument(FunctionCallInfo fcinfo, int n, const ch
 			labels[i] = data[i] != 0 ? 1 : 0;
 		return labels;
 	}
-	Elements e = elements_of(array, BOOLOID, 1, true, TYPALIGN_CHAR);
+	Elements e;
+	if (type == BOOLOID)
+		e = elements_of(array, BOOLOID, 1, true, TYPALIGN_CHAR);
+	else if (type == INT2OID)
+		e = elements_of(array, INT2OID, 2, true, TYPALIGN_SHORT);
+	else if (type == INT4OID)
+		e = elements_of(array, INT4OID, 4, true, TYPALIGN_INT);
+	else if (type == INT8OID)
+		e = elements_of(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	else if (type == TEXTOID)
+		e = elements_of(array, TEXTOID, -1, false, TYPALIGN_INT);
+	else
+		throw Error(sqlstate::datatype_mismatch,
+					std::string(name) + " must be boolean[] or an array of integers 0 and 1",
+					std::string("It is ") + pg_call([type] { return format_type_be(type); }) + "[].",
+					"Cast it, as in labels::boolean[] or labels::int[].");
+	const char *hint = "A label is boolean, or an integer 0 (negative) or 1 (positive).";
 	std::vector<int8_t> labels(e.count);
 	for (int i = 0; i < e.count; ++i)
-		labels[i] = e.nulls[i] ? -1 : (DatumGetBool(e.values[i]) ? 1 : 0);
+	{
+		std::string where = "element " + std::to_string(i + 1) + " of " + name;
+		if (e.nulls[i])
+			labels[i] = -1;
+		else if (type == BOOLOID)
+			labels[i] = DatumGetBool(e.values[i]) ? 1 : 0;
+		else if (type == TEXTOID)
+		{
+			/* an untyped literal such as '{t,f}' comes as text[] (anycompatiblearray): read as boolean's input */
+			const auto *element = reinterpret_cast<const struct varlena *>(DatumGetPointer(e.values[i]));
+			std::string value(VARDATA_ANY(element), VARSIZE_ANY_EXHDR(element));
+			bool label = false;
+			if (!parse_bool_with_len(value.data(), value.size(), &label))
+				throw Error(sqlstate::invalid_parameter_value,
+							where + " is \"" + value + "\"; a label must be 0 or 1 (or boolean)", "", hint);
+			labels[i] = label ? 1 : 0;
+		}
+		else
+		{
+			/* the rule of a label column of an inner query (read/column_types.cpp): 0 or 1, nothing else */
+			long long value = type == INT2OID   ? DatumGetInt16(e.values[i])
+							  : type == INT4OID ? DatumGetInt32(e.values[i])
+												: static_cast<long long>(DatumGetInt64(e.values[i]));
+			if (value != 0 && value != 1)
+				throw Error(sqlstate::invalid_parameter_value,
+							where + " is " + std::to_string(value) + "; a label must be 0 or 1 (or boolean)", "",
+							hint);
+			labels[i] = static_cast<int8_t>(value);
+		}
+	}
 	return labels;
 }
 

@@ -39,7 +39,11 @@ struct ByteSpan
 /* A bytea[] argument; a NULL element is ERROR 22004. */
 std::vector<ByteSpan> bytea_list_argument(FunctionCallInfo fcinfo, int n, const char *name);
 
-/* A boolean[] argument as -1 (NULL), 0, 1. */
+/*
+ * A labels argument as -1 (NULL), 0, 1: boolean[], an array of integers 0
+ * and 1 (smallint, integer or bigint; anything else ERROR 22023), or text[]
+ * read as boolean input (an untyped literal such as '{t,f}').
+ */
 std::vector<int8_t> label_list_argument(FunctionCallInfo fcinfo, int n, const char *name);
 
 } // namespace gpurec

@@ -1,6 +1,6 @@
 /*
  * pg_gpurec.cpp: the module's entry (PG_MODULE_MAGIC, _PG_init),
- * gpurec.devices(), and gpurec._pause() for gpurec_shards' waits.
+ * gpurec.devices(), and gpurec_internal._pause() for gpurec_shards' waits.
  *
  * _PG_init only defines the settings (pg_settings.cpp): CUDA starts lazily
  * in the first backend call that needs a GPU, never in the postmaster (a

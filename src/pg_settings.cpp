@@ -10,7 +10,9 @@
 extern "C" {
 #include "miscadmin.h"
 #include "storage/latch.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
@@ -18,6 +20,7 @@ extern "C" {
 #include <cstdlib>
 #include <climits>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "pg_gpu_service.hpp"
@@ -41,6 +44,11 @@ int test_stand_in_memory_setting = 0; /* kB */
 char *test_fault_setting = nullptr;
 /* gpurec.test_fault as parsed by its check hook (at = 0: none). */
 TestFault test_fault;
+
+/* The integer settings' ranges, shared by their definitions and the check of values set before loading. */
+constexpr int kMaxParallelWorkers = 1024;
+constexpr int kMaxCpuThreads = 1024;
+constexpr int kMaxStandInDevices = 64;
 
 /* How long a `wait` fault waits for a cancel before it gives up with an ERROR. */
 constexpr int kTestFaultMaxWaitMs = 30000;
@@ -184,10 +192,126 @@ void assign_gpus(const char *value, void *)
 	(void) parse_gpus(value, &gpus);
 }
 
+/* An integer setting's value as parse_int reads it (units by flags), within [min, max]. */
+bool valid_int(const char *value, int flags, int min, int max)
+{
+	int parsed = 0;
+	return parse_int(value, &parsed, flags, nullptr) && parsed >= min && parsed <= max;
+}
+
+/*
+ * Whether `value` is one PostgreSQL would take for gpurec's setting `name`
+ * once defined (the same parsers and ranges as its definition below), and
+ * if not, a hint.  Unknown names are not gpurec's: *known is false.
+ */
+bool valid_setting_value(const char *name, const char *value, bool *known, char (&hint)[256])
+{
+	*known = true;
+	bool flag = false;
+	if (strcmp(name, "gpurec.device") == 0)
+	{
+		for (const config_enum_entry *option = device_options; option->name; ++option)
+			if (pg_strcasecmp(value, option->name) == 0)
+				return true;
+		snprintf(hint, sizeof hint, "%s", "Available values: auto, gpu, cpu.");
+		return false;
+	}
+	if (strcmp(name, "gpurec.timing") == 0 || strcmp(name, "gpurec.test_fail_gpu_alloc") == 0)
+	{
+		snprintf(hint, sizeof hint, "%s", "It is a boolean: on or off.");
+		return parse_bool(value, &flag);
+	}
+	if (strcmp(name, "gpurec.parallel_workers") == 0)
+	{
+		snprintf(hint, sizeof hint, "It is an integer from -1 to %d.", kMaxParallelWorkers);
+		return valid_int(value, 0, -1, kMaxParallelWorkers);
+	}
+	if (strcmp(name, "gpurec.cpu_threads") == 0)
+	{
+		snprintf(hint, sizeof hint, "It is an integer from 0 to %d.", kMaxCpuThreads);
+		return valid_int(value, 0, 0, kMaxCpuThreads);
+	}
+	if (strcmp(name, "gpurec.test_fault") == 0)
+	{
+		TestFault fault;
+		const char *why = "";
+		bool ok = parse_test_fault(value, &fault, &why);
+		snprintf(hint, sizeof hint, "%s", why);
+		return ok;
+	}
+	if (strcmp(name, "gpurec.gpus") == 0)
+	{
+		std::vector<int> ids;
+		snprintf(hint, sizeof hint, "%s", "It is a list of GPU device ids separated by commas, as in '0,2', or empty for every GPU.");
+		return parse_gpus(value, &ids);
+	}
+	if (strcmp(name, "gpurec.test_stand_in_devices") == 0)
+	{
+		snprintf(hint, sizeof hint, "It is an integer from 0 to %d.", kMaxStandInDevices);
+		return valid_int(value, 0, 0, kMaxStandInDevices);
+	}
+	if (strcmp(name, "gpurec.test_stand_in_memory") == 0)
+	{
+		snprintf(hint, sizeof hint, "%s", "It is an amount of memory, as in 1GB.");
+		return valid_int(value, GUC_UNIT_KB, 0, INT_MAX);
+	}
+	*known = false;
+	return false;
+}
+
+/*
+ * Without preloading, a gpurec.* setting given before the library loads
+ * (SET, ALTER ROLE or DATABASE ... SET, PGOPTIONS, postgresql.conf) is a
+ * placeholder string that nothing checked.  Defining the setting would
+ * reapply it with only a WARNING and fall back to the default, so that a
+ * misspelled gpurec.device = 'gpuu' would silently compute under auto:
+ * instead, before anything is defined, a bad value or an unknown gpurec.*
+ * name is an ERROR.  Nothing is defined then, so every later call that
+ * loads the library meets the same ERROR until the setting is corrected or
+ * RESET.  In the postmaster (shared_preload_libraries) the ERROR stops the
+ * server from starting, as a bad value of PostgreSQL's own settings in
+ * postgresql.conf does; at a session's start (session_preload_libraries) it
+ * refuses the connection.  PostgreSQL code: no C++ object lives across its
+ * ereport.
+ */
+void check_settings_given_before_loading()
+{
+	struct config_generic **variables = get_guc_variables();
+	int count = GetNumConfigOptions();
+	for (int i = 0; i < count; ++i)
+	{
+		const struct config_generic *variable = variables[i];
+		if (!(variable->flags & GUC_CUSTOM_PLACEHOLDER) || variable->source == PGC_S_DEFAULT ||
+			strncmp(variable->name, "gpurec.", strlen("gpurec.")) != 0)
+			continue;
+		const char *value = *reinterpret_cast<const struct config_string *>(variable)->variable;
+		if (value == nullptr)
+			value = "";
+		bool known = false;
+		char hint[256] = "";
+		if (valid_setting_value(variable->name, value, &known, hint))
+			continue;
+		const char *source = GucSource_Names[variable->source];
+		if (!known)
+			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+							errmsg("unrecognized configuration parameter \"%s\"", variable->name),
+							errdetail("It was set (%s) before gpurec was loaded, and gpurec has no such setting.",
+									  source),
+							errhint("gpurec's settings are gpurec.device, gpurec.timing, gpurec.parallel_workers, "
+									"gpurec.cpu_threads and gpurec.gpus.  RESET %s, or correct its name.",
+									variable->name)));
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("invalid value for parameter \"%s\": \"%s\"", variable->name, value),
+						errdetail("It was set (%s) before gpurec was loaded, which checks it as it loads.", source),
+						errhint("%s  SET it to a valid value, or RESET %s.", hint, variable->name)));
+	}
+}
+
 } // namespace
 
 void define_settings()
 {
+	check_settings_given_before_loading();
 	DefineCustomEnumVariable(
 		"gpurec.device", "Where gpurec computes: auto, gpu or cpu.",
 		"auto uses a usable GPU when the input is large enough to gain from it; gpu raises an "
@@ -204,13 +328,13 @@ void define_settings()
 							"Workers come from PostgreSQL's own settings (max_parallel_workers_per_gather, "
 							"max_parallel_workers, a table's parallel_workers); this may only lower them.  0 reads "
 							"every inner query in the calling backend.",
-							&parallel_workers_setting, -1, -1, 1024, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+							&parallel_workers_setting, -1, -1, kMaxParallelWorkers, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomIntVariable("gpurec.cpu_threads",
 							"The most threads one CPU computation of a call uses; 0 uses every core.",
 							"Servers that share a machine (the shards of gpurec_shards on one host, or busy "
 							"backends) can each take their part of the cores instead of every backend "
 							"starting one thread per core.",
-							&cpu_threads_setting, 0, 0, 1024, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+							&cpu_threads_setting, 0, 0, kMaxCpuThreads, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("gpurec.test_fail_gpu_alloc",
 							 "For tests only: makes every GPU allocation fail.", nullptr,
 							 &test_fail_gpu_alloc_setting, false, PGC_SUSET,
@@ -245,7 +369,7 @@ void define_settings()
 		DefineCustomIntVariable("gpurec.test_stand_in_devices",
 								"For tests only: the GPU service presents this many devices that compute on the CPU.",
 								"0 uses the GPUs.  Read when the server starts.", &test_stand_in_devices_setting, 0, 0,
-								64, PGC_POSTMASTER, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, nullptr, nullptr, nullptr);
+								kMaxStandInDevices, PGC_POSTMASTER, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, nullptr, nullptr, nullptr);
 		DefineCustomIntVariable("gpurec.test_stand_in_memory",
 								"For tests only: the memory each stand-in device of the GPU service reports.", nullptr,
 								&test_stand_in_memory_setting, 1024 * 1024, 0, INT_MAX, PGC_POSTMASTER,

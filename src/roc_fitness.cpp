@@ -761,7 +761,7 @@ std::vector<int8_t> unpack_labels(const uint8_t *data, size_t size, size_t max_c
 	/* the count first bounds the bitmaps' size, so that (count + 7) / 8 cannot wrap */
 	if (bitmaps == 0 || count > 8 * (size - kLabelsHeader) || size != kLabelsHeader + bitmaps * ((count + 7) / 8))
 		throw Error(sqlstate::invalid_binary_representation, "malformed packed labels",
-					"gpurec._labels_unpack reads only what gpurec._labels_pack wrote.");
+					"gpurec_internal._labels_unpack reads only what gpurec_internal._labels_pack wrote.");
 	if (count > max_count)
 		throw Error(sqlstate::program_limit_exceeded, "too many packed labels for one array",
 					std::to_string(count) + " labels, at most " + std::to_string(max_count) + ".");

@@ -3,6 +3,8 @@
 -- test/data/checkins.sql, under metric 'haversine' (longitude and latitude
 -- in degrees, distances in metres).  Read by psql -X -q from stdin.
 SET gpurec.timing = on;
+-- the timing NOTICE without its DETAIL (how each inner query was read)
+\set VERBOSITY terse
 
 \echo '== Geospatial recommender: data'
 \echo 'loading a check-in history (test/data/checkins.sql): 600 users and 3,000 venues in 90 neighbourhoods of'

@@ -4,6 +4,8 @@
 -- a plain-SQL mid-rank AUC; and roc_auc for one individual.  Read by psql
 -- -X -q from stdin.
 SET gpurec.timing = on;
+-- the timing NOTICE without its DETAIL (how each inner query was read)
+\set VERBOSITY terse
 
 \echo '== ROC fitness for genetic algorithms: data'
 \echo 'making a population of 200 individuals, each scoring the same 20,000 examples, 30% of them positive (about 10 s):'

@@ -1,10 +1,10 @@
 /*
  * aggregate.cpp: the general way of the parallel read (see
- * read_internal.hpp, part 4a): the aggregate gpurec._read_columns, with an
+ * read_internal.hpp, part 4a): the aggregate gpurec_internal._read_columns, with an
  * `internal` state and serial, deserial and combine functions, PARALLEL
  * SAFE, wrapped around the inner query:
  *
- *     SELECT gpurec._read_columns('<specs>', q."col", ...) FROM (<inner>) AS q
+ *     SELECT gpurec_internal._read_columns('<specs>', q."col", ...) FROM (<inner>) AS q
  *
  * When the planner splits it (Finalize Aggregate over Gather over Partial
  * Aggregate), any query it can run in parallel is read on several cores:
@@ -84,12 +84,12 @@ ReadState *state_for(FunctionCallInfo fcinfo)
 	MemoryContext aggregate_context;
 	if (!AggCheckCallContext(fcinfo, &aggregate_context))
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						errmsg("gpurec._read_columns is gpurec's own and runs only inside its functions")));
+						errmsg("gpurec_internal._read_columns is gpurec's own and runs only inside its functions")));
 	if (!IsParallelWorker() && active_read == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						errmsg("gpurec._read_columns is gpurec's own and runs only inside its functions")));
+						errmsg("gpurec_internal._read_columns is gpurec's own and runs only inside its functions")));
 	if (PG_ARGISNULL(1))
-		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("gpurec._read_columns: no column specs")));
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("gpurec_internal._read_columns: no column specs")));
 	char *specs = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	NewStateArgs args{specs, nullptr};
 	cpp_callback_guard(make_state, &args);
@@ -109,7 +109,7 @@ ReadState *state_for(FunctionCallInfo fcinfo)
 	{
 		delete state;
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-						errmsg("gpurec._read_columns: the columns passed are not those the specs name")));
+						errmsg("gpurec_internal._read_columns: the columns passed are not those the specs name")));
 	}
 	/* the context's reset or deletion (the query's end, an ERROR) frees the state */
 	auto *callback = static_cast<MemoryContextCallback *>(MemoryContextAlloc(aggregate_context, sizeof(MemoryContextCallback)));
@@ -131,7 +131,7 @@ Datum read_columns_transition(FunctionCallInfo fcinfo)
 	int passed = s->binding.max_attno;
 	if (PG_NARGS() != 2 + passed)
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-						errmsg("gpurec._read_columns: %d columns passed, %d expected", PG_NARGS() - 2, passed)));
+						errmsg("gpurec_internal._read_columns: %d columns passed, %d expected", PG_NARGS() - 2, passed)));
 	for (int k = 0; k < passed; ++k)
 	{
 		values[k] = PG_GETARG_DATUM(2 + k);
@@ -178,7 +178,7 @@ void require_active_read(const char *step)
 {
 	if (active_read == nullptr || IsParallelWorker())
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-						errmsg("gpurec._read_columns: %s outside gpurec's read", step)));
+						errmsg("gpurec_internal._read_columns: %s outside gpurec's read", step)));
 }
 
 Datum read_columns_deserialize(FunctionCallInfo fcinfo)
@@ -208,7 +208,7 @@ Datum read_columns_deserialize(FunctionCallInfo fcinfo)
 		part->size = static_cast<size_t>(where[1]);
 	}
 	else if (kind != StateKind::Empty)
-		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("gpurec._read_columns: a malformed partial state")));
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("gpurec_internal._read_columns: a malformed partial state")));
 	PG_RETURN_POINTER(part);
 }
 
@@ -310,7 +310,7 @@ SPIPlanPtr prepare_wrapper(const char *query, const ColumnBinding &binding)
 {
 	StringInfoData sql;
 	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT gpurec._read_columns($1");
+	appendStringInfoString(&sql, "SELECT gpurec_internal._read_columns($1");
 	for (int c = 0; c < binding.ncolumns; ++c)
 		if (binding.conversion[c] != Conversion::Absent)
 			appendStringInfo(&sql, ", q.%s", quote_identifier(binding.specs[c].name));

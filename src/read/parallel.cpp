@@ -109,12 +109,12 @@ void decode_specs(ReadState &state, const std::string &text)
 	long long partial_parameter;
 	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu %llu %63s %lld", &handle, &token_at, &token, &key_column,
 					&keys_at, &n_keys, &chunk_areas_at, partial_kind, &partial_parameter) != 9)
-		throw Error(sqlstate::internal_error, "gpurec._read_columns: malformed column specs");
+		throw Error(sqlstate::internal_error, "gpurec_internal._read_columns: malformed column specs");
 	/* the kind's code is this process's own: registered as gpurec.so loaded here (partials.hpp) */
 	const PartialKind *kind = nullptr;
 	if (std::strcmp(partial_kind, "-") != 0 && (kind = find_partial_kind(partial_kind)) == nullptr)
 		throw Error(sqlstate::internal_error,
-					std::string("gpurec._read_columns: no partial result \"") + partial_kind + "\" is registered");
+					std::string("gpurec_internal._read_columns: no partial result \"") + partial_kind + "\" is registered");
 	state.address = AreaAddress{static_cast<dsa_handle>(handle), static_cast<dsa_pointer>(token_at), token, key_column,
 								static_cast<dsa_pointer>(keys_at), n_keys, static_cast<dsa_pointer>(chunk_areas_at)};
 	state.partial = PartialRequest{kind, partial_parameter};
@@ -137,7 +137,7 @@ void decode_specs(ReadState &state, const std::string &text)
 			at = tab + 1;
 		}
 		if (fields.size() != 6 || state.names.size() >= static_cast<size_t>(kMaxColumns))
-			throw Error(sqlstate::internal_error, "gpurec._read_columns: malformed column specs");
+			throw Error(sqlstate::internal_error, "gpurec_internal._read_columns: malformed column specs");
 		state.names.push_back(fields[0]);
 		ColumnSpec spec{nullptr, static_cast<ColumnKind>(std::stoi(fields[1]))};
 		spec.optional = fields[2] == "1";
@@ -229,7 +229,7 @@ void attach_worker(ReadState *state, MemoryContext context)
 	MemoryContextSwitchTo(caller_context);
 	if (*static_cast<uint64 *>(dsa_get_address(state->area, state->address.token_at)) != state->address.token)
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-						errmsg("gpurec._read_columns: the read area is not this query's")));
+						errmsg("gpurec_internal._read_columns: the read area is not this query's")));
 	state->chunk_area = state->area;
 	const auto *chunk_areas = static_cast<const ChunkAreas *>(dsa_get_address(state->area, state->address.chunk_areas_at));
 	if (ParallelWorkerNumber >= 0 && static_cast<uint32>(ParallelWorkerNumber) < chunk_areas->count)

@@ -105,6 +105,40 @@ bool start_gpu_while_reading(const ExecContext &ctx, const InputTable &table, SP
 	return gpu::start_in_background();
 }
 
+/*
+ * SPI_prepare of an inner query.  An inner query is text that gpurec runs
+ * as a statement of its own, so a $1 in it names no parameter of the
+ * statement around the call (a PREPARE's, a PL/pgSQL function's): that
+ * 42P02 gets a hint of the way that works, the value put into the text with
+ * format().  PostgreSQL code.
+ */
+SPIPlanPtr prepare_inner_query(const char *query, MemoryContext call_context)
+{
+	SPIPlanPtr plan = nullptr;
+	PG_TRY();
+	{
+		plan = SPI_prepare(query, 0, nullptr);
+	}
+	PG_CATCH();
+	{
+		MemoryContext error_context = MemoryContextSwitchTo(call_context);
+		ErrorData *error = CopyErrorData();
+		if (error->sqlerrcode != ERRCODE_UNDEFINED_PARAMETER || error->hint != nullptr)
+		{
+			MemoryContextSwitchTo(error_context);
+			FreeErrorData(error);
+			PG_RE_THROW();
+		}
+		FlushErrorState();
+		error->hint = pstrdup("An inner query is text that runs as a statement of its own: it takes no parameters.  "
+							  "Put a value into the text with format(), as in "
+							  "format('SELECT ... WHERE product_id = %L', $1).");
+		ReThrowError(error);
+	}
+	PG_END_TRY();
+	return plan;
+}
+
 void set_table_column_types(void *arg)
 {
 	auto *a = static_cast<std::pair<InputTable *, const ColumnBinding *> *>(arg);
@@ -125,7 +159,7 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	plan = SPI_prepare(query, 0, nullptr);
+	plan = prepare_inner_query(query, call_context);
 	if (plan == nullptr)
 		elog(ERROR, "could not prepare the %s: %s", table->what(),
 			 SPI_result_code_string(SPI_result));
@@ -210,7 +244,7 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 	else
 		note += std::string("the calling backend alone, as ") + (outcome.why_serial ? outcome.why_serial : "planned");
 	if (gpu_started)
-		note += ", CUDA's start begun beside it";
+		ctx.gpu_start_began_in_read = true;
 	ctx.read_notes += (ctx.read_notes.empty() ? "" : "; ") + note;
 }
 

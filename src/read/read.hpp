@@ -13,7 +13,7 @@
  *                      the shared memory the workers leave their columns in,
  *                      their columns joining the table
  *   aggregate.cpp      the general parallel way: the aggregate
- *                      gpurec._read_columns over the query's parallel plan
+ *                      gpurec_internal._read_columns over the query's parallel plan
  *   direct_scan.cpp    the parallel way for a query over one table: workers of
  *                      gpurec's own scan it, with no executor node per row
  *   column_types.cpp   what every way shares per row: the SQL types each

@@ -386,7 +386,7 @@ void free_arrived_parts(const ArrivedParts &arrived);
  * The inner query wrapped in the aggregate, prepared with its specs as
  * the one parameter:
  *
- *     SELECT gpurec._read_columns($1, q."col", ...) FROM (<query>) AS q
+ *     SELECT gpurec_internal._read_columns($1, q."col", ...) FROM (<query>) AS q
  *
  * generic, so that running it with the specs plans nothing again.
  */

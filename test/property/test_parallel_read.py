@@ -387,9 +387,9 @@ def check_partials():
             # a shard's part (gpurec_shards) made of the partial results,
             # merged with itself: every product's count doubles, and its k
             # cheapest are each offer twice
-            doubled = (f"SELECT * FROM gpurec._merge_cheapest_offers(ARRAY["
-                       f"(SELECT gpurec._cheapest_offers_part($q${inner}$q$, {k})), "
-                       f"(SELECT gpurec._cheapest_offers_part($q${inner}$q$, {k}))], {k})")
+            doubled = (f"SELECT * FROM gpurec_internal._merge_cheapest_offers(ARRAY["
+                       f"(SELECT gpurec_internal._cheapest_offers_part($q${inner}$q$, {k})), "
+                       f"(SELECT gpurec_internal._cheapest_offers_part($q${inner}$q$, {k}))], {k})")
             rows, notices, error = run(doubled, settings)
             want = ranked_oracle(f"SELECT * FROM tie_offers {oracle_where} UNION ALL "
                                  f"SELECT * FROM tie_offers {oracle_where}", k)
@@ -577,12 +577,12 @@ def check_worker_errors():
 def check_misuse():
     """The aggregate behind parallel reading, called directly: an ERROR, never a crash, even in workers
     and with column specs that lie about the columns' types."""
-    _, _, error = run("SELECT gpurec._read_columns('x', 1) FROM offers", {})
+    _, _, error = run("SELECT gpurec_internal._read_columns('x', 1) FROM offers", {})
     check("parallel-read: _read_columns called directly is refused", error == "0A000", f"got {error}")
     lying = "0 0 0\noffers query\nprice\t2\t0\t1\t0\t6"  # a numeric conversion, given an integer
     for spec in (lying, "nonsense", None):
         literal = "NULL" if spec is None else "E'" + spec.replace("\\", "\\\\") + "'"
-        _, _, error = run(f"SELECT gpurec._read_columns({literal}, price_int) FROM offers",
+        _, _, error = run(f"SELECT gpurec_internal._read_columns({literal}, price_int) FROM offers",
                           dict(FORCE, max_parallel_workers_per_gather="2", parallel_leader_participation="off"))
         check(f"parallel-read: _read_columns with specs {spec!r} in workers is an ERROR", error is not None,
               "no error")

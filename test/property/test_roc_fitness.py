@@ -2,14 +2,14 @@
 """roc_fitness and roc_auc against scikit-learn and a plain-SQL mid-rank
 formulation, on fresh random populations: many ties, NULL labels and
 scores, NaN, single-class and one-example individuals, individuals of
-different sizes, both formats.  Replay a run with GPUREC_SEED.
+different sizes, both formats, labels as booleans and as integers 0 and 1.  Replay a run with GPUREC_SEED.
 """
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from pgtest import check, drop_database, skip, fresh_database, seeded_random, sql  # noqa: E402
+from pgtest import check, drop_database, skip, fresh_database, seeded_random, sql, sql_error  # noqa: E402
 
 try:
     from sklearn.metrics import roc_auc_score
@@ -152,6 +152,39 @@ def main():
         results = sql(f"SELECT individual_id, gpurec.roc_auc(scores, {labels_literal}) FROM pop",
                       settings=settings)
         compare_sklearn(f"roc-auc-{device}-vs-sklearn", [(int(r[0]), r[1]) for r in results], "pop_long")
+
+    # labels as integers 0 and 1 (smallint, integer, bigint): the same rule as
+    # a label column of an inner query, against the same oracles
+    as_integer = {"true": "1", "false": "0", "NULL": "NULL"}
+    for label_type in ("smallint", "integer", "bigint"):
+        integer_labels = f"ARRAY[{', '.join(as_integer[v] for v in labels)}]::{label_type}[]"
+        for device in devices:
+            settings = {"gpurec.device": device}
+            got = (f"SELECT * FROM gpurec.roc_fitness('SELECT individual_id, scores FROM pop', {integer_labels})")
+            compare_sql(f"arrays-{label_type}-labels-{device}-vs-sql", got, SQL_ORACLE.format(table="pop_long"),
+                        settings)
+            results = sql(f"SELECT individual_id, gpurec.roc_auc(scores, {integer_labels}) FROM pop",
+                          settings=settings)
+            compare_sklearn(f"roc-auc-{label_type}-labels-{device}-vs-sklearn",
+                            [(int(r[0]), r[1]) for r in results], "pop_long")
+        # anything but 0 and 1 is an error, wherever it stands among the labels
+        for bad in (2, -1, rng.randint(2, 30000)):
+            at = rng.randint(1, 5)
+            values = ["NULL" if rng.random() < 0.2 else str(rng.randint(0, 1)) for _ in range(at - 1)]
+            bad_labels = f"ARRAY[{', '.join(values + [str(bad)] + ['1', '0'])}]::{label_type}[]"
+            scores = f"ARRAY[{', '.join(str(rng.random()) for _ in range(at + 2))}]"
+            for call in (f"SELECT gpurec.roc_auc({scores}, {bad_labels})",
+                         f"SELECT * FROM gpurec.roc_fitness('SELECT 1 AS individual_id, {scores} AS scores', "
+                         f"{bad_labels})"):
+                error = sql_error(call)
+                check(f"label-{bad}-{label_type}-is-22023-{call.split('(')[0].split('.')[-1]}",
+                      error is not None and error[0] == "22023" and f"element {at} of labels is {bad}" in error[1],
+                      f"got {error}")
+    error = sql_error("SELECT gpurec.roc_auc(ARRAY[1, 2], ARRAY[0.0, 1.0])")
+    check("numeric-labels-are-42804", error is not None and error[0] == "42804", f"got {error}")
+    error = sql_error("SELECT gpurec.roc_auc(ARRAY[1, 2], '{t, maybe}')")
+    check("untyped-label-literal-is-read-as-boolean", error is not None and error[0] == "22023"
+          and 'element 2 of labels is "maybe"' in error[1], f"got {error}")
 
     # the GPU gives exactly the CPU's numbers (every way it packs its keys:
     # float, integer, numeric and double scores; both formats)

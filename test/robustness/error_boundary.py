@@ -221,7 +221,7 @@ def run_checks(db):
               ANALYZE scores""")
     roc = ("SELECT md5(string_agg(r::text, ',' ORDER BY individual_id)) "
            "FROM gpurec.roc_fitness('SELECT * FROM scores{}') r;")
-    started = "CUDA's start begun beside it"
+    started = "CUDA's start began beside the read"
     want = db.sql("SET gpurec.device = cpu; " + roc.format(""))[0]
     fresh = db.session()
     r = fresh.run("SET gpurec.device = auto; SET gpurec.timing = on;" + roc.format("") + roc.format(""))

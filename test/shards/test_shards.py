@@ -306,11 +306,11 @@ def merge(rnd):
     # the merge itself, on parts made where it runs: the same rows as one call
     compare("merge-of-parts-made-locally",
             "gpurec.cheapest_offers('SELECT * FROM merge_offers WHERE store_id < 5 OR product_id < 100', 2)",
-            "gpurec._merge_cheapest_offers(ARRAY["
-            "gpurec._cheapest_offers_part('SELECT * FROM merge_offers WHERE store_id < 5', 2), "
-            "gpurec._cheapest_offers_part('SELECT * FROM merge_offers WHERE store_id >= 5 AND product_id < 100', 3)"
+            "gpurec_internal._merge_cheapest_offers(ARRAY["
+            "gpurec_internal._cheapest_offers_part('SELECT * FROM merge_offers WHERE store_id < 5', 2), "
+            "gpurec_internal._cheapest_offers_part('SELECT * FROM merge_offers WHERE store_id >= 5 AND product_id < 100', 3)"
             "], 2)", where=WHOLE)
-    part = "gpurec._cheapest_offers_part('SELECT * FROM merge_offers', {k})"
+    part = "gpurec_internal._cheapest_offers_part('SELECT * FROM merge_offers', {k})"
     bad = [
         ("merge-bad-bytes-22P03", "22P03", "ARRAY['\\x0102'::bytea]", 1),
         ("merge-truncated-part-22P03", "22P03", f"ARRAY[substr({part.format(k=1)}, 1, 40)]", 1),
@@ -318,14 +318,14 @@ def merge(rnd):
         ("merge-k-below-one-22023", "22023", "'{}'", 0),
         ("merge-part-of-a-smaller-k-22023", "22023", f"ARRAY[{part.format(k=1)}]", 2),
         ("merge-parts-of-two-price-types-42804", "42804",
-         f"ARRAY[{part.format(k=1)}, gpurec._cheapest_offers_part("
+         f"ARRAY[{part.format(k=1)}, gpurec_internal._cheapest_offers_part("
          "'SELECT product_id, store_id, price::float8 AS price FROM merge_offers', 1)]", 1),
         ("merge-two-dimensional-parts-2202E", "2202E", f"ARRAY[[{part.format(k=1)}]]", 1),
     ]
     for name, state, parts_sql, k in bad:
-        e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec._merge_cheapest_offers({parts_sql}, {k});")
+        e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec_internal._merge_cheapest_offers({parts_sql}, {k});")
         check(name, e is not None and e[0] == state, f"got {e}")
-    e = error_of(*WHOLE, "SELECT gpurec._pause(-1);")
+    e = error_of(*WHOLE, "SELECT gpurec_internal._pause(-1);")
     check("pause-out-of-range-22023", e is not None and e[0] == "22023", f"got {e}")
 
 
