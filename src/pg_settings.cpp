@@ -245,6 +245,11 @@ bool valid_setting_value(const char *name, const char *value, bool *known, char 
 		snprintf(hint, sizeof hint, "%s", "It is a list of GPU device ids separated by commas, as in '0,2', or empty for every GPU.");
 		return parse_gpus(value, &ids);
 	}
+	if (strcmp(name, "gpurec.service_memory") == 0)
+	{
+		snprintf(hint, sizeof hint, "%s", "It is an amount of memory, as in 2GB, or 0 for none.");
+		return valid_int(value, GUC_UNIT_MB, 0, INT_MAX / 2);
+	}
 	if (strcmp(name, "gpurec.test_stand_in_devices") == 0)
 	{
 		snprintf(hint, sizeof hint, "It is an integer from 0 to %d.", kMaxStandInDevices);
@@ -298,7 +303,7 @@ void check_settings_given_before_loading()
 							errdetail("It was set (%s) before gpurec was loaded, and gpurec has no such setting.",
 									  source),
 							errhint("gpurec's settings are gpurec.device, gpurec.timing, gpurec.parallel_workers, "
-									"gpurec.cpu_threads and gpurec.gpus.  RESET %s, or correct its name.",
+									"gpurec.cpu_threads, gpurec.gpus and gpurec.service_memory.  RESET %s, or correct its name.",
 									variable->name)));
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("invalid value for parameter \"%s\": \"%s\"", variable->name, value),
