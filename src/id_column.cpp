@@ -206,6 +206,25 @@ void IdColumn::number_in_id_order(const PieceRunner &run)
 	numbered_in_id_order_ = true;
 }
 
+void IdColumn::map_ids(const std::vector<int64_t> &new_id)
+{
+	if (ids_as_codes_)
+		throw Error(sqlstate::internal_error, "IdColumn::map_ids: the column holds ids as codes");
+	std::vector<int64_t> old_ids = std::move(values_);
+	std::vector<int64_t> counts = std::move(counts_);
+	values_.clear();
+	counts_.clear();
+	dense_.clear();
+	table_.clear();
+	mask_ = 0;
+	hashed_ = 0;
+	numbered_in_id_order_ = true;
+	/* distinct ids to distinct ids: interned in code order, each takes its old code */
+	for (int64_t id : old_ids)
+		intern(new_id[static_cast<size_t>(id)]);
+	counts_ = std::move(counts);
+}
+
 void IdColumn::serialize(ByteWriter &out) const
 {
 	out.put<uint8_t>(ids_as_codes_ ? 1 : 0);

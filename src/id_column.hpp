@@ -122,6 +122,13 @@ class IdColumn
 	 * one table lookup per row.
 	 */
 	void number_in_id_order(const PieceRunner &run = run_serially);
+	/*
+	 * Replaces each id by new_id[id], every id an index into new_id (the
+	 * codes of a KeyDictionary, renumbered: key_dictionary.hpp); the rows
+	 * keep their codes.  Work of the order of the distinct ids.  A
+	 * dictionary only (not ids as codes).
+	 */
+	void map_ids(const std::vector<int64_t> &new_id);
 	/* Whether the codes ascend with the ids: after number_in_id_order, or ids that first came in ascending order. */
 	bool numbered_in_id_order() const { return numbered_in_id_order_; }
 

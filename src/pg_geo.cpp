@@ -52,7 +52,7 @@ GeoPoints points_of(InputTable &table) { return {table.id(0), table.floats(1), t
 /* candidates_query: candidate_id, x, y; each row is a candidate, returned in the query's order */
 InputTable read_candidates(const char *candidates_query, ExecContext &ctx)
 {
-	InputTable candidates("candidates query", {{"candidate_id", ColumnKind::Int64},
+	InputTable candidates("candidates query", {id_spec("candidate_id"),
 											   {"x", ColumnKind::Float},
 											   {"y", ColumnKind::Float}});
 	candidates.keep_row_order();
@@ -76,24 +76,12 @@ GeoOptions options_arguments(FunctionCallInfo fcinfo, int n)
 /* max_distance, then min_similarity; a NULL max_distance means no limit */
 constexpr int kMaxDistanceArgument = 4;
 
-/*
- * A NULL in an argument other than those that may be NULL gives no rows, as
- * STRICT would.  Returns whether the call was so answered.
- */
-bool answered_null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int> may_be_null)
-{
-	for (int i = 0; i < PG_NARGS(); ++i)
-		if (PG_ARGISNULL(i) && std::find(may_be_null.begin(), may_be_null.end(), i) == may_be_null.end())
-		{
-			ResultWriter out(fcinfo);
-			return true;
-		}
-	return false;
-}
-
 /* epsilon of user_similarity and similar_users; of predict_strength and fit_exponent */
 constexpr int kPairEpsilonArgument = 3;
 constexpr int kStrengthEpsilonArgument = 7;
+/* the typed forms' id_type, always NULL: of user_similarity and similar_users; of predict_strength */
+constexpr int kPairIdTypeArgument = 4;
+constexpr int kStrengthIdTypeArgument = 8;
 
 /*
  * The arguments predict_strength and fit_exponent share, at the same places:
@@ -123,20 +111,21 @@ StrengthArguments strength_arguments(FunctionCallInfo fcinfo, const std::vector<
 Datum user_similarity_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument}))
+	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument, kPairIdTypeArgument}))
 		return (Datum) 0;
 	const char *points_query = text_argument(fcinfo, 0);
-	int64 main_user = PG_GETARG_INT64(1);
 	GeoOptions options = options_arguments(fcinfo, 2);
 
 	InputTable points = read_points(points_query, ctx);
+	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
 	std::vector<UserSimilarity> rows = user_similarity(points_of(points), main_user, options, ctx);
 	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "user_similarity");
+	ResultIds user(out, 0, ctx, "user_id");
 	for (const UserSimilarity &row : rows)
 	{
-		Datum values[3] = {Int64GetDatum(row.user_id), Float8GetDatum(row.similarity),
+		Datum values[3] = {user(row.user_id), Float8GetDatum(row.similarity),
 						   Float8GetDatum(row.mean_min_distance)};
 		bool nulls[3] = {false, false, false};
 		out.put(values, nulls);
@@ -148,7 +137,7 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 Datum similar_users_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument}))
+	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument, kPairIdTypeArgument}))
 		return (Datum) 0;
 	const char *points_query = text_argument(fcinfo, 0);
 	int32 k = PG_GETARG_INT32(1);
@@ -160,10 +149,11 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "similar_users");
+	ResultIds user(out, 0, ctx, "user_id"), other_user(out, 2, ctx, "user_id");
 	for (const SimilarUser &row : rows)
 	{
-		Datum values[4] = {Int64GetDatum(row.user_id), Int32GetDatum(row.rank),
-						   Int64GetDatum(row.other_user_id), Float8GetDatum(row.similarity)};
+		Datum values[4] = {user(row.user_id), Int32GetDatum(row.rank), other_user(row.other_user_id),
+						   Float8GetDatum(row.similarity)};
 		bool nulls[4] = {false, false, false, false};
 		out.put(values, nulls);
 	}
@@ -178,23 +168,24 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 Datum predict_strength_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument}))
+	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument, kStrengthIdTypeArgument}))
 		return (Datum) 0;
-	int64 main_user = PG_GETARG_INT64(1);
 	double exponent = PG_GETARG_FLOAT8(3);
 	StrengthArguments args = strength_arguments(fcinfo, {exponent});
 
 	InputTable points = read_points(args.points_query, ctx);
 	InputTable candidates = read_candidates(args.candidates_query, ctx);
+	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
 	GeoCandidates cands = candidates_of(candidates);
 	std::vector<double> strengths = predict_strength(points_of(points), main_user, cands, exponent,
 													 args.strength, args.options, ctx);
 	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "predict_strength");
+	ResultIds candidate(out, 0, ctx, "candidate_id");
 	for (size_t row = 0; row < strengths.size(); ++row)
 	{
-		Datum values[2] = {Int64GetDatum(cands.id[row]), Float8GetDatum(strengths[row])};
+		Datum values[2] = {candidate(cands.id[row]), Float8GetDatum(strengths[row])};
 		bool nulls[2] = {false, false};
 		out.put(values, nulls);
 	}
@@ -217,7 +208,7 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 
 	InputTable points = read_points(args.points_query, ctx);
 	InputTable holdout("holdout query",
-					   {{"user_id", ColumnKind::Int64}, {"candidate_id", ColumnKind::Int64}});
+					   {id_spec("user_id"), id_spec("candidate_id")});
 	read_inner_query(holdout_query, holdout, ctx);
 	InputTable candidates = read_candidates(args.candidates_query, ctx);
 	std::vector<ExponentFit> fits =

@@ -11,6 +11,7 @@
 
 extern "C" {
 #include "catalog/pg_type.h"
+#include "utils/uuid.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -28,10 +29,12 @@ namespace gpurec {
 
 namespace {
 
-/* The types a kind accepts, as a column-type error spells them. */
-const char *kind_types(ColumnKind kind)
+/* The types a column accepts, as a column-type error spells them. */
+const char *kind_types(const ColumnSpec &spec)
 {
-	switch (kind)
+	if (spec.holds_ids())
+		return "smallint, integer, bigint, uuid, text or varchar";
+	switch (spec.kind)
 	{
 		case ColumnKind::Id:
 		case ColumnKind::Int64:
@@ -49,8 +52,13 @@ const char *kind_types(ColumnKind kind)
 
 } // namespace
 
-Conversion conversion_for(ColumnKind kind, Oid type)
+Conversion conversion_for(const ColumnSpec &spec, Oid type)
 {
+	ColumnKind kind = spec.kind;
+	if (spec.holds_ids() && type == UUIDOID)
+		return Conversion::Uuid;
+	if (spec.holds_ids() && (type == TEXTOID || type == VARCHAROID))
+		return Conversion::Text;
 	bool integers = kind != ColumnKind::FloatArray;
 	bool decimals = kind == ColumnKind::Number || kind == ColumnKind::Float;
 	switch (type)
@@ -214,6 +222,31 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 			v.i[c] = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
 			break;
 		}
+		case Conversion::Uuid:
+		case Conversion::Text:
+		{
+			const uint8_t *bytes;
+			size_t size;
+			struct varlena *plain = nullptr;
+			if (b.conversion[c] == Conversion::Uuid)
+			{
+				bytes = DatumGetUUIDP(datum)->data;
+				size = UUID_LEN;
+			}
+			else
+			{
+				plain = pg_detoast_datum_packed(reinterpret_cast<struct varlena *>(DatumGetPointer(datum)));
+				bytes = reinterpret_cast<const uint8_t *>(VARDATA_ANY(plain));
+				size = VARSIZE_ANY_EXHDR(plain);
+			}
+			v.i[c] = b.keys[c]->intern(bytes, size);
+			if (plain && plain != reinterpret_cast<struct varlena *>(DatumGetPointer(datum)))
+				pfree(plain);
+			if (v.i[c] < 0)
+				ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+								errmsg("out of memory coding column \"%s\" of the %s", spec.name, b.what)));
+			break;
+		}
 		case Conversion::Absent:
 			break;
 	}
@@ -224,6 +257,55 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 				 errmsg("column \"%s\" of the %s holds %lld; a label must be 0 or 1 (or boolean)",
 						spec.name, b.what, static_cast<long long>(v.i[c]))));
 	return true;
+}
+
+KeyType key_type_of(Conversion conversion)
+{
+	switch (conversion)
+	{
+		case Conversion::Uuid:
+			return KeyType::Uuid;
+		case Conversion::Text:
+			return KeyType::Text;
+		default:
+			return KeyType::Integer;
+	}
+}
+
+struct KeyArgs
+{
+	CallKeys *keys;
+	const char *name;
+	KeyType type;
+	KeyDictionary *dictionary;
+};
+
+void add_key(void *arg)
+{
+	auto *a = static_cast<KeyArgs *>(arg);
+	a->dictionary = a->keys->key(a->name, a->type).dictionary.get();
+}
+
+/*
+ * The dictionary of the call's ids named `name`, whose column here (of SQL
+ * type `type`) is of key type `key_type`; null for integers.  The call's
+ * columns of one name must agree: ERROR 42804 where an earlier query's did
+ * not.
+ */
+KeyDictionary *key_dictionary_for(CallKeys &keys, const char *name, KeyType key_type, const char *what, Oid type)
+{
+	const CallKeys::Key *known = keys.find(name);
+	if (known && known->type != key_type)
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+						errmsg("column \"%s\" of the %s has type %s, but the call's other \"%s\" ids are %s",
+							   name, what, format_type_be(type), name, key_type_name(known->type)),
+						errdetail("Every inner query of one call gives its \"%s\" in one kind of type: integers, "
+								  "uuid, or text (varchar).",
+								  name),
+						errhint("Cast the column (for example %s::text AS %s).", name, name)));
+	KeyArgs args{&keys, name, key_type, nullptr};
+	cpp_callback_guard(add_key, &args);
+	return args.dictionary;
 }
 
 /*
@@ -261,7 +343,7 @@ void notice_unused_columns(const ColumnBinding &b, TupleDesc desc)
 
 } // namespace
 
-void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc desc)
+void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc desc, CallKeys &keys)
 {
 	const std::vector<ColumnSpec> &specs = table.specs();
 	ColumnBinding &b = *binding;
@@ -279,6 +361,8 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 						 specs[c].optional ? " (optional)" : "");
 
 	b.max_attno = 0;
+	for (int c = 0; c < b.ncolumns; ++c)
+		b.keys[c] = nullptr;
 	for (int c = 0; c < b.ncolumns; ++c)
 	{
 		const ColumnSpec &spec = specs[c];
@@ -306,12 +390,14 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 		}
 		/* a domain is accepted wherever its base type is (its checks ran in the query) */
 		Oid type = TupleDescAttr(desc, b.attno[c])->atttypid;
-		b.conversion[c] = conversion_for(spec.kind, getBaseType(type));
+		b.conversion[c] = conversion_for(spec, getBaseType(type));
 		if (b.conversion[c] == Conversion::Absent)
 			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
 							errmsg("column \"%s\" of the %s has type %s", spec.name, b.what,
 								   format_type_be(type)),
-							errdetail("Column \"%s\" must be %s.", spec.name, kind_types(spec.kind))));
+							errdetail("Column \"%s\" must be %s.", spec.name, kind_types(spec))));
+		if (spec.holds_ids())
+			b.keys[c] = key_dictionary_for(keys, spec.name, key_type_of(b.conversion[c]), b.what, type);
 		b.max_attno = Max(b.max_attno, b.attno[c] + 1);
 	}
 	notice_unused_columns(b, desc);
@@ -323,10 +409,20 @@ void bind_key_filter(ColumnBinding *binding, const InputTable &table)
 	binding->key_column = table.key_column();
 }
 
-void set_column_types(InputTable &table, const ColumnBinding &binding)
+bool binds_coded_ids(const ColumnBinding &binding)
 {
 	for (int c = 0; c < binding.ncolumns; ++c)
-		if (table.specs()[c].kind == ColumnKind::Number)
+		if (binding.keys[c])
+			return true;
+	return false;
+}
+
+void set_column_types(InputTable &table, const ColumnBinding &binding, const std::shared_ptr<CallKeys> &keys)
+{
+	for (int c = 0; c < binding.ncolumns; ++c)
+		if (keys && binding.keys[c])
+			table.code_ids_with(keys, static_cast<size_t>(c));
+		else if (table.specs()[c].kind == ColumnKind::Number)
 			table.number(c).set_type(number_type_for(binding.conversion[c]));
 		else if (table.specs()[c].kind == ColumnKind::FloatArray)
 			table.float_array(c).set_doubles(binding.conversion[c] == Conversion::Float8Array);

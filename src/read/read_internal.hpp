@@ -61,7 +61,9 @@ enum class Conversion : uint8_t
 	Numeric,
 	Bool,
 	Float4Array,
-	Float8Array
+	Float8Array,
+	Uuid, /* an id coded through the call's KeyDictionary of its column name */
+	Text  /* text or varchar: the same */
 };
 
 /* Which attribute of the rows feeds each spec of a table, and how. */
@@ -73,29 +75,39 @@ struct ColumnBinding
 	int max_attno;			 /* 1-based, for slot_getsomeattrs */
 	int attno[kMaxColumns];	 /* 0-based; -1 when absent */
 	Conversion conversion[kMaxColumns];
+	/* Uuid, Text: the dictionary of the column's name (CallKeys), which codes its values */
+	KeyDictionary *keys[kMaxColumns];
 	/* the table's filter (InputTable::keep_rows_with_keys), and its column; -1: none */
 	const KeyFilter *key_filter;
 	int key_column;
 };
 
-/* The conversion of a column of `kind` from SQL type `type` (a base type); Absent when it does not accept it. */
-Conversion conversion_for(ColumnKind kind, Oid type);
+/* The conversion of the column of `spec` from SQL type `type` (a base type); Absent when it does not accept it. */
+Conversion conversion_for(const ColumnSpec &spec, Oid type);
 
 /*
  * Matches the specs of `table` by name to the attributes of `desc` and picks
  * each one's conversion.  Raises an ERROR for a column named twice, a
- * missing column that is not optional, and a type its kind does not accept.
+ * missing column that is not optional, a type its kind does not accept,
+ * and an id column whose type (integer, uuid or text) is not that of the
+ * call's other columns of its name (`keys`, which learns the types and
+ * gives uuid and text columns their dictionaries).
  */
-void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc desc);
+void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc desc, CallKeys &keys);
+
+/* Whether some column of the binding holds uuid or text ids. */
+bool binds_coded_ids(const ColumnBinding &binding);
 
 /* The binding drops the rows that `table`'s key filter does not keep (none when it has none). */
 void bind_key_filter(ColumnBinding *binding, const InputTable &table);
 
 /*
  * Numbers and arrays keep what the query's column type tells: sets it on
- * `table`'s columns, before the first row is appended.
+ * `table`'s columns, before the first row is appended; with `keys`, its
+ * uuid and text id columns are coded through them (InputTable::code_ids_with).
  */
-void set_column_types(InputTable &table, const ColumnBinding &binding);
+void set_column_types(InputTable &table, const ColumnBinding &binding,
+					  const std::shared_ptr<CallKeys> &keys = nullptr);
 
 /* One converted row: plain values only, so a longjmp may pass over it. */
 struct RowValues
