@@ -130,6 +130,34 @@ std::vector<int64_t> KeyDictionary::number_in_key_order()
 	return new_code;
 }
 
+void KeyDictionary::serialize(ByteWriter &out) const
+{
+	out.put<uint64_t>(size());
+	for (size_t code = 0; code < size(); ++code)
+	{
+		auto c = static_cast<int64_t>(code);
+		out.put<uint32_t>(static_cast<uint32_t>(value_size(c)));
+		out.write(value(c), value_size(c));
+	}
+}
+
+std::vector<int64_t> KeyDictionary::intern_serialized(ByteReader &in)
+{
+	auto n = in.get<uint64_t>();
+	if (n > in.remaining() / sizeof(uint32_t))
+		throw Error(sqlstate::internal_error, "KeyDictionary: a serialized count out of range");
+	std::vector<int64_t> codes(n);
+	for (uint64_t c = 0; c < n; ++c)
+	{
+		auto size = in.get<uint32_t>();
+		codes[c] = intern(in.take(size), size);
+		if (codes[c] < 0)
+			throw Error(sqlstate::out_of_memory, "could not code the ids of a parallel read: out of memory, or more "
+												 "than 2147483647 distinct ids");
+	}
+	return codes;
+}
+
 const CallKeys::Key *CallKeys::find(const std::string &name) const
 {
 	for (const Key &key : keys_)
@@ -186,7 +214,7 @@ void CallKeys::settle(const PieceRunner &run)
 			if (coded.dictionary != dictionary)
 				continue;
 			if (coded.ids)
-				coded.ids->map_ids(new_code);
+				coded.ids->map_ids([&new_code](int64_t id) { return new_code[static_cast<size_t>(id)]; }, run);
 			else
 				coded.rows->visit_in_pieces(
 					[&new_code, codes](int64_t *rows, size_t, size_t count) {
@@ -197,6 +225,55 @@ void CallKeys::settle(const PieceRunner &run)
 					run);
 		}
 	}
+}
+
+void CallKeys::learn_lane(const std::string &name, int64_t lane, std::vector<int64_t> codes)
+{
+	lanes_.push_back(Lane{name, lane, std::move(codes)});
+}
+
+std::vector<const std::vector<int64_t> *> CallKeys::lanes_of(const std::string &name, int64_t stride) const
+{
+	std::vector<const std::vector<int64_t> *> lanes(static_cast<size_t>(stride), nullptr);
+	for (const Lane &lane : lanes_)
+	{
+		if (lane.name != name)
+			continue;
+		if (lane.lane <= 0 || lane.lane >= stride)
+			throw Error(sqlstate::internal_error, "CallKeys: a parallel read's lane out of range");
+		lanes[static_cast<size_t>(lane.lane)] = &lane.codes;
+	}
+	return lanes;
+}
+
+int64_t CallKeys::code_of(const std::vector<const std::vector<int64_t> *> &lanes, int64_t value, int64_t stride) const
+{
+	if (value < 0)
+		return value;
+	int64_t lane = value % stride, code = value / stride;
+	if (lane == 0)
+		return code;
+	const std::vector<int64_t> *codes = lanes[static_cast<size_t>(lane)];
+	if (!codes || static_cast<uint64_t>(code) >= codes->size())
+		throw Error(sqlstate::internal_error, "CallKeys: a parallel read's code without its worker's dictionary");
+	return (*codes)[static_cast<size_t>(code)];
+}
+
+void CallKeys::recode_lanes(const std::string &name, IdColumn &column, int64_t stride, const PieceRunner &run)
+{
+	std::vector<const std::vector<int64_t> *> lanes = lanes_of(name, stride);
+	column.map_ids([&](int64_t id) { return code_of(lanes, id, stride); }, run);
+}
+
+void CallKeys::recode_lanes(const std::string &name, Int64Column &column, int64_t stride, const PieceRunner &run)
+{
+	std::vector<const std::vector<int64_t> *> lanes = lanes_of(name, stride);
+	column.visit_in_pieces(
+		[&](int64_t *rows, size_t, size_t count) {
+			for (size_t i = 0; i < count; ++i)
+				rows[i] = code_of(lanes, rows[i], stride);
+		},
+		run);
 }
 
 } // namespace gpurec

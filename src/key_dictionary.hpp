@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "byte_stream.hpp"
 #include "column_chunks.hpp"
 #include "id_column.hpp"
 #include "number_column.hpp"
@@ -65,6 +66,11 @@ class KeyDictionary
 	 * code.
 	 */
 	std::vector<int64_t> number_in_key_order();
+
+	/* The flat form: the count, then each value's size and bytes, in code order. */
+	void serialize(ByteWriter &out) const;
+	/* Interns every value of a flat form (serialize): the code here of each of its codes.  ERROR 53200 past the limits. */
+	std::vector<int64_t> intern_serialized(ByteReader &in);
 
   private:
 	static uint64_t hash(const uint8_t *bytes, size_t size);
@@ -129,7 +135,32 @@ class CallKeys
 	 */
 	void settle(const PieceRunner &run = run_serially);
 
+	/*
+	 * A parallel read of such ids: each process codes its rows apart, the
+	 * calling backend through the call's dictionary (lane 0), worker w
+	 * through one of its own (lane w + 1), a row holding code x stride +
+	 * lane (so processes never give one code).  learn_lane: lane's code l
+	 * of the ids named name is the call's codes[l].  recode_lanes then
+	 * gives every row of a column its code in the call's dictionary, and
+	 * forgets the lanes; a value below 0 (a NULL's fallback) stays.
+	 */
+	void learn_lane(const std::string &name, int64_t lane, std::vector<int64_t> codes);
+	void recode_lanes(const std::string &name, IdColumn &column, int64_t stride, const PieceRunner &run);
+	void recode_lanes(const std::string &name, Int64Column &column, int64_t stride, const PieceRunner &run);
+	void forget_lanes() { lanes_.clear(); }
+
   private:
+	struct Lane
+	{
+		std::string name;
+		int64_t lane;
+		std::vector<int64_t> codes;
+	};
+	/* the call's code of a row's value coded code x stride + lane */
+	int64_t code_of(const std::vector<const std::vector<int64_t> *> &lanes, int64_t value, int64_t stride) const;
+	std::vector<const std::vector<int64_t> *> lanes_of(const std::string &name, int64_t stride) const;
+	std::vector<Lane> lanes_;
+
 	struct Coded
 	{
 		KeyDictionary *dictionary;

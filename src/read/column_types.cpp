@@ -239,12 +239,14 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 				bytes = reinterpret_cast<const uint8_t *>(VARDATA_ANY(plain));
 				size = VARSIZE_ANY_EXHDR(plain);
 			}
-			v.i[c] = b.keys[c]->intern(bytes, size);
+			int64 code = b.keys[c]->intern(bytes, size);
 			if (plain && plain != reinterpret_cast<struct varlena *>(DatumGetPointer(datum)))
 				pfree(plain);
-			if (v.i[c] < 0)
+			v.i[c] = code * b.key_stride + b.key_lane;
+			if (code < 0)
 				ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
-								errmsg("out of memory coding column \"%s\" of the %s", spec.name, b.what)));
+								errmsg("could not code column \"%s\" of the %s: out of memory, or more than 2147483647 "
+									   "distinct ids", spec.name, b.what)));
 			break;
 		}
 		case Conversion::Absent:
@@ -363,6 +365,8 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 	b.max_attno = 0;
 	for (int c = 0; c < b.ncolumns; ++c)
 		b.keys[c] = nullptr;
+	b.key_stride = 1;
+	b.key_lane = 0;
 	for (int c = 0; c < b.ncolumns; ++c)
 	{
 		const ColumnSpec &spec = specs[c];

@@ -161,9 +161,9 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 	{
 		if (table->keeps_row_order())
 			outcome.why_serial = "its row order is kept";
-		else if (binds_coded_ids(binding))
-			/* each process would code the values apart: one dictionary, in the backend that reads them all */
-			outcome.why_serial = "its ids are uuid or text";
+		else if (binds_coded_ids(binding) && table->key_filter())
+			/* a worker's codes are its own, not the call's that the filter's keys are */
+			outcome.why_serial = "its rows are filtered by uuid or text ids";
 		else
 			outcome = try_parallel_read(plan, statement_text(source), binding, table, ctx, call_context);
 		if (!outcome.ran)

@@ -75,8 +75,15 @@ struct ColumnBinding
 	int max_attno;			 /* 1-based, for slot_getsomeattrs */
 	int attno[kMaxColumns];	 /* 0-based; -1 when absent */
 	Conversion conversion[kMaxColumns];
-	/* Uuid, Text: the dictionary of the column's name (CallKeys), which codes its values */
+	/*
+	 * Uuid, Text: the dictionary that codes the column's values, the
+	 * call's of its name (CallKeys) or a parallel worker's own; a value
+	 * coded c is held as c x key_stride + key_lane (CallKeys::learn_lane:
+	 * 1 and 0 but in a parallel read)
+	 */
 	KeyDictionary *keys[kMaxColumns];
+	int64 key_stride;
+	int64 key_lane;
 	/* the table's filter (InputTable::keep_rows_with_keys), and its column; -1: none */
 	const KeyFilter *key_filter;
 	int key_column;
@@ -257,6 +264,7 @@ struct ActiveRead
 	MemoryContext arrived_context;
 	double join_ms; /* spent adding the workers' columns to the table */
 	bool partials;	/* the processes sent partial results (InputTable::partials), not columns */
+	const ColumnBinding *binding; /* the calling backend's: which columns the workers code apart (keys) */
 };
 
 extern ActiveRead *active_read;
@@ -343,6 +351,7 @@ struct ReadState
 	ColumnBinding binding{};
 	ExecContext ctx;
 	RowBatch batch;
+	std::vector<std::unique_ptr<KeyDictionary>> local_keys; /* a worker's dictionaries of its uuid and text ids */
 };
 
 struct NewStateArgs

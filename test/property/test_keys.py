@@ -17,16 +17,21 @@ integer ids order as the keys do.  The oracles:
     by the key it stands for, must give the same rows (the integer paths
     have their own oracles in the other property tests), under
     gpurec.device = cpu and gpu where one is usable (else auto);
+  * a parallel read (plans forced; workers of the direct scan, and through
+    the query's parallel plan), where each process codes its rows apart,
+    gives the serial read's rows, and the timing NOTICE says workers read;
   * NULL ids skip their rows, as for integers; ids of one name in two
     queries of one call must be of one kind (42804); the result's id_type
     must be the ids' kind (42804); a main_user no point has is 22023.
 """
 import os
+import re
+import subprocess
 import sys
 import uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
-from pgtest import check, drop_database, fresh_database, seeded_random, sql, sql_error  # noqa: E402
+from pgtest import PSQL, check, drop_database, fresh_database, seeded_random, sql, sql_error  # noqa: E402
 
 rng = seeded_random()
 DB = "gpurec_property_keys"
@@ -362,6 +367,66 @@ INSERT INTO small VALUES (1, 7, 3), (1, 8, 3), (2, 70000, 1);""")
     check("cheapest_offers: an id beyond id_type's range is 22003", err is not None and err[0] == "22003", str(err))
 
 
+FORCE = {"parallel_setup_cost": "0", "parallel_tuple_cost": "0", "min_parallel_table_scan_size": "0",
+         "gpurec.timing": "on"}
+
+
+def run_with_notices(query, settings):
+    """(rows, notices) of query under settings."""
+    prefix = "".join(f"SET {k} = '{v}';\n" for k, v in settings.items())
+    proc = subprocess.run([PSQL, "-X", "-q", "--csv", "-P", "null=\\N", "-v", "ON_ERROR_STOP=1"],
+                          input=prefix + query, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    return proc.stdout.splitlines()[1:], proc.stderr
+
+
+def workers_read(notices):
+    return sum(int(n) for n in re.findall(r"(\d+) of \d+ planned parallel workers", notices))
+
+
+def check_parallel(key_type, devices):
+    """Each process of a parallel read codes its own rows; the call's codes must come out as one read's."""
+    ids = make_marketplace(key_type)
+    sql("""DROP TABLE IF EXISTS offers_big, points_big;
+CREATE TABLE offers_big AS SELECT product_key, store_key, price + g % 7 AS price FROM offers, generate_series(1, 60) g;
+ANALYZE offers_big;""")
+    make_points(key_type)
+    sql("""CREATE TABLE points_big AS SELECT user_key, x + g % 3 AS x, y FROM points, generate_series(1, 40) g;
+ANALYZE points_big;""")
+    id_type = f"NULL::{'uuid' if key_type == 'uuid' else 'text'}"
+    k = rng.randint(1, 3)
+    big = "SELECT product_key AS product_id, store_key AS store_id, price FROM offers_big"
+    calls = {
+        "cheapest_offers, direct scan": f"SELECT * FROM gpurec.cheapest_offers({lit(big)}, {k}, {id_type})",
+        "cheapest_offers, the query's parallel plan":
+            f"SELECT * FROM gpurec.cheapest_offers({lit(big + ' UNION ALL ' + big)}, {k}, {id_type})",
+        "improve_carts (the carts' ids first, then the offers' in parallel)":
+            "SELECT * FROM gpurec.improve_carts("
+            + lit("SELECT cart_key AS cart_id, product_key AS product_id, store_key AS store_id, quantity FROM carts")
+            + f", {lit(big)}, {id_type}) ORDER BY 1, 2, 3, 4, 5, 6, 7",
+        "optimize_carts (offers filtered by the carts' ids)":
+            "SELECT * FROM gpurec.optimize_carts("
+            + lit("SELECT cart_key AS cart_id, product_key AS product_id, store_key AS store_id, quantity FROM carts")
+            + f", {lit(big)}, " + lit("SELECT store_key AS store_id, fee, free_from FROM shipping") + f", {id_type})",
+        "similar_users": "SELECT * FROM gpurec.similar_users("
+            + lit("SELECT user_key AS user_id, x, y FROM points_big") + f", 3, 'euclidean', NULL, {id_type})",
+    }
+    for device in devices:
+        for name, query in calls.items():
+            serial, _ = run_with_notices(query, {"gpurec.parallel_workers": "0", "gpurec.device": device})
+            for participation in ["off", "on"]:
+                settings = dict(FORCE, **{"gpurec.device": device, "parallel_leader_participation": participation,
+                                          "max_parallel_workers_per_gather": str(rng.randint(2, 4))})
+                rows, notices = run_with_notices(query, settings)
+                check(f"{name} {key_type} {device}, parallel read (leader participation {participation}): "
+                      "the serial read's rows", rows == serial and len(rows) > 0,
+                      f"{len(rows)} rows against {len(serial)}; NOTICE {notices.strip()[:500]}")
+                if participation == "off" and "filtered" not in name:
+                    check(f"{name} {key_type} {device}: workers read rows", workers_read(notices) > 0,
+                          notices.strip()[:600])
+
+
 def main():
     devices = fresh_database(DB)
     sql("CREATE DOMAIN uuid_id AS uuid CHECK (VALUE IS NOT NULL OR true); CREATE DOMAIN text_id AS varchar(200);")
@@ -369,6 +434,7 @@ def main():
         check_marketplace(key_type, devices)
         check_geo(key_type, devices)
         check_roc(key_type, devices)
+        check_parallel(key_type, devices)
     check_integers_typed(devices)
     drop_database(DB)
 

@@ -135,7 +135,8 @@ TEST(IdColumn, MapIdsKeepsCodesAndCounts)
 	std::vector<int32_t> codes;
 	for (size_t r = 0; r < ids.size(); ++r)
 		codes.push_back(ids.code(r));
-	ids.map_ids({10, 5, 7, 2}); /* 0 -> 10, 1 -> 5, 2 -> 7, 3 -> 2 */
+	std::vector<int64_t> to{10, 5, 7, 2}; /* 0 -> 10, 1 -> 5, 2 -> 7, 3 -> 2 */
+	ids.map_ids([&to](int64_t id) { return to[static_cast<size_t>(id)]; });
 	EXPECT_EQ(ids.counts(), counts);
 	for (size_t r = 0; r < ids.size(); ++r)
 		EXPECT_EQ(ids.code(r), codes[r]);
