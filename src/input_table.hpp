@@ -20,6 +20,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -71,9 +72,33 @@ struct ColumnSpec
 	 * (key_dictionary.hpp).
 	 */
 	bool ids = false;
+	/*
+	 * A Float column that is one coordinate of a point: 0 x, 1 y.  Where
+	 * the query has neither x nor y, both come from its one PostGIS point
+	 * column (geometry or geography, whatever its name): PointSource.
+	 */
+	int point_axis = -1;
 
 	/* Whether the column holds ids, which may be uuid or text. */
 	bool holds_ids() const { return kind == ColumnKind::Id || ids; }
+};
+
+/* Coordinate `axis` (0 x, 1 y) of a point: a Float column, or the query's PostGIS point column. */
+inline ColumnSpec point_spec(const char *name, int axis)
+{
+	ColumnSpec spec{name, ColumnKind::Float};
+	spec.point_axis = axis;
+	return spec;
+}
+
+/* Where a table's points came from: x and y columns, or a PostGIS point column (set by the read). */
+struct PointSource
+{
+	bool postgis = false;	/* a geometry or geography column */
+	bool geography = false; /* geography: longitude and latitude, on the sphere */
+	int32_t srid = 0;		/* the points' SRID (geography: 4326 unless given); one for every row */
+	bool srid_known = false; /* some row was read */
+	std::string column;		/* its name, for messages */
 };
 
 /* An Int64 column of ids: a NULL skips the row, or takes `fallback` where null_skips is false. */
@@ -116,6 +141,10 @@ class InputTable
 	 */
 	void code_ids_with(std::shared_ptr<CallKeys> keys, size_t i);
 	bool codes_ids() const { return keys_ != nullptr; }
+
+	/* Where the points of a point_spec table came from (the read sets it). */
+	PointSource &points() { return points_; }
+	const PointSource &points() const { return points_; }
 
 	/* What the query is called in messages: "offers query". */
 	const char *what() const { return what_; }
@@ -290,6 +319,7 @@ class InputTable
 	std::vector<std::vector<uint8_t>> kept_partials_; /* their buffers stay put as the vector grows */
 	std::vector<Partial> partials_;
 	std::function<void()> chunk_listener_;
+	PointSource points_;
 	/* the call's keys, where a column is coded through them (code_ids_with) */
 	std::shared_ptr<CallKeys> keys_;
 };

@@ -76,7 +76,16 @@ class KeyDictionary
 	static uint64_t hash(const uint8_t *bytes, size_t size);
 	bool equals(int64_t code, const uint8_t *bytes, size_t size) const
 	{
-		return value_size(code) == size && std::memcmp(value(code), bytes, size) == 0;
+		if (value_size(code) != size)
+			return false;
+		if (size == 16) /* a uuid: two words, not a call of memcmp (a tenth of a uuid read's time) */
+		{
+			uint64_t a[2], b[2];
+			std::memcpy(a, value(code), 16);
+			std::memcpy(b, bytes, 16);
+			return a[0] == b[0] && a[1] == b[1];
+		}
+		return std::memcmp(value(code), bytes, size) == 0;
 	}
 	void rebuild_table(size_t capacity);
 

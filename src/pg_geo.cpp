@@ -30,13 +30,43 @@ namespace {
  * the order (GeoPoints).  gpu_from_rows: the points from which the
  * function computes on the GPU under auto (InputTable::set_gpu_from_rows).
  */
-InputTable read_points(const char *points_query, ExecContext &ctx, double gpu_from_rows = kMinGpuPairs)
+/*
+ * PostGIS points agree with the metric: geography, and geometry of SRID
+ * 4326, are longitude and latitude (haversine); any other SRID is planar
+ * (euclidean).  A call's points and candidates share their SRID (`other`:
+ * the points, for the candidates).  ERROR 22023 otherwise.
+ */
+void check_point_source(const InputTable &table, const GeoOptions &options, const InputTable *other = nullptr)
 {
-	InputTable points("points query", {{"user_id", ColumnKind::Id},
-									   {"x", ColumnKind::Float},
-									   {"y", ColumnKind::Float}});
+	const PointSource &points = table.points();
+	if (!points.postgis)
+		return;
+	std::string what = std::string("the ") + table.what() + "'s " + (points.geography ? "geography" : "geometry") +
+					   " column \"" + points.column + "\"";
+	bool lon_lat = points.geography || points.srid == 4326;
+	if (points.srid_known && lon_lat != (options.metric == GeoMetric::Haversine))
+		throw Error(sqlstate::invalid_parameter_value,
+					what + (lon_lat ? " holds longitudes and latitudes" : " holds planar coordinates") + " (SRID " +
+						std::to_string(points.srid) + "), not what metric '" +
+						(options.metric == GeoMetric::Haversine ? "haversine" : "euclidean") + "' measures",
+					"geography, and geometry of SRID 4326, are measured with haversine; other SRIDs with euclidean, "
+					"in their own units.",
+					std::string("Pass metric => '") + (lon_lat ? "haversine" : "euclidean") + "'.");
+	if (other && other->points().postgis && points.srid_known && other->points().srid_known &&
+		other->points().srid != points.srid)
+		throw Error(sqlstate::invalid_parameter_value,
+					what + " has SRID " + std::to_string(points.srid) + ", the " + other->what() + "'s " +
+						std::to_string(other->points().srid),
+					{}, "Transform one to the other's SRID (ST_Transform).");
+}
+
+InputTable read_points(const char *points_query, ExecContext &ctx, const GeoOptions &options,
+					   double gpu_from_rows = kMinGpuPairs)
+{
+	InputTable points("points query", {{"user_id", ColumnKind::Id}, point_spec("x", 0), point_spec("y", 1)});
 	points.set_gpu_from_rows(gpu_from_rows);
 	read_inner_query(points_query, points, ctx);
+	check_point_source(points, options);
 	Stopwatch clock;
 	points.id(0).number_in_id_order(pieces_on_threads(ctx, Phase::Read));
 	double numbered_ms = clock.elapsed_ms();
@@ -50,13 +80,13 @@ InputTable read_points(const char *points_query, ExecContext &ctx, double gpu_fr
 GeoPoints points_of(InputTable &table) { return {table.id(0), table.floats(1), table.floats(2)}; }
 
 /* candidates_query: candidate_id, x, y; each row is a candidate, returned in the query's order */
-InputTable read_candidates(const char *candidates_query, ExecContext &ctx)
+InputTable read_candidates(const char *candidates_query, ExecContext &ctx, const GeoOptions &options,
+						   const InputTable &points)
 {
-	InputTable candidates("candidates query", {id_spec("candidate_id"),
-											   {"x", ColumnKind::Float},
-											   {"y", ColumnKind::Float}});
+	InputTable candidates("candidates query", {id_spec("candidate_id"), point_spec("x", 0), point_spec("y", 1)});
 	candidates.keep_row_order();
 	read_inner_query(candidates_query, candidates, ctx);
+	check_point_source(candidates, options, &points);
 	return candidates;
 }
 
@@ -116,7 +146,7 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 	const char *points_query = text_argument(fcinfo, 0);
 	GeoOptions options = options_arguments(fcinfo, 2);
 
-	InputTable points = read_points(points_query, ctx);
+	InputTable points = read_points(points_query, ctx, options);
 	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
 	std::vector<UserSimilarity> rows = user_similarity(points_of(points), main_user, options, ctx);
 	points.release_rows_in_background();
@@ -144,7 +174,7 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 	GeoOptions options = options_arguments(fcinfo, 2);
 	check_k(k);
 
-	InputTable points = read_points(points_query, ctx, std::sqrt(kMinGpuPairs)); /* a pair of points each */
+	InputTable points = read_points(points_query, ctx, options, std::sqrt(kMinGpuPairs)); /* a pair of points each */
 	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx);
 	points.release_rows_in_background();
 
@@ -173,8 +203,8 @@ Datum predict_strength_body(FunctionCallInfo fcinfo)
 	double exponent = PG_GETARG_FLOAT8(3);
 	StrengthArguments args = strength_arguments(fcinfo, {exponent});
 
-	InputTable points = read_points(args.points_query, ctx);
-	InputTable candidates = read_candidates(args.candidates_query, ctx);
+	InputTable points = read_points(args.points_query, ctx, args.options);
+	InputTable candidates = read_candidates(args.candidates_query, ctx, args.options, points);
 	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
 	GeoCandidates cands = candidates_of(candidates);
 	std::vector<double> strengths = predict_strength(points_of(points), main_user, cands, exponent,
@@ -206,11 +236,11 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 	std::vector<double> exponents = float8_list_argument(fcinfo, 3, "exponents");
 	StrengthArguments args = strength_arguments(fcinfo, exponents);
 
-	InputTable points = read_points(args.points_query, ctx);
+	InputTable points = read_points(args.points_query, ctx, args.options);
 	InputTable holdout("holdout query",
 					   {id_spec("user_id"), id_spec("candidate_id")});
 	read_inner_query(holdout_query, holdout, ctx);
-	InputTable candidates = read_candidates(args.candidates_query, ctx);
+	InputTable candidates = read_candidates(args.candidates_query, ctx, args.options, points);
 	std::vector<ExponentFit> fits =
 		fit_exponent(points_of(points), {holdout.int64(0), holdout.int64(1)},
 					 candidates_of(candidates), exponents, args.strength, args.options, ctx);

@@ -164,6 +164,9 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 		else if (binds_coded_ids(binding) && table->key_filter())
 			/* a worker's codes are its own, not the call's that the filter's keys are */
 			outcome.why_serial = "its rows are filtered by uuid or text ids";
+		else if (binds_postgis_points(binding))
+			/* one SRID for every row: checked as they come, in one process */
+			outcome.why_serial = "its points are PostGIS points";
 		else
 			outcome = try_parallel_read(plan, statement_text(source), binding, table, ctx, call_context);
 		if (!outcome.ran)
@@ -179,6 +182,8 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 		XactReadOnly = was_read_only;
 	}
 	PG_END_TRY();
+	if (binds_postgis_points(binding))
+		note_point_source(*table, binding, source->resultDesc);
 	SPI_freeplan(plan);
 	SPI_finish();
 	return outcome;

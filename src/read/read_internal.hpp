@@ -62,8 +62,10 @@ enum class Conversion : uint8_t
 	Bool,
 	Float4Array,
 	Float8Array,
-	Uuid, /* an id coded through the call's KeyDictionary of its column name */
-	Text  /* text or varchar: the same */
+	Uuid,	/* an id coded through the call's KeyDictionary of its column name */
+	Text,	/* text or varchar: the same */
+	PointX, /* a PostGIS point (geometry, geography), through its type's binary output: x and y at once */
+	PointY	/* y of that point, which PointX has set */
 };
 
 /* Which attribute of the rows feeds each spec of a table, and how. */
@@ -84,6 +86,16 @@ struct ColumnBinding
 	KeyDictionary *keys[kMaxColumns];
 	int64 key_stride;
 	int64 key_lane;
+	/* PointX: the point column's binary output function, whether it is geography, and the y column */
+	Oid point_send;
+	bool point_geography;
+	int point_y;
+	/* the SRID of the points read so far, which every row must share (palloc'd: copies of the binding share it) */
+	struct PointState
+	{
+		int32 srid;
+		bool known;
+	} *point_state;
 	/* the table's filter (InputTable::keep_rows_with_keys), and its column; -1: none */
 	const KeyFilter *key_filter;
 	int key_column;
@@ -104,6 +116,12 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 
 /* Whether some column of the binding holds uuid or text ids. */
 bool binds_coded_ids(const ColumnBinding &binding);
+
+/* Whether the binding reads PostGIS points. */
+bool binds_postgis_points(const ColumnBinding &binding);
+
+/* What the binding read of its PostGIS points, into table.points() (through cpp_callback_guard). */
+void note_point_source(InputTable &table, const ColumnBinding &binding, TupleDesc desc);
 
 /* The binding drops the rows that `table`'s key filter does not keep (none when it has none). */
 void bind_key_filter(ColumnBinding *binding, const InputTable &table);
