@@ -61,6 +61,19 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION cheapest_offers(text, integer) IS
 'For each product of offers_query (product_id, store_id, price), its k cheapest offers.';
 
+-- The typed forms: every argument, then id_type, a value (a NULL) of the type
+-- the ids come back in: bigint, integer, smallint, uuid, text or varchar, as
+-- the inner queries give them (README, "Ids of any type").  Not STRICT, for
+-- id_type is NULL: a NULL in another argument gives no rows, as STRICT would.
+CREATE FUNCTION cheapest_offers(offers_query text, k integer, id_type anyelement)
+RETURNS TABLE(product_id anyelement, offer_rank integer, store_id anyelement, price numeric,
+              n_offers bigint)
+AS 'MODULE_PATHNAME', 'gpurec_cheapest_offers'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION cheapest_offers(text, integer, anyelement) IS
+'cheapest_offers with product and store ids of any type, returned as id_type (NULL::uuid, NULL::text).';
+
 -- cheapest_offers over shards (extension gpurec_shards): each shard's answer
 -- as one bytea, and the coordinator's merge of the shards' answers into the
 -- rows one server holding every offer gives.  Internal: gpurec_shards calls
@@ -91,6 +104,15 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION improve_carts(text, text) IS
 'Smart cart: the cart lines of carts_query (cart_id, product_id, store_id[, quantity]) that a cheaper store, or any store, can serve better.';
 
+CREATE FUNCTION improve_carts(carts_query text, offers_query text, id_type anyelement)
+RETURNS TABLE(cart_id anyelement, product_id anyelement, quantity bigint, current_store_id anyelement,
+              current_price numeric, best_store_id anyelement, best_price numeric, saving numeric)
+AS 'MODULE_PATHNAME', 'gpurec_improve_carts'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION improve_carts(text, text, anyelement) IS
+'improve_carts with cart, product and store ids of any type, returned as id_type (NULL::uuid, NULL::text).';
+
 CREATE FUNCTION optimize_carts(carts_query text, offers_query text, shipping_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
               total numeric, shipping numeric, stores_used integer, complete boolean,
@@ -100,6 +122,16 @@ LANGUAGE C VOLATILE STRICT;
 
 COMMENT ON FUNCTION optimize_carts(text, text, text) IS
 'Smart cart with shipping: per cart of carts_query (cart_id, product_id[, quantity][, store_id]) the exact cheapest assignment of its lines to stores of offers_query (product_id, store_id, price), items plus the shipping of every store used (shipping_query: store_id, fee[, free_from]); a row per line.';
+
+CREATE FUNCTION optimize_carts(carts_query text, offers_query text, shipping_query text, id_type anyelement)
+RETURNS TABLE(cart_id anyelement, product_id anyelement, quantity bigint, store_id anyelement, price numeric,
+              total numeric, shipping numeric, stores_used integer, complete boolean,
+              current_total numeric, saving numeric)
+AS 'MODULE_PATHNAME', 'gpurec_optimize_carts'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION optimize_carts(text, text, text, anyelement) IS
+'optimize_carts with cart, product and store ids of any type, returned as id_type (NULL::uuid, NULL::text).';
 
 -- ----------------------------------------------------------- ROC fitness --
 
@@ -120,6 +152,18 @@ LANGUAGE C VOLATILE STRICT;
 
 COMMENT ON FUNCTION roc_fitness(text, anycompatiblearray) IS
 'ROC fitness of every individual of population_query (individual_id, scores real[] or double precision[]) against labels (boolean[], or integers 0 and 1).';
+
+-- The typed form of both: labels NULL reads a scores query (a form of its
+-- own, roc_fitness(text, anyelement), would make roc_fitness(q, '{t,f}')
+-- ambiguous).
+CREATE FUNCTION roc_fitness(query text, labels boolean[], id_type anyelement)
+RETURNS TABLE(individual_id anyelement, auc float8, fitness float8, n_positive bigint,
+              n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
+AS 'MODULE_PATHNAME', 'gpurec_roc_fitness_typed'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION roc_fitness(text, boolean[], anyelement) IS
+'roc_fitness with individual ids of any type, returned as id_type (NULL::uuid, NULL::text): labels NULL reads query as a scores query (individual_id, label, score), else as a population query (individual_id, scores).';
 
 -- Labels as gpurec_shards sends them to every shard: a bit a label (and a
 -- NULL bitmap where some label is NULL), where boolean[]'s text is two
@@ -166,6 +210,15 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION user_similarity(text, bigint, text, float8) IS
 'The similarity of every other user of points_query (user_id, x, y) to main_user, and the raw mean of main_user''s nearest distances to it.';
 
+CREATE FUNCTION user_similarity(points_query text, main_user anyelement, metric text, epsilon float8,
+                                id_type anyelement)
+RETURNS TABLE(user_id anyelement, similarity float8, mean_min_distance float8)
+AS 'MODULE_PATHNAME', 'gpurec_user_similarity'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION user_similarity(text, anyelement, text, float8, anyelement) IS
+'user_similarity with user ids of any type: main_user and the user_id returned are of id_type (NULL::uuid, NULL::text).';
+
 CREATE FUNCTION similar_users(points_query text, k integer DEFAULT 10,
                               metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
@@ -174,6 +227,14 @@ LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION similar_users(text, integer, text, float8) IS
 'For every user of points_query (user_id, x, y), the k other users most similar to it; equal similarities rank the lower other_user_id first.';
+
+CREATE FUNCTION similar_users(points_query text, k integer, metric text, epsilon float8, id_type anyelement)
+RETURNS TABLE(user_id anyelement, rank integer, other_user_id anyelement, similarity float8)
+AS 'MODULE_PATHNAME', 'gpurec_similar_users'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION similar_users(text, integer, text, float8, anyelement) IS
+'similar_users with user ids of any type, returned as id_type (NULL::uuid, NULL::text); equal similarities rank the lower other_user_id first, in the ids'' order (uuid bytewise, text bytewise).';
 
 CREATE FUNCTION predict_strength(points_query text, main_user bigint, candidates_query text,
                                  exponent float8 DEFAULT 2, max_distance float8 DEFAULT NULL,
@@ -185,6 +246,16 @@ LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION predict_strength(text, bigint, text, float8, float8, float8, text, float8) IS
 'For each row of candidates_query (candidate_id, x, y), in input order: the sum over the other users B at least min_similarity similar to main_user of similarity x the sum over B''s points within max_distance (NULL: all) of max(distance, epsilon)^-exponent.';
+
+CREATE FUNCTION predict_strength(points_query text, main_user anyelement, candidates_query text,
+                                 exponent float8, max_distance float8, min_similarity float8,
+                                 metric text, epsilon float8, id_type anycompatible)
+RETURNS TABLE(candidate_id anycompatible, strength float8)
+AS 'MODULE_PATHNAME', 'gpurec_predict_strength'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION predict_strength(text, anyelement, text, float8, float8, float8, text, float8, anycompatible) IS
+'predict_strength with ids of any type: main_user of the user_id type, candidate_id returned as id_type (NULL::uuid, NULL::text).';
 
 CREATE FUNCTION fit_exponent(points_query text, holdout_query text, candidates_query text,
                              exponents float8[] DEFAULT '{1,1.5,2,2.5,3}',

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "../kernels/api/kernel_api.hpp"
@@ -43,6 +44,7 @@ using gpu::TestFault;
  * what only the engine does.
  */
 struct ExecContext;
+class CallKeys;
 
 /* Copies the n ranges on the cores the call may use (cpu_parallel.cpp): the GPU paths' staging copies. */
 void parallel_copy(const gpu::HostCopy *copies, size_t n, ExecContext &ctx);
@@ -89,6 +91,11 @@ struct ExecContext : gpu::CallContext
 	 * layer when the service runs; never inside the service.
 	 */
 	service::Client *service = nullptr;
+	/*
+	 * The call's uuid and text ids (key_dictionary.hpp): every inner query
+	 * of the call codes its id columns through it.  Made by the first read.
+	 */
+	std::shared_ptr<CallKeys> keys;
 	/* Which device dispatch chose and why, for gpurec.timing ("auto: ..."). */
 	std::string device_choice;
 	/* The service's device that computed the call (-1: none), and how long the call queued there. */

@@ -206,6 +206,37 @@ void IdColumn::number_in_id_order(const PieceRunner &run)
 	numbered_in_id_order_ = true;
 }
 
+void IdColumn::map_ids(const std::function<int64_t(int64_t)> &new_id, const PieceRunner &run)
+{
+	if (ids_as_codes_)
+		throw Error(sqlstate::internal_error, "IdColumn::map_ids: the column holds ids as codes");
+	std::vector<int64_t> old_ids = std::move(values_);
+	std::vector<int64_t> old_counts = std::move(counts_);
+	values_.clear();
+	counts_.clear();
+	dense_.clear();
+	table_.clear();
+	mask_ = 0;
+	hashed_ = 0;
+	numbered_in_id_order_ = true;
+	/* interned in code order: where every new id is new, each takes its old code */
+	std::vector<int32_t> new_code(old_ids.size());
+	bool merged = false;
+	for (size_t code = 0; code < old_ids.size(); ++code)
+	{
+		new_code[code] = intern(new_id(old_ids[code]));
+		merged |= new_code[code] != static_cast<int32_t>(code);
+		counts_[static_cast<size_t>(new_code[code])] += old_counts[code];
+	}
+	if (merged)
+		codes_.visit_in_pieces(
+			[&new_code](int32_t *codes, size_t, size_t count) {
+				for (size_t i = 0; i < count; ++i)
+					codes[i] = new_code[static_cast<size_t>(codes[i])];
+			},
+			run);
+}
+
 void IdColumn::serialize(ByteWriter &out) const
 {
 	out.put<uint8_t>(ids_as_codes_ ? 1 : 0);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "byte_stream.hpp"
@@ -122,6 +123,15 @@ class IdColumn
 	 * one table lookup per row.
 	 */
 	void number_in_id_order(const PieceRunner &run = run_serially);
+	/*
+	 * Replaces each id by new_id(id) (the codes of a KeyDictionary,
+	 * renumbered, or a parallel read's codes made the call's:
+	 * key_dictionary.hpp).  Where distinct ids stay distinct, the rows keep
+	 * their codes and the work is of the order of the distinct ids; ids
+	 * that become one merge, their rows' codes rewritten through run.  A
+	 * dictionary only (not ids as codes).
+	 */
+	void map_ids(const std::function<int64_t(int64_t)> &new_id, const PieceRunner &run = run_serially);
 	/* Whether the codes ascend with the ids: after number_in_id_order, or ids that first came in ascending order. */
 	bool numbered_in_id_order() const { return numbered_in_id_order_; }
 

@@ -19,6 +19,23 @@ InputTable::InputTable(const char *what, std::vector<ColumnSpec> specs)
 	add_columns();
 }
 
+InputTable::~InputTable()
+{
+	if (keys_)
+		for (AnyColumn &column : columns_)
+			keys_->forget(&column);
+}
+
+void InputTable::code_ids_with(std::shared_ptr<CallKeys> keys, size_t i)
+{
+	const std::string name = specs_[i].name;
+	if (specs_[i].kind == ColumnKind::Id)
+		keys->code_column(name, &id(i));
+	else
+		keys->code_column(name, &int64(i));
+	keys_ = std::move(keys);
+}
+
 void InputTable::add_columns()
 {
 	for (const ColumnSpec &spec : specs_)

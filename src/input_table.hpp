@@ -20,6 +20,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "device.hpp"
 #include "float_column.hpp"
 #include "id_column.hpp"
+#include "key_dictionary.hpp"
 #include "number_column.hpp"
 
 namespace gpurec {
@@ -64,7 +66,46 @@ struct ColumnSpec
 	int64_t fallback = 0;
 	/* A NULL is ERROR 22004 naming the column (before null_skips_row is looked at). */
 	bool null_is_error = false;
+	/*
+	 * An Int64 column of ids (cart_id, store_id): like an Id column, it may
+	 * be uuid or text, coded through the call's dictionary of its name
+	 * (key_dictionary.hpp).
+	 */
+	bool ids = false;
+	/*
+	 * A Float column that is one coordinate of a point: 0 x, 1 y.  Where
+	 * the query has neither x nor y, both come from its one PostGIS point
+	 * column (geometry or geography, whatever its name): PointSource.
+	 */
+	int point_axis = -1;
+
+	/* Whether the column holds ids, which may be uuid or text. */
+	bool holds_ids() const { return kind == ColumnKind::Id || ids; }
 };
+
+/* Coordinate `axis` (0 x, 1 y) of a point: a Float column, or the query's PostGIS point column. */
+inline ColumnSpec point_spec(const char *name, int axis)
+{
+	ColumnSpec spec{name, ColumnKind::Float};
+	spec.point_axis = axis;
+	return spec;
+}
+
+/* Where a table's points came from: x and y columns, or a PostGIS point column (set by the read). */
+struct PointSource
+{
+	bool postgis = false;	/* a geometry or geography column */
+	bool geography = false; /* geography: longitude and latitude, on the sphere */
+	int32_t srid = 0;		/* the points' SRID (geography: 4326 unless given); one for every row */
+	bool srid_known = false; /* some row was read */
+	std::string column;		/* its name, for messages */
+};
+
+/* An Int64 column of ids: a NULL skips the row, or takes `fallback` where null_skips is false. */
+inline ColumnSpec id_spec(const char *name, bool null_skips = true, int64_t fallback = 0)
+{
+	return ColumnSpec{name, ColumnKind::Int64, !null_skips, null_skips, fallback, false, true};
+}
 
 /*
  * A kind of partial result (partials.hpp): what a share of the rows
@@ -88,6 +129,22 @@ class InputTable
 {
   public:
 	InputTable(const char *what, std::vector<ColumnSpec> specs);
+	InputTable(InputTable &&) = default;
+	/* Its columns leave the call's keys (code_ids_with). */
+	~InputTable();
+
+	/*
+	 * Column i holds uuid or text ids coded through keys' dictionary of
+	 * its name: renumbered with it (CallKeys::settle).  While a table holds
+	 * such a column, no chunk listener is called (its codes are not final
+	 * before the read ends).  Before the first row.
+	 */
+	void code_ids_with(std::shared_ptr<CallKeys> keys, size_t i);
+	bool codes_ids() const { return keys_ != nullptr; }
+
+	/* Where the points of a point_spec table came from (the read sets it). */
+	PointSource &points() { return points_; }
+	const PointSource &points() const { return points_; }
 
 	/* What the query is called in messages: "offers query". */
 	const char *what() const { return what_; }
@@ -177,7 +234,7 @@ class InputTable
 		if (chunks > notified_chunks_)
 		{
 			notified_chunks_ = chunks;
-			if (chunk_listener_)
+			if (chunk_listener_ && !keys_)
 				chunk_listener_();
 		}
 	}
@@ -262,6 +319,9 @@ class InputTable
 	std::vector<std::vector<uint8_t>> kept_partials_; /* their buffers stay put as the vector grows */
 	std::vector<Partial> partials_;
 	std::function<void()> chunk_listener_;
+	PointSource points_;
+	/* the call's keys, where a column is coded through them (code_ids_with) */
+	std::shared_ptr<CallKeys> keys_;
 };
 
 } // namespace gpurec

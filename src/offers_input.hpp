@@ -29,7 +29,7 @@ extern const PartialKind cheapest_offers_partial;
 struct OffersInput
 {
 	InputTable table{"offers query", {{"product_id", ColumnKind::Id},
-									  {"store_id", ColumnKind::Int64},
+									  id_spec("store_id"),
 									  {"price", ColumnKind::Number}}};
 	Offers offers{table.id(0), table.int64(1), table.number(2)};
 	std::unique_ptr<OfferStreamer> streamer;

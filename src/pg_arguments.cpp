@@ -10,11 +10,14 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/uuid.h"
 }
 
 #include <string>
 
 #include "errors.hpp"
+#include "key_dictionary.hpp"
 
 namespace gpurec {
 
@@ -147,6 +150,64 @@ std::vector<int8_t> label_list_argument(FunctionCallInfo fcinfo, int n, const ch
 		}
 	}
 	return labels;
+}
+
+int64_t id_argument(FunctionCallInfo fcinfo, int n, const ExecContext &ctx, const char *name, const char *role)
+{
+	Oid declared = pg_call([&] { return get_fn_expr_argtype(fcinfo->flinfo, n); });
+	Oid type = pg_call([declared] { return getBaseType(declared); });
+	Datum value = PG_GETARG_DATUM(n);
+	KeyType given = type == UUIDOID ? KeyType::Uuid
+					: type == TEXTOID || type == VARCHAROID ? KeyType::Text
+					: KeyType::Integer;
+	const CallKeys::Key *key = ctx.keys ? ctx.keys->find(name) : nullptr;
+	KeyType ids = key ? key->type : KeyType::Integer;
+	bool integer = type == INT2OID || type == INT4OID || type == INT8OID;
+	if (given != ids || (given == KeyType::Integer && !integer))
+	{
+		std::string type_name = pg_call([declared] { return std::string(format_type_be(declared)); });
+		throw Error(sqlstate::datatype_mismatch,
+					std::string(role) + " has type " + type_name + ", but the call's \"" + name + "\" ids are " +
+						key_type_name(ids),
+					"An id argument is of the ids' kind: an integer type, uuid, or text (varchar).");
+	}
+	switch (type)
+	{
+		case INT2OID:
+			return DatumGetInt16(value);
+		case INT4OID:
+			return DatumGetInt32(value);
+		case INT8OID:
+			return DatumGetInt64(value);
+		default:
+			break;
+	}
+	const uint8_t *bytes;
+	size_t size;
+	if (given == KeyType::Uuid)
+	{
+		bytes = DatumGetUUIDP(value)->data;
+		size = UUID_LEN;
+	}
+	else
+	{
+		auto *plain = pg_call([value] { return pg_detoast_datum_packed(reinterpret_cast<struct varlena *>(DatumGetPointer(value))); });
+		bytes = reinterpret_cast<const uint8_t *>(VARDATA_ANY(plain));
+		size = VARSIZE_ANY_EXHDR(plain);
+	}
+	int64_t code = key->dictionary->find(bytes, size);
+	if (code < 0)
+	{
+		std::string shown = pg_call([declared, value] {
+			Oid output;
+			bool varlena;
+			getTypeOutputInfo(declared, &output, &varlena);
+			return std::string(OidOutputFunctionCall(output, value));
+		});
+		throw Error(sqlstate::invalid_parameter_value, std::string(role) + " " + shown + " has no points",
+					"Similarity to a user is measured from that user's points.");
+	}
+	return code;
 }
 
 } // namespace gpurec

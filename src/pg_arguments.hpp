@@ -18,6 +18,8 @@ extern "C" {
 #include <cstdint>
 #include <vector>
 
+#include "device.hpp"
+
 namespace gpurec {
 
 /* The text argument n as a C string (callers answer NULL arguments first). */
@@ -45,5 +47,15 @@ std::vector<ByteSpan> bytea_list_argument(FunctionCallInfo fcinfo, int n, const 
  * read as boolean input (an untyped literal such as '{t,f}').
  */
 std::vector<int8_t> label_list_argument(FunctionCallInfo fcinfo, int n, const char *name);
+
+/*
+ * Argument n, an id of the call's ids named `name` (main_user, an
+ * anyelement): an integer as itself, a uuid or text as its code in the
+ * call's dictionary (key_dictionary.hpp), so after the read.  ERROR 42804
+ * where its type is not of the ids' kind; for a uuid or text no row
+ * holds, ERROR 22023 "`role` ... has no points" as the engine says it of
+ * an integer.
+ */
+int64_t id_argument(FunctionCallInfo fcinfo, int n, const ExecContext &ctx, const char *name, const char *role);
 
 } // namespace gpurec

@@ -24,6 +24,8 @@ namespace {
 
 Datum optimize_carts_body(FunctionCallInfo fcinfo)
 {
+	if (answered_null_as_strict(fcinfo, {3})) /* the typed form's id_type */
+		return (Datum) 0;
 	ExecContext ctx = exec_context_from_settings();
 	const char *carts_query = text_argument(fcinfo, 0);
 	const char *offers_query = text_argument(fcinfo, 1);
@@ -33,9 +35,9 @@ Datum optimize_carts_body(FunctionCallInfo fcinfo)
 	 * A cart line with a NULL cart or product is skipped; a NULL quantity
 	 * counts as 1; a NULL (or absent) store_id is no current store.
 	 */
-	InputTable carts("carts query", {{"cart_id", ColumnKind::Int64},
-									 {"product_id", ColumnKind::Int64},
-									 {"store_id", ColumnKind::Int64, true, false, kNoCurrentStore},
+	InputTable carts("carts query", {id_spec("cart_id"),
+									 id_spec("product_id"),
+									 id_spec("store_id", false, kNoCurrentStore),
 									 {"quantity", ColumnKind::Int64, true, false, 1}});
 	read_inner_query(carts_query, carts, ctx);
 	/*
@@ -47,7 +49,7 @@ Datum optimize_carts_body(FunctionCallInfo fcinfo)
 	OffersInput input(ctx, 0, std::move(carts_products));
 	read_inner_query(offers_query, input.table, ctx);
 	/* a NULL store skips the row; a NULL fee is an error; a NULL (or absent) free_from is never free */
-	InputTable shipping_table("shipping query", {{"store_id", ColumnKind::Int64},
+	InputTable shipping_table("shipping query", {id_spec("store_id"),
 												 {"fee", ColumnKind::Number, false, true, 0, true},
 												 {"free_from", ColumnKind::Number, true, false, kFallbackInfinity}});
 	read_inner_query(shipping_query, shipping_table, ctx);
@@ -58,6 +60,7 @@ Datum optimize_carts_body(FunctionCallInfo fcinfo)
 	CartsAnswer answer = optimize_carts(lines, offers, shipping, ctx);
 
 	ResultWriter out(fcinfo, ctx, "optimize_carts");
+	ResultIds cart_id(out, 0, ctx, "cart_id"), product_id(out, 1, ctx, "product_id"), store_id(out, 3, ctx, "store_id");
 	for (const CartAnswer &cart : answer.carts)
 	{
 		Datum total = units_as_numeric(cart.total.units, answer.scale, cart.total.display_scale);
@@ -75,12 +78,12 @@ Datum optimize_carts_body(FunctionCallInfo fcinfo)
 			const CartAnswerLine &line = answer.lines[l];
 			Datum values[11];
 			bool nulls[11] = {false, false, false, true, true, false, false, false, false, true, true};
-			values[0] = Int64GetDatum(cart.cart_id);
-			values[1] = Int64GetDatum(lines.product[line.line]);
+			values[0] = cart_id(cart.cart_id);
+			values[1] = product_id(lines.product[line.line]);
 			values[2] = Int64GetDatum(lines.quantity[line.line]);
 			if (line.offer_row >= 0)
 			{
-				values[3] = Int64GetDatum(offers.store[line.offer_row]);
+				values[3] = store_id(offers.store[line.offer_row]);
 				values[4] = number_as_numeric(offers.price, static_cast<size_t>(line.offer_row));
 				nulls[3] = nulls[4] = false;
 			}

@@ -30,13 +30,43 @@ namespace {
  * the order (GeoPoints).  gpu_from_rows: the points from which the
  * function computes on the GPU under auto (InputTable::set_gpu_from_rows).
  */
-InputTable read_points(const char *points_query, ExecContext &ctx, double gpu_from_rows)
+/*
+ * PostGIS points agree with the metric: geography, and geometry of SRID
+ * 4326, are longitude and latitude (haversine); any other SRID is planar
+ * (euclidean).  A call's points and candidates share their SRID (`other`:
+ * the points, for the candidates).  ERROR 22023 otherwise.
+ */
+void check_point_source(const InputTable &table, const GeoOptions &options, const InputTable *other = nullptr)
 {
-	InputTable points("points query", {{"user_id", ColumnKind::Id},
-									   {"x", ColumnKind::Float},
-									   {"y", ColumnKind::Float}});
+	const PointSource &points = table.points();
+	if (!points.postgis)
+		return;
+	std::string what = std::string("the ") + table.what() + "'s " + (points.geography ? "geography" : "geometry") +
+					   " column \"" + points.column + "\"";
+	bool lon_lat = points.geography || points.srid == 4326;
+	if (points.srid_known && lon_lat != (options.metric == GeoMetric::Haversine))
+		throw Error(sqlstate::invalid_parameter_value,
+					what + (lon_lat ? " holds longitudes and latitudes" : " holds planar coordinates") + " (SRID " +
+						std::to_string(points.srid) + "), not what metric '" +
+						(options.metric == GeoMetric::Haversine ? "haversine" : "euclidean") + "' measures",
+					"geography, and geometry of SRID 4326, are measured with haversine; other SRIDs with euclidean, "
+					"in their own units.",
+					std::string("Pass metric => '") + (lon_lat ? "haversine" : "euclidean") + "'.");
+	if (other && other->points().postgis && points.srid_known && other->points().srid_known &&
+		other->points().srid != points.srid)
+		throw Error(sqlstate::invalid_parameter_value,
+					what + " has SRID " + std::to_string(points.srid) + ", the " + other->what() + "'s " +
+						std::to_string(other->points().srid),
+					{}, "Transform one to the other's SRID (ST_Transform).");
+}
+
+InputTable read_points(const char *points_query, ExecContext &ctx, const GeoOptions &options,
+					   double gpu_from_rows)
+{
+	InputTable points("points query", {{"user_id", ColumnKind::Id}, point_spec("x", 0), point_spec("y", 1)});
 	points.set_gpu_from_rows(gpu_from_rows);
 	read_inner_query(points_query, points, ctx);
+	check_point_source(points, options);
 	Stopwatch clock;
 	points.id(0).number_in_id_order(pieces_on_threads(ctx, Phase::Read));
 	double numbered_ms = clock.elapsed_ms();
@@ -50,13 +80,13 @@ InputTable read_points(const char *points_query, ExecContext &ctx, double gpu_fr
 GeoPoints points_of(InputTable &table) { return {table.id(0), table.floats(1), table.floats(2)}; }
 
 /* candidates_query: candidate_id, x, y; each row is a candidate, returned in the query's order */
-InputTable read_candidates(const char *candidates_query, ExecContext &ctx)
+InputTable read_candidates(const char *candidates_query, ExecContext &ctx, const GeoOptions &options,
+						   const InputTable &points)
 {
-	InputTable candidates("candidates query", {{"candidate_id", ColumnKind::Int64},
-											   {"x", ColumnKind::Float},
-											   {"y", ColumnKind::Float}});
+	InputTable candidates("candidates query", {id_spec("candidate_id"), point_spec("x", 0), point_spec("y", 1)});
 	candidates.keep_row_order();
 	read_inner_query(candidates_query, candidates, ctx);
+	check_point_source(candidates, options, &points);
 	return candidates;
 }
 
@@ -76,24 +106,12 @@ GeoOptions options_arguments(FunctionCallInfo fcinfo, int n)
 /* max_distance, then min_similarity; a NULL max_distance means no limit */
 constexpr int kMaxDistanceArgument = 4;
 
-/*
- * A NULL in an argument other than those that may be NULL gives no rows, as
- * STRICT would.  Returns whether the call was so answered.
- */
-bool answered_null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int> may_be_null)
-{
-	for (int i = 0; i < PG_NARGS(); ++i)
-		if (PG_ARGISNULL(i) && std::find(may_be_null.begin(), may_be_null.end(), i) == may_be_null.end())
-		{
-			ResultWriter out(fcinfo);
-			return true;
-		}
-	return false;
-}
-
 /* epsilon of user_similarity and similar_users; of predict_strength and fit_exponent */
 constexpr int kPairEpsilonArgument = 3;
 constexpr int kStrengthEpsilonArgument = 7;
+/* the typed forms' id_type, always NULL: of user_similarity and similar_users; of predict_strength */
+constexpr int kPairIdTypeArgument = 4;
+constexpr int kStrengthIdTypeArgument = 8;
 
 /*
  * The arguments predict_strength and fit_exponent share, at the same places:
@@ -123,20 +141,21 @@ StrengthArguments strength_arguments(FunctionCallInfo fcinfo, const std::vector<
 Datum user_similarity_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument}))
+	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument, kPairIdTypeArgument}))
 		return (Datum) 0;
 	const char *points_query = text_argument(fcinfo, 0);
-	int64 main_user = PG_GETARG_INT64(1);
 	GeoOptions options = options_arguments(fcinfo, 2);
 
-	InputTable points = read_points(points_query, ctx, gpu_pairs_from(ctx));
+	InputTable points = read_points(points_query, ctx, options, gpu_pairs_from(ctx));
+	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
 	std::vector<UserSimilarity> rows = user_similarity(points_of(points), main_user, options, ctx);
 	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "user_similarity");
+	ResultIds user(out, 0, ctx, "user_id");
 	for (const UserSimilarity &row : rows)
 	{
-		Datum values[3] = {Int64GetDatum(row.user_id), Float8GetDatum(row.similarity),
+		Datum values[3] = {user(row.user_id), Float8GetDatum(row.similarity),
 						   Float8GetDatum(row.mean_min_distance)};
 		bool nulls[3] = {false, false, false};
 		out.put(values, nulls);
@@ -148,22 +167,23 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 Datum similar_users_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument}))
+	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument, kPairIdTypeArgument}))
 		return (Datum) 0;
 	const char *points_query = text_argument(fcinfo, 0);
 	int32 k = PG_GETARG_INT32(1);
 	GeoOptions options = options_arguments(fcinfo, 2);
 	check_k(k);
 
-	InputTable points = read_points(points_query, ctx, std::sqrt(gpu_pairs_from(ctx))); /* a pair of points each */
+	InputTable points = read_points(points_query, ctx, options, std::sqrt(gpu_pairs_from(ctx))); /* a pair of points each */
 	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx);
 	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "similar_users");
+	ResultIds user(out, 0, ctx, "user_id"), other_user(out, 2, ctx, "user_id");
 	for (const SimilarUser &row : rows)
 	{
-		Datum values[4] = {Int64GetDatum(row.user_id), Int32GetDatum(row.rank),
-						   Int64GetDatum(row.other_user_id), Float8GetDatum(row.similarity)};
+		Datum values[4] = {user(row.user_id), Int32GetDatum(row.rank), other_user(row.other_user_id),
+						   Float8GetDatum(row.similarity)};
 		bool nulls[4] = {false, false, false, false};
 		out.put(values, nulls);
 	}
@@ -178,23 +198,24 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 Datum predict_strength_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument}))
+	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument, kStrengthIdTypeArgument}))
 		return (Datum) 0;
-	int64 main_user = PG_GETARG_INT64(1);
 	double exponent = PG_GETARG_FLOAT8(3);
 	StrengthArguments args = strength_arguments(fcinfo, {exponent});
 
-	InputTable points = read_points(args.points_query, ctx, gpu_pairs_from(ctx));
-	InputTable candidates = read_candidates(args.candidates_query, ctx);
+	InputTable points = read_points(args.points_query, ctx, args.options, gpu_pairs_from(ctx));
+	InputTable candidates = read_candidates(args.candidates_query, ctx, args.options, points);
+	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
 	GeoCandidates cands = candidates_of(candidates);
 	std::vector<double> strengths = predict_strength(points_of(points), main_user, cands, exponent,
 													 args.strength, args.options, ctx);
 	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "predict_strength");
+	ResultIds candidate(out, 0, ctx, "candidate_id");
 	for (size_t row = 0; row < strengths.size(); ++row)
 	{
-		Datum values[2] = {Int64GetDatum(cands.id[row]), Float8GetDatum(strengths[row])};
+		Datum values[2] = {candidate(cands.id[row]), Float8GetDatum(strengths[row])};
 		bool nulls[2] = {false, false};
 		out.put(values, nulls);
 	}
@@ -215,11 +236,11 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 	std::vector<double> exponents = float8_list_argument(fcinfo, 3, "exponents");
 	StrengthArguments args = strength_arguments(fcinfo, exponents);
 
-	InputTable points = read_points(args.points_query, ctx, gpu_pairs_from(ctx));
+	InputTable points = read_points(args.points_query, ctx, args.options, gpu_pairs_from(ctx));
 	InputTable holdout("holdout query",
-					   {{"user_id", ColumnKind::Int64}, {"candidate_id", ColumnKind::Int64}});
+					   {id_spec("user_id"), id_spec("candidate_id")});
 	read_inner_query(holdout_query, holdout, ctx);
-	InputTable candidates = read_candidates(args.candidates_query, ctx);
+	InputTable candidates = read_candidates(args.candidates_query, ctx, args.options, points);
 	std::vector<ExponentFit> fits =
 		fit_exponent(points_of(points), {holdout.int64(0), holdout.int64(1)},
 					 candidates_of(candidates), exponents, args.strength, args.options, ctx);

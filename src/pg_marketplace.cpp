@@ -33,17 +33,18 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 						   const RankedOffers &ranked, const std::vector<int64_t> &n_offers)
 {
 	ResultWriter out(fcinfo, ctx, function);
+	ResultIds product_id(out, 0, ctx, "product_id"), store_id(out, 2, ctx, "store_id");
 	for (int32_t code : offers.product.codes_in_id_order())
 	{
 		Datum values[5];
 		bool nulls[5] = {false, false, false, false, false};
-		values[0] = Int64GetDatum(offers.product.value_of(code));
+		values[0] = product_id(offers.product.value_of(code));
 		values[4] = Int64GetDatum(n_offers[code]);
 		for (int64_t r = ranked.offsets[code]; r < ranked.offsets[code + 1]; ++r)
 		{
 			uint32_t row = ranked.rows[r];
 			values[1] = Int32GetDatum(static_cast<int32>(r - ranked.offsets[code] + 1));
-			values[2] = Int64GetDatum(offers.store[row]);
+			values[2] = store_id(offers.store[row]);
 			values[3] = number_as_numeric(offers.price, row);
 			out.put(values, nulls);
 		}
@@ -98,6 +99,8 @@ template <typename Use> void rank_offers_query(const char *offers_query, int k, 
 
 Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 {
+	if (answered_null_as_strict(fcinfo, {2})) /* the typed form's id_type */
+		return (Datum) 0;
 	ExecContext ctx = exec_context_from_settings();
 	const char *offers_query = text_argument(fcinfo, 0);
 	int32 k = PG_GETARG_INT32(1);
@@ -127,6 +130,11 @@ Datum cheapest_offers_part_body(FunctionCallInfo fcinfo)
 	rank_offers_query(offers_query, k, ctx,
 					  [&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers,
 						  const NumericReach &beyond) {
+						  /* a part's ids travel as integers: codes would mean nothing on the coordinator */
+						  if (ctx.keys && ctx.keys->codes_values())
+							  throw Error(sqlstate::feature_not_supported,
+										  "gpurec_shards.cheapest_offers takes integer product and store ids",
+										  "A shard's offers query gives uuid or text ids.");
 						  Stopwatch clock;
 						  OffersPart part(offers, ranked, n_offers, k, beyond);
 						  /* packed: the part travels as hex text, and a packed row is a quarter of a flat one */
@@ -177,14 +185,16 @@ Datum merge_cheapest_offers_body(FunctionCallInfo fcinfo)
 
 Datum improve_carts_body(FunctionCallInfo fcinfo)
 {
+	if (answered_null_as_strict(fcinfo, {2})) /* the typed form's id_type */
+		return (Datum) 0;
 	ExecContext ctx = exec_context_from_settings();
 	const char *carts_query = text_argument(fcinfo, 0);
 	const char *offers_query = text_argument(fcinfo, 1);
 
 	/* a cart line with a NULL id is skipped; a NULL quantity counts as 1 */
-	InputTable carts("carts query", {{"cart_id", ColumnKind::Int64},
-									 {"product_id", ColumnKind::Int64},
-									 {"store_id", ColumnKind::Int64},
+	InputTable carts("carts query", {id_spec("cart_id"),
+									 id_spec("product_id"),
+									 id_spec("store_id"),
 									 {"quantity", ColumnKind::Int64, true, false, 1}});
 	read_inner_query(carts_query, carts, ctx);
 	OffersInput input(ctx, 1);
@@ -194,15 +204,17 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 	std::vector<CartImprovement> improvements = improve_carts(lines, offers, ctx, input.streamer.get());
 
 	ResultWriter out(fcinfo, ctx, "improve_carts");
+	ResultIds cart_id(out, 0, ctx, "cart_id"), product_id(out, 1, ctx, "product_id"),
+		current_store_id(out, 3, ctx, "store_id"), store_id(out, 5, ctx, "store_id");
 	for (const CartImprovement &line : improvements)
 	{
 		Datum values[8];
 		bool nulls[8] = {false, false, false, false, true, true, true, true};
 		int64 quantity = lines.quantity[line.line];
-		values[0] = Int64GetDatum(lines.cart[line.line]);
-		values[1] = Int64GetDatum(lines.product[line.line]);
+		values[0] = cart_id(lines.cart[line.line]);
+		values[1] = product_id(lines.product[line.line]);
 		values[2] = Int64GetDatum(quantity);
-		values[3] = Int64GetDatum(lines.store[line.line]);
+		values[3] = current_store_id(lines.store[line.line]);
 		if (line.current_row >= 0)
 		{
 			values[4] = number_as_numeric(offers.price, line.current_row);
@@ -210,7 +222,7 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 		}
 		if (line.best_row >= 0)
 		{
-			values[5] = Int64GetDatum(offers.store[line.best_row]);
+			values[5] = store_id(offers.store[line.best_row]);
 			values[6] = number_as_numeric(offers.price, line.best_row);
 			nulls[5] = nulls[6] = false;
 		}

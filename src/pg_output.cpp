@@ -6,10 +6,17 @@
 #include "pg_output.hpp"
 
 extern "C" {
+#include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
+#include "utils/uuid.h"
 }
+
+#include <algorithm>
+#include <cstring>
 
 #include "pg_settings.hpp"
 
@@ -98,6 +105,105 @@ void ResultWriter::put(const Datum *values, const bool *nulls)
 				CHECK_FOR_INTERRUPTS();
 		}
 	});
+}
+
+bool answered_null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int> may_be_null)
+{
+	for (int i = 0; i < PG_NARGS(); ++i)
+		if (PG_ARGISNULL(i) && std::find(may_be_null.begin(), may_be_null.end(), i) == may_be_null.end())
+		{
+			ResultWriter out(fcinfo);
+			return true;
+		}
+	return false;
+}
+
+Oid ResultWriter::column_type(int column) const
+{
+	FunctionCallInfo fcinfo = fcinfo_;
+	return pg_call([fcinfo, column] {
+		ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+		return TupleDescAttr(rsinfo->setDesc, column)->atttypid;
+	});
+}
+
+namespace {
+
+/* The key type a result column of (base) type `type` holds; false for none. */
+bool key_type_of_result(Oid type, KeyType *key_type)
+{
+	switch (type)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+			*key_type = KeyType::Integer;
+			return true;
+		case UUIDOID:
+			*key_type = KeyType::Uuid;
+			return true;
+		case TEXTOID:
+		case VARCHAROID:
+			*key_type = KeyType::Text;
+			return true;
+		default:
+			return false;
+	}
+}
+
+} // namespace
+
+ResultIds::ResultIds(const ResultWriter &out, int column, const ExecContext &ctx, const char *name) : name_(name)
+{
+	Oid declared = out.column_type(column);
+	type_ = pg_call([declared] { return getBaseType(declared); });
+	const CallKeys::Key *key = ctx.keys ? ctx.keys->find(name) : nullptr;
+	KeyType ids = key ? key->type : KeyType::Integer;
+	KeyType result = KeyType::Integer;
+	bool known = key_type_of_result(type_, &result);
+	if (!known || result != ids)
+	{
+		std::string type_name = pg_call([declared] { return std::string(format_type_be(declared)); });
+		throw Error(sqlstate::datatype_mismatch,
+					std::string("the call's \"") + name + "\" ids are " + key_type_name(ids) +
+						", but it returns them as " + type_name,
+					"The ids a function returns take the type of its id_type argument (of main_user where it has "
+					"one), bigint when it is not given.",
+					std::string("Pass id_type => NULL::") +
+						(ids == KeyType::Uuid ? "uuid" : ids == KeyType::Text ? "text" : "bigint") + ".");
+	}
+	key_type_ = ids;
+	if (key)
+		dictionary_ = key->dictionary.get();
+}
+
+Datum ResultIds::operator()(int64_t id)
+{
+	switch (key_type_)
+	{
+		case KeyType::Integer:
+			if (type_ == INT8OID)
+				return Int64GetDatum(id);
+			if ((type_ == INT4OID && (id < INT32_MIN || id > INT32_MAX)) ||
+				(type_ == INT2OID && (id < INT16_MIN || id > INT16_MAX)))
+				throw Error(sqlstate::numeric_value_out_of_range,
+							std::string("\"") + name_ + "\" " + std::to_string(id) + " is out of range for " +
+								(type_ == INT4OID ? "integer" : "smallint"),
+							{}, "Pass a wider id_type (NULL::bigint).");
+			return type_ == INT4OID ? Int32GetDatum(static_cast<int32>(id)) : Int16GetDatum(static_cast<int16>(id));
+		case KeyType::Uuid:
+			value_.assign(dictionary_->value(id), dictionary_->value(id) + UUID_LEN);
+			return PointerGetDatum(value_.data());
+		case KeyType::Text:
+		{
+			size_t size = dictionary_->value_size(id);
+			value_.resize(VARHDRSZ + size);
+			SET_VARSIZE(value_.data(), VARHDRSZ + size);
+			std::memcpy(value_.data() + VARHDRSZ, dictionary_->value(id), size);
+			return PointerGetDatum(value_.data());
+		}
+	}
+	return (Datum) 0;
 }
 
 } // namespace gpurec

@@ -6,7 +6,11 @@
 
 #include "pg_boundary.hpp"
 
+#include <initializer_list>
+#include <vector>
+
 #include "device.hpp"
+#include "key_dictionary.hpp"
 
 namespace gpurec {
 
@@ -26,6 +30,8 @@ class ResultWriter
 	ResultWriter(FunctionCallInfo fcinfo, ExecContext &ctx, const char *function);
 	void put(const Datum *values, const bool *nulls);
 	void finish();
+	/* The SQL type of result column `column` (0-based), as the call resolved it (a polymorphic result). */
+	Oid column_type(int column) const;
 
   private:
 	FunctionCallInfo fcinfo_;
@@ -34,6 +40,36 @@ class ResultWriter
 	const char *function_ = nullptr;
 	Stopwatch clock_;
 };
+
+/*
+ * The ids of one result column in its SQL type: integers as smallint,
+ * integer or bigint (ERROR 22003 beyond its range), and the codes of uuid
+ * and text ids (key_dictionary.hpp) as their values.  The column's type
+ * comes from the call (the function's id_type or main_user argument): one
+ * that is not of the ids' kind is ERROR 42804, at construction, before any
+ * row.  A Datum it gives lives until the next one it gives.
+ */
+class ResultIds
+{
+  public:
+	ResultIds(const ResultWriter &out, int column, const ExecContext &ctx, const char *name);
+	Datum operator()(int64_t id);
+
+  private:
+	Oid type_;
+	KeyType key_type_ = KeyType::Integer;
+	const KeyDictionary *dictionary_ = nullptr;
+	std::vector<uint8_t> value_; /* the last uuid or text given */
+	const char *name_;
+};
+
+/*
+ * A NULL in an argument other than those that may be NULL gives no rows, as
+ * STRICT would (for functions that are not STRICT: some argument may be
+ * NULL, as the id_type of a typed form always is).  Returns whether the
+ * call was so answered.
+ */
+bool answered_null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int> may_be_null);
 
 /* A bytea result of `size` bytes, to be filled (palloc'd in the current memory context). */
 bytea *new_bytea(size_t size);

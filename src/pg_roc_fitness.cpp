@@ -29,12 +29,13 @@ namespace {
 void write_results(FunctionCallInfo fcinfo, const std::vector<RocResult> &results, ExecContext &ctx)
 {
 	ResultWriter out(fcinfo, ctx, "roc_fitness");
+	ResultIds individual(out, 0, ctx, "individual_id");
 	for (const RocResult &r : results)
 	{
 		Datum values[7];
 		bool nulls[7] = {false, !r.has_auc, !r.has_auc, false, false, r.counts.n_positive == 0,
 						 r.counts.n_positive == 0};
-		values[0] = Int64GetDatum(r.individual_id);
+		values[0] = individual(r.individual_id);
 		values[1] = Float8GetDatum(r.auc);
 		values[2] = Float8GetDatum(r.fitness);
 		values[3] = Int64GetDatum(r.counts.n_positive);
@@ -68,7 +69,7 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 	ExecContext ctx = exec_context_from_settings();
 	const char *population_query = text_argument(fcinfo, 0);
 	std::vector<int8_t> labels = label_list_argument(fcinfo, 1, "labels");
-	InputTable population("population query", {{"individual_id", ColumnKind::Int64},
+	InputTable population("population query", {id_spec("individual_id"),
 											   {"scores", ColumnKind::FloatArray}});
 	population.set_gpu_from_rows(gpu_scores_from(ctx) / static_cast<double>(std::max<size_t>(1, labels.size())));
 	read_inner_query(population_query, population, ctx);
@@ -76,6 +77,14 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 	population.release_rows_in_background();
 	write_results(fcinfo, results, ctx);
 	return (Datum) 0;
+}
+
+/* roc_fitness(query, labels, id_type): labels NULL, a scores query; else a population query */
+Datum roc_fitness_typed_body(FunctionCallInfo fcinfo)
+{
+	if (answered_null_as_strict(fcinfo, {1, 2}))
+		return (Datum) 0;
+	return PG_ARGISNULL(1) ? roc_fitness_rows_body(fcinfo) : roc_fitness_arrays_body(fcinfo);
 }
 
 /* roc_auc(scores float8[], labels boolean[]) for one individual */
@@ -162,4 +171,5 @@ GPUREC_SQL_FUNCTION(gpurec_labels_pack, gpurec::labels_pack_body)
 GPUREC_SQL_FUNCTION(gpurec_labels_unpack, gpurec::labels_unpack_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_rows, gpurec::roc_fitness_rows_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_arrays, gpurec::roc_fitness_arrays_body)
+GPUREC_SQL_FUNCTION(gpurec_roc_fitness_typed, gpurec::roc_fitness_typed_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_auc, gpurec::roc_auc_body)

@@ -35,6 +35,11 @@ if [ -z "${GPUREC_NO_APT:-}" ]; then
 		echo "apt-get failed"
 		exit 1
 	}
+	# PostGIS, for test/property/test_postgis.py (gpurec itself does not need it)
+	apt-get install -y -qq postgresql-15-postgis-3 >/dev/null || {
+		echo "apt-get failed"
+		exit 1
+	}
 fi
 export PG_CONFIG=${PG_CONFIG:-pg_config}
 export PATH="$($PG_CONFIG --bindir):$PATH"

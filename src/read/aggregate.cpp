@@ -103,7 +103,7 @@ ReadState *state_for(FunctionCallInfo fcinfo)
 	bool types_agree = PG_NARGS() == 2 + b.max_attno;
 	for (int c = 0; c < b.ncolumns && types_agree; ++c)
 		if (b.attno[c] >= 0)
-			types_agree = conversion_for(b.specs[c].kind, getBaseType(get_fn_expr_argtype(fcinfo->flinfo, 2 + b.attno[c]))) ==
+			types_agree = conversion_for(b.specs[c], getBaseType(get_fn_expr_argtype(fcinfo->flinfo, 2 + b.attno[c]))) ==
 						  b.conversion[c];
 	if (!types_agree)
 	{

@@ -14,6 +14,8 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "utils/uuid.h"
 }
 
 #include <cmath>
@@ -28,10 +30,12 @@ namespace gpurec {
 
 namespace {
 
-/* The types a kind accepts, as a column-type error spells them. */
-const char *kind_types(ColumnKind kind)
+/* The types a column accepts, as a column-type error spells them. */
+const char *kind_types(const ColumnSpec &spec)
 {
-	switch (kind)
+	if (spec.holds_ids())
+		return "smallint, integer, bigint, uuid, text or varchar";
+	switch (spec.kind)
 	{
 		case ColumnKind::Id:
 		case ColumnKind::Int64:
@@ -49,8 +53,13 @@ const char *kind_types(ColumnKind kind)
 
 } // namespace
 
-Conversion conversion_for(ColumnKind kind, Oid type)
+Conversion conversion_for(const ColumnSpec &spec, Oid type)
 {
+	ColumnKind kind = spec.kind;
+	if (spec.holds_ids() && type == UUIDOID)
+		return Conversion::Uuid;
+	if (spec.holds_ids() && (type == TEXTOID || type == VARCHAROID))
+		return Conversion::Text;
 	bool integers = kind != ColumnKind::FloatArray;
 	bool decimals = kind == ColumnKind::Number || kind == ColumnKind::Float;
 	switch (type)
@@ -109,6 +118,83 @@ void take_fallback(const ColumnSpec &spec, RowValues &v, int c)
 		v.numeric_scale[c] = infinity ? NumberColumn::kScalePosInf : 0;
 		v.numeric_key_scale[c] = 0;
 	}
+}
+
+/* A little- or big-endian value of the WKB at p. */
+template <typename T> T wkb_value(const uint8_t *p, bool little)
+{
+	uint8_t bytes[sizeof(T)];
+	for (size_t i = 0; i < sizeof(T); ++i)
+		bytes[i] = little ? p[i] : p[sizeof(T) - 1 - i];
+	T value;
+	memcpy(&value, bytes, sizeof value);
+	return value;
+}
+
+const char *wkb_type_name(uint32 type)
+{
+	static const char *names[] = {"geometry", "point", "linestring", "polygon", "multipoint",
+								  "multilinestring", "multipolygon", "geometrycollection"};
+	return type < sizeof names / sizeof names[0] ? names[type] : "geometry";
+}
+
+/*
+ * A PostGIS point's x and y into v (column c and the binding's y column),
+ * through its type's binary output, (E)WKB, so that gpurec links nothing of
+ * PostGIS: ERROR 22023 for another geometry, an empty point, or a SRID
+ * other than the earlier rows'.
+ */
+void read_point(const ColumnBinding &b, int c, Datum datum, RowValues &v)
+{
+	bytea *wkb = OidSendFunctionCall(b.point_send, datum);
+	const auto *p = reinterpret_cast<const uint8_t *>(VARDATA(wkb));
+	size_t n = VARSIZE(wkb) - VARHDRSZ;
+	if (n < 5)
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("a PostGIS value of the %s is too short", b.what)));
+	bool little = p[0] == 1;
+	auto type = wkb_value<uint32>(p + 1, little);
+	bool has_srid = (type & 0x20000000u) != 0, has_z = (type & 0x80000000u) != 0, has_m = (type & 0x40000000u) != 0;
+	uint32 base = type & 0x0FFFFFFFu;
+	if (base >= 1000) /* ISO WKB: 1001 POINT Z, 2001 POINT M, 3001 POINT ZM */
+	{
+		has_z = has_z || base / 1000 == 1 || base / 1000 == 3;
+		has_m = has_m || base / 1000 >= 2;
+		base %= 1000;
+	}
+	if (base != 1)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("the %s's PostGIS column holds a %s; gpurec takes points", b.what, wkb_type_name(base)),
+						errhint("Take one point of each, for example ST_PointOnSurface(geom) or ST_Centroid(geom).")));
+	size_t at = 5;
+	int32 srid = 0;
+	if (has_srid)
+	{
+		srid = wkb_value<int32>(p + at, little);
+		at += 4;
+	}
+	size_t coordinates = 2 + (has_z ? 1 : 0) + (has_m ? 1 : 0);
+	if (n < at + coordinates * 8)
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("a PostGIS point of the %s is too short", b.what)));
+	double x = wkb_value<double>(p + at, little), y = wkb_value<double>(p + at + 8, little);
+	pfree(wkb);
+	if (std::isnan(x) && std::isnan(y))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("the %s's PostGIS column holds an empty point", b.what),
+						errhint("Filter them out: WHERE NOT ST_IsEmpty(geom).")));
+	if (b.point_geography && srid == 0)
+		srid = 4326; /* geography's default */
+	ColumnBinding::PointState &state = *b.point_state;
+	if (!state.known)
+	{
+		state.srid = srid;
+		state.known = true;
+	}
+	else if (srid != state.srid)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("the %s's points have mixed SRIDs: %d and %d", b.what, state.srid, srid),
+						errhint("Transform them to one: ST_Transform(geom, %d).", state.srid)));
+	v.d[c] = x;
+	v.d[b.point_y] = y;
 }
 
 /* Converts column c of the row into v; false when a NULL skips the row. */
@@ -214,6 +300,38 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 			v.i[c] = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
 			break;
 		}
+		case Conversion::Uuid:
+		case Conversion::Text:
+		{
+			const uint8_t *bytes;
+			size_t size;
+			struct varlena *plain = nullptr;
+			if (b.conversion[c] == Conversion::Uuid)
+			{
+				bytes = DatumGetUUIDP(datum)->data;
+				size = UUID_LEN;
+			}
+			else
+			{
+				plain = pg_detoast_datum_packed(reinterpret_cast<struct varlena *>(DatumGetPointer(datum)));
+				bytes = reinterpret_cast<const uint8_t *>(VARDATA_ANY(plain));
+				size = VARSIZE_ANY_EXHDR(plain);
+			}
+			int64 code = b.keys[c]->intern(bytes, size);
+			if (plain && plain != reinterpret_cast<struct varlena *>(DatumGetPointer(datum)))
+				pfree(plain);
+			v.i[c] = code * b.key_stride + b.key_lane;
+			if (code < 0)
+				ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+								errmsg("could not code column \"%s\" of the %s: out of memory, or more than 2147483647 "
+									   "distinct ids", spec.name, b.what)));
+			break;
+		}
+		case Conversion::PointX:
+			read_point(b, c, datum, v);
+			break;
+		case Conversion::PointY: /* PointX, of the same column, came first and set it */
+			break;
 		case Conversion::Absent:
 			break;
 	}
@@ -224,6 +342,55 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 				 errmsg("column \"%s\" of the %s holds %lld; a label must be 0 or 1 (or boolean)",
 						spec.name, b.what, static_cast<long long>(v.i[c]))));
 	return true;
+}
+
+KeyType key_type_of(Conversion conversion)
+{
+	switch (conversion)
+	{
+		case Conversion::Uuid:
+			return KeyType::Uuid;
+		case Conversion::Text:
+			return KeyType::Text;
+		default:
+			return KeyType::Integer;
+	}
+}
+
+struct KeyArgs
+{
+	CallKeys *keys;
+	const char *name;
+	KeyType type;
+	KeyDictionary *dictionary;
+};
+
+void add_key(void *arg)
+{
+	auto *a = static_cast<KeyArgs *>(arg);
+	a->dictionary = a->keys->key(a->name, a->type).dictionary.get();
+}
+
+/*
+ * The dictionary of the call's ids named `name`, whose column here (of SQL
+ * type `type`) is of key type `key_type`; null for integers.  The call's
+ * columns of one name must agree: ERROR 42804 where an earlier query's did
+ * not.
+ */
+KeyDictionary *key_dictionary_for(CallKeys &keys, const char *name, KeyType key_type, const char *what, Oid type)
+{
+	const CallKeys::Key *known = keys.find(name);
+	if (known && known->type != key_type)
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+						errmsg("column \"%s\" of the %s has type %s, but the call's other \"%s\" ids are %s",
+							   name, what, format_type_be(type), name, key_type_name(known->type)),
+						errdetail("Every inner query of one call gives its \"%s\" in one kind of type: integers, "
+								  "uuid, or text (varchar).",
+								  name),
+						errhint("Cast the column (for example %s::text AS %s).", name, name)));
+	KeyArgs args{&keys, name, key_type, nullptr};
+	cpp_callback_guard(add_key, &args);
+	return args.dictionary;
 }
 
 /*
@@ -261,7 +428,108 @@ void notice_unused_columns(const ColumnBinding &b, TupleDesc desc)
 
 } // namespace
 
-void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc desc)
+namespace {
+
+/* Whether type is PostGIS's geometry or geography (by name: gpurec links nothing of PostGIS); which, in *geography. */
+bool postgis_point_type(Oid type, bool *geography)
+{
+	HeapTuple tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	const char *name = NameStr(reinterpret_cast<Form_pg_type>(GETSTRUCT(tuple))->typname);
+	bool found = strcmp(name, "geometry") == 0 || strcmp(name, "geography") == 0;
+	*geography = strcmp(name, "geography") == 0;
+	ReleaseSysCache(tuple);
+	return found;
+}
+
+/*
+ * Where the query has neither x nor y of a point spec: its one PostGIS
+ * column (geometry or geography, whatever its name) gives both.  False
+ * when it has none; ERROR 42702 for two.
+ */
+bool bind_postgis_points(ColumnBinding &b, TupleDesc desc)
+{
+	int x = -1, y = -1;
+	for (int c = 0; c < b.ncolumns; ++c)
+		if (b.specs[c].point_axis == 0)
+			x = c;
+		else if (b.specs[c].point_axis == 1)
+			y = c;
+	if (x < 0 || y < 0 || b.attno[x] >= 0 || b.attno[y] >= 0)
+		return false;
+	int found = -1;
+	bool geography = false;
+	for (int a = 0; a < desc->natts; ++a)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		bool is_geography;
+		if (att->attisdropped || !postgis_point_type(getBaseType(att->atttypid), &is_geography))
+			continue;
+		if (found >= 0)
+			ereport(ERROR, (errcode(ERRCODE_AMBIGUOUS_COLUMN),
+							errmsg("the %s returns more than one PostGIS column (\"%s\" and \"%s\")", b.what,
+								   NameStr(TupleDescAttr(desc, found)->attname), NameStr(att->attname)),
+							errhint("Return one point column, or x and y.")));
+		found = a;
+		geography = is_geography;
+	}
+	if (found < 0)
+		return false;
+	Oid send;
+	bool varlena;
+	getTypeBinaryOutputInfo(TupleDescAttr(desc, found)->atttypid, &send, &varlena);
+	b.attno[x] = b.attno[y] = found;
+	b.conversion[x] = Conversion::PointX;
+	b.conversion[y] = Conversion::PointY;
+	b.point_send = send;
+	b.point_geography = geography;
+	b.point_y = y;
+	b.point_state = static_cast<ColumnBinding::PointState *>(palloc0(sizeof(ColumnBinding::PointState)));
+	b.max_attno = Max(b.max_attno, found + 1);
+	return true;
+}
+
+struct PointSourceArgs
+{
+	InputTable *table;
+	const ColumnBinding *binding;
+	const char *column;
+};
+
+void set_point_source(void *arg)
+{
+	auto *a = static_cast<PointSourceArgs *>(arg);
+	PointSource &points = a->table->points();
+	points.postgis = true;
+	points.geography = a->binding->point_geography;
+	const ColumnBinding::PointState &state = *a->binding->point_state;
+	points.srid = state.known ? state.srid : (a->binding->point_geography ? 4326 : 0);
+	points.srid_known = state.known;
+	points.column = a->column;
+}
+
+} // namespace
+
+bool binds_postgis_points(const ColumnBinding &binding)
+{
+	for (int c = 0; c < binding.ncolumns; ++c)
+		if (binding.conversion[c] == Conversion::PointX)
+			return true;
+	return false;
+}
+
+void note_point_source(InputTable &table, const ColumnBinding &binding, TupleDesc desc)
+{
+	int x = -1;
+	for (int c = 0; c < binding.ncolumns; ++c)
+		if (binding.conversion[c] == Conversion::PointX)
+			x = c;
+	PointSourceArgs args{&table, &binding, NameStr(TupleDescAttr(desc, binding.attno[x])->attname)};
+	cpp_callback_guard(set_point_source, &args);
+}
+
+void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc desc, CallKeys &keys)
 {
 	const std::vector<ColumnSpec> &specs = table.specs();
 	ColumnBinding &b = *binding;
@@ -279,6 +547,32 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 						 specs[c].optional ? " (optional)" : "");
 
 	b.max_attno = 0;
+	b.point_send = InvalidOid;
+	for (int c = 0; c < b.ncolumns; ++c)
+	{
+		b.keys[c] = nullptr;
+		b.attno[c] = -1;
+	}
+	/* neither x nor y, but a PostGIS column: it gives both (bound once the others are) */
+	bool has_x_or_y = false, has_point_specs = false;
+	for (int c = 0; c < b.ncolumns; ++c)
+		if (specs[c].point_axis >= 0)
+		{
+			has_point_specs = true;
+			for (int a = 0; a < desc->natts; ++a)
+				has_x_or_y |= !TupleDescAttr(desc, a)->attisdropped &&
+							  strcmp(NameStr(TupleDescAttr(desc, a)->attname), specs[c].name) == 0;
+		}
+	bool points_from_postgis = false;
+	if (has_point_specs && !has_x_or_y)
+		for (int a = 0; a < desc->natts && !points_from_postgis; ++a)
+		{
+			bool geography;
+			points_from_postgis = !TupleDescAttr(desc, a)->attisdropped &&
+								  postgis_point_type(getBaseType(TupleDescAttr(desc, a)->atttypid), &geography);
+		}
+	b.key_stride = 1;
+	b.key_lane = 0;
 	for (int c = 0; c < b.ncolumns; ++c)
 	{
 		const ColumnSpec &spec = specs[c];
@@ -294,6 +588,8 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 									   spec.name)));
 			b.attno[c] = a;
 		}
+		if (b.attno[c] < 0 && spec.point_axis >= 0 && points_from_postgis)
+			continue; /* bound below */
 		if (b.attno[c] < 0)
 		{
 			if (!spec.optional)
@@ -306,14 +602,18 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 		}
 		/* a domain is accepted wherever its base type is (its checks ran in the query) */
 		Oid type = TupleDescAttr(desc, b.attno[c])->atttypid;
-		b.conversion[c] = conversion_for(spec.kind, getBaseType(type));
+		b.conversion[c] = conversion_for(spec, getBaseType(type));
 		if (b.conversion[c] == Conversion::Absent)
 			ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
 							errmsg("column \"%s\" of the %s has type %s", spec.name, b.what,
 								   format_type_be(type)),
-							errdetail("Column \"%s\" must be %s.", spec.name, kind_types(spec.kind))));
+							errdetail("Column \"%s\" must be %s.", spec.name, kind_types(spec))));
+		if (spec.holds_ids())
+			b.keys[c] = key_dictionary_for(keys, spec.name, key_type_of(b.conversion[c]), b.what, type);
 		b.max_attno = Max(b.max_attno, b.attno[c] + 1);
 	}
+	if (points_from_postgis)
+		bind_postgis_points(b, desc);
 	notice_unused_columns(b, desc);
 }
 
@@ -323,10 +623,20 @@ void bind_key_filter(ColumnBinding *binding, const InputTable &table)
 	binding->key_column = table.key_column();
 }
 
-void set_column_types(InputTable &table, const ColumnBinding &binding)
+bool binds_coded_ids(const ColumnBinding &binding)
 {
 	for (int c = 0; c < binding.ncolumns; ++c)
-		if (table.specs()[c].kind == ColumnKind::Number)
+		if (binding.keys[c])
+			return true;
+	return false;
+}
+
+void set_column_types(InputTable &table, const ColumnBinding &binding, const std::shared_ptr<CallKeys> &keys)
+{
+	for (int c = 0; c < binding.ncolumns; ++c)
+		if (keys && binding.keys[c])
+			table.code_ids_with(keys, static_cast<size_t>(c));
+		else if (table.specs()[c].kind == ColumnKind::Number)
 			table.number(c).set_type(number_type_for(binding.conversion[c]));
 		else if (table.specs()[c].kind == ColumnKind::FloatArray)
 			table.float_array(c).set_doubles(binding.conversion[c] == Conversion::Float8Array);

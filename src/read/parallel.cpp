@@ -60,18 +60,19 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area, const 
 {
 	StringInfoData text;
 	initStringInfo(&text);
-	appendStringInfo(&text, "%u %llu %llu %d %llu %llu %llu %s %lld\n", static_cast<unsigned>(area.handle),
+	appendStringInfo(&text, "%u %llu %llu %d %llu %llu %llu %s %lld %lld\n", static_cast<unsigned>(area.handle),
 					 static_cast<unsigned long long>(area.token_at), static_cast<unsigned long long>(area.token),
 					 area.key_column, static_cast<unsigned long long>(area.keys_at),
 					 static_cast<unsigned long long>(area.n_keys), static_cast<unsigned long long>(area.chunk_areas_at),
-					 partial.kind != nullptr ? partial.kind->name : "-", static_cast<long long>(partial.parameter));
+					 partial.kind != nullptr ? partial.kind->name : "-", static_cast<long long>(partial.parameter),
+					 static_cast<long long>(binding.key_stride));
 	appendStringInfoString(&text, binding.what);
 	for (int c = 0; c < binding.ncolumns; ++c)
 	{
 		const ColumnSpec &spec = binding.specs[c];
-		appendStringInfo(&text, "\n%s\t%d\t%d\t%d\t%lld\t%d", spec.name, static_cast<int>(spec.kind),
+		appendStringInfo(&text, "\n%s\t%d\t%d\t%d\t%lld\t%d\t%d", spec.name, static_cast<int>(spec.kind),
 						 spec.optional ? 1 : 0, spec.null_is_error ? 2 : spec.null_skips_row ? 1 : 0, static_cast<long long>(spec.fallback),
-						 static_cast<int>(binding.conversion[c]));
+						 static_cast<int>(binding.conversion[c]), spec.ids ? 1 : 0);
 	}
 	return text.data;
 }
@@ -106,9 +107,10 @@ void decode_specs(ReadState &state, const std::string &text)
 	unsigned long long token_at, token, keys_at, n_keys, chunk_areas_at;
 	int key_column;
 	char partial_kind[64];
-	long long partial_parameter;
-	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu %llu %63s %lld", &handle, &token_at, &token, &key_column,
-					&keys_at, &n_keys, &chunk_areas_at, partial_kind, &partial_parameter) != 9)
+	long long partial_parameter, key_stride;
+	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu %llu %63s %lld %lld", &handle, &token_at, &token,
+					&key_column, &keys_at, &n_keys, &chunk_areas_at, partial_kind, &partial_parameter, &key_stride) != 10 ||
+		key_stride < 1)
 		throw Error(sqlstate::internal_error, "gpurec_internal._read_columns: malformed column specs");
 	/* the kind's code is this process's own: registered as gpurec.so loaded here (partials.hpp) */
 	const PartialKind *kind = nullptr;
@@ -136,7 +138,7 @@ void decode_specs(ReadState &state, const std::string &text)
 				break;
 			at = tab + 1;
 		}
-		if (fields.size() != 6 || state.names.size() >= static_cast<size_t>(kMaxColumns))
+		if (fields.size() != 7 || state.names.size() >= static_cast<size_t>(kMaxColumns))
 			throw Error(sqlstate::internal_error, "gpurec_internal._read_columns: malformed column specs");
 		state.names.push_back(fields[0]);
 		ColumnSpec spec{nullptr, static_cast<ColumnKind>(std::stoi(fields[1]))};
@@ -144,6 +146,7 @@ void decode_specs(ReadState &state, const std::string &text)
 		spec.null_skips_row = fields[3] == "1";
 		spec.null_is_error = fields[3] == "2";
 		spec.fallback = std::stoll(fields[4]);
+		spec.ids = fields[6] == "1";
 		state.specs.push_back(spec);
 		conversions.push_back(std::stoi(fields[5]));
 	}
@@ -163,7 +166,51 @@ void decode_specs(ReadState &state, const std::string &text)
 		b.attno[c] = b.conversion[c] == Conversion::Absent ? -1 : passed++;
 	}
 	b.max_attno = passed;
+	/* uuid and text ids: the calling backend codes them through the call's dictionaries, a worker through its own */
+	b.key_stride = key_stride;
+	b.key_lane = IsParallelWorker() ? ParallelWorkerNumber + 1 : 0;
+	for (int c = 0; c < b.ncolumns; ++c)
+	{
+		b.keys[c] = nullptr;
+		if (b.conversion[c] != Conversion::Uuid && b.conversion[c] != Conversion::Text)
+			continue;
+		if (IsParallelWorker())
+		{
+			state.local_keys.push_back(std::make_unique<KeyDictionary>());
+			b.keys[c] = state.local_keys.back().get();
+		}
+		else
+		{
+			const CallKeys::Key *key = active_read && active_read->ctx->keys ? active_read->ctx->keys->find(b.specs[c].name)
+																			 : nullptr;
+			if (!key || !key->dictionary)
+				throw Error(sqlstate::internal_error, "gpurec_internal._read_columns: no dictionary for column " + state.names[c]);
+			b.keys[c] = key->dictionary.get();
+		}
+	}
 	start_batch(&state.batch, b);
+}
+
+/* Whether column c of the binding is coded through a dictionary (uuid, text). */
+bool coded(const ColumnBinding &b, int c)
+{
+	return b.keys[c] != nullptr;
+}
+
+/*
+ * Before a worker's columns: its lane, then the dictionary of each of its
+ * uuid and text id columns, for the calling backend to make the codes the
+ * call's (CallKeys::learn_lane).
+ */
+void write_worker_keys(const ReadState &state, ByteWriter &out)
+{
+	const ColumnBinding &b = state.binding;
+	if (!binds_coded_ids(b))
+		return;
+	out.put<int64_t>(b.key_lane);
+	for (int c = 0; c < b.ncolumns; ++c)
+		if (coded(b, c))
+			b.keys[c]->serialize(out);
 }
 
 } // namespace
@@ -263,6 +310,7 @@ void count_serialized(void *arg)
 	a->state->table->settle_sparse_ids(); /* a count for every integer below a far id is no way to send a few */
 	ByteWriter counter;
 	counter.allow_references();
+	write_worker_keys(*a->state, counter);
 	a->state->table->serialize(counter);
 	a->size = counter.size();
 }
@@ -272,6 +320,7 @@ void write_serialized(void *arg)
 	auto *a = static_cast<SerializeArgs *>(arg);
 	ByteWriter writer(a->out, a->size);
 	writer.allow_references();
+	write_worker_keys(*a->state, writer);
 	a->state->table->serialize(writer);
 	a->state->own.reset(); /* what is left in this process (the chunks stay in the area, for the leader) */
 }
@@ -324,6 +373,16 @@ void append_parts(void *arg)
 		resolvers.push_back(std::make_unique<AreaResolver>(part.chunks, *active_read->table));
 		readers.emplace_back(part.data, part.size, resolvers.back().get());
 	}
+	/* before each part's columns, its uuid and text ids' dictionaries (write_worker_keys) */
+	const ColumnBinding &b = *active_read->binding;
+	if (binds_coded_ids(b))
+		for (ByteReader &in : readers)
+		{
+			auto lane = in.get<int64_t>();
+			for (int c = 0; c < b.ncolumns; ++c)
+				if (coded(b, c))
+					active_read->ctx->keys->learn_lane(b.specs[c].name, lane, b.keys[c]->intern_serialized(in));
+		}
 	/* the work runs on the CPU's threads; the backend's own checks for cancel */
 	active_read->table->append_parts(readers, pieces_on_threads(*active_read->ctx, Phase::Read));
 	active_read->join_ms += clock.elapsed_ms();
@@ -354,6 +413,37 @@ void keep_area_alive(void *arg)
 			/* a destructor's work: nothing to tell, and the resource owner detaches at the end anyway */
 		}
 	}));
+}
+
+} // namespace
+
+namespace {
+
+struct RecodeArgs
+{
+	InputTable *table;
+	ExecContext *ctx;
+	const ColumnBinding *binding;
+};
+
+/* Every process's uuid and text ids in the call's codes (CallKeys::recode_lanes), once every part has come. */
+void recode_lanes(void *arg)
+{
+	auto *a = static_cast<RecodeArgs *>(arg);
+	const ColumnBinding &b = *a->binding;
+	CallKeys &keys = *a->ctx->keys;
+	PieceRunner run = pieces_on_threads(*a->ctx, Phase::Read);
+	a->table->settle_ids(run); /* ids as codes numbered first: map_ids takes a dictionary */
+	for (int c = 0; c < b.ncolumns; ++c)
+	{
+		if (!b.keys[c])
+			continue;
+		if (b.specs[c].kind == ColumnKind::Id)
+			keys.recode_lanes(b.specs[c].name, a->table->id(static_cast<size_t>(c)), b.key_stride, run);
+		else
+			keys.recode_lanes(b.specs[c].name, a->table->int64(static_cast<size_t>(c)), b.key_stride, run);
+	}
+	keys.forget_lanes();
 }
 
 } // namespace
@@ -436,12 +526,16 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	DirectShape shape;
 	outcome.direct = direct_shape(inner, binding, &shape);
 	PartialRequest partial = table->partial_request();
+	/* a worker's partial result of uuid or text ids would break ties on its own codes, not in the ids' order */
 	if (partial.kind != nullptr &&
-		!(outcome.direct && partials_pay_off(shape, partial, outcome.planned_workers + 1)))
+		(binds_coded_ids(binding) || !(outcome.direct && partials_pay_off(shape, partial, outcome.planned_workers + 1))))
 	{
-		outcome.partials_declined = outcome.direct;
+		outcome.partials_declined = outcome.direct && !binds_coded_ids(binding);
 		partial = PartialRequest{};
 	}
+	/* each process codes its uuid and text ids in a lane of its own (CallKeys::learn_lane) */
+	ColumnBinding lanes = binding;
+	lanes.key_stride = outcome.planned_workers + 1;
 	auto *chunk_areas = static_cast<ChunkAreas *>(dsa_get_address(area, address.chunk_areas_at));
 	chunk_areas->count = static_cast<uint32>(std::min(outcome.planned_workers, most_workers));
 	MemoryContextSwitchTo(call_context);
@@ -453,22 +547,27 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	}
 	MemoryContextSwitchTo(spi_context);
 	ActiveRead read{table, ctx, area, worker_areas, static_cast<int>(chunk_areas->count), 0, ArrivedParts{nullptr, 0},
-					0, spi_context, 0, false};
+					0, spi_context, 0, false, &lanes};
 	ActiveRead *outer = active_read;
 	active_read = &read;
 	PG_TRY();
 	{
 		if (outcome.direct)
-			run_direct_scan(shape, binding, encode_specs(binding, address, partial), outcome.planned_workers,
+			run_direct_scan(shape, lanes, encode_specs(lanes, address, partial), outcome.planned_workers,
 							partial.kind != nullptr);
 		else
-			run_wrapper_plan(plan, encode_specs(binding, address, PartialRequest{}));
+			run_wrapper_plan(plan, encode_specs(lanes, address, PartialRequest{}));
 	}
 	PG_FINALLY();
 	{
 		active_read = outer;
 	}
 	PG_END_TRY();
+	if (binds_coded_ids(lanes))
+	{
+		RecodeArgs recode{table, ctx, &lanes};
+		cpp_callback_guard(recode_lanes, &recode);
+	}
 	/* the workers have ended; the table holds their chunks, and detaches the areas when it is gone */
 	std::pair<InputTable *, dsa_area *> keeper(table, area);
 	cpp_callback_guard(keep_area_alive, &keeper);

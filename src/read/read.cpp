@@ -139,10 +139,17 @@ SPIPlanPtr prepare_inner_query(const char *query, MemoryContext call_context)
 	return plan;
 }
 
+struct ColumnTypesArgs
+{
+	InputTable *table;
+	const ColumnBinding *binding;
+	ExecContext *ctx;
+};
+
 void set_table_column_types(void *arg)
 {
-	auto *a = static_cast<std::pair<InputTable *, const ColumnBinding *> *>(arg);
-	set_column_types(*a->first, *a->second);
+	auto *a = static_cast<ColumnTypesArgs *>(arg);
+	set_column_types(*a->table, *a->binding, a->ctx->keys);
 }
 
 /*
@@ -172,9 +179,9 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 	context.arg = const_cast<char *>(query);
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	bind_columns(&binding, *table, source->resultDesc);
+	bind_columns(&binding, *table, source->resultDesc, *ctx->keys);
 	error_context_stack = context.previous;
-	std::pair<InputTable *, const ColumnBinding *> types(table, &binding);
+	ColumnTypesArgs types{table, &binding, ctx};
 	cpp_callback_guard(set_table_column_types, &types);
 
 	/*
@@ -188,6 +195,12 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 	{
 		if (table->keeps_row_order())
 			outcome.why_serial = "its row order is kept";
+		else if (binds_coded_ids(binding) && table->key_filter())
+			/* a worker's codes are its own, not the call's that the filter's keys are */
+			outcome.why_serial = "its rows are filtered by uuid or text ids";
+		else if (binds_postgis_points(binding))
+			/* one SRID for every row: checked as they come, in one process */
+			outcome.why_serial = "its points are PostGIS points";
 		else
 			outcome = try_parallel_read(plan, statement_text(source), binding, table, ctx, call_context);
 		if (!outcome.ran)
@@ -203,6 +216,8 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 		XactReadOnly = was_read_only;
 	}
 	PG_END_TRY();
+	if (binds_postgis_points(binding))
+		note_point_source(*table, binding, source->resultDesc);
 	SPI_freeplan(plan);
 	SPI_finish();
 	return outcome;
@@ -219,12 +234,16 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 	ExecContext *call = &ctx;
 	bool gpu_started = false;
 	bool *started = &gpu_started;
+	if (!ctx.keys)
+		ctx.keys = std::make_shared<CallKeys>();
 	table.take_ids_as_codes();
 	ParallelReadOutcome outcome =
 		pg_call([query, destination, call, started] { return run_query(query, destination, call, started); });
 	/* the ids as codes of every process numbered at once: the last step of joining the workers' columns */
 	Stopwatch settling;
 	table.settle_ids(pieces_on_threads(ctx, Phase::Read));
+	/* uuid and text ids numbered in their order, in this table and in the call's earlier ones */
+	ctx.keys->settle(pieces_on_threads(ctx, Phase::Read));
 	outcome.join_ms += settling.elapsed_ms();
 	ctx.times.read_ms += clock.elapsed_ms();
 

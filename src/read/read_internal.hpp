@@ -61,7 +61,11 @@ enum class Conversion : uint8_t
 	Numeric,
 	Bool,
 	Float4Array,
-	Float8Array
+	Float8Array,
+	Uuid,	/* an id coded through the call's KeyDictionary of its column name */
+	Text,	/* text or varchar: the same */
+	PointX, /* a PostGIS point (geometry, geography), through its type's binary output: x and y at once */
+	PointY	/* y of that point, which PointX has set */
 };
 
 /* Which attribute of the rows feeds each spec of a table, and how. */
@@ -73,29 +77,62 @@ struct ColumnBinding
 	int max_attno;			 /* 1-based, for slot_getsomeattrs */
 	int attno[kMaxColumns];	 /* 0-based; -1 when absent */
 	Conversion conversion[kMaxColumns];
+	/*
+	 * Uuid, Text: the dictionary that codes the column's values, the
+	 * call's of its name (CallKeys) or a parallel worker's own; a value
+	 * coded c is held as c x key_stride + key_lane (CallKeys::learn_lane:
+	 * 1 and 0 but in a parallel read)
+	 */
+	KeyDictionary *keys[kMaxColumns];
+	int64 key_stride;
+	int64 key_lane;
+	/* PointX: the point column's binary output function, whether it is geography, and the y column */
+	Oid point_send;
+	bool point_geography;
+	int point_y;
+	/* the SRID of the points read so far, which every row must share (palloc'd: copies of the binding share it) */
+	struct PointState
+	{
+		int32 srid;
+		bool known;
+	} *point_state;
 	/* the table's filter (InputTable::keep_rows_with_keys), and its column; -1: none */
 	const KeyFilter *key_filter;
 	int key_column;
 };
 
-/* The conversion of a column of `kind` from SQL type `type` (a base type); Absent when it does not accept it. */
-Conversion conversion_for(ColumnKind kind, Oid type);
+/* The conversion of the column of `spec` from SQL type `type` (a base type); Absent when it does not accept it. */
+Conversion conversion_for(const ColumnSpec &spec, Oid type);
 
 /*
  * Matches the specs of `table` by name to the attributes of `desc` and picks
  * each one's conversion.  Raises an ERROR for a column named twice, a
- * missing column that is not optional, and a type its kind does not accept.
+ * missing column that is not optional, a type its kind does not accept,
+ * and an id column whose type (integer, uuid or text) is not that of the
+ * call's other columns of its name (`keys`, which learns the types and
+ * gives uuid and text columns their dictionaries).
  */
-void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc desc);
+void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc desc, CallKeys &keys);
+
+/* Whether some column of the binding holds uuid or text ids. */
+bool binds_coded_ids(const ColumnBinding &binding);
+
+/* Whether the binding reads PostGIS points. */
+bool binds_postgis_points(const ColumnBinding &binding);
+
+/* What the binding read of its PostGIS points, into table.points() (through cpp_callback_guard). */
+void note_point_source(InputTable &table, const ColumnBinding &binding, TupleDesc desc);
 
 /* The binding drops the rows that `table`'s key filter does not keep (none when it has none). */
 void bind_key_filter(ColumnBinding *binding, const InputTable &table);
 
 /*
  * Numbers and arrays keep what the query's column type tells: sets it on
- * `table`'s columns, before the first row is appended.
+ * `table`'s columns, before the first row is appended; with `keys`, its
+ * uuid and text id columns are coded through them (InputTable::code_ids_with).
  */
-void set_column_types(InputTable &table, const ColumnBinding &binding);
+void set_column_types(InputTable &table, const ColumnBinding &binding,
+					  const std::shared_ptr<CallKeys> &keys = nullptr);
 
 /* One converted row: plain values only, so a longjmp may pass over it. */
 struct RowValues
@@ -245,6 +282,7 @@ struct ActiveRead
 	MemoryContext arrived_context;
 	double join_ms; /* spent adding the workers' columns to the table */
 	bool partials;	/* the processes sent partial results (InputTable::partials), not columns */
+	const ColumnBinding *binding; /* the calling backend's: which columns the workers code apart (keys) */
 };
 
 extern ActiveRead *active_read;
@@ -331,6 +369,7 @@ struct ReadState
 	ColumnBinding binding{};
 	ExecContext ctx;
 	RowBatch batch;
+	std::vector<std::unique_ptr<KeyDictionary>> local_keys; /* a worker's dictionaries of its uuid and text ids */
 };
 
 struct NewStateArgs

@@ -8,6 +8,9 @@
 #               end to end (the CPU gets SIMILAR_CPU_USERS, 2,000)
 #   predict     predict_strength, CANDIDATES (10,000) against the USERS x 20
 #               points, exponent 2: compute phase
+#   keys        similar_users as in `similar`, with integer, uuid and text
+#               user ids on one table (the target: at most 1.15x the
+#               integer time), medians of ROUNDS (5) fresh backends
 # SECTIONS picks sections, DEVICES="cpu gpu" the devices.  Rates are set
 # against an H100 SXM's fp32 limit in pairs/s: 6.7e12 for a distance and its
 # minimum (5 fp32 instructions at 33.5e12/s), 4.2e12 for a strength term
@@ -123,5 +126,34 @@ if [[ " $sections " == *" predict "* ]]; then
 		echo "predict_strength ($device): compute $ms ms for $pairs pairs = $(awk -v p=$pairs -v m="$ms" 'BEGIN { printf "%.3g", p / m * 1000 }') pairs/s (fp32 limit $strength_fp32)"
 		echo "$notices"
 		echo "  peak backend memory: $(bytes_per_point "$sql" "SET gpurec.device = $device" "$points") bytes per point"
+	done
+fi
+
+if [[ " $sections " == *" keys "* ]]; then
+	for device in $devices; do
+		n=$similar_users
+		[ "$device" = cpu ] && n=$similar_cpu_users
+		echo "# similar_users ($device) with integer, uuid and text user ids: $n users x 20 points, k = 10"
+		make_points pts_keys "$n"
+		q -c "ALTER TABLE pts_keys ADD COLUMN user_uuid uuid, ADD COLUMN user_text text" \
+			-c "UPDATE pts_keys SET user_uuid = md5(user_id::text)::uuid, user_text = 'user-' || user_id" -c "VACUUM ANALYZE pts_keys"
+		declare -A key_sql=(
+			[integer]="SELECT count(*) FROM gpurec.similar_users('SELECT user_id, x, y FROM pts_keys WHERE user_id > 0', 10)"
+			[uuid]="SELECT count(*) FROM gpurec.similar_users('SELECT user_uuid AS user_id, x, y FROM pts_keys WHERE user_id > 0', 10, 'euclidean', NULL, NULL::uuid)"
+			[text]="SELECT count(*) FROM gpurec.similar_users('SELECT user_text AS user_id, x, y FROM pts_keys WHERE user_id > 0', 10, 'euclidean', NULL, NULL::text)"
+		)
+		declare -A key_runs=()
+		for round in $(seq "${ROUNDS:-5}"); do
+			for kind in integer uuid text; do
+				key_runs[$kind]+="$(run_ms "${key_sql[$kind]}" "$parallel SET gpurec.device = $device;")"$'\n'
+			done
+		done
+		integer_ms=$(printf '%s' "${key_runs[integer]}" | median)
+		echo "similar_users ($device), integer ids: $integer_ms ms (rounds: $(printf '%s' "${key_runs[integer]}" | tr '\n' ' '))"
+		for kind in uuid text; do
+			ms=$(printf '%s' "${key_runs[$kind]}" | median)
+			echo "similar_users ($device), $kind ids:    $ms ms = $(ratio "$ms" "$integer_ms")x the integer time (rounds: $(printf '%s' "${key_runs[$kind]}" | tr '\n' ' '))"
+			notice "${key_sql[$kind]}" "$parallel SET gpurec.device = $device;"
+		done
 	done
 fi

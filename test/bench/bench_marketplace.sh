@@ -92,3 +92,49 @@ for device in $devices; do
 	base_kb=$(q -c "SELECT (regexp_match(pg_read_file('/proc/' || pg_backend_pid() || '/status'), 'VmHWM:\s+(\d+)'))[1]" | tail -1)
 	echo "  peak backend memory: $hwm_kb kB (an idle backend: $base_kb kB) = $(ratio "$(( (hwm_kb - base_kb) * 1024 ))" "$rows") bytes per offer"
 done
+
+# KEYS=1: the same call with uuid and with text product and store ids, beside
+# integer ones, on one table holding all three (the issue's target: at most
+# 1.15x the integer time), in ROUNDS rounds of fresh backends, medians.
+if [ "${KEYS:-0}" = 1 ]; then
+	if [ "$(q -c "SELECT count(*) FROM pg_class WHERE relname = 'offers_keys'")" = 0 ] ||
+		[ "$(q -c "SELECT count(*) FROM offers_keys")" != "$rows" ]; then
+		echo "# loading offers_keys: the offers with uuid and text ids beside the integers"
+		q <<SQL
+SET max_parallel_workers_per_gather = 0;
+DROP TABLE IF EXISTS offers_keys;
+CREATE UNLOGGED TABLE offers_keys AS
+  SELECT product_id, store_id, price,
+         md5(product_id::text)::uuid AS product_uuid, md5('store ' || store_id)::uuid AS store_uuid,
+         'SKU-' || lpad(product_id::text, 8, '0') AS product_sku, 'store-' || store_id AS store_sku
+  FROM offers;
+VACUUM ANALYZE offers_keys;
+SQL
+	fi
+	allow_workers offers_keys
+	declare -A key_sql=(
+		[integer]="SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers_keys')"
+		[uuid]="SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_uuid AS product_id, store_uuid AS store_id, price FROM offers_keys', 1, NULL::uuid)"
+		[text]="SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_sku AS product_id, store_sku AS store_id, price FROM offers_keys', 1, NULL::text)"
+	)
+	declare -A key_runs
+	for round in $(seq "${ROUNDS:-5}"); do
+		for device in $devices; do
+			for kind in integer uuid text; do
+				key_runs[${kind}_$device]+="$(run_ms "${key_sql[$kind]}" "$parallel SET gpurec.device = $device;")"$'\n'
+			done
+			key_runs[serial_$device]+="$(run_ms "${key_sql[integer]}" "$parallel $serial_read SET gpurec.device = $device;")"$'\n'
+		done
+	done
+	for device in $devices; do
+		integer_ms=$(printf '%s' "${key_runs[integer_$device]}" | median)
+		serial_ms=$(printf '%s' "${key_runs[serial_$device]}" | median)
+		echo "cheapest_offers ($device), integer ids: $integer_ms ms (serial read: $serial_ms ms)"
+		for kind in uuid text; do
+			ms=$(printf '%s' "${key_runs[${kind}_$device]}" | median)
+			echo "cheapest_offers ($device), $kind ids:    $ms ms = $(ratio "$ms" "$integer_ms")x the integer time" \
+				"($(ratio "$ms" "$serial_ms")x its serial read) (rounds: $(printf '%s' "${key_runs[${kind}_$device]}" | tr '\n' ' '))"
+			notice "${key_sql[$kind]}" "$parallel SET gpurec.device = $device;"
+		done
+	done
+fi

@@ -1,0 +1,279 @@
+/*
+ * key_dictionary.cpp: KeyDictionary (uuid and text ids as dense codes, in
+ * the values' order) and CallKeys (a call's dictionaries and the columns
+ * coded from them); see key_dictionary.hpp.
+ */
+#include "no_postgres.hpp"
+
+#include "key_dictionary.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "errors.hpp"
+
+namespace gpurec {
+
+const char *key_type_name(KeyType type)
+{
+	switch (type)
+	{
+		case KeyType::Integer:
+			return "an integer type";
+		case KeyType::Uuid:
+			return "uuid";
+		case KeyType::Text:
+			return "text";
+	}
+	return "";
+}
+
+uint64_t KeyDictionary::hash(const uint8_t *bytes, size_t size)
+{
+	/* 8 bytes at a time, each word mixed in by a multiply (a uuid: two words) */
+	uint64_t h = 0x9E3779B97F4A7C15ull ^ size;
+	size_t i = 0;
+	for (; i + 8 <= size; i += 8)
+	{
+		uint64_t word;
+		std::memcpy(&word, bytes + i, 8);
+		h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
+		h ^= h >> 31;
+	}
+	if (i < size)
+	{
+		uint64_t word = 0;
+		std::memcpy(&word, bytes + i, size - i);
+		h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
+	}
+	h ^= h >> 29;
+	h *= 0x94D049BB133111EBull;
+	return h ^ (h >> 32);
+}
+
+void KeyDictionary::rebuild_table(size_t capacity)
+{
+	table_.assign(capacity, Slot{0, -1});
+	mask_ = capacity - 1;
+	for (size_t code = 0; code < size(); ++code)
+	{
+		auto c = static_cast<int64_t>(code);
+		uint64_t h = hash(value(c), value_size(c));
+		size_t slot = h & mask_;
+		while (table_[slot].code >= 0)
+			slot = (slot + 1) & mask_;
+		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), static_cast<int32_t>(code)};
+	}
+}
+
+int64_t KeyDictionary::find(const uint8_t *bytes, size_t size) const
+{
+	if (table_.empty())
+		return -1;
+	uint64_t h = hash(bytes, size);
+	for (size_t slot = h & mask_; table_[slot].code >= 0; slot = (slot + 1) & mask_)
+		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot].code, bytes, size))
+			return table_[slot].code;
+	return -1;
+}
+
+int64_t KeyDictionary::intern(const uint8_t *bytes, size_t size) noexcept
+{
+	try
+	{
+		if ((this->size() + 1) * 2 > table_.size())
+			rebuild_table(table_.empty() ? 1024 : table_.size() * 2);
+		uint64_t h = hash(bytes, size);
+		size_t slot = h & mask_;
+		for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
+			if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot].code, bytes, size))
+				return table_[slot].code;
+		if (this->size() >= static_cast<size_t>(INT32_MAX))
+			return -1;
+		auto code = static_cast<int32_t>(this->size());
+		bytes_.insert(bytes_.end(), bytes, bytes + size);
+		offsets_.push_back(bytes_.size());
+		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), code};
+		return code;
+	}
+	catch (const std::bad_alloc &)
+	{
+		return -1;
+	}
+}
+
+std::vector<int64_t> KeyDictionary::number_in_key_order()
+{
+	size_t n = size();
+	std::vector<int64_t> order(n);
+	std::iota(order.begin(), order.end(), 0);
+	std::sort(order.begin(), order.end(), [this](int64_t a, int64_t b) {
+		size_t na = value_size(a), nb = value_size(b);
+		int c = std::memcmp(value(a), value(b), std::min(na, nb));
+		return c != 0 ? c < 0 : na < nb;
+	});
+	std::vector<int64_t> new_code(n);
+	std::vector<uint8_t> bytes;
+	bytes.reserve(bytes_.size());
+	std::vector<uint64_t> offsets{0};
+	offsets.reserve(n + 1);
+	for (size_t r = 0; r < n; ++r)
+	{
+		new_code[static_cast<size_t>(order[r])] = static_cast<int64_t>(r);
+		bytes.insert(bytes.end(), value(order[r]), value(order[r]) + value_size(order[r]));
+		offsets.push_back(bytes.size());
+	}
+	bytes_ = std::move(bytes);
+	offsets_ = std::move(offsets);
+	rebuild_table(table_.size());
+	numbered_ = n;
+	return new_code;
+}
+
+void KeyDictionary::serialize(ByteWriter &out) const
+{
+	out.put<uint64_t>(size());
+	for (size_t code = 0; code < size(); ++code)
+	{
+		auto c = static_cast<int64_t>(code);
+		out.put<uint32_t>(static_cast<uint32_t>(value_size(c)));
+		out.write(value(c), value_size(c));
+	}
+}
+
+std::vector<int64_t> KeyDictionary::intern_serialized(ByteReader &in)
+{
+	auto n = in.get<uint64_t>();
+	if (n > in.remaining() / sizeof(uint32_t))
+		throw Error(sqlstate::internal_error, "KeyDictionary: a serialized count out of range");
+	std::vector<int64_t> codes(n);
+	for (uint64_t c = 0; c < n; ++c)
+	{
+		auto size = in.get<uint32_t>();
+		codes[c] = intern(in.take(size), size);
+		if (codes[c] < 0)
+			throw Error(sqlstate::out_of_memory, "could not code the ids of a parallel read: out of memory, or more "
+												 "than 2147483647 distinct ids");
+	}
+	return codes;
+}
+
+const CallKeys::Key *CallKeys::find(const std::string &name) const
+{
+	for (const Key &key : keys_)
+		if (key.name == name)
+			return &key;
+	return nullptr;
+}
+
+CallKeys::Key &CallKeys::key(const std::string &name, KeyType type)
+{
+	for (Key &key : keys_)
+		if (key.name == name)
+			return key;
+	keys_.push_back(Key{name, type, type == KeyType::Integer ? nullptr : std::make_unique<KeyDictionary>()});
+	return keys_.back();
+}
+
+KeyDictionary *CallKeys::dictionary_of(const std::string &name)
+{
+	const Key *key = find(name);
+	if (!key || !key->dictionary)
+		throw Error(sqlstate::internal_error, "CallKeys: no dictionary for column " + name);
+	return key->dictionary.get();
+}
+
+void CallKeys::code_column(const std::string &name, IdColumn *column)
+{
+	columns_.push_back(Coded{dictionary_of(name), column, nullptr});
+}
+
+void CallKeys::code_column(const std::string &name, Int64Column *column)
+{
+	columns_.push_back(Coded{dictionary_of(name), nullptr, column});
+}
+
+void CallKeys::forget(const void *column)
+{
+	columns_.erase(std::remove_if(columns_.begin(), columns_.end(),
+								  [column](const Coded &c) { return c.ids == column || c.rows == column; }),
+				   columns_.end());
+}
+
+void CallKeys::settle(const PieceRunner &run)
+{
+	for (Key &key : keys_)
+	{
+		if (!key.dictionary || key.dictionary->numbered_in_key_order())
+			continue;
+		KeyDictionary *dictionary = key.dictionary.get();
+		std::vector<int64_t> new_code = dictionary->number_in_key_order();
+		auto codes = static_cast<int64_t>(new_code.size());
+		for (const Coded &coded : columns_)
+		{
+			if (coded.dictionary != dictionary)
+				continue;
+			if (coded.ids)
+				coded.ids->map_ids([&new_code](int64_t id) { return new_code[static_cast<size_t>(id)]; }, run);
+			else
+				coded.rows->visit_in_pieces(
+					[&new_code, codes](int64_t *rows, size_t, size_t count) {
+						for (size_t i = 0; i < count; ++i)
+							if (rows[i] >= 0 && rows[i] < codes)
+								rows[i] = new_code[static_cast<size_t>(rows[i])];
+					},
+					run);
+		}
+	}
+}
+
+void CallKeys::learn_lane(const std::string &name, int64_t lane, std::vector<int64_t> codes)
+{
+	lanes_.push_back(Lane{name, lane, std::move(codes)});
+}
+
+std::vector<const std::vector<int64_t> *> CallKeys::lanes_of(const std::string &name, int64_t stride) const
+{
+	std::vector<const std::vector<int64_t> *> lanes(static_cast<size_t>(stride), nullptr);
+	for (const Lane &lane : lanes_)
+	{
+		if (lane.name != name)
+			continue;
+		if (lane.lane <= 0 || lane.lane >= stride)
+			throw Error(sqlstate::internal_error, "CallKeys: a parallel read's lane out of range");
+		lanes[static_cast<size_t>(lane.lane)] = &lane.codes;
+	}
+	return lanes;
+}
+
+int64_t CallKeys::code_of(const std::vector<const std::vector<int64_t> *> &lanes, int64_t value, int64_t stride) const
+{
+	if (value < 0)
+		return value;
+	int64_t lane = value % stride, code = value / stride;
+	if (lane == 0)
+		return code;
+	const std::vector<int64_t> *codes = lanes[static_cast<size_t>(lane)];
+	if (!codes || static_cast<uint64_t>(code) >= codes->size())
+		throw Error(sqlstate::internal_error, "CallKeys: a parallel read's code without its worker's dictionary");
+	return (*codes)[static_cast<size_t>(code)];
+}
+
+void CallKeys::recode_lanes(const std::string &name, IdColumn &column, int64_t stride, const PieceRunner &run)
+{
+	std::vector<const std::vector<int64_t> *> lanes = lanes_of(name, stride);
+	column.map_ids([&](int64_t id) { return code_of(lanes, id, stride); }, run);
+}
+
+void CallKeys::recode_lanes(const std::string &name, Int64Column &column, int64_t stride, const PieceRunner &run)
+{
+	std::vector<const std::vector<int64_t> *> lanes = lanes_of(name, stride);
+	column.visit_in_pieces(
+		[&](int64_t *rows, size_t, size_t count) {
+			for (size_t i = 0; i < count; ++i)
+				rows[i] = code_of(lanes, rows[i], stride);
+		},
+		run);
+}
+
+} // namespace gpurec

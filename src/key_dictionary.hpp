@@ -1,0 +1,184 @@
+/*
+ * key_dictionary.hpp: ids of a type the engine does not compute on (uuid,
+ * text) as dense int64 codes: KeyDictionary, one id column's distinct
+ * values and their codes, numbered in the key type's order; and CallKeys,
+ * a call's dictionaries, one per id column name, which every inner query of
+ * the call shares, with the columns coded from them.
+ *
+ * The engine computes on integers: an IdColumn or Int64Column of a uuid or
+ * text id holds codes, not the values.  The codes ascend in the values'
+ * order (KeyDictionary::number_in_key_order, uuid's byte order and text's
+ * byte order), so that a tie rule that compares ids (a lower store_id
+ * first) compares them as the key type orders them; the result rows turn a
+ * code back into its value (KeyDictionary::value).
+ */
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "byte_stream.hpp"
+#include "column_chunks.hpp"
+#include "id_column.hpp"
+#include "number_column.hpp"
+
+namespace gpurec {
+
+/* What an id column's values are: integers (the codes are the ids), or values coded through a KeyDictionary. */
+enum class KeyType : uint8_t
+{
+	Integer, /* smallint, integer, bigint */
+	Uuid,	 /* 16 bytes, ordered bytewise as uuid's btree orders them */
+	Text	 /* text or varchar: the bytes, ordered bytewise (the C collation) */
+};
+
+/* The name of a key type in messages: "uuid". */
+const char *key_type_name(KeyType type);
+
+/*
+ * The distinct values of one id column, each a byte string, coded 0..n-1:
+ * a new value takes the next code (intern); number_in_key_order renumbers
+ * them in the values' order.  An open-addressing hash table over an arena
+ * of the values' bytes.
+ */
+class KeyDictionary
+{
+  public:
+	size_t size() const { return offsets_.size() - 1; }
+	/* The code of the value, a new one when the dictionary lacks it; -1 when memory runs out (for PostgreSQL code). */
+	int64_t intern(const uint8_t *bytes, size_t size) noexcept;
+	/* The code of the value, or -1 when the dictionary lacks it. */
+	int64_t find(const uint8_t *bytes, size_t size) const;
+	/* The value of code. */
+	const uint8_t *value(int64_t code) const { return bytes_.data() + offsets_[static_cast<size_t>(code)]; }
+	size_t value_size(int64_t code) const
+	{
+		return offsets_[static_cast<size_t>(code) + 1] - offsets_[static_cast<size_t>(code)];
+	}
+	/* Whether the codes ascend with the values: the last number_in_key_order came after the last new value. */
+	bool numbered_in_key_order() const { return numbered_ == size(); }
+	/*
+	 * Renumbers the codes so that they ascend with the values (bytewise; a
+	 * prefix before the longer value): returns the new code of each old
+	 * code.
+	 */
+	std::vector<int64_t> number_in_key_order();
+
+	/* The flat form: the count, then each value's size and bytes, in code order. */
+	void serialize(ByteWriter &out) const;
+	/* Interns every value of a flat form (serialize): the code here of each of its codes.  ERROR 53200 past the limits. */
+	std::vector<int64_t> intern_serialized(ByteReader &in);
+
+  private:
+	static uint64_t hash(const uint8_t *bytes, size_t size);
+	bool equals(int64_t code, const uint8_t *bytes, size_t size) const
+	{
+		if (value_size(code) != size)
+			return false;
+		if (size == 16) /* a uuid: two words, not a call of memcmp (a tenth of a uuid read's time) */
+		{
+			uint64_t a[2], b[2];
+			std::memcpy(a, value(code), 16);
+			std::memcpy(b, bytes, 16);
+			return a[0] == b[0] && a[1] == b[1];
+		}
+		return std::memcmp(value(code), bytes, size) == 0;
+	}
+	void rebuild_table(size_t capacity);
+
+	struct Slot
+	{
+		uint32_t hash; /* its top bits: most probes of another value stop here */
+		int32_t code;  /* -1: empty */
+	};
+	std::vector<uint8_t> bytes_;
+	std::vector<uint64_t> offsets_{0};
+	std::vector<Slot> table_;
+	size_t mask_ = 0;
+	size_t numbered_ = 0;
+};
+
+/*
+ * A call's id columns, by name (product_id in the offers query and in the
+ * carts query are one): each name's key type, and for uuid or text its
+ * dictionary and the columns coded from it, so that each inner query's
+ * read leaves every column of that name coded in the values' order
+ * (settle).  Columns are registered by address (a table's columns stay
+ * where they are when the table moves) and forgotten when their table
+ * goes.
+ */
+class CallKeys
+{
+  public:
+	struct Key
+	{
+		std::string name;
+		KeyType type;
+		std::unique_ptr<KeyDictionary> dictionary; /* null for integers */
+	};
+	/* Whether some id column of the call is uuid or text. */
+	bool codes_values() const
+	{
+		for (const Key &key : keys_)
+			if (key.dictionary)
+				return true;
+		return false;
+	}
+	/* The key of the columns named name, or null when no query of the call had one. */
+	const Key *find(const std::string &name) const;
+	/* The key named name, added with type when new; its type stays as first given. */
+	Key &key(const std::string &name, KeyType type);
+	/* A column coded from the dictionary of key name: it is renumbered with it. */
+	void code_column(const std::string &name, IdColumn *column);
+	void code_column(const std::string &name, Int64Column *column);
+	/* Forgets the column at this address (its table goes). */
+	void forget(const void *column);
+	/*
+	 * After a read: every dictionary that took new values numbered in
+	 * key order, and every column coded from it rewritten (an IdColumn's
+	 * distinct ids, an Int64Column's rows, through run; a value outside
+	 * the codes, a column's fallback for NULL, stays as it is).
+	 */
+	void settle(const PieceRunner &run = run_serially);
+
+	/*
+	 * A parallel read of such ids: each process codes its rows apart, the
+	 * calling backend through the call's dictionary (lane 0), worker w
+	 * through one of its own (lane w + 1), a row holding code x stride +
+	 * lane (so processes never give one code).  learn_lane: lane's code l
+	 * of the ids named name is the call's codes[l].  recode_lanes then
+	 * gives every row of a column its code in the call's dictionary, and
+	 * forgets the lanes; a value below 0 (a NULL's fallback) stays.
+	 */
+	void learn_lane(const std::string &name, int64_t lane, std::vector<int64_t> codes);
+	void recode_lanes(const std::string &name, IdColumn &column, int64_t stride, const PieceRunner &run);
+	void recode_lanes(const std::string &name, Int64Column &column, int64_t stride, const PieceRunner &run);
+	void forget_lanes() { lanes_.clear(); }
+
+  private:
+	struct Lane
+	{
+		std::string name;
+		int64_t lane;
+		std::vector<int64_t> codes;
+	};
+	/* the call's code of a row's value coded code x stride + lane */
+	int64_t code_of(const std::vector<const std::vector<int64_t> *> &lanes, int64_t value, int64_t stride) const;
+	std::vector<const std::vector<int64_t> *> lanes_of(const std::string &name, int64_t stride) const;
+	std::vector<Lane> lanes_;
+
+	struct Coded
+	{
+		KeyDictionary *dictionary;
+		IdColumn *ids;
+		Int64Column *rows;
+	};
+	KeyDictionary *dictionary_of(const std::string &name);
+	std::vector<Key> keys_;
+	std::vector<Coded> columns_;
+};
+
+} // namespace gpurec

@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""Ids of uuid and text (varchar, domains over them) in every function.
+
+Every run draws fresh keys (replay one with GPUREC_SEED): uuids with the
+edge values (all zeros, all ones, uuids that differ in their first or last
+byte only) and text with the edge values ('' , prefixes of one another,
+upper case before lower case bytewise, multibyte UTF-8, values longer than
+127 bytes), NULL ids, and few distinct prices and coordinates, so that
+ties that compare ids are frequent.
+
+Each table holds every id twice: as the key and as an integer standing for
+it, numbered in the key's byte order (with gaps and negatives), so that the
+integer ids order as the keys do.  The oracles:
+  * cheapest_offers: plain SQL on the keys, ties ranked by store_id in the
+    key's byte order (COLLATE "C" for text, uuid's own order);
+  * every function: the same call on the integer ids, each id then replaced
+    by the key it stands for, must give the same rows (the integer paths
+    have their own oracles in the other property tests), under
+    gpurec.device = cpu and gpu where one is usable (else auto);
+  * a parallel read (plans forced; workers of the direct scan, and through
+    the query's parallel plan), where each process codes its rows apart,
+    gives the serial read's rows, and the timing NOTICE says workers read;
+  * NULL ids skip their rows, as for integers; ids of one name in two
+    queries of one call must be of one kind (42804); the result's id_type
+    must be the ids' kind (42804); a main_user no point has is 22023.
+"""
+import os
+import re
+import subprocess
+import sys
+import uuid
+
+sys.path.insert(0, os.path.dirname(__file__))
+from pgtest import PSQL, check, drop_database, fresh_database, seeded_random, sql, sql_error  # noqa: E402
+
+rng = seeded_random()
+DB = "gpurec_property_keys"
+
+
+def lit(text):
+    """A dollar-quoted SQL literal of an inner query."""
+    assert "$q$" not in text
+    return f"$q${text}$q$"
+
+
+def quote(value):
+    return "'" + value.replace("'", "''") + "'"
+
+
+# ---------------------------------------------------------------- keys ---
+
+def uuid_keys(n):
+    """n distinct uuids (as text), with the edges of uuid's byte order."""
+    keys = {"00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"}
+    base = uuid.UUID(int=rng.getrandbits(128))
+    keys.add(str(base))
+    keys.add(str(uuid.UUID(int=base.int ^ 1)))                # the last byte differs
+    keys.add(str(uuid.UUID(int=base.int ^ (0x80 << 120))))    # the first byte differs
+    while len(keys) < n:
+        keys.add(str(uuid.UUID(int=rng.getrandbits(128))))
+    return rng.sample(sorted(keys), n)
+
+
+TEXT_EDGES = ["", "a", "ab", "abc", "B", "b", "Z", "é", "e\u0301", "ü", "日本", "a b", "A", "0", "10", "9",
+              "x" * 130, "x" * 129 + "y"]
+
+
+def text_keys(n):
+    """n distinct strings (UTF-8), with the edges of byte order against a locale's."""
+    keys = set(rng.sample(TEXT_EDGES, min(n, len(TEXT_EDGES)) // 2))
+    alphabet = "abcXYZ019-_ éü日"
+    while len(keys) < n:
+        keys.add("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))))
+    return rng.sample(sorted(keys), n)
+
+
+def byte_order(key_type, keys):
+    """keys sorted as gpurec orders them: uuid's bytes, text's UTF-8 bytes."""
+    if key_type == "uuid":
+        return sorted(keys, key=lambda k: uuid.UUID(k).bytes)
+    return sorted(keys, key=lambda k: k.encode("utf-8"))
+
+
+def integers_for(key_type, keys):
+    """An integer for each key, ascending in the keys' byte order, with gaps and negatives."""
+    first = rng.randint(-1000, 1000)
+    out, at = {}, first
+    for key in byte_order(key_type, keys):
+        out[key] = at
+        at += rng.randint(1, 5)
+    return out
+
+
+class Ids:
+    """One id name's keys (of key_type) and the integers that stand for them."""
+
+    def __init__(self, key_type, n):
+        self.key_type = key_type
+        self.keys = uuid_keys(n) if key_type == "uuid" else text_keys(n)
+        self.integer = integers_for(key_type, self.keys)
+        self.key_of = {str(v): k for k, v in self.integer.items()}
+
+    def pick(self, null_rate=0.0):
+        """(key literal, integer literal) of a random id, or NULLs."""
+        if rng.random() < null_rate:
+            return "NULL", "NULL"
+        key = rng.choice(self.keys)
+        return quote(key), str(self.integer[key])
+
+    def key(self, integer_text):
+        return None if integer_text is None else self.key_of[integer_text]
+
+
+def normalized(rows, id_columns, ids):
+    """rows of the integer call with each id column's integer replaced by its key."""
+    out = []
+    for row in rows:
+        row = list(row)
+        for c, name in id_columns.items():
+            row[c] = ids[name].key(row[c])
+        out.append(row)
+    return out
+
+
+def compare(name, typed, integer, id_columns, ids, ordered=True):
+    want = normalized(integer, id_columns, ids)
+    got = [list(r) for r in typed]
+    if not ordered:
+        got, want = sorted(got, key=repr), sorted(want, key=repr)
+    ok = got == want
+    why = ""
+    if not ok:
+        why = f"{len(got)} rows, expected {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            if g != w:
+                why = f"row {i}: got {g}, expected {w}"
+                break
+    return check(name, ok, why)
+
+
+def sql_type(key_type, use_domain):
+    if key_type == "uuid":
+        return "uuid_id" if use_domain else "uuid"
+    return rng.choice(["text", "varchar", "text_id"]) if use_domain else rng.choice(["text", "varchar"])
+
+
+# ---------------------------------------------------------------- tables ---
+
+def make_marketplace(key_type):
+    """offers, carts and shipping with product, store and cart ids of key_type."""
+    ids = {"product_id": Ids(key_type, rng.randint(3, 40)), "store_id": Ids(key_type, rng.randint(2, 12)),
+           "cart_id": Ids(key_type, rng.randint(2, 15))}
+    t = {name: sql_type(key_type, rng.random() < 0.4) for name in ids}
+    stmts = [f"""DROP TABLE IF EXISTS offers, carts, shipping;
+CREATE TABLE offers (product_key {t['product_id']}, product_int bigint, store_key {t['store_id']},
+                     store_int bigint, price numeric);
+CREATE TABLE carts (cart_key {t['cart_id']}, cart_int bigint, product_key {t['product_id']}, product_int bigint,
+                    store_key {t['store_id']}, store_int bigint, quantity int);
+CREATE TABLE shipping (store_key {t['store_id']}, store_int bigint, fee numeric, free_from numeric);"""]
+    rows = []
+    for _ in range(rng.randint(20, 400)):
+        p = ids["product_id"].pick(0.03)
+        s = ids["store_id"].pick(0.03)
+        price = rng.choice(["1", "2", "2.5", "3", "10"])
+        rows.append(f"({p[0]}, {p[1]}, {s[0]}, {s[1]}, {price})")
+    stmts.append("INSERT INTO offers VALUES " + ",".join(rows) + ";")
+    rows = []
+    for _ in range(rng.randint(5, 60)):
+        c = ids["cart_id"].pick(0.03)
+        p = ids["product_id"].pick(0.03)
+        s = ids["store_id"].pick(0.2)
+        rows.append(f"({c[0]}, {c[1]}, {p[0]}, {p[1]}, {s[0]}, {s[1]}, {rng.randint(1, 3)})")
+    stmts.append("INSERT INTO carts VALUES " + ",".join(rows) + ";")
+    rows = [f"({quote(k)}, {v}, {rng.choice(['0', '2.5', '4'])}, {rng.choice(['NULL', '5', '20'])})"
+            for k, v in ids["store_id"].integer.items() if rng.random() < 0.9]
+    if rows:
+        stmts.append("INSERT INTO shipping VALUES " + ",".join(rows) + ";")
+    sql("\n".join(stmts))
+    return ids
+
+
+def make_points(key_type):
+    """points (users of key_type), candidates (of key_type) and a holdout."""
+    ids = {"user_id": Ids(key_type, rng.randint(3, 25)), "candidate_id": Ids(key_type, rng.randint(2, 10))}
+    t = {name: sql_type(key_type, rng.random() < 0.4) for name in ids}
+    stmts = [f"""DROP TABLE IF EXISTS points, candidates, holdout;
+CREATE TABLE points (user_key {t['user_id']}, user_int bigint, x float8, y float8);
+CREATE TABLE candidates (candidate_key {t['candidate_id']}, candidate_int bigint, x float8, y float8);
+CREATE TABLE holdout (user_key {t['user_id']}, user_int bigint, candidate_key {t['candidate_id']},
+                      candidate_int bigint);"""]
+    rows = []
+    for key, integer in ids["user_id"].integer.items():  # every user has a point: a main_user may be any
+        rows.append(f"({quote(key)}, {integer}, {rng.randint(0, 6)}, {rng.randint(0, 6)})")
+    for _ in range(rng.randint(10, 200)):
+        u = ids["user_id"].pick(0.03)
+        rows.append(f"({u[0]}, {u[1]}, {rng.randint(0, 6)}, {rng.randint(0, 6)})")
+    stmts.append("INSERT INTO points VALUES " + ",".join(rows) + ";")
+    rows = [f"({quote(k)}, {v}, {rng.randint(0, 6)}, {rng.randint(0, 6)})"
+            for k, v in ids["candidate_id"].integer.items()]
+    stmts.append("INSERT INTO candidates VALUES " + ",".join(rows) + ";")
+    rows = []
+    for _ in range(rng.randint(2, 20)):
+        u, c = ids["user_id"].pick(), ids["candidate_id"].pick()
+        rows.append(f"({u[0]}, {u[1]}, {c[0]}, {c[1]})")
+    stmts.append("INSERT INTO holdout VALUES " + ",".join(rows) + ";")
+    sql("\n".join(stmts))
+    return ids
+
+
+def make_scores(key_type):
+    ids = {"individual_id": Ids(key_type, rng.randint(2, 20))}
+    t = sql_type(key_type, rng.random() < 0.4)
+    n_labels = rng.randint(2, 8)
+    labels = [rng.choice(["t", "f"]) for _ in range(n_labels)]
+    stmts = [f"""DROP TABLE IF EXISTS scores, population;
+CREATE TABLE scores (individual_key {t}, individual_int bigint, label boolean, score float8);
+CREATE TABLE population (individual_key {t}, individual_int bigint, scores float8[]);"""]
+    rows, prows = [], []
+    for key, integer in ids["individual_id"].integer.items():
+        for _ in range(rng.randint(1, 12)):
+            rows.append(f"({quote(key)}, {integer}, {rng.choice(['true', 'false'])}, {rng.randint(0, 4)})")
+        arr = ",".join(str(rng.randint(0, 4)) for _ in range(n_labels))
+        prows.append(f"({quote(key)}, {integer}, '{{{arr}}}')")
+    rows.append("(NULL, NULL, true, 1)")
+    stmts.append("INSERT INTO scores VALUES " + ",".join(rows) + ";")
+    stmts.append("INSERT INTO population VALUES " + ",".join(prows) + ";")
+    sql("\n".join(stmts))
+    return ids, "{" + ",".join(labels) + "}"
+
+
+# ---------------------------------------------------------------- checks ---
+
+def check_marketplace(key_type, devices):
+    ids = make_marketplace(key_type)
+    k = rng.randint(1, 4)
+    id_type = f"NULL::{'uuid' if key_type == 'uuid' else 'text'}"
+    offers_k = lit("SELECT product_key AS product_id, store_key AS store_id, price FROM offers")
+    offers_i = lit("SELECT product_int AS product_id, store_int AS store_id, price FROM offers")
+    carts_k = lit("SELECT cart_key AS cart_id, product_key AS product_id, store_key AS store_id, quantity FROM carts")
+    carts_i = lit("SELECT cart_int AS cart_id, product_int AS product_id, store_int AS store_id, quantity FROM carts")
+    ship_k = lit("SELECT store_key AS store_id, fee, free_from FROM shipping")
+    ship_i = lit("SELECT store_int AS store_id, fee, free_from FROM shipping")
+    order = "" if key_type == "uuid" else ' COLLATE "C"'
+    key_sql = "uuid" if key_type == "uuid" else "text"
+    oracle = sql(f"""
+SELECT product_key::{key_sql}, r, store_key::{key_sql}, price, n FROM (
+  SELECT product_key, store_key, price,
+         row_number() OVER (PARTITION BY product_key ORDER BY price, store_key::{key_sql}{order}) AS r,
+         count(*) OVER (PARTITION BY product_key) AS n
+  FROM offers WHERE product_key IS NOT NULL AND store_key IS NOT NULL AND price IS NOT NULL) o
+WHERE r <= {k} ORDER BY product_key::{key_sql}{order}, r""")
+    for device in devices:
+        s = {"gpurec.device": device}
+        name = f"{key_type} {device}"
+        typed = sql(f"SELECT product_id, offer_rank, store_id, price, n_offers FROM gpurec.cheapest_offers("
+                    f"{offers_k}, {k}, {id_type})", settings=s)
+        check(f"cheapest_offers {name}: plain SQL, ties by store_id in the key's byte order", typed == oracle,
+              f"{len(typed)} rows, expected {len(oracle)}; first {typed[:3]} against {oracle[:3]}")
+        integer = sql(f"SELECT product_id, offer_rank, store_id, price, n_offers FROM gpurec.cheapest_offers("
+                      f"{offers_i}, {k})", settings=s)
+        compare(f"cheapest_offers {name}: as on integer ids", typed, integer,
+                {0: "product_id", 2: "store_id"}, ids)
+        typed = sql(f"SELECT * FROM gpurec.improve_carts({carts_k}, {offers_k}, {id_type})", settings=s)
+        integer = sql(f"SELECT * FROM gpurec.improve_carts({carts_i}, {offers_i})", settings=s)
+        compare(f"improve_carts {name}: as on integer ids", typed, integer,
+                {0: "cart_id", 1: "product_id", 3: "store_id", 5: "store_id"}, ids, ordered=False)
+        typed = sql(f"SELECT * FROM gpurec.optimize_carts({carts_k}, {offers_k}, {ship_k}, {id_type})", settings=s)
+        integer = sql(f"SELECT * FROM gpurec.optimize_carts({carts_i}, {offers_i}, {ship_i})", settings=s)
+        compare(f"optimize_carts {name}: as on integer ids (rows in cart_id, product_id order)", typed, integer,
+                {0: "cart_id", 1: "product_id", 3: "store_id"}, ids)
+    # one kind of id per name across a call's queries
+    err = sql_error(f"SELECT * FROM gpurec.improve_carts({carts_k}, {offers_i}, {id_type})")
+    check(f"improve_carts {key_type}: product_id {key_type} in the carts, bigint in the offers is 42804",
+          err is not None and err[0] == "42804" and "product_id" in err[1], str(err))
+    err = sql_error(f"SELECT * FROM gpurec.cheapest_offers({offers_k}, 1)")
+    check(f"cheapest_offers {key_type}: without id_type (bigint) is 42804 naming the ids",
+          err is not None and err[0] == "42804" and "product_id" in err[1], str(err))
+    other = "NULL::text" if key_type == "uuid" else "NULL::uuid"
+    err = sql_error(f"SELECT * FROM gpurec.cheapest_offers({offers_k}, 1, {other})")
+    check(f"cheapest_offers {key_type}: id_type of the other kind is 42804", err is not None and err[0] == "42804",
+          str(err))
+    err = sql_error(f"SELECT gpurec._cheapest_offers_part({offers_k}, 1)")
+    check(f"_cheapest_offers_part {key_type}: shards take integer ids (0A000)", err is not None and err[0] == "0A000",
+          str(err))
+    rows = sql(f"SELECT count(*) FROM gpurec.cheapest_offers({offers_k}, NULL, {id_type})")
+    check(f"cheapest_offers {key_type}: a NULL k gives no rows, as STRICT would", rows == [["0"]], str(rows))
+
+
+def check_geo(key_type, devices):
+    ids = make_points(key_type)
+    id_type = f"NULL::{'uuid' if key_type == 'uuid' else 'text'}"
+    points_k = lit("SELECT user_key AS user_id, x, y FROM points")
+    points_i = lit("SELECT user_int AS user_id, x, y FROM points")
+    cands_k = lit("SELECT candidate_key AS candidate_id, x, y FROM candidates ORDER BY x, y, candidate_int")
+    cands_i = lit("SELECT candidate_int AS candidate_id, x, y FROM candidates ORDER BY x, y, candidate_int")
+    hold_k = lit("SELECT user_key AS user_id, candidate_key AS candidate_id FROM holdout")
+    hold_i = lit("SELECT user_int AS user_id, candidate_int AS candidate_id FROM holdout")
+    main_key = rng.choice(ids["user_id"].keys)
+    main_int = ids["user_id"].integer[main_key]
+    main = f"{quote(main_key)}::{'uuid' if key_type == 'uuid' else 'text'}"
+    k = rng.randint(1, 5)
+    metric = rng.choice(["euclidean", "haversine"])
+    for device in devices:
+        s = {"gpurec.device": device}
+        name = f"{key_type} {device} {metric}"
+        typed = sql(f"SELECT * FROM gpurec.similar_users({points_k}, {k}, '{metric}', NULL, {id_type})", settings=s)
+        integer = sql(f"SELECT * FROM gpurec.similar_users({points_i}, {k}, '{metric}')", settings=s)
+        compare(f"similar_users {name}: as on integer ids (ties by other_user_id in the key's order)", typed,
+                integer, {0: "user_id", 2: "user_id"}, ids)
+        typed = sql(f"SELECT * FROM gpurec.user_similarity({points_k}, {main}, '{metric}', NULL, {id_type})",
+                    settings=s)
+        integer = sql(f"SELECT * FROM gpurec.user_similarity({points_i}, {main_int}, '{metric}')", settings=s)
+        compare(f"user_similarity {name}: as on integer ids", typed, integer, {0: "user_id"}, ids)
+        typed = sql(f"SELECT * FROM gpurec.predict_strength({points_k}, {main}, {cands_k}, 2, NULL, 0, '{metric}', "
+                    f"NULL, {id_type})", settings=s)
+        integer = sql(f"SELECT * FROM gpurec.predict_strength({points_i}, {main_int}, {cands_i}, metric => '{metric}')",
+                      settings=s)
+        compare(f"predict_strength {name}: as on integer ids, in input order", typed, integer,
+                {0: "candidate_id"}, ids)
+        typed = sql(f"SELECT * FROM gpurec.fit_exponent({points_k}, {hold_k}, {cands_k}, metric => '{metric}')",
+                    settings=s)
+        integer = sql(f"SELECT * FROM gpurec.fit_exponent({points_i}, {hold_i}, {cands_i}, metric => '{metric}')",
+                      settings=s)
+        compare(f"fit_exponent {name}: as on integer ids", typed, integer, {}, ids)
+    missing = "'00000000-0000-0000-0000-00000000abcd'::uuid" if key_type == "uuid" else "'no such user'::text"
+    if missing.split("'")[1] not in ids["user_id"].keys:
+        err = sql_error(f"SELECT * FROM gpurec.user_similarity({points_k}, {missing}, 'euclidean', NULL, {id_type})")
+        check(f"user_similarity {key_type}: a main_user without points is 22023 naming it",
+              err is not None and err[0] == "22023" and missing.split("'")[1] in err[1], str(err))
+    err = sql_error(f"SELECT * FROM gpurec.user_similarity({points_k}, 1)")
+    check(f"user_similarity {key_type}: a bigint main_user with {key_type} user ids is 42804",
+          err is not None and err[0] == "42804", str(err))
+
+
+def check_roc(key_type, devices):
+    ids, labels = make_scores(key_type)
+    id_type = f"NULL::{'uuid' if key_type == 'uuid' else 'text'}"
+    for device in devices:
+        s = {"gpurec.device": device}
+        name = f"{key_type} {device}"
+        typed = sql("SELECT * FROM gpurec.roc_fitness("
+                    + lit("SELECT individual_key AS individual_id, label, score FROM scores") + f", NULL, {id_type})",
+                    settings=s)
+        integer = sql("SELECT * FROM gpurec.roc_fitness("
+                      + lit("SELECT individual_int AS individual_id, label, score FROM scores") + ")", settings=s)
+        compare(f"roc_fitness scores {name}: as on integer ids", typed, integer, {0: "individual_id"}, ids)
+        typed = sql("SELECT * FROM gpurec.roc_fitness("
+                    + lit("SELECT individual_key AS individual_id, scores FROM population") + f", '{labels}', {id_type})",
+                    settings=s)
+        integer = sql("SELECT * FROM gpurec.roc_fitness("
+                      + lit("SELECT individual_int AS individual_id, scores FROM population") + f", '{labels}')",
+                      settings=s)
+        compare(f"roc_fitness population {name}: as on integer ids", typed, integer, {0: "individual_id"}, ids,
+                ordered=False)
+
+
+def check_integers_typed(devices):
+    """The typed forms on integer ids: the ids come back in id_type (smallint, integer), beyond its range 22003."""
+    sql("""DROP TABLE IF EXISTS small; CREATE TABLE small (product_id smallint, store_id int, price int);
+INSERT INTO small VALUES (1, 7, 3), (1, 8, 3), (2, 70000, 1);""")
+    rows = sql("SELECT pg_typeof(product_id)::text, product_id, store_id FROM gpurec.cheapest_offers("
+               + lit("SELECT product_id, store_id::smallint AS store_id, price FROM small WHERE store_id < 100")
+               + ", 2, NULL::smallint)")
+    check("cheapest_offers: id_type smallint returns smallint ids", rows == [["smallint", "1", "7"], ["smallint", "1", "8"]],
+          str(rows))
+    err = sql_error("SELECT * FROM gpurec.cheapest_offers(" + lit("SELECT * FROM small") + ", 2, NULL::smallint)")
+    check("cheapest_offers: an id beyond id_type's range is 22003", err is not None and err[0] == "22003", str(err))
+
+
+FORCE = {"parallel_setup_cost": "0", "parallel_tuple_cost": "0", "min_parallel_table_scan_size": "0",
+         "gpurec.timing": "on"}
+
+
+def run_with_notices(query, settings):
+    """(rows, notices) of query under settings."""
+    prefix = "".join(f"SET {k} = '{v}';\n" for k, v in settings.items())
+    proc = subprocess.run([PSQL, "-X", "-q", "--csv", "-P", "null=\\N", "-v", "ON_ERROR_STOP=1"],
+                          input=prefix + query, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    return proc.stdout.splitlines()[1:], proc.stderr
+
+
+def workers_read(notices):
+    return sum(int(n) for n in re.findall(r"(\d+) of \d+ planned parallel workers", notices))
+
+
+def check_parallel(key_type, devices):
+    """Each process of a parallel read codes its own rows; the call's codes must come out as one read's."""
+    ids = make_marketplace(key_type)
+    sql("""DROP TABLE IF EXISTS offers_big, points_big;
+CREATE TABLE offers_big AS SELECT product_key, store_key, price + g % 7 AS price FROM offers, generate_series(1, 60) g;
+ANALYZE offers_big;""")
+    make_points(key_type)
+    sql("""CREATE TABLE points_big AS SELECT user_key, x + g % 3 AS x, y FROM points, generate_series(1, 40) g;
+ANALYZE points_big;""")
+    id_type = f"NULL::{'uuid' if key_type == 'uuid' else 'text'}"
+    k = rng.randint(1, 3)
+    big = "SELECT product_key AS product_id, store_key AS store_id, price FROM offers_big"
+    calls = {
+        "cheapest_offers, direct scan": f"SELECT * FROM gpurec.cheapest_offers({lit(big)}, {k}, {id_type})",
+        "cheapest_offers, the query's parallel plan":
+            f"SELECT * FROM gpurec.cheapest_offers({lit(big + ' UNION ALL ' + big)}, {k}, {id_type})",
+        "improve_carts (the carts' ids first, then the offers' in parallel)":
+            "SELECT * FROM gpurec.improve_carts("
+            + lit("SELECT cart_key AS cart_id, product_key AS product_id, store_key AS store_id, quantity FROM carts")
+            + f", {lit(big)}, {id_type}) ORDER BY 1, 2, 3, 4, 5, 6, 7",
+        "optimize_carts (offers filtered by the carts' ids)":
+            "SELECT * FROM gpurec.optimize_carts("
+            + lit("SELECT cart_key AS cart_id, product_key AS product_id, store_key AS store_id, quantity FROM carts")
+            + f", {lit(big)}, " + lit("SELECT store_key AS store_id, fee, free_from FROM shipping") + f", {id_type})",
+        "similar_users": "SELECT * FROM gpurec.similar_users("
+            + lit("SELECT user_key AS user_id, x, y FROM points_big") + f", 3, 'euclidean', NULL, {id_type})",
+    }
+    for device in devices:
+        for name, query in calls.items():
+            serial, _ = run_with_notices(query, {"gpurec.parallel_workers": "0", "gpurec.device": device})
+            for participation in ["off", "on"]:
+                settings = dict(FORCE, **{"gpurec.device": device, "parallel_leader_participation": participation,
+                                          "max_parallel_workers_per_gather": str(rng.randint(2, 4))})
+                rows, notices = run_with_notices(query, settings)
+                check(f"{name} {key_type} {device}, parallel read (leader participation {participation}): "
+                      "the serial read's rows", rows == serial and len(rows) > 0,
+                      f"{len(rows)} rows against {len(serial)}; NOTICE {notices.strip()[:500]}")
+                if participation == "off" and "filtered" not in name:
+                    check(f"{name} {key_type} {device}: workers read rows", workers_read(notices) > 0,
+                          notices.strip()[:600])
+
+
+def main():
+    devices = fresh_database(DB)
+    sql("CREATE DOMAIN uuid_id AS uuid CHECK (VALUE IS NOT NULL OR true); CREATE DOMAIN text_id AS varchar(200);")
+    for key_type in ["uuid", "text"]:
+        check_marketplace(key_type, devices)
+        check_geo(key_type, devices)
+        check_roc(key_type, devices)
+        check_parallel(key_type, devices)
+    check_integers_typed(devices)
+    drop_database(DB)
+
+
+if __name__ == "__main__":
+    main()

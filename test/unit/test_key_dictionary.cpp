@@ -1,0 +1,151 @@
+/*
+ * test_key_dictionary.cpp: uuid and text ids as codes (key_dictionary.hpp)
+ * against references written here: the dictionary against std::map of
+ * std::string (whose order is bytewise, as memcmp's), CallKeys' renumbering
+ * of the columns coded from it against the values each row was given.
+ * Fresh random data every run; the seed is printed, and GPUREC_TEST_SEED
+ * replays it.
+ */
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../src/key_dictionary.hpp"
+#include "test_random.hpp"
+
+namespace gpurec {
+namespace {
+
+/* Random byte strings: short ones from a few bytes (prefixes of one another, equal ones), 16-byte ones, the empty one. */
+std::string random_value(std::mt19937_64 &rng)
+{
+	static const char bytes[] = {'\0', 'a', 'b', 'B', '\x7f', '\x80', '\xc3', '\xff'};
+	size_t size = rng() % 4 == 0 ? 16 : rng() % 6;
+	std::string value;
+	for (size_t i = 0; i < size; ++i)
+		value.push_back(bytes[rng() % sizeof bytes]);
+	return value;
+}
+
+const uint8_t *bytes_of(const std::string &s) { return reinterpret_cast<const uint8_t *>(s.data()); }
+
+std::string value_at(const KeyDictionary &d, int64_t code)
+{
+	return std::string(reinterpret_cast<const char *>(d.value(code)), d.value_size(code));
+}
+
+TEST(KeyDictionary, CodesAreDenseAndNumberedInByteOrder)
+{
+	std::mt19937_64 rng = seeded_rng();
+	KeyDictionary d;
+	std::map<std::string, int64_t> first_code; /* std::string compares bytewise, as unsigned chars */
+	std::vector<std::pair<std::string, int64_t>> given;
+	for (int i = 0; i < 20000; ++i)
+	{
+		std::string v = random_value(rng);
+		int64_t code = d.intern(bytes_of(v), v.size());
+		auto [it, added] = first_code.emplace(v, static_cast<int64_t>(first_code.size()));
+		ASSERT_EQ(code, it->second) << "a new value takes the next code, a known one its own";
+		given.emplace_back(v, code);
+	}
+	ASSERT_EQ(d.size(), first_code.size());
+	EXPECT_EQ(d.numbered_in_key_order(), false);
+	std::vector<int64_t> new_code = d.number_in_key_order();
+	EXPECT_TRUE(d.numbered_in_key_order());
+	int64_t rank = 0;
+	for (const auto &[value, code] : first_code)
+	{
+		EXPECT_EQ(new_code[code], rank) << "renumbered in byte order";
+		EXPECT_EQ(value_at(d, rank), value);
+		EXPECT_EQ(d.find(bytes_of(value), value.size()), rank);
+		++rank;
+	}
+	std::string absent(17, 'z');
+	EXPECT_EQ(d.find(bytes_of(absent), absent.size()), -1);
+	/* after numbering, a new value takes the next code again, and the order is lost until the next */
+	int64_t code = d.intern(bytes_of(absent), absent.size());
+	EXPECT_EQ(code, static_cast<int64_t>(first_code.size()));
+	EXPECT_FALSE(d.numbered_in_key_order());
+}
+
+TEST(CallKeys, SettleRenumbersEveryColumnCodedFromADictionary)
+{
+	std::mt19937_64 rng = seeded_rng();
+	CallKeys keys;
+	KeyDictionary &d = *keys.key("store_id", KeyType::Text).dictionary;
+	EXPECT_EQ(keys.key("store_id", KeyType::Uuid).type, KeyType::Text) << "a key keeps its first type";
+	EXPECT_EQ(keys.key("cart_id", KeyType::Integer).dictionary, nullptr);
+	IdColumn ids;
+	Int64Column rows;
+	std::vector<std::string> id_values, row_values;
+	keys.code_column("store_id", &ids);
+	keys.code_column("store_id", &rows);
+	constexpr int64_t kFallback = INT64_MIN; /* a NULL's fallback, which is no code */
+	/* two reads: the second brings values that fall between the first's */
+	for (int read = 0; read < 2; ++read)
+	{
+		for (int i = 0; i < 5000; ++i)
+		{
+			std::string v = random_value(rng);
+			ids.push_back(d.intern(bytes_of(v), v.size()));
+			id_values.push_back(v);
+			if (rng() % 10 == 0)
+			{
+				rows.push_back(kFallback);
+				row_values.push_back("NULL");
+			}
+			else
+			{
+				std::string w = random_value(rng);
+				rows.push_back(d.intern(bytes_of(w), w.size()));
+				row_values.push_back(w);
+			}
+		}
+		keys.settle();
+		ASSERT_TRUE(d.numbered_in_key_order());
+		for (size_t r = 0; r < ids.size(); ++r)
+			ASSERT_EQ(value_at(d, ids.value_of(ids.code(r))), id_values[r]) << "row " << r << " of read " << read;
+		for (size_t r = 0; r < rows.size(); ++r)
+			if (row_values[r] == "NULL")
+				ASSERT_EQ(rows[r], kFallback);
+			else
+				ASSERT_EQ(value_at(d, rows[r]), row_values[r]) << "row " << r << " of read " << read;
+		/* the ids ascend with the values: a tie rule that compares ids compares values */
+		std::vector<int32_t> order = ids.codes_in_id_order();
+		for (size_t i = 1; i < order.size(); ++i)
+			ASSERT_LT(value_at(d, ids.value_of(order[i - 1])), value_at(d, ids.value_of(order[i])));
+	}
+	keys.forget(&rows);
+	std::string v(20, 'q');
+	d.intern(bytes_of(v), v.size());
+	int64_t before = rows[0];
+	keys.settle();
+	EXPECT_EQ(rows[0], before) << "a forgotten column is no longer renumbered";
+}
+
+TEST(IdColumn, MapIdsKeepsCodesAndCounts)
+{
+	IdColumn ids;
+	for (int64_t id : {3, 1, 3, 0, 2, 1, 3})
+		ids.push_back(id);
+	std::vector<int64_t> counts = ids.counts();
+	std::vector<int32_t> codes;
+	for (size_t r = 0; r < ids.size(); ++r)
+		codes.push_back(ids.code(r));
+	std::vector<int64_t> to{10, 5, 7, 2}; /* 0 -> 10, 1 -> 5, 2 -> 7, 3 -> 2 */
+	ids.map_ids([&to](int64_t id) { return to[static_cast<size_t>(id)]; });
+	EXPECT_EQ(ids.counts(), counts);
+	for (size_t r = 0; r < ids.size(); ++r)
+		EXPECT_EQ(ids.code(r), codes[r]);
+	EXPECT_EQ(ids.value_of(ids.code(0)), 2);
+	EXPECT_EQ(ids.value_of(ids.code(1)), 5);
+	EXPECT_EQ(ids.find(10), ids.code(3));
+	EXPECT_EQ(ids.find(3), -1);
+	EXPECT_FALSE(ids.numbered_in_id_order());
+}
+
+} // namespace
+} // namespace gpurec
