@@ -15,6 +15,7 @@ extern "C" {
 #include <new>
 
 #include "errors.hpp"
+#include "pg_progress.hpp"
 
 namespace gpurec {
 
@@ -133,7 +134,11 @@ Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
 {
 	CaughtError caught;
 	Datum result = (Datum) 0;
-	if (run_catching([&] { result = body(fcinfo); }, &caught))
+	progress_entry_begin(fcinfo);
+	bool returned = run_catching([&] { result = body(fcinfo); }, &caught);
+	/* the call's row in gpurec.progress goes before its error is raised */
+	progress_entry_end();
+	if (returned)
 		return result;
 	raise_caught(caught);
 }

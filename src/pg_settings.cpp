@@ -21,6 +21,7 @@ extern "C" {
 #include <vector>
 
 #include "pg_gpu_service.hpp"
+#include "pg_progress.hpp"
 #include "pg_settings.hpp"
 
 namespace gpurec {
@@ -29,6 +30,7 @@ namespace {
 
 int device_setting = static_cast<int>(DeviceMode::Auto);
 bool timing_setting = false;
+bool track_progress_setting = true;
 int parallel_workers_setting = -1;
 int cpu_threads_setting = 0;
 bool test_fail_gpu_alloc_setting = false;
@@ -198,6 +200,11 @@ void define_settings()
 							 "each phase.",
 							 nullptr, &timing_setting, false, PGC_USERSET, 0, nullptr, nullptr,
 							 nullptr);
+	DefineCustomBoolVariable("gpurec.track_progress",
+							 "Shows each running call of this session in gpurec.progress.",
+							 "As track_activities does for pg_stat_activity: only superusers and roles granted "
+							 "SET on it may turn it off.",
+							 &track_progress_setting, true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomIntVariable("gpurec.parallel_workers",
 							"The most parallel workers that read one inner query; -1 follows PostgreSQL.",
 							"Workers come from PostgreSQL's own settings (max_parallel_workers_per_gather, "
@@ -248,6 +255,8 @@ void define_settings()
 
 bool settings_timing() { return timing_setting; }
 
+bool settings_track_progress() { return track_progress_setting; }
+
 int settings_parallel_workers() { return parallel_workers_setting; }
 
 service::Options service_options_from_settings()
@@ -267,7 +276,11 @@ ExecContext exec_context_from_settings()
 	/* every function's GPU work goes to the service where there is one, so that no backend starts CUDA */
 	ctx.service = gpu_service_client();
 	ctx.fail_gpu_alloc = test_fail_gpu_alloc_setting;
-	ctx.check_interrupts = [] { pg_call([] { CHECK_FOR_INTERRUPTS(); }); };
+	ctx.progress = pg_call([] { return progress_for_call(); });
+	ctx.check_interrupts = [] {
+		pg_call([] { CHECK_FOR_INTERRUPTS(); });
+		publish_progress();
+	};
 	ctx.fault = test_fault;
 	ctx.inject_fault = [](const TestFault &fault) { pg_call([&fault] { run_test_fault(fault); }); };
 	ctx.notice = [](const std::string &message) {
@@ -307,6 +320,7 @@ void run_test_fault(const TestFault &fault)
 void postgres_interrupt_point(ExecContext &ctx, Phase phase)
 {
 	CHECK_FOR_INTERRUPTS();
+	publish_progress();
 	if (ctx.fault.due(phase))
 		run_test_fault(ctx.fault);
 }

@@ -1,5 +1,5 @@
 /*
- * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.gpus, gpurec.timing, gpurec.parallel_workers,
+ * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.gpus, gpurec.timing, gpurec.track_progress, gpurec.parallel_workers,
  * gpurec.test_fail_gpu_alloc, gpurec.test_fault) and the engine's per-call
  * context made from them.  Everything that reads a setting goes through
  * here.
@@ -24,6 +24,8 @@ service::Options service_options_from_settings();
 ExecContext exec_context_from_settings();
 
 bool settings_timing(); /* gpurec.timing */
+
+bool settings_track_progress(); /* gpurec.track_progress */
 
 int settings_parallel_workers(); /* gpurec.parallel_workers: -1 follows PostgreSQL */
 
