@@ -70,6 +70,9 @@ Progress backend_progress;	 /* the counts of the backend's running call */
 int entry_depth = 0;		 /* the SQL entry points running, nested in inner queries */
 Oid entry_function = InvalidOid;
 Slot *own = nullptr;		 /* this backend's slot while it shows a call */
+/* the name of the function last shown, so that a scalar call made per row (roc_auc) looks it up once */
+Oid named_function = InvalidOid;
+char function_name[kFunctionBytes];
 
 /* What own last showed, to write only what moved. */
 struct Shown
@@ -224,7 +227,14 @@ ProgressReport progress_for_call()
 		return ProgressReport(&backend_progress);
 	if (!settings_track_progress() || !attached() || MyBackendId < 1 || MyBackendId > slots->count)
 		return {};
-	char *name = OidIsValid(entry_function) ? get_func_name(entry_function) : nullptr;
+	if (entry_function != named_function)
+	{
+		char *name = OidIsValid(entry_function) ? get_func_name(entry_function) : nullptr;
+		copy_text(function_name, sizeof function_name, name ? name : "");
+		named_function = entry_function;
+		if (name)
+			pfree(name);
+	}
 	backend_progress.begin(ProgressPhase::Starting, "");
 	shown = {ProgressPhase::Starting, "", 0, Progress::kUnknown};
 	Slot *slot = &slots->slot[MyBackendId - 1];
@@ -237,12 +247,10 @@ ProgressReport progress_for_call()
 	slot->done = 0;
 	slot->total = -1;
 	slot->phase = static_cast<uint8>(ProgressPhase::Starting);
-	copy_text(slot->function, sizeof slot->function, name ? name : "");
+	std::memcpy(slot->function, function_name, sizeof slot->function);
 	slot->unit[0] = '\0';
 	end_write(slot);
 	own = slot;
-	if (name)
-		pfree(name);
 	return ProgressReport(&backend_progress);
 }
 
