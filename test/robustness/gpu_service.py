@@ -67,15 +67,13 @@ CALLS = {
 
 
 class Cluster:
-    """A throwaway cluster, with gpurec preloaded unless preload is false; its settings as -c options."""
+    """A throwaway cluster with gpurec preloaded; its settings as -c options."""
 
-    def __init__(self, settings, preload=True):
+    def __init__(self, settings):
         self.dir = tempfile.mkdtemp(prefix="gpurec-service-")
-        named = {"max_connections": 60}
-        if preload:
-            named["shared_preload_libraries"] = "gpurec"
-        named.update(settings)
-        options = [word for name, value in named.items() for word in ("-c", f"{name}={value}")]
+        options = ["-c", "shared_preload_libraries=gpurec", "-c", "max_connections=60"]
+        for name, value in settings.items():
+            options += ["-c", f"{name}={value}"]
         out = subprocess.run(["bash", CLUSTER, "start", self.dir] + options, capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(f"cluster.sh start failed: {out.stderr[-2000:]}")
