@@ -152,8 +152,6 @@ bool attached()
 		attach_failed = true;
 	}
 	PG_END_TRY();
-	if (slots)
-		before_shmem_exit(empty_at_exit, 0);
 	return slots != nullptr;
 }
 
@@ -227,6 +225,13 @@ ProgressReport progress_for_call()
 		return ProgressReport(&backend_progress);
 	if (!settings_track_progress() || !attached() || MyBackendId < 1 || MyBackendId > slots->count)
 		return {};
+	/* a preloading postmaster mapped the slots for every backend: each registers its own exit */
+	static bool empties_at_exit = false;
+	if (!empties_at_exit)
+	{
+		before_shmem_exit(empty_at_exit, 0);
+		empties_at_exit = true;
+	}
 	if (entry_function != named_function)
 	{
 		char *name = OidIsValid(entry_function) ? get_func_name(entry_function) : nullptr;

@@ -27,7 +27,7 @@ from robust_lib import check, expect_error  # noqa: E402
 from gpu_service import Cluster  # noqa: E402
 
 PHASES = {"starting", "reading", "indexing", "computing", "writing rows"}
-COLUMNS = "pid, function, phase, units_done, units_total, unit, started <= phase_started, started <= now()"
+COLUMNS = "pid, function, phase, units_done, units_total, unit, started <= phase_started, started <= clock_timestamp()"
 
 # each family's calls: (function, query, the input's counts by unit as plain SQL)
 POINTS = "SELECT user_id, x, y FROM points"
@@ -112,8 +112,8 @@ def every_family(db, counts):
         ok = len(rows) == 1
         why = f"rows {rows}"
         if ok:
-            pid, name, phase, done, total, unit, phase_after_start, started_before_now = rows[0]
-            ok = name == function and phase in PHASES and phase_after_start == "t" and started_before_now == "t"
+            pid, name, phase, done, total, unit, phase_after_start, started_before_read = rows[0]
+            ok = name == function and phase in PHASES and phase_after_start == "t" and started_before_read == "t"
             if ok and unit == "rows":  # reading: rows so far, the total not known ahead
                 ok = total == "\\N" and int(done) >= 0
             elif ok:
@@ -166,19 +166,7 @@ def rising_units(db, users):
     left = rows_of(watcher, caller.pid)
     check("progress-no-row-after-an-inner-query-error", not left, f"rows {left}")
 
-    caller.run("SET gpurec.test_fault = 'compute:1:wait';")
-    caller.send(f"SELECT count(*) FROM gpurec.similar_users('{POINTS}', 3)")
-    check("progress-held-call-seen", len(wait_for_row(watcher, caller.pid)) == 1, "no row")
-    watcher.run(f"SELECT pg_terminate_backend({caller.pid});")
-    try:
-        caller.wait(30)
-    except (RuntimeError, TimeoutError):
-        pass
-    deadline = time.monotonic() + 10
-    while rows_of(watcher, caller.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = rows_of(watcher, caller.pid)
-    check("progress-no-row-after-terminate", not left, f"rows {left}")
+    terminated_leaves_no_row(db, watcher, "progress")
     caller.close()
 
     # a session with gpurec.track_progress off shows none of its calls
@@ -192,6 +180,25 @@ def rising_units(db, users):
     check("progress-track-progress-off-hides-the-call", not hidden, f"rows {hidden}")
     quiet.close()
     watcher.close()
+
+
+def terminated_leaves_no_row(db, watcher, name):
+    """A call held in a backend that pg_terminate_backend ends: its row goes with the backend."""
+    caller = db.session()
+    caller.run("SET gpurec.device = cpu; SET gpurec.test_fault = 'compute:1:wait';")
+    caller.send(f"SELECT count(*) FROM gpurec.similar_users('{POINTS}', 3)")
+    check(f"{name}-held-call-seen", len(wait_for_row(watcher, caller.pid)) == 1, "no row")
+    watcher.run(f"SELECT pg_terminate_backend({caller.pid});")
+    try:
+        caller.wait(30)
+    except (RuntimeError, TimeoutError):
+        pass
+    deadline = time.monotonic() + 10
+    while rows_of(watcher, caller.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = rows_of(watcher, caller.pid)
+    check(f"{name}-no-row-after-terminate", not left, f"rows {left}")
+    caller.close()
 
 
 VISIBILITY_ROLES = ("gpurec_prog_caller", "gpurec_prog_other", "gpurec_prog_stats")
@@ -245,6 +252,7 @@ def preloaded():
             caller.wait(60)
             left = rows_of(watcher, caller.pid)
             check("progress-preloaded-no-row-after-cancel", not left, f"rows {left}")
+            terminated_leaves_no_row(db, watcher, "progress-preloaded")
             caller.close()
             watcher.close()
         finally:
