@@ -8,8 +8,9 @@
 #   - a longer call: similar_users over USERS (1000) users of 20 points on
 #     the CPU (users counted by the worker threads, published at every
 #     interrupt point).
-# Prints each round's times, the medians and the fastest runs (on a shared
-# machine the fastest is the least disturbed).  Needs a running cluster (PGHOST
+# Prints each round's times and their medians: the backend's CPU time
+# (all its threads), which other load on the machine disturbs less, and the
+# wall time.  Needs a running cluster (PGHOST
 # etc.; superuser: gpurec.track_progress is a superuser's setting).
 set -euo pipefail
 rounds=${ROUNDS:-5}
@@ -33,30 +34,42 @@ scalar="SELECT sum(gpurec.roc_auc(scores, labels)) FROM scored"
 long="SELECT count(*) FROM gpurec.similar_users('SELECT user_id, x, y FROM points', 10)"
 settings="SET gpurec.device = cpu;"
 
-declare -A times
-echo "# ms per statement; track_progress on, then off, in each round"
+# cpu_wall SQL SETTINGS: the second of two runs in one session: the CPU time
+# of the backend's threads (their /proc/self/task/*/schedstat, in ns; gpurec's
+# worker threads are kept between calls) and the wall time, in ms
+cpu_wall() {
+	local ns="SELECT sum(split_part(pg_read_file('/proc/self/task/' || t || '/schedstat'), ' ', 1)::bigint)
+	          FROM pg_ls_dir('/proc/self/task') t"
+	q -c "SET max_parallel_workers_per_gather = 0; $2" -c "$1" -c "$ns" -c '\timing on' -c "$1" -c '\timing off' -c "$ns" |
+		sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p; /^[0-9]{6,}$/p' | tr '\n' ' ' |
+		awk '{ printf "%.1f %.1f\n", ($3 - $1) / 1e6, $2 }'
+}
+
+declare -A cpu wall
+echo "# backend CPU ms / wall ms per statement; track_progress on, then off, in each round"
 for round in $(seq "$rounds"); do
 	line="round $round:"
 	for kind in short scalar long; do
 		for track in on off; do
-			ms=$(warm_ms "${!kind}" "$settings SET gpurec.track_progress = $track;")
-			times[$kind.$track]+="$ms "
-			line+=" $kind/$track $ms"
+			read -r c w < <(cpu_wall "${!kind}" "$settings SET gpurec.track_progress = $track;")
+			cpu[$kind.$track]+="$c "
+			wall[$kind.$track]+="$w "
+			line+=" $kind/$track $c/$w"
 		done
 	done
 	echo "$line"
 done
-med() { tr ' ' '\n' <<<"${times[$1]}" | grep . | median; }
-fastest() { tr ' ' '\n' <<<"${times[$1]}" | grep . | sort -n | head -1; }
-for stat in med fastest; do
+med() { local -n from=$1; tr ' ' '\n' <<<"${from[$2]}" | grep . | median; }
+for measure in cpu wall; do
 	for kind in short scalar long; do
-		on=$($stat "$kind.on")
-		off=$($stat "$kind.off")
+		on=$(med "$measure" "$kind.on")
+		off=$(med "$measure" "$kind.off")
 		case $kind in
-		short) per="per call: $(awk -v a="$on" -v b="$off" -v n="$calls" 'BEGIN { printf "%.2f us on, %.2f us off", 1000 * a / n, 1000 * b / n }')" ;;
-		scalar) per="per row: $(awk -v a="$on" -v b="$off" -v n="$rows" 'BEGIN { printf "%.2f us on, %.2f us off", 1000 * a / n, 1000 * b / n }')" ;;
-		long) per="$users users" ;;
+		short) n=$calls per="call" ;;
+		scalar) n=$rows per="row" ;;
+		long) n=1 per="call" ;;
 		esac
-		echo "$stat $kind: on $on ms, off $off ms, on/off $(ratio "$on" "$off") ($per)"
+		echo "median $measure $kind: on $on ms, off $off ms, on/off $(ratio "$on" "$off"), on - off per $per" \
+			"$(awk -v a="$on" -v b="$off" -v n="$n" 'BEGIN { printf "%.3f us", 1000 * (a - b) / n }')"
 	done
 done
