@@ -15,7 +15,6 @@ extern "C" {
 #include <new>
 
 #include "errors.hpp"
-#include "pg_progress.hpp"
 
 namespace gpurec {
 
@@ -130,14 +129,29 @@ pg_attribute_noreturn() void raise_caught(const CaughtError &caught)
 
 } // namespace
 
+namespace {
+
+int entry_depth = 0;
+Oid outermost_function = InvalidOid;
+void (*outermost_end)() = nullptr;
+
+} // namespace
+
+int sql_entry_depth() { return entry_depth; }
+
+Oid outermost_sql_function() { return outermost_function; }
+
+void on_outermost_entry_end(void (*fn)()) { outermost_end = fn; }
+
 Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
 {
 	CaughtError caught;
 	Datum result = (Datum) 0;
-	progress_entry_begin(fcinfo);
+	if (entry_depth++ == 0)
+		outermost_function = fcinfo->flinfo ? fcinfo->flinfo->fn_oid : InvalidOid;
 	bool returned = run_catching([&] { result = body(fcinfo); }, &caught);
-	/* the call's row in gpurec.progress goes before its error is raised */
-	progress_entry_end();
+	if (--entry_depth == 0 && outermost_end)
+		outermost_end();
 	if (returned)
 		return result;
 	raise_caught(caught);

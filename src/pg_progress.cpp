@@ -9,11 +9,12 @@
  * So no lock is taken on either side, and a call's interrupt point costs a
  * few comparisons, and a few stores where its counts moved.
  */
-#include "pg_progress.hpp"
+#include "pg_boundary.hpp"
 
 extern "C" {
 #include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/backendid.h"
@@ -25,13 +26,12 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 }
 
 #include <cstring>
 
-#include "errors.hpp"
-#include "pg_output.hpp"
-#include "pg_settings.hpp"
+#include "pg_progress.hpp"
 
 namespace gpurec {
 
@@ -67,8 +67,6 @@ struct Slots
 Slots *slots = nullptr;		 /* this process's mapping, once attached */
 bool attach_failed = false;	 /* no room for them: this backend's calls report nowhere */
 Progress backend_progress;	 /* the counts of the backend's running call */
-int entry_depth = 0;		 /* the SQL entry points running, nested in inner queries */
-Oid entry_function = InvalidOid;
 Slot *own = nullptr;		 /* this backend's slot while it shows a call */
 /* the name of the function last shown, so that a scalar call made per row (roc_auc) looks it up once */
 Oid named_function = InvalidOid;
@@ -205,33 +203,23 @@ void request_progress_memory()
 	shmem_startup_hook = start_slots;
 }
 
-void progress_entry_begin(FunctionCallInfo fcinfo) noexcept
+ProgressReport progress_for_call(bool track)
 {
-	if (entry_depth++ == 0)
-		entry_function = fcinfo->flinfo ? fcinfo->flinfo->fn_oid : InvalidOid;
-}
-
-void progress_entry_end() noexcept
-{
-	if (--entry_depth == 0)
-		empty_own_slot();
-}
-
-ProgressReport progress_for_call()
-{
-	if (entry_depth != 1)
+	if (sql_entry_depth() != 1)
 		return {};
 	if (own)
 		return ProgressReport(&backend_progress);
-	if (!settings_track_progress() || !attached() || MyBackendId < 1 || MyBackendId > slots->count)
+	if (!track || !attached() || MyBackendId < 1 || MyBackendId > slots->count)
 		return {};
-	/* a preloading postmaster mapped the slots for every backend: each registers its own exit */
-	static bool empties_at_exit = false;
-	if (!empties_at_exit)
+	/* a preloading postmaster mapped the slots for every backend: each registers its own ends */
+	static bool empties = false;
+	if (!empties)
 	{
 		before_shmem_exit(empty_at_exit, 0);
-		empties_at_exit = true;
+		on_outermost_entry_end(empty_own_slot);
+		empties = true;
 	}
+	Oid entry_function = outermost_sql_function();
 	if (entry_function != named_function)
 	{
 		char *name = OidIsValid(entry_function) ? get_func_name(entry_function) : nullptr;
@@ -287,50 +275,45 @@ namespace {
 /*
  * gpurec.progress(): a row per running gpurec call that the caller may
  * see, as pg_stat_activity shows a query: its own role's calls, and every
- * call to members of pg_read_all_stats.
+ * call to members of pg_read_all_stats.  PostgreSQL code: it holds no C++
+ * object.
  */
-Datum progress_body(FunctionCallInfo fcinfo)
+Datum progress_rows(FunctionCallInfo fcinfo)
 {
-	bool ok = pg_call([] { return attached(); });
-	if (!ok)
-		throw Error(sqlstate::object_not_in_prerequisite_state,
-					"gpurec.progress: no shared memory for the progress of calls",
-					"The server's spare shared memory could not hold a slot per backend (max_connections and "
-					"the worker settings make them).",
-					"Add gpurec to shared_preload_libraries, which reserves them when the server starts.");
-	ResultWriter out(fcinfo);
-	int count = slots->count;
-	for (int i = 0; i < count; ++i)
+	if (!attached())
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						errmsg("gpurec.progress: no shared memory for the progress of calls"),
+						errdetail("The server's spare shared memory could not hold a slot per backend (max_connections "
+								  "and the worker settings make them)."),
+						errhint("Add gpurec to shared_preload_libraries, which reserves them when the server starts.")));
+	InitMaterializedSRF(fcinfo, 0);
+	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+	Oid me = GetUserId();
+	bool sees_all = has_privs_of_role(me, ROLE_PG_READ_ALL_STATS);
+	for (int i = 0; i < slots->count; ++i)
 	{
+		Slot slot = read_slot(&slots->slot[i]);
+		if (slot.pid == 0 || (!sees_all && !has_privs_of_role(me, slot.role)))
+			continue;
 		Datum values[10];
 		bool nulls[10] = {};
-		bool shown_row = pg_call([&] {
-			Slot slot = read_slot(&slots->slot[i]);
-			if (slot.pid == 0)
-				return false;
-			Oid me = GetUserId();
-			if (!has_privs_of_role(me, ROLE_PG_READ_ALL_STATS) && !has_privs_of_role(me, slot.role))
-				return false;
-			char *database = get_database_name(slot.database);
-			char *role = GetUserNameFromId(slot.role, true);
-			values[0] = Int32GetDatum(slot.pid);
-			nulls[1] = database == nullptr;
-			values[1] = database ? DirectFunctionCall1(namein, CStringGetDatum(database)) : (Datum) 0;
-			nulls[2] = role == nullptr;
-			values[2] = role ? DirectFunctionCall1(namein, CStringGetDatum(role)) : (Datum) 0;
-			values[3] = CStringGetTextDatum(slot.function);
-			values[4] = CStringGetTextDatum(phase_names[slot.phase < lengthof(phase_names) ? slot.phase : 0]);
-			values[5] = Int64GetDatum(slot.done);
-			nulls[6] = slot.total < 0;
-			values[6] = Int64GetDatum(slot.total);
-			nulls[7] = slot.unit[0] == '\0';
-			values[7] = CStringGetTextDatum(slot.unit);
-			values[8] = TimestampTzGetDatum(slot.started);
-			values[9] = TimestampTzGetDatum(slot.phase_started);
-			return true;
-		});
-		if (shown_row)
-			out.put(values, nulls);
+		char *database = get_database_name(slot.database);
+		char *role = GetUserNameFromId(slot.role, true);
+		values[0] = Int32GetDatum(slot.pid);
+		nulls[1] = database == nullptr;
+		values[1] = database ? DirectFunctionCall1(namein, CStringGetDatum(database)) : (Datum) 0;
+		nulls[2] = role == nullptr;
+		values[2] = role ? DirectFunctionCall1(namein, CStringGetDatum(role)) : (Datum) 0;
+		values[3] = CStringGetTextDatum(slot.function);
+		values[4] = CStringGetTextDatum(phase_names[slot.phase < lengthof(phase_names) ? slot.phase : 0]);
+		values[5] = Int64GetDatum(slot.done);
+		nulls[6] = slot.total < 0;
+		values[6] = Int64GetDatum(slot.total);
+		nulls[7] = slot.unit[0] == '\0';
+		values[7] = CStringGetTextDatum(slot.unit);
+		values[8] = TimestampTzGetDatum(slot.started);
+		values[9] = TimestampTzGetDatum(slot.phase_started);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
 }
@@ -338,4 +321,4 @@ Datum progress_body(FunctionCallInfo fcinfo)
 } // namespace
 } // namespace gpurec
 
-GPUREC_SQL_FUNCTION(gpurec_progress, gpurec::progress_body)
+GPUREC_POSTGRES_FUNCTION(gpurec_progress, gpurec::progress_rows)

@@ -11,8 +11,6 @@
  */
 #pragma once
 
-#include "pg_boundary.hpp"
-
 #include "progress.hpp"
 
 namespace gpurec {
@@ -21,21 +19,14 @@ namespace gpurec {
 void request_progress_memory();
 
 /*
- * The SQL entry guard's (pg_boundary): an entry point's body begins and
- * ends.  Only the outermost call of a backend reports: a gpurec function
- * called by another's inner query counts into nothing.  progress_entry_end
- * empties the backend's slot, whether the body returned or threw.
- */
-void progress_entry_begin(FunctionCallInfo fcinfo) noexcept;
-void progress_entry_end() noexcept;
-
-/*
  * What a context made for the running call counts into
  * (exec_context_from_settings): the backend's Progress, its slot now
- * showing the call, when the call is the outermost, gpurec.track_progress
- * is on and the slots exist; else nothing.  PostgreSQL code.
+ * showing the call, when the call is the outermost gpurec function running
+ * (pg_boundary's sql_entry_depth), `track` (gpurec.track_progress) is on
+ * and the slots exist; else nothing.  The slot empties when the outermost
+ * entry point ends.  PostgreSQL code.
  */
-ProgressReport progress_for_call();
+ProgressReport progress_for_call(bool track);
 
 /* Copies the running call's counts to its slot where they changed: at interrupt points, on the backend's thread. */
 void publish_progress() noexcept;

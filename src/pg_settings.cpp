@@ -255,8 +255,6 @@ void define_settings()
 
 bool settings_timing() { return timing_setting; }
 
-bool settings_track_progress() { return track_progress_setting; }
-
 int settings_parallel_workers() { return parallel_workers_setting; }
 
 service::Options service_options_from_settings()
@@ -276,7 +274,7 @@ ExecContext exec_context_from_settings()
 	/* every function's GPU work goes to the service where there is one, so that no backend starts CUDA */
 	ctx.service = gpu_service_client();
 	ctx.fail_gpu_alloc = test_fail_gpu_alloc_setting;
-	ctx.progress = pg_call([] { return progress_for_call(); });
+	ctx.progress = pg_call([] { return progress_for_call(track_progress_setting); });
 	ctx.check_interrupts = [] {
 		pg_call([] { CHECK_FOR_INTERRUPTS(); });
 		publish_progress();

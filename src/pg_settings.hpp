@@ -25,8 +25,6 @@ ExecContext exec_context_from_settings();
 
 bool settings_timing(); /* gpurec.timing */
 
-bool settings_track_progress(); /* gpurec.track_progress */
-
 int settings_parallel_workers(); /* gpurec.parallel_workers: -1 follows PostgreSQL */
 
 /*
