@@ -39,6 +39,18 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION devices() IS
 'The GPUs gpurec uses, one row each: the GPU service''s with its calls running and queued and the memory they hold (gpurec in shared_preload_libraries), else this backend''s own, the service''s columns NULL; no rows without a GPU.';
 
+-- --------------------------------------------------------------- progress --
+
+CREATE FUNCTION progress()
+RETURNS TABLE(pid int, datname name, usename name, function text, phase text,
+              units_done bigint, units_total bigint, unit text,
+              started timestamptz, phase_started timestamptz)
+AS 'MODULE_PATHNAME', 'gpurec_progress'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION progress() IS
+'Every running gpurec call the caller may see (as pg_stat_activity: its own role''s, all to members of pg_read_all_stats), one row each: its backend, its function, its phase (starting, reading, indexing, computing, writing rows), the units of the phase done and in all (NULL where not known ahead), their unit, and when the call and its phase began.';
+
 -- Internal (gpurec_shards): a pause between rounds of waiting for the
 -- shards, shorter than pg_sleep's shortest (a millisecond), that cancel and
 -- statement_timeout end at once.

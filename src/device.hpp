@@ -18,6 +18,7 @@
 #include "column_chunks.hpp"
 #include "cost_model.hpp"
 #include "errors.hpp"
+#include "progress.hpp"
 
 namespace gpurec {
 
@@ -65,6 +66,11 @@ struct ExecContext : gpu::CallContext
 	 * (shards of gpurec_shards, say) each take their part of its cores.
 	 */
 	size_t cpu_threads = 0;
+	/*
+	 * Where the call counts its progress (progress.hpp); worker threads may
+	 * add to it, unlike anything else of the context.
+	 */
+	ProgressReport progress;
 	/* Raises a NOTICE. */
 	std::function<void(const std::string &)> notice = [](const std::string &) {};
 	/* Filled in while the call runs. */

@@ -113,6 +113,7 @@ void similar_users_cpu(const GeoPointSet &s, int k, double epsilon, int part, in
 							{geo::similarity_of(s.count(a), f), static_cast<long long>(s.user_ids[b])});
 		}
 		sizes[a] = size;
+		ctx.progress.add(1);
 	});
 }
 

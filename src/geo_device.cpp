@@ -66,6 +66,7 @@ void strengths_work(const GeoWork &work, StrengthsFor strengths_for, GeoWorkResu
 		std::vector<RocCounts> counts = roc_counts_on_cpu(segments, ctx);
 		for (size_t e = 0; e < work.powers.size(); ++e)
 			out.aucs[e].push_back(auc_of(counts[e]));
+		ctx.progress.add(1);
 		ctx.interrupt_point(Phase::Compute);
 	}
 }
@@ -76,19 +77,30 @@ void strengths_work(const GeoWork &work, StrengthsFor strengths_for, GeoWorkResu
  * device's own.
  */
 template <typename Sums, typename Similar, typename StrengthsFor>
-GeoWorkResult run_on(const GeoWork &work, Sums sums, Similar similar, StrengthsFor strengths_for, ExecContext &ctx)
+GeoWorkResult run_on(const GeoWork &work, int32_t n_users, size_t n_candidates, Sums sums, Similar similar,
+					 StrengthsFor strengths_for, ExecContext &ctx)
 {
 	GeoWorkResult out;
 	switch (work.kind)
 	{
 		case GeoWork::Kind::SimilaritySums:
+			ctx.progress.begin(ProgressPhase::Computing, "users", static_cast<uint64_t>(n_users));
 			sums(work.main, out.floored, out.raw);
 			break;
 		case GeoWork::Kind::SimilarUsers:
+			/* the CPU counts each user it ranked */
+			ctx.progress.begin(ProgressPhase::Computing, "users",
+							   static_cast<uint64_t>(n_users > work.part ? (n_users - work.part + work.parts - 1) / work.parts : 0));
 			similar(out.heaps, out.sizes);
 			break;
 		case GeoWork::Kind::Strengths:
+			ctx.progress.begin(ProgressPhase::Computing, "candidates", n_candidates * work.powers.size());
+			strengths_work(work, strengths_for, out, ctx);
+			break;
 		case GeoWork::Kind::AucSums:
+			/* strengths_work counts each holdout user, on either device */
+			ctx.progress.begin(ProgressPhase::Computing, "users",
+							   work.users.size() * (work.part + 1) / work.parts - work.users.size() * work.part / work.parts);
 			strengths_work(work, strengths_for, out, ctx);
 			break;
 	}
@@ -100,7 +112,7 @@ GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands
 {
 	gpu::GeoSessionPtr session = open_gpu_session(points, work.metric, cands, ctx);
 	return run_on(
-		work,
+		work, static_cast<int32_t>(points.user_ids.size()), cands ? cands->size() : 0,
 		[&](int32_t main, std::vector<double> &floored, std::vector<double> &raw) {
 			gpu::geo_similarity_sums(*session, main, work.epsilon, floored, raw);
 		},
@@ -117,7 +129,7 @@ GeoWorkResult on_cpu(const GeoRows &points, const GeoCandidateSet *cands, const 
 {
 	GeoPointSet set = grouped_on_cpu(points, work.metric, ctx);
 	return run_on(
-		work,
+		work, set.users(), cands ? cands->size() : 0,
 		[&](int32_t main, std::vector<double> &floored, std::vector<double> &raw) {
 			similarity_sums_on_cpu(set, main, work.epsilon, floored, raw, ctx);
 		},
@@ -337,6 +349,8 @@ double gpu_pairs_from(const ExecContext &ctx)
 GeoWorkResult run_geo_work(const GeoRows &points, const GeoCandidateSet *candidates, const GeoWork &work,
 						   const char *function, double cost, ExecContext &ctx)
 {
+	/* each user's points together, and on a GPU their upload, before any user is compared */
+	ctx.progress.begin(ProgressPhase::Indexing, "points", points.codes.size());
 	bool strengths = work.kind == GeoWork::Kind::Strengths || work.kind == GeoWork::Kind::AucSums;
 	WorkRates rates = strengths							 ? rates::kStrengthTerms
 					  : work.metric == GeoMetric::Haversine ? rates::kPointPairsHaversine

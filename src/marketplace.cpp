@@ -184,6 +184,7 @@ RankedOffers rank_on_cpu(const Offers &offers, int k, ExecContext &ctx)
 			size_t end = std::min(n, (piece + 1) * kCheckEvery);
 			for (size_t row = piece * kCheckEvery; row < end; ++row)
 				heaps[slice].add(static_cast<uint32_t>(row));
+			ctx.progress.add(end - piece * kCheckEvery);
 		}
 	});
 	RankedOffers out = TopKHeaps::finish(heaps, k, ctx);
@@ -472,6 +473,8 @@ RankedOffers cheapest_offers(const Offers &offers, int k, ExecContext &ctx, Offe
 {
 	check_k(k);
 	check_offer_count(offers.product.size());
+	/* the CPU counts the offers it ranked */
+	ctx.progress.begin(ProgressPhase::Computing, "offers", offers.product.size());
 	return dispatch(
 		ctx, "cheapest_offers",
 		gpu_may_rank(k, ctx) ? offers_work(static_cast<double>(offers.product.size()), k) : offers_work(0, k),

@@ -233,6 +233,7 @@ void solve_on_cpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
 					return;
 			for (int32_t d = 0; d < state.n_products; ++d)
 				piece.choice[a.cart_products[c] + d] = state.best_choice[d];
+			ctx.progress.add(1);
 		}
 	});
 	ctx.times.compute_ms += clock.elapsed_ms();
@@ -392,6 +393,8 @@ void search_carts(std::vector<CartProblems> &pieces, ExecContext &ctx)
 	size_t carts = 0;
 	for (const CartProblems &piece : pieces)
 		carts += piece.carts();
+	/* the CPU counts each cart it searched */
+	ctx.progress.begin(ProgressPhase::Computing, "carts", carts);
 	dispatch(
 		ctx, "optimize_carts", WorkShape{rates::kCarts, static_cast<double>(carts), static_cast<double>(search_bytes(pieces))},
 		[&] { ctx.service ? solve_in_service(pieces, ctx) : solve_on_gpu(pieces, ctx); },
@@ -605,6 +608,8 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 		}
 	};
 	size_t n_lines = lines.cart.size();
+	/* the search problems built from the lines, counted as each cart's are */
+	ctx.progress.begin(ProgressPhase::Indexing, "lines", n_lines);
 	std::vector<LineKey> keys(n_lines);
 	constexpr size_t kLinesPerBlock = size_t(1) << 16;
 	auto each_line = [&](auto body) {
@@ -663,7 +668,10 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 		pieces[p].first_cart = bounds[p];
 		CartScratch scratch;
 		for (size_t g = bounds[p]; g < bounds[p + 1] && !cancelled; ++g)
+		{
 			add_cart(call, g, pieces[p], scratch);
+			ctx.progress.add(demands[cart_groups[g].end_demand - 1].end - demands[cart_groups[g].first_demand].first);
+		}
 	});
 	ctx.times.compute_ms += clock.elapsed_ms();
 

@@ -129,11 +129,30 @@ pg_attribute_noreturn() void raise_caught(const CaughtError &caught)
 
 } // namespace
 
+namespace {
+
+int entry_depth = 0;
+Oid outermost_function = InvalidOid;
+void (*outermost_end)() = nullptr;
+
+} // namespace
+
+int sql_entry_depth() { return entry_depth; }
+
+Oid outermost_sql_function() { return outermost_function; }
+
+void on_outermost_entry_end(void (*fn)()) { outermost_end = fn; }
+
 Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
 {
 	CaughtError caught;
 	Datum result = (Datum) 0;
-	if (run_catching([&] { result = body(fcinfo); }, &caught))
+	if (entry_depth++ == 0)
+		outermost_function = fcinfo->flinfo ? fcinfo->flinfo->fn_oid : InvalidOid;
+	bool returned = run_catching([&] { result = body(fcinfo); }, &caught);
+	if (--entry_depth == 0 && outermost_end)
+		outermost_end();
+	if (returned)
 		return result;
 	raise_caught(caught);
 }

@@ -69,6 +69,21 @@ template <typename Fn> auto pg_call(Fn &&fn) -> decltype(fn())
 Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo));
 
 /*
+ * The entry guards running in this backend: 1 inside a gpurec function
+ * called from SQL, more inside one that another's inner query calls; and
+ * the outermost one's function (InvalidOid outside any).
+ */
+int sql_entry_depth();
+Oid outermost_sql_function();
+
+/*
+ * fn runs once the outermost entry point's body has returned or thrown,
+ * before its error is raised (gpurec.progress empties the call's row).
+ * Plain code: it must not ereport.
+ */
+void on_outermost_entry_end(void (*fn)());
+
+/*
  * For PostgreSQL callbacks into C++ (a DestReceiver's methods): runs fn and
  * turns any C++ exception into ereport(ERROR) after fn's objects are gone.
  */

@@ -2,9 +2,10 @@
  * pg_gpurec.cpp: the module's entry (PG_MODULE_MAGIC, _PG_init),
  * gpurec.devices(), and gpurec_internal._pause() for gpurec_shards' waits.
  *
- * _PG_init only defines the settings (pg_settings.cpp): CUDA starts lazily
- * in the first backend call that needs a GPU, never in the postmaster (a
- * CUDA context does not survive fork).
+ * _PG_init only defines the settings (pg_settings.cpp), registers the GPU
+ * service and, while preloading, reserves gpurec.progress's shared memory:
+ * CUDA starts lazily in the first backend call that needs a GPU, never in
+ * the postmaster (a CUDA context does not survive fork).
  */
 #include "pg_boundary.hpp"
 
@@ -20,6 +21,7 @@ extern "C" {
 #include "errors.hpp"
 #include "pg_gpu_service.hpp"
 #include "pg_output.hpp"
+#include "pg_progress.hpp"
 #include "pg_settings.hpp"
 
 extern "C" {
@@ -31,6 +33,8 @@ void _PG_init(void)
 {
 	gpurec::define_settings();
 	gpurec::register_gpu_service(gpurec::service_options_from_settings);
+	if (process_shared_preload_libraries_in_progress)
+		gpurec::request_progress_memory();
 }
 
 namespace gpurec {

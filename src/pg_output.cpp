@@ -75,6 +75,7 @@ ResultWriter::ResultWriter(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 	ctx_ = &ctx;
 	function_ = function;
 	clock_ = Stopwatch();
+	ctx.progress.begin(ProgressPhase::Writing, "rows");
 	/* the output phase's first interrupt point comes before any row, however few there are */
 	ExecContext *call = ctx_;
 	pg_call([call] { postgres_interrupt_point(*call, Phase::Output); });
@@ -93,6 +94,8 @@ void ResultWriter::put(const Datum *values, const bool *nulls)
 	FunctionCallInfo fcinfo = fcinfo_;
 	ExecContext *call = ctx_;
 	bool check = (++rows_ & 4095) == 0;
+	if (check && call)
+		call->progress.reach(rows_);
 	pg_call([fcinfo, call, check, values, nulls] {
 		ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, const_cast<Datum *>(values),

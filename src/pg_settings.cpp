@@ -24,6 +24,7 @@ extern "C" {
 #include <vector>
 
 #include "pg_gpu_service.hpp"
+#include "pg_progress.hpp"
 #include "pg_settings.hpp"
 
 namespace gpurec {
@@ -32,6 +33,7 @@ namespace {
 
 int device_setting = static_cast<int>(DeviceMode::Auto);
 bool timing_setting = false;
+bool track_progress_setting = true;
 int parallel_workers_setting = -1;
 int cpu_threads_setting = 0;
 bool test_fail_gpu_alloc_setting = false;
@@ -216,7 +218,8 @@ bool valid_setting_value(const char *name, const char *value, bool *known, char 
 		snprintf(hint, sizeof hint, "%s", "Available values: auto, gpu, cpu.");
 		return false;
 	}
-	if (strcmp(name, "gpurec.timing") == 0 || strcmp(name, "gpurec.test_fail_gpu_alloc") == 0)
+	if (strcmp(name, "gpurec.timing") == 0 || strcmp(name, "gpurec.test_fail_gpu_alloc") == 0 ||
+		strcmp(name, "gpurec.track_progress") == 0)
 	{
 		snprintf(hint, sizeof hint, "%s", "It is a boolean: on or off.");
 		return parse_bool(value, &flag);
@@ -303,7 +306,8 @@ void check_settings_given_before_loading()
 							errdetail("It was set (%s) before gpurec was loaded, and gpurec has no such setting.",
 									  source),
 							errhint("gpurec's settings are gpurec.device, gpurec.timing, gpurec.parallel_workers, "
-									"gpurec.cpu_threads, gpurec.gpus and gpurec.service_memory.  RESET %s, or correct its name.",
+									"gpurec.cpu_threads, gpurec.track_progress, gpurec.gpus and gpurec.service_memory.  RESET %s, or "
+									"correct its name.",
 									variable->name)));
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("invalid value for parameter \"%s\": \"%s\"", variable->name, value),
@@ -328,6 +332,11 @@ void define_settings()
 							 "each phase.",
 							 nullptr, &timing_setting, false, PGC_USERSET, 0, nullptr, nullptr,
 							 nullptr);
+	DefineCustomBoolVariable("gpurec.track_progress",
+							 "Shows each running call of this session in gpurec.progress.",
+							 "As track_activities does for pg_stat_activity: only superusers and roles granted "
+							 "SET on it may turn it off.",
+							 &track_progress_setting, true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomIntVariable("gpurec.parallel_workers",
 							"The most parallel workers that read one inner query; -1 follows PostgreSQL.",
 							"Workers come from PostgreSQL's own settings (max_parallel_workers_per_gather, "
@@ -405,7 +414,11 @@ ExecContext exec_context_from_settings()
 	/* every function's GPU work goes to the service where there is one, so that no backend starts CUDA */
 	ctx.service = gpu_service_client();
 	ctx.fail_gpu_alloc = test_fail_gpu_alloc_setting;
-	ctx.check_interrupts = [] { pg_call([] { CHECK_FOR_INTERRUPTS(); }); };
+	ctx.progress = pg_call([] { return progress_for_call(track_progress_setting); });
+	ctx.check_interrupts = [] {
+		pg_call([] { CHECK_FOR_INTERRUPTS(); });
+		publish_progress();
+	};
 	ctx.fault = test_fault;
 	ctx.inject_fault = [](const TestFault &fault) { pg_call([&fault] { run_test_fault(fault); }); };
 	ctx.notice = [](const std::string &message) {
@@ -445,6 +458,7 @@ void run_test_fault(const TestFault &fault)
 void postgres_interrupt_point(ExecContext &ctx, Phase phase)
 {
 	CHECK_FOR_INTERRUPTS();
+	publish_progress();
 	if (ctx.fault.due(phase))
 		run_test_fault(ctx.fault);
 }

@@ -1,5 +1,5 @@
 /*
- * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.gpus, gpurec.timing, gpurec.parallel_workers,
+ * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.gpus, gpurec.timing, gpurec.track_progress, gpurec.parallel_workers,
  * gpurec.test_fail_gpu_alloc, gpurec.test_fault) and the engine's per-call
  * context made from them.  Everything that reads a setting goes through
  * here.

@@ -405,9 +405,11 @@ template <typename Source> class alignas(64) SegmentCounter
 
 /*
  * Every segment's counts, on all cores: items of consecutive segments of
- * about kExamplesPerItem examples, each worker with its own counter.
+ * about kExamplesPerItem examples, each worker with its own counter, each
+ * item's examples counted into `progress` once counted.
  */
-template <typename Source> std::vector<RocCounts> counts_on_cpu(Source &source, ExecContext &ctx)
+template <typename Source>
+std::vector<RocCounts> counts_on_cpu(Source &source, ProgressReport progress, ExecContext &ctx)
 {
 	size_t n_segments = source.segments();
 	std::vector<RocCounts> out(n_segments);
@@ -423,23 +425,26 @@ template <typename Source> std::vector<RocCounts> counts_on_cpu(Source &source, 
 	parallel_for(n_items, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &cancelled) {
 		for (size_t s = items[item]; s < items[item + 1] && !cancelled.load(std::memory_order_relaxed); ++s)
 			counters[worker].count(s);
+		progress.add(static_cast<uint64_t>(source.examples_before(items[item + 1]) - source.examples_before(items[item])));
 	});
 	return out;
 }
 
 /*
  * The CPU path: the range of the scores, then the examples as packed keys
- * (both count as compute), then the counts.
+ * (both count as compute), then the counts, each item's examples counted
+ * into `progress`.
  */
 template <typename Range, typename MakeSource>
-std::vector<RocCounts> cpu_path(ExecContext &ctx, bool keys_are_doubles, Range range, MakeSource make_source)
+std::vector<RocCounts> cpu_path(ExecContext &ctx, ProgressReport progress, bool keys_are_doubles, Range range,
+								MakeSource make_source)
 {
 	Stopwatch clock;
 	KeyLayout layout = roc_keys::plan_layout(range(), keys_are_doubles);
 	std::vector<RocCounts> counts = with_key_type(layout, [&](auto zero) {
 		auto source = make_source(zero, layout);
 		ctx.interrupt_point(Phase::Compute);
-		return counts_on_cpu(source, ctx);
+		return counts_on_cpu(source, progress, ctx);
 	});
 	ctx.times.compute_ms += clock.elapsed_ms();
 	return counts;
@@ -490,8 +495,9 @@ std::vector<RocCounts> roc_counts_on_cpu(const std::vector<ScoredSegment> &segme
 						"At most " + std::to_string(UINT32_MAX) + " examples per segment are supported.");
 		before.push_back(before.back() + static_cast<int64_t>(segment.size));
 	}
+	/* the caller's own unit counts its progress (fit_exponent: users) */
 	return cpu_path(
-		ctx, true, [&] { return range_of_segments(segments); },
+		ctx, ProgressReport(), true, [&] { return range_of_segments(segments); },
 		[&](auto zero, const KeyLayout &layout) {
 			return PackedSegments<decltype(zero)>{segments, before, layout};
 		});
@@ -527,6 +533,8 @@ constexpr int64_t kServiceBytesPerExample = 32;
 std::vector<RocCounts> counts_of_examples(const RocExamples &examples, const std::vector<int32_t> &code_of_segment,
 										  ExecContext &ctx)
 {
+	/* the CPU counts the examples it counted */
+	ctx.progress.begin(ProgressPhase::Computing, "examples", examples.codes.size());
 	double n = static_cast<double>(examples.codes.size());
 	/* a code, a label and an order key a score */
 	WorkShape shape{rates::kScores, n, n * (sizeof(int32_t) + sizeof(uint8_t) + sizeof(int64_t))};
@@ -556,7 +564,7 @@ std::vector<RocCounts> counts_of_examples(const RocExamples &examples, const std
 		},
 		[&] {
 			return cpu_path(
-				ctx, examples.keys_are_doubles, [&] { return range_of_rows(examples); },
+				ctx, ctx.progress, examples.keys_are_doubles, [&] { return range_of_rows(examples); },
 				[&](auto zero, const KeyLayout &layout) {
 					return group_rows<decltype(zero)>(examples, code_of_segment, layout);
 				});
@@ -629,6 +637,8 @@ namespace {
 std::vector<RocCounts> counts_of_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
 										const std::vector<int32_t> &segment_of_row, ExecContext &ctx)
 {
+	/* the CPU counts the examples it counted */
+	ctx.progress.begin(ProgressPhase::Computing, "examples", scores.elements());
 	double n = static_cast<double>(scores.elements());
 	WorkShape shape{rates::kScores, n, n * (scores.doubles() ? sizeof(double) : sizeof(float))};
 	return dispatch(
@@ -654,7 +664,7 @@ std::vector<RocCounts> counts_of_arrays(const FloatArrayColumn &scores, const st
 			for (size_t row = 0; row < segment_of_row.size(); ++row)
 				row_of_segment[static_cast<size_t>(segment_of_row[row])] = row;
 			return cpu_path(
-				ctx, true, [&] { return range_of_arrays(scores, labels); },
+				ctx, ctx.progress, true, [&] { return range_of_arrays(scores, labels); },
 				[&](auto zero, const KeyLayout &layout) {
 					return PackedArrayRows<decltype(zero)>{scores, labels, row_of_segment, layout};
 				});

@@ -783,6 +783,7 @@ void add_row(RowBatch *batch, InputTable &table, const ColumnBinding &binding, c
 		flush_batch(batch, table, binding);
 	if (++batch->rows_since_check >= 16384)
 	{
+		ctx.progress.add(batch->rows_since_check);
 		batch->rows_since_check = 0;
 		postgres_interrupt_point(ctx, Phase::Read);
 	}

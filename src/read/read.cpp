@@ -230,6 +230,10 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 	if (table.specs().size() > static_cast<size_t>(kMaxColumns))
 		throw Error(sqlstate::internal_error, "too many columns in one inner query");
 	Stopwatch clock;
+	/* a call's inner queries count as one reading, in rows read (those a NULL skipped too) */
+	if (ctx.progress.phase() != ProgressPhase::Reading)
+		ctx.progress.begin(ProgressPhase::Reading, "rows");
+	uint64_t rows_before = table.rows() + table.skipped_rows(), done_before = ctx.progress.done();
 	InputTable *destination = &table;
 	ExecContext *call = &ctx;
 	bool gpu_started = false;
@@ -241,6 +245,8 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 		pg_call([query, destination, call, started] { return run_query(query, destination, call, started); });
 	/* the ids as codes of every process numbered at once: the last step of joining the workers' columns */
 	Stopwatch settling;
+	/* the calling backend counted its own rows as it read them; the workers' count as they join */
+	ctx.progress.reach(done_before + (table.rows() + table.skipped_rows() - rows_before));
 	table.settle_ids(pieces_on_threads(ctx, Phase::Read));
 	/* uuid and text ids numbered in their order, in this table and in the call's earlier ones */
 	ctx.keys->settle(pieces_on_threads(ctx, Phase::Read));
