@@ -20,6 +20,7 @@ extern "C" {
 #include <cstring>
 #include <vector>
 
+#include "geo.hpp"
 #include "pg_gpu_service.hpp"
 #include "pg_settings.hpp"
 
@@ -31,6 +32,7 @@ int device_setting = static_cast<int>(DeviceMode::Auto);
 bool timing_setting = false;
 int parallel_workers_setting = -1;
 int cpu_threads_setting = 0;
+int geo_pruning_setting = static_cast<int>(GeoPruning::Auto);
 bool test_fail_gpu_alloc_setting = false;
 char *gpus_setting = nullptr;
 /* gpurec.gpus as parsed by its check hook */
@@ -52,6 +54,12 @@ const struct config_enum_entry device_options[] = {
 	{"auto", static_cast<int>(DeviceMode::Auto), false},
 	{"gpu", static_cast<int>(DeviceMode::Gpu), false},
 	{"cpu", static_cast<int>(DeviceMode::Cpu), false},
+	{nullptr, 0, false}};
+
+const struct config_enum_entry geo_pruning_options[] = {
+	{"auto", static_cast<int>(GeoPruning::Auto), false},
+	{"on", static_cast<int>(GeoPruning::Always), false},
+	{"off", static_cast<int>(GeoPruning::Never), false},
 	{nullptr, 0, false}};
 
 /*
@@ -222,6 +230,13 @@ void define_settings()
 		"Empty: none.",
 		&test_fault_setting, "", PGC_SUSET, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, check_test_fault,
 		assign_test_fault, nullptr);
+	DefineCustomEnumVariable(
+		"gpurec.geo_pruning", "How similar_users finds each user's most similar: auto, on or off.",
+		"on skips, through a spatial index of the points, the users that provably cannot be among a user's k "
+		"most similar; off compares every pair of users; auto prunes where a sample of the users shows it "
+		"cheaper.  The answers are the same either way.",
+		&geo_pruning_setting, static_cast<int>(GeoPruning::Auto), geo_pruning_options, PGC_USERSET, 0, nullptr,
+		nullptr, nullptr);
 	/*
 	 * The GPU service's settings are read when the server starts, and
 	 * PostgreSQL defines such settings only while the library is preloaded:
@@ -249,6 +264,8 @@ void define_settings()
 bool settings_timing() { return timing_setting; }
 
 int settings_parallel_workers() { return parallel_workers_setting; }
+
+GeoPruning settings_geo_pruning() { return static_cast<GeoPruning>(geo_pruning_setting); }
 
 service::Options service_options_from_settings()
 {

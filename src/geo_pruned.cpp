@@ -1,0 +1,454 @@
+/*
+ * geo_pruned.cpp: similar_users without comparing every pair of users, to
+ * the same bits as comparing them all.
+ *
+ * A k-d tree holds every point of the call (in the plane under euclidean;
+ * on the unit sphere, by chord, under haversine).  For a user A, a search
+ * of radius r around each of A's points sees every point within r of it.
+ * For any other user B and A's point i, the distance from i to B's nearest
+ * point is then known exactly when the search around i saw a point of B,
+ * and is more than r when it saw none.  So the sum that makes B's
+ * similarity to A (geo_pairs.hpp, floored_sum) is at least
+ *     sum over i of max(seen_i(B) ? distance_i(B) : r, epsilon),
+ * and a user that no search saw at all has a sum of at least
+ * n_A max(r, epsilon).  The users seen are compared with A point by point
+ * (floored_sum, exactly as the brute force does) in order of that bound,
+ * until the bound of the next one says that it cannot enter A's heap of
+ * best others; A is done when the bound of the users not seen says the
+ * same of them.  Otherwise r grows (to the mean distance of A's k-th best
+ * so far, once there are k: the users beyond it cannot enter) and the
+ * search repeats; the users already compared are not compared again.
+ *
+ * Bounds are computed in doubles and made a little lower (kBoundMargin)
+ * than the least sum that rounding could make; a user is skipped only
+ * when its bound's similarity is strictly below the heap's worst, so equal
+ * similarities still enter and tie by id as in the brute force.  The heap
+ * therefore holds the brute force's k best, whose similarity values are
+ * computed by the same function.
+ *
+ * Where the points are spread evenly, the radii grow until nearly every
+ * pair is compared: pruning would cost more than the brute force.  Under
+ * gpurec.geo_pruning = auto a sample of the users decides (choose_pruned);
+ * and a user whose search exceeds half of its brute force's cost is
+ * finished by the brute force.
+ */
+#include "no_postgres.hpp"
+
+#include "geo_internal.hpp"
+
+#include "geo_pairs.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "cpu_parallel.hpp"
+
+namespace gpurec {
+
+namespace {
+
+/* Points per leaf of the k-d tree. */
+constexpr int64_t kLeafPoints = 16;
+
+/* A user's search gives up past this share of its brute force's pairs (and the brute force finishes it). */
+constexpr double kSearchBudget = 0.5;
+
+/* Users sampled to decide between pruning and the brute force (auto). */
+constexpr int32_t kSampleUsers = 96;
+
+/* auto prunes when the sample's searches cost less than this share of their brute force. */
+constexpr double kPruneWhenBelow = 0.6;
+
+/*
+ * auto compares every pair below this many pairs of points: less than a
+ * millisecond of work, where building the index would cost as much.
+ */
+constexpr double kLeastPrunedPairs = 1e6;
+
+/*
+ * The bounds' relative margin below the least sum that rounding could
+ * give: a sum of n terms and each distance are within (n + 8) x 2^-53 of
+ * exact (geo_arithmetic.hpp), far below this.
+ */
+double bound_margin(int64_t n) { return 1e-9 + 4e-16 * static_cast<double>(n); }
+
+/*
+ * The index space: under euclidean the plane, under haversine the unit
+ * sphere's points in space, whose chords order great-circle distances.
+ */
+template <GeoMetric M> constexpr int kDims = M == GeoMetric::Euclidean ? 2 : 3;
+
+/*
+ * A lower bound of the distance (metres under haversine) between points
+ * whose index-space distance squared was computed as `squared`.
+ * Haversine: the arc is at least the chord, 2 asin(c / 2) >= c; the
+ * computed chord is within 1e-14 of the true one (geo_pairs.hpp).
+ */
+template <GeoMetric M> double distance_below(double squared)
+{
+	double d = std::sqrt(squared) * (1 - 1e-12);
+	if constexpr (M == GeoMetric::Euclidean)
+		return d;
+	else
+		return std::max(0.0, d - 1e-13) * geo::kEarthRadius;
+}
+
+/* The index-space radius that reaches every point within `distance` (metres under haversine). */
+template <GeoMetric M> double radius_for(double distance)
+{
+	if constexpr (M == GeoMetric::Euclidean)
+		return distance * (1 + 1e-6);
+	else
+		return distance / geo::kEarthRadius * (1 + 1e-6) + 1e-12;
+}
+
+template <GeoMetric M> class KdTree
+{
+  public:
+	static constexpr int D = kDims<M>;
+
+	KdTree(const GeoPointSet &s, ExecContext &ctx)
+	{
+		int64_t n = s.points();
+		std::vector<uint32_t> order(static_cast<size_t>(n));
+		for (int64_t p = 0; p < n; ++p)
+			order[p] = static_cast<uint32_t>(p);
+		std::vector<int32_t> owner_of(static_cast<size_t>(n));
+		for (int32_t u = 0; u < s.users(); ++u)
+			std::fill(owner_of.begin() + s.offsets[u], owner_of.begin() + s.offsets[u + 1], u);
+		const double *source[3];
+		if constexpr (M == GeoMetric::Euclidean)
+		{
+			source[0] = s.x.data();
+			source[1] = s.y.data();
+		}
+		else
+		{
+			source[0] = s.ux.data();
+			source[1] = s.uy.data();
+			source[2] = s.uz.data();
+		}
+		if (n > 0)
+			build(order, 0, n, source, ctx);
+		for (int d = 0; d < D; ++d)
+		{
+			coordinate_[d].resize(static_cast<size_t>(n));
+			for (int64_t i = 0; i < n; ++i)
+				coordinate_[d][i] = source[d][order[i]];
+		}
+		owner_.resize(static_cast<size_t>(n));
+		for (int64_t i = 0; i < n; ++i)
+			owner_[i] = owner_of[order[i]];
+		/* the first radius tried: a typical leaf's half diagonal */
+		std::vector<double> diagonals;
+		for (const Node &node : nodes_)
+			if (node.left < 0)
+				diagonals.push_back(std::sqrt(diagonal(node)));
+		if (!diagonals.empty())
+		{
+			std::nth_element(diagonals.begin(), diagonals.begin() + diagonals.size() / 2, diagonals.end());
+			first_radius_ = std::max(diagonals[diagonals.size() / 2] / 2, 1e-300);
+		}
+		if (!nodes_.empty())
+			whole_ = std::sqrt(diagonal(nodes_[0])) * 2 + 1e-300;
+	}
+
+	/* visit(owner, squared distance) for every point within squared radius r2 of q. Returns the points examined. */
+	template <typename Visit> int64_t around(const double *q, double r2, Visit visit) const
+	{
+		if (nodes_.empty())
+			return 0;
+		int64_t examined = 0;
+		int32_t stack[64];
+		int top = 0;
+		stack[top++] = 0;
+		while (top > 0)
+		{
+			const Node &node = nodes_[stack[--top]];
+			if (box_distance(node, q) > r2)
+				continue;
+			if (node.left < 0)
+			{
+				examined += node.end - node.begin;
+				for (int64_t p = node.begin; p < node.end; ++p)
+				{
+					double d2 = 0;
+					for (int d = 0; d < D; ++d)
+					{
+						double delta = coordinate_[d][p] - q[d];
+						d2 += delta * delta;
+					}
+					if (d2 <= r2)
+						visit(owner_[p], d2);
+				}
+				continue;
+			}
+			stack[top++] = node.left;
+			stack[top++] = node.right;
+		}
+		return examined;
+	}
+
+	double first_radius() const { return first_radius_; }
+	/* An index-space radius that reaches every point from any point. */
+	double whole() const { return whole_; }
+
+  private:
+	struct Node
+	{
+		double lo[D], hi[D];
+		int64_t begin, end;
+		int32_t left = -1, right = -1; /* -1: a leaf */
+	};
+
+	static double diagonal(const Node &node)
+	{
+		double d2 = 0;
+		for (int d = 0; d < D; ++d)
+			d2 += (node.hi[d] - node.lo[d]) * (node.hi[d] - node.lo[d]);
+		return d2;
+	}
+
+	static double box_distance(const Node &node, const double *q)
+	{
+		double d2 = 0;
+		for (int d = 0; d < D; ++d)
+		{
+			double below = node.lo[d] - q[d], above = q[d] - node.hi[d];
+			double gap = below > 0 ? below : above > 0 ? above : 0;
+			d2 += gap * gap;
+		}
+		return d2;
+	}
+
+	/* The node of points order[begin, end), split at the median of its widest side; returns its index. */
+	int32_t build(std::vector<uint32_t> &order, int64_t begin, int64_t end, const double *const *source,
+				  ExecContext &ctx, int depth = 0)
+	{
+		auto index = static_cast<int32_t>(nodes_.size());
+		nodes_.emplace_back();
+		Node node;
+		node.begin = begin;
+		node.end = end;
+		for (int d = 0; d < D; ++d)
+		{
+			node.lo[d] = INFINITY;
+			node.hi[d] = -INFINITY;
+			for (int64_t i = begin; i < end; ++i)
+			{
+				node.lo[d] = std::min(node.lo[d], source[d][order[i]]);
+				node.hi[d] = std::max(node.hi[d], source[d][order[i]]);
+			}
+		}
+		int widest = 0;
+		for (int d = 1; d < D; ++d)
+			if (node.hi[d] - node.lo[d] > node.hi[widest] - node.lo[widest])
+				widest = d;
+		if (end - begin > kLeafPoints && node.hi[widest] > node.lo[widest] && depth < 60)
+		{
+			int64_t middle = begin + (end - begin) / 2;
+			const double *c = source[widest];
+			std::nth_element(order.begin() + begin, order.begin() + middle, order.begin() + end,
+							 [c](uint32_t a, uint32_t b) { return c[a] < c[b]; });
+			node.left = build(order, begin, middle, source, ctx, depth + 1);
+			node.right = build(order, middle, end, source, ctx, depth + 1);
+		}
+		nodes_[index] = node;
+		return index;
+	}
+
+	std::vector<Node> nodes_;
+	std::vector<double> coordinate_[D];
+	std::vector<int32_t> owner_;
+	double first_radius_ = 1e-300;
+	double whole_ = 1e-300;
+};
+
+/* A user seen by a search: the bound of its sum, folded one of A's points at a time. */
+struct Seen
+{
+	int32_t user;
+	int64_t point;	   /* A's point whose nearest distance to the user is in `least` */
+	double least;	   /* that point's least index-space distance squared to the user's points seen */
+	double sum;		   /* the floored distances of A's points folded so far */
+	int64_t points;	   /* how many were folded */
+	double bound;
+};
+
+template <GeoMetric M> class PrunedSearch final : public BestOthers
+{
+  public:
+	PrunedSearch(const GeoPointSet &s, int k, double epsilon, ExecContext &ctx)
+		: s_(s), k_(k), epsilon_(epsilon), tree_(s, ctx), scratch_(parallel_workers(s.users(), ctx))
+	{
+	}
+
+	bool find(int32_t a, size_t worker, SimilarityEntry *heap, int &size) override
+	{
+		Scratch &w = scratch_[worker];
+		if (w.slot.empty())
+		{
+			w.slot.assign(static_cast<size_t>(s_.users()), -1);
+			w.compared.assign(static_cast<size_t>(s_.users()), 0);
+		}
+		int64_t n = s_.count(a);
+		double budget = kSearchBudget * static_cast<double>(n) * static_cast<double>(s_.points());
+		double margin = 1 - bound_margin(n);
+		double work = 0;
+		double radius = tree_.first_radius();
+		bool done = false;
+		w.compared_users.clear();
+		for (;;)
+		{
+			double r2 = radius * radius;
+			double unseen = std::max(radius >= tree_.whole() ? INFINITY : distance_below<M>(r2), epsilon_);
+			w.seen.clear();
+			for (int64_t i = s_.offsets[a]; i < s_.offsets[a + 1]; ++i)
+			{
+				double q[3];
+				point_of(i, q);
+				work += static_cast<double>(tree_.around(q, r2, [&](int32_t u, double d2) {
+					if (u == a)
+						return;
+					int32_t &slot = w.slot[u];
+					if (slot < 0)
+					{
+						slot = static_cast<int32_t>(w.seen.size());
+						w.seen.push_back({u, i, d2, 0.0, 0, 0.0});
+						return;
+					}
+					Seen &seen = w.seen[slot];
+					if (seen.point != i)
+					{
+						fold(seen);
+						seen.point = i;
+						seen.least = d2;
+					}
+					else
+						seen.least = std::min(seen.least, d2);
+				}));
+			}
+			for (Seen &seen : w.seen)
+			{
+				fold(seen);
+				w.slot[seen.user] = -1;
+				seen.bound = (seen.sum + static_cast<double>(n - seen.points) * unseen) * margin;
+			}
+			std::sort(w.seen.begin(), w.seen.end(), [](const Seen &x, const Seen &y) { return x.bound < y.bound; });
+			for (const Seen &seen : w.seen)
+			{
+				if (size == k_ && geo::similarity_of(n, seen.bound) < heap[0].similarity)
+					break;
+				if (w.compared[seen.user])
+					continue;
+				w.compared[seen.user] = 1;
+				w.compared_users.push_back(seen.user);
+				double f = floored_sum<M>(s_, a, seen.user, epsilon_);
+				work += static_cast<double>(n) * static_cast<double>(s_.count(seen.user));
+				geo::heap_offer(heap, size, k_,
+								{geo::similarity_of(n, f), static_cast<long long>(s_.user_ids[seen.user])});
+			}
+			bool all_seen = w.seen.size() + 1 == static_cast<size_t>(s_.users());
+			if (all_seen || (size == k_ && geo::similarity_of(n, static_cast<double>(n) * unseen * margin) <
+											   heap[0].similarity))
+			{
+				done = true;
+				break;
+			}
+			if (work > budget)
+				break;
+			/* the radius at which the users not seen fall behind the worst kept, once there are k */
+			double next = radius * 2;
+			if (size == k_)
+				next = std::max(next, radius_for<M>(1.0 / heap[0].similarity / margin));
+			radius = next >= tree_.whole() ? INFINITY : next;
+		}
+		for (int32_t u : w.compared_users)
+			w.compared[u] = 0;
+		examined_.fetch_add(static_cast<int64_t>(std::min(work, 9e18)), std::memory_order_relaxed);
+		return done;
+	}
+
+	double examined() const override { return static_cast<double>(examined_.load()); }
+
+  private:
+	struct Scratch
+	{
+		std::vector<int32_t> slot; /* per user: its place in `seen`, or -1 */
+		std::vector<Seen> seen;
+		std::vector<uint8_t> compared; /* per user: compared with the current user */
+		std::vector<int32_t> compared_users;
+	};
+
+	void point_of(int64_t i, double *q) const
+	{
+		if constexpr (M == GeoMetric::Euclidean)
+		{
+			q[0] = s_.x[i];
+			q[1] = s_.y[i];
+		}
+		else
+		{
+			q[0] = s_.ux[i];
+			q[1] = s_.uy[i];
+			q[2] = s_.uz[i];
+		}
+	}
+
+	void fold(Seen &seen) const
+	{
+		seen.sum += std::max(distance_below<M>(seen.least), epsilon_);
+		++seen.points;
+	}
+
+	const GeoPointSet &s_;
+	int k_;
+	double epsilon_;
+	KdTree<M> tree_;
+	std::vector<Scratch> scratch_;
+	std::atomic<int64_t> examined_{0};
+};
+
+} // namespace
+
+std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,
+											   int part, int parts, ExecContext &ctx)
+{
+	int32_t n_users = s.users();
+	double n_points = static_cast<double>(s.points());
+	/* every other user ranks: nothing to prune */
+	if (pruning == GeoPruning::Never || k >= n_users - 1)
+		return nullptr;
+	if (pruning == GeoPruning::Auto && n_points * n_points < kLeastPrunedPairs)
+		return nullptr;
+	std::unique_ptr<BestOthers> search;
+	if (s.metric == GeoMetric::Euclidean)
+		search = std::make_unique<PrunedSearch<GeoMetric::Euclidean>>(s, k, epsilon, ctx);
+	else
+		search = std::make_unique<PrunedSearch<GeoMetric::Haversine>>(s, k, epsilon, ctx);
+	if (pruning == GeoPruning::Always)
+		return search;
+
+	/* auto: the part's users at even steps, searched as they would be */
+	size_t users_of_part = n_users > part ? (n_users - part + parts - 1) / parts : 0;
+	auto sample = static_cast<size_t>(std::min<size_t>(users_of_part, kSampleUsers));
+	std::vector<double> brute(sample, 0);
+	std::vector<SimilarityEntry> heaps(sample * k);
+	parallel_for(sample, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &) {
+		auto a = static_cast<int32_t>((item * users_of_part / sample) * parts + part);
+		int size = 0;
+		search->find(a, worker, heaps.data() + item * k, size);
+		brute[item] = static_cast<double>(s.count(a)) * n_points;
+	});
+	double brute_pairs = 0;
+	for (double b : brute)
+		brute_pairs += b;
+	if (!(search->examined() < kPruneWhenBelow * brute_pairs))
+		return nullptr;
+	return search;
+}
+
+} // namespace gpurec
