@@ -82,9 +82,7 @@ void best_others_of_all(const GeoPointSet &s, int32_t a, int k, double epsilon, 
 	size = 0;
 	for (int32_t b = 0; b < s.users() && !cancelled.load(std::memory_order_relaxed); ++b)
 		if (b != a)
-			geo::heap_offer(heap, size, k,
-							{geo::similarity_of(s.count(a), floored_sum<M>(s, a, b, epsilon)),
-							 static_cast<long long>(s.user_ids[b])});
+			offer_other<M>(s, a, b, k, epsilon, heap, size);
 }
 
 template <GeoMetric M>
@@ -116,9 +114,12 @@ void similar_users_cpu(const GeoPointSet &s, int k, double epsilon, GeoPruning p
 		for (size_t item = 0; item < users_of_part; ++item)
 			all += static_cast<double>(s.count(static_cast<int32_t>(item * parts + part))) *
 				   static_cast<double>(s.points());
-		char note[160];
-		snprintf(note, sizeof note, "; pruned: %.3g of %.3g point pairs examined (%.2f%%), %lld users compared with all",
-				 pruned->examined(), all, all > 0 ? 100 * pruned->examined() / all : 0.0,
+		double examined = pruned->compared() + pruned->searched();
+		char note[200];
+		snprintf(note, sizeof note,
+				 "; pruned: %.3g of %.3g point pairs examined (%.2f%%: %.3g compared, %.3g in the index), "
+				 "%lld users compared with all",
+				 examined, all, all > 0 ? 100 * examined / all : 0.0, pruned->compared(), pruned->searched(),
 				 static_cast<long long>(brute_users.load()));
 		ctx.device_choice += note;
 	}

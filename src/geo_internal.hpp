@@ -8,6 +8,9 @@
  *                     as the CPU path holds them
  *   geo_cpu.cpp       the CPU algorithms: similarity sums, similar users,
  *                     strengths
+ *   geo_pairs.hpp     the CPU's nearest point of a user (by chord under
+ *                     haversine) and one user's offer to another's best
+ *   geo_pruned.cpp    similar_users through a k-d tree, pruned
  *   geo_device.cpp    one computation on the device dispatch chooses: the
  *                     GPU session, the CPU path, or the GPU service
  *   geo_functions.cpp the SQL-callable functions (geo.hpp): checks, the
@@ -116,8 +119,9 @@ class BestOthers
 	 * parallel_for's, for scratch kept per thread.
 	 */
 	virtual bool find(int32_t a, size_t worker, SimilarityEntry *heap, int &size) = 0;
-	/* The point pairs whose distance the searches so far computed. */
-	virtual double examined() const = 0;
+	/* The point pairs whose distance the searches so far computed: to compare users, and in the index. */
+	virtual double compared() const = 0;
+	virtual double searched() const = 0;
 };
 
 /*

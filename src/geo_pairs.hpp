@@ -1,6 +1,6 @@
 /*
  * geo_pairs.hpp: the CPU's distance from a point to the nearest point of a
- * user, and the floored sum that makes one user's similarity to another:
+ * user, and the offer of one user to another's best others:
  * what the brute force and the pruned search (geo_pruned.cpp) both evaluate,
  * so that both give the same bits, which are also the GPU's
  * (geo_arithmetic.hpp).  Included by geo_*.cpp after geo_internal.hpp.
@@ -15,6 +15,7 @@
  */
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -92,13 +93,70 @@ template <GeoMetric M> double nearest_distance(const GeoPointSet &s, int64_t a, 
 		return geo::key_distance(true, nearest_haversine_key(s, a, begin, end));
 }
 
-/* Over a's points in order, the distance to b's nearest point floored at epsilon, summed: similarity_of's sum. */
-template <GeoMetric M> double floored_sum(const GeoPointSet &s, int32_t a, int32_t b, double epsilon)
+/*
+ * The relative margin by which a bound of a floored sum of n terms is made
+ * lower than the least sum that rounding could give: each distance and the
+ * sum of n terms are within (n + 8) x 2^-53 of exact (geo_arithmetic.hpp),
+ * far below this.
+ */
+inline double bound_margin(int64_t n) { return 1e-9 + 4e-16 * static_cast<double>(n); }
+
+/*
+ * A lower bound of the great-circle distance between two points whose
+ * squared chord was computed as `squared`: the arc is at least the chord
+ * (2 asin(c / 2) >= c), and the computed chord is within chord_band's
+ * rounding of the true one.
+ */
+inline double chord_distance_below(double squared)
 {
+	return std::max(0.0, std::sqrt(squared) * (1 - 1e-12) - 1e-12) * geo::kEarthRadius;
+}
+
+/*
+ * Offers user b to the heap of a's best others (geo::heap_offer), with b's
+ * similarity to a: over a's points in order, the distance to b's nearest
+ * point floored at epsilon, summed (similarity_of's sum; the GPU's
+ * best_others adds the same terms in the same order).  Once the heap is full, b
+ * enters only with a similarity at least the worst kept one, so two
+ * shortcuts skip it as soon as it provably cannot:
+ *   - under haversine, a bound from chords alone (a square root per point
+ *     of a instead of a great-circle distance) first;
+ *   - the sum itself only grows term by term (adding non-negative doubles
+ *     never lowers a rounded sum), so once a partial sum's similarity is
+ *     below the worst kept, the whole one is too.
+ * Where b may enter, its similarity is that sum's, whole.
+ */
+template <GeoMetric M>
+void offer_other(const GeoPointSet &s, int32_t a, int32_t b, int k, double epsilon, SimilarityEntry *heap,
+				 int &size)
+{
+	int64_t n = s.count(a);
+	bool full = size == k;
+	double worst = full ? heap[0].similarity : 0.0;
+	/* partial sums above this may already be out; the division then says (it decides, exactly) */
+	double cut = full ? static_cast<double>(n) / worst * (1 - 1e-12) : INFINITY;
+	if constexpr (M == GeoMetric::Haversine)
+		if (full)
+		{
+			double below = 0.0;
+			for (int64_t i = s.offsets[a]; i < s.offsets[a + 1]; ++i)
+			{
+				double least = INFINITY;
+				for (int64_t j = s.offsets[b]; j < s.offsets[b + 1]; ++j)
+					least = geo::lesser(least, squared_chord(s, i, j));
+				below += std::max(chord_distance_below(least), epsilon);
+			}
+			if (geo::similarity_of(n, below * (1 - bound_margin(n))) < worst)
+				return;
+		}
 	double f = 0.0;
 	for (int64_t i = s.offsets[a]; i < s.offsets[a + 1]; ++i)
+	{
 		f = geo::add(f, geo::greater(nearest_distance<M>(s, i, s.offsets[b], s.offsets[b + 1]), epsilon));
-	return f;
+		if (f > cut && geo::similarity_of(n, f) < worst)
+			return;
+	}
+	geo::heap_offer(heap, size, k, {geo::similarity_of(n, f), static_cast<long long>(s.user_ids[b])});
 }
 
 } // namespace gpurec

@@ -8,19 +8,19 @@
  * For any other user B and A's point i, the distance from i to B's nearest
  * point is then known exactly when the search around i saw a point of B,
  * and is more than r when it saw none.  So the sum that makes B's
- * similarity to A (geo_pairs.hpp, floored_sum) is at least
+ * similarity to A (geo_pairs.hpp, offer_other) is at least
  *     sum over i of max(seen_i(B) ? distance_i(B) : r, epsilon),
  * and a user that no search saw at all has a sum of at least
  * n_A max(r, epsilon).  The users seen are compared with A point by point
- * (floored_sum, exactly as the brute force does) in order of that bound,
+ * (offer_other, exactly as the brute force does) in order of that bound,
  * until the bound of the next one says that it cannot enter A's heap of
  * best others; A is done when the bound of the users not seen says the
  * same of them.  Otherwise r grows (to the mean distance of A's k-th best
  * so far, once there are k: the users beyond it cannot enter) and the
  * search repeats; the users already compared are not compared again.
  *
- * Bounds are computed in doubles and made a little lower (kBoundMargin)
- * than the least sum that rounding could make; a user is skipped only
+ * Bounds are computed in doubles and made a little lower (bound_margin,
+ * geo_pairs.hpp) than the least sum that rounding could make; a user is skipped only
  * when its bound's similarity is strictly below the heap's worst, so equal
  * similarities still enter and tie by id as in the brute force.  The heap
  * therefore holds the brute force's k best, whose similarity values are
@@ -69,13 +69,6 @@ constexpr double kPruneWhenBelow = 0.6;
 constexpr double kLeastPrunedPairs = 1e6;
 
 /*
- * The bounds' relative margin below the least sum that rounding could
- * give: a sum of n terms and each distance are within (n + 8) x 2^-53 of
- * exact (geo_arithmetic.hpp), far below this.
- */
-double bound_margin(int64_t n) { return 1e-9 + 4e-16 * static_cast<double>(n); }
-
-/*
  * The index space: under euclidean the plane, under haversine the unit
  * sphere's points in space, whose chords order great-circle distances.
  */
@@ -89,11 +82,10 @@ template <GeoMetric M> constexpr int kDims = M == GeoMetric::Euclidean ? 2 : 3;
  */
 template <GeoMetric M> double distance_below(double squared)
 {
-	double d = std::sqrt(squared) * (1 - 1e-12);
 	if constexpr (M == GeoMetric::Euclidean)
-		return d;
+		return std::sqrt(squared) * (1 - 1e-12);
 	else
-		return std::max(0.0, d - 1e-13) * geo::kEarthRadius;
+		return chord_distance_below(squared);
 }
 
 /* The index-space radius that reaches every point within `distance` (metres under haversine). */
@@ -297,7 +289,7 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		int64_t n = s_.count(a);
 		double budget = kSearchBudget * static_cast<double>(n) * static_cast<double>(s_.points());
 		double margin = 1 - bound_margin(n);
-		double work = 0;
+		double work = 0, searched = 0;
 		double radius = tree_.first_radius();
 		bool done = false;
 		w.compared_users.clear();
@@ -310,7 +302,7 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 			{
 				double q[3];
 				point_of(i, q);
-				work += static_cast<double>(tree_.around(q, r2, [&](int32_t u, double d2) {
+				searched += static_cast<double>(tree_.around(q, r2, [&](int32_t u, double d2) {
 					if (u == a)
 						return;
 					int32_t &slot = w.slot[u];
@@ -346,10 +338,8 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 					continue;
 				w.compared[seen.user] = 1;
 				w.compared_users.push_back(seen.user);
-				double f = floored_sum<M>(s_, a, seen.user, epsilon_);
+				offer_other<M>(s_, a, seen.user, k_, epsilon_, heap, size);
 				work += static_cast<double>(n) * static_cast<double>(s_.count(seen.user));
-				geo::heap_offer(heap, size, k_,
-								{geo::similarity_of(n, f), static_cast<long long>(s_.user_ids[seen.user])});
 			}
 			bool all_seen = w.seen.size() + 1 == static_cast<size_t>(s_.users());
 			if (all_seen || (size == k_ && geo::similarity_of(n, static_cast<double>(n) * unseen * margin) <
@@ -358,7 +348,7 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 				done = true;
 				break;
 			}
-			if (work > budget)
+			if (work + searched > budget)
 				break;
 			/* the radius at which the users not seen fall behind the worst kept, once there are k */
 			double next = radius * 2;
@@ -368,11 +358,13 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		}
 		for (int32_t u : w.compared_users)
 			w.compared[u] = 0;
-		examined_.fetch_add(static_cast<int64_t>(std::min(work, 9e18)), std::memory_order_relaxed);
+		compared_.fetch_add(static_cast<int64_t>(std::min(work, 9e18)), std::memory_order_relaxed);
+		searched_.fetch_add(static_cast<int64_t>(std::min(searched, 9e18)), std::memory_order_relaxed);
 		return done;
 	}
 
-	double examined() const override { return static_cast<double>(examined_.load()); }
+	double compared() const override { return static_cast<double>(compared_.load()); }
+	double searched() const override { return static_cast<double>(searched_.load()); }
 
   private:
 	struct Scratch
@@ -409,7 +401,7 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 	double epsilon_;
 	KdTree<M> tree_;
 	std::vector<Scratch> scratch_;
-	std::atomic<int64_t> examined_{0};
+	std::atomic<int64_t> compared_{0}, searched_{0};
 };
 
 } // namespace
@@ -446,7 +438,7 @@ std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, doub
 	double brute_pairs = 0;
 	for (double b : brute)
 		brute_pairs += b;
-	if (!(search->examined() < kPruneWhenBelow * brute_pairs))
+	if (!(search->compared() + search->searched() < kPruneWhenBelow * brute_pairs))
 		return nullptr;
 	return search;
 }
