@@ -228,8 +228,7 @@ def clustered_users(metric, n_users, uniform):
 
 def numpy_similarities(users, metric, epsilon):
     """{a: {b: similarity of b to a}}, every pair at once in numpy (a second,
-    vectorised oracle: the great circle by the haversine formula in
-    arctan2 form, sums by numpy)."""
+    vectorised oracle; sums by numpy)."""
     import numpy as np
     ids = sorted(users)
     pts = np.array([p for u in ids for p in users[u]], dtype=float)
@@ -240,12 +239,13 @@ def numpy_similarities(users, metric, epsilon):
         mine = np.array(users[a], dtype=float)
         if metric == "euclidean":
             d = np.hypot(mine[:, None, 0] - pts[None, :, 0], mine[:, None, 1] - pts[None, :, 1])
-        else:
-            lon1, lat1 = np.radians(mine[:, None, 0]), np.radians(mine[:, None, 1])
-            lon2, lat2 = np.radians(pts[None, :, 0]), np.radians(pts[None, :, 1])
-            h = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2) ** 2
-            h = np.clip(h, 0, 1)
-            d = 2 * RADIUS * np.arctan2(np.sqrt(h), np.sqrt(1 - h))
+        else:  # Vincenty's formula on the sphere, as distance() (the haversine loses digits near antipodes)
+            p1, p2 = np.radians(mine[:, None, 1]), np.radians(pts[None, :, 1])
+            c1 = np.where(np.abs(mine[:, None, 1]) == 90, 0.0, np.cos(p1))
+            c2 = np.where(np.abs(pts[None, :, 1]) == 90, 0.0, np.cos(p2))
+            dl = np.radians((pts[None, :, 0] - mine[:, None, 0] + 180) % 360 - 180)
+            y = np.hypot(c2 * np.sin(dl), c1 * np.sin(p2) - np.sin(p1) * c2 * np.cos(dl))
+            d = RADIUS * np.arctan2(y, np.sin(p1) * np.sin(p2) + c1 * c2 * np.cos(dl))
         nearest = np.minimum.reduceat(d, starts, axis=1)  # [a's point, user]
         sums = np.maximum(nearest, epsilon).sum(axis=0)
         out[a] = {b: len(mine) / sums[j] for j, b in enumerate(ids) if b != a}
