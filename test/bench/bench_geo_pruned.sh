@@ -17,14 +17,16 @@
 #   BRUTE_USERS (5,000) clustered and uniform, both metrics, auto against
 #     off (the brute force), with the answers compared;
 #   SQL_USERS (300) against plain SQL (a cross join; BASELINES=0 skips it).
-# DEVICE (cpu) is gpurec.device.  GPU host: DEVICE=gpu, see BENCHMARKS.md.
+# DEVICES ("cpu") lists the values of gpurec.device to run; the GPU
+# compares every pair (pruning is the CPU's), so on a GPU host "gpu cpu"
+# sets the two against each other (BENCHMARKS.md has the command).
 set -euo pipefail
 clustered_users=${CLUSTERED_USERS:-100000}
 both_users=${BOTH_USERS:-20000}
 brute_users=${BRUTE_USERS:-5000}
 sql_users=${SQL_USERS:-300}
 spread_km=${SPREAD_KM:-3}
-device=${DEVICE:-cpu}
+devices=${DEVICES:-cpu}
 db=gpurec_bench_geo_pruned
 export PGDATABASE=$db
 source "$(dirname "$0")/lib.sh"
@@ -76,12 +78,13 @@ similar() {
 
 # timed TABLE METRIC PRUNING: one end-to-end run in ms, and the pruning figures of its NOTICE
 timed() {
-	local sql settings ms examined
+	local sql settings ms examined out
 	sql="SELECT count(*) FROM ($(similar "$1" "$2")) s"
 	settings="$parallel SET gpurec.device = $device; SET gpurec.geo_pruning = $3;"
-	ms=$(run_ms "$sql" "$settings")
-	examined=$(notice "$sql" "$settings" | grep -oE 'pruned: [^.]*\.[^;]*' | head -1 || true)
-	echo "similar_users $2 $(q -c "SELECT count(DISTINCT user_id) FROM $1") users, geo_pruning = $3: $ms ms${examined:+; $examined}"
+	out=$(q -c "SET max_parallel_workers_per_gather = 0; SET gpurec.timing = on; $settings" -c '\timing on' -c "$sql" 2>&1)
+	ms=$(sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' <<<"$out")
+	examined=$(grep -oE 'pruned: [^;]*' <<<"$out" | head -1 || true)
+	echo "similar_users ($device) $2 $(q -c "SELECT count(DISTINCT user_id) FROM $1") users, geo_pruning = $3: $ms ms${examined:+; $examined}"
 }
 
 # same_answers TABLE METRIC: the pruned rows are the brute force's
@@ -96,30 +99,35 @@ same_answers() {
 }
 
 fresh_database
-echo "# host: $(nproc) cores; gpurec.device = $device; commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "# host: $(nproc) cores, load $(cut -d" " -f1-3 /proc/loadavg); gpurec.device in: $devices; commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo '?')"
 
 echo "# clustered, $clustered_users users x 20 points, euclidean, auto"
 make_checkins big "$clustered_users" clustered
-timed big euclidean auto
+for device in $devices; do timed big euclidean auto; done
 
 echo "# clustered, $both_users users x 20 points, both metrics, auto"
 make_checkins mid "$both_users" clustered
-timed mid euclidean auto
-timed mid haversine auto
+for device in $devices; do
+	timed mid euclidean auto
+	timed mid haversine auto
+done
 
 for kind in clustered uniform; do
 	echo "# $kind, $brute_users users x 20 points: auto against the brute force (off), and pruning forced (on)"
 	make_checkins "small_$kind" "$brute_users" "$kind"
-	for metric in euclidean haversine; do
-		timed "small_$kind" "$metric" off
-		timed "small_$kind" "$metric" auto
-		timed "small_$kind" "$metric" on
-		same_answers "small_$kind" "$metric"
+	for device in $devices; do
+		for metric in euclidean haversine; do
+			timed "small_$kind" "$metric" off
+			timed "small_$kind" "$metric" auto
+			timed "small_$kind" "$metric" on
+			same_answers "small_$kind" "$metric"
+		done
 	done
 done
 
 if [ "${BASELINES:-1}" = 1 ]; then
-	echo "# clustered, $sql_users users x 20 points, euclidean: gpurec against plain SQL"
+	device=cpu
+	echo "# clustered, $sql_users users x 20 points, euclidean: gpurec (cpu) against plain SQL"
 	make_checkins tiny "$sql_users" clustered
 	plain="SELECT count(*) FROM (
 	  SELECT user_id, other, row_number() OVER (PARTITION BY user_id ORDER BY sim DESC, other) AS rank
