@@ -11,9 +11,11 @@
 # sinusoidal projection of the same points, for euclidean).
 #
 # Runs (each end to end, one run, in a fresh backend; its gpurec.timing
-# NOTICE says how many point pairs the pruned search examined):
-#   CLUSTERED_USERS (100,000, euclidean), BOTH_USERS (20,000, both metrics)
-#     with gpurec.geo_pruning = auto;
+# NOTICE says how many point pairs the pruned search examined, and the
+# backend's CPU seconds, its threads' included, say what the run cost on a
+# machine that others share):
+#   CLUSTERED_USERS (100,000, euclidean; 0 skips it), BOTH_USERS (20,000,
+#     both metrics) with gpurec.geo_pruning = auto;
 #   BRUTE_USERS (5,000) clustered and uniform, both metrics, auto against
 #     off (the brute force), with the answers compared;
 #   SQL_USERS (300) against plain SQL (a cross join; BASELINES=0 skips it).
@@ -78,13 +80,16 @@ similar() {
 
 # timed TABLE METRIC PRUNING: one end-to-end run in ms, and the pruning figures of its NOTICE
 timed() {
-	local sql settings ms examined out
+	local sql settings ms examined out cpu
 	sql="SELECT count(*) FROM ($(similar "$1" "$2")) s"
 	settings="$parallel SET gpurec.device = $device; SET gpurec.geo_pruning = $3;"
-	out=$(q -c "SET max_parallel_workers_per_gather = 0; SET gpurec.timing = on; $settings" -c '\timing on' -c "$sql" 2>&1)
-	ms=$(sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' <<<"$out")
+	out=$(q -c "SET max_parallel_workers_per_gather = 0; SET gpurec.timing = on; $settings" -c '\timing on' -c "$sql" \
+		-c "SELECT 'cpu ' || (split_part(s, ' ', 14)::bigint + split_part(s, ' ', 15)::bigint)
+		    FROM pg_read_file('/proc/' || pg_backend_pid() || '/stat') s" 2>&1)
+	ms=$(sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' <<<"$out" | head -1)
+	cpu=$(sed -nE 's/^cpu ([0-9]+)$/\1/p' <<<"$out")
 	examined=$(grep -oE 'pruned: [^;]*' <<<"$out" | head -1 || true)
-	echo "similar_users ($device) $2 $(q -c "SELECT count(DISTINCT user_id) FROM $1") users, geo_pruning = $3: $ms ms${examined:+; $examined}"
+	echo "similar_users ($device) $2 $(q -c "SELECT count(DISTINCT user_id) FROM $1") users, geo_pruning = $3: $ms ms, backend CPU $(awk -v t="$cpu" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz }') s${examined:+; $examined}"
 }
 
 # same_answers TABLE METRIC: the pruned rows are the brute force's
@@ -101,9 +106,11 @@ same_answers() {
 fresh_database
 echo "# host: $(nproc) cores, load $(cut -d" " -f1-3 /proc/loadavg); gpurec.device in: $devices; commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo '?')"
 
-echo "# clustered, $clustered_users users x 20 points, euclidean, auto"
-make_checkins big "$clustered_users" clustered
-for device in $devices; do timed big euclidean auto; done
+if [ "$clustered_users" -gt 0 ]; then
+	echo "# clustered, $clustered_users users x 20 points, euclidean, auto"
+	make_checkins big "$clustered_users" clustered
+	for device in $devices; do timed big euclidean auto; done
+fi
 
 echo "# clustered, $both_users users x 20 points, both metrics, auto"
 make_checkins mid "$both_users" clustered
