@@ -71,6 +71,11 @@ struct GeoPointSet
 	std::vector<int64_t> user_ids; /* the id of each user code */
 	BulkVector<double> x, y;
 	BulkVector<double> cos_lat; /* haversine only: cos(latitude) of each point */
+	/*
+	 * haversine only: each point on the unit sphere, whose chord lengths
+	 * order the points by distance without trigonometry per pair (geo_pairs.hpp)
+	 */
+	BulkVector<double> ux, uy, uz;
 
 	int32_t users() const { return static_cast<int32_t>(user_ids.size()); }
 	int64_t points() const { return offsets.back(); }
@@ -106,10 +111,25 @@ inline double default_epsilon(GeoMetric metric)
 	return metric == GeoMetric::Haversine ? kDefaultHaversineEpsilon : kDefaultEuclideanEpsilon;
 }
 
+/*
+ * How similar_users finds each user's best others (gpurec.geo_pruning):
+ * Auto prunes through a spatial index where a sample of the users says it
+ * is cheaper than comparing every pair, Always prunes wherever it can (k
+ * below the other users), Never compares every pair.  The answers are the
+ * same bits either way.
+ */
+enum class GeoPruning : uint8_t
+{
+	Auto,
+	Always,
+	Never
+};
+
 struct GeoOptions
 {
 	GeoMetric metric = GeoMetric::Euclidean;
 	double epsilon = kDefaultEuclideanEpsilon; /* > 0 */
+	GeoPruning pruning = GeoPruning::Auto;
 };
 
 /*

@@ -10,9 +10,13 @@
 
 #include "geo_internal.hpp"
 
+#include "geo_pairs.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <memory>
 #include <type_traits>
 
 #include "column_chunks.hpp"
@@ -27,24 +31,6 @@ constexpr double kPairsPerItem = 1e6;
 
 /* Candidates per CPU work item: one pass over the points serves all of them. */
 constexpr size_t kCandidatesPerItem = 8;
-
-/* Order key of the distance between point a and point b of the set. */
-template <GeoMetric M> double pair_key(const GeoPointSet &s, int64_t a, int64_t b)
-{
-	if constexpr (M == GeoMetric::Euclidean)
-		return geo::euclidean_key(s.x[a], s.y[a], s.x[b], s.y[b]);
-	else
-		return geo::haversine_key(s.x[a], s.y[a], s.cos_lat[a], s.x[b], s.y[b], s.cos_lat[b]);
-}
-
-/* The distance from point a to the nearest point of user b. */
-template <GeoMetric M> double nearest_distance(const GeoPointSet &s, int64_t a, int32_t b)
-{
-	double best = INFINITY;
-	for (int64_t j = s.offsets[b]; j < s.offsets[b + 1]; ++j)
-		best = geo::lesser(best, pair_key<M>(s, a, j));
-	return geo::key_distance(M == GeoMetric::Haversine, best);
-}
 
 /*
  * Calls run(metric) with s's metric as a compile-time constant (so each
@@ -78,7 +64,7 @@ void similarity_sums_cpu(const GeoPointSet &s, int32_t main_user, double epsilon
 			double f = 0.0, r = 0.0;
 			for (int64_t a = main_begin; a < main_end; ++a)
 			{
-				double d = nearest_distance<M>(s, a, static_cast<int32_t>(u));
+				double d = nearest_distance<M>(s, a, s.offsets[u], s.offsets[u + 1]);
 				f = geo::add(f, geo::greater(d, epsilon));
 				r = geo::add(r, d);
 			}
@@ -88,33 +74,56 @@ void similarity_sums_cpu(const GeoPointSet &s, int32_t main_user, double epsilon
 	});
 }
 
+/* a's best others, comparing a with every other user. */
 template <GeoMetric M>
-void similar_users_cpu(const GeoPointSet &s, int k, double epsilon, int part, int parts,
-					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
-					   ExecContext &ctx)
+void best_others_of_all(const GeoPointSet &s, int32_t a, int k, double epsilon, SimilarityEntry *heap, int &size,
+						const std::atomic<bool> &cancelled)
+{
+	size = 0;
+	for (int32_t b = 0; b < s.users() && !cancelled.load(std::memory_order_relaxed); ++b)
+		if (b != a)
+			offer_other<M>(s, a, b, k, epsilon, heap, size);
+}
+
+template <GeoMetric M>
+void similar_users_cpu(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning, int part, int parts,
+					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, ExecContext &ctx)
 {
 	int32_t n_users = s.users();
 	heaps.assign(static_cast<size_t>(n_users) * k, SimilarityEntry{0, 0});
 	sizes.assign(n_users, 0);
+	std::unique_ptr<BestOthers> pruned = best_others_search(s, k, epsilon, pruning, part, parts, ctx);
 	/* the part's users: codes part, part + parts, ... */
 	size_t users_of_part = n_users > part ? (n_users - part + parts - 1) / parts : 0;
-	parallel_for(users_of_part, ctx, [&](size_t item, size_t, const std::atomic<bool> &cancelled) {
+	std::atomic<int64_t> brute_users{0};
+	parallel_for(users_of_part, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &cancelled) {
 		int32_t a = static_cast<int32_t>(item * parts + part);
 		SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * k;
 		int size = 0;
-		for (int32_t b = 0; b < n_users && !cancelled.load(std::memory_order_relaxed); ++b)
+		if (!pruned || !pruned->find(a, worker, heap, size))
 		{
-			if (b == a)
-				continue;
-			double f = 0.0;
-			for (int64_t i = s.offsets[a]; i < s.offsets[a + 1]; ++i)
-				f = geo::add(f, geo::greater(nearest_distance<M>(s, i, b), epsilon));
-			geo::heap_offer(heap, size, k,
-							{geo::similarity_of(s.count(a), f), static_cast<long long>(s.user_ids[b])});
+			best_others_of_all<M>(s, a, k, epsilon, heap, size, cancelled);
+			if (pruned)
+				brute_users.fetch_add(1, std::memory_order_relaxed);
 		}
 		sizes[a] = size;
 		ctx.progress.add(1);
 	});
+	if (pruned)
+	{
+		double all = 0;
+		for (size_t item = 0; item < users_of_part; ++item)
+			all += static_cast<double>(s.count(static_cast<int32_t>(item * parts + part))) *
+				   static_cast<double>(s.points());
+		double examined = pruned->compared() + pruned->searched();
+		char note[200];
+		snprintf(note, sizeof note,
+				 "; pruned: %.3g of %.3g point pairs examined (%.2f%%: %.3g compared, %.3g in the index), "
+				 "%lld users compared with all",
+				 examined, all, all > 0 ? 100 * examined / all : 0.0, pruned->compared(), pruned->searched(),
+				 static_cast<long long>(brute_users.load()));
+		ctx.device_choice += note;
+	}
 }
 
 /*
@@ -211,12 +220,12 @@ void similarity_sums_on_cpu(const GeoPointSet &s, int32_t main_user, double epsi
 	});
 }
 
-void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon, int part, int parts,
+void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning, int part, int parts,
 						  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 						  ExecContext &ctx)
 {
 	compute_on_cpu(s, ctx, [&](auto metric) {
-		similar_users_cpu<metric()>(s, k, epsilon, part, parts, heaps, sizes, ctx);
+		similar_users_cpu<metric()>(s, k, epsilon, pruning, part, parts, heaps, sizes, ctx);
 	});
 }
 

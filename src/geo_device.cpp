@@ -134,7 +134,7 @@ GeoWorkResult on_cpu(const GeoRows &points, const GeoCandidateSet *cands, const 
 			similarity_sums_on_cpu(set, main, work.epsilon, floored, raw, ctx);
 		},
 		[&](std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes) {
-			similar_users_on_cpu(set, work.kept, work.epsilon, work.part, work.parts, heaps, sizes, ctx);
+			similar_users_on_cpu(set, work.kept, work.epsilon, work.pruning, work.part, work.parts, heaps, sizes, ctx);
 		},
 		[&](int32_t main) {
 			return strengths_on_cpu(set, *cands, main, work.min_similarity, work.strength, work.powers, ctx);
@@ -163,6 +163,7 @@ void put_work(ByteWriter &out, const GeoWork &work)
 	out.put(work.main);
 	out.put(work.kept);
 	out.put(work.min_similarity);
+	out.put(work.pruning);
 	out.put(work.strength);
 	put_vector(out, work.powers);
 	put_vector(out, work.users);
@@ -179,6 +180,7 @@ GeoWork get_work(ByteReader &in)
 	work.main = in.get<int32_t>();
 	work.kept = in.get<int32_t>();
 	work.min_similarity = in.get<double>();
+	work.pruning = in.get<GeoPruning>();
 	work.strength = in.get<StrengthParams>();
 	work.powers = get_vector<PowerPlan>(in);
 	work.users = get_vector<int32_t>(in);

@@ -86,6 +86,7 @@ std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const Geo
 	work.metric = options.metric;
 	work.epsilon = options.epsilon;
 	work.kept = kept;
+	work.pruning = options.pruning;
 	double n_points = static_cast<double>(points.user.size());
 	GeoWorkResult found = run_geo_work(rows_of(points), nullptr, work, "similar_users", n_points * n_points, ctx);
 	std::vector<SimilarityEntry> &heaps = found.heaps;

@@ -8,6 +8,9 @@
  *                     as the CPU path holds them
  *   geo_cpu.cpp       the CPU algorithms: similarity sums, similar users,
  *                     strengths
+ *   geo_pairs.hpp     the CPU's nearest point of a user (by chord under
+ *                     haversine) and one user's offer to another's best
+ *   geo_pruned.cpp    similar_users through a k-d tree, pruned
  *   geo_device.cpp    one computation on the device dispatch chooses: the
  *                     GPU session, the CPU path, or the GPU service
  *   geo_functions.cpp the SQL-callable functions (geo.hpp): checks, the
@@ -32,6 +35,7 @@
 #endif
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "geo.hpp"
@@ -92,7 +96,7 @@ void similarity_sums_on_cpu(const GeoPointSet &s, int32_t main_user, double epsi
 							std::vector<double> &floored, std::vector<double> &raw, ExecContext &ctx);
 
 /* Part `part` of `parts`: the users of codes part, part + parts, ...; the others keep sizes 0. */
-void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon, int part, int parts,
+void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning, int part, int parts,
 						  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 						  ExecContext &ctx);
 
@@ -100,6 +104,34 @@ std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const Ge
 												  int32_t main_user, double min_similarity,
 												  const StrengthParams &sp,
 												  const std::vector<PowerPlan> &powers, ExecContext &ctx);
+
+/* ---- geo_pruned.cpp: similar_users through a spatial index ------------- */
+
+/* A search of users' best others that prunes the users who cannot enter (geo_pruned.cpp says how). */
+class BestOthers
+{
+  public:
+	virtual ~BestOthers() = default;
+	/*
+	 * Fills user a's heap of its k best others (size 0 on entry), the same
+	 * entries as comparing a with every user; false when the search gave
+	 * up as costlier than that, leaving the heap to be discarded.  worker:
+	 * parallel_for's, for scratch kept per thread.
+	 */
+	virtual bool find(int32_t a, size_t worker, SimilarityEntry *heap, int &size) = 0;
+	/* The point pairs whose distance the searches so far computed: to compare users, and in the index. */
+	virtual double compared() const = 0;
+	virtual double searched() const = 0;
+};
+
+/*
+ * The pruned search for similar_users' part `part` of `parts`, with its
+ * index built, or null where every pair is to be compared: pruning Never,
+ * k at least the other users, or under Auto a small input or a sample of
+ * the part's users whose searches cost more than a brute force would.
+ */
+std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,
+											   int part, int parts, ExecContext &ctx);
 
 /* ---- geo_device.cpp: one computation of a function on its device --------- */
 
@@ -119,6 +151,7 @@ struct GeoWork
 	int32_t main = 0;
 	int32_t kept = 0;
 	double min_similarity = 0;
+	GeoPruning pruning = GeoPruning::Auto; /* SimilarUsers */
 	StrengthParams strength{};
 	std::vector<PowerPlan> powers;
 	/* AucSums: the holdout users' codes, and for each the candidates it visited (1) or not (0) */

@@ -10,6 +10,7 @@
 #include "geo_internal.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstring>
 #include <numeric>
@@ -28,6 +29,27 @@ template <typename Vector> Vector cos_latitudes(const Vector &latitude)
 	for (size_t i = 0; i < latitude.size(); ++i)
 		out[i] = geo::cos_latitude(latitude[i]);
 	return out;
+}
+
+/*
+ * Each point on the unit sphere (geo_pairs.hpp orders distances by these
+ * chords): the library's sine and cosine, whose last bits do not reach any
+ * result, as only the exact keys of the nearest points do.
+ */
+void unit_vectors(GeoPointSet &set, ExecContext &ctx)
+{
+	size_t n = static_cast<size_t>(set.points());
+	set.ux.resize(n);
+	set.uy.resize(n);
+	set.uz.resize(n);
+	constexpr double kRadiansPerDegree = geo::kPi / 180.0;
+	for_each_in_blocks(n, size_t(1) << 16, ctx, [&](size_t, size_t, size_t i) {
+		double lon = set.x[i] * kRadiansPerDegree, lat = set.y[i] * kRadiansPerDegree;
+		double c = std::cos(lat);
+		set.ux[i] = c * std::cos(lon);
+		set.uy[i] = c * std::sin(lon);
+		set.uz[i] = std::sin(lat);
+	});
 }
 
 /* A point's place in its user's order: x's key, then y's (geo::point_order_key). */
@@ -110,7 +132,10 @@ GeoPointSet build_point_set(const GeoRows &points, GeoMetric metric, ExecContext
 		}
 	});
 	if (metric == GeoMetric::Haversine)
+	{
 		set.cos_lat = cos_latitudes(set.y);
+		unit_vectors(set, ctx);
+	}
 	return set;
 }
 

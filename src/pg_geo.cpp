@@ -100,7 +100,9 @@ GeoOptions options_arguments(FunctionCallInfo fcinfo, int n)
 {
 	const char *metric = text_argument(fcinfo, n);
 	double epsilon = PG_ARGISNULL(n + 1) ? default_epsilon(parse_geo_metric(metric)) : PG_GETARG_FLOAT8(n + 1);
-	return geo_options(metric, epsilon);
+	GeoOptions options = geo_options(metric, epsilon);
+	options.pruning = settings_geo_pruning();
+	return options;
 }
 
 /* max_distance, then min_similarity; a NULL max_distance means no limit */

@@ -23,6 +23,7 @@ extern "C" {
 #include <string>
 #include <vector>
 
+#include "geo.hpp"
 #include "pg_gpu_service.hpp"
 #include "pg_progress.hpp"
 #include "pg_settings.hpp"
@@ -36,6 +37,7 @@ bool timing_setting = false;
 bool track_progress_setting = true;
 int parallel_workers_setting = -1;
 int cpu_threads_setting = 0;
+int geo_pruning_setting = static_cast<int>(GeoPruning::Auto);
 bool test_fail_gpu_alloc_setting = false;
 char *gpus_setting = nullptr;
 /* gpurec.gpus as parsed by its check hook */
@@ -63,6 +65,12 @@ const struct config_enum_entry device_options[] = {
 	{"auto", static_cast<int>(DeviceMode::Auto), false},
 	{"gpu", static_cast<int>(DeviceMode::Gpu), false},
 	{"cpu", static_cast<int>(DeviceMode::Cpu), false},
+	{nullptr, 0, false}};
+
+const struct config_enum_entry geo_pruning_options[] = {
+	{"auto", static_cast<int>(GeoPruning::Auto), false},
+	{"on", static_cast<int>(GeoPruning::Always), false},
+	{"off", static_cast<int>(GeoPruning::Never), false},
 	{nullptr, 0, false}};
 
 /*
@@ -224,6 +232,14 @@ bool valid_setting_value(const char *name, const char *value, bool *known, char 
 		snprintf(hint, sizeof hint, "%s", "It is a boolean: on or off.");
 		return parse_bool(value, &flag);
 	}
+	if (strcmp(name, "gpurec.geo_pruning") == 0)
+	{
+		for (const config_enum_entry *option = geo_pruning_options; option->name; ++option)
+			if (pg_strcasecmp(value, option->name) == 0)
+				return true;
+		snprintf(hint, sizeof hint, "%s", "Available values: auto, on, off.");
+		return false;
+	}
 	if (strcmp(name, "gpurec.parallel_workers") == 0)
 	{
 		snprintf(hint, sizeof hint, "It is an integer from -1 to %d.", kMaxParallelWorkers);
@@ -306,7 +322,7 @@ void check_settings_given_before_loading()
 							errdetail("It was set (%s) before gpurec was loaded, and gpurec has no such setting.",
 									  source),
 							errhint("gpurec's settings are gpurec.device, gpurec.timing, gpurec.parallel_workers, "
-									"gpurec.cpu_threads, gpurec.track_progress, gpurec.gpus and gpurec.service_memory.  RESET %s, or "
+									"gpurec.cpu_threads, gpurec.geo_pruning, gpurec.track_progress, gpurec.gpus and gpurec.service_memory.  RESET %s, or "
 									"correct its name.",
 									variable->name)));
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -361,6 +377,13 @@ void define_settings()
 		"Empty: none.",
 		&test_fault_setting, "", PGC_SUSET, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, check_test_fault,
 		assign_test_fault, nullptr);
+	DefineCustomEnumVariable(
+		"gpurec.geo_pruning", "How similar_users finds each user's most similar: auto, on or off.",
+		"on skips, through a spatial index of the points, the users that provably cannot be among a user's k "
+		"most similar; off compares every pair of users; auto prunes where a sample of the users shows it "
+		"cheaper.  The answers are the same either way.",
+		&geo_pruning_setting, static_cast<int>(GeoPruning::Auto), geo_pruning_options, PGC_USERSET, 0, nullptr,
+		nullptr, nullptr);
 	/*
 	 * The GPU service's settings are read when the server starts, and
 	 * PostgreSQL defines such settings only while the library is preloaded:
@@ -395,6 +418,8 @@ void define_settings()
 bool settings_timing() { return timing_setting; }
 
 int settings_parallel_workers() { return parallel_workers_setting; }
+
+GeoPruning settings_geo_pruning() { return static_cast<GeoPruning>(geo_pruning_setting); }
 
 service::Options service_options_from_settings()
 {

@@ -1,6 +1,8 @@
 /*
- * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.gpus, gpurec.timing, gpurec.track_progress, gpurec.parallel_workers,
- * gpurec.test_fail_gpu_alloc, gpurec.test_fault) and the engine's per-call
+ * pg_settings.hpp: gpurec's GUCs (gpurec.device, gpurec.gpus,
+ * gpurec.service_memory, gpurec.timing, gpurec.track_progress,
+ * gpurec.parallel_workers, gpurec.geo_pruning, gpurec.test_fail_gpu_alloc,
+ * gpurec.test_fault) and the engine's per-call
  * context made from them.  Everything that reads a setting goes through
  * here.
  */
@@ -26,6 +28,9 @@ ExecContext exec_context_from_settings();
 bool settings_timing(); /* gpurec.timing */
 
 int settings_parallel_workers(); /* gpurec.parallel_workers: -1 follows PostgreSQL */
+
+enum class GeoPruning : uint8_t; /* geo.hpp */
+GeoPruning settings_geo_pruning(); /* gpurec.geo_pruning */
 
 /*
  * An interrupt point of `phase` in PostgreSQL code (the receiver's batches,

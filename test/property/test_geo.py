@@ -89,10 +89,13 @@ def random_users(metric, n_users, max_points, grid):
     return users
 
 
-def load_points(users):
-    """Into table pts with random column types, shuffled, with NULL rows."""
+def load_points(users, fractional=False):
+    """Into table pts with random column types (fractional: types that hold
+    x and y as they are), shuffled, with NULL rows."""
     id_type = rng.choice(["smallint", "integer", "bigint"])
     x_type, y_type = rng.choice(["integer", "numeric", "real", "float8"]), rng.choice(["numeric", "float8"])
+    if fractional:
+        x_type = y_type = "float8"
     rows = [f"({u}, {x}, {y})" for u, pts in users.items() for x, y in pts]
     rows += ["(NULL, 1, 1)", "(7777, NULL, 2)", "(7777, 3, NULL)"]  # skipped: 7777 has no points
     rng.shuffle(rows)
@@ -192,6 +195,102 @@ def check_similar_users(users, metric, epsilon, k, device):
                 bad.append(f"user {a}: left out {b} at {s!r} beats {last_s!r}")
     check(f"similar_users-{metric}-k{k}-eps{epsilon:g}-{device}", not bad, "; ".join(bad[:5]))
     return got
+
+
+def clustered_users(metric, n_users, uniform):
+    """Check-in-like users: points around one to three of a few cities, on a
+    grid (ties, duplicate points), a fifth of the users of one point; with
+    uniform, points anywhere on a coarse grid."""
+    if metric == "euclidean":
+        cities = [(0, 0), (100, 0), (0, 100), (300, 300), (40, 60)]
+    else:
+        cities = [(2.35, 48.85), (-74.0, 40.7), (179.99, -16.5), (0.0, 89.99), (139.7, 35.7)]
+    users = {}
+    for uid in rng.sample(range(-500, 5000), n_users):
+        homes = rng.sample(cities, rng.randint(1, 3))
+        pts = []
+        for _ in range(1 if rng.random() < 0.2 else rng.randint(2, 9)):
+            if uniform:
+                p = ((rng.randint(0, 300), rng.randint(0, 300)) if metric == "euclidean"
+                     else (rng.randint(-18, 18) * 10, rng.randint(-9, 9) * 10))
+            else:
+                cx, cy = rng.choice(homes)
+                step = 1 if metric == "euclidean" else 0.01
+                p = (cx + step * rng.randint(-4, 4), cy + step * rng.randint(-4, 4))
+                if metric == "haversine":
+                    p = (max(-180, min(180, round(p[0], 6))), max(-90, min(90, round(p[1], 6))))
+            pts.append(p)
+            if rng.random() < 0.15:
+                pts.append(p)  # a duplicate point
+        users[uid] = pts
+    return users
+
+
+def numpy_similarities(users, metric, epsilon):
+    """{a: {b: similarity of b to a}}, every pair at once in numpy (a second,
+    vectorised oracle; sums by numpy)."""
+    import numpy as np
+    ids = sorted(users)
+    pts = np.array([p for u in ids for p in users[u]], dtype=float)
+    owner = np.array([i for i, u in enumerate(ids) for _ in users[u]])
+    starts = np.searchsorted(owner, np.arange(len(ids)))
+    out = {}
+    for i, a in enumerate(ids):
+        mine = np.array(users[a], dtype=float)
+        if metric == "euclidean":
+            d = np.hypot(mine[:, None, 0] - pts[None, :, 0], mine[:, None, 1] - pts[None, :, 1])
+        else:  # Vincenty's formula on the sphere, as distance() (the haversine loses digits near antipodes)
+            p1, p2 = np.radians(mine[:, None, 1]), np.radians(pts[None, :, 1])
+            c1 = np.where(np.abs(mine[:, None, 1]) == 90, 0.0, np.cos(p1))
+            c2 = np.where(np.abs(pts[None, :, 1]) == 90, 0.0, np.cos(p2))
+            dl = np.radians((pts[None, :, 0] - mine[:, None, 0] + 180) % 360 - 180)
+            y = np.hypot(c2 * np.sin(dl), c1 * np.sin(p2) - np.sin(p1) * c2 * np.cos(dl))
+            d = RADIUS * np.arctan2(y, np.sin(p1) * np.sin(p2) + c1 * c2 * np.cos(dl))
+        nearest = np.minimum.reduceat(d, starts, axis=1)  # [a's point, user]
+        sums = np.maximum(nearest, epsilon).sum(axis=0)
+        out[a] = {b: len(mine) / sums[j] for j, b in enumerate(ids) if b != a}
+    return out
+
+
+def check_pruned_similar_users(metric, uniform, device):
+    """similar_users pruned (gpurec.geo_pruning = on, and auto) gives the
+    brute force's rows (off) exactly, for k from 1 to past the users; and
+    those rows are numpy's best others."""
+    kind = "uniform" if uniform else "clustered"
+    users = clustered_users(metric, rng.randint(25, 45), uniform)
+    load_points(users, fractional=True)
+    epsilon = rng.choice([1e-9, 2.0 if metric == "euclidean" else 800.0])
+    oracle = numpy_similarities(users, metric, epsilon)
+    n = len(users)
+    for k in sorted({1, 2, 3, rng.randint(4, 12), n - 2, n - 1, n + 4}):
+        call = f"SELECT * FROM gpurec.similar_users('{q(POINTS)}', {k}, '{metric}', {epsilon!r})"
+        rows = {p: sql(call, settings={"gpurec.device": device, "gpurec.geo_pruning": p})
+                for p in ("off", "on", "auto")}
+        name = f"pruned-similar_users-{kind}-{metric}-k{k}-{device}"
+        check(name + "-as-brute-force", rows["on"] == rows["off"] and rows["auto"] == rows["off"],
+              f"{len(rows['on'])} pruned rows, {len(rows['off'])} brute-force rows; first difference: "
+              + str(next(((x, y) for x, y in zip(rows["on"], rows["off"]) if x != y), None)))
+        bad = []
+        by_user = {}
+        for r in rows["on"]:
+            by_user.setdefault(int(r[0]), []).append((int(r[1]), int(r[2]), float(r[3])))
+        for a in users:
+            got = by_user.get(a, [])
+            want = oracle[a]
+            if [r[0] for r in got] != list(range(1, min(k, n - 1) + 1)):
+                bad.append(f"user {a}: ranks {[r[0] for r in got]}")
+                continue
+            listed = {r[1] for r in got}
+            for i, (_, b, s) in enumerate(got):
+                if not near(s, want[b], rel=1e-9):
+                    bad.append(f"user {a} other {b}: {s!r}, numpy {want[b]!r}")
+                if i and not (s < got[i - 1][2] or (s == got[i - 1][2] and b > got[i - 1][1])):
+                    bad.append(f"user {a}: rank {i + 1} out of order")
+            last = got[-1][2]
+            for b, s in want.items():
+                if b not in listed and s > last and not near(s, last, rel=1e-9):
+                    bad.append(f"user {a}: left out {b} at {s!r} beats {last!r}")
+        check(name + "-as-numpy", not bad, "; ".join(bad[:5]))
 
 
 def thresholds(users, main, metric, epsilon):
@@ -402,6 +501,11 @@ def main():
                                       tie_column=2 if key[0] == "similar" else None)
         else:
             skip(f"{metric}-gpu-answers-as-cpu", "no GPU here: the GPU's answers are not compared with the CPU's")
+
+    for metric in ("euclidean", "haversine"):
+        for uniform in (False, True):
+            for device in devices:
+                check_pruned_similar_users(metric, uniform, device)
 
     # a single user; one point each; empty input
     sql("DROP TABLE IF EXISTS pts; CREATE TABLE pts (noise text, user_id int, x int, y int);"

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <random>
@@ -458,6 +459,155 @@ TEST_P(GeoOracle, SimilarUsers)
 			std::vector<SimilarUser> got = similar_users(in.view(), k, {metric, epsilon}, ctx);
 			expect_best_others(got, in.view(), users, k, {metric, epsilon});
 		}
+	}
+}
+
+/*
+ * Check-in-like points: each user's points around one to three of a few
+ * cities, on a grid fine enough for ties and duplicate points, some users
+ * of one point; under haversine the cities spread over the globe (the date
+ * line and a pole included).  With `uniform`, every point anywhere.
+ */
+std::vector<Point> clustered_points(std::mt19937_64 &rng, int users, GeoMetric metric, bool uniform)
+{
+	bool haversine = metric == GeoMetric::Haversine;
+	std::vector<std::pair<double, double>> cities;
+	for (int c = 0; c < 6; ++c)
+		cities.push_back(haversine ? std::make_pair(-180.0 + 72.0 * c, -80.0 + 32.0 * c)
+								   : std::make_pair(1000.0 * (rng() % 50), 1000.0 * (rng() % 50)));
+	if (haversine)
+		cities.push_back({179.999, 0.0}), cities.push_back({0.0, 89.999});
+	std::vector<Point> rows;
+	for (int u = 0; u < users; ++u)
+	{
+		int64_t id = static_cast<int64_t>(rng() % (users * 4)) - users;
+		int points = rng() % 5 == 0 ? 1 : 1 + static_cast<int>(rng() % 12);
+		size_t home[3] = {rng() % cities.size(), rng() % cities.size(), rng() % cities.size()};
+		int homes = 1 + static_cast<int>(rng() % 3);
+		for (int i = 0; i < points; ++i)
+		{
+			double x, y;
+			if (uniform)
+			{
+				x = haversine ? -180.0 + (rng() % 3600) * 0.1 : (rng() % 500) * 100.0;
+				y = haversine ? -90.0 + (rng() % 1800) * 0.1 : (rng() % 500) * 100.0;
+			}
+			else
+			{
+				auto [cx, cy] = cities[home[rng() % homes]];
+				double step = haversine ? 0.001 : 1.0;
+				x = cx + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
+				y = cy + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
+				if (haversine)
+					x = std::max(-180.0, std::min(180.0, x)), y = std::max(-90.0, std::min(90.0, y));
+			}
+			rows.push_back({id, x, y});
+			if (rng() % 8 == 0)
+				rows.push_back({id, x, y}); /* a duplicate point */
+		}
+	}
+	std::shuffle(rows.begin(), rows.end(), rng);
+	return rows;
+}
+
+/*
+ * Pruning (gpurec.geo_pruning) changes which pairs are compared, never the
+ * answer: the rows of a pruned search are the brute force's to the bit,
+ * for every k from 1 to past the users, on clustered and uniform data, on
+ * one thread and on several; and they are right by the oracle.
+ */
+TEST_P(GeoOracle, PrunedSimilarUsersAreTheBruteForceToTheBit)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng = seeded_rng();
+	for (int round = 0; round < 6; ++round)
+	{
+		bool uniform = round % 3 == 2;
+		int n_users = 10 + static_cast<int>(rng() % 60);
+		std::vector<Point> rows = clustered_points(rng, n_users, metric, uniform);
+		PointColumns in(rows);
+		Users users = users_of(rows);
+		int others = static_cast<int>(users.size()) - 1;
+		double big = metric == GeoMetric::Euclidean ? 3.0 : 150.0;
+		for (double epsilon : {1e-9, big})
+			for (int k : {1, 2, 3, 10, others - 1, others, others + 3})
+			{
+				if (k < 1)
+					continue;
+				GeoOptions brute{metric, epsilon, GeoPruning::Never};
+				ExecContext ctx = cpu_context();
+				std::vector<SimilarUser> want = similar_users(in.view(), k, brute, ctx);
+				for (GeoPruning pruning : {GeoPruning::Always, GeoPruning::Auto})
+					for (size_t threads : {size_t(1), size_t(3)})
+					{
+						ExecContext pruned_ctx = cpu_context();
+						pruned_ctx.cpu_threads = threads;
+						std::vector<SimilarUser> got =
+							similar_users(in.view(), k, {metric, epsilon, pruning}, pruned_ctx);
+						ASSERT_EQ(got.size(), want.size()) << "k " << k;
+						for (size_t i = 0; i < got.size(); ++i)
+						{
+							ASSERT_EQ(got[i].user_id, want[i].user_id) << "k " << k << " row " << i;
+							ASSERT_EQ(got[i].rank, want[i].rank);
+							ASSERT_EQ(got[i].other_user_id, want[i].other_user_id)
+								<< "k " << k << " user " << got[i].user_id << " rank " << got[i].rank;
+							ASSERT_EQ(std::memcmp(&got[i].similarity, &want[i].similarity, sizeof(double)), 0);
+						}
+					}
+				if (round < 2 && (k == 3 || k == others + 3))
+				{
+					ExecContext pruned_ctx = cpu_context();
+					GeoOptions always{metric, epsilon, GeoPruning::Always};
+					expect_best_others(similar_users(in.view(), k, always, pruned_ctx), in.view(), users, k, always);
+				}
+			}
+	}
+}
+
+/*
+ * Haversine's nearest points are found by chord (geo_pairs.hpp); the
+ * distances must still be those of the least geo::haversine_key over all
+ * the points, to the bit.  Many points at nearly equal distances (a ring
+ * around each main point, jittered in the last digits, and duplicates)
+ * make the chord's rounding matter if anything does.
+ */
+TEST(Geo, HaversineNearestByChordIsTheLeastKeyToTheBit)
+{
+	std::mt19937_64 rng = seeded_rng();
+	std::uniform_real_distribution<double> unit(0, 1);
+	for (int round = 0; round < 40; ++round)
+	{
+		double lon = -180 + 360 * unit(rng), lat = -90 + 180 * unit(rng);
+		double spread = std::pow(10.0, -1 - static_cast<int>(rng() % 8)); /* degrees: 10 km down to 1 mm */
+		std::vector<Point> rows;
+		for (int i = 0; i < 5; ++i)
+			rows.push_back({1, std::clamp(lon + spread * unit(rng), -180.0, 180.0),
+							std::clamp(lat + spread * unit(rng), -90.0, 90.0)});
+		for (int j = 0; j < 150; ++j)
+		{
+			double angle = 2 * M_PI * (j % 50) / 50, r = spread * (1 + 1e-13 * (rng() % 3));
+			double x = std::clamp(lon + r * std::cos(angle), -180.0, 180.0);
+			double y = std::clamp(lat + r * std::sin(angle), -90.0, 90.0);
+			rows.push_back({2, x, y});
+		}
+		rows.push_back({2, rows[0].x, rows[0].y + spread});
+		PointColumns in(rows);
+		ExecContext ctx = cpu_context();
+		std::vector<UserSimilarity> got = user_similarity(in.view(), 1, {GeoMetric::Haversine, 1e-9}, ctx);
+		ASSERT_EQ(got.size(), 1u);
+		GeoPointSet set = group_points(in.view(), {GeoMetric::Haversine, 1e-9});
+		double raw = 0;
+		for (int64_t i = set.offsets[0]; i < set.offsets[1]; ++i)
+		{
+			double best = kInf;
+			for (int64_t j = set.offsets[1]; j < set.offsets[2]; ++j)
+				best = std::min(best, geo::haversine_key(set.x[i], set.y[i], set.cos_lat[i], set.x[j], set.y[j],
+														 set.cos_lat[j]));
+			raw += geo::key_distance(true, best);
+		}
+		double want = raw / static_cast<double>(set.count(0));
+		EXPECT_EQ(std::memcmp(&got[0].mean_min_distance, &want, sizeof want), 0)
+			<< got[0].mean_min_distance << " against " << want << " at spread " << spread;
 	}
 }
 
