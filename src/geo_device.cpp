@@ -8,6 +8,8 @@
 
 #include "geo_internal.hpp"
 
+#include <memory>
+
 #include "gpu_service.hpp"
 #include "roc_fitness.hpp"
 
@@ -116,6 +118,10 @@ GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands
 GeoWorkResult on_cpu(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work, ExecContext &ctx)
 {
 	GeoPointSet set = grouped_on_cpu(points, work.metric, ctx);
+	std::unique_ptr<CpuReachIndex> reach;
+	if (cands && work.strength.has_max_distance)
+		reach = std::make_unique<CpuReachIndex>(
+			reach_index_on_cpu(set, *cands, reach_grid_of(points, *cands, work.strength), ctx));
 	return run_on(
 		work,
 		[&](int32_t main, std::vector<double> &floored, std::vector<double> &raw) {
@@ -125,7 +131,8 @@ GeoWorkResult on_cpu(const GeoRows &points, const GeoCandidateSet *cands, const 
 			similar_users_on_cpu(set, work.kept, work.epsilon, work.part, work.parts, heaps, sizes, ctx);
 		},
 		[&](int32_t main) {
-			return strengths_on_cpu(set, *cands, main, work.min_similarity, work.strength, work.powers, ctx);
+			return strengths_on_cpu(set, *cands, main, work.min_similarity, work.strength, work.powers, reach.get(),
+									ctx);
 		},
 		ctx);
 }

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "geo.hpp"
+#include "../kernels/api/geo_reach.hpp"
 
 namespace gpurec {
 
@@ -96,10 +97,30 @@ void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon, int part,
 						  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 						  ExecContext &ctx);
 
+/* ---- geo_reach.cpp: the reach index under max_distance (kernels/api/geo_reach.hpp) */
+
+/* The grid of a call: over its points and candidates, whatever the rows' order. */
+ReachGrid reach_grid_of(const GeoRows &points, const GeoCandidateSet &cands, const StrengthParams &sp);
+
+/* The points in the grid's cell order (point: each entry's index in the GeoPointSet), and the plan. */
+struct CpuReachIndex
+{
+	ReachGrid grid;
+	std::vector<int64_t> cell_start;
+	BulkVector<double> x, y, cos_lat;
+	std::vector<uint32_t> point;
+	ReachPlan plan;
+};
+
+CpuReachIndex reach_index_on_cpu(const GeoPointSet &s, const GeoCandidateSet &cands, const ReachGrid &grid,
+								 ExecContext &ctx);
+
+/* The strengths; through `reach` when given (max_distance), else over every point. */
 std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const GeoCandidateSet &cands,
 												  int32_t main_user, double min_similarity,
 												  const StrengthParams &sp,
-												  const std::vector<PowerPlan> &powers, ExecContext &ctx);
+												  const std::vector<PowerPlan> &powers, const CpuReachIndex *reach,
+												  ExecContext &ctx);
 
 /* ---- geo_device.cpp: one computation of a function on its device --------- */
 
