@@ -101,6 +101,9 @@ GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands
 							 ExecContext &ctx)
 {
 	gpu::GeoSessionPtr session = open_gpu_session(points, work.metric, cands, ctx);
+	std::unique_ptr<ReachGrid> reach;
+	if (cands && work.strength.has_max_distance)
+		reach = std::make_unique<ReachGrid>(reach_grid_of(points, *cands, work.strength));
 	return run_on(
 		work,
 		[&](int32_t main, std::vector<double> &floored, std::vector<double> &raw) {
@@ -110,7 +113,7 @@ GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands
 			gpu::geo_similar_users(*session, work.kept, work.epsilon, work.part, work.parts, heaps, sizes);
 		},
 		[&](int32_t main) {
-			return gpu::geo_strengths(*session, main, work.min_similarity, work.strength, work.powers);
+			return gpu::geo_strengths(*session, main, work.min_similarity, work.strength, work.powers, reach.get());
 		},
 		ctx);
 }
