@@ -132,7 +132,16 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 									  const StrengthOptions &strength, const GeoOptions &options,
 									  ExecContext &ctx)
 {
+	return search_exponent(points, holdout, candidates, exponents, 0, strength, options, ctx).grid;
+}
+
+ExponentSearch search_exponent(const GeoPoints &points, const GeoHoldout &holdout, const GeoCandidates &candidates,
+							   const std::vector<double> &exponents, double tolerance,
+							   const StrengthOptions &strength, const GeoOptions &options, ExecContext &ctx)
+{
 	check_strength_arguments(exponents, strength);
+	if (tolerance != 0)
+		check_tolerance(tolerance);
 	check_geo_input(points, options, ctx);
 	GeoCandidateSet cands = candidate_set(candidates, options.metric);
 
@@ -154,9 +163,8 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 	work.metric = options.metric;
 	work.min_similarity = strength.min_similarity;
 	work.strength = strength_params(strength, options);
-	for (double e : exponents)
-		work.powers.push_back(plan_power(e));
-	double cost = 0;
+	/* distance evaluations: each user's similarity sums once, and its strengths per exponent */
+	double sums_cost = 0, strengths_cost = 0;
 	double n_points = static_cast<double>(points.user.size());
 	for (size_t i = 0; i < visits.size();)
 	{
@@ -176,29 +184,88 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 		{
 			work.users.push_back(code);
 			work.positives.push_back(std::move(positive));
-			cost += n_points * static_cast<double>(points.user.counts()[code] +
-												   static_cast<int64_t>(cands.size() * exponents.size()));
+			sums_cost += n_points * static_cast<double>(points.user.counts()[code]);
+			strengths_cost += n_points * static_cast<double>(cands.size());
 		}
-	}
-
-	/* each exponent's AUCs summed in user order, however many devices computed them */
-	std::vector<double> auc_sum(exponents.size(), 0.0);
-	if (!work.users.empty())
-	{
-		std::vector<std::vector<double>> aucs = run_geo_work(rows_of(points), &cands, work, "fit_exponent", cost, ctx).aucs;
-		for (size_t e = 0; e < exponents.size(); ++e)
-			for (double auc : aucs[e])
-				auc_sum[e] += auc;
 	}
 	size_t users = work.users.size();
 
-	std::vector<ExponentFit> out;
+	/* the mean AUC of each exponent: AUCs summed in user order, however many devices computed them */
+	auto mean_aucs = [&](const std::vector<double> &of) {
+		std::vector<double> auc_sum(of.size(), 0.0);
+		if (users == 0)
+			return auc_sum;
+		work.powers.clear();
+		for (double e : of)
+			work.powers.push_back(plan_power(e));
+		double cost = sums_cost + strengths_cost * static_cast<double>(of.size());
+		std::vector<std::vector<double>> aucs = run_geo_work(rows_of(points), &cands, work, "fit_exponent", cost, ctx).aucs;
+		for (size_t e = 0; e < of.size(); ++e)
+		{
+			for (double auc : aucs[e])
+				auc_sum[e] += auc;
+			auc_sum[e] /= static_cast<double>(users);
+		}
+		return auc_sum;
+	};
+
+	ExponentSearch out;
+	std::vector<double> grid_means = mean_aucs(exponents);
 	for (size_t e = 0; e < exponents.size(); ++e)
-		out.push_back({exponents[e],
-					   users == 0 ? 0.0 : auc_sum[e] / static_cast<double>(users),
-					   static_cast<int64_t>(users)});
-	std::stable_sort(out.begin(), out.end(),
+		out.grid.push_back({exponents[e], grid_means[e], static_cast<int64_t>(users)});
+	std::stable_sort(out.grid.begin(), out.grid.end(),
 					 [](const ExponentFit &a, const ExponentFit &b) { return a.exponent < b.exponent; });
+	if (tolerance == 0 || users == 0)
+		return out;
+
+	/* the grid's best (the lesser exponent of equal means), and the bracket of its neighbours */
+	size_t best = 0;
+	for (size_t e = 1; e < out.grid.size(); ++e)
+		if (out.grid[e].mean_auc > out.grid[best].mean_auc)
+			best = e;
+	double found = out.grid[best].exponent, found_auc = out.grid[best].mean_auc;
+	double lo = out.grid[best > 0 ? best - 1 : 0].exponent;
+	double hi = out.grid[best + 1 < out.grid.size() ? best + 1 : best].exponent;
+	auto evaluate = [&](double e) {
+		double auc = mean_aucs({e})[0];
+		++out.evaluations;
+		if (auc > found_auc || (auc == found_auc && e < found && found != out.grid[best].exponent))
+		{
+			found = e;
+			found_auc = auc;
+		}
+		return auc;
+	};
+	/* golden section: the interior points split the bracket in the golden ratio, one new point a step */
+	const double inverse_phi = (std::sqrt(5.0) - 1) / 2;
+	if (hi - lo > tolerance)
+	{
+		double c = hi - inverse_phi * (hi - lo), d = lo + inverse_phi * (hi - lo);
+		double fc = evaluate(c), fd = evaluate(d);
+		while (hi - lo > tolerance)
+		{
+			if (fc >= fd) /* the maximum is in [lo, d]; equal means lean to the lesser exponent */
+			{
+				hi = d;
+				d = c;
+				fd = fc;
+				c = hi - inverse_phi * (hi - lo);
+				fc = evaluate(c);
+			}
+			else
+			{
+				lo = c;
+				c = d;
+				fc = fd;
+				d = lo + inverse_phi * (hi - lo);
+				fd = evaluate(d);
+			}
+			ctx.interrupt_point(Phase::Compute);
+		}
+	}
+	out.fitted = true;
+	out.exponent = found;
+	out.mean_auc = found_auc;
 	return out;
 }
 

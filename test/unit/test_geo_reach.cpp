@@ -319,6 +319,119 @@ TEST(GeoReach, ThroughTheFunctions)
 	}
 }
 
+/* ---- the continuous fit --------------------------------------------------- */
+
+struct Holdout
+{
+	Int64Column user, candidate;
+	GeoHoldout view() const { return {user, candidate}; }
+};
+
+double mean_auc_of(const Rows &rows, const Cands &cands, const Holdout &holdout, double exponent,
+				   const StrengthOptions &strength, const GeoOptions &options)
+{
+	ExecContext ctx = cpu_context();
+	return fit_exponent(rows.view(), holdout.view(), cands.view(), {exponent}, strength, options, ctx)[0].mean_auc;
+}
+
+TEST(GeoFit, FindsTheExponentThatMadeTheVisits)
+{
+	std::mt19937_64 rng = seeded_rng();
+	int pinned = 0;
+	for (int round = 0; round < 6; ++round)
+	{
+		GeoMetric metric = round % 2 ? GeoMetric::Haversine : GeoMetric::Euclidean;
+		bool euclid = metric == GeoMetric::Euclidean;
+		Rows rows;
+		Cands cands;
+		clustered(rng, 60, 4, euclid ? 4.0 : 0.3, metric, rows, &cands, 90);
+		double known = std::uniform_real_distribution<double>(1.4, 3.6)(rng);
+		StrengthOptions strength{round < 2 ? kInf : (euclid ? 30.0 : 100000.0), 0};
+		GeoOptions options{metric, default_epsilon(metric)};
+		/* each holdout user visits the third of the candidates it ranks highest under `known` */
+		Holdout holdout;
+		for (int64_t user = 1; user < 1 + 2 * 8; user += 2)
+		{
+			ExecContext ctx = cpu_context();
+			std::vector<double> s = predict_strength(rows.view(), user, cands.view(), known, strength, options, ctx);
+			std::vector<double> sorted = s;
+			std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+			double bar = sorted[s.size() / 3];
+			for (size_t c = 0; c < s.size(); ++c)
+				if (s[c] > bar)
+				{
+					holdout.user.push_back(user);
+					holdout.candidate.push_back(static_cast<int64_t>(c));
+				}
+		}
+		double band = 0.1;
+		if (!(mean_auc_of(rows, cands, holdout, known, strength, options) == 1.0 &&
+			  mean_auc_of(rows, cands, holdout, known - band, strength, options) < 1 &&
+			  mean_auc_of(rows, cands, holdout, known + band, strength, options) < 1))
+			continue; /* this draw does not pin the exponent */
+		++pinned;
+		ExecContext ctx = cpu_context();
+		std::vector<double> grid = {4, 1, 2, 3};
+		ExponentSearch fit = search_exponent(rows.view(), holdout.view(), cands.view(), grid, 1e-3, strength,
+											 options, ctx);
+		ASSERT_TRUE(fit.fitted);
+		EXPECT_NEAR(fit.exponent, known, band) << "round " << round;
+		EXPECT_EQ(fit.mean_auc, 1.0);
+		EXPECT_EQ(fit.mean_auc, mean_auc_of(rows, cands, holdout, fit.exponent, strength, options));
+		/* a bracket two grid steps wide shrinks by the golden ratio per evaluation, to 1e-3 */
+		EXPECT_LE(fit.evaluations, static_cast<int>(std::ceil(std::log(2 / 1e-3) / std::log(1.618))) + 2);
+		/* the grid's rows are fit_exponent's */
+		ExecContext plain = cpu_context();
+		std::vector<ExponentFit> rows_alone =
+			fit_exponent(rows.view(), holdout.view(), cands.view(), grid, strength, options, plain);
+		ASSERT_EQ(fit.grid.size(), rows_alone.size());
+		for (size_t e = 0; e < rows_alone.size(); ++e)
+		{
+			EXPECT_EQ(fit.grid[e].exponent, rows_alone[e].exponent);
+			EXPECT_EQ(fit.grid[e].mean_auc, rows_alone[e].mean_auc);
+			EXPECT_LE(fit.grid[e].mean_auc, fit.mean_auc);
+		}
+	}
+	EXPECT_GE(pinned, 3) << "too few draws pin their exponent: the test tests too little";
+}
+
+TEST(GeoFit, NoSearchAndEdgeCases)
+{
+	std::mt19937_64 rng = seeded_rng();
+	Rows rows;
+	Cands cands;
+	clustered(rng, 30, 3, 4.0, GeoMetric::Euclidean, rows, &cands, 20);
+	Holdout holdout;
+	holdout.user.push_back(1);
+	holdout.candidate.push_back(3);
+	ExecContext ctx = cpu_context();
+	ExponentSearch none = search_exponent(rows.view(), holdout.view(), cands.view(), {1, 2}, 0, {}, {}, ctx);
+	EXPECT_FALSE(none.fitted);
+	EXPECT_EQ(none.evaluations, 0);
+	/* one exponent: the range is a point, the fit that exponent */
+	ExponentSearch one = search_exponent(rows.view(), holdout.view(), cands.view(), {2.5}, 1e-3, {}, {}, ctx);
+	ASSERT_TRUE(one.fitted);
+	EXPECT_EQ(one.exponent, 2.5);
+	EXPECT_EQ(one.mean_auc, one.grid[0].mean_auc);
+	EXPECT_EQ(one.evaluations, 0);
+	/* no holdout user with both kinds of candidates: nothing to fit */
+	Holdout nobody;
+	ExponentSearch empty = search_exponent(rows.view(), nobody.view(), cands.view(), {1, 2}, 1e-3, {}, {}, ctx);
+	EXPECT_FALSE(empty.fitted);
+	for (double bad : {-1.0, std::nan(""), kInf})
+	{
+		try
+		{
+			search_exponent(rows.view(), holdout.view(), cands.view(), {1, 2}, bad, {}, {}, ctx);
+			ADD_FAILURE() << "tolerance " << bad << " accepted";
+		}
+		catch (const Error &e)
+		{
+			EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_parameter_value);
+		}
+	}
+}
+
 /* ---- GPU against CPU ----------------------------------------------------- */
 
 TEST(GeoReachGpu, IndexedStrengthsBitIdentical)
