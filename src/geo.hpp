@@ -190,13 +190,15 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
  * exponent of the greatest mean AUC found within [least, greatest
  * exponent].  The objective is the grid's: the mean AUC over the holdout
  * users.  The method: the bracket around the grid's best exponent (its
- * neighbours on the grid, or the range's end), searched by golden section
- * until it is at most `tolerance` wide; then the best of every exponent
- * evaluated, the grid's included (equal means: the grid's best, then the
- * lesser exponent), so the fit is never worse than the grid's.  The mean
- * AUC is a step function of the exponent (a ranking's), so within the
- * bracket this finds a best step, not always the best of all.  tolerance 0:
- * no search (`fitted` false), as when no user counts (users = 0).
+ * neighbours on the grid, or the range's end) is searched by zooming: 8
+ * exponents evenly inside it, then the bracket of the best found so far
+ * and a step either way, until a step is at most `tolerance`; the best of
+ * every exponent evaluated, the grid's included (equal means: the grid's
+ * best, then the lesser exponent), so the fit is never worse than the
+ * grid's.  The mean AUC is a step function of the exponent (a ranking's):
+ * this finds a best step near the grid's best, not always the best of the
+ * whole range.  tolerance 0: no search (`fitted` false), as when no user
+ * counts (users = 0).
  */
 struct ExponentSearch
 {

@@ -17,6 +17,9 @@ namespace gpurec {
 
 namespace {
 
+/* Exponents fit_exponent's continuous search evaluates a round. */
+constexpr int kSearchPoints = 8;
+
 /* The largest squared distance whose square root rounds to at most max_distance. */
 double euclidean_max_key(double max_distance)
 {
@@ -224,44 +227,38 @@ ExponentSearch search_exponent(const GeoPoints &points, const GeoHoldout &holdou
 		if (out.grid[e].mean_auc > out.grid[best].mean_auc)
 			best = e;
 	double found = out.grid[best].exponent, found_auc = out.grid[best].mean_auc;
+	double least = out.grid.front().exponent, greatest = out.grid.back().exponent;
 	double lo = out.grid[best > 0 ? best - 1 : 0].exponent;
 	double hi = out.grid[best + 1 < out.grid.size() ? best + 1 : best].exponent;
-	auto evaluate = [&](double e) {
-		double auc = mean_aucs({e})[0];
-		++out.evaluations;
-		if (auc > found_auc || (auc == found_auc && e < found && found != out.grid[best].exponent))
-		{
-			found = e;
-			found_auc = auc;
-		}
-		return auc;
-	};
-	/* golden section: the interior points split the bracket in the golden ratio, one new point a step */
-	const double inverse_phi = (std::sqrt(5.0) - 1) / 2;
-	if (hi - lo > tolerance)
+	/*
+	 * Zooming: kSearchPoints exponents evenly inside the bracket, in one
+	 * call (one pass over the points serves them all); the bracket becomes
+	 * the best found so far and a step either way; until a step is at most
+	 * the tolerance.  Several points a round, not one as golden section
+	 * takes: the mean AUC is a step function, and a lone probe stalls on a
+	 * step beside a narrow peak.
+	 */
+	for (double step = (hi - lo) / (kSearchPoints + 1); hi > lo;)
 	{
-		double c = hi - inverse_phi * (hi - lo), d = lo + inverse_phi * (hi - lo);
-		double fc = evaluate(c), fd = evaluate(d);
-		while (hi - lo > tolerance)
-		{
-			if (fc >= fd) /* the maximum is in [lo, d]; equal means lean to the lesser exponent */
+		std::vector<double> probes;
+		for (int i = 1; i <= kSearchPoints; ++i)
+			probes.push_back(lo + (hi - lo) * i / (kSearchPoints + 1));
+		std::vector<double> means = mean_aucs(probes);
+		out.evaluations += kSearchPoints;
+		for (size_t i = 0; i < probes.size(); ++i)
+			/* equal means: the grid's best stays, else the lesser exponent */
+			if (means[i] > found_auc ||
+				(means[i] == found_auc && probes[i] < found && found != out.grid[best].exponent))
 			{
-				hi = d;
-				d = c;
-				fd = fc;
-				c = hi - inverse_phi * (hi - lo);
-				fc = evaluate(c);
+				found = probes[i];
+				found_auc = means[i];
 			}
-			else
-			{
-				lo = c;
-				c = d;
-				fc = fd;
-				d = lo + inverse_phi * (hi - lo);
-				fd = evaluate(d);
-			}
-			ctx.interrupt_point(Phase::Compute);
-		}
+		if (step <= tolerance)
+			break;
+		lo = std::max(least, found - step);
+		hi = std::min(greatest, found + step);
+		step = (hi - lo) / (kSearchPoints + 1);
+		ctx.interrupt_point(Phase::Compute);
 	}
 	out.fitted = true;
 	out.exponent = found;

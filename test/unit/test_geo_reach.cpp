@@ -378,8 +378,9 @@ TEST(GeoFit, FindsTheExponentThatMadeTheVisits)
 		EXPECT_NEAR(fit.exponent, known, band) << "round " << round;
 		EXPECT_EQ(fit.mean_auc, 1.0);
 		EXPECT_EQ(fit.mean_auc, mean_auc_of(rows, cands, holdout, fit.exponent, strength, options));
-		/* a bracket two grid steps wide shrinks by the golden ratio per evaluation, to 1e-3 */
-		EXPECT_LE(fit.evaluations, static_cast<int>(std::ceil(std::log(2 / 1e-3) / std::log(1.618))) + 2);
+		/* 8 a round; the step, from a ninth of a bracket of two grid steps, shrinks at least 4.5 times a round */
+		EXPECT_LE(fit.evaluations, 8 * (1 + static_cast<int>(std::ceil(std::log(2.0 / 9 / 1e-3) / std::log(4.5)))));
+		EXPECT_GT(fit.evaluations, 0);
 		/* the grid's rows are fit_exponent's */
 		ExecContext plain = cpu_context();
 		std::vector<ExponentFit> rows_alone =
