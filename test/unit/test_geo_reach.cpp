@@ -350,7 +350,7 @@ TEST(GeoFit, FindsTheExponentThatMadeTheVisits)
 		GeoOptions options{metric, default_epsilon(metric)};
 		/* each holdout user visits the third of the candidates it ranks highest under `known` */
 		Holdout holdout;
-		for (int64_t user = 1; user < 1 + 2 * 8; user += 2)
+		for (int64_t user = 1; user < 1 + 3 * 12; user += 3)
 		{
 			ExecContext ctx = cpu_context();
 			std::vector<double> s = predict_strength(rows.view(), user, cands.view(), known, strength, options, ctx);
