@@ -8,6 +8,7 @@
  *                     as the CPU path holds them
  *   geo_cpu.cpp       the CPU algorithms: similarity sums, similar users,
  *                     strengths
+ *   geo_reach.cpp     the reach index under max_distance, as the CPU holds it
  *   geo_device.cpp    one computation on the device dispatch chooses: the
  *                     GPU session, the CPU path, or the GPU service
  *   geo_functions.cpp the SQL-callable functions (geo.hpp): checks, the
@@ -34,8 +35,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "geo.hpp"
-#include "../kernels/api/geo_reach.hpp"
+#include "geo.hpp" /* and through it geo_kernels.hpp: geo_arithmetic.hpp, geo_reach.hpp */
 
 namespace gpurec {
 
