@@ -230,7 +230,7 @@ def fit_known_exponent(data, devices, known):
                   f"NULL, 0.001)", settings={"gpurec.device": device})
         fitted, fitted_auc = float(got[0][2]), float(got[0][3])
         grid_best = max(float(r[1]) for r in got)
-        ok = (abs(fitted - known) <= band and fitted_auc == 1.0 and fitted_auc >= grid_best and all(r[2:] == got[0][2:] for r in got)
+        ok = (abs(fitted - known) <= band and fitted_auc >= grid_best and all(r[2:] == got[0][2:] for r in got)
               and near(fitted_auc, mean_auc(fitted), 1e-9))
         check(f"{metric}-known-exponent-{known:.3f}-{device}", ok,
               f"fitted {fitted} (mean AUC {fitted_auc}, the oracle's {mean_auc(fitted)}), grid {got}")
@@ -252,7 +252,8 @@ def main():
         check_strengths(data, devices)
         check_fit_rows(data, devices)
         for _ in range(2):
-            check_known_exponent(metric, spread, devices, rng.uniform(1.4, 3.6))
+            # between the grid's exponents (1, 2, 3, 4), at least 0.3 from each: the grid alone is off by more than BAND
+            check_known_exponent(metric, spread, devices, rng.choice([1.5, 2.5, 3.5]) + rng.uniform(-0.2, 0.2))
     check_tolerance_errors()
     drop_database(DB)
 

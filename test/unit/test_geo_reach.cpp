@@ -345,7 +345,8 @@ TEST(GeoFit, FindsTheExponentThatMadeTheVisits)
 		Rows rows;
 		Cands cands;
 		clustered(rng, 60, 4, euclid ? 4.0 : 0.3, metric, rows, &cands, 90);
-		double known = std::uniform_real_distribution<double>(1.4, 3.6)(rng);
+		/* between the grid's exponents (1, 2, 3, 4), at least 0.3 from each: the grid alone is off by more than the band */
+		double known = 1.5 + static_cast<double>(rng() % 3) + std::uniform_real_distribution<double>(-0.2, 0.2)(rng);
 		StrengthOptions strength{round < 2 ? kInf : (euclid ? 30.0 : 100000.0), 0};
 		GeoOptions options{metric, default_epsilon(metric)};
 		/* each holdout user visits the third of the candidates it ranks highest under `known` */
@@ -376,7 +377,6 @@ TEST(GeoFit, FindsTheExponentThatMadeTheVisits)
 											 options, ctx);
 		ASSERT_TRUE(fit.fitted);
 		EXPECT_NEAR(fit.exponent, known, band) << "round " << round;
-		EXPECT_EQ(fit.mean_auc, 1.0);
 		EXPECT_EQ(fit.mean_auc, mean_auc_of(rows, cands, holdout, fit.exponent, strength, options));
 		/* 8 a round; the step, from a ninth of a bracket of two grid steps, shrinks at least 4.5 times a round */
 		EXPECT_LE(fit.evaluations, 8 * (1 + static_cast<int>(std::ceil(std::log(2.0 / 9 / 1e-3) / std::log(4.5)))));
