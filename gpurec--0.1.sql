@@ -272,13 +272,15 @@ COMMENT ON FUNCTION predict_strength(text, anyelement, text, float8, float8, flo
 CREATE FUNCTION fit_exponent(points_query text, holdout_query text, candidates_query text,
                              exponents float8[] DEFAULT '{1,1.5,2,2.5,3}',
                              max_distance float8 DEFAULT NULL, min_similarity float8 DEFAULT 0,
-                             metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
-RETURNS TABLE(exponent float8, mean_auc float8, users bigint)
+                             metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL,
+                             tolerance float8 DEFAULT 0.001)
+RETURNS TABLE(exponent float8, mean_auc float8, users bigint,
+              fitted_exponent float8, fitted_mean_auc float8)
 AS 'MODULE_PATHNAME', 'gpurec_fit_exponent'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION fit_exponent(text, text, text, float8[], float8, float8, text, float8) IS
-'For each exponent: the mean, over the users of holdout_query (user_id, candidate_id) with a visited and an unvisited candidate, of the AUC of predict_strength''s ranking of all candidates.';
+COMMENT ON FUNCTION fit_exponent(text, text, text, float8[], float8, float8, text, float8, float8) IS
+'For each exponent: the mean, over the users of holdout_query (user_id, candidate_id) with a visited and an unvisited candidate, of the AUC of predict_strength''s ranking of all candidates.  On every row, the same fitted_exponent and its fitted_mean_auc: the best mean AUC found by golden-section search between the grid''s best exponent''s neighbours, to tolerance (NULL: no search).';
 
 -- ---------------------------------------------------------- parallel read --
 

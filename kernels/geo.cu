@@ -28,6 +28,7 @@
  * check between them.
  */
 #include <algorithm>
+#include <memory>
 #include <numeric>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -388,6 +389,126 @@ __global__ void add_slices(const double *__restrict__ partial, int n_slices, int
 	}
 }
 
+/* ---- the reach index under max_distance (geo_reach.hpp) ------------------ */
+
+/* cell[p]: the grid cell of point p. */
+__global__ void reach_cells(const double *__restrict__ x, const double *__restrict__ y, long long n, ReachGrid grid,
+							uint32_t *cell)
+{
+	for (long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; p < n;
+		 p += static_cast<long long>(gridDim.x) * blockDim.x)
+		cell[p] = grid.everywhere ? 0u : static_cast<uint32_t>(reach_cell(grid, x[p], y[p]));
+}
+
+/* count[c]: the points of cell c. */
+__global__ void count_cells(const uint32_t *__restrict__ cell, long long n, unsigned *count)
+{
+	for (long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; p < n;
+		 p += static_cast<long long>(gridDim.x) * blockDim.x)
+		atomicAdd(count + cell[p], 1u);
+}
+
+/* The entries in cell order: each one's coordinates from its point, and later its weight. */
+template <Metric M>
+__global__ void gather_entries(const uint32_t *__restrict__ point, long long n, DevicePoints pts, double *x,
+							   double *y, double *cos_lat)
+{
+	for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < n;
+		 e += static_cast<long long>(gridDim.x) * blockDim.x)
+	{
+		uint32_t p = point[e];
+		x[e] = pts.x[p];
+		y[e] = pts.y[p];
+		if (M == Metric::Haversine)
+			cos_lat[e] = pts.cos_lat[p];
+	}
+}
+
+__global__ void gather_weights(const uint32_t *__restrict__ point, long long n, const double *__restrict__ w,
+							   double *entry_w)
+{
+	for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < n;
+		 e += static_cast<long long>(gridDim.x) * blockDim.x)
+		entry_w[e] = w[point[e]];
+}
+
+/*
+ * A slab of a launch: candidates first .. first + count of its group's
+ * order, each with every piece of the group; its units (piece p of
+ * candidate j) are unit_base + p * count + j, its candidates cand_base + j,
+ * both counted from the launch's start.
+ */
+struct ReachSlab
+{
+	long long unit_base;
+	long long cand_base;
+	int64_t group;
+	int64_t first;
+	int64_t count;
+};
+
+/* The plan on the device. */
+struct DevicePlan
+{
+	const uint32_t *__restrict__ order;
+	const int64_t *__restrict__ group_begin;
+	const int64_t *__restrict__ piece_begin;
+	const int64_t *__restrict__ piece_first;
+	const int64_t *__restrict__ piece_last;
+};
+
+/* The last slab whose base (unit_base or cand_base, by `field`) is at most t. */
+template <typename Field>
+__device__ __forceinline__ int slab_of(const ReachSlab *slabs, int n_slabs, long long t, Field field)
+{
+	int lo = 0, hi = n_slabs - 1;
+	while (lo < hi)
+	{
+		int mid = (lo + hi + 1) / 2;
+		if (field(slabs[mid]) <= t)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* partial[t]: unit t's piece sum (geo_reach.hpp's reach_piece_sum, as the CPU's). */
+template <Metric M>
+__global__ void __launch_bounds__(kBlock)
+	reach_pieces(ReachEntries entries, DevicePlan plan, const ReachSlab *__restrict__ slabs, int n_slabs,
+				 long long n_units, DeviceCandidates cands, StrengthParams sp, PowerPlan power, double *partial)
+{
+	sp.haversine = M == Metric::Haversine;
+	for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < n_units;
+		 t += static_cast<long long>(gridDim.x) * blockDim.x)
+	{
+		const ReachSlab &s = slabs[slab_of(slabs, n_slabs, t, [](const ReachSlab &x) { return x.unit_base; })];
+		long long local = t - s.unit_base;
+		int64_t piece = plan.piece_begin[s.group] + local / s.count;
+		uint32_t c = plan.order[plan.group_begin[s.group] + s.first + local % s.count];
+		partial[t] = reach_piece_sum(entries, plan.piece_first[piece], plan.piece_last[piece], sp, power,
+									 cands.x[c], cands.y[c], M == Metric::Haversine ? cands.cos_lat[c] : 0.0);
+	}
+}
+
+/* total[c]: the sum of candidate c's piece sums in piece order, for the launch's candidates. */
+__global__ void reach_totals(DevicePlan plan, const ReachSlab *__restrict__ slabs, int n_slabs, long long n_cands,
+							 const double *__restrict__ partial, double *total)
+{
+	for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n_cands;
+		 i += static_cast<long long>(gridDim.x) * blockDim.x)
+	{
+		const ReachSlab &s = slabs[slab_of(slabs, n_slabs, i, [](const ReachSlab &x) { return x.cand_base; })];
+		long long j = i - s.cand_base;
+		int64_t pieces = plan.piece_begin[s.group + 1] - plan.piece_begin[s.group];
+		double sum = 0.0;
+		for (int64_t p = 0; p < pieces; ++p)
+			sum = geo::add(sum, partial[s.unit_base + p * s.count + j]);
+		total[plan.order[plan.group_begin[s.group] + s.first + j]] = sum;
+	}
+}
+
 /* order[i] = i */
 __global__ void fill_rows(uint32_t *order, long long n)
 {
@@ -545,6 +666,8 @@ class GeoSession
 			upload(cand_x_, candidates->x, candidates->count, stream_, ctx_);
 			upload(cand_y_, candidates->y, candidates->count, stream_, ctx_);
 			upload(cand_cos_, candidates->cos_lat, n_cos, stream_, ctx_);
+			cand_host_x_.assign(candidates->x, candidates->x + candidates->count);
+			cand_host_y_.assign(candidates->y, candidates->y + candidates->count);
 		}
 		ctx.times.transfer_ms += transfer.stop_ms();
 		ctx.interrupt_point(Phase::Transfer);
@@ -555,7 +678,7 @@ class GeoSession
 					   std::vector<int32_t> &sizes);
 	std::vector<std::vector<double>> strengths(int32_t main_user, double min_similarity,
 											   const StrengthParams &params,
-											   const std::vector<PowerPlan> &powers);
+											   const std::vector<PowerPlan> &powers, const ReachGrid *reach);
 	void download_sums(std::vector<double> &floored, std::vector<double> &raw)
 	{
 		EventTimer transfer(stream_);
@@ -565,6 +688,28 @@ class GeoSession
 	}
 
   private:
+	/* The reach index and its plan (geo_reach.hpp), on the device. */
+	struct ReachIndex
+	{
+		ReachGrid grid;
+		ReachPlan plan;
+		DeviceBuffer<double> x, y, cos_lat, w;
+		DeviceBuffer<uint32_t> point, order;
+		DeviceBuffer<int64_t> group_begin, piece_begin, piece_first, piece_last;
+		/* the launches: slabs [launch_slab[l], launch_slab[l + 1]), with so many units and candidates */
+		DeviceBuffer<ReachSlab> slabs;
+		std::vector<int> launch_slab{0};
+		std::vector<long long> launch_units, launch_cands;
+		long long most_units = 0;
+
+		DevicePlan device_plan() const
+		{
+			return {order.get(), group_begin.get(), piece_begin.get(), piece_first.get(), piece_last.get()};
+		}
+	};
+	void build_reach(const ReachGrid &grid);
+	void strengths_in_reach(const StrengthParams &params, const PowerPlan &power, const double *w, double *total);
+
 	/*
 	 * by_count_host_: the users by point count (a counting sort, stable),
 	 * class_begin_ and count_prefix_ over that order.
@@ -705,6 +850,8 @@ class GeoSession
 	std::vector<int64_t> count_prefix_;
 	int n_candidates_ = 0;
 	DeviceBuffer<double> cand_x_, cand_y_, cand_cos_;
+	std::vector<double> cand_host_x_, cand_host_y_;
+	std::unique_ptr<ReachIndex> reach_;
 };
 
 void GeoSessionDeleter::operator()(GeoSession *session) const noexcept { delete session; }
@@ -855,8 +1002,10 @@ void GeoSession::similar_users(int k, double epsilon, int part, int parts, std::
 
 std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double min_similarity,
 													   const StrengthParams &params,
-													   const std::vector<PowerPlan> &powers)
+													   const std::vector<PowerPlan> &powers, const ReachGrid *reach)
 {
+	if (reach && !reach_)
+		build_reach(*reach);
 	similarity_sums(main_user, params.epsilon);
 	int n = n_candidates_;
 	std::vector<std::vector<double>> out(powers.size());
@@ -877,7 +1026,7 @@ std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double
 	slices_per_launch = std::min<long long>(slices_per_launch, 65535);
 
 	DeviceBuffer<double> w(n_points_, ctx_);
-	DeviceBuffer<double> partial(static_cast<size_t>(slices_per_launch) * n, ctx_);
+	DeviceBuffer<double> partial(reach ? 0 : static_cast<size_t>(slices_per_launch) * n, ctx_);
 	DeviceBuffer<double> total(n, ctx_);
 	DeviceCandidates cands{cand_x_.get(), cand_y_.get(), cand_cos_.get(), n};
 	{
@@ -887,6 +1036,17 @@ std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double
 			offsets_.get(), n_users_, main_user, main_points, min_similarity, floored_.get(), w.get());
 		check_launch("point_weights");
 		ctx_.times.compute_ms += compute.stop_ms();
+	}
+	if (reach)
+	{
+		for (size_t e = 0; e < powers.size(); ++e)
+		{
+			strengths_in_reach(params, powers[e], w.get(), total.get());
+			EventTimer transfer(stream_);
+			download(out[e], total, n, stream_);
+			ctx_.times.transfer_ms += transfer.stop_ms();
+		}
+		return out;
 	}
 	for (size_t e = 0; e < powers.size(); ++e)
 	{
@@ -920,6 +1080,158 @@ std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double
 	return out;
 }
 
+/*
+ * The points in cell order as the CPU's counting sort leaves them (a
+ * stable radix sort of the point indices by cell), each cell's start from
+ * its count, and the plan from those (geo_reach.hpp), cut into launches of
+ * slabs: each bounded by the memory its piece sums take and by the pairs a
+ * launch evaluates.
+ */
+void GeoSession::build_reach(const ReachGrid &grid)
+{
+	auto index = std::make_unique<ReachIndex>();
+	index->grid = grid;
+	size_t n = static_cast<size_t>(n_points_);
+	auto count = static_cast<long long>(n);
+	int64_t cells = grid.cells();
+	index->point = DeviceBuffer<uint32_t>(n, ctx_);
+	index->x = DeviceBuffer<double>(n, ctx_);
+	index->y = DeviceBuffer<double>(n, ctx_);
+	index->cos_lat = DeviceBuffer<double>(metric_ == Metric::Haversine ? n : 0, ctx_);
+	index->w = DeviceBuffer<double>(n, ctx_);
+	std::vector<int64_t> cell_start(static_cast<size_t>(cells) + 1, 0);
+	EventTimer compute(stream_);
+	if (n > 0)
+	{
+		DeviceBuffer<uint32_t> cell(n, ctx_), sorted_cell(n, ctx_), rows(n, ctx_);
+		DeviceBuffer<unsigned> counts(static_cast<size_t>(cells), ctx_);
+		reach_cells<<<grid_for(n), 256, 0, stream_>>>(x_.get(), y_.get(), count, grid, cell.get());
+		check_launch("reach_cells");
+		check(cudaMemsetAsync(counts.get(), 0, counts.size() * sizeof(unsigned), stream_), "cudaMemsetAsync");
+		count_cells<<<grid_for(n), 256, 0, stream_>>>(cell.get(), count, counts.get());
+		check_launch("count_cells");
+		fill_rows<<<grid_for(n), 256, 0, stream_>>>(rows.get(), count);
+		check_launch("fill_rows");
+		int cell_bits = 1;
+		while (cell_bits < 32 && (int64_t(1) << cell_bits) < cells)
+			++cell_bits;
+		size_t temp_bytes = 0;
+		check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, cell.get(), sorted_cell.get(), rows.get(),
+											  index->point.get(), static_cast<int64_t>(n), 0, cell_bits, stream_),
+			  "cub::DeviceRadixSort");
+		DeviceBuffer<char> temp(temp_bytes, ctx_);
+		check(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, cell.get(), sorted_cell.get(), rows.get(),
+											  index->point.get(), static_cast<int64_t>(n), 0, cell_bits, stream_),
+			  "cub::DeviceRadixSort");
+		with_metric(metric_, [&](auto metric) {
+			gather_entries<decltype(metric)::value><<<grid_for(n), 256, 0, stream_>>>(
+				index->point.get(), count, device_points(), index->x.get(), index->y.get(), index->cos_lat.get());
+		});
+		check_launch("gather_entries");
+		std::vector<unsigned> host_counts;
+		download(host_counts, counts, static_cast<size_t>(cells), stream_);
+		stream_.synchronize();
+		for (int64_t c = 0; c < cells; ++c)
+			cell_start[c + 1] = cell_start[c] + host_counts[c];
+	}
+	ctx_.times.compute_ms += compute.stop_ms();
+
+	Stopwatch planning;
+	ReachPlan &plan = index->plan;
+	plan = plan_reach(grid, cell_start, cand_host_x_.data(), cand_host_y_.data(), cand_host_x_.size());
+	/* slabs: a group's candidates in shares whose units fit; consecutive slabs into launches */
+	long long unit_cap = std::max<long long>(1 << 16, static_cast<long long>(free_bytes() / 4 / sizeof(double)));
+	double work_cap = pairs_per_launch();
+	std::vector<ReachSlab> slabs;
+	long long units = 0, cands = 0;
+	double work = 0;
+	auto close_launch = [&] {
+		index->launch_slab.push_back(static_cast<int>(slabs.size()));
+		index->launch_units.push_back(units);
+		index->launch_cands.push_back(cands);
+		index->most_units = std::max(index->most_units, units);
+		units = cands = 0;
+		work = 0;
+	};
+	for (size_t g = 0; g < plan.groups(); ++g)
+	{
+		int64_t pieces = plan.piece_begin[g + 1] - plan.piece_begin[g];
+		int64_t members = plan.group_begin[g + 1] - plan.group_begin[g];
+		double entries = 0;
+		for (int64_t p = plan.piece_begin[g]; p < plan.piece_begin[g + 1]; ++p)
+			entries += static_cast<double>(plan.piece_last[p] - plan.piece_first[p]);
+		int64_t share = std::max<int64_t>(
+			1, std::min<int64_t>(unit_cap / std::max<int64_t>(1, pieces),
+								 static_cast<int64_t>(work_cap / std::max(1.0, entries))));
+		for (int64_t first = 0; first < members; first += share)
+		{
+			int64_t m = std::min(share, members - first);
+			if (units > 0 && (units + pieces * m > unit_cap || work + entries * m > work_cap))
+				close_launch();
+			slabs.push_back({units, cands, static_cast<int64_t>(g), first, m});
+			units += pieces * m;
+			cands += m;
+			work += entries * m;
+		}
+	}
+	if (cands > 0)
+		close_launch();
+	ctx_.times.compute_ms += planning.elapsed_ms();
+
+	EventTimer transfer(stream_);
+	index->order = DeviceBuffer<uint32_t>(plan.order.size(), ctx_);
+	index->group_begin = DeviceBuffer<int64_t>(plan.group_begin.size(), ctx_);
+	index->piece_begin = DeviceBuffer<int64_t>(plan.piece_begin.size(), ctx_);
+	index->piece_first = DeviceBuffer<int64_t>(plan.piece_first.size(), ctx_);
+	index->piece_last = DeviceBuffer<int64_t>(plan.piece_last.size(), ctx_);
+	index->slabs = DeviceBuffer<ReachSlab>(slabs.size(), ctx_);
+	upload(index->order, plan.order, stream_, ctx_);
+	upload(index->group_begin, plan.group_begin, stream_, ctx_);
+	upload(index->piece_begin, plan.piece_begin, stream_, ctx_);
+	upload(index->piece_first, plan.piece_first, stream_, ctx_);
+	upload(index->piece_last, plan.piece_last, stream_, ctx_);
+	upload(index->slabs, slabs, stream_, ctx_);
+	ctx_.times.transfer_ms += transfer.stop_ms();
+	reach_ = std::move(index);
+	ctx_.interrupt_point(Phase::Compute);
+}
+
+/* total[c] for every candidate under one power, given the points' weights w. */
+void GeoSession::strengths_in_reach(const StrengthParams &params, const PowerPlan &power, const double *w,
+									double *total)
+{
+	ReachIndex &index = *reach_;
+	EventTimer compute(stream_);
+	auto n = static_cast<long long>(n_points_);
+	if (n > 0)
+	{
+		gather_weights<<<grid_for(static_cast<size_t>(n)), 256, 0, stream_>>>(index.point.get(), n, w, index.w.get());
+		check_launch("gather_weights");
+	}
+	ReachEntries entries{index.x.get(), index.y.get(), index.cos_lat.get(), index.w.get()};
+	DeviceCandidates cands{cand_x_.get(), cand_y_.get(), cand_cos_.get(), n_candidates_};
+	DeviceBuffer<double> partial(static_cast<size_t>(std::max<long long>(1, index.most_units)), ctx_);
+	for (size_t l = 0; l + 1 < index.launch_slab.size(); ++l)
+	{
+		const ReachSlab *slabs = index.slabs.get() + index.launch_slab[l];
+		int n_slabs = index.launch_slab[l + 1] - index.launch_slab[l];
+		long long units = index.launch_units[l];
+		if (units > 0)
+		{
+			with_metric(metric_, [&](auto metric) {
+				reach_pieces<decltype(metric)::value><<<grid_for(static_cast<size_t>(units), kBlock), kBlock, 0, stream_>>>(
+					entries, index.device_plan(), slabs, n_slabs, units, cands, params, power, partial.get());
+			});
+			check_launch("reach_pieces");
+		}
+		reach_totals<<<grid_for(static_cast<size_t>(index.launch_cands[l])), 256, 0, stream_>>>(
+			index.device_plan(), slabs, n_slabs, index.launch_cands[l], partial.get(), total);
+		check_launch("reach_totals");
+		between_launches();
+	}
+	ctx_.times.compute_ms += compute.stop_ms();
+}
+
 GeoSessionPtr open_geo_session(const GeoPointColumns &points, const GeoCandidateColumns *candidates,
 							   CallContext &ctx)
 {
@@ -941,9 +1253,9 @@ void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int
 
 std::vector<std::vector<double>> geo_strengths(GeoSession &session, int32_t main_user,
 											   double min_similarity, const StrengthParams &params,
-											   const std::vector<PowerPlan> &powers)
+											   const std::vector<PowerPlan> &powers, const ReachGrid *reach)
 {
-	return session.strengths(main_user, min_similarity, params, powers);
+	return session.strengths(main_user, min_similarity, params, powers, reach);
 }
 
 } // namespace gpurec::gpu

@@ -72,7 +72,7 @@ void geo_similar_users(GeoSession &, int, double, int, int, std::vector<Similari
 	no_gpu();
 }
 std::vector<std::vector<double>> geo_strengths(GeoSession &, int32_t, double, const StrengthParams &,
-											   const std::vector<PowerPlan> &)
+											   const std::vector<PowerPlan> &, const ReachGrid *)
 {
 	no_gpu();
 }

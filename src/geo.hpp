@@ -207,12 +207,42 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 									  ExecContext &ctx);
 
 /*
+ * fit_exponent with the continuous search: besides the grid's rows, the
+ * exponent of the greatest mean AUC found within [least, greatest
+ * exponent].  The objective is the grid's: the mean AUC over the holdout
+ * users.  The method: the bracket around the grid's best exponent (its
+ * neighbours on the grid, or the range's end) is searched by zooming: 8
+ * exponents evenly inside it, then the bracket of the best found so far
+ * and a step either way, until a step is at most `tolerance`; the best of
+ * every exponent evaluated, the grid's included (equal means: the grid's
+ * best, then the lesser exponent), so the fit is never worse than the
+ * grid's.  The mean AUC is a step function of the exponent (a ranking's):
+ * this finds a best step near the grid's best, not always the best of the
+ * whole range.  tolerance 0: no search (`fitted` false), as when no user
+ * counts (users = 0).
+ */
+struct ExponentSearch
+{
+	std::vector<ExponentFit> grid;
+	bool fitted = false;
+	double exponent = 0;
+	double mean_auc = 0;
+	int evaluations = 0; /* exponents evaluated beyond the grid */
+};
+
+ExponentSearch search_exponent(const GeoPoints &points, const GeoHoldout &holdout, const GeoCandidates &candidates,
+							   const std::vector<double> &exponents, double tolerance,
+							   const StrengthOptions &strength, const GeoOptions &options, ExecContext &ctx);
+
+/*
  * The argument checks of the functions above (which make them too), for the
  * SQL layer to call before it reads any input: metric and epsilon; the
  * exponents and the strength options (and check_k, errors.hpp).
  */
 GeoOptions geo_options(const std::string &metric, double epsilon);
 void check_strength_arguments(const std::vector<double> &exponents, const StrengthOptions &strength);
+/* search_exponent's tolerance: finite and greater than zero (0 only from C++: no search) */
+void check_tolerance(double tolerance);
 
 /*
  * A building block, exposed for the unit tests: the points grouped per user

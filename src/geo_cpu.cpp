@@ -209,6 +209,39 @@ void strengths_of_block(const GeoPointSet &s, const BulkVector<double> &w,
 	std::copy(total, total + n, out);
 }
 
+/*
+ * The strengths through the reach index: each candidate's pieces, summed
+ * in plan order (geo_reach.hpp), the candidates of a cell one after the
+ * other so that their pieces stay in cache.
+ */
+void strengths_in_reach(const CpuReachIndex &reach, const BulkVector<double> &w, const GeoCandidateSet &cands,
+						const StrengthParams &sp, const std::vector<PowerPlan> &powers,
+						std::vector<std::vector<double>> &out, ExecContext &ctx)
+{
+	const ReachPlan &plan = reach.plan;
+	BulkVector<double> entry_weight(reach.point.size());
+	for_each_in_blocks(reach.point.size(), size_t(1) << 16, ctx,
+					   [&](size_t, size_t, size_t e) { entry_weight[e] = w[reach.point[e]]; });
+	ReachEntries entries{reach.x.data(), reach.y.data(), reach.cos_lat.empty() ? nullptr : reach.cos_lat.data(),
+						 entry_weight.data()};
+	std::vector<uint32_t> group_of(plan.order.size());
+	for (size_t g = 0; g < plan.groups(); ++g)
+		std::fill(group_of.begin() + plan.group_begin[g], group_of.begin() + plan.group_begin[g + 1],
+				  static_cast<uint32_t>(g));
+	size_t n = plan.order.size();
+	parallel_for(n * powers.size(), ctx, [&](size_t item, size_t, const std::atomic<bool> &cancelled) {
+		size_t e = item / n, at = item % n;
+		uint32_t c = plan.order[at];
+		uint32_t g = group_of[at];
+		double cx = cands.x[c], cy = cands.y[c], ccos = sp.haversine ? cands.cos_lat[c] : 0.0;
+		double total = 0.0;
+		for (int64_t p = plan.piece_begin[g]; p < plan.piece_begin[g + 1] && !cancelled.load(std::memory_order_relaxed); ++p)
+			total = geo::add(total, reach_piece_sum(entries, plan.piece_first[p], plan.piece_last[p], sp, powers[e],
+													cx, cy, ccos));
+		out[e][c] = total;
+	});
+}
+
 } // namespace
 
 void similarity_sums_on_cpu(const GeoPointSet &s, int32_t main_user, double epsilon,
@@ -232,7 +265,7 @@ void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon, GeoPrunin
 std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const GeoCandidateSet &cands,
 												  int32_t main_user, double min_similarity,
 												  const StrengthParams &sp,
-												  const std::vector<PowerPlan> &powers,
+												  const std::vector<PowerPlan> &powers, const CpuReachIndex *reach,
 												  ExecContext &ctx)
 {
 	std::vector<double> floored, raw;
@@ -240,6 +273,12 @@ std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const Ge
 	Stopwatch clock;
 	BulkVector<double> w = point_weights(s, main_user, min_similarity, floored);
 	std::vector<std::vector<double>> out(powers.size(), std::vector<double>(cands.size()));
+	if (reach)
+	{
+		strengths_in_reach(*reach, w, cands, sp, powers, out, ctx);
+		ctx.times.compute_ms += clock.elapsed_ms();
+		return out;
+	}
 	size_t blocks = (cands.size() + kCandidatesPerItem - 1) / kCandidatesPerItem;
 	parallel_for(blocks * powers.size(), ctx, [&](size_t item, size_t, const std::atomic<bool> &cancelled) {
 		size_t e = item / blocks, first = (item % blocks) * kCandidatesPerItem;

@@ -8,6 +8,8 @@
 
 #include "geo_internal.hpp"
 
+#include <memory>
+
 #include "gpu_service.hpp"
 #include "roc_fitness.hpp"
 
@@ -111,6 +113,9 @@ GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands
 							 ExecContext &ctx)
 {
 	gpu::GeoSessionPtr session = open_gpu_session(points, work.metric, cands, ctx);
+	std::unique_ptr<ReachGrid> reach;
+	if (cands && work.strength.has_max_distance)
+		reach = std::make_unique<ReachGrid>(reach_grid_of(points, *cands, work.strength));
 	return run_on(
 		work, static_cast<int32_t>(points.user_ids.size()), cands ? cands->size() : 0,
 		[&](int32_t main, std::vector<double> &floored, std::vector<double> &raw) {
@@ -120,7 +125,7 @@ GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands
 			gpu::geo_similar_users(*session, work.kept, work.epsilon, work.part, work.parts, heaps, sizes);
 		},
 		[&](int32_t main) {
-			return gpu::geo_strengths(*session, main, work.min_similarity, work.strength, work.powers);
+			return gpu::geo_strengths(*session, main, work.min_similarity, work.strength, work.powers, reach.get());
 		},
 		ctx);
 }
@@ -128,6 +133,10 @@ GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands
 GeoWorkResult on_cpu(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work, ExecContext &ctx)
 {
 	GeoPointSet set = grouped_on_cpu(points, work.metric, ctx);
+	std::unique_ptr<CpuReachIndex> reach;
+	if (cands && work.strength.has_max_distance)
+		reach = std::make_unique<CpuReachIndex>(
+			reach_index_on_cpu(set, *cands, reach_grid_of(points, *cands, work.strength), ctx));
 	return run_on(
 		work, set.users(), cands ? cands->size() : 0,
 		[&](int32_t main, std::vector<double> &floored, std::vector<double> &raw) {
@@ -137,7 +146,8 @@ GeoWorkResult on_cpu(const GeoRows &points, const GeoCandidateSet *cands, const 
 			similar_users_on_cpu(set, work.kept, work.epsilon, work.pruning, work.part, work.parts, heaps, sizes, ctx);
 		},
 		[&](int32_t main) {
-			return strengths_on_cpu(set, *cands, main, work.min_similarity, work.strength, work.powers, ctx);
+			return strengths_on_cpu(set, *cands, main, work.min_similarity, work.strength, work.powers, reach.get(),
+									ctx);
 		},
 		ctx);
 }

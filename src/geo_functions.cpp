@@ -17,6 +17,9 @@ namespace gpurec {
 
 namespace {
 
+/* Exponents fit_exponent's continuous search evaluates a round. */
+constexpr int kSearchPoints = 8;
+
 /* The largest squared distance whose square root rounds to at most max_distance. */
 double euclidean_max_key(double max_distance)
 {
@@ -133,7 +136,16 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 									  const StrengthOptions &strength, const GeoOptions &options,
 									  ExecContext &ctx)
 {
+	return search_exponent(points, holdout, candidates, exponents, 0, strength, options, ctx).grid;
+}
+
+ExponentSearch search_exponent(const GeoPoints &points, const GeoHoldout &holdout, const GeoCandidates &candidates,
+							   const std::vector<double> &exponents, double tolerance,
+							   const StrengthOptions &strength, const GeoOptions &options, ExecContext &ctx)
+{
 	check_strength_arguments(exponents, strength);
+	if (tolerance != 0)
+		check_tolerance(tolerance);
 	check_geo_input(points, options, ctx);
 	GeoCandidateSet cands = candidate_set(candidates, options.metric);
 
@@ -155,9 +167,8 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 	work.metric = options.metric;
 	work.min_similarity = strength.min_similarity;
 	work.strength = strength_params(strength, options);
-	for (double e : exponents)
-		work.powers.push_back(plan_power(e));
-	double cost = 0;
+	/* distance evaluations: each user's similarity sums once, and its strengths per exponent */
+	double sums_cost = 0, strengths_cost = 0;
 	double n_points = static_cast<double>(points.user.size());
 	for (size_t i = 0; i < visits.size();)
 	{
@@ -177,29 +188,82 @@ std::vector<ExponentFit> fit_exponent(const GeoPoints &points, const GeoHoldout 
 		{
 			work.users.push_back(code);
 			work.positives.push_back(std::move(positive));
-			cost += n_points * static_cast<double>(points.user.counts()[code] +
-												   static_cast<int64_t>(cands.size() * exponents.size()));
+			sums_cost += n_points * static_cast<double>(points.user.counts()[code]);
+			strengths_cost += n_points * static_cast<double>(cands.size());
 		}
-	}
-
-	/* each exponent's AUCs summed in user order, however many devices computed them */
-	std::vector<double> auc_sum(exponents.size(), 0.0);
-	if (!work.users.empty())
-	{
-		std::vector<std::vector<double>> aucs = run_geo_work(rows_of(points), &cands, work, "fit_exponent", cost, ctx).aucs;
-		for (size_t e = 0; e < exponents.size(); ++e)
-			for (double auc : aucs[e])
-				auc_sum[e] += auc;
 	}
 	size_t users = work.users.size();
 
-	std::vector<ExponentFit> out;
+	/* the mean AUC of each exponent: AUCs summed in user order, however many devices computed them */
+	auto mean_aucs = [&](const std::vector<double> &of) {
+		std::vector<double> auc_sum(of.size(), 0.0);
+		if (users == 0)
+			return auc_sum;
+		work.powers.clear();
+		for (double e : of)
+			work.powers.push_back(plan_power(e));
+		double cost = sums_cost + strengths_cost * static_cast<double>(of.size());
+		std::vector<std::vector<double>> aucs = run_geo_work(rows_of(points), &cands, work, "fit_exponent", cost, ctx).aucs;
+		for (size_t e = 0; e < of.size(); ++e)
+		{
+			for (double auc : aucs[e])
+				auc_sum[e] += auc;
+			auc_sum[e] /= static_cast<double>(users);
+		}
+		return auc_sum;
+	};
+
+	ExponentSearch out;
+	std::vector<double> grid_means = mean_aucs(exponents);
 	for (size_t e = 0; e < exponents.size(); ++e)
-		out.push_back({exponents[e],
-					   users == 0 ? 0.0 : auc_sum[e] / static_cast<double>(users),
-					   static_cast<int64_t>(users)});
-	std::stable_sort(out.begin(), out.end(),
+		out.grid.push_back({exponents[e], grid_means[e], static_cast<int64_t>(users)});
+	std::stable_sort(out.grid.begin(), out.grid.end(),
 					 [](const ExponentFit &a, const ExponentFit &b) { return a.exponent < b.exponent; });
+	if (tolerance == 0 || users == 0)
+		return out;
+
+	/* the grid's best (the lesser exponent of equal means), and the bracket of its neighbours */
+	size_t best = 0;
+	for (size_t e = 1; e < out.grid.size(); ++e)
+		if (out.grid[e].mean_auc > out.grid[best].mean_auc)
+			best = e;
+	double found = out.grid[best].exponent, found_auc = out.grid[best].mean_auc;
+	double least = out.grid.front().exponent, greatest = out.grid.back().exponent;
+	double lo = out.grid[best > 0 ? best - 1 : 0].exponent;
+	double hi = out.grid[best + 1 < out.grid.size() ? best + 1 : best].exponent;
+	/*
+	 * Zooming: kSearchPoints exponents evenly inside the bracket, in one
+	 * call (one pass over the points serves them all); the bracket becomes
+	 * the best found so far and a step either way; until a step is at most
+	 * the tolerance.  Several points a round, not one as golden section
+	 * takes: the mean AUC is a step function, and a lone probe stalls on a
+	 * step beside a narrow peak.
+	 */
+	for (double step = (hi - lo) / (kSearchPoints + 1); hi > lo;)
+	{
+		std::vector<double> probes;
+		for (int i = 1; i <= kSearchPoints; ++i)
+			probes.push_back(lo + (hi - lo) * i / (kSearchPoints + 1));
+		std::vector<double> means = mean_aucs(probes);
+		out.evaluations += kSearchPoints;
+		for (size_t i = 0; i < probes.size(); ++i)
+			/* equal means: the grid's best stays, else the lesser exponent */
+			if (means[i] > found_auc ||
+				(means[i] == found_auc && probes[i] < found && found != out.grid[best].exponent))
+			{
+				found = probes[i];
+				found_auc = means[i];
+			}
+		if (step <= tolerance)
+			break;
+		lo = std::max(least, found - step);
+		hi = std::min(greatest, found + step);
+		step = (hi - lo) / (kSearchPoints + 1);
+		ctx.interrupt_point(Phase::Compute);
+	}
+	out.fitted = true;
+	out.exponent = found;
+	out.mean_auc = found_auc;
 	return out;
 }
 

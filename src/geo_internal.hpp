@@ -11,6 +11,7 @@
  *   geo_pairs.hpp     the CPU's nearest point of a user (by chord under
  *                     haversine) and one user's offer to another's best
  *   geo_pruned.cpp    similar_users through a k-d tree, pruned
+ *   geo_reach.cpp     the reach index under max_distance, as the CPU holds it
  *   geo_device.cpp    one computation on the device dispatch chooses: the
  *                     GPU session, the CPU path, or the GPU service
  *   geo_functions.cpp the SQL-callable functions (geo.hpp): checks, the
@@ -38,7 +39,7 @@
 #include <memory>
 #include <vector>
 
-#include "geo.hpp"
+#include "geo.hpp" /* and through it geo_kernels.hpp: geo_arithmetic.hpp, geo_reach.hpp */
 
 namespace gpurec {
 
@@ -100,10 +101,30 @@ void similar_users_on_cpu(const GeoPointSet &s, int k, double epsilon, GeoPrunin
 						  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 						  ExecContext &ctx);
 
+/* ---- geo_reach.cpp: the reach index under max_distance (kernels/api/geo_reach.hpp) */
+
+/* The grid of a call: over its points and candidates, whatever the rows' order. */
+ReachGrid reach_grid_of(const GeoRows &points, const GeoCandidateSet &cands, const StrengthParams &sp);
+
+/* The points in the grid's cell order (point: each entry's index in the GeoPointSet), and the plan. */
+struct CpuReachIndex
+{
+	ReachGrid grid;
+	std::vector<int64_t> cell_start;
+	BulkVector<double> x, y, cos_lat;
+	std::vector<uint32_t> point;
+	ReachPlan plan;
+};
+
+CpuReachIndex reach_index_on_cpu(const GeoPointSet &s, const GeoCandidateSet &cands, const ReachGrid &grid,
+								 ExecContext &ctx);
+
+/* The strengths; through `reach` when given (max_distance), else over every point. */
 std::vector<std::vector<double>> strengths_on_cpu(const GeoPointSet &s, const GeoCandidateSet &cands,
 												  int32_t main_user, double min_similarity,
 												  const StrengthParams &sp,
-												  const std::vector<PowerPlan> &powers, ExecContext &ctx);
+												  const std::vector<PowerPlan> &powers, const CpuReachIndex *reach,
+												  ExecContext &ctx);
 
 /* ---- geo_pruned.cpp: similar_users through a spatial index ------------- */
 

@@ -148,6 +148,13 @@ void check_strength_arguments(const std::vector<double> &exponents, const Streng
 	check_strength_options(strength);
 }
 
+void check_tolerance(double tolerance)
+{
+	if (!(tolerance > 0) || !std::isfinite(tolerance))
+		throw Error(sqlstate::invalid_parameter_value, "tolerance must be greater than zero",
+					"tolerance = " + number_text(tolerance) + ".", "Pass NULL for no continuous search.");
+}
+
 /* ---- data --------------------------------------------------------------- */
 
 void check_coordinates(double x, double y, GeoMetric metric, const char *what, int64_t id)

@@ -225,36 +225,42 @@ Datum predict_strength_body(FunctionCallInfo fcinfo)
 	return (Datum) 0;
 }
 
+/* fit_exponent's continuous search: its tolerance, NULL for none */
+constexpr int kToleranceArgument = 8;
+
 /*
  * fit_exponent(points_query, holdout_query, candidates_query, exponents,
- * max_distance, min_similarity, metric, epsilon)
+ * max_distance, min_similarity, metric, epsilon, tolerance)
  */
 Datum fit_exponent_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
-	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument}))
+	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument, kToleranceArgument}))
 		return (Datum) 0;
 	const char *holdout_query = text_argument(fcinfo, 1);
 	std::vector<double> exponents = float8_list_argument(fcinfo, 3, "exponents");
 	StrengthArguments args = strength_arguments(fcinfo, exponents);
+	double tolerance = PG_ARGISNULL(kToleranceArgument) ? 0 : PG_GETARG_FLOAT8(kToleranceArgument);
+	if (!PG_ARGISNULL(kToleranceArgument))
+		check_tolerance(tolerance);
 
 	InputTable points = read_points(args.points_query, ctx, args.options, gpu_pairs_from(ctx));
 	InputTable holdout("holdout query",
 					   {id_spec("user_id"), id_spec("candidate_id")});
 	read_inner_query(holdout_query, holdout, ctx);
 	InputTable candidates = read_candidates(args.candidates_query, ctx, args.options, points);
-	std::vector<ExponentFit> fits =
-		fit_exponent(points_of(points), {holdout.int64(0), holdout.int64(1)},
-					 candidates_of(candidates), exponents, args.strength, args.options, ctx);
+	ExponentSearch fits =
+		search_exponent(points_of(points), {holdout.int64(0), holdout.int64(1)}, candidates_of(candidates),
+						exponents, tolerance, args.strength, args.options, ctx);
 	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "fit_exponent");
-	for (const ExponentFit &fit : fits)
+	for (const ExponentFit &fit : fits.grid)
 	{
-		/* no user with a visited and an unvisited candidate: no mean */
-		Datum values[3] = {Float8GetDatum(fit.exponent), Float8GetDatum(fit.mean_auc),
-						   Int64GetDatum(fit.users)};
-		bool nulls[3] = {false, fit.users == 0, false};
+		/* no user with a visited and an unvisited candidate: no mean; no search: no fitted exponent */
+		Datum values[5] = {Float8GetDatum(fit.exponent), Float8GetDatum(fit.mean_auc), Int64GetDatum(fit.users),
+						   Float8GetDatum(fits.exponent), Float8GetDatum(fits.mean_auc)};
+		bool nulls[5] = {false, fit.users == 0, false, !fits.fitted, !fits.fitted};
 		out.put(values, nulls);
 	}
 	out.finish();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "geo_arithmetic.hpp"
+#include "geo_reach.hpp"
 #include "kernel_api.hpp"
 
 namespace gpurec::gpu {
@@ -76,9 +77,13 @@ void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int
 /*
  * The strength of every candidate for the main user, one vector per power:
  * points of users other than the main user whose similarity to it is at
- * least min_similarity weigh by that similarity.
+ * least min_similarity weigh by that similarity.  With `reach` (under
+ * max_distance), each candidate reads only its reach's points through the
+ * index of that grid (geo_reach.hpp), built on the session's first such
+ * call and kept for the next: pass the same grid to every call of a session.
  */
 std::vector<std::vector<double>> geo_strengths(GeoSession &session, int32_t main_user, double min_similarity,
-											   const StrengthParams &params, const std::vector<PowerPlan> &powers);
+											   const StrengthParams &params, const std::vector<PowerPlan> &powers,
+											   const ReachGrid *reach);
 
 } // namespace gpurec::gpu

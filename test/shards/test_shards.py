@@ -258,8 +258,8 @@ def functional(rnd, data, by_key):
                 f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM points', 12, "
                 f"'SELECT * FROM candidates', {args})", tolerance=1e-9)
     compare("fit-exponent",
-            "gpurec.fit_exponent('SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates', "
-            "'{1,2,2,0.5}')",
+            "(SELECT exponent, mean_auc, users FROM gpurec.fit_exponent('SELECT * FROM points', "
+            "'SELECT * FROM holdout', 'SELECT * FROM candidates', '{1,2,2,0.5}')) AS grid",
             f"gpurec_shards.fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', "
             "'SELECT * FROM candidates', '{1,2,2,0.5}')", tolerance=1e-9)
 
