@@ -223,3 +223,57 @@ CREATE AGGREGATE _read_columns(text, VARIADIC "any") (
     FINALFUNC = _read_columns_final,
     PARALLEL = SAFE
 );
+
+-- ------------------------------------------------- gpurec_shards' shard side --
+
+-- What gpurec_shards asks of a shard beyond gpurec's own functions, in the
+-- schema of internal objects: users call none of these.
+CREATE SCHEMA IF NOT EXISTS gpurec_internal;
+GRANT USAGE ON SCHEMA gpurec_internal TO PUBLIC;
+
+CREATE FUNCTION gpurec_internal.statement_text(query text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'gpurec_statement_text'
+LANGUAGE C STABLE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal.statement_text(text) IS
+'Internal (gpurec_shards): the one statement of query, without a trailing semicolon or comment, to place inside another query.';
+
+-- The points of the given users (every user where users is NULL) as the
+-- geospatial functions read them: rows with a NULL skipped, coordinates as
+-- double precision.  The inner query sits in a FROM clause, where no
+-- data-modifying statement is allowed.
+CREATE FUNCTION gpurec_internal.shard_points(points_query text, users bigint[])
+RETURNS TABLE(user_id bigint, x float8, y float8)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        E'SELECT q.user_id::bigint, q.x::float8, q.y::float8 FROM (%s\n) AS q '
+        'WHERE q.user_id IS NOT NULL AND q.x IS NOT NULL AND q.y IS NOT NULL '
+        'AND ($1 IS NULL OR q.user_id = ANY ($1))',
+        gpurec_internal.statement_text(points_query)) USING users;
+END $$;
+
+COMMENT ON FUNCTION gpurec_internal.shard_points(text, bigint[]) IS
+'Internal (gpurec_shards): the points of the given users (all where NULL), as the geospatial functions read them.';
+
+CREATE FUNCTION gpurec_internal.shard_roc_auc(population_query text, labels boolean[])
+RETURNS TABLE(individual_id bigint, auc float8)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        E'SELECT p.individual_id::bigint, @extschema@.roc_auc(p.scores::float8[], $1) FROM (%s\n) AS p '
+        'WHERE p.individual_id IS NOT NULL AND p.scores IS NOT NULL',
+        gpurec_internal.statement_text(population_query)) USING labels;
+END $$;
+
+COMMENT ON FUNCTION gpurec_internal.shard_roc_auc(text, boolean[]) IS
+'Internal (gpurec_shards): roc_auc of every individual of population_query (individual_id, scores).';
+
+CREATE FUNCTION gpurec_internal.raise_error(sqlstate text, message text, detail text, hint text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'gpurec_raise_error'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal.raise_error(text, text, text, text) IS
+'Internal (gpurec_shards): raises ERROR sqlstate with message, and detail and hint where not NULL.';
