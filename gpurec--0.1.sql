@@ -277,3 +277,42 @@ LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION gpurec_internal.raise_error(text, text, text, text) IS
 'Internal (gpurec_shards): raises ERROR sqlstate with message, and detail and hint where not NULL.';
+
+-- What improve_carts' lines depend on among a shard's offers: each of the
+-- products' cheapest offer, and each (product, store) pair's cheapest, as
+-- the engine ranks them (price, then store, then fewest decimals), the
+-- price as the text of its own type (every digit of a numeric, every bit
+-- of a float) with that type's name, for the coordinator to send on.
+CREATE FUNCTION gpurec_internal.shard_cart_offers(offers_query text, products bigint[], pair_products bigint[],
+                                                  pair_stores bigint[])
+RETURNS TABLE(product_id bigint, store_id bigint, price text, price_type text)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        E'WITH o AS (SELECT q.product_id::bigint AS product_id, q.store_id::bigint AS store_id, q.price '
+        '           FROM (%s' || E'\n' || ') AS q '
+        '           WHERE q.product_id IS NOT NULL AND q.store_id IS NOT NULL AND q.price IS NOT NULL) '
+        '(SELECT DISTINCT ON (o.product_id) o.product_id, o.store_id, o.price::text, pg_typeof(o.price)::text '
+        ' FROM o WHERE o.product_id = ANY ($1) '
+        ' ORDER BY o.product_id, o.price, o.store_id, length(o.price::text)) '
+        'UNION ALL '
+        '(SELECT DISTINCT ON (o.product_id, o.store_id) o.product_id, o.store_id, o.price::text, pg_typeof(o.price)::text '
+        ' FROM o JOIN unnest($2, $3) AS pair(product_id, store_id) '
+        '   ON o.product_id = pair.product_id AND o.store_id = pair.store_id '
+        ' ORDER BY o.product_id, o.store_id, o.price, length(o.price::text))',
+        gpurec_internal.statement_text(offers_query)) USING products, pair_products, pair_stores;
+END $$;
+
+COMMENT ON FUNCTION gpurec_internal.shard_cart_offers(text, bigint[], bigint[], bigint[]) IS
+'Internal (gpurec_shards): the offers improve_carts'' lines depend on, prices as the text of their own type.';
+
+-- The distinct users of a points query as the geospatial functions read it:
+-- the coordinator refuses a user that two shards hold.
+CREATE FUNCTION gpurec_internal.shard_users(points_query text)
+RETURNS bigint[]
+LANGUAGE sql VOLATILE AS $$
+    SELECT coalesce(array_agg(DISTINCT p.user_id), '{}') FROM gpurec_internal.shard_points(points_query, NULL) AS p;
+$$;
+
+COMMENT ON FUNCTION gpurec_internal.shard_users(text) IS
+'Internal (gpurec_shards): the distinct users of points_query, as the geospatial functions read it.';

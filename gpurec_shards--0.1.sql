@@ -159,6 +159,16 @@ BEGIN
         HINT = format('Shard the data by %s: all rows of one %s on one partition.', what, what);
 END $$;
 
+-- Refuses a user whose points two partitions hold (22023): a sum over
+-- users (a strength) would count each part of the user as a user.
+CREATE FUNCTION gpurec_internal.shards_refuse_split_users(cluster text, parts integer[], points_query text)
+RETURNS void LANGUAGE sql AS $$
+    SELECT gpurec_internal.shards_refuse_split('user', s.user_id, cluster, s.part, s.other_part)
+    FROM (SELECT u.user_id, min(t.shard) AS part, max(t.shard) AS other_part
+          FROM gpurec_internal.shards_users(cluster, parts, points_query) AS t, unnest(t.users) AS u(user_id)
+          GROUP BY u.user_id HAVING count(*) > 1 ORDER BY u.user_id LIMIT 1) AS s;
+$$;
+
 -- A query text placed in a FROM clause, whatever follows its statement.
 CREATE FUNCTION gpurec_internal.shards_subquery(query text)
 RETURNS text LANGUAGE sql STABLE STRICT AS $$
@@ -186,22 +196,27 @@ RETURNS TABLE(shard integer, product_id bigint, store_id bigint) LANGUAGE plprox
     FROM gpurec.improve_carts(q_carts, 'SELECT 1::bigint AS product_id, 1::bigint AS store_id, 1::numeric AS price WHERE false') AS c;
 $$;
 
--- each product's cheapest offer among q_cheapest, and each (product,
--- store)'s cheapest among q_at_stores (ties fewest decimals first, as the
--- engine ranks)
-CREATE FUNCTION gpurec_internal.shards_cart_offers(cluster text, parts integer[], q_cheapest text,
-                                                   q_at_stores text)
-RETURNS TABLE(shard integer, product_id bigint, store_id bigint, price text) LANGUAGE plproxy AS $$
+-- each product's cheapest offer, and each (product, store) pair's, prices
+-- as the text of their own type (gpurec_internal.shard_cart_offers)
+CREATE FUNCTION gpurec_internal.shards_cart_offers(cluster text, parts integer[], q_offers text,
+                                                   q_products bigint[], q_pair_products bigint[],
+                                                   q_pair_stores bigint[])
+RETURNS TABLE(shard integer, product_id bigint, store_id bigint, price text, price_type text)
+LANGUAGE plproxy AS $$
     CLUSTER gpurec_internal.shards_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.product_id, c.store_id, c.price::text AS price
-    FROM gpurec.cheapest_offers(q_cheapest, 1) AS c
-    UNION ALL
-    SELECT (parts)[1], s.product_id, s.store_id, s.price::text
-    FROM (SELECT DISTINCT ON (a.product_id, a.store_id) a.product_id, a.store_id, a.price
-          FROM gpurec.cheapest_offers(q_at_stores, 2147483647) AS a
-          ORDER BY a.product_id, a.store_id, a.offer_rank) AS s;
+    SELECT (parts)[1] AS shard, c.*
+    FROM gpurec_internal.shard_cart_offers(q_offers, q_products, q_pair_products, q_pair_stores) AS c;
+$$;
+
+-- each partition's distinct users
+CREATE FUNCTION gpurec_internal.shards_users(cluster text, parts integer[], q_points text)
+RETURNS TABLE(shard integer, users bigint[]) LANGUAGE plproxy AS $$
+    CLUSTER gpurec_internal.shards_cluster(cluster);
+    SPLIT parts;
+    RUN ON parts;
+    SELECT (parts)[1] AS shard, gpurec_internal.shard_users(q_points) AS users;
 $$;
 
 CREATE FUNCTION gpurec_internal.shards_improve_carts(cluster text, parts integer[], q_carts text, q_offers text)
@@ -357,7 +372,8 @@ DECLARE
     products bigint[];
     offer_products bigint[];
     offer_stores bigint[];
-    offer_prices numeric[];
+    offer_prices text[];
+    price_types text[];
     e record;
     st text; msg text; det text; hnt text;
 BEGIN
@@ -374,25 +390,28 @@ BEGIN
     END IF;
     -- 2. what a line's answer depends on, from every partition's offers:
     --    the cheapest offer of each product, and the cheapest offer of each
-    --    pair at its current store
-    SELECT array_agg(o.product_id), array_agg(o.store_id), array_agg(o.price::numeric)
-      INTO offer_products, offer_stores, offer_prices
-      FROM (SELECT DISTINCT t.product_id, t.store_id, t.price
-            FROM gpurec_internal.shards_cart_offers(cluster, parts,
-                     format('SELECT o.* FROM %s AS o WHERE o.product_id = ANY (%L::bigint[])',
-                            gpurec_internal.shards_subquery(offers_query), products),
-                     format('SELECT o.* FROM %s AS o JOIN unnest(%L::bigint[], %L::bigint[]) '
-                            'AS pair(product_id, store_id) '
-                            'ON o.product_id = pair.product_id AND o.store_id = pair.store_id',
-                            gpurec_internal.shards_subquery(offers_query), pair_products, pair_stores)) AS t) o;
-    -- 3. every partition improves its own carts against those offers
+    --    pair at its current store, prices as the text of their own type
+    SELECT array_agg(o.product_id), array_agg(o.store_id), array_agg(o.price), array_agg(DISTINCT o.price_type)
+      INTO offer_products, offer_stores, offer_prices, price_types
+      FROM (SELECT DISTINCT t.product_id, t.store_id, t.price, t.price_type
+            FROM gpurec_internal.shards_cart_offers(cluster, parts, offers_query, products,
+                                                    pair_products, pair_stores) AS t) o;
+    IF cardinality(price_types) > 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '42804',
+            MESSAGE = format('the partitions'' offers queries give prices of different types (%s)',
+                             array_to_string(price_types, ', ')),
+            HINT = 'Cast the price to one type in the offers query.';
+    END IF;
+    -- 3. every partition improves its own carts against those offers, each
+    --    price read back in its own type
     RETURN QUERY
     SELECT t.cart_id, t.product_id, t.quantity, t.current_store_id, t.current_price,
            t.best_store_id, t.best_price, t.saving
     FROM gpurec_internal.shards_improve_carts(cluster, parts, carts_query,
              format('SELECT r.product_id, r.store_id, r.price '
-                    'FROM unnest(%L::bigint[], %L::bigint[], %L::numeric[]) AS r(product_id, store_id, price)',
-                    coalesce(offer_products, '{}'), coalesce(offer_stores, '{}'), coalesce(offer_prices, '{}'))) AS t
+                    'FROM unnest(%L::bigint[], %L::bigint[], %L::%s[]) AS r(product_id, store_id, price)',
+                    coalesce(offer_products, '{}'), coalesce(offer_stores, '{}'), coalesce(offer_prices, '{}'),
+                    coalesce(price_types[1]::regtype, 'numeric'::regtype))) AS t
     ORDER BY t.cart_id, t.product_id, t.current_store_id, t.quantity;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
@@ -633,6 +652,7 @@ BEGIN
                                     main_user,
                                     'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y WHERE false',
                                     exponent, max_distance, min_similarity, metric, epsilon);
+    PERFORM gpurec_internal.shards_refuse_split_users(cluster, parts, points_query);
     SELECT array_agg(p.x), array_agg(p.y) INTO xs, ys
       FROM gpurec_internal.shards_points(cluster, parts, points_query, ARRAY[main_user]) p;
     IF xs IS NULL THEN
@@ -692,6 +712,7 @@ BEGIN
                                 'SELECT 1::bigint AS user_id, 1::bigint AS candidate_id WHERE false',
                                 'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y',
                                 exponents, max_distance, min_similarity, metric, epsilon);
+    PERFORM gpurec_internal.shards_refuse_split_users(cluster, parts, points_query);
     cands := gpurec_internal.shards_candidates(candidates_query);
     -- each holdout user's visited candidate rows (every row of a named id;
     -- an id naming no row leaves the user a holdout user with no visit)

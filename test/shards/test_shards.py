@@ -13,10 +13,16 @@ by its key and, for the offers, by a column that is not the key; every
 function's distributed answer must equal the single server's, row for row
 and bit for bit (predict_strength and fit_exponent: within 1e-9 relative,
 their sums being added in another order); shards that answer no rows;
-gpurec.cpu_threads honoured, on a shard and through the servers' options,
-with the same answers.  Then faults: a shard that is
-down, a shard whose query fails, data split across shards, cancel and
-statement_timeout while the shards work.
+gpurec.cpu_threads honoured, on a shard and through the partitions' connect
+strings, with the same answers; query texts that end with a comment or a
+semicolon; values at the edges (float8 prices that differ in the 17th
+digit, tiny, huge, NaN and infinite ones, numerics of scales 0 to 4, 64-bit
+ids at both ends); a NULL cluster.  Then faults: data split across
+partitions for every function it matters to, the setup for a role that is
+not a superuser with passwords (no USAGE, no user mapping, no password, a
+wrong one), a partition whose query fails, cancel and statement_timeout
+while the partitions work, a partition's server stopped during a call and
+before one.
 """
 import os
 import re
@@ -40,8 +46,10 @@ PSQL = os.environ.get("PSQL", "psql")
 DEVICE = os.environ.get("GPUREC_DEVICE")
 
 
-def run(host, db, query, check_rc=True):
-    env = dict(os.environ, PGHOST=host, PGDATABASE=db, PGUSER="postgres")
+def run(host, db, query, check_rc=True, user="postgres", password=None):
+    env = dict(os.environ, PGHOST=host, PGDATABASE=db, PGUSER=user)
+    if password:
+        env["PGPASSWORD"] = password
     if DEVICE:
         env["PGOPTIONS"] = f"-c gpurec.device={DEVICE}"
     proc = subprocess.run([PSQL, "-X", "-q", "-A", "-t", "-F", "|", "-v", "ON_ERROR_STOP=1",
@@ -57,10 +65,10 @@ def rows(host, db, query):
     return [line for line in out.splitlines() if line]
 
 
-def error_of(host, db, query, settings=""):
+def error_of(host, db, query, settings="", **login):
     """(sqlstate, message, seconds) of the error query raises, or None."""
     started = time.monotonic()
-    proc = run(host, db, settings + query, check_rc=False)
+    proc = run(host, db, settings + query, check_rc=False, **login)
     took = time.monotonic() - started
     for line in proc.stderr.splitlines():
         if line.startswith("ERROR:"):
@@ -499,8 +507,21 @@ def faults():
         compare(f"{how}-then-usable", "gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 2)",
                 f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2)")
 
-    # a shard that is down: the call fails naming it; up again, calls work
+    # a partition's server that stops during a call: the call fails naming
+    # the partition (the server's own 57P01, or 08006 where the connection
+    # broke first)
+    env = dict(os.environ, PGHOST=COORD[0], PGDATABASE=COORD[1], PGUSER="postgres")
+    victim = subprocess.Popen(
+        [PSQL, "-X", "-q", "-v", "VERBOSITY=verbose", "-c",
+         f"SELECT count(*) FROM gpurec_shards.cheapest_offers({SHARDS}, '{slow}');"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.8)
     subprocess.run([os.path.join(ROOT, "test", "cluster.sh"), "stop", HOSTS[2]], stdout=subprocess.DEVNULL)
+    _, err = victim.communicate(timeout=60)
+    e = next((line.split(":", 2) for line in err.splitlines() if line.startswith("ERROR:")), None)
+    check("shard-down-during-a-call-names-it", e is not None and e[1].strip() in ("57P01", "08006")
+          and re.search(r'cluster "four", partition [23] \(dbname four_[23]\)', e[2]) is not None, f"got {err}")
+    # a partition that is down before the call: the call fails naming it; up again, calls work
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM offers');")
     check("shard-down-names-it", e is not None and e[0] == "08001"
           and 'cluster "four", partition 2 (dbname four_2) is unreachable' in e[1], f"got {e}")
@@ -509,6 +530,177 @@ def faults():
     compare("shard-up-again-answers",
             "gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 2)",
             f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2)")
+
+
+def edge_values(rnd):
+    """Values at the edges, dealt at random over the partitions of `four`,
+    against one server holding them all: float8 prices that differ in the
+    17th digit, tiny and huge ones, NaN and infinities, numerics of scales 0
+    to 4, NULLs, 64-bit ids at both ends.  Then the issue's case: offers
+    (8, store 1, 0.30000000000000004) and (8, store 2, 0.3) on two
+    partitions, the cart line (1, 8, store 1) on a third."""
+    ids = [-9223372036854775808, 9223372036854775807, -1, 0, 1, 2, 3, 1 << 40]
+    floats = ["0.3", "0.30000000000000004", "3.3333333333333335e-05", "1e-300", "1e+300", "-1e+300",
+              "NaN", "Infinity", "-Infinity", "2", "2.0000000000000004", None]
+    numerics = ["7", "7.0", "7.00", "7.000", "7.0000", "0.0001", "123456789012.5", "-3.25", "NaN", None]
+    offers = []
+    for _ in range(400):
+        offers.append([rnd.choice(ids + [None]), rnd.choice(ids + [None]), rnd.choice(floats), rnd.choice(numerics)])
+    carts = []
+    for cart in range(1, 60):
+        for _ in range(rnd.randint(1, 4)):
+            carts.append([rnd.choice(ids + [cart]), rnd.choice(ids), rnd.choice(ids), rnd.choice([1, 2, 7, None])])
+    schema = ("DROP TABLE IF EXISTS edge_offers, edge_carts;"
+              "CREATE TABLE edge_offers (product_id bigint, store_id bigint, price float8, nprice numeric);"
+              "CREATE TABLE edge_carts (cart_id bigint, product_id bigint, store_id bigint, quantity integer);")
+    parts = [[[] for _ in SHARD_DBS], [[] for _ in SHARD_DBS]]
+    for row in offers:
+        parts[0][rnd.randrange(len(SHARD_DBS))].append(row)
+    for row in carts:  # carts by cart, as improve_carts wants
+        parts[1][int(row[0]) % len(SHARD_DBS)].append(row)
+    # the issue's case, on partitions of its own
+    issue_offers = [[8, 1, "0.30000000000000004", "0.3"], [8, 2, "0.3", "0.30"]]
+    parts[0][0].append(issue_offers[0])
+    parts[0][1].append(issue_offers[1])
+    parts[1][2].append([2, 8, 1, 1])
+    for (host, db), o, c in zip(SHARD_DBS, parts[0], parts[1]):
+        run(host, db, schema)
+        copy_rows(host, db, "edge_offers", o)
+        copy_rows(host, db, "edge_carts", c)
+    run(*WHOLE, schema)
+    copy_rows(*WHOLE, "edge_offers", offers + issue_offers)
+    copy_rows(*WHOLE, "edge_carts", carts + [[2, 8, 1, 1]])
+    for price in ("price", "nprice"):
+        query = f"SELECT product_id, store_id, {price} AS price FROM edge_offers"
+        for k in (1, 3):
+            compare(f"edge-cheapest-offers-{price}-k{k}", f"gpurec.cheapest_offers('{query}', {k})",
+                    f"gpurec_shards.cheapest_offers({SHARDS}, '{query}', {k})")
+        compare(f"edge-improve-carts-{price}", f"gpurec.improve_carts('SELECT * FROM edge_carts', '{query}')",
+                f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM edge_carts', '{query}')")
+    compare("improve-carts-float-prices-17th-digit-issue-case",
+            "gpurec.improve_carts('SELECT * FROM edge_carts WHERE cart_id = 2 AND product_id = 8', "
+            "'SELECT product_id, store_id, price FROM edge_offers WHERE product_id = 8')",
+            f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM edge_carts WHERE cart_id = 2 AND product_id = 8', "
+            "'SELECT product_id, store_id, price FROM edge_offers WHERE product_id = 8')")
+    tiny = "SELECT product_id, store_id, price / 3 AS price FROM edge_offers WHERE price = 0.0001 * 3 OR product_id = 8"
+    compare("improve-carts-tiny-float-price",
+            f"gpurec.improve_carts('SELECT * FROM edge_carts', '{tiny}')",
+            f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM edge_carts', '{tiny}')")
+
+
+def query_texts(data):
+    """Query texts that end with a comment or a semicolon, as gpurec takes
+    them, through every function: the same answer as one server given the
+    plain text."""
+    labels = data["labels"]
+    for end, tail in (("comment", " -- the end"), ("semicolon", " ; ")):
+        def q(text):
+            return (text + tail).replace("'", "''")
+        calls = {
+            "cheapest-offers": ("gpurec.cheapest_offers('{}', 2)", ["SELECT product_id, store_id, price FROM offers"]),
+            "improve-carts": ("gpurec.improve_carts('{}', '{}')", ["SELECT * FROM carts", "SELECT * FROM offers"]),
+            "roc-fitness-long": ("gpurec.roc_fitness('{}')", ["SELECT * FROM scores"]),
+            "roc-fitness-arrays": ("gpurec.roc_fitness('{}', '" + labels.replace("{", "{{").replace("}", "}}") + "')",
+                                   ["SELECT * FROM population"]),
+            "user-similarity": ("gpurec.user_similarity('{}', 17)", ["SELECT * FROM points"]),
+            "similar-users": ("gpurec.similar_users('{}', 3)", ["SELECT * FROM points"]),
+            "predict-strength": ("gpurec.predict_strength('{}', 12, '{}')",
+                                 ["SELECT * FROM points", "SELECT * FROM candidates"]),
+            "fit-exponent": ("gpurec.fit_exponent('{}', '{}', '{}', '{{1,2}}')",
+                             ["SELECT * FROM points", "SELECT * FROM holdout", "SELECT * FROM candidates"]),
+        }
+        for name, (call, texts) in calls.items():
+            plain = call.format(*[t.replace("'", "''") for t in texts])
+            ended = call.format(*[q(t) for t in texts]).replace("gpurec.", f"gpurec_shards.", 1)
+            ended = ended.replace("(", f"({SHARDS}, ", 1)
+            tolerance = 1e-9 if name in ("predict-strength", "fit-exponent") else None
+            compare(f"query-text-ending-in-a-{end}-{name}", plain, ended, tolerance=tolerance)
+        compare(f"query-text-ending-in-a-{end}-roc-auc",
+                f"(SELECT individual_id, gpurec.roc_auc(scores, '{labels}') FROM population "
+                "WHERE scores IS NOT NULL ORDER BY 1) AS t",
+                f"gpurec_shards.roc_auc({SHARDS}, '{q('SELECT * FROM population')}', '{labels}')")
+
+
+def split_data(data):
+    """A key whose rows two partitions hold, for every function whose answer
+    depends on a key living on one partition: ERROR 22023 naming it and
+    both partitions, checked on the coordinator."""
+    def refused(name, what, key, call):
+        e = error_of(*COORD, f"SELECT * FROM gpurec_shards.{call};")
+        want = f'{what} {key} is on more than one partition of cluster "four" (1 and 3)'
+        check(f"split-{name}-22023", e is not None and e[0] == "22023" and want in e[1], f"got {e}")
+    labels = data["labels"]
+    scores = "{" + ",".join("0.5" for _ in labels.strip("{}").split(",")) + "}"
+    for host, db in (SHARD_DBS[1], SHARD_DBS[3]):
+        run(host, db, "INSERT INTO points VALUES (7001, 1, 2), (7001, 3, 4);"
+            f"INSERT INTO population VALUES (7001, '{scores}');")
+    try:
+        refused("user-similarity", "user", 7001, f"user_similarity({SHARDS}, 'SELECT * FROM points', 17)")
+        refused("similar-users", "user", 7001, f"similar_users({SHARDS}, 'SELECT * FROM points', 3)")
+        refused("predict-strength", "user", 7001,
+                f"predict_strength({SHARDS}, 'SELECT * FROM points', 12, 'SELECT * FROM candidates')")
+        refused("fit-exponent", "user", 7001,
+                f"fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates')")
+        refused("roc-fitness-arrays", "individual", 7001,
+                f"roc_fitness({SHARDS}, 'SELECT * FROM population', '{labels}')")
+        refused("roc-auc", "individual", 7001, f"roc_auc({SHARDS}, 'SELECT * FROM population', '{labels}')")
+    finally:
+        for host, db in (SHARD_DBS[1], SHARD_DBS[3]):
+            run(host, db, "DELETE FROM points WHERE user_id = 7001; DELETE FROM population WHERE individual_id = 7001;")
+
+
+def null_cluster():
+    """A NULL cluster gives no rows, as a NULL argument does in gpurec."""
+    calls = ["cheapest_offers(NULL, 'SELECT * FROM offers')",
+             "improve_carts(NULL, 'SELECT * FROM carts', 'SELECT * FROM offers')",
+             "roc_fitness(NULL, 'SELECT * FROM scores')",
+             "roc_fitness(NULL, 'SELECT * FROM population', '{t,f}')",
+             "roc_auc(NULL, 'SELECT * FROM population', '{t,f}')",
+             "user_similarity(NULL, 'SELECT * FROM points', 17)",
+             "similar_users(NULL, 'SELECT * FROM points')",
+             "predict_strength(NULL, 'SELECT * FROM points', 12, 'SELECT * FROM candidates')",
+             "fit_exponent(NULL, 'SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates')"]
+    got = [rows(*COORD, f"SELECT count(*) FROM gpurec_shards.{c};")[0] for c in calls]
+    check("null-cluster-no-rows-every-function", got == ["0"] * len(calls), f"got {got}")
+
+
+def credentials():
+    """The README's setup for a role that is not a superuser, with
+    passwords the partitions check: each missing piece is its own error
+    naming the cluster, then the call answers as one server."""
+    for host in HOSTS:
+        run(host, "postgres", "CREATE ROLE analyst LOGIN PASSWORD 'secret';")
+        hba = os.path.join(host, "db", "pg_hba.conf")
+        with open(hba) as f:
+            rules = f.read()
+        with open(hba, "w") as f:
+            f.write("local all analyst scram-sha-256\n" + rules)
+        run(host, "postgres", "SELECT pg_reload_conf();")
+    for host, db in SHARD_DBS:
+        run(host, db, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO analyst;")
+    analyst = {"user": "analyst", "password": "secret"}
+    call = f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2)"
+    e = error_of(*COORD, call, **analyst)
+    check("no-usage-on-the-cluster-42501", e is not None and e[0] == "42501" and '"four"' in e[1], f"got {e}")
+    run(*COORD, "GRANT USAGE ON FOREIGN SERVER four TO analyst;")
+    e = error_of(*COORD, call, **analyst)
+    check("no-user-mapping-42704", e is not None and e[0] == "42704"
+          and 'no user mapping for role "analyst" on cluster "four"' in e[1], f"got {e}")
+    run(*COORD, "CREATE USER MAPPING FOR analyst SERVER four OPTIONS (user 'analyst');")
+    e = error_of(*COORD, call, **analyst)
+    check("no-password-08001", e is not None and e[0] == "08001" and "no password supplied" in e[1]
+          and re.search(r'cluster "four", partition [0-3] \(dbname four_[0-3]\)', e[1]) is not None, f"got {e}")
+    run(*COORD, "ALTER USER MAPPING FOR analyst SERVER four OPTIONS (ADD password 'wrong');")
+    e = error_of(*COORD, call, **analyst)
+    check("wrong-password-28P01", e is not None and e[0] == "28P01" and 'cluster "four", partition' in e[1],
+          f"got {e}")
+    run(*COORD, "ALTER USER MAPPING FOR analyst SERVER four OPTIONS (SET password 'secret');")
+    want = rows(*WHOLE, "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 2);")
+    try:
+        got = [line for line in run(*COORD, call + ";", **analyst).stdout.splitlines() if line]
+        check("non-superuser-with-passwords-answers", got == want and len(want) > 0, first_difference(got, want))
+    except RuntimeError as e:
+        check("non-superuser-with-passwords-answers", False, str(e))
 
 
 def main():
@@ -521,9 +713,14 @@ def main():
         for cluster in CLUSTERS:
             functional(rnd, data, by_key=False, cluster=cluster)
             functional(rnd, data, by_key=True, cluster=cluster)
+        query_texts(data)
+        split_data(data)
+        null_cluster()
+        edge_values(rnd)
         merge(rnd)
         cpu_threads()
         materialized_view()
+        credentials()
         faults()
     finally:
         teardown()
