@@ -316,3 +316,15 @@ $$;
 
 COMMENT ON FUNCTION gpurec_internal.shard_users(text) IS
 'Internal (gpurec_shards): the distinct users of points_query, as the geospatial functions read it.';
+
+-- similar_users' lists of part `part` of `parts` of the users (the parts
+-- together cover every user once, where each computes on the same kind of
+-- device): every partition of gpurec_shards gets all points and ranks a part.
+CREATE FUNCTION gpurec_internal.similar_users_part(points_query text, k integer, metric text, epsilon float8,
+                                                   part integer, parts integer)
+RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
+AS 'MODULE_PATHNAME', 'gpurec_similar_users_part'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal.similar_users_part(text, integer, text, float8, integer, integer) IS
+'Internal (gpurec_shards): similar_users'' lists of part part of parts of the users.';

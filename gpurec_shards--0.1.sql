@@ -169,6 +169,23 @@ RETURNS void LANGUAGE sql AS $$
           GROUP BY u.user_id HAVING count(*) > 1 ORDER BY u.user_id LIMIT 1) AS s;
 $$;
 
+-- Raises XX000 where the partitions' parts of similar_users did not cover
+-- every user once (users: the lists' distinct users; lists: their
+-- (user, partition) pairs; expected: the users with points, where two or
+-- more have).
+CREATE FUNCTION gpurec_internal.shards_check_cover(cluster text, users bigint, lists bigint, expected bigint)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF users <> expected OR lists <> users THEN
+        RAISE EXCEPTION USING ERRCODE = 'XX000',
+            MESSAGE = format('the partitions of cluster "%s" divided the users differently', cluster),
+            DETAIL = format('%s users have points; the partitions ranked %s, %s times in all.', expected, users, lists),
+            HINT = 'The partitions divide the users as their devices do: set gpurec.device alike on every '
+                   'partition (gpu on all, or cpu on all).';
+    END IF;
+    RETURN true;
+END $$;
+
 -- A query text placed in a FROM clause, whatever follows its statement.
 CREATE FUNCTION gpurec_internal.shards_subquery(query text)
 RETURNS text LANGUAGE sql STABLE STRICT AS $$
@@ -278,18 +295,18 @@ LANGUAGE plproxy AS $$
     FROM gpurec.user_similarity(q_points, q_main_user, q_metric, q_epsilon) AS s;
 $$;
 
--- q_points: each partition's own points query (split with the partitions);
--- q_own: each partition's own users, whose lists it returns
-CREATE FUNCTION gpurec_internal.shards_similar_users(cluster text, parts integer[], q_points text[], q_own text[],
-                                                     q_k integer, q_metric text, q_epsilon float8)
+-- q_points: each partition's query of all points (its own, and the
+-- others' as arrays; split with the partitions); each partition ranks its
+-- part (its number) of q_parts of the users
+CREATE FUNCTION gpurec_internal.shards_similar_users(cluster text, parts integer[], q_points text[],
+                                                     q_parts integer, q_k integer, q_metric text, q_epsilon float8)
 RETURNS TABLE(shard integer, user_id bigint, rank integer, other_user_id bigint, similarity float8)
 LANGUAGE plproxy AS $$
     CLUSTER gpurec_internal.shards_cluster(cluster);
-    SPLIT parts, q_points, q_own;
+    SPLIT parts, q_points;
     RUN ON parts;
     SELECT (parts)[1] AS shard, s.*
-    FROM gpurec.similar_users((q_points)[1], q_k, q_metric, q_epsilon) AS s
-    WHERE s.user_id = ANY ((q_own)[1]::bigint[]);
+    FROM gpurec_internal.similar_users_part((q_points)[1], q_k, q_metric, q_epsilon, (parts)[1], q_parts) AS s;
 $$;
 
 -- the candidates' strengths in the candidates query's order (n)
@@ -581,7 +598,7 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     parts integer[];
     queries text[];
-    own text[];
+    n_users bigint;
     point_shards integer[];
     ids bigint[];
     xs float8[];
@@ -595,10 +612,11 @@ BEGIN
     parts := gpurec_internal.shards_parts(cluster);
     PERFORM gpurec.similar_users('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', k, metric, epsilon);
     -- every user's k most similar others may be on any partition: each
-    -- partition gets the other partitions' points and keeps the lists of its
-    -- own users
-    SELECT array_agg(p.shard), array_agg(p.user_id), array_agg(p.x), array_agg(p.y)
-      INTO point_shards, ids, xs, ys
+    -- partition gets the other partitions' points, and ranks a part of the
+    -- users (the engine's division, the same on every partition, which
+    -- holds the same points) against all of them
+    SELECT array_agg(p.shard), array_agg(p.user_id), array_agg(p.x), array_agg(p.y), count(DISTINCT p.user_id)
+      INTO point_shards, ids, xs, ys, n_users
       FROM gpurec_internal.shards_points(cluster, parts, points_query, NULL) p;
     PERFORM gpurec_internal.shards_refuse_split('user', p.user_id, cluster, min(p.shard), max(p.shard))
        FROM unnest(point_shards, ids) AS p(shard, user_id)
@@ -606,20 +624,28 @@ BEGIN
     SELECT array_agg(format('SELECT q.user_id, q.x, q.y FROM %s AS q UNION ALL SELECT r.user_id, r.x, r.y '
                             'FROM unnest(%L::bigint[], %L::float8[], %L::float8[]) AS r(user_id, x, y)',
                             gpurec_internal.shards_subquery(points_query),
-                            coalesce(o.ids, '{}'), coalesce(o.xs, '{}'), coalesce(o.ys, '{}')) ORDER BY i.part),
-           array_agg(coalesce(o.own, '{}')::text ORDER BY i.part)
-      INTO queries, own
+                            coalesce(o.ids, '{}'), coalesce(o.xs, '{}'), coalesce(o.ys, '{}')) ORDER BY i.part)
+      INTO queries
       FROM unnest(parts) AS i(part)
       CROSS JOIN LATERAL (
           SELECT array_agg(p.user_id) FILTER (WHERE p.shard <> i.part) AS ids,
                  array_agg(p.x) FILTER (WHERE p.shard <> i.part) AS xs,
-                 array_agg(p.y) FILTER (WHERE p.shard <> i.part) AS ys,
-                 array_agg(DISTINCT p.user_id) FILTER (WHERE p.shard = i.part) AS own
+                 array_agg(p.y) FILTER (WHERE p.shard <> i.part) AS ys
           FROM unnest(point_shards, ids, xs, ys) AS p(shard, user_id, x, y)) o;
+    -- the parts cover every user once where the partitions divide the users
+    -- alike (on the same kind of device): checked, as a user's list must
+    -- come whole from one partition
     RETURN QUERY
-    SELECT t.user_id, t.rank, t.other_user_id, t.similarity
-    FROM gpurec_internal.shards_similar_users(cluster, parts, queries, own, k, metric, epsilon) AS t
-    ORDER BY t.user_id, t.rank;
+    WITH r AS MATERIALIZED (
+        SELECT t.* FROM gpurec_internal.shards_similar_users(cluster, parts, queries, cardinality(parts), k,
+                                                             metric, epsilon) AS t),
+    covered AS (
+        SELECT gpurec_internal.shards_check_cover(cluster, (SELECT count(DISTINCT r.user_id) FROM r),
+                                                  (SELECT count(*) FROM (SELECT DISTINCT r.user_id, r.shard FROM r) AS u),
+                                                  CASE WHEN n_users >= 2 THEN n_users ELSE 0 END) AS ok)
+    SELECT r.user_id, r.rank, r.other_user_id, r.similarity
+    FROM r, covered WHERE covered.ok
+    ORDER BY r.user_id, r.rank;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);

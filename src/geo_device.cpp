@@ -232,8 +232,13 @@ int64_t device_bytes(const GeoRows &points, const GeoCandidateSet *cands, const 
 
 GeoWorkResult in_service(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work, ExecContext &ctx)
 {
-	/* the work that splits by user goes to every device of the service, a share each */
-	bool splits = work.kind == GeoWork::Kind::SimilarUsers || work.kind == GeoWork::Kind::AucSums;
+	/*
+	 * the work that splits by user goes to every device of the service, a
+	 * share each, unless it is a part already (a partition's of
+	 * gpurec_shards): the devices' division of a part is not the part's
+	 */
+	bool splits = (work.kind == GeoWork::Kind::SimilarUsers || work.kind == GeoWork::Kind::AucSums) &&
+				  work.parts == 1;
 	std::vector<uint8_t> bytes = ctx.service->call(
 		service::Function::GeoWork, device_bytes(points, cands, work),
 		[&](ByteWriter &out) {
@@ -266,8 +271,11 @@ std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &pa
 		cands.cos_lat = get_vector<double>(in);
 	}
 	GeoWork work = get_work(in);
-	work.part = part.index;
-	work.parts = part.count;
+	if (part.count > 1)
+	{
+		work.part = part.index;
+		work.parts = part.count;
+	}
 	/* what the devices index by: every row's code a user's, every count a row's, every holdout user a user */
 	int64_t rows = 0;
 	for (int64_t c : counts)

@@ -649,6 +649,25 @@ def split_data(data):
             run(host, db, "DELETE FROM points WHERE user_id = 7001; DELETE FROM population WHERE individual_id = 7001;")
 
 
+def similar_users_parts():
+    """The partitions divide similar_users' work: part p of n (what
+    partition p ranks, given all points) holds the whole lists of about
+    1/n of the users, each user in one part, and the parts together are the
+    single server's answer."""
+    n_users = int(rows(*WHOLE, "SELECT count(DISTINCT user_id) FROM points WHERE user_id IS NOT NULL "
+                       "AND x IS NOT NULL AND y IS NOT NULL;")[0])
+    want = rows(*WHOLE, "SELECT * FROM gpurec.similar_users('SELECT * FROM points', 3) ORDER BY user_id, rank;")
+    got, users = [], []
+    for part in range(4):
+        got += rows(*WHOLE, "SELECT * FROM gpurec_internal.similar_users_part('SELECT * FROM points', 3, "
+                    f"'euclidean', NULL, {part}, 4);")
+        users.append(int(rows(*WHOLE, "SELECT count(DISTINCT user_id) FROM gpurec_internal.similar_users_part("
+                              f"'SELECT * FROM points', 3, 'euclidean', NULL, {part}, 4);")[0]))
+    got.sort(key=lambda r: (int(r.split("|")[0]), int(r.split("|")[1])))
+    check("similar-users-parts-divide-the-users", got == want and sum(users) == n_users
+          and max(users) <= n_users // 4 + 1, f"users per part {users} of {n_users}; {first_difference(got, want)}")
+
+
 def null_cluster():
     """A NULL cluster gives no rows, as a NULL argument does in gpurec."""
     calls = ["cheapest_offers(NULL, 'SELECT * FROM offers')",
@@ -716,6 +735,7 @@ def main():
         query_texts(data)
         split_data(data)
         null_cluster()
+        similar_users_parts()
         edge_values(rnd)
         merge(rnd)
         cpu_threads()
