@@ -278,11 +278,13 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION gpurec_internal.raise_error(text, text, text, text) IS
 'Internal (gpurec_shards): raises ERROR sqlstate with message, and detail and hint where not NULL.';
 
--- What improve_carts' lines depend on among a shard's offers: each of the
--- products' cheapest offer, and each (product, store) pair's cheapest, as
--- the engine ranks them (price, then store, then fewest decimals), the
--- price as the text of its own type (every digit of a numeric, every bit
--- of a float) with that type's name, for the coordinator to send on.
+-- What the carts' lines depend on among a shard's offers: each of the
+-- products' cheapest offer, and each (product, store) pair's cheapest
+-- (where pair_products is NULL: every store's of the products, as
+-- optimize_carts prices a product at each store), as the engine ranks them
+-- (price, then store, then fewest decimals), the price as the text of its
+-- own type (every digit of a numeric, every bit of a float) with that
+-- type's name, for the coordinator to send on.
 CREATE FUNCTION gpurec_internal.shard_cart_offers(offers_query text, products bigint[], pair_products bigint[],
                                                   pair_stores bigint[])
 RETURNS TABLE(product_id bigint, store_id bigint, price text, price_type text)
@@ -297,8 +299,8 @@ BEGIN
         ' ORDER BY o.product_id, o.price, o.store_id, length(o.price::text)) '
         'UNION ALL '
         '(SELECT DISTINCT ON (o.product_id, o.store_id) o.product_id, o.store_id, o.price::text, pg_typeof(o.price)::text '
-        ' FROM o JOIN unnest($2, $3) AS pair(product_id, store_id) '
-        '   ON o.product_id = pair.product_id AND o.store_id = pair.store_id '
+        ' FROM o WHERE CASE WHEN $2 IS NULL THEN o.product_id = ANY ($1) '
+        '                   ELSE (o.product_id, o.store_id) IN (SELECT * FROM unnest($2, $3)) END '
         ' ORDER BY o.product_id, o.store_id, o.price, length(o.price::text))',
         gpurec_internal.statement_text(offers_query)) USING products, pair_products, pair_stores;
 END $$;
@@ -328,3 +330,18 @@ LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION gpurec_internal.similar_users_part(text, integer, text, float8, integer, integer) IS
 'Internal (gpurec_shards): similar_users'' lists of part part of parts of the users.';
+
+-- The (cart, product) pairs of a carts query's lines: the coordinator
+-- refuses a cart that two shards hold, and asks for its products' offers.
+CREATE FUNCTION gpurec_internal.shard_cart_products(carts_query text)
+RETURNS TABLE(cart_id bigint, product_id bigint)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        E'SELECT DISTINCT q.cart_id::bigint, q.product_id::bigint FROM (%s\n) AS q '
+        'WHERE q.cart_id IS NOT NULL AND q.product_id IS NOT NULL',
+        gpurec_internal.statement_text(carts_query));
+END $$;
+
+COMMENT ON FUNCTION gpurec_internal.shard_cart_products(text) IS
+'Internal (gpurec_shards): the distinct (cart_id, product_id) of carts_query''s lines.';

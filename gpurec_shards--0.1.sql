@@ -236,6 +236,26 @@ RETURNS TABLE(shard integer, users bigint[]) LANGUAGE plproxy AS $$
     SELECT (parts)[1] AS shard, gpurec_internal.shard_users(q_points) AS users;
 $$;
 
+CREATE FUNCTION gpurec_internal.shards_cart_products(cluster text, parts integer[], q_carts text)
+RETURNS TABLE(shard integer, cart_id bigint, product_id bigint) LANGUAGE plproxy AS $$
+    CLUSTER gpurec_internal.shards_cluster(cluster);
+    SPLIT parts;
+    RUN ON parts;
+    SELECT (parts)[1] AS shard, c.* FROM gpurec_internal.shard_cart_products(q_carts) AS c;
+$$;
+
+CREATE FUNCTION gpurec_internal.shards_optimize_carts(cluster text, parts integer[], q_carts text, q_offers text,
+                                                      q_shipping text)
+RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
+              total numeric, shipping numeric, stores_used integer, complete boolean,
+              current_total numeric, saving numeric)
+LANGUAGE plproxy AS $$
+    CLUSTER gpurec_internal.shards_cluster(cluster);
+    SPLIT parts;
+    RUN ON parts;
+    SELECT (parts)[1] AS shard, c.* FROM gpurec.optimize_carts(q_carts, q_offers, q_shipping) AS c;
+$$;
+
 CREATE FUNCTION gpurec_internal.shards_improve_carts(cluster text, parts integer[], q_carts text, q_offers text)
 RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
               current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
@@ -387,10 +407,6 @@ DECLARE
     pair_products bigint[];
     pair_stores bigint[];
     products bigint[];
-    offer_products bigint[];
-    offer_stores bigint[];
-    offer_prices text[];
-    price_types text[];
     e record;
     st text; msg text; det text; hnt text;
 BEGIN
@@ -407,7 +423,38 @@ BEGIN
     END IF;
     -- 2. what a line's answer depends on, from every partition's offers:
     --    the cheapest offer of each product, and the cheapest offer of each
-    --    pair at its current store, prices as the text of their own type
+    --    pair at its current store; 3. every partition improves its own
+    --    carts against those offers, each price read back in its own type
+    RETURN QUERY
+    SELECT t.cart_id, t.product_id, t.quantity, t.current_store_id, t.current_price,
+           t.best_store_id, t.best_price, t.saving
+    FROM gpurec_internal.shards_improve_carts(cluster, parts, carts_query,
+             gpurec_internal.shards_cart_offers_query(cluster, parts, offers_query, products,
+                                                      pair_products, pair_stores)) AS t
+    ORDER BY t.cart_id, t.product_id, t.current_store_id, t.quantity;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+    e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
+    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
+END $$;
+
+COMMENT ON FUNCTION improve_carts(text, text, text) IS
+'gpurec.improve_carts over carts sharded by cart and offers sharded by any column.';
+
+-- The offers the carts' lines depend on, from every partition (every
+-- store's cheapest of each of `products`, and of each pair's product the
+-- cheapest and its pair's cheapest), as a query that reads them back in
+-- the prices' own type.
+CREATE FUNCTION gpurec_internal.shards_cart_offers_query(cluster text, parts integer[], offers_query text,
+                                                         products bigint[], pair_products bigint[],
+                                                         pair_stores bigint[])
+RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    offer_products bigint[];
+    offer_stores bigint[];
+    offer_prices text[];
+    price_types text[];
+BEGIN
     SELECT array_agg(o.product_id), array_agg(o.store_id), array_agg(o.price), array_agg(DISTINCT o.price_type)
       INTO offer_products, offer_stores, offer_prices, price_types
       FROM (SELECT DISTINCT t.product_id, t.store_id, t.price, t.price_type
@@ -419,25 +466,79 @@ BEGIN
                              array_to_string(price_types, ', ')),
             HINT = 'Cast the price to one type in the offers query.';
     END IF;
-    -- 3. every partition improves its own carts against those offers, each
-    --    price read back in its own type
+    RETURN format('SELECT r.product_id, r.store_id, r.price '
+                  'FROM unnest(%L::bigint[], %L::bigint[], %L::%s[]) AS r(product_id, store_id, price)',
+                  coalesce(offer_products, '{}'), coalesce(offer_stores, '{}'), coalesce(offer_prices, '{}'),
+                  coalesce(price_types[1]::regtype, 'numeric'::regtype));
+END $$;
+
+CREATE FUNCTION optimize_carts(cluster text, carts_query text, offers_query text, shipping_query text)
+RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
+              total numeric, shipping numeric, stores_used integer, complete boolean,
+              current_total numeric, saving numeric)
+LANGUAGE plpgsql VOLATILE STRICT AS $$
+DECLARE
+    parts integer[] := gpurec_internal.shards_parts(cluster);
+    line_shards integer[];
+    line_carts bigint[];
+    products bigint[];
+    stores bigint[];
+    fees text[];
+    fee_types text[];
+    frees text[];
+    free_types text[];
+    shipping text;
+    e record;
+    st text; msg text; det text; hnt text;
+BEGIN
+    -- 1. every partition's carts' products; a cart two partitions hold is
+    --    refused, as its lines must be assigned together
+    SELECT array_agg(c.shard), array_agg(c.cart_id), array_agg(DISTINCT c.product_id)
+      INTO line_shards, line_carts, products
+      FROM gpurec_internal.shards_cart_products(cluster, parts, carts_query) AS c;
+    PERFORM gpurec_internal.shards_refuse_split('cart', s.cart_id, cluster, s.part, s.other_part)
+       FROM (SELECT l.cart_id, min(l.shard) AS part, max(l.shard) AS other_part
+             FROM unnest(line_shards, line_carts) AS l(shard, cart_id)
+             GROUP BY l.cart_id HAVING min(l.shard) <> max(l.shard) ORDER BY l.cart_id LIMIT 1) AS s;
+    -- 2. shipping, read on the coordinator (a small table every partition
+    --    needs whole), each value as the text of its own type; free_from
+    --    is optional
+    EXECUTE format('SELECT array_agg(s.store_id::bigint), array_agg(s.fee::text), '
+                   'array_agg(DISTINCT pg_typeof(s.fee)::text) FROM %s AS s',
+                   gpurec_internal.shards_subquery(shipping_query))
+       INTO stores, fees, fee_types;
+    BEGIN
+        EXECUTE format('SELECT array_agg(s.free_from::text), array_agg(DISTINCT pg_typeof(s.free_from)::text) '
+                       'FROM %s AS s', gpurec_internal.shards_subquery(shipping_query))
+           INTO frees, free_types;
+    EXCEPTION WHEN undefined_column THEN
+        frees := NULL;
+    END;
+    shipping := format('SELECT s.store_id, s.fee%s FROM unnest(%L::bigint[], %L::%s[]%s) AS s(store_id, fee%s)',
+                       CASE WHEN free_types IS NOT NULL THEN ', s.free_from' ELSE '' END,
+                       coalesce(stores, '{}'), coalesce(fees, '{}'),
+                       coalesce(fee_types[1]::regtype, 'numeric'::regtype),
+                       CASE WHEN free_types IS NOT NULL
+                            THEN format(', %L::%s[]', frees, free_types[1]::regtype) ELSE '' END,
+                       CASE WHEN free_types IS NOT NULL THEN ', free_from' ELSE '' END);
+    -- 3. every partition optimizes its own carts against every store's
+    --    offer of their products, from every partition
     RETURN QUERY
-    SELECT t.cart_id, t.product_id, t.quantity, t.current_store_id, t.current_price,
-           t.best_store_id, t.best_price, t.saving
-    FROM gpurec_internal.shards_improve_carts(cluster, parts, carts_query,
-             format('SELECT r.product_id, r.store_id, r.price '
-                    'FROM unnest(%L::bigint[], %L::bigint[], %L::%s[]) AS r(product_id, store_id, price)',
-                    coalesce(offer_products, '{}'), coalesce(offer_stores, '{}'), coalesce(offer_prices, '{}'),
-                    coalesce(price_types[1]::regtype, 'numeric'::regtype))) AS t
-    ORDER BY t.cart_id, t.product_id, t.current_store_id, t.quantity;
+    SELECT t.cart_id, t.product_id, t.quantity, t.store_id, t.price, t.total, t.shipping, t.stores_used,
+           t.complete, t.current_total, t.saving
+    FROM gpurec_internal.shards_optimize_carts(cluster, parts, carts_query,
+             gpurec_internal.shards_cart_offers_query(cluster, parts, offers_query, coalesce(products, '{}'),
+                                                      NULL, NULL),
+             shipping) AS t
+    ORDER BY t.cart_id, t.product_id, t.quantity;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
     PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
 END $$;
 
-COMMENT ON FUNCTION improve_carts(text, text, text) IS
-'gpurec.improve_carts over carts sharded by cart and offers sharded by any column.';
+COMMENT ON FUNCTION optimize_carts(text, text, text, text) IS
+'gpurec.optimize_carts over carts sharded by cart and offers sharded by any column; shipping_query runs on the coordinator.';
 
 -- ------------------------------------------------------------ ROC fitness --
 

@@ -183,7 +183,11 @@ def setup():
         + ", ".join(f"p{i} '{connstr(h, db)}'" for i, (h, db) in enumerate(dbs)) + ");"
         f"CREATE USER MAPPING FOR CURRENT_USER SERVER {name} OPTIONS (user 'postgres');"
         for name, dbs in CLUSTERS.items())
-    run(*COORD, "CREATE EXTENSION gpurec_shards CASCADE;" + servers +
+    shipping = "CREATE TABLE shipping (store_id bigint, fee numeric, free_from numeric);" \
+        "INSERT INTO shipping SELECT s, (s % 4) * 1.5, CASE s % 3 WHEN 0 THEN NULL WHEN 1 THEN 20 + s ELSE 'Infinity'::numeric END " \
+        "FROM generate_series(1, 25, 2) s;"
+    run(*WHOLE, shipping)
+    run(*COORD, "CREATE EXTENSION gpurec_shards CASCADE;" + servers + shipping +
         "CREATE TABLE candidates (candidate_id bigint, x float8, y numeric);"
         "CREATE TABLE holdout (user_id bigint, candidate_id bigint);")
 
@@ -242,6 +246,11 @@ def functional(rnd, data, by_key, cluster):
     compare(f"improve-carts-{tag}",
             "gpurec.improve_carts('SELECT * FROM carts', 'SELECT * FROM offers')",
             f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM carts', 'SELECT * FROM offers')")
+    # shipping lives on the coordinator (and, for the reference, in `whole`)
+    for shipping in ("SELECT * FROM shipping", "SELECT store_id, fee FROM shipping"):
+        compare(f"optimize-carts-{tag}-{'free-from' if '*' in shipping else 'fees-only'}",
+                f"gpurec.optimize_carts('SELECT * FROM carts', 'SELECT * FROM offers', '{shipping}')",
+                f"gpurec_shards.optimize_carts({SHARDS}, 'SELECT * FROM carts', 'SELECT * FROM offers', '{shipping}')")
     if not by_key:
         return
     # products that are all on the first partition: the others answer no rows
@@ -582,6 +591,26 @@ def edge_values(rnd):
             "'SELECT product_id, store_id, price FROM edge_offers WHERE product_id = 8')",
             f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM edge_carts WHERE cart_id = 2 AND product_id = 8', "
             "'SELECT product_id, store_id, price FROM edge_offers WHERE product_id = 8')")
+    # optimize_carts wants exact prices: float ones are the partitions' 42804, as one server's
+    e_one = error_of(*WHOLE, "SELECT * FROM gpurec.optimize_carts('SELECT * FROM edge_carts', "
+                     "'SELECT product_id, store_id, price FROM edge_offers', 'SELECT 1 AS store_id, 1 AS fee');")
+    e = error_of(*COORD, f"SELECT * FROM gpurec_shards.optimize_carts({SHARDS}, 'SELECT * FROM edge_carts', "
+                 "'SELECT product_id, store_id, price FROM edge_offers', 'SELECT 1 AS store_id, 1 AS fee');")
+    check("optimize-carts-float-prices-42804", e_one is not None and e is not None and e[0] == e_one[0] == "42804",
+          f"one server {e_one}; partitions {e}")
+    finite = "SELECT product_id, store_id, nprice AS price FROM edge_offers WHERE nprice <> ''NaN''"
+    compare("edge-optimize-carts-nprice",
+            f"gpurec.optimize_carts('SELECT * FROM edge_carts', '{finite}', "
+            "'SELECT 2::bigint AS store_id, 0.25 AS fee, 10 AS free_from')",
+            f"gpurec_shards.optimize_carts({SHARDS}, 'SELECT * FROM edge_carts', '{finite}', "
+            "'SELECT 2::bigint AS store_id, 0.25 AS fee, 10 AS free_from')")
+    # a NaN price of a product in a cart: the engine's 22023 either way
+    nan = "SELECT * FROM gpurec{}.optimize_carts({}'SELECT * FROM edge_carts', 'SELECT product_id, store_id, " \
+          "nprice AS price FROM edge_offers', 'SELECT 1 AS store_id, 1 AS fee');"
+    e_one = error_of(*WHOLE, nan.format("", ""))
+    e = error_of(*COORD, nan.format("_shards", SHARDS + ", "))
+    check("optimize-carts-nan-price-22023", e_one is not None and e is not None and e[0] == e_one[0] == "22023"
+          and "not a finite number" in e[1], f"one server {e_one}; partitions {e}")
     tiny = "SELECT product_id, store_id, price / 3 AS price FROM edge_offers WHERE price = 0.0001 * 3 OR product_id = 8"
     compare("improve-carts-tiny-float-price",
             f"gpurec.improve_carts('SELECT * FROM edge_carts', '{tiny}')",
@@ -599,6 +628,8 @@ def query_texts(data):
         calls = {
             "cheapest-offers": ("gpurec.cheapest_offers('{}', 2)", ["SELECT product_id, store_id, price FROM offers"]),
             "improve-carts": ("gpurec.improve_carts('{}', '{}')", ["SELECT * FROM carts", "SELECT * FROM offers"]),
+            "optimize-carts": ("gpurec.optimize_carts('{}', '{}', '{}')",
+                               ["SELECT * FROM carts", "SELECT * FROM offers", "SELECT * FROM shipping"]),
             "roc-fitness-long": ("gpurec.roc_fitness('{}')", ["SELECT * FROM scores"]),
             "roc-fitness-arrays": ("gpurec.roc_fitness('{}', '" + labels.replace("{", "{{").replace("}", "}}") + "')",
                                    ["SELECT * FROM population"]),
@@ -632,7 +663,7 @@ def split_data(data):
     labels = data["labels"]
     scores = "{" + ",".join("0.5" for _ in labels.strip("{}").split(",")) + "}"
     for host, db in (SHARD_DBS[1], SHARD_DBS[3]):
-        run(host, db, "INSERT INTO points VALUES (7001, 1, 2), (7001, 3, 4);"
+        run(host, db, "INSERT INTO points VALUES (7001, 1, 2), (7001, 3, 4); INSERT INTO carts VALUES (7001, 3, 4, 1);"
             f"INSERT INTO population VALUES (7001, '{scores}');")
     try:
         refused("user-similarity", "user", 7001, f"user_similarity({SHARDS}, 'SELECT * FROM points', 17)")
@@ -641,12 +672,15 @@ def split_data(data):
                 f"predict_strength({SHARDS}, 'SELECT * FROM points', 12, 'SELECT * FROM candidates')")
         refused("fit-exponent", "user", 7001,
                 f"fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates')")
+        refused("optimize-carts", "cart", 7001,
+                f"optimize_carts({SHARDS}, 'SELECT * FROM carts', 'SELECT * FROM offers', 'SELECT * FROM shipping')")
         refused("roc-fitness-arrays", "individual", 7001,
                 f"roc_fitness({SHARDS}, 'SELECT * FROM population', '{labels}')")
         refused("roc-auc", "individual", 7001, f"roc_auc({SHARDS}, 'SELECT * FROM population', '{labels}')")
     finally:
         for host, db in (SHARD_DBS[1], SHARD_DBS[3]):
-            run(host, db, "DELETE FROM points WHERE user_id = 7001; DELETE FROM population WHERE individual_id = 7001;")
+            run(host, db, "DELETE FROM points WHERE user_id = 7001; DELETE FROM population WHERE individual_id = 7001;"
+                "DELETE FROM carts WHERE cart_id = 7001;")
 
 
 def similar_users_parts():
@@ -672,6 +706,7 @@ def null_cluster():
     """A NULL cluster gives no rows, as a NULL argument does in gpurec."""
     calls = ["cheapest_offers(NULL, 'SELECT * FROM offers')",
              "improve_carts(NULL, 'SELECT * FROM carts', 'SELECT * FROM offers')",
+             "optimize_carts(NULL, 'SELECT * FROM carts', 'SELECT * FROM offers', 'SELECT * FROM shipping')",
              "roc_fitness(NULL, 'SELECT * FROM scores')",
              "roc_fitness(NULL, 'SELECT * FROM population', '{t,f}')",
              "roc_auc(NULL, 'SELECT * FROM population', '{t,f}')",
