@@ -18,7 +18,10 @@
 -- with its rows: data split across partitions is then refused naming both.
 -- The user-facing functions compose the calls and merge the answers, and
 -- each raises any error once, translated (shards_error), without the
--- internal functions' context.
+-- internal functions' context.  They run with gpurec.timing off: their
+-- own calls of gpurec (argument checks, merges) are internal, and a
+-- partition's timing NOTICE, where its session has gpurec.timing on,
+-- reaches the caller through PL/Proxy.
 
 GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
 
@@ -368,7 +371,8 @@ $$;
 CREATE FUNCTION cheapest_offers(cluster text, offers_query text, k integer DEFAULT 1)
 RETURNS TABLE(product_id bigint, offer_rank integer, store_id bigint, price numeric,
               n_offers bigint)
-LANGUAGE plpgsql VOLATILE STRICT AS $$
+LANGUAGE plpgsql VOLATILE STRICT
+SET gpurec.timing = off AS $$
 DECLARE
     e record;
     st text; msg text; det text; hnt text;
@@ -401,7 +405,8 @@ COMMENT ON FUNCTION cheapest_offers(text, text, integer) IS
 CREATE FUNCTION improve_carts(cluster text, carts_query text, offers_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
               current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
-LANGUAGE plpgsql VOLATILE STRICT AS $$
+LANGUAGE plpgsql VOLATILE STRICT
+SET gpurec.timing = off AS $$
 DECLARE
     parts integer[] := gpurec_internal.shards_parts(cluster);
     pair_products bigint[];
@@ -476,7 +481,8 @@ CREATE FUNCTION optimize_carts(cluster text, carts_query text, offers_query text
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
               total numeric, shipping numeric, stores_used integer, complete boolean,
               current_total numeric, saving numeric)
-LANGUAGE plpgsql VOLATILE STRICT AS $$
+LANGUAGE plpgsql VOLATILE STRICT
+SET gpurec.timing = off AS $$
 DECLARE
     parts integer[] := gpurec_internal.shards_parts(cluster);
     line_shards integer[];
@@ -545,7 +551,8 @@ COMMENT ON FUNCTION optimize_carts(text, text, text, text) IS
 CREATE FUNCTION roc_fitness(cluster text, scores_query text)
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
-LANGUAGE plpgsql VOLATILE STRICT AS $$
+LANGUAGE plpgsql VOLATILE STRICT
+SET gpurec.timing = off AS $$
 DECLARE
     e record;
     st text; msg text; det text; hnt text;
@@ -570,7 +577,8 @@ COMMENT ON FUNCTION roc_fitness(text, text) IS
 CREATE FUNCTION roc_fitness(cluster text, population_query text, labels boolean[])
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
-LANGUAGE plpgsql VOLATILE STRICT AS $$
+LANGUAGE plpgsql VOLATILE STRICT
+SET gpurec.timing = off AS $$
 DECLARE
     e record;
     st text; msg text; det text; hnt text;
@@ -595,7 +603,8 @@ COMMENT ON FUNCTION roc_fitness(text, text, boolean[]) IS
 
 CREATE FUNCTION roc_auc(cluster text, population_query text, labels boolean[])
 RETURNS TABLE(individual_id bigint, auc float8)
-LANGUAGE plpgsql VOLATILE STRICT AS $$
+LANGUAGE plpgsql VOLATILE STRICT
+SET gpurec.timing = off AS $$
 DECLARE
     e record;
     st text; msg text; det text; hnt text;
@@ -650,7 +659,8 @@ END $$;
 CREATE FUNCTION user_similarity(cluster text, points_query text, main_user bigint,
                                 metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(user_id bigint, similarity float8, mean_min_distance float8)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET gpurec.timing = off AS $$
 DECLARE
     parts integer[];
     xs float8[];
@@ -695,7 +705,8 @@ COMMENT ON FUNCTION user_similarity(text, text, bigint, text, float8) IS
 CREATE FUNCTION similar_users(cluster text, points_query text, k integer DEFAULT 10,
                               metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET gpurec.timing = off AS $$
 DECLARE
     parts integer[];
     queries text[];
@@ -761,7 +772,8 @@ CREATE FUNCTION predict_strength(cluster text, points_query text, main_user bigi
                                  min_similarity float8 DEFAULT 0,
                                  metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(candidate_id bigint, strength float8)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET gpurec.timing = off AS $$
 DECLARE
     parts integer[];
     xs float8[];
@@ -815,7 +827,8 @@ CREATE FUNCTION fit_exponent(cluster text, points_query text, holdout_query text
                              max_distance float8 DEFAULT NULL, min_similarity float8 DEFAULT 0,
                              metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(exponent float8, mean_auc float8, users bigint)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET gpurec.timing = off AS $$
 DECLARE
     parts integer[];
     cands record;
