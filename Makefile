@@ -6,7 +6,7 @@
 #   make unittest              GoogleTest unit tests of the engine
 #   make NVCC=                 forces the CPU-only build
 
-# gpurec_shards: gpurec over several servers (PL/pgSQL on dblink, no C).
+# gpurec_shards: gpurec over several servers (PL/pgSQL on PL/Proxy, no C of its own).
 EXTENSION = gpurec gpurec_shards
 EXTVERSION = 0.1
 MODULE_big = gpurec

@@ -350,3 +350,122 @@ REVOKE EXECUTE ON FUNCTION gpurec_internal._read_columns_transition(internal, te
                            gpurec_internal._read_columns_combine(internal, internal),
                            gpurec_internal._read_columns_final(internal)
     FROM PUBLIC;
+
+-- ------------------------------------------------- gpurec_shards' shard side --
+
+-- What gpurec_shards asks of a shard beyond gpurec's own functions, in the
+-- schema of internal objects: users call none of these.
+CREATE FUNCTION gpurec_internal.statement_text(query text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'gpurec_statement_text'
+LANGUAGE C STABLE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal.statement_text(text) IS
+'Internal (gpurec_shards): the one statement of query, without a trailing semicolon or comment, to place inside another query.';
+
+-- The points of the given users (every user where users is NULL) as the
+-- geospatial functions read them: rows with a NULL skipped, coordinates as
+-- double precision.  The inner query sits in a FROM clause, where no
+-- data-modifying statement is allowed.
+CREATE FUNCTION gpurec_internal.shard_points(points_query text, users bigint[])
+RETURNS TABLE(user_id bigint, x float8, y float8)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        E'SELECT q.user_id::bigint, q.x::float8, q.y::float8 FROM (%s\n) AS q '
+        'WHERE q.user_id IS NOT NULL AND q.x IS NOT NULL AND q.y IS NOT NULL '
+        'AND ($1 IS NULL OR q.user_id = ANY ($1))',
+        gpurec_internal.statement_text(points_query)) USING users;
+END $$;
+
+COMMENT ON FUNCTION gpurec_internal.shard_points(text, bigint[]) IS
+'Internal (gpurec_shards): the points of the given users (all where NULL), as the geospatial functions read them.';
+
+CREATE FUNCTION gpurec_internal.shard_roc_auc(population_query text, labels boolean[])
+RETURNS TABLE(individual_id bigint, auc float8)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        E'SELECT p.individual_id::bigint, @extschema@.roc_auc(p.scores::float8[], $1) FROM (%s\n) AS p '
+        'WHERE p.individual_id IS NOT NULL AND p.scores IS NOT NULL',
+        gpurec_internal.statement_text(population_query)) USING labels;
+END $$;
+
+COMMENT ON FUNCTION gpurec_internal.shard_roc_auc(text, boolean[]) IS
+'Internal (gpurec_shards): roc_auc of every individual of population_query (individual_id, scores).';
+
+CREATE FUNCTION gpurec_internal.raise_error(sqlstate text, message text, detail text, hint text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'gpurec_raise_error'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal.raise_error(text, text, text, text) IS
+'Internal (gpurec_shards): raises ERROR sqlstate with message, and detail and hint where not NULL.';
+
+-- What the carts' lines depend on among a shard's offers: each of the
+-- products' cheapest offer, and each (product, store) pair's cheapest
+-- (where pair_products is NULL: every store's of the products, as
+-- optimize_carts prices a product at each store), as the engine ranks them
+-- (price, then store, then fewest decimals), the price as the text of its
+-- own type (every digit of a numeric, every bit of a float) with that
+-- type's name, for the coordinator to send on.
+CREATE FUNCTION gpurec_internal.shard_cart_offers(offers_query text, products bigint[], pair_products bigint[],
+                                                  pair_stores bigint[])
+RETURNS TABLE(product_id bigint, store_id bigint, price text, price_type text)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        E'WITH o AS (SELECT q.product_id::bigint AS product_id, q.store_id::bigint AS store_id, q.price '
+        '           FROM (%s' || E'\n' || ') AS q '
+        '           WHERE q.product_id IS NOT NULL AND q.store_id IS NOT NULL AND q.price IS NOT NULL) '
+        '(SELECT DISTINCT ON (o.product_id) o.product_id, o.store_id, o.price::text, pg_typeof(o.price)::text '
+        ' FROM o WHERE o.product_id = ANY ($1) '
+        ' ORDER BY o.product_id, o.price, o.store_id, length(o.price::text)) '
+        'UNION ALL '
+        '(SELECT DISTINCT ON (o.product_id, o.store_id) o.product_id, o.store_id, o.price::text, pg_typeof(o.price)::text '
+        ' FROM o WHERE CASE WHEN $2 IS NULL THEN o.product_id = ANY ($1) '
+        '                   ELSE (o.product_id, o.store_id) IN (SELECT * FROM unnest($2, $3)) END '
+        ' ORDER BY o.product_id, o.store_id, o.price, length(o.price::text))',
+        gpurec_internal.statement_text(offers_query)) USING products, pair_products, pair_stores;
+END $$;
+
+COMMENT ON FUNCTION gpurec_internal.shard_cart_offers(text, bigint[], bigint[], bigint[]) IS
+'Internal (gpurec_shards): the offers improve_carts'' lines depend on, prices as the text of their own type.';
+
+-- The distinct users of a points query as the geospatial functions read it:
+-- the coordinator refuses a user that two shards hold.
+CREATE FUNCTION gpurec_internal.shard_users(points_query text)
+RETURNS bigint[]
+LANGUAGE sql VOLATILE AS $$
+    SELECT coalesce(array_agg(DISTINCT p.user_id), '{}') FROM gpurec_internal.shard_points(points_query, NULL) AS p;
+$$;
+
+COMMENT ON FUNCTION gpurec_internal.shard_users(text) IS
+'Internal (gpurec_shards): the distinct users of points_query, as the geospatial functions read it.';
+
+-- similar_users' lists of part `part` of `parts` of the users (the parts
+-- together cover every user once, where each computes on the same kind of
+-- device): every partition of gpurec_shards gets all points and ranks a part.
+CREATE FUNCTION gpurec_internal.similar_users_part(points_query text, k integer, metric text, epsilon float8,
+                                                   part integer, parts integer)
+RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
+AS 'MODULE_PATHNAME', 'gpurec_similar_users_part'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal.similar_users_part(text, integer, text, float8, integer, integer) IS
+'Internal (gpurec_shards): similar_users'' lists of part part of parts of the users.';
+
+-- The (cart, product) pairs of a carts query's lines: the coordinator
+-- refuses a cart that two shards hold, and asks for its products' offers.
+CREATE FUNCTION gpurec_internal.shard_cart_products(carts_query text)
+RETURNS TABLE(cart_id bigint, product_id bigint)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        E'SELECT DISTINCT q.cart_id::bigint, q.product_id::bigint FROM (%s\n) AS q '
+        'WHERE q.cart_id IS NOT NULL AND q.product_id IS NOT NULL',
+        gpurec_internal.statement_text(carts_query));
+END $$;
+
+COMMENT ON FUNCTION gpurec_internal.shard_cart_products(text) IS
+'Internal (gpurec_shards): the distinct (cart_id, product_id) of carts_query''s lines.';

@@ -161,7 +161,13 @@ struct UserSimilarity
 std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t main_user,
 											const GeoOptions &options, ExecContext &ctx);
 
-/* similar_users: ordered by (user_id, rank); equal similarities rank the lower other_user_id first. */
+/*
+ * similar_users: ordered by (user_id, rank); equal similarities rank the
+ * lower other_user_id first.  With parts > 1, only the lists of part
+ * `part` of the users (as the device divides them among its own parts):
+ * gpurec_shards gives every partition all points and each a part, so that
+ * the partitions divide the work.
+ */
 struct SimilarUser
 {
 	int64_t user_id;
@@ -171,7 +177,7 @@ struct SimilarUser
 };
 
 std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const GeoOptions &options,
-									   ExecContext &ctx);
+									   ExecContext &ctx, int part = 0, int parts = 1);
 
 struct StrengthOptions
 {

@@ -254,10 +254,14 @@ int64_t device_bytes(const GeoRows &points, const GeoCandidateSet *cands, const 
 		   candidates * 24 * static_cast<int64_t>(std::max<size_t>(1, work.powers.size()));
 }
 
-/* The work that splits by user: through the service it goes to every device, a share each. */
+/*
+ * The work that splits by user: through the service it goes to every
+ * device, a share each, unless it is a part already (a partition's of
+ * gpurec_shards): the devices' division of a part is not the part's.
+ */
 bool splits_by_user(const GeoWork &work)
 {
-	return work.kind == GeoWork::Kind::SimilarUsers || work.kind == GeoWork::Kind::AucSums;
+	return (work.kind == GeoWork::Kind::SimilarUsers || work.kind == GeoWork::Kind::AucSums) && work.parts == 1;
 }
 
 GeoWorkResult in_service(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work, ExecContext &ctx)
@@ -295,8 +299,11 @@ std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &pa
 		cands.cos_lat = get_vector<double>(in);
 	}
 	GeoWork work = get_work(in);
-	work.part = part.index;
-	work.parts = part.count;
+	if (part.count > 1)
+	{
+		work.part = part.index;
+		work.parts = part.count;
+	}
 	/* what the devices index by: every row's code a user's, every count a row's, every holdout user a user */
 	int64_t rows = 0;
 	for (int64_t c : counts)

@@ -76,9 +76,12 @@ std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t mai
 }
 
 std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const GeoOptions &options,
-									   ExecContext &ctx)
+									   ExecContext &ctx, int part, int parts)
 {
 	check_k(k);
+	if (parts < 1 || part < 0 || part >= parts)
+		throw Error(sqlstate::invalid_parameter_value, "part must be at least 0 and below parts",
+					"part = " + std::to_string(part) + ", parts = " + std::to_string(parts) + ".");
 	check_geo_input(points, options, ctx);
 	int32_t n_users = static_cast<int32_t>(points.user.distinct());
 	if (n_users < 2)
@@ -90,8 +93,11 @@ std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const Geo
 	work.epsilon = options.epsilon;
 	work.kept = kept;
 	work.pruning = options.pruning;
+	work.part = part;
+	work.parts = parts;
 	double n_points = static_cast<double>(points.user.size());
-	GeoWorkResult found = run_geo_work(rows_of(points), nullptr, work, "similar_users", n_points * n_points, ctx);
+	GeoWorkResult found = run_geo_work(rows_of(points), nullptr, work, "similar_users",
+									   n_points * n_points / parts, ctx);
 	std::vector<SimilarityEntry> &heaps = found.heaps;
 	const std::vector<int32_t> &sizes = found.sizes;
 

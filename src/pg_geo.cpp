@@ -166,6 +166,11 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 	return (Datum) 0;
 }
 
+/*
+ * similar_users(points_query, k, metric, epsilon), and
+ * gpurec_internal.similar_users_part(..., part, parts): the lists of a
+ * part of the users, each gpurec_shards partition's.
+ */
 Datum similar_users_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
@@ -174,10 +179,12 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 	const char *points_query = text_argument(fcinfo, 0);
 	int32 k = PG_GETARG_INT32(1);
 	GeoOptions options = options_arguments(fcinfo, 2);
+	bool is_part = PG_NARGS() == 6;
+	int32 part = is_part ? PG_GETARG_INT32(4) : 0, parts = is_part ? PG_GETARG_INT32(5) : 1;
 	check_k(k);
 
 	InputTable points = read_points(points_query, ctx, options, std::sqrt(gpu_pairs_from(ctx))); /* a pair of points each */
-	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx);
+	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx, part, parts);
 	points.release_rows_in_background();
 
 	ResultWriter out(fcinfo, ctx, "similar_users");
@@ -272,5 +279,6 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 
 GPUREC_SQL_FUNCTION(gpurec_user_similarity, gpurec::user_similarity_body)
 GPUREC_SQL_FUNCTION(gpurec_similar_users, gpurec::similar_users_body)
+GPUREC_SQL_FUNCTION(gpurec_similar_users_part, gpurec::similar_users_body)
 GPUREC_SQL_FUNCTION(gpurec_predict_strength, gpurec::predict_strength_body)
 GPUREC_SQL_FUNCTION(gpurec_fit_exponent, gpurec::fit_exponent_body)

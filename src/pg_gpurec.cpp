@@ -1,6 +1,7 @@
 /*
  * pg_gpurec.cpp: the module's entry (PG_MODULE_MAGIC, _PG_init),
- * gpurec.devices(), and gpurec_internal._pause() for gpurec_shards' waits.
+ * gpurec.devices(), gpurec_internal._pause(), and for gpurec_shards
+ * gpurec_internal.statement_text() and gpurec_internal.raise_error().
  *
  * _PG_init only defines the settings (pg_settings.cpp), registers the GPU
  * service and, while preloading, reserves gpurec.progress's shared memory:
@@ -11,6 +12,7 @@
 
 extern "C" {
 #include "miscadmin.h"
+#include "parser/parser.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/wait_event.h"
@@ -113,8 +115,65 @@ Datum pause_body(FunctionCallInfo fcinfo)
 	PG_RETURN_VOID();
 }
 
+/*
+ * The one statement of a query's text without what follows it (a
+ * semicolon, a comment), as gpurec's own read takes it: gpurec_shards
+ * places inner queries inside queries of its own, where a trailing `;` or
+ * `-- comment` would end or swallow the rest.  A text that is not one
+ * statement comes back unchanged, for the read that runs it to refuse.
+ */
+Datum statement_text_body(FunctionCallInfo fcinfo)
+{
+	text *query = PG_GETARG_TEXT_PP(0);
+	Datum result;
+	pg_call([&] {
+		char *source = text_to_cstring(query);
+		List *statements = raw_parser(source, RAW_PARSE_DEFAULT);
+		if (list_length(statements) != 1)
+		{
+			result = PointerGetDatum(query);
+			return;
+		}
+		RawStmt *raw = linitial_node(RawStmt, statements);
+		const char *start = source + raw->stmt_location;
+		size_t length = raw->stmt_len > 0 ? size_t(raw->stmt_len) : strlen(start);
+		result = PointerGetDatum(cstring_to_text_with_len(start, int(length)));
+	});
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * Raises the error its arguments describe, with a detail and a hint only
+ * where they are not NULL (PL/pgSQL's RAISE refuses a NULL option and shows
+ * an empty one), and without the callers' context: gpurec_shards raises its
+ * translated errors here, once, as errors of the function the user called
+ * rather than of its internal statements.  The PG_TRY around this restores
+ * the context stack.
+ */
+Datum raise_error_body(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		throw Error(sqlstate::null_value_not_allowed, "raise_error needs a SQLSTATE and a message");
+	pg_call([&] {
+		char *state = text_to_cstring(PG_GETARG_TEXT_PP(0));
+		char *message = text_to_cstring(PG_GETARG_TEXT_PP(1));
+		char *detail = PG_ARGISNULL(2) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(2));
+		char *hint = PG_ARGISNULL(3) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(3));
+		if (strlen(state) != 5)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("invalid SQLSTATE code \"%s\"", state)));
+		error_context_stack = nullptr;
+		ereport(ERROR, (errcode(MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4])),
+						errmsg_internal("%s", message), detail ? errdetail_internal("%s", detail) : 0,
+						hint ? errhint("%s", hint) : 0));
+	});
+	PG_RETURN_VOID();
+}
+
 } // namespace
 } // namespace gpurec
 
+GPUREC_SQL_FUNCTION(gpurec_raise_error, gpurec::raise_error_body)
+GPUREC_SQL_FUNCTION(gpurec_statement_text, gpurec::statement_text_body)
 GPUREC_SQL_FUNCTION(gpurec_devices, gpurec::devices_body)
 GPUREC_SQL_FUNCTION(gpurec_pause, gpurec::pause_body)

@@ -21,6 +21,11 @@
 # The unit tests are then built here, with the GPU's kernels; without
 # .gpu/gtest, a binary built on the build machine (.gpu/gpurec_unit_tests,
 # CPU-only: its GPU tests skip) runs instead.
+# gpurec_shards needs PL/Proxy, which the portable PostgreSQL lacks: its
+# Debian package, fetched on the build machine into .gpu/ with
+#   (cd .gpu && apt-get download postgresql-15-plproxy)
+# is unpacked here into the portable PostgreSQL (its plproxy.so links the
+# libpq the bundle carries).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -31,6 +36,15 @@ if [ ! -d /tmp/pgroot ]; then
 fi
 source /tmp/pgroot/env.sh
 export PG_CONFIG=/tmp/pgroot/usr/lib/postgresql/15/bin/pg_config
+plproxy_deb=$(ls .gpu/postgresql-15-plproxy_*.deb 2>/dev/null | head -1)
+if [ -n "$plproxy_deb" ] && [ ! -f "$PG_PORTABLE_LIBDIR/plproxy.so" ]; then
+	rm -rf /tmp/plproxy-deb && mkdir -p /tmp/plproxy-deb &&
+		(cd /tmp/plproxy-deb && ar x "$OLDPWD/$plproxy_deb" && tar xf data.tar.*) &&
+		cp /tmp/plproxy-deb/usr/lib/postgresql/15/lib/plproxy.so "$PG_PORTABLE_LIBDIR/" &&
+		cp /tmp/plproxy-deb/usr/share/postgresql/15/extension/plproxy* "$PG_PORTABLE_SHAREDIR/extension/" || exit 1
+elif [ -z "$plproxy_deb" ] && [ ! -f "$PG_PORTABLE_LIBDIR/plproxy.so" ]; then
+	echo "no .gpu/postgresql-15-plproxy_*.deb: gpurec_shards' tests and bench_shards.sh will fail" >&2
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 # GoogleTest from .gpu/gtest, where it came: the unit tests are then built
 # here, with the kernels, and their GPU tests run

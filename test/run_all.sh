@@ -31,7 +31,7 @@ if [ -z "${GPUREC_NO_APT:-}" ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq >/dev/null
 	apt-get install -y -qq make g++ postgresql-15 postgresql-server-dev-15 postgresql-15-cron \
-		libgtest-dev python3 python3-numpy python3-sklearn >/dev/null || {
+		postgresql-15-plproxy libgtest-dev python3 python3-numpy python3-sklearn >/dev/null || {
 		echo "apt-get failed"
 		exit 1
 	}
@@ -161,7 +161,7 @@ for t in test/docs/test_*.py; do
 	run_check_script "$python" "$t"
 done
 
-log "scale-out tests (gpurec_shards over three clusters of their own)"
+log "scale-out tests (gpurec_shards on PL/Proxy, over three clusters of their own)"
 for t in test/shards/test_*.py; do
 	[ -e "$t" ] || continue
 	wanted shards || continue

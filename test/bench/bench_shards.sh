@@ -6,8 +6,14 @@
 #   weak scaling: each of CLUSTERS clusters holds PRODUCTS x PER_SHARD
 #             offers (default 30,000 x 256 = 7.68M; 4 clusters: 30.72M) and
 #             INDIVIDUALS x EXAMPLES real[] scores; one cluster's local call
-#             on its part against the distributed call on all parts.
+#             on its part against the distributed call on all parts;
+#   strong scaling (PARTS "similar"): similar_users on USERS users (default
+#             100,000) of POINTS points each (default 4), on one cluster
+#             holding them all against the distributed call over CLUSTERS
+#             clusters holding a part each.
 #
+# The clusters are the partitions of one PL/Proxy cluster (CLUSTERS a
+# power of two), reached from the database coord of the first.
 # Starts its own clusters (test/cluster.sh) in $BENCH_DIR-N (default
 # /tmp/gpurec-bench-shard-N) and stops them at the end.  The clusters stand for servers of their own, so
 # each gets its share of the machine's cores, the baseline cluster as well
@@ -15,15 +21,14 @@
 # share, less one for the calling backend; none on a share of one core)
 # and compute on THREADS CPU threads (gpurec.cpu_threads; default: the
 # share).  Timings are medians of ROUNDS (default 5; overhead: of 11),
-# each in a session that has already made one call (dblink connections
+# each in a session that has already made one call (PL/Proxy's connections
 # open); every round's pair is printed too.  PARTS picks the measurements
 # (default "overhead cheapest roc"; "reference" adds plain SQL's parallel
 # sum(price) over one cluster's offers, alone and on every cluster at
 # once: what the shared machine does to a read gpurec has no part in).
 # TIMING=1 adds every call's gpurec.timing NOTICE: the local ones as psql
-# prints them, the shards' from the coordinator's server log (dblink
-# writes them there), and the phases of each of the local calls made at
-# once.  DEVICES names the devices (default cpu): cpu, gpu, and gpu-mps
+# prints them, the shards' as PL/Proxy passes them to the coordinator's
+# client, and the phases of each of the local calls made at once.  DEVICES names the devices (default cpu): cpu, gpu, and gpu-mps
 # (below).  HUGE_PAGES=on starts the clusters with huge_pages = on, their
 # shared buffers on 2 MB pages (as root, the pages the clusters need are
 # reserved first); the default, try, finds none reserved on most machines.
@@ -34,6 +39,8 @@ products=${PRODUCTS:-30000}
 per_shard=${PER_SHARD:-256}
 individuals=${INDIVIDUALS:-250}
 examples=${EXAMPLES:-100000}
+users=${USERS:-100000}
+points=${POINTS:-4}
 share=$(( $(nproc) / clusters > 0 ? $(nproc) / clusters : 1 ))
 workers=${WORKERS:-$(( share - 1 ))}
 threads=${THREADS:-$share}
@@ -56,19 +63,13 @@ q() { psql -XAtq -v ON_ERROR_STOP=1 -U postgres "$@"; }
 warm_ms() {
 	q -h "$1" -d "$2" -c '\timing on' -c "$3" -c "$3" | sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -1
 }
-# notices HOST DB SQL: the gpurec.timing NOTICE of a second call in one session
+# notices HOST DB SQL [N]: the last N (default 1) gpurec.timing NOTICEs of a
+# second call in one session (the shards' come to the coordinator's client)
 notices() {
 	[ "$timing" = 1 ] || return 0
 	# (a call may raise none: the coordinator of roc_fitness calls no gpurec function that times itself)
-	q -h "$1" -d "$2" -c "SET gpurec.timing = on" -c "$3" -c "$3" 2>&1 >/dev/null | { grep -A1 'NOTICE:  gpurec' || true; } |
-		tail -2 | sed 's/^/  /'
-}
-# shard_notices: the shards' NOTICEs the coordinator's log gained since mark_log
-mark_log() { log_lines=$(wc -l <"$base-1/server.log"); }
-shard_notices() {
-	[ "$timing" = 1 ] || return 0
-	tail -n +"$((log_lines + 1))" "$base-1/server.log" | { grep -A1 'NOTICE:  gpurec' || true; } |
-		tail -"$((2 * clusters))" | sed 's/^/  shard: /'
+	q -h "$1" -d "$2" -c "SET gpurec.timing = on" -c "$3" -c "$3" 2>&1 >/dev/null | { grep -A1 'NOTICE:  .*gpurec' || true; } |
+		tail -"$((2 * ${4:-1}))" | sed 's/^/  /'
 }
 # at_once SETTINGS SQL: SQL on every cluster at once, each the second call of
 # its session (every session makes its first call, then all wait for one
@@ -109,10 +110,7 @@ weak_scaling() {
 	all=$(printf "%s" "$alls" | median)
 	echo "  rounds, local / distributed: $(paste -d/ <(printf "%s" "$ones") <(printf "%s" "$alls") | tr '\n' ' ')ms"
 	notices "$base-1" bench "$set_device $4"
-	mark_log
-	notices "$base-1" coord "$5" >/dev/null
-	shard_notices
-	notices "$base-1" coord "$5" | sed 's/^  /  coordinator: /'
+	notices "$base-1" coord "$5" "$((clusters + 1))" | sed 's/^  /  coordinator: /'
 	echo "weak scaling ($label): $1, one cluster $2 $one ms; $clusters clusters $3 $all ms: $(ratio "$all" "$one")x"
 	echo "  the $clusters local calls at once, no coordinator (each the second of its session): $(at_once "$set_device" "$4")ms"
 	at_once_notices
@@ -153,18 +151,21 @@ trap cleanup EXIT
 # server sees its own alone, as servers of their own would; otherwise
 # they share the machine's.
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-servers=""
-shards=""
+if [ $((clusters & (clusters - 1))) != 0 ]; then
+	echo "CLUSTERS must be a power of two (PL/Proxy's partitions)" >&2
+	exit 2
+fi
+partitions=""
 for i in $(seq "$clusters"); do
 	own_gpu=()
 	[ "$gpus" -ge "$clusters" ] && own_gpu=(env CUDA_VISIBLE_DEVICES=$((i - 1)))
 	"${own_gpu[@]}" test/cluster.sh start "$base-$i" -c shared_buffers="${shared_buffers_mb}MB" -c huge_pages="$huge_pages" -c work_mem=512MB -c jit=off \
 		-c max_worker_processes=32 -c max_parallel_workers=32 \
 		-c max_parallel_workers_per_gather="$workers" -c gpurec.cpu_threads="$threads" >/dev/null
-	servers+="CREATE SERVER s$i FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '$base-$i', dbname 'bench', options '-c gpurec.device=auto');
-CREATE USER MAPPING FOR CURRENT_USER SERVER s$i OPTIONS (user 'postgres');"
-	shards+="${shards:+,}s$i"
+	partitions+="${partitions:+, }p$((i - 1)) 'host=$base-$i dbname=bench'"
 done
+servers="CREATE SERVER shards FOREIGN DATA WRAPPER plproxy OPTIONS ($partitions);
+CREATE USER MAPPING FOR CURRENT_USER SERVER shards OPTIONS (user 'postgres');"
 echo "# $clusters clusters, $workers parallel workers and $threads CPU threads each, huge_pages $huge_pages, devices: $devices," \
 	"$([ "$gpus" -ge "$clusters" ] && echo "a GPU each" || echo "$gpus GPU(s) shared")"
 
@@ -188,6 +189,10 @@ CREATE UNLOGGED TABLE population AS
   SELECT $i * 100000 + g AS individual_id,
          (SELECT array_agg(random()::real) FROM generate_series(1, $examples) WHERE g > 0) AS scores
   FROM generate_series(1, $individuals) g;
+CREATE UNLOGGED TABLE points AS
+  SELECT u::bigint AS user_id, random() * 1000 AS x, random() * 1000 AS y
+  FROM generate_series(1, $users) u, generate_series(1, $points) p
+  WHERE u % $clusters = $i - 1 AND '$parts' LIKE '% similar %';
 ALTER TABLE offers SET (parallel_workers = $workers);
 ALTER TABLE population SET (parallel_workers = $workers);
 VACUUM ANALYZE;
@@ -197,12 +202,14 @@ done
 wait
 q -h "$base-1" -d postgres -c "CREATE DATABASE coord" -c "CREATE DATABASE whole"
 q -h "$base-1" -d coord -c "CREATE EXTENSION gpurec_shards CASCADE" -c "$servers" 2>/dev/null
-q -h "$base-1" -d whole -c "CREATE EXTENSION gpurec" -c "CREATE EXTENSION dblink" \
-	-c "CREATE TABLE small_offers (product_id int, store_id bigint, price numeric)"
+q -h "$base-1" -d whole -c "CREATE EXTENSION gpurec" \
+	-c "CREATE TABLE small_offers (product_id int, store_id bigint, price numeric)" \
+	-c "CREATE TABLE points (user_id bigint, x float8, y float8)"
 for i in $(seq "$clusters"); do
 	q -h "$base-$i" -d bench -c "COPY small_offers TO STDOUT" | q -h "$base-1" -d whole -c "COPY small_offers FROM STDIN"
+	q -h "$base-$i" -d bench -c "COPY points TO STDOUT" | q -h "$base-1" -d whole -c "COPY points FROM STDIN"
 done
-q -h "$base-1" -d whole -c "VACUUM ANALYZE small_offers"
+q -h "$base-1" -d whole -c "VACUUM ANALYZE small_offers" -c "VACUUM ANALYZE points"
 # the labels as a table in every database that calls: a 100,000-element
 # array does not fit on a command line
 labels=$(q -h "$base-1" -d bench -c "SELECT array_agg(random() < 0.3)::text FROM generate_series(1, $examples)")
@@ -225,23 +232,30 @@ for label in $devices; do
 	fi
 	set_device="SET gpurec.device = $device;"
 	for i in $(seq "$clusters"); do # the shards' sessions use the same device
-		q -h "$base-1" -d coord -c "ALTER SERVER s$i OPTIONS (SET options '-c gpurec.device=$device -c gpurec.timing=$([ "$timing" = 1 ] && echo on || echo off)')"
+		q -h "$base-1" -d coord -c "ALTER SERVER shards OPTIONS (SET p$((i - 1)) 'host=$base-$i dbname=bench options=''-c gpurec.device=$device -c gpurec.timing=$([ "$timing" = 1 ] && echo on || echo off)''')"
 	done
 	if [[ $parts == *" overhead "* ]]; then
 		small_local=$(runs 11 "$base-1" whole "$set_device SELECT count(*) FROM gpurec.cheapest_offers('SELECT * FROM small_offers', 2)")
-		small_dist=$(runs 11 "$base-1" coord "$set_device SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT * FROM small_offers', 2)")
+		small_dist=$(runs 11 "$base-1" coord "$set_device SELECT count(*) FROM gpurec_shards.cheapest_offers('shards', 'SELECT * FROM small_offers', 2)")
 		echo "overhead ($label): cheapest_offers on 10,000 offers, k = 2: one cluster $small_local ms, over $clusters shards $small_dist ms: +$(awk -v a="$small_dist" -v b="$small_local" 'BEGIN { printf "%.1f", a - b }') ms"
 	fi
 	if [[ $parts == *" cheapest "* ]]; then
 		weak_scaling cheapest_offers "$((products * per_shard)) offers" "$((clusters * products * per_shard)) offers" \
 			"SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers')" \
-			"SELECT count(*) FROM gpurec_shards.cheapest_offers('{$shards}', 'SELECT product_id, store_id, price FROM offers')"
+			"SELECT count(*) FROM gpurec_shards.cheapest_offers('shards', 'SELECT product_id, store_id, price FROM offers')"
 	fi
 	if [[ $parts == *" roc "* ]]; then
 		weak_scaling roc_fitness "$individuals x $examples real[]" "$((clusters * individuals)) individuals" \
 			"SELECT count(*) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT l FROM labels))" \
-			"SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population', (SELECT l FROM labels))"
-		empty="SELECT count(*) FROM gpurec_shards.roc_fitness('{$shards}', 'SELECT individual_id, scores FROM population WHERE false', (SELECT l FROM labels))"
+			"SELECT count(*) FROM gpurec_shards.roc_fitness('shards', 'SELECT individual_id, scores FROM population', (SELECT l FROM labels))"
+		empty="SELECT count(*) FROM gpurec_shards.roc_fitness('shards', 'SELECT individual_id, scores FROM population WHERE false', (SELECT l FROM labels))"
 		echo "  the distributed call on no individual (labels sent, shards called): $(runs 3 "$base-1" coord "$empty") ms"
+	fi
+	if [[ $parts == *" similar "* ]]; then
+		# strong scaling: the same users on one cluster, then divided
+		one=$(runs 3 "$base-1" whole "$set_device SELECT count(*) FROM gpurec.similar_users('SELECT * FROM points', 10)")
+		all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.similar_users('shards', 'SELECT * FROM points', 10)")
+		echo "strong scaling ($label): similar_users, $users users x $points points, k = 10: one cluster $one ms;" \
+			"$clusters clusters $all ms: $(ratio "$all" "$one")x"
 	fi
 done

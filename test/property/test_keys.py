@@ -279,7 +279,7 @@ WHERE r <= {k} ORDER BY product_key::{key_sql}{order}, r""")
     err = sql_error(f"SELECT * FROM gpurec.cheapest_offers({offers_k}, 1, {other})")
     check(f"cheapest_offers {key_type}: id_type of the other kind is 42804", err is not None and err[0] == "42804",
           str(err))
-    err = sql_error(f"SELECT gpurec._cheapest_offers_part({offers_k}, 1)")
+    err = sql_error(f"SELECT gpurec_internal._cheapest_offers_part({offers_k}, 1)")
     check(f"_cheapest_offers_part {key_type}: shards take integer ids (0A000)", err is not None and err[0] == "0A000",
           str(err))
     rows = sql(f"SELECT count(*) FROM gpurec.cheapest_offers({offers_k}, NULL, {id_type})")

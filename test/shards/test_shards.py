@@ -2,18 +2,27 @@
 """gpurec_shards against one server holding every row.
 
 Starts three throwaway clusters on Unix sockets (test/cluster.sh).  Cluster
-1 holds the coordinator database (gpurec_shards, the foreign servers, the
-candidates and holdout tables) and the reference database `whole` with every
-row; each cluster holds one shard database.  Fresh random data (seed
+1 holds the coordinator database (gpurec_shards, PL/Proxy's clusters as
+foreign servers, the candidates and holdout tables) and the reference
+database `whole` with every row.  Two PL/Proxy clusters are tested, each
+with shard databases of its own spread over the three servers: `two`
+(partitions on servers 1 and 2) and `four` (servers 1, 2, 3 and 3), as
+PL/Proxy wants a power of two.  Fresh random data (seed
 printed; GPUREC_SEED replays) with ties, NULLs and mixed decimals is sharded
 by its key and, for the offers, by a column that is not the key; every
 function's distributed answer must equal the single server's, row for row
 and bit for bit (predict_strength and fit_exponent: within 1e-9 relative,
 their sums being added in another order); shards that answer no rows;
-gpurec.cpu_threads honoured, on a shard and through the servers' options,
-with the same answers.  Then faults: a shard that is
-down, a shard whose query fails, data split across shards, cancel and
-statement_timeout while the shards work.
+gpurec.cpu_threads honoured, on a shard and through the partitions' connect
+strings, with the same answers; query texts that end with a comment or a
+semicolon; values at the edges (float8 prices that differ in the 17th
+digit, tiny, huge, NaN and infinite ones, numerics of scales 0 to 4, 64-bit
+ids at both ends); a NULL cluster.  Then faults: data split across
+partitions for every function it matters to, the setup for a role that is
+not a superuser with passwords (no USAGE, no user mapping, no password, a
+wrong one), a partition whose query fails, cancel and statement_timeout
+while the partitions work, a partition's server stopped during a call and
+before one.
 """
 import os
 import re
@@ -28,13 +37,19 @@ from pgtest import check, first_difference, seeded_random  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BASE = os.environ.get("GPUREC_SHARDS_DIR", "/tmp/gpurec-shards")
 HOSTS = [f"{BASE}-{i}" for i in (1, 2, 3)]
-SHARDS = "ARRAY['s1','s2','s3']"
+# each PL/Proxy cluster's partitions, in partition order: (server, database)
+CLUSTERS = {
+    "two": [(HOSTS[0], "two_0"), (HOSTS[1], "two_1")],
+    "four": [(HOSTS[0], "four_0"), (HOSTS[1], "four_1"), (HOSTS[2], "four_2"), (HOSTS[2], "four_3")],
+}
 PSQL = os.environ.get("PSQL", "psql")
 DEVICE = os.environ.get("GPUREC_DEVICE")
 
 
-def run(host, db, query, check_rc=True):
-    env = dict(os.environ, PGHOST=host, PGDATABASE=db, PGUSER="postgres")
+def run(host, db, query, check_rc=True, user="postgres", password=None):
+    env = dict(os.environ, PGHOST=host, PGDATABASE=db, PGUSER=user)
+    if password:
+        env["PGPASSWORD"] = password
     if DEVICE:
         env["PGOPTIONS"] = f"-c gpurec.device={DEVICE}"
     proc = subprocess.run([PSQL, "-X", "-q", "-A", "-t", "-F", "|", "-v", "ON_ERROR_STOP=1",
@@ -50,10 +65,10 @@ def rows(host, db, query):
     return [line for line in out.splitlines() if line]
 
 
-def error_of(host, db, query, settings=""):
+def error_of(host, db, query, settings="", **login):
     """(sqlstate, message, seconds) of the error query raises, or None."""
     started = time.monotonic()
-    proc = run(host, db, settings + query, check_rc=False)
+    proc = run(host, db, settings + query, check_rc=False, **login)
     took = time.monotonic() - started
     for line in proc.stderr.splitlines():
         if line.startswith("ERROR:"):
@@ -69,7 +84,10 @@ def copy_rows(host, db, table, data):
 
 COORD = (HOSTS[0], "coord")
 WHOLE = (HOSTS[0], "whole")
-SHARD_DBS = [(h, "shard") for h in HOSTS]
+ALL_SHARD_DBS = [db for parts in CLUSTERS.values() for db in parts]
+# the cluster of the merge, settings, view and fault checks
+SHARDS = "'four'"
+SHARD_DBS = CLUSTERS["four"]
 
 TABLES = """
 CREATE TABLE offers (product_id integer, store_id bigint, price numeric);
@@ -127,25 +145,27 @@ def make_data(rnd):
     return data
 
 
-def shard_of(rnd, table, row, by_key):
-    key = {"offers": 0, "carts": 0, "scores": 0, "population": 0, "points": 0, "geo_points": 0}[table]
+def shard_of(rnd, n, row, by_key):
+    """The partition of a row whose key is its first column."""
     if not by_key:
-        return rnd.randrange(3)
-    k = row[key]
-    return 0 if k is None else int(k) % 3
+        return rnd.randrange(n)
+    k = row[0]
+    return 0 if k is None else int(k) % n
 
 
-def load(rnd, data, by_key):
-    """Shards the tables (offers by product or at random; the rest by their key)."""
-    for host, db in SHARD_DBS:
+def load(rnd, data, by_key, cluster):
+    """Shards the tables over the cluster's partitions (offers by product or
+    at random; the rest by their key)."""
+    dbs = CLUSTERS[cluster]
+    for host, db in dbs:
         run(host, db, "TRUNCATE offers, carts, scores, population, points, geo_points;")
     for table in ("offers", "carts", "scores", "population", "points", "geo_points"):
-        parts = [[], [], []]
+        parts = [[] for _ in dbs]
         for row in data[table]:
-            parts[shard_of(rnd, table, row, by_key or table != "offers")].append(row)
-        for (host, db), part in zip(SHARD_DBS, parts):
+            parts[shard_of(rnd, len(dbs), row, by_key or table != "offers")].append(row)
+        for (host, db), part in zip(dbs, parts):
             copy_rows(host, db, table, part)
-    for host, db in SHARD_DBS:
+    for host, db in dbs:
         run(host, db, "ANALYZE;")
 
 
@@ -153,18 +173,28 @@ def setup():
     for host in HOSTS:
         subprocess.run([os.path.join(ROOT, "test", "cluster.sh"), "start", host, "-c", "max_connections=40",
                         "-c", "jit=off"], check=True, stdout=subprocess.DEVNULL)
-    for host in HOSTS:
-        run(host, "postgres", "CREATE DATABASE shard;")
-        run(host, "shard", "CREATE EXTENSION gpurec;" + TABLES)
+    for host, db in ALL_SHARD_DBS:
+        run(host, "postgres", f"CREATE DATABASE {db};")
+        run(host, db, "CREATE EXTENSION gpurec;" + TABLES)
     run(HOSTS[0], "postgres", "CREATE DATABASE coord; CREATE DATABASE whole;")
     run(*WHOLE, "CREATE EXTENSION gpurec;" + TABLES)
     servers = "".join(
-        f"CREATE SERVER s{i} FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '{h}', dbname 'shard');"
-        f"CREATE USER MAPPING FOR CURRENT_USER SERVER s{i} OPTIONS (user 'postgres');"
-        for i, h in enumerate(HOSTS, 1))
-    run(*COORD, "CREATE EXTENSION gpurec_shards CASCADE;" + servers +
+        f"CREATE SERVER {name} FOREIGN DATA WRAPPER plproxy OPTIONS ("
+        + ", ".join(f"p{i} '{connstr(h, db)}'" for i, (h, db) in enumerate(dbs)) + ");"
+        f"CREATE USER MAPPING FOR CURRENT_USER SERVER {name} OPTIONS (user 'postgres');"
+        for name, dbs in CLUSTERS.items())
+    shipping = "CREATE TABLE shipping (store_id bigint, fee numeric, free_from numeric);" \
+        "INSERT INTO shipping SELECT s, (s % 4) * 1.5, CASE s % 3 WHEN 0 THEN NULL WHEN 1 THEN 20 + s ELSE 'Infinity'::numeric END " \
+        "FROM generate_series(1, 25, 2) s;"
+    run(*WHOLE, shipping)
+    run(*COORD, "CREATE EXTENSION gpurec_shards CASCADE;" + servers + shipping +
         "CREATE TABLE candidates (candidate_id bigint, x float8, y numeric);"
         "CREATE TABLE holdout (user_id bigint, candidate_id bigint);")
+
+
+def connstr(host, db, extra=""):
+    """A partition's connect string (in a server option, its quotes doubled)."""
+    return f"host={host} dbname={db}{extra}"
 
 
 def teardown():
@@ -202,9 +232,10 @@ def compare(name, local_call, shard_call, tolerance=None, where=COORD):
     check(name, ok, why)
 
 
-def functional(rnd, data, by_key):
-    tag = "by-key" if by_key else "offers-not-by-key"
-    load(rnd, data, by_key)
+def functional(rnd, data, by_key, cluster):
+    tag = ("by-key" if by_key else "offers-not-by-key") + f"-{cluster}"
+    load(rnd, data, by_key, cluster)
+    SHARDS = f"'{cluster}'"  # noqa: N806 (the module's name for the cluster argument)
     for k in (1, 2, 5):
         compare(f"cheapest-offers-k{k}-{tag}",
                 f"gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', {k})",
@@ -215,31 +246,37 @@ def functional(rnd, data, by_key):
     compare(f"improve-carts-{tag}",
             "gpurec.improve_carts('SELECT * FROM carts', 'SELECT * FROM offers')",
             f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM carts', 'SELECT * FROM offers')")
+    # shipping lives on the coordinator (and, for the reference, in `whole`)
+    for shipping in ("SELECT * FROM shipping", "SELECT store_id, fee FROM shipping"):
+        compare(f"optimize-carts-{tag}-{'free-from' if '*' in shipping else 'fees-only'}",
+                f"gpurec.optimize_carts('SELECT * FROM carts', 'SELECT * FROM offers', '{shipping}')",
+                f"gpurec_shards.optimize_carts({SHARDS}, 'SELECT * FROM carts', 'SELECT * FROM offers', '{shipping}')")
     if not by_key:
         return
-    # products that are all on the first shard: the others answer no rows
-    compare("cheapest-offers-two-shards-without-rows",
-            "gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE product_id % 3 = 0', 2)",
+    # products that are all on the first partition: the others answer no rows
+    n = len(CLUSTERS[cluster])
+    compare(f"cheapest-offers-shards-without-rows-{cluster}",
+            f"gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE product_id % {n} = 0', 2)",
             f"gpurec_shards.cheapest_offers({SHARDS}, "
-            "'SELECT product_id, store_id, price FROM offers WHERE product_id % 3 = 0', 2)")
-    compare("roc-fitness-long", "gpurec.roc_fitness('SELECT * FROM scores')",
+            f"'SELECT product_id, store_id, price FROM offers WHERE product_id % {n} = 0', 2)")
+    compare(f"roc-fitness-long-{cluster}", "gpurec.roc_fitness('SELECT * FROM scores')",
             f"gpurec_shards.roc_fitness({SHARDS}, 'SELECT * FROM scores')")
     labels = data["labels"]
-    compare("roc-fitness-arrays", f"gpurec.roc_fitness('SELECT * FROM population', '{labels}')",
+    compare(f"roc-fitness-arrays-{cluster}", f"gpurec.roc_fitness('SELECT * FROM population', '{labels}')",
             f"gpurec_shards.roc_fitness({SHARDS}, 'SELECT * FROM population', '{labels}')")
-    compare("roc-auc", f"(SELECT individual_id, gpurec.roc_auc(scores, '{labels}') FROM population "
+    compare(f"roc-auc-{cluster}", f"(SELECT individual_id, gpurec.roc_auc(scores, '{labels}') FROM population "
             "WHERE scores IS NOT NULL ORDER BY 1) AS t",
             f"gpurec_shards.roc_auc({SHARDS}, 'SELECT * FROM population', '{labels}')")
     for main in (5, 17, 42):
-        compare(f"user-similarity-main{main}", f"gpurec.user_similarity('SELECT * FROM points', {main})",
+        compare(f"user-similarity-main{main}-{cluster}", f"gpurec.user_similarity('SELECT * FROM points', {main})",
                 f"gpurec_shards.user_similarity({SHARDS}, 'SELECT * FROM points', {main})")
-    compare("user-similarity-haversine",
+    compare(f"user-similarity-haversine-{cluster}",
             "gpurec.user_similarity('SELECT * FROM geo_points', 7, 'haversine', 25)",
             f"gpurec_shards.user_similarity({SHARDS}, 'SELECT * FROM geo_points', 7, 'haversine', 25)")
     for k in (1, 3, 100):
-        compare(f"similar-users-k{k}", f"gpurec.similar_users('SELECT * FROM points', {k})",
+        compare(f"similar-users-k{k}-{cluster}", f"gpurec.similar_users('SELECT * FROM points', {k})",
                 f"gpurec_shards.similar_users({SHARDS}, 'SELECT * FROM points', {k})")
-    compare("similar-users-haversine", "gpurec.similar_users('SELECT * FROM geo_points', 4, 'haversine')",
+    compare(f"similar-users-haversine-{cluster}", "gpurec.similar_users('SELECT * FROM geo_points', 4, 'haversine')",
             f"gpurec_shards.similar_users({SHARDS}, 'SELECT * FROM geo_points', 4, 'haversine')")
     # candidates and holdout live on the coordinator (and, for the
     # reference, in `whole`)
@@ -253,11 +290,11 @@ def functional(rnd, data, by_key):
         copy_rows(host, db, "candidates", cands)
         copy_rows(host, db, "holdout", holdout)
     for args in ("2", "1.5, 30, 0.01", "3, NULL, 0"):
-        compare(f"predict-strength-{args.replace(', ', '-')}",
+        compare(f"predict-strength-{args.replace(', ', '-')}-{cluster}",
                 f"gpurec.predict_strength('SELECT * FROM points', 12, 'SELECT * FROM candidates', {args})",
                 f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM points', 12, "
                 f"'SELECT * FROM candidates', {args})", tolerance=1e-9)
-    compare("fit-exponent",
+    compare(f"fit-exponent-{cluster}",
             "(SELECT exponent, mean_auc, users FROM gpurec.fit_exponent('SELECT * FROM points', "
             "'SELECT * FROM holdout', 'SELECT * FROM candidates', '{1,2,2,0.5}')) AS grid",
             f"gpurec_shards.fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', "
@@ -350,19 +387,38 @@ def cpu_threads():
           f"threads that ran: {ran}, for 1, 3 and 0 (every core: {every_core})")
     check("cpu-threads-same-answer", answers[1] == answers[3] == answers[0] and answers[0].strip() != "",
           "the answers differ")
-    for i in (1, 2, 3):
-        run(*COORD, f"ALTER SERVER s{i} OPTIONS (ADD options '-c gpurec.cpu_threads=1');")
+    for i, (host, db) in enumerate(SHARD_DBS):
+        run(*COORD, f"ALTER SERVER four OPTIONS (SET p{i} '{connstr(host, db, ' options=-cgpurec.cpu_threads=1')}');")
     try:
         compare("cpu-threads-in-server-options",
                 "gpurec.similar_users('SELECT * FROM points', 3)",
                 f"gpurec_shards.similar_users({SHARDS}, 'SELECT * FROM points', 3)")
-        settings = rows(*COORD, f"SELECT t.threads FROM gpurec_shards._gather({SHARDS}, "
-                        "ARRAY['SELECT current_setting(''gpurec.cpu_threads'')'], 'threads text') "
-                        "AS t(shard integer, threads text);")
-        check("cpu-threads-reach-the-shards", settings == ["1", "1", "1"], f"the shards' settings: {settings}")
+        settings = rows(*COORD, "CREATE OR REPLACE FUNCTION pg_temp.threads() RETURNS SETOF text "
+                        "LANGUAGE plproxy AS $$ CLUSTER 'four'; RUN ON ALL; "
+                        "SELECT current_setting('gpurec.cpu_threads') AS threads; $$;"
+                        "SELECT pg_temp.threads();")
+        check("cpu-threads-reach-the-shards", settings == ["1"] * 4, f"the partitions' settings: {settings}")
     finally:
-        for i in (1, 2, 3):
-            run(*COORD, f"ALTER SERVER s{i} OPTIONS (DROP options);")
+        for i, (host, db) in enumerate(SHARD_DBS):
+            run(*COORD, f"ALTER SERVER four OPTIONS (SET p{i} '{connstr(host, db)}');")
+
+
+def timing_notices():
+    """gpurec.timing = on at the coordinator prints none of its internal
+    calls' NOTICEs; a partition whose session times (its connect string's
+    options) sends its own NOTICE through PL/Proxy."""
+    call = f"SELECT count(*) FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2);"
+    proc = run(*COORD, "SET gpurec.timing = on;" + call)
+    check("timing-no-internal-notices", "NOTICE" not in proc.stderr, proc.stderr[:800])
+    for i, (host, db) in enumerate(SHARD_DBS):
+        run(*COORD, f"ALTER SERVER four OPTIONS (SET p{i} '{connstr(host, db, ' options=-cgpurec.timing=on')}');")
+    try:
+        proc = run(*COORD, call)
+        notices = [line for line in proc.stderr.splitlines() if line.startswith("NOTICE:") and "cheapest_offers" in line]
+        check("timing-of-every-partition-comes-through", len(notices) == len(SHARD_DBS), proc.stderr[:800])
+    finally:
+        for i, (host, db) in enumerate(SHARD_DBS):
+            run(*COORD, f"ALTER SERVER four OPTIONS (SET p{i} '{connstr(host, db)}');")
 
 
 def materialized_view():
@@ -387,31 +443,31 @@ def materialized_view():
 
 def faults():
     # a shard whose inner query fails: its SQLSTATE, its name in the message
-    run(HOSTS[1], "shard", "CREATE OR REPLACE VIEW failing AS SELECT product_id, store_id, price / 0 AS price "
+    run(*SHARD_DBS[1], "CREATE OR REPLACE VIEW failing AS SELECT product_id, store_id, price / 0 AS price "
         "FROM offers;")
-    for host in (HOSTS[0], HOSTS[2]):
-        run(host, "shard", "CREATE OR REPLACE VIEW failing AS SELECT * FROM offers;")
+    for host, db in SHARD_DBS[:1] + SHARD_DBS[2:]:
+        run(host, db, "CREATE OR REPLACE VIEW failing AS SELECT * FROM offers;")
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM failing');")
-    check("shard-error-keeps-sqlstate-and-names-shard", e is not None and e[0] == "22012" and '"s2"' in e[1],
-          f"got {e}")
+    check("shard-error-keeps-sqlstate-and-names-shard", e is not None and e[0] == "22012"
+          and 'cluster "four", partition 1 (dbname four_1): division by zero' == e[1], f"got {e}")
     # prices that no one server could hold together (92233720368547758.0
     # fits in 64 bits at scale 1, not at 6), each shard's fine alone, the
     # big ones no product's cheapest: 22003, as one server holding them all
-    prices = {HOSTS[0]: "CASE WHEN store_id % 2 = 0 THEN 92233720368547758.0 ELSE 1 END",
-              HOSTS[1]: "0.000001", HOSTS[2]: "2::numeric"}
-    for host, price in prices.items():
-        run(host, "shard", f"CREATE OR REPLACE VIEW scaled AS SELECT product_id, store_id, {price} AS price "
+    prices = {SHARD_DBS[0]: "CASE WHEN store_id % 2 = 0 THEN 92233720368547758.0 ELSE 1 END",
+              SHARD_DBS[1]: "0.000001", SHARD_DBS[2]: "2::numeric", SHARD_DBS[3]: "3::numeric"}
+    for (host, db), price in prices.items():
+        run(host, db, f"CREATE OR REPLACE VIEW scaled AS SELECT product_id, store_id, {price} AS price "
             "FROM offers;")
-    alone = [error_of(host, "shard", "SELECT count(*) FROM gpurec.cheapest_offers('SELECT * FROM scaled');")
-             for host in HOSTS]
+    alone = [error_of(host, db, "SELECT count(*) FROM gpurec.cheapest_offers('SELECT * FROM scaled');")
+             for host, db in SHARD_DBS]
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM scaled');")
-    check("prices-no-one-server-holds-22003", alone == [None, None, None] and e is not None and e[0] == "22003"
+    check("prices-no-one-server-holds-22003", alone == [None] * 4 and e is not None and e[0] == "22003"
           and 'column "price" of the shards\' offers queries' in e[1], f"each shard alone {alone}; all {e}")
     # the same where the big prices are a shard's cheapest, so they reach the
     # coordinator's merge, whose column cannot hold them beside the small ones
-    prices[HOSTS[0]] = "92233720368547758.0"
-    for host, price in prices.items():
-        run(host, "shard", f"CREATE OR REPLACE VIEW scaled AS SELECT product_id, store_id, {price} AS price "
+    prices[SHARD_DBS[0]] = "92233720368547758.0"
+    for (host, db), price in prices.items():
+        run(host, db, f"CREATE OR REPLACE VIEW scaled AS SELECT product_id, store_id, {price} AS price "
             "FROM offers;")
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM scaled');")
     check("prices-the-merge-cannot-hold-22003", e is not None and e[0] == "22003"
@@ -419,23 +475,30 @@ def faults():
     # the engine's own argument checks, on the coordinator, before any shard
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM offers', 0);")
     check("bad-k-is-the-engines-error", e is not None and e[0] == "22023" and "shard" not in e[1], f"got {e}")
-    e = error_of(*COORD, "SELECT * FROM gpurec_shards.cheapest_offers(ARRAY['s1','nowhere'], 'SELECT * FROM offers');")
-    check("unknown-shard-42704", e is not None and e[0] == "42704" and "nowhere" in e[1], f"got {e}")
-    e = error_of(*COORD, "SELECT * FROM gpurec_shards.cheapest_offers(ARRAY['s1','s1'], 'SELECT * FROM offers');")
-    check("shard-named-twice-22023", e is not None and e[0] == "22023", f"got {e}")
-    e = error_of(*COORD, "SELECT * FROM gpurec_shards.cheapest_offers('{}', 'SELECT * FROM offers');")
-    check("no-shards-22023", e is not None and e[0] == "22023", f"got {e}")
+    e = error_of(*COORD, "SELECT * FROM gpurec_shards.cheapest_offers('nowhere', 'SELECT * FROM offers');")
+    check("unknown-shard-42704", e is not None and e[0] == "42704" and '"nowhere"' in e[1], f"got {e}")
+    # a cluster is declared with a power of two of partitions, at least one:
+    # PL/Proxy refuses any other when the server is created
+    e = error_of(*COORD, f"CREATE SERVER three FOREIGN DATA WRAPPER plproxy OPTIONS (p0 '{connstr(*SHARD_DBS[0])}', "
+                 f"p1 '{connstr(*SHARD_DBS[1])}', p2 '{connstr(*SHARD_DBS[2])}');")
+    check("three-partitions-refused-42601", e is not None and e[0] == "42601", f"got {e}")
+    e = error_of(*COORD, "CREATE SERVER empty FOREIGN DATA WRAPPER plproxy;")
+    check("no-partitions-refused-42601", e is not None and e[0] == "42601", f"got {e}")
+    run(*COORD, "CREATE FOREIGN DATA WRAPPER other; CREATE SERVER other_server FOREIGN DATA WRAPPER other;")
+    e = error_of(*COORD, "SELECT * FROM gpurec_shards.cheapest_offers('other_server', 'SELECT * FROM offers');")
+    check("server-of-another-wrapper-42704", e is not None and e[0] == "42704" and '"other_server"' in e[1],
+          f"got {e}")
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.user_similarity({SHARDS}, 'SELECT * FROM points', 123456);")
     check("missing-main-user-is-the-engines-error", e is not None and e[0] == "22023" and "123456" in e[1]
           and "shard" not in e[1], f"got {e}")
     # data split across shards is refused, not answered wrongly
-    run(HOSTS[0], "shard", "INSERT INTO scores VALUES (1000, true, 0.5), (1000, false, 0.25);")
-    run(HOSTS[2], "shard", "INSERT INTO scores VALUES (1000, true, 0.5), (1000, false, 0.75);")
+    run(*SHARD_DBS[0], "INSERT INTO scores VALUES (1000, true, 0.5), (1000, false, 0.25);")
+    run(*SHARD_DBS[2], "INSERT INTO scores VALUES (1000, true, 0.5), (1000, false, 0.75);")
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.roc_fitness({SHARDS}, 'SELECT * FROM scores');")
     check("individual-split-across-shards-22023", e is not None and e[0] == "22023"
-          and "individual 1000" in e[1] and '"s1"' in e[1] and '"s3"' in e[1], f"got {e}")
-    for host in (HOSTS[0], HOSTS[2]):
-        run(host, "shard", "DELETE FROM scores WHERE individual_id = 1000;")
+          and 'individual 1000 is on more than one partition of cluster "four" (0 and 2)' in e[1], f"got {e}")
+    for host, db in (SHARD_DBS[0], SHARD_DBS[2]):
+        run(host, db, "DELETE FROM scores WHERE individual_id = 1000;")
     # NULL arguments: no rows, as the single server
     got = rows(*COORD, f"SELECT count(*) FROM gpurec_shards.cheapest_offers({SHARDS}, NULL);"
                f"SELECT count(*) FROM gpurec_shards.user_similarity({SHARDS}, 'SELECT * FROM points', NULL);")
@@ -465,21 +528,254 @@ def faults():
         check(f"{how}-57014-within-1s", e is not None and e[0] == "57014" and late is not None and late < 1.0,
               f"got {e}, {late} s late")
         time.sleep(0.5)
-        busy = [rows(h, "postgres", "SELECT count(*) FROM pg_stat_activity WHERE datname = 'shard' "
+        busy = [rows(h, "postgres", "SELECT count(*) FROM pg_stat_activity WHERE datname LIKE 'four_%' "
                      "AND state = 'active' AND query LIKE '%cheapest_offers%'")[0] for h in HOSTS]
         check(f"{how}-shards-stopped", busy == ["0", "0", "0"], f"active shard queries: {busy}")
         compare(f"{how}-then-usable", "gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 2)",
                 f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2)")
 
-    # a shard that is down: the call fails naming it; up again, calls work
+    # a partition's server that stops during a call: the call fails naming
+    # the partition (the server's own 57P01, or 08006 where the connection
+    # broke first)
+    env = dict(os.environ, PGHOST=COORD[0], PGDATABASE=COORD[1], PGUSER="postgres")
+    victim = subprocess.Popen(
+        [PSQL, "-X", "-q", "-v", "VERBOSITY=verbose", "-c",
+         f"SELECT count(*) FROM gpurec_shards.cheapest_offers({SHARDS}, '{slow}');"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.8)
     subprocess.run([os.path.join(ROOT, "test", "cluster.sh"), "stop", HOSTS[2]], stdout=subprocess.DEVNULL)
+    _, err = victim.communicate(timeout=60)
+    e = next((line.split(":", 2) for line in err.splitlines() if line.startswith("ERROR:")), None)
+    check("shard-down-during-a-call-names-it", e is not None and e[1].strip() in ("57P01", "08006")
+          and re.search(r'cluster "four", partition [23] \(dbname four_[23]\)', e[2]) is not None, f"got {err}")
+    # a partition that is down before the call: the call fails naming it; up again, calls work
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM offers');")
-    check("shard-down-names-it", e is not None and e[0].startswith("08") and '"s3"' in e[1], f"got {e}")
+    check("shard-down-names-it", e is not None and e[0] == "08001"
+          and 'cluster "four", partition 2 (dbname four_2) is unreachable' in e[1], f"got {e}")
     subprocess.run([os.path.join(ROOT, "test", "cluster.sh"), "resume", HOSTS[2], "-c", "jit=off"],
                    stdout=subprocess.DEVNULL, check=False)
     compare("shard-up-again-answers",
             "gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 2)",
             f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2)")
+
+
+def edge_values(rnd):
+    """Values at the edges, dealt at random over the partitions of `four`,
+    against one server holding them all: float8 prices that differ in the
+    17th digit, tiny and huge ones, NaN and infinities, numerics of scales 0
+    to 4, NULLs, 64-bit ids at both ends.  Then the issue's case: offers
+    (8, store 1, 0.30000000000000004) and (8, store 2, 0.3) on two
+    partitions, the cart line (1, 8, store 1) on a third."""
+    ids = [-9223372036854775808, 9223372036854775807, -1, 0, 1, 2, 3, 1 << 40]
+    floats = ["0.3", "0.30000000000000004", "3.3333333333333335e-05", "1e-300", "1e+300", "-1e+300",
+              "NaN", "Infinity", "-Infinity", "2", "2.0000000000000004", None]
+    numerics = ["7", "7.0", "7.00", "7.000", "7.0000", "0.0001", "123456789012.5", "-3.25", "NaN", None]
+    offers = []
+    for _ in range(400):
+        offers.append([rnd.choice(ids + [None]), rnd.choice(ids + [None]), rnd.choice(floats), rnd.choice(numerics)])
+    carts = []
+    for cart in range(1, 60):
+        for _ in range(rnd.randint(1, 4)):
+            carts.append([rnd.choice(ids + [cart]), rnd.choice(ids), rnd.choice(ids), rnd.choice([1, 2, 7, None])])
+    schema = ("DROP TABLE IF EXISTS edge_offers, edge_carts;"
+              "CREATE TABLE edge_offers (product_id bigint, store_id bigint, price float8, nprice numeric);"
+              "CREATE TABLE edge_carts (cart_id bigint, product_id bigint, store_id bigint, quantity integer);")
+    parts = [[[] for _ in SHARD_DBS], [[] for _ in SHARD_DBS]]
+    for row in offers:
+        parts[0][rnd.randrange(len(SHARD_DBS))].append(row)
+    for row in carts:  # carts by cart, as improve_carts wants
+        parts[1][int(row[0]) % len(SHARD_DBS)].append(row)
+    # the issue's case, on partitions of its own
+    issue_offers = [[8, 1, "0.30000000000000004", "0.3"], [8, 2, "0.3", "0.30"]]
+    parts[0][0].append(issue_offers[0])
+    parts[0][1].append(issue_offers[1])
+    parts[1][2].append([2, 8, 1, 1])
+    for (host, db), o, c in zip(SHARD_DBS, parts[0], parts[1]):
+        run(host, db, schema)
+        copy_rows(host, db, "edge_offers", o)
+        copy_rows(host, db, "edge_carts", c)
+    run(*WHOLE, schema)
+    copy_rows(*WHOLE, "edge_offers", offers + issue_offers)
+    copy_rows(*WHOLE, "edge_carts", carts + [[2, 8, 1, 1]])
+    for price in ("price", "nprice"):
+        query = f"SELECT product_id, store_id, {price} AS price FROM edge_offers"
+        for k in (1, 3):
+            compare(f"edge-cheapest-offers-{price}-k{k}", f"gpurec.cheapest_offers('{query}', {k})",
+                    f"gpurec_shards.cheapest_offers({SHARDS}, '{query}', {k})")
+        compare(f"edge-improve-carts-{price}", f"gpurec.improve_carts('SELECT * FROM edge_carts', '{query}')",
+                f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM edge_carts', '{query}')")
+    compare("improve-carts-float-prices-17th-digit-issue-case",
+            "gpurec.improve_carts('SELECT * FROM edge_carts WHERE cart_id = 2 AND product_id = 8', "
+            "'SELECT product_id, store_id, price FROM edge_offers WHERE product_id = 8')",
+            f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM edge_carts WHERE cart_id = 2 AND product_id = 8', "
+            "'SELECT product_id, store_id, price FROM edge_offers WHERE product_id = 8')")
+    # optimize_carts wants exact prices: float ones are the partitions' 42804, as one server's
+    e_one = error_of(*WHOLE, "SELECT * FROM gpurec.optimize_carts('SELECT * FROM edge_carts', "
+                     "'SELECT product_id, store_id, price FROM edge_offers', 'SELECT 1 AS store_id, 1 AS fee');")
+    e = error_of(*COORD, f"SELECT * FROM gpurec_shards.optimize_carts({SHARDS}, 'SELECT * FROM edge_carts', "
+                 "'SELECT product_id, store_id, price FROM edge_offers', 'SELECT 1 AS store_id, 1 AS fee');")
+    check("optimize-carts-float-prices-42804", e_one is not None and e is not None and e[0] == e_one[0] == "42804",
+          f"one server {e_one}; partitions {e}")
+    finite = "SELECT product_id, store_id, nprice AS price FROM edge_offers WHERE nprice <> ''NaN''"
+    compare("edge-optimize-carts-nprice",
+            f"gpurec.optimize_carts('SELECT * FROM edge_carts', '{finite}', "
+            "'SELECT 2::bigint AS store_id, 0.25 AS fee, 10 AS free_from')",
+            f"gpurec_shards.optimize_carts({SHARDS}, 'SELECT * FROM edge_carts', '{finite}', "
+            "'SELECT 2::bigint AS store_id, 0.25 AS fee, 10 AS free_from')")
+    # NaN prices too: the engine's own answer or error, either way
+    nan = "gpurec{}.optimize_carts({}'SELECT * FROM edge_carts', 'SELECT product_id, store_id, " \
+          "nprice AS price FROM edge_offers', 'SELECT 1 AS store_id, 1 AS fee')"
+    e_one = error_of(*WHOLE, f"SELECT * FROM {nan.format('', '')};")
+    if e_one is None:
+        compare("optimize-carts-nan-prices", nan.format("", ""), nan.format("_shards", SHARDS + ", "))
+    else:
+        e = error_of(*COORD, f"SELECT * FROM {nan.format('_shards', SHARDS + ', ')};")
+        check("optimize-carts-nan-prices", e is not None and e[0] == e_one[0] and e[1].endswith(e_one[1]),
+              f"one server {e_one}; partitions {e}")
+    tiny = "SELECT product_id, store_id, price / 3 AS price FROM edge_offers WHERE price = 0.0001 * 3 OR product_id = 8"
+    compare("improve-carts-tiny-float-price",
+            f"gpurec.improve_carts('SELECT * FROM edge_carts', '{tiny}')",
+            f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM edge_carts', '{tiny}')")
+
+
+def query_texts(data):
+    """Query texts that end with a comment or a semicolon, as gpurec takes
+    them, through every function: the same answer as one server given the
+    plain text."""
+    labels = data["labels"]
+    for end, tail in (("comment", " -- the end"), ("semicolon", " ; ")):
+        def q(text):
+            return (text + tail).replace("'", "''")
+        calls = {
+            "cheapest-offers": ("gpurec.cheapest_offers('{}', 2)", ["SELECT product_id, store_id, price FROM offers"]),
+            "improve-carts": ("gpurec.improve_carts('{}', '{}')", ["SELECT * FROM carts", "SELECT * FROM offers"]),
+            "optimize-carts": ("gpurec.optimize_carts('{}', '{}', '{}')",
+                               ["SELECT * FROM carts", "SELECT * FROM offers", "SELECT * FROM shipping"]),
+            "roc-fitness-long": ("gpurec.roc_fitness('{}')", ["SELECT * FROM scores"]),
+            "roc-fitness-arrays": ("gpurec.roc_fitness('{}', '" + labels.replace("{", "{{").replace("}", "}}") + "')",
+                                   ["SELECT * FROM population"]),
+            "user-similarity": ("gpurec.user_similarity('{}', 17)", ["SELECT * FROM points"]),
+            "similar-users": ("gpurec.similar_users('{}', 3)", ["SELECT * FROM points"]),
+            "predict-strength": ("gpurec.predict_strength('{}', 12, '{}')",
+                                 ["SELECT * FROM points", "SELECT * FROM candidates"]),
+            "fit-exponent": ("gpurec.fit_exponent('{}', '{}', '{}', '{{1,2}}')",
+                             ["SELECT * FROM points", "SELECT * FROM holdout", "SELECT * FROM candidates"]),
+        }
+        for name, (call, texts) in calls.items():
+            plain = call.format(*[t.replace("'", "''") for t in texts])
+            ended = call.format(*[q(t) for t in texts]).replace("gpurec.", f"gpurec_shards.", 1)
+            ended = ended.replace("(", f"({SHARDS}, ", 1)
+            tolerance = 1e-9 if name in ("predict-strength", "fit-exponent") else None
+            compare(f"query-text-ending-in-a-{end}-{name}", plain, ended, tolerance=tolerance)
+        compare(f"query-text-ending-in-a-{end}-roc-auc",
+                f"(SELECT individual_id, gpurec.roc_auc(scores, '{labels}') FROM population "
+                "WHERE scores IS NOT NULL ORDER BY 1) AS t",
+                f"gpurec_shards.roc_auc({SHARDS}, '{q('SELECT * FROM population')}', '{labels}')")
+
+
+def split_data(data):
+    """A key whose rows two partitions hold, for every function whose answer
+    depends on a key living on one partition: ERROR 22023 naming it and
+    both partitions, checked on the coordinator."""
+    def refused(name, what, key, call):
+        e = error_of(*COORD, f"SELECT * FROM gpurec_shards.{call};")
+        want = f'{what} {key} is on more than one partition of cluster "four" (1 and 3)'
+        check(f"split-{name}-22023", e is not None and e[0] == "22023" and want in e[1], f"got {e}")
+    labels = data["labels"]
+    scores = "{" + ",".join("0.5" for _ in labels.strip("{}").split(",")) + "}"
+    for host, db in (SHARD_DBS[1], SHARD_DBS[3]):
+        run(host, db, "INSERT INTO points VALUES (7001, 1, 2), (7001, 3, 4); INSERT INTO carts VALUES (7001, 3, 4, 1);"
+            f"INSERT INTO population VALUES (7001, '{scores}');")
+    try:
+        refused("user-similarity", "user", 7001, f"user_similarity({SHARDS}, 'SELECT * FROM points', 17)")
+        refused("similar-users", "user", 7001, f"similar_users({SHARDS}, 'SELECT * FROM points', 3)")
+        refused("predict-strength", "user", 7001,
+                f"predict_strength({SHARDS}, 'SELECT * FROM points', 12, 'SELECT * FROM candidates')")
+        refused("fit-exponent", "user", 7001,
+                f"fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates')")
+        refused("optimize-carts", "cart", 7001,
+                f"optimize_carts({SHARDS}, 'SELECT * FROM carts', 'SELECT * FROM offers', 'SELECT * FROM shipping')")
+        refused("roc-fitness-arrays", "individual", 7001,
+                f"roc_fitness({SHARDS}, 'SELECT * FROM population', '{labels}')")
+        refused("roc-auc", "individual", 7001, f"roc_auc({SHARDS}, 'SELECT * FROM population', '{labels}')")
+    finally:
+        for host, db in (SHARD_DBS[1], SHARD_DBS[3]):
+            run(host, db, "DELETE FROM points WHERE user_id = 7001; DELETE FROM population WHERE individual_id = 7001;"
+                "DELETE FROM carts WHERE cart_id = 7001;")
+
+
+def similar_users_parts():
+    """The partitions divide similar_users' work: part p of n (what
+    partition p ranks, given all points) holds the whole lists of about
+    1/n of the users, each user in one part, and the parts together are the
+    single server's answer."""
+    n_users = int(rows(*WHOLE, "SELECT count(DISTINCT user_id) FROM points WHERE user_id IS NOT NULL "
+                       "AND x IS NOT NULL AND y IS NOT NULL;")[0])
+    want = rows(*WHOLE, "SELECT * FROM gpurec.similar_users('SELECT * FROM points', 3) ORDER BY user_id, rank;")
+    got, users = [], []
+    for part in range(4):
+        got += rows(*WHOLE, "SELECT * FROM gpurec_internal.similar_users_part('SELECT * FROM points', 3, "
+                    f"'euclidean', NULL, {part}, 4);")
+        users.append(int(rows(*WHOLE, "SELECT count(DISTINCT user_id) FROM gpurec_internal.similar_users_part("
+                              f"'SELECT * FROM points', 3, 'euclidean', NULL, {part}, 4);")[0]))
+    got.sort(key=lambda r: (int(r.split("|")[0]), int(r.split("|")[1])))
+    check("similar-users-parts-divide-the-users", got == want and sum(users) == n_users
+          and max(users) <= n_users // 4 + 1, f"users per part {users} of {n_users}; {first_difference(got, want)}")
+
+
+def null_cluster():
+    """A NULL cluster gives no rows, as a NULL argument does in gpurec."""
+    calls = ["cheapest_offers(NULL, 'SELECT * FROM offers')",
+             "improve_carts(NULL, 'SELECT * FROM carts', 'SELECT * FROM offers')",
+             "optimize_carts(NULL, 'SELECT * FROM carts', 'SELECT * FROM offers', 'SELECT * FROM shipping')",
+             "roc_fitness(NULL, 'SELECT * FROM scores')",
+             "roc_fitness(NULL, 'SELECT * FROM population', '{t,f}')",
+             "roc_auc(NULL, 'SELECT * FROM population', '{t,f}')",
+             "user_similarity(NULL, 'SELECT * FROM points', 17)",
+             "similar_users(NULL, 'SELECT * FROM points')",
+             "predict_strength(NULL, 'SELECT * FROM points', 12, 'SELECT * FROM candidates')",
+             "fit_exponent(NULL, 'SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates')"]
+    got = [rows(*COORD, f"SELECT count(*) FROM gpurec_shards.{c};")[0] for c in calls]
+    check("null-cluster-no-rows-every-function", got == ["0"] * len(calls), f"got {got}")
+
+
+def credentials():
+    """The README's setup for a role that is not a superuser, with
+    passwords the partitions check: each missing piece is its own error
+    naming the cluster, then the call answers as one server."""
+    for host in HOSTS:
+        run(host, "postgres", "CREATE ROLE analyst LOGIN PASSWORD 'secret';")
+        hba = os.path.join(host, "db", "pg_hba.conf")
+        with open(hba) as f:
+            rules = f.read()
+        with open(hba, "w") as f:
+            f.write("local all analyst scram-sha-256\n" + rules)
+        run(host, "postgres", "SELECT pg_reload_conf();")
+    for host, db in SHARD_DBS:
+        run(host, db, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO analyst;")
+    analyst = {"user": "analyst", "password": "secret"}
+    call = f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2)"
+    e = error_of(*COORD, call, **analyst)
+    check("no-usage-on-the-cluster-42501", e is not None and e[0] == "42501" and '"four"' in e[1], f"got {e}")
+    run(*COORD, "GRANT USAGE ON FOREIGN SERVER four TO analyst;")
+    e = error_of(*COORD, call, **analyst)
+    check("no-user-mapping-42704", e is not None and e[0] == "42704"
+          and 'no user mapping for role "analyst" on cluster "four"' in e[1], f"got {e}")
+    run(*COORD, "CREATE USER MAPPING FOR analyst SERVER four OPTIONS (user 'analyst');")
+    e = error_of(*COORD, call, **analyst)
+    check("no-password-08001", e is not None and e[0] == "08001" and "no password supplied" in e[1]
+          and re.search(r'cluster "four", partition [0-3] \(dbname four_[0-3]\)', e[1]) is not None, f"got {e}")
+    run(*COORD, "ALTER USER MAPPING FOR analyst SERVER four OPTIONS (ADD password 'wrong');")
+    e = error_of(*COORD, call, **analyst)
+    check("wrong-password-28P01", e is not None and e[0] == "28P01" and 'cluster "four", partition' in e[1],
+          f"got {e}")
+    run(*COORD, "ALTER USER MAPPING FOR analyst SERVER four OPTIONS (SET password 'secret');")
+    want = rows(*WHOLE, "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 2);")
+    try:
+        got = [line for line in run(*COORD, call + ";", **analyst).stdout.splitlines() if line]
+        check("non-superuser-with-passwords-answers", got == want and len(want) > 0, first_difference(got, want))
+    except RuntimeError as e:
+        check("non-superuser-with-passwords-answers", False, str(e))
 
 
 def main():
@@ -489,11 +785,19 @@ def main():
         setup()
         for table in ("offers", "carts", "scores", "population", "points", "geo_points"):
             copy_rows(*WHOLE, table, data[table])
-        functional(rnd, data, by_key=False)
-        functional(rnd, data, by_key=True)
+        for cluster in CLUSTERS:
+            functional(rnd, data, by_key=False, cluster=cluster)
+            functional(rnd, data, by_key=True, cluster=cluster)
+        query_texts(data)
+        split_data(data)
+        null_cluster()
+        similar_users_parts()
+        edge_values(rnd)
         merge(rnd)
         cpu_threads()
+        timing_notices()
         materialized_view()
+        credentials()
         faults()
     finally:
         teardown()

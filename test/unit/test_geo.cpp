@@ -915,6 +915,56 @@ TEST(Geo, EdgeCases)
 	EXPECT_EQ(best[1].other_user_id, 7);
 }
 
+/*
+ * similar_users' parts (gpurec_shards gives each partition one): every
+ * user's list comes whole from exactly one part, and the parts together
+ * are the whole answer; a part out of range is 22023.
+ */
+TEST(Geo, SimilarUsersPartsCoverEveryUserOnce)
+{
+	ExecContext ctx = cpu_context();
+	std::vector<Point> points;
+	for (int64_t u = 1; u <= 23; ++u)
+		for (int64_t i = 0; i <= u % 4; ++i)
+			points.push_back({u * 1000003, double((u * 7 + i * 3) % 11), double((u * 5 + i) % 13)});
+	PointColumns in(points);
+	std::vector<SimilarUser> whole = similar_users(in.view(), 4, {}, ctx);
+	for (int parts : {1, 2, 3, 5})
+	{
+		std::vector<SimilarUser> joined;
+		std::set<int64_t> seen;
+		for (int part = 0; part < parts; ++part)
+		{
+			std::vector<SimilarUser> got = similar_users(in.view(), 4, {}, ctx, part, parts);
+			std::set<int64_t> users;
+			for (const SimilarUser &row : got)
+				users.insert(row.user_id);
+			for (int64_t u : users)
+				EXPECT_TRUE(seen.insert(u).second) << "user " << u << " in two parts of " << parts;
+			joined.insert(joined.end(), got.begin(), got.end());
+		}
+		std::sort(joined.begin(), joined.end(), [](const SimilarUser &a, const SimilarUser &b) {
+			return a.user_id != b.user_id ? a.user_id < b.user_id : a.rank < b.rank;
+		});
+		ASSERT_EQ(joined.size(), whole.size()) << parts << " parts";
+		for (size_t i = 0; i < whole.size(); ++i)
+		{
+			EXPECT_EQ(joined[i].user_id, whole[i].user_id);
+			EXPECT_EQ(joined[i].other_user_id, whole[i].other_user_id);
+			EXPECT_EQ(joined[i].similarity, whole[i].similarity);
+		}
+	}
+	try
+	{
+		similar_users(in.view(), 4, {}, ctx, 2, 2);
+		ADD_FAILURE() << "no error for part 2 of 2";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_parameter_value) << e.what();
+	}
+}
+
 /* ---- errors -------------------------------------------------------------- */
 
 void expect_error(const std::function<void()> &call, const char *sqlstate, const std::string &words)
