@@ -108,6 +108,13 @@ struct ExecContext : gpu::CallContext
 	int service_device = -1;
 	int service_devices = 0; /* how many of the service's devices computed it */
 	double service_queued_ms = 0;
+	/*
+	 * The calling backend's side of its service calls: writing their input
+	 * where the service reads it, and the wait from sending them to their
+	 * answer (queue, copies, computing and the service's own handling).
+	 */
+	double service_staged_ms = 0;
+	double service_answered_ms = 0;
 };
 
 /* Whether a usable GPU is present; the first call initialises CUDA. */

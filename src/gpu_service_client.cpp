@@ -321,6 +321,7 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 	 * The input goes to the service's shared memory, pinned for its GPUs,
 	 * where there is room; else to a memfd of the call's own.
 	 */
+	Stopwatch staging;
 	uint64_t shared_offset = reserve(input_bytes, ctx);
 	Descriptor input{-1};
 	if (shared_offset != wire::kNotShared)
@@ -344,6 +345,8 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 		write_at(shared);
 	}
 
+	ctx.service_staged_ms += staging.elapsed_ms();
+
 	wire::CallRequest request;
 	request.shared_offset = shared_offset;
 	request.function = static_cast<uint32_t>(function);
@@ -362,6 +365,7 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 	std::vector<char> buffer(wire::kMaxMessage);
 	size_t got = 0;
 	Descriptor result{-1};
+	Stopwatch answering;
 	try
 	{
 		/* a kept connection may be to a service that has since restarted: then once more on a fresh one */
@@ -383,6 +387,7 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 		disconnect();
 		throw;
 	}
+	ctx.service_answered_ms += answering.elapsed_ms();
 	wire::CallReply reply;
 	if (got < sizeof reply)
 	{

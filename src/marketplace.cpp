@@ -12,6 +12,7 @@
 #include "cpu_parallel.hpp"
 #include "gpu_service.hpp"
 
+#include <atomic>
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -399,29 +400,69 @@ RankedOffers rank_in_service(const Offers &offers, int k, ExecContext &ctx)
 	return ranked;
 }
 
-/* The service's side of rank_in_service: cheapest_offers itself, on the service's device. */
+/*
+ * Whether every row's code is a product's, and every product has the rows
+ * counted for it: what the ranking indexes by.  On every core, as the rows
+ * may be tens of millions; each thread counts into a vector of its own
+ * where the products are few, else into the one vector atomically.
+ */
+bool codes_agree_with_counts(const ChunkedColumn<int32_t> &codes, const std::vector<int64_t> &counts, ExecContext &ctx)
+{
+	constexpr size_t kBlockRows = size_t(1) << 16;
+	size_t n = codes.size(), n_products = counts.size();
+	size_t threads = parallel_workers((n + kBlockRows - 1) / kBlockRows, ctx);
+	bool own_counts = n_products * threads <= n;
+	std::vector<std::vector<int64_t>> counted(own_counts ? threads : 1, std::vector<int64_t>(n_products, 0));
+	std::atomic<bool> out_of_range{false};
+	for_each_in_blocks(
+		(n + kBlockRows - 1) / kBlockRows, 1, ctx,
+		[&](size_t, size_t worker, size_t block) {
+			std::vector<int64_t> &rows = counted[own_counts ? worker : 0];
+			size_t end = std::min(n, (block + 1) * kBlockRows);
+			for (size_t r = block * kBlockRows; r < end; ++r)
+			{
+				auto code = static_cast<uint32_t>(codes[r]); /* a negative code is out of range too */
+				if (code >= n_products)
+				{
+					out_of_range.store(true, std::memory_order_relaxed);
+					return;
+				}
+				if (own_counts)
+					++rows[code];
+				else
+					__atomic_fetch_add(&rows[code], 1, __ATOMIC_RELAXED);
+			}
+		},
+		Phase::Transfer);
+	if (out_of_range.load())
+		return false;
+	for (size_t t = 1; t < counted.size(); ++t)
+		for (size_t p = 0; p < n_products; ++p)
+			counted[0][p] += counted[t][p];
+	return counted[0] == counts;
+}
+
+/*
+ * The service's side of rank_in_service: cheapest_offers itself, on the
+ * service's device.  The columns' full chunks are read where the backend
+ * wrote them, in the service's pinned memory, and go to the GPU from there;
+ * only each column's last, partial chunk is copied.
+ */
 std::vector<uint8_t> offers_in_service(ByteReader &input, const service::Part &, ExecContext &ctx)
 {
+	PieceRunner on_threads = pieces_on_threads(ctx, Phase::Transfer);
 	int k = input.get<int32_t>();
 	ChunkedColumn<int32_t> codes = ChunkedColumn<int32_t>::read_serialized(input);
 	std::vector<int64_t> counts = get_vector<int64_t>(input);
 	Int64Column store;
-	store.append_serialized(input);
+	store.append_serialized(input, on_threads, true);
 	uint8_t type = input.get<uint8_t>();
 	if (type > static_cast<uint8_t>(NumberType::Numeric))
 		throw Error(sqlstate::internal_error, "cheapest_offers: the GPU service got prices of an unknown type");
 	NumberColumn price(static_cast<NumberType>(type));
-	price.append_serialized(input);
-	/* what the ranking indexes by: every row's code a product's, every product's rows as counted */
-	std::vector<int64_t> rows(counts.size(), 0);
-	bool agree = input.at_end() && store.size() == codes.size() && price.size() == codes.size();
-	for (size_t r = 0; agree && r < codes.size(); ++r)
-	{
-		agree = codes[r] >= 0 && static_cast<size_t>(codes[r]) < counts.size();
-		if (agree)
-			++rows[static_cast<size_t>(codes[r])];
-	}
-	agree = agree && rows == counts;
+	price.append_serialized(input, on_threads, true);
+	bool agree = input.at_end() && store.size() == codes.size() && price.size() == codes.size() &&
+				 codes_agree_with_counts(codes, counts, ctx);
 	if (!agree)
 		throw Error(sqlstate::internal_error, "cheapest_offers: the GPU service got offers that disagree with themselves");
 	IdColumn product = IdColumn::of_codes(std::move(codes), std::move(counts));

@@ -37,13 +37,15 @@ void report_timing(const char *function, const ExecContext &ctx)
 		snprintf(start + used, sizeof start - used,
 				 "  Waited %.3f ms for CUDA's start (%.3f ms in all) before the transfer.", ctx.gpu_start_wait_ms,
 				 ctx.gpu_start_ms);
-	char service[128] = "";
-	if (ctx.service_devices > 1)
-		snprintf(service, sizeof service, "  GPU service: %d devices, queued %.3f ms.", ctx.service_devices,
-				 ctx.service_queued_ms);
-	else if (ctx.service_device >= 0)
-		snprintf(service, sizeof service, "  GPU service: device %d, queued %.3f ms.", ctx.service_device,
-				 ctx.service_queued_ms);
+	char service[256] = "";
+	if (ctx.service_device >= 0)
+	{
+		int n = ctx.service_devices > 1
+					? snprintf(service, sizeof service, "  GPU service: %d devices", ctx.service_devices)
+					: snprintf(service, sizeof service, "  GPU service: device %d", ctx.service_device);
+		snprintf(service + n, sizeof service - n, ", input written in %.3f ms, answered in %.3f ms (queued %.3f ms).",
+				 ctx.service_staged_ms, ctx.service_answered_ms, ctx.service_queued_ms);
+	}
 	std::string why = ctx.device_choice.empty() ? "" : "  Device: " + ctx.device_choice + ".";
 	pg_call([&] {
 		ereport(NOTICE, (errmsg("gpurec.%s: device %s, read %.3f ms, transfer %.3f ms, compute "

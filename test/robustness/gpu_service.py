@@ -33,7 +33,8 @@ CLUSTER = os.path.join(ROOT, "test", "cluster.sh")
 REAL_GPUS = os.environ.get("GPUREC_SERVICE_REAL_GPUS") == "1"
 STAND_INS = 2
 SLACK_S = 1.0
-SERVICE_LINE = re.compile(r"GPU service: (?:device (\d+)|(\d+) devices), queued ([\d.]+) ms")
+SERVICE_LINE = re.compile(r"GPU service: (?:device (\d+)|(\d+) devices), input written in ([\d.]+) ms, "
+                          r"answered in ([\d.]+) ms \(queued ([\d.]+) ms\)")
 SPLIT = ("similar_users", "fit_exponent")  # split over every device of the service
 
 LABELS = "(SELECT array_agg(g % 3 = 0) FROM generate_series(1, 64) g)"
