@@ -115,6 +115,9 @@ struct ExecContext : gpu::CallContext
 	 */
 	double service_staged_ms = 0;
 	double service_answered_ms = 0;
+	/* The bytes of their input written there, and those read where a parallel read left them (a lease's). */
+	double service_written_bytes = 0;
+	double service_in_place_bytes = 0;
 };
 
 /* Whether a usable GPU is present; the first call initialises CUDA. */

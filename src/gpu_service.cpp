@@ -224,7 +224,9 @@ struct Connection
  * chunks the message refers to (ByteWriter::place_chunks), which columns
  * read from it borrow where they are.  In the service's shared memory (its
  * room given back when the last part ends), or a memfd of its own, mapped
- * once.
+ * once.  Chunks a parallel read left in a lease of the connection's are
+ * referred to where they are (wire::kInShared); the input holds those
+ * leases while it lives.
  */
 struct Input final : ChunkResolver
 {
@@ -233,8 +235,12 @@ struct Input final : ChunkResolver
 	size_t message_bytes = 0;
 	SharedArea *area = nullptr; /* the room's, or null: data is a mapping of the call's own */
 	uint64_t offset = 0;
+	SharedArea *shared = nullptr; /* the service's shared memory, where the leases are */
+	std::vector<std::pair<uint64_t, size_t>> leases;
 	~Input()
 	{
+		for (const auto &lease : leases)
+			shared->drop(lease.first, this);
 		if (area)
 			area->release(offset);
 		else
@@ -243,6 +249,14 @@ struct Input final : ChunkResolver
 
 	void *address(uint64_t reference, size_t chunk_bytes) const override
 	{
+		if (reference & wire::kInShared)
+		{
+			uint64_t at = reference & ~wire::kInShared;
+			for (const auto &lease : leases)
+				if (at >= lease.first && at - lease.first <= lease.second && chunk_bytes <= lease.second - (at - lease.first))
+					return shared->base() + at;
+			throw Error(sqlstate::internal_error, "the GPU service got a chunk outside the connection's leases");
+		}
 		size_t area = wire::page_aligned(message_bytes);
 		if (area > bytes || reference == 0 || reference - 1 > bytes - area ||
 			chunk_bytes > bytes - area - (reference - 1))
@@ -653,7 +667,8 @@ void Service::answer_status(int fd)
 void Service::answer_reserve(Connection &connection, const wire::ReserveRequest &request)
 {
 	wire::ReserveReply reply;
-	reply.offset = request.bytes <= area_.bytes() ? area_.reserve(request.bytes, &connection) : wire::kNotShared;
+	reply.offset =
+		request.bytes <= area_.bytes() ? area_.reserve(request.bytes, &connection, request.token) : wire::kNotShared;
 	reply.ok = reply.offset != wire::kNotShared;
 	wire::send_message(connection.fd, &reply, sizeof reply, -1);
 }
@@ -717,6 +732,8 @@ void Service::take_call(const std::shared_ptr<Connection> &connection, const wir
 		}
 		input->bytes = request.input_bytes;
 		input->message_bytes = request.message_bytes;
+		input->shared = &area_;
+		input->leases = area_.hold_leases_of(connection.get(), input.get());
 	}
 	catch (const Error &e)
 	{
@@ -866,6 +883,32 @@ int Service::serve(bool (*stop)())
 				catch (const std::exception &)
 				{
 				}
+				continue;
+			}
+			if (understood && header.kind == wire::Kind::HoldRequest && got == sizeof(wire::HoldRequest))
+			{
+				if (input_fd >= 0)
+					close(input_fd);
+				wire::HoldRequest request;
+				std::memcpy(&request, buffer.data(), sizeof request);
+				wire::HoldReply reply;
+				reply.bytes = area_.hold(request.offset, request.token, connection.get());
+				try
+				{
+					wire::send_message(connection->fd, &reply, sizeof reply, -1);
+				}
+				catch (const std::exception &)
+				{
+				}
+				continue;
+			}
+			if (understood && header.kind == wire::Kind::ReleaseRequest && got == sizeof(wire::ReleaseRequest))
+			{
+				if (input_fd >= 0)
+					close(input_fd);
+				wire::ReleaseRequest request;
+				std::memcpy(&request, buffer.data(), sizeof request);
+				area_.drop(request.offset, connection.get());
 				continue;
 			}
 			if (understood && header.kind == wire::Kind::CallRequest && got == sizeof(wire::CallRequest))

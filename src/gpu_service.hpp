@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,31 @@ struct Options
 int run(const Options &options, bool (*stop)());
 
 /*
+ * A lease: room in the service's shared memory where the processes of a
+ * parallel read write their columns' chunks, so that the calls after the
+ * read refer to them where they are, with no copy (wire::ReserveRequest).
+ * Each process that writes there holds it on a connection of its own; the
+ * mapping is kept by whatever borrows the chunks, so that a connection
+ * closed meanwhile (a service that restarted) leaves them readable.
+ */
+struct Lease
+{
+	uint64_t offset = 0; /* in the service's shared memory */
+	size_t bytes = 0;	 /* 0: no lease */
+	uint64_t token = 0;
+	int32_t service_pid = 0;
+	std::shared_ptr<uint8_t> mapping; /* the service's shared memory, as this process maps it */
+
+	uint8_t *at() const { return mapping.get() + offset; }
+	/* The reference (ChunkSource::reference) of the lease's byte `at`. */
+	uint64_t reference(size_t at) const;
+	/* The address of a chunk of `chunk_bytes` that reference names, or null when it names none in the lease. */
+	void *address(uint64_t reference, size_t chunk_bytes) const;
+	/* Whether reference names a chunk in a lease (rather than one after a call's message or a DSA chunk). */
+	static bool names_shared(uint64_t reference);
+};
+
+/*
  * A backend's connection to the service, kept between calls.  Every method
  * may throw gpurec::Error: 58000 when the service went away during a call
  * (or could not be reached), what the service's call raised otherwise.
@@ -159,6 +185,23 @@ class Client
 							  const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx,
 							  int32_t parts = 1);
 
+	/*
+	 * A lease of about `bytes` (less where the shared memory has less room
+	 * free; none, bytes 0, where it has no room or the service does not
+	 * answer at once), held by this connection until release().
+	 */
+	Lease lease(size_t bytes, ExecContext &ctx);
+
+	/*
+	 * Holds another process's lease on this connection too, for as long as
+	 * it stays open: a worker's, which writes there.  No lease (bytes 0)
+	 * where the service is another than the lease's, or refuses it.
+	 */
+	Lease hold(uint64_t offset, uint64_t token, int32_t service_pid, ExecContext &ctx);
+
+	/* Lets a lease this connection took go; nothing when the connection is another since. */
+	void release(const Lease &lease) noexcept;
+
 	/* How many devices the service computes on (from the last status; asks for one first). */
 	int32_t device_count(ExecContext &ctx);
 
@@ -172,8 +215,11 @@ class Client
   private:
 	void connect_waiting(ExecContext &ctx, int wait_ms);
 	void disconnect();
-	/* Room for `bytes` in the service's shared memory on this connection: its offset, or wire's kNotShared. */
-	uint64_t reserve(size_t bytes, ExecContext &ctx);
+	/*
+	 * Room for `bytes` in the service's shared memory on this connection: its
+	 * offset, or wire's kNotShared.  A token other than 0 makes it a lease.
+	 */
+	uint64_t reserve(size_t bytes, ExecContext &ctx, uint64_t token = 0);
 
 	int socket_ = -1;
 	bool known_ = false; /* last_status_ is this connection's service's */
@@ -183,6 +229,7 @@ class Client
 	/* the service's shared memory, mapped from this connection's first status; null: none */
 	uint8_t *shared_ = nullptr;
 	size_t shared_bytes_ = 0;
+	std::shared_ptr<uint8_t> mapping_; /* shared_'s, kept also by the leases taken through it */
 };
 
 /* A handler's result that is a vector of plain values (put_vector's form). */

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -62,27 +63,43 @@ struct Descriptor
  * Places a call's chunks after its message (ByteWriter::place_chunks): each
  * at a page boundary of the area, the reference its offset there plus one
  * (0 means no reference).  Without an area it only counts; with one it
- * lists the copies, which the caller runs on its cores.
+ * lists the copies, which the caller runs on its cores.  A chunk that lies
+ * in the service's shared memory already (a lease's, from a parallel read)
+ * is referred to where it is, and neither counted nor copied.
  */
 class ChunkPlacement final : public ChunkPlacer
 {
   public:
-	explicit ChunkPlacement(uint8_t *area) : area_(area) {}
+	ChunkPlacement(uint8_t *area, const uint8_t *shared, size_t shared_bytes)
+		: area_(area), shared_(shared), shared_bytes_(shared_bytes)
+	{
+	}
 
 	uint64_t place(const void *data, size_t bytes, size_t reserve) override
 	{
-		size_t at = area_bytes;
+		auto *at = static_cast<const uint8_t *>(data);
+		if (shared_ && at >= shared_ && static_cast<size_t>(at - shared_) <= shared_bytes_ &&
+			reserve <= shared_bytes_ - static_cast<size_t>(at - shared_))
+		{
+			in_place_bytes += bytes;
+			return wire::kInShared | static_cast<uint64_t>(at - shared_);
+		}
+		size_t offset = area_bytes;
 		area_bytes += wire::page_aligned(reserve);
+		copied_bytes += bytes;
 		if (area_ && bytes > 0)
-			copies.push_back({area_ + at, data, bytes});
-		return at + 1;
+			copies.push_back({area_ + offset, data, bytes});
+		return offset + 1;
 	}
 
 	size_t area_bytes = 0;
+	size_t in_place_bytes = 0, copied_bytes = 0;
 	std::vector<gpu::HostCopy> copies;
 
   private:
 	uint8_t *area_;
+	const uint8_t *shared_;
+	size_t shared_bytes_;
 };
 
 } // namespace
@@ -95,8 +112,12 @@ void Client::disconnect()
 		close(socket_);
 	socket_ = -1;
 	known_ = false;
-	/* another service, after a restart, has other shared memory: mapped again from its status */
-	wire::unmap_shared(shared_, shared_bytes_);
+	/*
+	 * another service, after a restart, has other shared memory: mapped
+	 * again from its status (this mapping stays while a lease's chunks are
+	 * read from it)
+	 */
+	mapping_.reset();
 	shared_ = nullptr;
 	shared_bytes_ = 0;
 }
@@ -193,8 +214,10 @@ Status Client::status(ExecContext &ctx, int wait_ms)
 				/* without it, calls bring their input in memfds of their own */
 				try
 				{
-					shared_ = wire::map_shared(area.fd, reply->shared_bytes, true);
-					shared_bytes_ = reply->shared_bytes;
+					size_t bytes = reply->shared_bytes;
+					shared_ = wire::map_shared(area.fd, bytes, true);
+					shared_bytes_ = bytes;
+					mapping_ = std::shared_ptr<uint8_t>(shared_, [bytes](uint8_t *at) { wire::unmap_shared(at, bytes); });
 				}
 				catch (const Error &)
 				{
@@ -241,12 +264,13 @@ bool Client::has_devices(ExecContext &ctx, std::string *why_not, int wait_ms)
 	return !last_status_.devices.empty();
 }
 
-uint64_t Client::reserve(size_t bytes, ExecContext &ctx)
+uint64_t Client::reserve(size_t bytes, ExecContext &ctx, uint64_t token)
 {
 	if (socket_ < 0 || !known_ || !shared_ || bytes > shared_bytes_)
 		return wire::kNotShared;
 	wire::ReserveRequest request;
 	request.bytes = bytes;
+	request.token = token;
 	wire::ReserveReply reply;
 	int fd = -1;
 	size_t got = 0;
@@ -271,6 +295,112 @@ uint64_t Client::reserve(size_t bytes, ExecContext &ctx)
 	if (!reply.ok || reply.offset > shared_bytes_ || bytes > shared_bytes_ - reply.offset)
 		return wire::kNotShared;
 	return reply.offset;
+}
+
+uint64_t Lease::reference(size_t at) const { return wire::kInShared | (offset + at); }
+
+bool Lease::names_shared(uint64_t reference) { return (reference & wire::kInShared) != 0; }
+
+void *Lease::address(uint64_t reference, size_t chunk_bytes) const
+{
+	if (!names_shared(reference) || bytes == 0)
+		return nullptr;
+	uint64_t in = (reference & ~wire::kInShared) - offset; /* wraps far past bytes when below the lease */
+	if (in > bytes || chunk_bytes > bytes - in)
+		return nullptr;
+	return at() + in;
+}
+
+Lease Client::lease(size_t bytes, ExecContext &ctx)
+{
+	Lease lease;
+	try
+	{
+		status(ctx, 0); /* what is free now */
+	}
+	catch (const Error &)
+	{
+		return lease; /* no service at once: the read goes on without */
+	}
+	if (!shared_ || last_status_.shared_bytes <= last_status_.shared_in_use)
+		return lease;
+	/* at most three quarters of what is free, so that calls of other sessions still find room */
+	size_t free_bytes = last_status_.shared_bytes - last_status_.shared_in_use;
+	bytes = wire::page_aligned(std::min(bytes, free_bytes / 4 * 3));
+	if (bytes == 0)
+		return lease;
+	uint64_t token = 0;
+	while (token == 0)
+		token = (static_cast<uint64_t>(std::random_device()()) << 32) ^ std::random_device()();
+	uint64_t offset = reserve(bytes, ctx, token);
+	if (offset == wire::kNotShared)
+		return lease;
+	lease.offset = offset;
+	lease.bytes = bytes;
+	lease.token = token;
+	lease.service_pid = last_status_.pid;
+	lease.mapping = mapping_;
+	return lease;
+}
+
+Lease Client::hold(uint64_t offset, uint64_t token, int32_t service_pid, ExecContext &ctx)
+{
+	Lease lease;
+	try
+	{
+		if (!known_)
+			status(ctx, 0);
+	}
+	catch (const Error &)
+	{
+		return lease;
+	}
+	if (!shared_ || last_status_.pid != service_pid || offset >= shared_bytes_)
+		return lease;
+	wire::HoldRequest request;
+	request.offset = offset;
+	request.token = token;
+	wire::HoldReply reply;
+	int fd = -1;
+	size_t got = 0;
+	try
+	{
+		if (wire::send_message(socket_, &request, sizeof request, -1))
+			got = await_reply(socket_, &reply, sizeof reply, &fd, ctx);
+	}
+	catch (...)
+	{
+		disconnect();
+		throw;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (got != sizeof reply || reply.header.kind != wire::Kind::HoldReply || reply.bytes == 0 ||
+		reply.bytes > shared_bytes_ - offset)
+		return lease;
+	lease.offset = offset;
+	lease.bytes = reply.bytes;
+	lease.token = token;
+	lease.service_pid = service_pid;
+	lease.mapping = mapping_;
+	return lease;
+}
+
+void Client::release(const Lease &lease) noexcept
+{
+	if (socket_ < 0 || lease.bytes == 0 || !mapping_ || lease.mapping != mapping_)
+		return;
+	wire::ReleaseRequest request;
+	request.offset = lease.offset;
+	try
+	{
+		if (!wire::send_message(socket_, &request, sizeof request, -1))
+			disconnect();
+	}
+	catch (...)
+	{
+		disconnect(); /* closing lets every lease of the connection go */
+	}
 }
 
 HostProfile Client::host_profile() const
@@ -303,15 +433,17 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 	 * copy, on the call's cores, from the backend's columns to the GPU
 	 * service's reach.
 	 */
-	ChunkPlacement counting(nullptr);
+	ChunkPlacement counting(nullptr, shared_, shared_bytes_);
 	ByteWriter counter;
 	counter.place_chunks(&counting);
 	write_input(counter);
 	size_t message_bytes = counter.size();
 	size_t area_offset = wire::page_aligned(message_bytes);
 	size_t input_bytes = area_offset + counting.area_bytes;
+	ctx.service_written_bytes += message_bytes + counting.copied_bytes;
+	ctx.service_in_place_bytes += counting.in_place_bytes;
 	auto write_at = [&](uint8_t *at) {
-		ChunkPlacement placing(at + area_offset);
+		ChunkPlacement placing(at + area_offset, shared_, shared_bytes_);
 		ByteWriter writer(at, message_bytes);
 		writer.place_chunks(&placing);
 		write_input(writer);

@@ -17,7 +17,7 @@
 namespace gpurec::service::wire {
 
 /* Bumped whenever a message changes: a backend and a service of different builds refuse each other. */
-constexpr uint32_t kVersion = 5;
+constexpr uint32_t kVersion = 6;
 
 enum class Kind : uint32_t
 {
@@ -27,6 +27,9 @@ enum class Kind : uint32_t
 	CallReply = 4,
 	ReserveRequest = 5,
 	ReserveReply = 6,
+	HoldRequest = 7,
+	HoldReply = 8,
+	ReleaseRequest = 9,
 };
 
 struct Header
@@ -39,15 +42,23 @@ struct Header
 constexpr uint64_t kNotShared = UINT64_MAX;
 
 /*
- * Room in the service's shared memory for a call's input, `bytes` long:
- * the reply's offset, or none (ok 0) when there is no room.  The room is
- * the connection's until the call that names it ends, or the connection
- * closes.
+ * Room in the service's shared memory, `bytes` long: the reply's offset, or
+ * none (ok 0) when there is no room.
+ *   token 0: a call's input.  The room is the connection's until the call
+ *     that names it ends, or the connection closes.
+ *   any other token: a lease, where the processes of a parallel read write
+ *     their columns' chunks for the calls that follow it.  Its holders are
+ *     the connection and every connection that holds it with the token
+ *     (HoldRequest: a worker's); it is given back when the last of them
+ *     lets it go (ReleaseRequest, or its connection closes).  A call refers
+ *     to chunks in a lease its connection holds (kInShared), which the call
+ *     holds too while it runs.
  */
 struct ReserveRequest
 {
 	Header header{kVersion, Kind::ReserveRequest};
 	uint64_t bytes = 0;
+	uint64_t token = 0;
 };
 
 struct ReserveReply
@@ -56,6 +67,34 @@ struct ReserveReply
 	uint8_t ok = 0;
 	uint64_t offset = 0;
 };
+
+/* Holds the lease at `offset` (with its token) for this connection too: the reply's bytes, 0 when refused. */
+struct HoldRequest
+{
+	Header header{kVersion, Kind::HoldRequest};
+	uint64_t offset = 0;
+	uint64_t token = 0;
+};
+
+struct HoldReply
+{
+	Header header{kVersion, Kind::HoldReply};
+	uint64_t bytes = 0;
+};
+
+/* Lets the lease at `offset` go, for this connection; no reply. */
+struct ReleaseRequest
+{
+	Header header{kVersion, Kind::ReleaseRequest};
+	uint64_t offset = 0;
+};
+
+/*
+ * A chunk reference (ChunkResolver) with this bit names the chunk's offset
+ * in the service's shared memory, in a lease, rather than its place after
+ * the call's message.
+ */
+constexpr uint64_t kInShared = uint64_t(1) << 63;
 
 /*
  * A call; its input is in the service's shared memory at shared_offset (a

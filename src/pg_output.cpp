@@ -43,8 +43,10 @@ void report_timing(const char *function, const ExecContext &ctx)
 		int n = ctx.service_devices > 1
 					? snprintf(service, sizeof service, "  GPU service: %d devices", ctx.service_devices)
 					: snprintf(service, sizeof service, "  GPU service: device %d", ctx.service_device);
-		snprintf(service + n, sizeof service - n, ", input written in %.3f ms, answered in %.3f ms (queued %.3f ms).",
-				 ctx.service_staged_ms, ctx.service_answered_ms, ctx.service_queued_ms);
+		snprintf(service + n, sizeof service - n,
+				 ", input written in %.3f ms (%.1f MB; %.1f MB read in place), answered in %.3f ms (queued %.3f ms).",
+				 ctx.service_staged_ms, ctx.service_written_bytes / 1e6, ctx.service_in_place_bytes / 1e6,
+				 ctx.service_answered_ms, ctx.service_queued_ms);
 	}
 	std::string why = ctx.device_choice.empty() ? "" : "  Device: " + ctx.device_choice + ".";
 	pg_call([&] {

@@ -34,6 +34,7 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
+#include "optimizer/optimizer.h"
 #include "utils/builtins.h"
 #include "utils/dsa.h"
 #include "utils/lsyscache.h"
@@ -300,6 +301,36 @@ int planned_workers(SPIPlanPtr plan)
 		}
 	});
 	return workers;
+}
+
+double estimated_rows(SPIPlanPtr plan)
+{
+	double rows = 0;
+	inspect_plan(plan, [&rows](PlannedStmt *stmt) {
+		Plan *top = stmt->planTree;
+		if (top == nullptr || !IsA(top, Agg))
+			return;
+		for (Plan *p = top->lefttree; p != nullptr; p = p->lefttree)
+		{
+			int workers;
+			if (IsA(p, Gather))
+				workers = reinterpret_cast<Gather *>(p)->num_workers;
+			else if (IsA(p, GatherMerge))
+				workers = reinterpret_cast<GatherMerge *>(p)->num_workers;
+			else
+				continue;
+			/* below the Partial Aggregate, the rows of one process: times the processes, as the planner divided them */
+			Plan *partial = p->lefttree;
+			if (partial == nullptr || partial->lefttree == nullptr)
+				return;
+			double divisor = workers;
+			if (parallel_leader_participation && 1.0 - 0.3 * workers > 0)
+				divisor += 1.0 - 0.3 * workers;
+			rows = partial->lefttree->plan_rows * divisor;
+			return;
+		}
+	});
+	return rows;
 }
 
 /*

@@ -51,7 +51,7 @@ namespace {
  * process: the leader's area, its key filter and chunk areas there
  * (AreaAddress), the partial result a worker computes of its rows (its
  * kind's registered name and its parameter, "-" for none; none in the
- * aggregate), the query's name, then per column its name, kind, null rule
+ * aggregate), the ids' lane stride, the lease (AreaAddress), the query's name, then per column its name, kind, null rule
  * (0 fallback, 1 skip, 2 error), fallback and the conversion the leader
  * bound.  One line per column, fields split by tabs (spec names never
  * hold either).
@@ -60,12 +60,15 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area, const 
 {
 	StringInfoData text;
 	initStringInfo(&text);
-	appendStringInfo(&text, "%u %llu %llu %d %llu %llu %llu %s %lld %lld\n", static_cast<unsigned>(area.handle),
-					 static_cast<unsigned long long>(area.token_at), static_cast<unsigned long long>(area.token),
-					 area.key_column, static_cast<unsigned long long>(area.keys_at),
-					 static_cast<unsigned long long>(area.n_keys), static_cast<unsigned long long>(area.chunk_areas_at),
+	appendStringInfo(&text, "%u %llu %llu %d %llu %llu %llu %s %lld %lld %llu %llu %llu %d %llu\n",
+					 static_cast<unsigned>(area.handle), static_cast<unsigned long long>(area.token_at),
+					 static_cast<unsigned long long>(area.token), area.key_column,
+					 static_cast<unsigned long long>(area.keys_at), static_cast<unsigned long long>(area.n_keys),
+					 static_cast<unsigned long long>(area.chunk_areas_at),
 					 partial.kind != nullptr ? partial.kind->name : "-", static_cast<long long>(partial.parameter),
-					 static_cast<long long>(binding.key_stride));
+					 static_cast<long long>(binding.key_stride), static_cast<unsigned long long>(area.lease_offset),
+					 static_cast<unsigned long long>(area.lease_bytes), static_cast<unsigned long long>(area.lease_token),
+					 static_cast<int>(area.lease_service_pid), static_cast<unsigned long long>(area.lease_used_at));
 	appendStringInfoString(&text, binding.what);
 	for (int c = 0; c < binding.ncolumns; ++c)
 	{
@@ -79,7 +82,7 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area, const 
 
 /*
  * The leader's side: a worker's chunk references, as addresses in the
- * leader's mapping of the area, each noted as memory the table borrows
+ * leader's mapping of the area (or of the lease), each noted as memory the table borrows
  * (InputTable::note_borrowed).
  */
 class AreaResolver final : public ChunkResolver
@@ -88,6 +91,15 @@ class AreaResolver final : public ChunkResolver
 	AreaResolver(dsa_area *area, InputTable &table) : area_(area), table_(table) {}
 	void *address(uint64_t reference, size_t bytes) const override
 	{
+		if (service::Lease::names_shared(reference))
+		{
+			/* not noted: the lease's pages stay, pinned for the GPUs (a page handed back would no longer be theirs) */
+			const service::Lease *lease = active_read->lease;
+			void *chunk = lease != nullptr ? lease->address(reference, bytes) : nullptr;
+			if (chunk == nullptr)
+				throw Error(sqlstate::internal_error, "a parallel worker's chunk is outside the read's lease");
+			return chunk;
+		}
 		dsa_area *in = area_;
 		auto at = static_cast<dsa_pointer>(reference);
 		void *chunk = pg_call([in, at] { return dsa_get_address(in, at); });
@@ -104,12 +116,14 @@ class AreaResolver final : public ChunkResolver
 void decode_specs(ReadState &state, const std::string &text)
 {
 	unsigned handle;
-	unsigned long long token_at, token, keys_at, n_keys, chunk_areas_at;
-	int key_column;
+	unsigned long long token_at, token, keys_at, n_keys, chunk_areas_at, lease_offset, lease_bytes, lease_token,
+		lease_used_at;
+	int key_column, lease_service_pid;
 	char partial_kind[64];
 	long long partial_parameter, key_stride;
-	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu %llu %63s %lld %lld", &handle, &token_at, &token,
-					&key_column, &keys_at, &n_keys, &chunk_areas_at, partial_kind, &partial_parameter, &key_stride) != 10 ||
+	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu %llu %63s %lld %lld %llu %llu %llu %d %llu", &handle,
+					&token_at, &token, &key_column, &keys_at, &n_keys, &chunk_areas_at, partial_kind, &partial_parameter,
+					&key_stride, &lease_offset, &lease_bytes, &lease_token, &lease_service_pid, &lease_used_at) != 15 ||
 		key_stride < 1)
 		throw Error(sqlstate::internal_error, "gpurec_internal._read_columns: malformed column specs");
 	/* the kind's code is this process's own: registered as gpurec.so loaded here (partials.hpp) */
@@ -118,7 +132,9 @@ void decode_specs(ReadState &state, const std::string &text)
 		throw Error(sqlstate::internal_error,
 					std::string("gpurec_internal._read_columns: no partial result \"") + partial_kind + "\" is registered");
 	state.address = AreaAddress{static_cast<dsa_handle>(handle), static_cast<dsa_pointer>(token_at), token, key_column,
-								static_cast<dsa_pointer>(keys_at), n_keys, static_cast<dsa_pointer>(chunk_areas_at)};
+								static_cast<dsa_pointer>(keys_at), n_keys, static_cast<dsa_pointer>(chunk_areas_at),
+								lease_offset, lease_bytes, lease_token, lease_service_pid,
+								static_cast<dsa_pointer>(lease_used_at)};
 	state.partial = PartialRequest{kind, partial_parameter};
 	size_t what_start = text.find('\n') + 1;
 	size_t line_end = text.find('\n', what_start);
@@ -262,6 +278,25 @@ void take_key_filter(void *arg)
 	bind_key_filter(&state.binding, *state.own);
 }
 
+/*
+ * A worker holds the calling backend's lease on its own connection to the
+ * GPU service, and takes its chunks there: the lease is not given back
+ * while the worker may still write to it, even where the calling backend
+ * lets it go first (an ERROR).  Where the service does not hold it for the
+ * worker (restarted since, say), the worker's chunks come from the area.
+ */
+void hold_lease(void *arg)
+{
+	auto *state = static_cast<ReadState *>(arg);
+	const AreaAddress &address = state->address;
+	if (state->ctx.service == nullptr)
+		return;
+	service::Lease lease =
+		state->ctx.service->hold(address.lease_offset, address.lease_token, address.lease_service_pid, state->ctx);
+	if (lease.bytes == address.lease_bytes)
+		state->chunks.lease = std::move(lease);
+}
+
 } // namespace
 
 /*
@@ -287,6 +322,11 @@ void attach_worker(ReadState *state, MemoryContext context)
 		state->chunk_area_index = ParallelWorkerNumber;
 	}
 	state->chunks.area = state->chunk_area;
+	if (state->address.lease_bytes > 0 && state->own != nullptr && state->partial.kind == nullptr)
+	{
+		state->chunks.lease_used = static_cast<pg_atomic_uint64 *>(dsa_get_address(state->area, state->address.lease_used_at));
+		cpp_callback_guard(hold_lease, state);
+	}
 	if (state->address.key_column >= 0)
 	{
 		FilterArgs filter{state, static_cast<const int64_t *>(dsa_get_address(state->area, state->address.keys_at))};
@@ -448,6 +488,68 @@ void recode_lanes(void *arg)
 
 } // namespace
 
+namespace {
+
+/* Below this many bytes of input, a lease saves less than it costs (a round trip to the service). */
+constexpr double kLeastLeaseBytes = 16.0 * (1 << 20);
+
+struct LeaseArgs
+{
+	InputTable *table;
+	ExecContext *ctx;
+	double bytes;
+	pg_atomic_uint64 *used;		 /* the lease's bytes taken, in the read's area */
+	const service::Lease *lease; /* out: the table's, or null */
+};
+
+/* The lease a table holds, and the chunks the calling backend takes there; let go with the table. */
+struct HeldLease
+{
+	HeldLease(service::Client *client_, service::Lease lease_, pg_atomic_uint64 *used)
+		: client(client_), lease(std::move(lease_)), chunks(lease, used)
+	{
+	}
+	HeldLease(const HeldLease &) = delete;
+	HeldLease &operator=(const HeldLease &) = delete;
+	~HeldLease() { client->release(lease); }
+
+	service::Client *client;
+	service::Lease lease;
+	LeaseChunks chunks;
+};
+
+/*
+ * Takes a lease for the read (LeaseArgs), which the table holds: the
+ * workers' chunks go there (AreaChunks), and so do the calling backend's.
+ */
+void take_lease(void *arg)
+{
+	auto *a = static_cast<LeaseArgs *>(arg);
+	auto held = std::make_shared<HeldLease>(a->ctx->service,
+											a->ctx->service->lease(static_cast<size_t>(a->bytes), *a->ctx), a->used);
+	if (held->lease.bytes == 0)
+		return;
+	a->lease = &held->lease;
+	a->table->use_chunk_source(held->chunks);
+	a->table->keep_alive(std::move(held));
+}
+
+/*
+ * The bytes the workers' chunks would take, by the plan's estimate of its
+ * rows: 8 a column and row, and for each worker's column a chunk partly
+ * filled.
+ */
+double lease_bytes_for(SPIPlanPtr plan, const ColumnBinding &binding, int workers)
+{
+	double rows = estimated_rows(plan);
+	if (rows <= 0)
+		return 0;
+	constexpr double kChunkBytes = 8.0 * (1 << 20);
+	return rows * (8.0 * binding.ncolumns + 8.0) * 1.1 + workers * binding.ncolumns * kChunkBytes;
+}
+
+} // namespace
+
 ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const ColumnBinding &binding,
 									  InputTable *table, ExecContext *ctx, MemoryContext call_context)
 {
@@ -546,8 +648,29 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 		chunk_areas->handles[w] = dsa_get_handle(worker_areas[w]);
 	}
 	MemoryContextSwitchTo(spi_context);
+	/*
+	 * Where the call's columns go to the GPU service, the workers write
+	 * their chunks into a lease of its shared memory (AreaChunks): the call
+	 * then refers to them where they are.
+	 */
+	LeaseArgs leasing{table, ctx, 0, nullptr, nullptr};
+	if (partial.kind == nullptr && ctx->service != nullptr && ctx->mode != DeviceMode::Cpu &&
+		(leasing.bytes = lease_bytes_for(plan, binding, outcome.planned_workers)) >= kLeastLeaseBytes)
+	{
+		address.lease_used_at = dsa_allocate(area, sizeof(pg_atomic_uint64));
+		leasing.used = static_cast<pg_atomic_uint64 *>(dsa_get_address(area, address.lease_used_at));
+		pg_atomic_init_u64(leasing.used, 0);
+		cpp_callback_guard(take_lease, &leasing);
+	}
+	if (leasing.lease != nullptr)
+	{
+		address.lease_offset = leasing.lease->offset;
+		address.lease_bytes = leasing.lease->bytes;
+		address.lease_token = leasing.lease->token;
+		address.lease_service_pid = leasing.lease->service_pid;
+	}
 	ActiveRead read{table, ctx, area, worker_areas, static_cast<int>(chunk_areas->count), 0, ArrivedParts{nullptr, 0},
-					0, spi_context, 0, false, &lanes};
+					0, spi_context, 0, false, &lanes, leasing.lease};
 	ActiveRead *outer = active_read;
 	active_read = &read;
 	PG_TRY();

@@ -29,6 +29,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "tcop/dest.h"
 #include "utils/array.h"
+#include "port/atomics.h"
 #include "utils/dsa.h"
 #include "utils/plancache.h"
 }
@@ -39,6 +40,7 @@ extern "C" {
 #include <vector>
 
 #include "device.hpp"
+#include "gpu_service.hpp"
 #include "input_table.hpp"
 #include "partials.hpp"
 
@@ -224,6 +226,12 @@ template <typename Inspect> void inspect_plan(SPIPlanPtr plan, Inspect inspect)
 	ReleaseCachedPlan(cached, nullptr); /* an unsaved plan's, held by no resource owner */
 }
 
+/*
+ * The rows the plan of prepare_wrapper expects its workers (and the
+ * leader) to read in all; 0 when it does not say.
+ */
+double estimated_rows(SPIPlanPtr wrapper);
+
 /* What the parallel path did, for the gpurec.timing NOTICE. */
 struct ParallelReadOutcome
 {
@@ -283,6 +291,7 @@ struct ActiveRead
 	double join_ms; /* spent adding the workers' columns to the table */
 	bool partials;	/* the processes sent partial results (InputTable::partials), not columns */
 	const ColumnBinding *binding; /* the calling backend's: which columns the workers code apart (keys) */
+	const service::Lease *lease;  /* where the workers write their chunks for the GPU service; null: none */
 };
 
 extern ActiveRead *active_read;
@@ -301,6 +310,12 @@ struct AreaAddress
 	dsa_pointer keys_at;
 	uint64 n_keys;
 	dsa_pointer chunk_areas_at;
+	/* the calling backend's lease in the GPU service's shared memory (lease_bytes 0: none), and its bytes taken */
+	uint64 lease_offset;
+	uint64 lease_bytes;
+	uint64 lease_token;
+	int32 lease_service_pid;
+	dsa_pointer lease_used_at; /* a pg_atomic_uint64 */
 };
 
 /*
@@ -322,21 +337,51 @@ struct ChunkAreas
 };
 
 /*
+ * Room for a chunk of `bytes` in a lease of the GPU service's shared
+ * memory, taken from the lease's counter of bytes taken, which every
+ * process of the read shares (in the leader's area): its address, and its
+ * reference in *reference; null once the lease is full.  Each chunk at a
+ * page of its own, as the copy to a GPU likes.
+ */
+inline void *take_from_lease(const service::Lease &lease, pg_atomic_uint64 *used, size_t bytes, uint64_t *reference)
+{
+	constexpr size_t kPage = 4096;
+	size_t room = (bytes + kPage - 1) / kPage * kPage;
+	uint64 at = pg_atomic_fetch_add_u64(used, room);
+	if (at > lease.bytes || room > lease.bytes - at)
+		return nullptr;
+	*reference = lease.reference(at);
+	return lease.at() + at;
+}
+
+/*
  * A worker's chunks, in the leader's area: the leader takes them as they
  * are.  None is given back before the area's end, as the leader holds them
- * after the worker is gone.
+ * after the worker is gone.  Where the leader took a lease in the GPU
+ * service's shared memory for the call's input, chunks come from there
+ * first, so that the call refers to them where they are: they are never
+ * copied again, nor are their pages faulted in and freed per call.  Once
+ * the lease is full, the area's.
  */
 class AreaChunks final : public ChunkSource
 {
   public:
-	dsa_area *area = nullptr; /* set before the first row */
+	dsa_area *area = nullptr;				/* set before the first row */
+	service::Lease lease;					/* bytes 0: none */
+	pg_atomic_uint64 *lease_used = nullptr; /* in the leader's area */
 
 	void *allocate(size_t bytes) override
 	{
-		dsa_area *in = area;
-		dsa_pointer at = pg_call([in, bytes] { return dsa_allocate_extended(in, bytes, DSA_ALLOC_HUGE); });
-		void *address = pg_call([in, at] { return dsa_get_address(in, at); });
-		references_.emplace(address, at);
+		uint64_t reference;
+		void *address = lease.bytes > 0 ? take_from_lease(lease, lease_used, bytes, &reference) : nullptr;
+		if (address == nullptr)
+		{
+			dsa_area *in = area;
+			dsa_pointer at = pg_call([in, bytes] { return dsa_allocate_extended(in, bytes, DSA_ALLOC_HUGE); });
+			address = pg_call([in, at] { return dsa_get_address(in, at); });
+			reference = at;
+		}
+		references_.emplace(address, reference);
 		return address;
 	}
 	void release(void *, size_t) noexcept override {}
@@ -347,7 +392,36 @@ class AreaChunks final : public ChunkSource
 	}
 
   private:
-	std::unordered_map<const void *, dsa_pointer> references_;
+	std::unordered_map<const void *, uint64_t> references_;
+};
+
+/*
+ * The calling backend's own chunks during a read with a lease: from the
+ * lease while it has room (where the workers' last rows are copied too, so
+ * that the whole input is in the service's memory), else mapped ones.  A
+ * lease's chunk goes back with the lease.
+ */
+class LeaseChunks final : public ChunkSource
+{
+  public:
+	LeaseChunks(const service::Lease &lease, pg_atomic_uint64 *used) : lease_(lease), used_(used) {}
+
+	void *allocate(size_t bytes) override
+	{
+		uint64_t reference;
+		void *address = take_from_lease(lease_, used_, bytes, &reference);
+		return address != nullptr ? address : mapped_chunks().allocate(bytes);
+	}
+	void release(void *chunk, size_t bytes) noexcept override
+	{
+		auto *at = static_cast<uint8_t *>(chunk);
+		if (at < lease_.at() || at >= lease_.at() + lease_.bytes)
+			mapped_chunks().release(chunk, bytes);
+	}
+
+  private:
+	const service::Lease &lease_;
+	pg_atomic_uint64 *used_;
 };
 
 /* One process's state of a parallel read: its batch, and its columns in a worker. */

@@ -33,8 +33,9 @@ CLUSTER = os.path.join(ROOT, "test", "cluster.sh")
 REAL_GPUS = os.environ.get("GPUREC_SERVICE_REAL_GPUS") == "1"
 STAND_INS = 2
 SLACK_S = 1.0
-SERVICE_LINE = re.compile(r"GPU service: (?:device (\d+)|(\d+) devices), input written in ([\d.]+) ms, "
-                          r"answered in ([\d.]+) ms \(queued ([\d.]+) ms\)")
+SERVICE_LINE = re.compile(r"GPU service: (?:device (\d+)|(\d+) devices), input written in ([\d.]+) ms "
+                          r"\(([\d.]+) MB; ([\d.]+) MB read in place\), answered in ([\d.]+) ms "
+                          r"\(queued ([\d.]+) ms\)")
 SPLIT = ("similar_users", "fit_exponent")  # split over every device of the service
 
 LABELS = "(SELECT array_agg(g % 3 = 0) FROM generate_series(1, 64) g)"
@@ -318,6 +319,72 @@ def gpus_setting():
           "cannot be changed" in (r.stderr or ""), f"{r}")
 
 
+def parallel_reads_in_place():
+    """A parallel read whose call goes to the service: its workers and the calling backend write their
+    chunks into a lease of the service's shared memory, which the call reads where they are.  Answers
+    as the CPU's; the lease goes back after every call, a cancelled one included (a lease kept would
+    leave the later calls less and less room: their input read in place shrinks)."""
+    cluster = Cluster(settings_for({"gpurec.service_memory": "160", "max_worker_processes": "16",
+                                    "max_parallel_workers": "8"}))
+    try:
+        db = robust_lib.Database("service_lease")
+        try:
+            db.sql("""
+                SELECT setseed(0.17);
+                CREATE TABLE offers AS
+                  SELECT 1 + (random() * 19999)::int AS product_id, 1 + (random() * 99)::int AS store_id,
+                         round((random() * 50)::numeric, (random() * 2)::int) AS price
+                  FROM generate_series(1, 600000);
+                CREATE TABLE examples AS
+                  SELECT 1 + i % 100 AS individual_id, random() < 0.3 AS label, round((random() * 9)::numeric) / 2 AS score
+                  FROM generate_series(1, 600000) i;
+                ANALYZE offers; ANALYZE examples;
+            """)
+            s = db.session()
+            s.run("SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;"
+                  " SET gpurec.timing = on;")
+            calls = {
+                "cheapest_offers": "SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price "
+                                   "FROM offers', 2) ORDER BY product_id, offer_rank",
+                "roc_fitness": "SELECT * FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM examples') "
+                               "ORDER BY individual_id",
+            }
+            in_place = {}
+            for name, call in calls.items():
+                s.run("SET gpurec.device = 'cpu';")
+                cpu = s.run(call + ";")
+                s.run("SET gpurec.device = 'gpu';")
+                gpu = s.run(call + ";")
+                lines = [m for m in map(SERVICE_LINE.search, gpu.details()) if m]
+                in_place[name] = float(lines[0].group(5)) if lines else 0.0
+                check(f"service-lease-identical-{name}", not cpu.errors() and cpu.rows and gpu.rows == cpu.rows,
+                      f"cpu {cpu.describe()[:300]} gpu {gpu.describe()[:300]}")
+                check(f"service-lease-read-in-place-{name}", in_place[name] > 1.0, gpu.describe()[:900])
+            call = calls["cheapest_offers"]
+            first = in_place["cheapest_offers"]
+            shares = []
+            for _ in range(8):
+                res = s.run(call + ";")
+                lines = [m for m in map(SERVICE_LINE.search, res.details()) if m]
+                shares.append(float(lines[0].group(5)) / first if lines and first else 0.0)
+            check("service-lease-given-back-after-calls", min(shares) >= 0.9, f"in place against the first: {shares}")
+            cancelled = 0
+            for timeout_ms in (20, 40, 80, 160, 320):
+                res = s.run(f"SET statement_timeout = {timeout_ms}; {call}; RESET statement_timeout;")
+                cancelled += res.sqlstates() == ["57014"]
+            res = s.run(call + ";")
+            lines = [m for m in map(SERVICE_LINE.search, res.details()) if m]
+            share = float(lines[0].group(5)) / first if lines and first else 0.0
+            check("service-lease-given-back-after-cancels", cancelled > 0 and share >= 0.9,
+                  f"{cancelled} cancelled; then in place {share:.2f} of the first; {res.describe()[:600]}")
+            s.close()
+            db.check_server_survived("service-lease-no-backend-crashed")
+        finally:
+            db.drop()
+    finally:
+        cluster.stop()
+
+
 def body():
     cluster = Cluster(settings_for())
     try:
@@ -339,6 +406,8 @@ def body():
             db.drop()
     finally:
         cluster.stop()
+
+    parallel_reads_in_place()
 
     if not REAL_GPUS:
         cluster = Cluster(settings_for({"gpurec.gpus": "1"}))

@@ -379,6 +379,47 @@ TEST(GpuService, SharedAreaReservesFirstFitAndJoinsWhatComesBack)
 	EXPECT_EQ(area.reserve(size_t(16) << 12, &a), 0u);
 }
 
+TEST(GpuService, SharedAreaLeasesGoBackWithTheirLastHolder)
+{
+	service::SharedArea area;
+	area.create(size_t(16) << 12);
+	int leader = 0, worker = 0, call = 0, stranger = 0;
+	uint64_t lease = area.reserve(4096 * 8, &leader, 77);
+	ASSERT_EQ(lease, 0u);
+	/* a lease is no call's input, and only its token holds it */
+	EXPECT_FALSE(area.take(lease, 4096, &leader));
+	EXPECT_EQ(area.hold(lease, 78, &stranger), 0u);
+	EXPECT_EQ(area.hold(lease + 4096, 77, &stranger), 0u) << "no lease starts there";
+	EXPECT_EQ(area.hold(lease, 77, &worker), size_t(4096) * 8);
+	/* a call on the leader's connection holds the leader's leases, and only those */
+	uint64_t room = area.reserve(4096, &stranger);
+	auto held = area.hold_leases_of(&leader, &call);
+	ASSERT_EQ(held.size(), 1u);
+	EXPECT_EQ(held[0], std::make_pair(lease, size_t(4096) * 8));
+	EXPECT_TRUE(area.hold_leases_of(&stranger, &call).empty()) << "a call's input room is no lease";
+	/* the lease stays while any holder does: the leader first, then the call, then the worker's connection */
+	area.drop(lease, &leader);
+	area.drop(lease, &leader); /* twice: nothing more */
+	EXPECT_EQ(area.in_use(), size_t(9) << 12);
+	area.drop(lease, &call);
+	EXPECT_EQ(area.in_use(), size_t(9) << 12);
+	area.release_unused(&worker);
+	EXPECT_EQ(area.in_use(), size_t(1) << 12);
+	/* a call's room is not let go as a lease is */
+	area.drop(room, &stranger);
+	EXPECT_EQ(area.in_use(), size_t(1) << 12);
+	area.release_unused(&stranger);
+	EXPECT_EQ(area.in_use(), 0u);
+	/* a connection that closes lets its leases go; the lease stays for the other holders */
+	lease = area.reserve(4096, &leader, 5);
+	EXPECT_EQ(area.hold(lease, 5, &worker), size_t(4096));
+	area.release_unused(&leader);
+	EXPECT_EQ(area.in_use(), size_t(1) << 12);
+	area.release_unused(&worker);
+	EXPECT_EQ(area.in_use(), 0u);
+	EXPECT_EQ(area.reserve(size_t(16) << 12, &leader), 0u) << "what came back is joined";
+}
+
 /*
  * Offers whose product codes are not those of their first appearance (the
  * ids come shuffled, then are numbered in id order), so that a service that
@@ -395,8 +436,15 @@ struct Market
 	NumberColumn fee{NumberType::Numeric}, free_from{NumberType::Numeric};
 	Int64Column cart, line_product, line_store, quantity;
 
-	explicit Market(std::mt19937_64 rng)
+	/* offers' chunks from `source` where one is given (a lease's, say) */
+	explicit Market(std::mt19937_64 rng, ChunkSource *source = nullptr)
 	{
+		if (source)
+		{
+			product.use_chunk_source(*source);
+			store.use_chunk_source(*source);
+			price.use_chunk_source(*source);
+		}
 		auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
 		constexpr int kProducts = 400;
 		for (int i = 0; i < 6000; ++i)
@@ -472,6 +520,78 @@ TEST(GpuService, MarketplaceAnswersAsTheCpu)
 	}
 	EXPECT_GE(remote.service_device, 0);
 }
+
+/* Chunks from a lease, as a parallel read's processes take them (AreaChunks, LeaseChunks). */
+class ChunksInLease final : public ChunkSource
+{
+  public:
+	explicit ChunksInLease(const service::Lease &lease) : lease_(lease) {}
+	void *allocate(size_t bytes) override
+	{
+		size_t room = service::wire::page_aligned(bytes);
+		if (room > lease_.bytes - used_)
+			throw std::bad_alloc();
+		void *at = lease_.at() + used_;
+		used_ += room;
+		return at;
+	}
+	void release(void *, size_t) noexcept override {}
+
+  private:
+	const service::Lease &lease_;
+	size_t used_ = 0;
+};
+
+TEST(GpuService, ColumnsInALeaseAreReadInPlace)
+{
+	ServiceRun run(2);
+	service::Client client, worker, stranger;
+	ExecContext ctx = through(client), worker_ctx = through(worker), stranger_ctx = through(stranger);
+	client.status(ctx); /* a lease is only taken from a service that answers at once */
+	service::Lease lease = client.lease(size_t(40) << 20, ctx);
+	ASSERT_GT(lease.bytes, 0u);
+	/* another process holds it with its token only, on a service of the lease's */
+	EXPECT_EQ(stranger.hold(lease.offset, lease.token + 1, lease.service_pid, stranger_ctx).bytes, 0u);
+	EXPECT_EQ(stranger.hold(lease.offset, lease.token, lease.service_pid + 1, stranger_ctx).bytes, 0u);
+	service::Lease held = worker.hold(lease.offset, lease.token, lease.service_pid, worker_ctx);
+	EXPECT_EQ(held.bytes, lease.bytes);
+	{
+		ChunksInLease chunks(lease);
+		Market m(seeded_rng(), &chunks);
+		ExecContext local = on_cpu();
+		for (int k : {1, 4})
+		{
+			SCOPED_TRACE("k " + std::to_string(k));
+			ExecContext remote = through(client);
+			RankedOffers got = cheapest_offers(m.offers(), k, remote);
+			RankedOffers want = cheapest_offers(m.offers(), k, local);
+			EXPECT_EQ(got.offsets, want.offsets);
+			EXPECT_EQ(got.rows, want.rows);
+			/* the offers' columns were not written again: only the message was */
+			EXPECT_GE(remote.service_in_place_bytes, 6000.0 * (4 + 8 + 8));
+			EXPECT_LT(remote.service_written_bytes, 6000.0 * 4);
+		}
+		/* the same columns, not in a lease, are written whole */
+		Market copy(seeded_rng());
+		ExecContext remote = through(client);
+		cheapest_offers(copy.offers(), 2, remote);
+		EXPECT_EQ(remote.service_in_place_bytes, 0.0);
+	}
+	/* the lease goes back once the leader and the worker's connection let it go */
+	client.release(lease);
+	EXPECT_GE(client.status(ctx).shared_in_use, lease.bytes) << "the worker still holds it";
+	worker_ctx = through(worker); /* a fresh context; the connection is the same */
+	worker.release(held);
+	bool gone = false;
+	for (int wait = 0; wait < 200 && !gone; ++wait)
+	{
+		gone = client.status(ctx).shared_in_use == 0;
+		if (!gone)
+			std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	}
+	EXPECT_TRUE(gone) << "a lease outlived its holders";
+}
+
 
 TEST(GpuService, CartsAnswerAsTheCpu)
 {
