@@ -75,8 +75,9 @@ three_devices() {
 	for device in cpu gpu auto; do
 		echo "$label $what $size $device: new session $(median3 "$sql" "$parallel SET gpurec.device = $device;") ms, warm $(warm3 "$sql" "$parallel SET gpurec.device = $device;") ms"
 	done
-	# what auto chose, and its estimates
+	# what auto chose, and its estimates; where the GPU path's time goes
 	notice "$sql" "$parallel SET gpurec.device = auto;" | grep -oP 'Device: .*?(?=\.  |\.$|$)' | sed "s/^/$label $what $size auto: /"
+	notice "$sql" "$parallel SET gpurec.device = gpu;" | grep -oP '(device gpu, read .*|GPU service: .*)' | sed "s/^/$label $what $size gpu: /"
 }
 
 devices_and_sessions() { # devices_and_sessions LABEL: cpu/gpu/auto at three sizes, new session vs warm
