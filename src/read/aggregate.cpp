@@ -303,10 +303,10 @@ int planned_workers(SPIPlanPtr plan)
 	return workers;
 }
 
-double estimated_rows(SPIPlanPtr plan)
+PlanEstimate plan_estimate(SPIPlanPtr plan)
 {
-	double rows = 0;
-	inspect_plan(plan, [&rows](PlannedStmt *stmt) {
+	PlanEstimate estimate;
+	inspect_plan(plan, [&estimate](PlannedStmt *stmt) {
 		Plan *top = stmt->planTree;
 		if (top == nullptr || !IsA(top, Agg))
 			return;
@@ -326,11 +326,12 @@ double estimated_rows(SPIPlanPtr plan)
 			double divisor = workers;
 			if (parallel_leader_participation && 1.0 - 0.3 * workers > 0)
 				divisor += 1.0 - 0.3 * workers;
-			rows = partial->lefttree->plan_rows * divisor;
+			estimate.rows = partial->lefttree->plan_rows * divisor;
+			estimate.row_bytes = partial->lefttree->plan_width;
 			return;
 		}
 	});
-	return rows;
+	return estimate;
 }
 
 /*

@@ -535,17 +535,18 @@ void take_lease(void *arg)
 }
 
 /*
- * The bytes the workers' chunks would take, by the plan's estimate of its
- * rows: 8 a column and row, and for each worker's column a chunk partly
- * filled.
+ * The bytes the read's chunks would take, by the plan's estimate of its
+ * rows and their width (at least 8 a column, plus a display scale), and a
+ * chunk partly filled for each process and column.
  */
 double lease_bytes_for(SPIPlanPtr plan, const ColumnBinding &binding, int workers)
 {
-	double rows = estimated_rows(plan);
-	if (rows <= 0)
+	PlanEstimate estimate = plan_estimate(plan);
+	if (estimate.rows <= 0)
 		return 0;
 	constexpr double kChunkBytes = 8.0 * (1 << 20);
-	return rows * (8.0 * binding.ncolumns + 8.0) * 1.1 + workers * binding.ncolumns * kChunkBytes;
+	double row_bytes = std::max(estimate.row_bytes, 8.0 * binding.ncolumns + 8.0);
+	return estimate.rows * row_bytes * 1.1 + (workers + 1) * binding.ncolumns * kChunkBytes;
 }
 
 } // namespace

@@ -228,9 +228,16 @@ template <typename Inspect> void inspect_plan(SPIPlanPtr plan, Inspect inspect)
 
 /*
  * The rows the plan of prepare_wrapper expects its workers (and the
- * leader) to read in all; 0 when it does not say.
+ * leader) to read in all, and their average width in bytes (as the
+ * planner estimates tuples: an array's width is its statistics'); zeros
+ * when it does not say.
  */
-double estimated_rows(SPIPlanPtr wrapper);
+struct PlanEstimate
+{
+	double rows = 0;
+	double row_bytes = 0;
+};
+PlanEstimate plan_estimate(SPIPlanPtr wrapper);
 
 /* What the parallel path did, for the gpurec.timing NOTICE. */
 struct ParallelReadOutcome
