@@ -112,63 +112,9 @@ Datum roc_auc_body(FunctionCallInfo fcinfo)
 	return Float8GetDatum(results[0].auc);
 }
 
-/* _labels_pack(labels boolean[]): labels as gpurec_shards sends them to shards (pack_labels) */
-Datum labels_pack_body(FunctionCallInfo fcinfo)
-{
-	std::vector<uint8_t> packed = pack_labels(label_list_argument(fcinfo, 0, "labels"));
-	size_t size = packed.size();
-	if (size > MaxAllocSize - VARHDRSZ)
-		throw Error(sqlstate::program_limit_exceeded, "too many labels to pack into one bytea");
-	bytea *out = new_bytea(size);
-	memcpy(VARDATA(out), packed.data(), size);
-	PG_RETURN_BYTEA_P(out);
-}
-
-/* _labels_unpack(packed bytea): the boolean[] that _labels_pack was given, with lower bound 1 */
-Datum labels_unpack_body(FunctionCallInfo fcinfo)
-{
-	bytea *packed = pg_call([&] { return PG_GETARG_BYTEA_PP(0); });
-	std::vector<int8_t> labels = unpack_labels(reinterpret_cast<const uint8_t *>(VARDATA_ANY(packed)),
-											   VARSIZE_ANY_EXHDR(packed), MaxArraySize);
-	int count = static_cast<int>(labels.size());
-	bool any_null = std::find(labels.begin(), labels.end(), -1) != labels.end();
-	ArrayType *array = pg_call([&] {
-		if (count == 0)
-			return construct_empty_array(BOOLOID);
-		if (!any_null)
-		{
-			/* the array's bytes as construct_md_array lays them out, with no Datum per label */
-			size_t data_offset = ARR_OVERHEAD_NONULLS(1);
-			auto *flat = static_cast<ArrayType *>(palloc(data_offset + count));
-			SET_VARSIZE(flat, data_offset + count);
-			flat->ndim = 1;
-			flat->dataoffset = 0;
-			flat->elemtype = BOOLOID;
-			ARR_DIMS(flat)[0] = count;
-			ARR_LBOUND(flat)[0] = 1;
-			auto *data = reinterpret_cast<uint8_t *>(ARR_DATA_PTR(flat));
-			for (int i = 0; i < count; ++i)
-				data[i] = labels[i] == 1 ? 1 : 0;
-			return flat;
-		}
-		Datum *values = static_cast<Datum *>(palloc(count * sizeof(Datum)));
-		bool *nulls = static_cast<bool *>(palloc(count * sizeof(bool)));
-		for (int i = 0; i < count; ++i)
-		{
-			values[i] = BoolGetDatum(labels[i] == 1);
-			nulls[i] = labels[i] < 0;
-		}
-		int lower_bound = 1;
-		return construct_md_array(values, nulls, 1, &count, &lower_bound, BOOLOID, 1, true, TYPALIGN_CHAR);
-	});
-	PG_RETURN_ARRAYTYPE_P(array);
-}
-
 } // namespace
 } // namespace gpurec
 
-GPUREC_SQL_FUNCTION(gpurec_labels_pack, gpurec::labels_pack_body)
-GPUREC_SQL_FUNCTION(gpurec_labels_unpack, gpurec::labels_unpack_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_rows, gpurec::roc_fitness_rows_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_arrays, gpurec::roc_fitness_arrays_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_typed, gpurec::roc_fitness_typed_body)

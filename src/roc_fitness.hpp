@@ -90,16 +90,4 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 										  const FloatArrayColumn &scores,
 										  const std::vector<int8_t> &labels, ExecContext &ctx);
 
-/*
- * Labels (-1 NULL, 0, 1) as gpurec_shards sends them to every shard: a
- * format byte and the count, then a bit a label, then a NULL bitmap when
- * some label is NULL.  100,000 labels are 12.5 kB (16.7 kB as the base64
- * of the shard's query), where boolean[]'s text is 200 kB that each shard
- * scans and parses element by element.  unpack_labels refuses bytes that
- * pack_labels did not write (22P03), and more than max_count labels
- * (54000) before it allocates them.
- */
-std::vector<uint8_t> pack_labels(const std::vector<int8_t> &labels);
-std::vector<int8_t> unpack_labels(const uint8_t *data, size_t size, size_t max_count = SIZE_MAX);
-
 } // namespace gpurec

@@ -294,11 +294,25 @@ def functional(rnd, data, by_key, cluster):
                 f"gpurec.predict_strength('SELECT * FROM points', 12, 'SELECT * FROM candidates', {args})",
                 f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM points', 12, "
                 f"'SELECT * FROM candidates', {args})", tolerance=1e-9)
-    compare(f"fit-exponent-{cluster}",
-            "(SELECT exponent, mean_auc, users FROM gpurec.fit_exponent('SELECT * FROM points', "
-            "'SELECT * FROM holdout', 'SELECT * FROM candidates', '{1,2,2,0.5}')) AS grid",
+    # the grid and the continuous search (the default tolerance, a coarse
+    # one, none), every column
+    for tolerance in ("DEFAULT", "0.05", "NULL"):
+        args = f"'{{1,2,2,0.5}}', tolerance => {tolerance}" if tolerance != "DEFAULT" else "'{1,2,2,0.5}'"
+        compare(f"fit-exponent-tolerance-{tolerance.lower()}-{cluster}",
+                f"gpurec.fit_exponent('SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates', "
+                f"{args})",
+                f"gpurec_shards.fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', "
+                f"'SELECT * FROM candidates', {args})", tolerance=1e-9)
+    compare(f"fit-exponent-max-distance-{cluster}",
+            "gpurec.fit_exponent('SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates', "
+            "'{3,1,2}', 30, 0.01, tolerance => 0.01)",
             f"gpurec_shards.fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', "
-            "'SELECT * FROM candidates', '{1,2,2,0.5}')", tolerance=1e-9)
+            "'SELECT * FROM candidates', '{3,1,2}', 30, 0.01, tolerance => 0.01)", tolerance=1e-9)
+    for tolerance in ("0", "'NaN'", "-1"):
+        e = error_of(*COORD, f"SELECT * FROM gpurec_shards.fit_exponent({SHARDS}, 'SELECT * FROM points', "
+                     f"'SELECT * FROM holdout', 'SELECT * FROM candidates', tolerance => {tolerance});")
+        check(f"fit-exponent-tolerance-{tolerance.strip(chr(39))}-22023-{cluster}",
+              e is not None and e[0] == "22023" and "tolerance" in e[1], f"got {e}")
 
 
 def merge(rnd):
@@ -362,8 +376,6 @@ def merge(rnd):
     for name, state, parts_sql, k in bad:
         e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec_internal._merge_cheapest_offers({parts_sql}, {k});")
         check(name, e is not None and e[0] == state, f"got {e}")
-    e = error_of(*WHOLE, "SELECT gpurec_internal._pause(-1);")
-    check("pause-out-of-range-22023", e is not None and e[0] == "22023", f"got {e}")
 
 
 def cpu_threads():

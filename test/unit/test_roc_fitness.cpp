@@ -810,61 +810,6 @@ TEST(RocFitness, ScoredSegmentTooLarge)
 }
 
 /*
- * Labels as gpurec_shards packs them: every length around the bitmaps' byte
- * boundaries, NULLs anywhere, round trip exact; any other bytes are 22P03,
- * never a read past them.
- */
-TEST(RocFitness, PackedLabelsRoundTrip)
-{
-	std::mt19937_64 rng = seeded_rng();
-	for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 1000, 100003})
-	{
-	for (bool with_nulls : {false, true})
-	{
-		std::vector<int8_t> labels(n);
-		for (int8_t &l : labels)
-			l = static_cast<int8_t>(static_cast<int>(rng() % (with_nulls ? 3 : 2)) - (with_nulls ? 1 : 0));
-		if (with_nulls && n > 0)
-			labels[rng() % n] = -1;
-		std::vector<uint8_t> packed = pack_labels(labels);
-		EXPECT_EQ(packed.size(), 9 + (with_nulls && n > 0 ? 2 : 1) * ((n + 7) / 8));
-		EXPECT_EQ(unpack_labels(packed.data(), packed.size()), labels) << n << " labels";
-
-		std::vector<uint8_t> shorter(packed.begin(), packed.end() - 1);
-		expect_error([&] { unpack_labels(shorter.data(), shorter.size()); }, sqlstate::invalid_binary_representation,
-					 "malformed packed labels");
-		std::vector<uint8_t> longer = packed;
-		longer.push_back(0);
-		expect_error([&] { unpack_labels(longer.data(), longer.size()); }, sqlstate::invalid_binary_representation,
-					 "malformed packed labels");
-		std::vector<uint8_t> other_format = packed;
-		other_format[0] = 3;
-		expect_error([&] { unpack_labels(other_format.data(), other_format.size()); },
-					 sqlstate::invalid_binary_representation, "malformed packed labels");
-		if (n > 0)
-		{
-			/* the other of the two formats: its bitmaps do not have the size it says */
-			std::vector<uint8_t> swapped = packed;
-			swapped[0] = packed[0] == 1 ? 2 : 1;
-			expect_error([&] { unpack_labels(swapped.data(), swapped.size()); },
-						 sqlstate::invalid_binary_representation, "malformed packed labels");
-		}
-	}
-	}
-	std::vector<uint8_t> huge_count(9 + 2, 0);
-	huge_count[0] = 1;
-	std::memset(huge_count.data() + 1, 0xff, 8); /* a count whose bitmaps' size would wrap */
-	expect_error([&] { unpack_labels(huge_count.data(), huge_count.size()); }, sqlstate::invalid_binary_representation,
-				 "malformed packed labels");
-	expect_error([&] { unpack_labels(nullptr, 0); }, sqlstate::invalid_binary_representation,
-				 "malformed packed labels");
-	std::vector<uint8_t> seventeen = pack_labels(std::vector<int8_t>(17, 1));
-	expect_error([&] { unpack_labels(seventeen.data(), seventeen.size(), 16); }, sqlstate::program_limit_exceeded,
-				 "too many packed labels for one array");
-	EXPECT_EQ(unpack_labels(seventeen.data(), seventeen.size(), 17).size(), 17u);
-}
-
-/*
  * Cancel while the workers count: the error comes through, the workers
  * stop, and the next call counts everything again.  The segments are large
  * enough (a million examples each) that counting lasts longer than the
