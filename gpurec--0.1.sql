@@ -351,19 +351,6 @@ END $$;
 COMMENT ON FUNCTION gpurec_internal.shard_points(text, bigint[]) IS
 'Internal (gpurec_shards): the points of the given users (all where NULL), as the geospatial functions read them.';
 
-CREATE FUNCTION gpurec_internal.shard_roc_auc(population_query text, labels boolean[])
-RETURNS TABLE(individual_id bigint, auc float8)
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-    RETURN QUERY EXECUTE format(
-        E'SELECT p.individual_id::bigint, @extschema@.roc_auc(p.scores::float8[], $1) FROM (%s\n) AS p '
-        'WHERE p.individual_id IS NOT NULL AND p.scores IS NOT NULL',
-        gpurec_internal.statement_text(population_query)) USING labels;
-END $$;
-
-COMMENT ON FUNCTION gpurec_internal.shard_roc_auc(text, boolean[]) IS
-'Internal (gpurec_shards): roc_auc of every individual of population_query (individual_id, scores).';
-
 CREATE FUNCTION gpurec_internal.raise_error(sqlstate text, message text, detail text, hint text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'gpurec_raise_error'
@@ -439,6 +426,46 @@ END $$;
 
 COMMENT ON FUNCTION gpurec_internal.shard_cart_products(text) IS
 'Internal (gpurec_shards): the distinct (cart_id, product_id) of carts_query''s lines.';
+
+-- roc_fitness over partitions: each partition's rows as one bytea (ids and
+-- exact counts), and the coordinator's merge of the partitions' parts, in
+-- partition order, into one server's rows (roc_fitness' or roc_auc's); an
+-- individual that two parts hold is ERROR 22023 naming cluster's
+-- partitions.
+CREATE FUNCTION gpurec_internal._roc_fitness_part(query text, labels anycompatiblearray)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_roc_fitness_part'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal._roc_fitness_part(text, anycompatiblearray) IS
+'Internal (gpurec_shards): roc_fitness(query) (labels NULL) or roc_fitness(query, labels) as one value for _merge_roc_fitness and _merge_roc_auc.';
+
+CREATE FUNCTION gpurec_internal._merge_roc_fitness(cluster text, parts bytea[])
+RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
+              n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
+AS 'MODULE_PATHNAME', 'gpurec_merge_roc_fitness'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._merge_roc_fitness(text, bytea[]) IS
+'Internal (gpurec_shards): roc_fitness'' rows of every individual of the partitions'' parts (_roc_fitness_part, in partition order).';
+
+CREATE FUNCTION gpurec_internal._merge_roc_auc(cluster text, parts bytea[])
+RETURNS TABLE(individual_id bigint, auc float8)
+AS 'MODULE_PATHNAME', 'gpurec_merge_roc_auc'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._merge_roc_auc(text, bytea[]) IS
+'Internal (gpurec_shards): each individual''s AUC from the partitions'' parts (_roc_fitness_part of a population query, in partition order).';
+
+-- gpurec_shards' refusal of a key whose rows two partitions hold: the
+-- merges' own error (22023), for its checks in SQL.
+CREATE FUNCTION gpurec_internal.refuse_split(what text, key bigint, cluster text, part integer, other_part integer)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gpurec_refuse_split'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal.refuse_split(text, bigint, text, integer, integer) IS
+'Internal (gpurec_shards): raises ERROR 22023, the what (user, cart, individual) key is on partitions part and other_part of cluster.';
 
 -- fit_exponent's continuous search for a coordinator that evaluates the
 -- mean AUCs over its partitions: given the grid's means and every round's

@@ -177,25 +177,14 @@ BEGIN
     PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
 END $$;
 
--- Raises ERROR 22023 for a key (an individual, a user) that two partitions
--- returned: its rows were split, and no partition saw them all.
-CREATE FUNCTION gpurec_shards_internal.refuse_split(what text, key bigint, cluster text, part integer,
-                                                   other_part integer)
-RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION USING ERRCODE = '22023',
-        MESSAGE = format('%s %s is on more than one partition of cluster "%s" (%s and %s)', what, key, cluster,
-                         least(part, other_part), greatest(part, other_part)),
-        HINT = format('Shard the data by %s: all rows of one %s on one partition.', what, what);
-END $$;
-
 -- The split-key check of every function whose answer depends on a key
 -- living on one partition: true where each key of `keys` came from one
 -- partition (shards[i] gave keys[i]), else ERROR 22023 for the least key
--- that two or more gave (refuse_split, naming its least and greatest).
+-- that two or more gave (gpurec_internal.refuse_split, naming its least
+-- and greatest partition).
 CREATE FUNCTION gpurec_shards_internal.unsplit(cluster text, what text, shards integer[], keys bigint[])
 RETURNS boolean LANGUAGE sql AS $$
-    SELECT coalesce(bool_and(gpurec_shards_internal.refuse_split(what, s.key, cluster, s.part, s.other_part)), true)
+    SELECT coalesce(bool_and(gpurec_internal.refuse_split(what, s.key, cluster, s.part, s.other_part)), true)
     FROM (SELECT k.key, min(k.shard) AS part, max(k.shard) AS other_part
           FROM unnest(shards, keys) AS k(shard, key)
           GROUP BY k.key HAVING min(k.shard) <> max(k.shard) ORDER BY k.key LIMIT 1) AS s;
@@ -306,34 +295,24 @@ LANGUAGE plproxy AS $$
     SELECT (parts)[1] AS shard, c.* FROM gpurec.improve_carts(q_carts, q_offers) AS c;
 $$;
 
-CREATE FUNCTION gpurec_shards_internal.roc_fitness(cluster text, parts integer[], q_scores text)
-RETURNS TABLE(shard integer, individual_id bigint, auc float8, fitness float8, n_positive bigint,
-              n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
-LANGUAGE plproxy AS $$
+-- each partition's roc_fitness as one bytea (labels NULL: of a scores
+-- query; else of a population query)
+CREATE FUNCTION gpurec_shards_internal.roc_fitness_part(cluster text, parts integer[], q_query text,
+                                                        q_labels boolean[])
+RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, r.* FROM gpurec.roc_fitness(q_scores) AS r;
+    SELECT (parts)[1] AS shard, gpurec_internal._roc_fitness_part(q_query, q_labels) AS part;
 $$;
 
-CREATE FUNCTION gpurec_shards_internal.roc_fitness_arrays(cluster text, parts integer[], q_population text,
-                                                          q_labels boolean[])
-RETURNS TABLE(shard integer, individual_id bigint, auc float8, fitness float8, n_positive bigint,
-              n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
-LANGUAGE plproxy AS $$
-    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
-    SPLIT parts;
-    RUN ON parts;
-    SELECT (parts)[1] AS shard, r.* FROM gpurec.roc_fitness(q_population, q_labels) AS r;
-$$;
-
-CREATE FUNCTION gpurec_shards_internal.roc_auc(cluster text, parts integer[], q_population text,
-                                               q_labels boolean[])
-RETURNS TABLE(shard integer, individual_id bigint, auc float8) LANGUAGE plproxy AS $$
-    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
-    SPLIT parts;
-    RUN ON parts;
-    SELECT (parts)[1] AS shard, r.* FROM gpurec_internal.shard_roc_auc(q_population, q_labels) AS r;
+-- the partitions' parts of roc_fitness, in partition order
+CREATE FUNCTION gpurec_shards_internal.roc_fitness_parts(cluster text, query text, labels boolean[])
+RETURNS bytea[] LANGUAGE sql AS $$
+    SELECT ARRAY(SELECT t.part
+                 FROM gpurec_shards_internal.roc_fitness_part(cluster, gpurec_shards_internal.partitions(cluster),
+                                                              query, labels) AS t
+                 ORDER BY t.shard);
 $$;
 
 CREATE FUNCTION gpurec_shards_internal.points(cluster text, parts integer[], q_points text, q_users bigint[])
@@ -584,15 +563,14 @@ SET gpurec.timing = off AS $$
 DECLARE
     st text; msg text; det text; hnt text;
 BEGIN
+    -- an individual's examples live on one partition, where its counts
+    -- are whole: the engine merges the partitions' rows (ids and counts,
+    -- in binary) into id order, refusing an individual two of them hold
     RETURN QUERY
-    WITH t AS MATERIALIZED (SELECT t.* FROM gpurec_shards_internal.roc_fitness(
-        cluster, gpurec_shards_internal.partitions(cluster), scores_query) AS t)
-    SELECT t.individual_id, t.auc, t.fitness, t.n_positive, t.n_negative,
-           t.lowest_positive_rank, t.highest_positive_rank
-    FROM t
-    WHERE gpurec_shards_internal.unsplit(cluster, 'individual', ARRAY(SELECT t.shard FROM t),
-                                         ARRAY(SELECT t.individual_id FROM t))
-    ORDER BY t.individual_id;
+    SELECT m.individual_id, m.auc, m.fitness, m.n_positive, m.n_negative,
+           m.lowest_positive_rank, m.highest_positive_rank
+    FROM gpurec_internal._merge_roc_fitness(
+             cluster, gpurec_shards_internal.roc_fitness_parts(cluster, scores_query, NULL)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
@@ -609,15 +587,14 @@ SET gpurec.timing = off AS $$
 DECLARE
     st text; msg text; det text; hnt text;
 BEGIN
+    -- an individual's examples live on one partition, where its counts
+    -- are whole: the engine merges the partitions' rows (ids and counts,
+    -- in binary) into id order, refusing an individual two of them hold
     RETURN QUERY
-    WITH t AS MATERIALIZED (SELECT t.* FROM gpurec_shards_internal.roc_fitness_arrays(cluster, gpurec_shards_internal.partitions(cluster),
-                                                   population_query, labels) AS t)
-    SELECT t.individual_id, t.auc, t.fitness, t.n_positive, t.n_negative,
-           t.lowest_positive_rank, t.highest_positive_rank
-    FROM t
-    WHERE gpurec_shards_internal.unsplit(cluster, 'individual', ARRAY(SELECT t.shard FROM t),
-                                         ARRAY(SELECT t.individual_id FROM t))
-    ORDER BY t.individual_id;
+    SELECT m.individual_id, m.auc, m.fitness, m.n_positive, m.n_negative,
+           m.lowest_positive_rank, m.highest_positive_rank
+    FROM gpurec_internal._merge_roc_fitness(
+             cluster, gpurec_shards_internal.roc_fitness_parts(cluster, population_query, labels)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
@@ -633,14 +610,13 @@ SET gpurec.timing = off AS $$
 DECLARE
     st text; msg text; det text; hnt text;
 BEGIN
+    -- an individual's examples live on one partition, where its counts
+    -- are whole: the engine merges the partitions' rows (ids and counts,
+    -- in binary) into id order, refusing an individual two of them hold
     RETURN QUERY
-    WITH t AS MATERIALIZED (SELECT t.* FROM gpurec_shards_internal.roc_auc(cluster, gpurec_shards_internal.partitions(cluster),
-                                        population_query, labels) AS t)
-    SELECT t.individual_id, t.auc
-    FROM t
-    WHERE gpurec_shards_internal.unsplit(cluster, 'individual', ARRAY(SELECT t.shard FROM t),
-                                         ARRAY(SELECT t.individual_id FROM t))
-    ORDER BY t.individual_id;
+    SELECT m.individual_id, m.auc
+    FROM gpurec_internal._merge_roc_auc(
+             cluster, gpurec_shards_internal.roc_fitness_parts(cluster, population_query, labels)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);

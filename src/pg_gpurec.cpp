@@ -141,9 +141,18 @@ Datum raise_error_body(FunctionCallInfo fcinfo)
 	PG_RETURN_VOID();
 }
 
+/* refuse_split(what, key, cluster, part, other_part): split_key_error, for gpurec_shards' checks in SQL */
+Datum refuse_split_body(FunctionCallInfo fcinfo)
+{
+	std::string what = pg_call([&] { return std::string(text_to_cstring(PG_GETARG_TEXT_PP(0))); });
+	std::string cluster = pg_call([&] { return std::string(text_to_cstring(PG_GETARG_TEXT_PP(2))); });
+	throw split_key_error(what, PG_GETARG_INT64(1), cluster, PG_GETARG_INT32(3), PG_GETARG_INT32(4));
+}
+
 } // namespace
 } // namespace gpurec
 
+GPUREC_SQL_FUNCTION(gpurec_refuse_split, gpurec::refuse_split_body)
 GPUREC_SQL_FUNCTION(gpurec_raise_error, gpurec::raise_error_body)
 GPUREC_SQL_FUNCTION(gpurec_statement_text, gpurec::statement_text_body)
 GPUREC_SQL_FUNCTION(gpurec_devices, gpurec::devices_body)

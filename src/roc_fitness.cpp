@@ -731,4 +731,90 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 	return results_of(ids_of_segments, counts_of_arrays(scores, labels, segment_of_row, ctx));
 }
 
+namespace {
+
+/* A roc part's first bytes: "GRCP" and the format's version. */
+constexpr uint32_t kRocPartMagic = 0x50435247;
+constexpr uint8_t kRocPartVersion = 1;
+constexpr size_t kRocRowBytes = 6 * sizeof(int64_t);
+
+[[noreturn]] void not_a_roc_part(const std::string &why)
+{
+	throw Error(sqlstate::invalid_binary_representation, "malformed roc_fitness part of a partition",
+				why + " The coordinator and the partitions must run the same version of gpurec.");
+}
+
+} // namespace
+
+std::vector<uint8_t> roc_part(const std::vector<RocResult> &results)
+{
+	std::vector<uint8_t> out(sizeof kRocPartMagic + 1 + sizeof(uint64_t) + results.size() * kRocRowBytes);
+	ByteWriter writer(out.data(), out.size());
+	writer.put(kRocPartMagic);
+	writer.put(kRocPartVersion);
+	writer.put(static_cast<uint64_t>(results.size()));
+	for (const RocResult &r : results)
+	{
+		writer.put(r.individual_id);
+		writer.put(r.counts.n_positive);
+		writer.put(r.counts.n_negative);
+		writer.put(r.counts.twice_wins);
+		writer.put(r.counts.lowest_positive_rank);
+		writer.put(r.counts.highest_positive_rank);
+	}
+	return out;
+}
+
+void RocPartsMerge::append_part(const uint8_t *data, size_t size)
+{
+	size_t part = parts_++;
+	size_t header = sizeof kRocPartMagic + 1 + sizeof(uint64_t);
+	if (size < header)
+		not_a_roc_part("Part " + std::to_string(part) + " has " + std::to_string(size) + " bytes.");
+	ByteReader reader(data, size);
+	uint32_t magic = reader.get<uint32_t>();
+	uint8_t version = reader.get<uint8_t>();
+	uint64_t count = reader.get<uint64_t>();
+	if (magic != kRocPartMagic || version != kRocPartVersion || count > (size - header) / kRocRowBytes ||
+		size != header + count * kRocRowBytes)
+		not_a_roc_part("Part " + std::to_string(part) + " is not what gpurec_internal._roc_fitness_part writes.");
+	for (uint64_t row = 0; row < count; ++row)
+	{
+		ids_.push_back(reader.get<int64_t>());
+		RocCounts c;
+		c.n_positive = reader.get<int64_t>();
+		c.n_negative = reader.get<int64_t>();
+		c.twice_wins = reader.get<uint64_t>();
+		c.lowest_positive_rank = reader.get<int64_t>();
+		c.highest_positive_rank = reader.get<int64_t>();
+		counts_.push_back(c);
+		part_of_row_.push_back(part);
+	}
+}
+
+std::vector<RocResult> RocPartsMerge::rows(const std::function<void(int64_t, size_t, size_t)> &split)
+{
+	std::vector<size_t> order(ids_.size());
+	std::iota(order.begin(), order.end(), size_t(0));
+	std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids_[a] < ids_[b]; });
+	std::vector<int64_t> ids;
+	std::vector<RocCounts> counts;
+	for (size_t i = 0; i < order.size();)
+	{
+		size_t j = i + 1;
+		while (j < order.size() && ids_[order[j]] == ids_[order[i]])
+			++j;
+		/* stable: a repeated id's rows in part order, the least part first and the greatest last */
+		if (part_of_row_[order[i]] != part_of_row_[order[j - 1]])
+			split(ids_[order[i]], part_of_row_[order[i]], part_of_row_[order[j - 1]]);
+		for (size_t k = i; k < j; ++k)
+		{
+			ids.push_back(ids_[order[k]]);
+			counts.push_back(counts_[order[k]]);
+		}
+		i = j;
+	}
+	return results_of(ids, counts);
+}
+
 } // namespace gpurec

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "../kernels/api/roc_kernels.hpp"
@@ -89,5 +90,35 @@ std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelC
 std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 										  const FloatArrayColumn &scores,
 										  const std::vector<int8_t> &labels, ExecContext &ctx);
+
+/*
+ * gpurec_shards' form of a partition's roc_fitness answer: its rows'
+ * individual ids and exact counts (every column follows from them, as
+ * results_of derives it on the partition), in gpurec's binary form.  The
+ * coordinator appends the partitions' parts in partition order and takes
+ * every row in id order, as one server holding every individual answers
+ * (an individual's examples live on one partition, where its counts are
+ * whole).  Bytes that are not a part (another version of gpurec,
+ * truncated or foreign): ERROR 22P03.
+ */
+std::vector<uint8_t> roc_part(const std::vector<RocResult> &results);
+
+class RocPartsMerge
+{
+  public:
+	void append_part(const uint8_t *data, size_t size);
+	/*
+	 * Every part's rows in id order.  An individual that two parts hold
+	 * (its rows split, no partition saw them all): split(id, least part,
+	 * greatest part) for the least such id, which is to throw.
+	 */
+	std::vector<RocResult> rows(const std::function<void(int64_t, size_t, size_t)> &split);
+
+  private:
+	std::vector<int64_t> ids_;
+	std::vector<RocCounts> counts_;
+	std::vector<size_t> part_of_row_;
+	size_t parts_ = 0;
+};
 
 } // namespace gpurec

@@ -799,6 +799,65 @@ TEST(RocFitness, ScoredSegmentsAloneOrTogether)
 	EXPECT_TRUE(roc_counts_on_cpu({}, ctx).empty());
 }
 
+/*
+ * gpurec_shards' parts: the individuals split over three parts (one
+ * empty), merged in any part order, are the brute force's rows in id
+ * order; an individual in two parts calls split with the least such id
+ * and its least and greatest part; other bytes are 22P03.
+ */
+TEST(RocFitness, PartsMergeAsOneServer)
+{
+	std::mt19937_64 rng = seeded_rng();
+	LongInput in = random_long(rng, Shape{150, 60, ScoreKind::Doubles});
+	ExecContext ctx = on(DeviceMode::Cpu);
+	std::vector<RocResult> all = roc_fitness_long(in.individual, in.label, in.score, ctx);
+	std::vector<std::vector<RocResult>> parts(3);
+	for (const RocResult &r : all)
+		parts[rng() % 2 ? 2 : 0].push_back(r); /* part 1 stays empty */
+	std::shuffle(parts[2].begin(), parts[2].end(), rng);
+	RocPartsMerge merge;
+	for (const auto &part : parts)
+	{
+		std::vector<uint8_t> bytes = roc_part(part);
+		merge.append_part(bytes.data(), bytes.size());
+	}
+	auto no_split = [](int64_t id, size_t, size_t) { ADD_FAILURE() << "individual " << id << " split"; };
+	expect_oracle(merge.rows(no_split), in.examples);
+
+	RocPartsMerge twice;
+	for (size_t p = 0; p < 3; ++p)
+	{
+		std::vector<uint8_t> bytes = roc_part(p == 1 ? std::vector<RocResult>{} : all);
+		twice.append_part(bytes.data(), bytes.size());
+	}
+	int64_t split_id = -1;
+	size_t split_part = 9, split_other = 9;
+	twice.rows([&](int64_t id, size_t part, size_t other) {
+		if (split_id < 0)
+		{
+			split_id = id;
+			split_part = part;
+			split_other = other;
+		}
+	});
+	EXPECT_EQ(split_id, in.examples.begin()->first);
+	EXPECT_EQ(split_part, 0u);
+	EXPECT_EQ(split_other, 2u);
+
+	std::vector<uint8_t> good = roc_part(all);
+	for (size_t cut : {size_t(0), size_t(5), good.size() - 1})
+	{
+		RocPartsMerge bad;
+		expect_error([&] { bad.append_part(good.data(), cut); }, sqlstate::invalid_binary_representation,
+					 "malformed roc_fitness part of a partition");
+	}
+	std::vector<uint8_t> other_version = good;
+	other_version[4] = 99;
+	RocPartsMerge bad;
+	expect_error([&] { bad.append_part(other_version.data(), other_version.size()); },
+				 sqlstate::invalid_binary_representation, "malformed roc_fitness part of a partition");
+}
+
 TEST(RocFitness, ScoredSegmentTooLarge)
 {
 	double score = 0;
