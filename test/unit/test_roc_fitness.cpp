@@ -830,16 +830,17 @@ TEST(RocFitness, PartsMergeAsOneServer)
 		std::vector<uint8_t> bytes = roc_part(p == 1 ? std::vector<RocResult>{} : all);
 		twice.append_part(bytes.data(), bytes.size());
 	}
-	int64_t split_id = -1;
-	size_t split_part = 9, split_other = 9;
+	int64_t split_id = 0;
+	size_t split_part = 9, split_other = 9, splits = 0;
 	twice.rows([&](int64_t id, size_t part, size_t other) {
-		if (split_id < 0)
+		if (splits++ == 0)
 		{
 			split_id = id;
 			split_part = part;
 			split_other = other;
 		}
 	});
+	EXPECT_EQ(splits, all.size());
 	EXPECT_EQ(split_id, in.examples.begin()->first);
 	EXPECT_EQ(split_part, 0u);
 	EXPECT_EQ(split_other, 2u);
