@@ -100,6 +100,9 @@ def shards_listing(readme):
     functions users call, each in README's table and commented; its
     internals are in gpurec_shards_internal, which only USAGE opens to
     PUBLIC (the user-facing functions run as their caller and name them)."""
+    if sql("SELECT count(*) FROM pg_available_extensions WHERE name = 'plproxy'")[0][0] == "0":
+        print("SKIP shards-listing: PL/Proxy is not installed (postgresql-15-plproxy)")
+        return
     sql("CREATE EXTENSION gpurec_shards CASCADE")
     listed = psql_meta("\\df+ gpurec_shards.*")
     names = sorted({r["Name"] for r in listed})
