@@ -51,17 +51,6 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION progress() IS
 'Every running gpurec call the caller may see (as pg_stat_activity: its own role''s, all to members of pg_read_all_stats), one row each: its backend, its function, its phase (starting, reading, indexing, computing, writing rows), the units of the phase done and in all (NULL where not known ahead), their unit, and when the call and its phase began.';
 
--- Internal (gpurec_shards): a pause between rounds of waiting for the
--- shards, shorter than pg_sleep's shortest (a millisecond), that cancel and
--- statement_timeout end at once.
-CREATE FUNCTION gpurec_internal._pause(microseconds integer)
-RETURNS void
-AS 'MODULE_PATHNAME', 'gpurec_pause'
-LANGUAGE C VOLATILE STRICT;
-
-COMMENT ON FUNCTION gpurec_internal._pause(integer) IS
-'Internal (gpurec_shards): sleeps this many microseconds, ended at once by cancel and statement_timeout.';
-
 -- ------------------------------------------------------------ marketplace --
 
 CREATE FUNCTION cheapest_offers(offers_query text, k integer DEFAULT 1)
@@ -176,25 +165,6 @@ LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION roc_fitness(text, boolean[], anyelement) IS
 'roc_fitness with individual ids of any type, returned as id_type (NULL::uuid, NULL::text): labels NULL reads query as a scores query (individual_id, label, score), else as a population query (individual_id, scores).';
-
--- Labels as gpurec_shards sends them to every shard: a bit a label (and a
--- NULL bitmap where some label is NULL), where boolean[]'s text is two
--- characters a label, parsed element by element.
-CREATE FUNCTION gpurec_internal._labels_pack(labels anycompatiblearray)
-RETURNS bytea
-AS 'MODULE_PATHNAME', 'gpurec_labels_pack'
-LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-
-COMMENT ON FUNCTION gpurec_internal._labels_pack(anycompatiblearray) IS
-'Internal (gpurec_shards): labels (boolean[], or integers 0 and 1; NULLs kept) as a bytea that _labels_unpack turns back into them as boolean[].';
-
-CREATE FUNCTION gpurec_internal._labels_unpack(packed bytea)
-RETURNS boolean[]
-AS 'MODULE_PATHNAME', 'gpurec_labels_unpack'
-LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-
-COMMENT ON FUNCTION gpurec_internal._labels_unpack(bytea) IS
-'Internal (gpurec_shards): the labels _labels_pack was given, as a boolean[] with lower bound 1.';
 
 CREATE FUNCTION roc_auc(scores float8[], labels anycompatiblearray)
 RETURNS float8
@@ -381,19 +351,6 @@ END $$;
 COMMENT ON FUNCTION gpurec_internal.shard_points(text, bigint[]) IS
 'Internal (gpurec_shards): the points of the given users (all where NULL), as the geospatial functions read them.';
 
-CREATE FUNCTION gpurec_internal.shard_roc_auc(population_query text, labels boolean[])
-RETURNS TABLE(individual_id bigint, auc float8)
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-    RETURN QUERY EXECUTE format(
-        E'SELECT p.individual_id::bigint, @extschema@.roc_auc(p.scores::float8[], $1) FROM (%s\n) AS p '
-        'WHERE p.individual_id IS NOT NULL AND p.scores IS NOT NULL',
-        gpurec_internal.statement_text(population_query)) USING labels;
-END $$;
-
-COMMENT ON FUNCTION gpurec_internal.shard_roc_auc(text, boolean[]) IS
-'Internal (gpurec_shards): roc_auc of every individual of population_query (individual_id, scores).';
-
 CREATE FUNCTION gpurec_internal.raise_error(sqlstate text, message text, detail text, hint text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'gpurec_raise_error'
@@ -469,3 +426,56 @@ END $$;
 
 COMMENT ON FUNCTION gpurec_internal.shard_cart_products(text) IS
 'Internal (gpurec_shards): the distinct (cart_id, product_id) of carts_query''s lines.';
+
+-- roc_fitness over partitions: each partition's rows as one bytea (ids and
+-- exact counts), and the coordinator's merge of the partitions' parts, in
+-- partition order, into one server's rows (roc_fitness' or roc_auc's); an
+-- individual that two parts hold is ERROR 22023 naming cluster's
+-- partitions.
+CREATE FUNCTION gpurec_internal._roc_fitness_part(query text, labels anycompatiblearray)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_roc_fitness_part'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal._roc_fitness_part(text, anycompatiblearray) IS
+'Internal (gpurec_shards): roc_fitness(query) (labels NULL) or roc_fitness(query, labels) as one value for _merge_roc_fitness and _merge_roc_auc.';
+
+CREATE FUNCTION gpurec_internal._merge_roc_fitness(cluster text, parts bytea[])
+RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
+              n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
+AS 'MODULE_PATHNAME', 'gpurec_merge_roc_fitness'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._merge_roc_fitness(text, bytea[]) IS
+'Internal (gpurec_shards): roc_fitness'' rows of every individual of the partitions'' parts (_roc_fitness_part, in partition order).';
+
+CREATE FUNCTION gpurec_internal._merge_roc_auc(cluster text, parts bytea[])
+RETURNS TABLE(individual_id bigint, auc float8)
+AS 'MODULE_PATHNAME', 'gpurec_merge_roc_auc'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._merge_roc_auc(text, bytea[]) IS
+'Internal (gpurec_shards): each individual''s AUC from the partitions'' parts (_roc_fitness_part of a population query, in partition order).';
+
+-- gpurec_shards' refusal of a key whose rows two partitions hold: the
+-- merges' own error (22023), for its checks in SQL.
+CREATE FUNCTION gpurec_internal.refuse_split(what text, key bigint, cluster text, part integer, other_part integer)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gpurec_refuse_split'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal.refuse_split(text, bigint, text, integer, integer) IS
+'Internal (gpurec_shards): raises ERROR 22023, the what (user, cart, individual) key is on partitions part and other_part of cluster.';
+
+-- fit_exponent's continuous search for a coordinator that evaluates the
+-- mean AUCs over its partitions: given the grid's means and every round's
+-- means so far, the next round's exponents (a row each) or the fit (one
+-- row, probe NULL), as fit_exponent's own search goes.
+CREATE FUNCTION gpurec_internal._exponent_search(exponents float8[], grid_means float8[], tolerance float8,
+                                                 probed_means float8[])
+RETURNS TABLE(probe float8, fitted_exponent float8, fitted_mean_auc float8)
+AS 'MODULE_PATHNAME', 'gpurec_exponent_search'
+LANGUAGE C IMMUTABLE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._exponent_search(float8[], float8[], float8, float8[]) IS
+'Internal (gpurec_shards): fit_exponent''s search replayed from the means so far: the next exponents to evaluate, or the fitted exponent and its mean AUC.';

@@ -10,14 +10,14 @@
 -- returns its columns: the answer one server holding every row gives.
 --
 -- The engine is PL/Proxy: each internal function of LANGUAGE plproxy below
--- (gpurec_internal.shards_*) runs one SELECT on every partition at once,
+-- (in gpurec_shards_internal) runs one SELECT on every partition at once,
 -- waits on their sockets, passes arguments and results in binary, and
 -- cancels the partitions' queries when the caller is cancelled.  Every such
 -- function splits the array of partition numbers (SPLIT parts; RUN ON
 -- parts), so that each partition receives its own number and returns it
 -- with its rows: data split across partitions is then refused naming both.
 -- The user-facing functions compose the calls and merge the answers, and
--- each raises any error once, translated (shards_error), without the
+-- each raises any error once, translated (raise_translated), without the
 -- internal functions' context.  They run with gpurec.timing off: their
 -- own calls of gpurec (argument checks, merges) are internal, and a
 -- partition's timing NOTICE, where its session has gpurec.timing on,
@@ -25,13 +25,27 @@
 
 GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
 
+COMMENT ON SCHEMA @extschema@ IS
+'gpurec_shards: gpurec''s functions over data sharded across servers, through PL/Proxy; \df+ gpurec_shards.* lists them.';
+
+-- What the user-facing functions call, kept out of their schema so that
+-- \df gpurec_shards.* lists only what users call.  USAGE is PUBLIC, as
+-- the functions run as their caller (SECURITY INVOKER: PL/Proxy then
+-- connects with the caller's user mapping) and name these; each is safe
+-- to call, checking the cluster and running what the caller could run
+-- itself.
+CREATE SCHEMA gpurec_shards_internal;
+COMMENT ON SCHEMA gpurec_shards_internal IS
+'gpurec_shards'' internals, called by its own functions; not for direct use, and they may change with any version.';
+GRANT USAGE ON SCHEMA gpurec_shards_internal TO PUBLIC;
+
 -- ------------------------------------------------------------ the cluster --
 
 -- The cluster's name for PL/Proxy's CLUSTER statement, after the checks
 -- PL/Proxy would answer with an internal error or a cause that names no
 -- cluster: the server exists and is PL/Proxy's, the caller may use it, and
 -- a user mapping (the caller's or PUBLIC's) gives its credentials.
-CREATE FUNCTION gpurec_internal.shards_cluster(cluster text)
+CREATE FUNCTION gpurec_shards_internal.checked_cluster(cluster text)
 RETURNS text LANGUAGE plpgsql STABLE AS $$
 DECLARE
     wrapper text;
@@ -65,7 +79,7 @@ END $$;
 
 -- The cluster's partition numbers, 0 to n - 1: the array the internal
 -- functions split, one number to each partition.
-CREATE FUNCTION gpurec_internal.shards_parts(cluster text)
+CREATE FUNCTION gpurec_shards_internal.partitions(cluster text)
 RETURNS integer[] LANGUAGE sql STABLE AS $$
     SELECT coalesce(array_agg(n - 1 ORDER BY n), '{}')
     FROM generate_series(1, (SELECT count(*)::integer
@@ -75,7 +89,7 @@ $$;
 
 -- How an error names partition `part`: by its number, and its database
 -- where the connect string says it.
-CREATE FUNCTION gpurec_internal.shards_partition_name(cluster text, part integer)
+CREATE FUNCTION gpurec_shards_internal.partition_name(cluster text, part integer)
 RETURNS text LANGUAGE sql STABLE AS $$
     SELECT format('cluster "%s", partition %s', cluster, part)
            || coalesce(format(' (dbname %s)', substring(o FROM 'dbname=''?([^'' ]*)')), '')
@@ -91,7 +105,7 @@ $$;
 -- not be reached, 08006 where the connection broke, 28P01 or 28000 where
 -- the partition refused the credentials), and everything else passes as
 -- it is.
-CREATE FUNCTION gpurec_internal.shards_error(cluster text, raised_sqlstate text, raised_message text,
+CREATE FUNCTION gpurec_shards_internal.translated_error(cluster text, raised_sqlstate text, raised_message text,
                                              raised_detail text, raised_hint text, OUT sqlstate text, OUT message text, OUT detail text, OUT hint text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -116,7 +130,7 @@ BEGIN
             WHERE s.srvname = cluster AND o ~ '^p[0-9]+=' AND substring(o FROM 'dbname=''?([^'' ]*)') = dbname) p
     HAVING count(*) = 1;
     partition := CASE WHEN part IS NULL THEN format('cluster "%s", a partition of database "%s"', cluster, dbname)
-                      ELSE gpurec_internal.shards_partition_name(cluster, part) END;
+                      ELSE gpurec_shards_internal.partition_name(cluster, part) END;
     IF m[2] <> '' THEN
         message := format('%s: %s', partition, m[3]);
         detail := substring(detail FROM '^Remote detail: (.*)$');
@@ -150,33 +164,45 @@ BEGIN
                  'names a user: PL/Proxy then uses the connect string alone.' END;
 END $$;
 
--- Raises ERROR 22023 for a key (an individual, a user) that two partitions
--- returned: its rows were split, and no partition saw them all.
-CREATE FUNCTION gpurec_internal.shards_refuse_split(what text, key bigint, cluster text, part integer,
-                                                   other_part integer)
-RETURNS boolean LANGUAGE plpgsql AS $$
+-- The error of a call on `cluster` (raised_*: GET STACKED DIAGNOSTICS' in
+-- the user-facing function's handler), raised translated and without the
+-- internal functions' context.
+CREATE FUNCTION gpurec_shards_internal.raise_translated(cluster text, raised_sqlstate text, raised_message text,
+                                                        raised_detail text, raised_hint text)
+RETURNS void LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    e record;
 BEGIN
-    RAISE EXCEPTION USING ERRCODE = '22023',
-        MESSAGE = format('%s %s is on more than one partition of cluster "%s" (%s and %s)', what, key, cluster,
-                         least(part, other_part), greatest(part, other_part)),
-        HINT = format('Shard the data by %s: all rows of one %s on one partition.', what, what);
+    e := gpurec_shards_internal.translated_error(cluster, raised_sqlstate, raised_message, raised_detail, raised_hint);
+    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
 END $$;
+
+-- The split-key check of every function whose answer depends on a key
+-- living on one partition: true where each key of `keys` came from one
+-- partition (shards[i] gave keys[i]), else ERROR 22023 for the least key
+-- that two or more gave (gpurec_internal.refuse_split, naming its least
+-- and greatest partition).
+CREATE FUNCTION gpurec_shards_internal.unsplit(cluster text, what text, shards integer[], keys bigint[])
+RETURNS boolean LANGUAGE sql AS $$
+    SELECT coalesce(bool_and(gpurec_internal.refuse_split(what, s.key, cluster, s.part, s.other_part)), true)
+    FROM (SELECT k.key, min(k.shard) AS part, max(k.shard) AS other_part
+          FROM unnest(shards, keys) AS k(shard, key)
+          GROUP BY k.key HAVING min(k.shard) <> max(k.shard) ORDER BY k.key LIMIT 1) AS s;
+$$;
 
 -- Refuses a user whose points two partitions hold (22023): a sum over
 -- users (a strength) would count each part of the user as a user.
-CREATE FUNCTION gpurec_internal.shards_refuse_split_users(cluster text, parts integer[], points_query text)
+CREATE FUNCTION gpurec_shards_internal.refuse_split_users(cluster text, parts integer[], points_query text)
 RETURNS void LANGUAGE sql AS $$
-    SELECT gpurec_internal.shards_refuse_split('user', s.user_id, cluster, s.part, s.other_part)
-    FROM (SELECT u.user_id, min(t.shard) AS part, max(t.shard) AS other_part
-          FROM gpurec_internal.shards_users(cluster, parts, points_query) AS t, unnest(t.users) AS u(user_id)
-          GROUP BY u.user_id HAVING count(*) > 1 ORDER BY u.user_id LIMIT 1) AS s;
+    SELECT gpurec_shards_internal.unsplit(cluster, 'user', array_agg(t.shard), array_agg(u.user_id))
+    FROM gpurec_shards_internal.users(cluster, parts, points_query) AS t, unnest(t.users) AS u(user_id);
 $$;
 
 -- Raises XX000 where the partitions' parts of similar_users did not cover
 -- every user once (users: the lists' distinct users; lists: their
 -- (user, partition) pairs; expected: the users with points, where two or
 -- more have).
-CREATE FUNCTION gpurec_internal.shards_check_cover(cluster text, users bigint, lists bigint, expected bigint)
+CREATE FUNCTION gpurec_shards_internal.check_cover(cluster text, users bigint, lists bigint, expected bigint)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     IF users <> expected OR lists <> users THEN
@@ -190,7 +216,7 @@ BEGIN
 END $$;
 
 -- A query text placed in a FROM clause, whatever follows its statement.
-CREATE FUNCTION gpurec_internal.shards_subquery(query text)
+CREATE FUNCTION gpurec_shards_internal.subquery(query text)
 RETURNS text LANGUAGE sql STABLE STRICT AS $$
     SELECT format(E'(%s\n)', gpurec_internal.statement_text(query));
 $$;
@@ -198,18 +224,18 @@ $$;
 -- ------------------------------------------------ what runs on the shards --
 -- Each returns its partition's number (shard) with its rows.
 
-CREATE FUNCTION gpurec_internal.shards_cheapest_offers_part(cluster text, parts integer[], q_offers text,
+CREATE FUNCTION gpurec_shards_internal.cheapest_offers_part(cluster text, parts integer[], q_offers text,
                                                             q_k integer)
 RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
     SELECT (parts)[1] AS shard, gpurec_internal._cheapest_offers_part(q_offers, q_k) AS part;
 $$;
 
-CREATE FUNCTION gpurec_internal.shards_cart_pairs(cluster text, parts integer[], q_carts text)
+CREATE FUNCTION gpurec_shards_internal.cart_pairs(cluster text, parts integer[], q_carts text)
 RETURNS TABLE(shard integer, product_id bigint, store_id bigint) LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
     SELECT DISTINCT (parts)[1] AS shard, c.product_id, c.current_store_id AS store_id
@@ -218,12 +244,12 @@ $$;
 
 -- each product's cheapest offer, and each (product, store) pair's, prices
 -- as the text of their own type (gpurec_internal.shard_cart_offers)
-CREATE FUNCTION gpurec_internal.shards_cart_offers(cluster text, parts integer[], q_offers text,
+CREATE FUNCTION gpurec_shards_internal.cart_offers(cluster text, parts integer[], q_offers text,
                                                    q_products bigint[], q_pair_products bigint[],
                                                    q_pair_stores bigint[])
 RETURNS TABLE(shard integer, product_id bigint, store_id bigint, price text, price_type text)
 LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
     SELECT (parts)[1] AS shard, c.*
@@ -231,87 +257,77 @@ LANGUAGE plproxy AS $$
 $$;
 
 -- each partition's distinct users
-CREATE FUNCTION gpurec_internal.shards_users(cluster text, parts integer[], q_points text)
+CREATE FUNCTION gpurec_shards_internal.users(cluster text, parts integer[], q_points text)
 RETURNS TABLE(shard integer, users bigint[]) LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
     SELECT (parts)[1] AS shard, gpurec_internal.shard_users(q_points) AS users;
 $$;
 
-CREATE FUNCTION gpurec_internal.shards_cart_products(cluster text, parts integer[], q_carts text)
+CREATE FUNCTION gpurec_shards_internal.cart_products(cluster text, parts integer[], q_carts text)
 RETURNS TABLE(shard integer, cart_id bigint, product_id bigint) LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
     SELECT (parts)[1] AS shard, c.* FROM gpurec_internal.shard_cart_products(q_carts) AS c;
 $$;
 
-CREATE FUNCTION gpurec_internal.shards_optimize_carts(cluster text, parts integer[], q_carts text, q_offers text,
+CREATE FUNCTION gpurec_shards_internal.optimize_carts(cluster text, parts integer[], q_carts text, q_offers text,
                                                       q_shipping text)
 RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
               total numeric, shipping numeric, stores_used integer, complete boolean,
               current_total numeric, saving numeric)
 LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
     SELECT (parts)[1] AS shard, c.* FROM gpurec.optimize_carts(q_carts, q_offers, q_shipping) AS c;
 $$;
 
-CREATE FUNCTION gpurec_internal.shards_improve_carts(cluster text, parts integer[], q_carts text, q_offers text)
+CREATE FUNCTION gpurec_shards_internal.improve_carts(cluster text, parts integer[], q_carts text, q_offers text)
 RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
               current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
 LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
     SELECT (parts)[1] AS shard, c.* FROM gpurec.improve_carts(q_carts, q_offers) AS c;
 $$;
 
-CREATE FUNCTION gpurec_internal.shards_roc_fitness(cluster text, parts integer[], q_scores text)
-RETURNS TABLE(shard integer, individual_id bigint, auc float8, fitness float8, n_positive bigint,
-              n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
-LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+-- each partition's roc_fitness as one bytea (labels NULL: of a scores
+-- query; else of a population query)
+CREATE FUNCTION gpurec_shards_internal.roc_fitness_part(cluster text, parts integer[], q_query text,
+                                                        q_labels boolean[])
+RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, r.* FROM gpurec.roc_fitness(q_scores) AS r;
+    SELECT (parts)[1] AS shard, gpurec_internal._roc_fitness_part(q_query, q_labels) AS part;
 $$;
 
-CREATE FUNCTION gpurec_internal.shards_roc_fitness_arrays(cluster text, parts integer[], q_population text,
-                                                          q_labels boolean[])
-RETURNS TABLE(shard integer, individual_id bigint, auc float8, fitness float8, n_positive bigint,
-              n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
-LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
-    SPLIT parts;
-    RUN ON parts;
-    SELECT (parts)[1] AS shard, r.* FROM gpurec.roc_fitness(q_population, q_labels) AS r;
+-- the partitions' parts of roc_fitness, in partition order
+CREATE FUNCTION gpurec_shards_internal.roc_fitness_parts(cluster text, query text, labels boolean[])
+RETURNS bytea[] LANGUAGE sql AS $$
+    SELECT ARRAY(SELECT t.part
+                 FROM gpurec_shards_internal.roc_fitness_part(cluster, gpurec_shards_internal.partitions(cluster),
+                                                              query, labels) AS t
+                 ORDER BY t.shard);
 $$;
 
-CREATE FUNCTION gpurec_internal.shards_roc_auc(cluster text, parts integer[], q_population text,
-                                               q_labels boolean[])
-RETURNS TABLE(shard integer, individual_id bigint, auc float8) LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
-    SPLIT parts;
-    RUN ON parts;
-    SELECT (parts)[1] AS shard, r.* FROM gpurec_internal.shard_roc_auc(q_population, q_labels) AS r;
-$$;
-
-CREATE FUNCTION gpurec_internal.shards_points(cluster text, parts integer[], q_points text, q_users bigint[])
+CREATE FUNCTION gpurec_shards_internal.points(cluster text, parts integer[], q_points text, q_users bigint[])
 RETURNS TABLE(shard integer, user_id bigint, x float8, y float8) LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
     SELECT (parts)[1] AS shard, p.* FROM gpurec_internal.shard_points(q_points, q_users) AS p;
 $$;
 
-CREATE FUNCTION gpurec_internal.shards_user_similarity(cluster text, parts integer[], q_points text,
+CREATE FUNCTION gpurec_shards_internal.user_similarity(cluster text, parts integer[], q_points text,
                                                        q_main_user bigint, q_metric text, q_epsilon float8)
 RETURNS TABLE(shard integer, user_id bigint, similarity float8, mean_min_distance float8)
 LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
     SELECT (parts)[1] AS shard, s.*
@@ -321,11 +337,11 @@ $$;
 -- q_points: each partition's query of all points (its own, and the
 -- others' as arrays; split with the partitions); each partition ranks its
 -- part (its number) of q_parts of the users
-CREATE FUNCTION gpurec_internal.shards_similar_users(cluster text, parts integer[], q_points text[],
+CREATE FUNCTION gpurec_shards_internal.similar_users(cluster text, parts integer[], q_points text[],
                                                      q_parts integer, q_k integer, q_metric text, q_epsilon float8)
 RETURNS TABLE(shard integer, user_id bigint, rank integer, other_user_id bigint, similarity float8)
 LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts, q_points;
     RUN ON parts;
     SELECT (parts)[1] AS shard, s.*
@@ -333,12 +349,12 @@ LANGUAGE plproxy AS $$
 $$;
 
 -- the candidates' strengths in the candidates query's order (n)
-CREATE FUNCTION gpurec_internal.shards_predict_strength(cluster text, parts integer[], q_points text,
+CREATE FUNCTION gpurec_shards_internal.predict_strength(cluster text, parts integer[], q_points text,
                                                         q_main_user bigint, q_candidates text, q_exponent float8,
                                                         q_max_distance float8, q_min_similarity float8,
                                                         q_metric text, q_epsilon float8)
 RETURNS TABLE(shard integer, n bigint, strength float8) LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
     SELECT (parts)[1] AS shard, s.n, s.strength
@@ -350,12 +366,12 @@ $$;
 -- for every evaluated user (u, with its points query) and exponent (e), the
 -- strength each candidate (c, in the candidates query's order) gets from
 -- the partition's users
-CREATE FUNCTION gpurec_internal.shards_fit_strengths(cluster text, parts integer[], q_users bigint[],
+CREATE FUNCTION gpurec_shards_internal.fit_strengths(cluster text, parts integer[], q_users bigint[],
                                                      q_user_points text[], q_exponents float8[], q_candidates text,
                                                      q_max_distance float8, q_min_similarity float8,
                                                      q_metric text, q_epsilon float8)
 RETURNS TABLE(shard integer, u bigint, e bigint, c bigint, strength float8) LANGUAGE plproxy AS $$
-    CLUSTER gpurec_internal.shards_cluster(cluster);
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
     SELECT (parts)[1] AS shard, a.u, x.n AS e, s.n AS c, s.strength
@@ -374,7 +390,6 @@ RETURNS TABLE(product_id bigint, offer_rank integer, store_id bigint, price nume
 LANGUAGE plpgsql VOLATILE STRICT
 SET gpurec.timing = off AS $$
 DECLARE
-    e record;
     st text; msg text; det text; hnt text;
 BEGIN
     -- the engine's own check of k, on no parts, before any partition works
@@ -389,14 +404,13 @@ BEGIN
     SELECT m.product_id, m.offer_rank, m.store_id, m.price, m.n_offers
     FROM gpurec_internal._merge_cheapest_offers(
              ARRAY(SELECT t.part
-                   FROM gpurec_internal.shards_cheapest_offers_part(
-                            cluster, gpurec_internal.shards_parts(cluster), offers_query, k) AS t
+                   FROM gpurec_shards_internal.cheapest_offers_part(
+                            cluster, gpurec_shards_internal.partitions(cluster), offers_query, k) AS t
                    ORDER BY t.shard),
              k) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
-    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
+    PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION cheapest_offers(text, text, integer) IS
@@ -408,11 +422,10 @@ RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, current_store_
 LANGUAGE plpgsql VOLATILE STRICT
 SET gpurec.timing = off AS $$
 DECLARE
-    parts integer[] := gpurec_internal.shards_parts(cluster);
+    parts integer[] := gpurec_shards_internal.partitions(cluster);
     pair_products bigint[];
     pair_stores bigint[];
     products bigint[];
-    e record;
     st text; msg text; det text; hnt text;
 BEGIN
     -- 1. the (product, current store) pairs of every partition's carts, as
@@ -422,7 +435,7 @@ BEGIN
            array_agg(DISTINCT p.product_id)
       INTO pair_products, pair_stores, products
       FROM (SELECT DISTINCT t.product_id, t.store_id
-            FROM gpurec_internal.shards_cart_pairs(cluster, parts, carts_query) AS t) p;
+            FROM gpurec_shards_internal.cart_pairs(cluster, parts, carts_query) AS t) p;
     IF products IS NULL THEN
         RETURN;
     END IF;
@@ -433,14 +446,13 @@ BEGIN
     RETURN QUERY
     SELECT t.cart_id, t.product_id, t.quantity, t.current_store_id, t.current_price,
            t.best_store_id, t.best_price, t.saving
-    FROM gpurec_internal.shards_improve_carts(cluster, parts, carts_query,
-             gpurec_internal.shards_cart_offers_query(cluster, parts, offers_query, products,
+    FROM gpurec_shards_internal.improve_carts(cluster, parts, carts_query,
+             gpurec_shards_internal.cart_offers_query(cluster, parts, offers_query, products,
                                                       pair_products, pair_stores)) AS t
     ORDER BY t.cart_id, t.product_id, t.current_store_id, t.quantity;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
-    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
+    PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION improve_carts(text, text, text) IS
@@ -450,7 +462,7 @@ COMMENT ON FUNCTION improve_carts(text, text, text) IS
 -- store's cheapest of each of `products`, and of each pair's product the
 -- cheapest and its pair's cheapest), as a query that reads them back in
 -- the prices' own type.
-CREATE FUNCTION gpurec_internal.shards_cart_offers_query(cluster text, parts integer[], offers_query text,
+CREATE FUNCTION gpurec_shards_internal.cart_offers_query(cluster text, parts integer[], offers_query text,
                                                          products bigint[], pair_products bigint[],
                                                          pair_stores bigint[])
 RETURNS text LANGUAGE plpgsql VOLATILE AS $$
@@ -463,7 +475,7 @@ BEGIN
     SELECT array_agg(o.product_id), array_agg(o.store_id), array_agg(o.price), array_agg(DISTINCT o.price_type)
       INTO offer_products, offer_stores, offer_prices, price_types
       FROM (SELECT DISTINCT t.product_id, t.store_id, t.price, t.price_type
-            FROM gpurec_internal.shards_cart_offers(cluster, parts, offers_query, products,
+            FROM gpurec_shards_internal.cart_offers(cluster, parts, offers_query, products,
                                                     pair_products, pair_stores) AS t) o;
     IF cardinality(price_types) > 1 THEN
         RAISE EXCEPTION USING ERRCODE = '42804',
@@ -484,7 +496,7 @@ RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigin
 LANGUAGE plpgsql VOLATILE STRICT
 SET gpurec.timing = off AS $$
 DECLARE
-    parts integer[] := gpurec_internal.shards_parts(cluster);
+    parts integer[] := gpurec_shards_internal.partitions(cluster);
     line_shards integer[];
     line_carts bigint[];
     products bigint[];
@@ -494,28 +506,24 @@ DECLARE
     frees text[];
     free_types text[];
     shipping text;
-    e record;
     st text; msg text; det text; hnt text;
 BEGIN
     -- 1. every partition's carts' products; a cart two partitions hold is
     --    refused, as its lines must be assigned together
     SELECT array_agg(c.shard), array_agg(c.cart_id), array_agg(DISTINCT c.product_id)
       INTO line_shards, line_carts, products
-      FROM gpurec_internal.shards_cart_products(cluster, parts, carts_query) AS c;
-    PERFORM gpurec_internal.shards_refuse_split('cart', s.cart_id, cluster, s.part, s.other_part)
-       FROM (SELECT l.cart_id, min(l.shard) AS part, max(l.shard) AS other_part
-             FROM unnest(line_shards, line_carts) AS l(shard, cart_id)
-             GROUP BY l.cart_id HAVING min(l.shard) <> max(l.shard) ORDER BY l.cart_id LIMIT 1) AS s;
+      FROM gpurec_shards_internal.cart_products(cluster, parts, carts_query) AS c;
+    PERFORM gpurec_shards_internal.unsplit(cluster, 'cart', line_shards, line_carts);
     -- 2. shipping, read on the coordinator (a small table every partition
     --    needs whole), each value as the text of its own type; free_from
     --    is optional
     EXECUTE format('SELECT array_agg(s.store_id::bigint), array_agg(s.fee::text), '
                    'array_agg(DISTINCT pg_typeof(s.fee)::text) FROM %s AS s',
-                   gpurec_internal.shards_subquery(shipping_query))
+                   gpurec_shards_internal.subquery(shipping_query))
        INTO stores, fees, fee_types;
     BEGIN
         EXECUTE format('SELECT array_agg(s.free_from::text), array_agg(DISTINCT pg_typeof(s.free_from)::text) '
-                       'FROM %s AS s', gpurec_internal.shards_subquery(shipping_query))
+                       'FROM %s AS s', gpurec_shards_internal.subquery(shipping_query))
            INTO frees, free_types;
     EXCEPTION WHEN undefined_column THEN
         frees := NULL;
@@ -532,15 +540,14 @@ BEGIN
     RETURN QUERY
     SELECT t.cart_id, t.product_id, t.quantity, t.store_id, t.price, t.total, t.shipping, t.stores_used,
            t.complete, t.current_total, t.saving
-    FROM gpurec_internal.shards_optimize_carts(cluster, parts, carts_query,
-             gpurec_internal.shards_cart_offers_query(cluster, parts, offers_query, coalesce(products, '{}'),
+    FROM gpurec_shards_internal.optimize_carts(cluster, parts, carts_query,
+             gpurec_shards_internal.cart_offers_query(cluster, parts, offers_query, coalesce(products, '{}'),
                                                       NULL, NULL),
              shipping) AS t
     ORDER BY t.cart_id, t.product_id, t.quantity;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
-    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
+    PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION optimize_carts(text, text, text, text) IS
@@ -554,21 +561,19 @@ RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigin
 LANGUAGE plpgsql VOLATILE STRICT
 SET gpurec.timing = off AS $$
 DECLARE
-    e record;
     st text; msg text; det text; hnt text;
 BEGIN
+    -- an individual's examples live on one partition, where its counts
+    -- are whole: the engine merges the partitions' rows (ids and counts,
+    -- in binary) into id order, refusing an individual two of them hold
     RETURN QUERY
-    SELECT t.individual_id, t.auc, t.fitness, t.n_positive, t.n_negative,
-           t.lowest_positive_rank, t.highest_positive_rank
-    FROM (SELECT t.*, lag(t.shard) OVER (PARTITION BY t.individual_id ORDER BY t.shard) AS other_shard
-          FROM gpurec_internal.shards_roc_fitness(cluster, gpurec_internal.shards_parts(cluster), scores_query) AS t) t
-    WHERE t.other_shard IS NULL
-       OR gpurec_internal.shards_refuse_split('individual', t.individual_id, cluster, t.other_shard, t.shard)
-    ORDER BY t.individual_id;
+    SELECT m.individual_id, m.auc, m.fitness, m.n_positive, m.n_negative,
+           m.lowest_positive_rank, m.highest_positive_rank
+    FROM gpurec_internal._merge_roc_fitness(
+             cluster, gpurec_shards_internal.roc_fitness_parts(cluster, scores_query, NULL)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
-    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
+    PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION roc_fitness(text, text) IS
@@ -580,22 +585,19 @@ RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigin
 LANGUAGE plpgsql VOLATILE STRICT
 SET gpurec.timing = off AS $$
 DECLARE
-    e record;
     st text; msg text; det text; hnt text;
 BEGIN
+    -- an individual's examples live on one partition, where its counts
+    -- are whole: the engine merges the partitions' rows (ids and counts,
+    -- in binary) into id order, refusing an individual two of them hold
     RETURN QUERY
-    SELECT t.individual_id, t.auc, t.fitness, t.n_positive, t.n_negative,
-           t.lowest_positive_rank, t.highest_positive_rank
-    FROM (SELECT t.*, lag(t.shard) OVER (PARTITION BY t.individual_id ORDER BY t.shard) AS other_shard
-          FROM gpurec_internal.shards_roc_fitness_arrays(cluster, gpurec_internal.shards_parts(cluster),
-                                                         population_query, labels) AS t) t
-    WHERE t.other_shard IS NULL
-       OR gpurec_internal.shards_refuse_split('individual', t.individual_id, cluster, t.other_shard, t.shard)
-    ORDER BY t.individual_id;
+    SELECT m.individual_id, m.auc, m.fitness, m.n_positive, m.n_negative,
+           m.lowest_positive_rank, m.highest_positive_rank
+    FROM gpurec_internal._merge_roc_fitness(
+             cluster, gpurec_shards_internal.roc_fitness_parts(cluster, population_query, labels)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
-    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
+    PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION roc_fitness(text, text, boolean[]) IS
@@ -606,21 +608,18 @@ RETURNS TABLE(individual_id bigint, auc float8)
 LANGUAGE plpgsql VOLATILE STRICT
 SET gpurec.timing = off AS $$
 DECLARE
-    e record;
     st text; msg text; det text; hnt text;
 BEGIN
+    -- an individual's examples live on one partition, where its counts
+    -- are whole: the engine merges the partitions' rows (ids and counts,
+    -- in binary) into id order, refusing an individual two of them hold
     RETURN QUERY
-    SELECT t.individual_id, t.auc
-    FROM (SELECT t.*, lag(t.shard) OVER (PARTITION BY t.individual_id ORDER BY t.shard) AS other_shard
-          FROM gpurec_internal.shards_roc_auc(cluster, gpurec_internal.shards_parts(cluster),
-                                              population_query, labels) AS t) t
-    WHERE t.other_shard IS NULL
-       OR gpurec_internal.shards_refuse_split('individual', t.individual_id, cluster, t.other_shard, t.shard)
-    ORDER BY t.individual_id;
+    SELECT m.individual_id, m.auc
+    FROM gpurec_internal._merge_roc_auc(
+             cluster, gpurec_shards_internal.roc_fitness_parts(cluster, population_query, labels)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
-    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
+    PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION roc_auc(text, text, boolean[]) IS
@@ -631,17 +630,17 @@ COMMENT ON FUNCTION roc_auc(text, text, boolean[]) IS
 -- A partition's points query: its own points but the given user's, and
 -- that user's points from wherever they are, so that every partition
 -- measures its users against the same user.
-CREATE FUNCTION gpurec_internal.shards_points_with_user(points_query text, user_id bigint, xs float8[], ys float8[])
+CREATE FUNCTION gpurec_shards_internal.points_with_user(points_query text, user_id bigint, xs float8[], ys float8[])
 RETURNS text LANGUAGE sql STABLE AS $$
     SELECT format('SELECT q.user_id, q.x, q.y FROM %s AS q WHERE q.user_id IS DISTINCT FROM %s '
                   'UNION ALL SELECT %s::bigint, m.x, m.y FROM unnest(%L::float8[], %L::float8[]) AS m(x, y)',
-                  gpurec_internal.shards_subquery(points_query), user_id, user_id,
+                  gpurec_shards_internal.subquery(points_query), user_id, user_id,
                   coalesce(xs, '{}'), coalesce(ys, '{}'));
 $$;
 
 -- The candidates query's rows, read on the coordinator in their order, as a
 -- query every partition can run to get the same rows in the same order.
-CREATE FUNCTION gpurec_internal.shards_candidates(candidates_query text, OUT query text, OUT ids bigint[])
+CREATE FUNCTION gpurec_shards_internal.candidates(candidates_query text, OUT query text, OUT ids bigint[])
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     xs float8[];
@@ -649,7 +648,7 @@ DECLARE
 BEGIN
     EXECUTE format('SELECT array_agg(c.candidate_id::bigint), array_agg(c.x::float8), array_agg(c.y::float8) '
                    'FROM %s AS c WHERE c.candidate_id IS NOT NULL AND c.x IS NOT NULL AND c.y IS NOT NULL',
-                   gpurec_internal.shards_subquery(candidates_query))
+                   gpurec_shards_internal.subquery(candidates_query))
        INTO ids, xs, ys;
     query := format('SELECT c.candidate_id, c.x, c.y FROM unnest(%L::bigint[], %L::float8[], %L::float8[]) '
                     'WITH ORDINALITY AS c(candidate_id, x, y, n) ORDER BY c.n',
@@ -665,18 +664,17 @@ DECLARE
     parts integer[];
     xs float8[];
     ys float8[];
-    e record;
     st text; msg text; det text; hnt text;
 BEGIN
     IF cluster IS NULL OR points_query IS NULL OR main_user IS NULL OR metric IS NULL THEN
         RETURN;  -- as gpurec.user_similarity: a NULL argument, no rows
     END IF;
-    parts := gpurec_internal.shards_parts(cluster);
+    parts := gpurec_shards_internal.partitions(cluster);
     -- the engine's argument checks on the main user alone
     PERFORM gpurec.user_similarity(format('SELECT %s::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', main_user),
                                    main_user, metric, epsilon);
     SELECT array_agg(p.x), array_agg(p.y) INTO xs, ys
-      FROM gpurec_internal.shards_points(cluster, parts, points_query, ARRAY[main_user]) p;
+      FROM gpurec_shards_internal.points(cluster, parts, points_query, ARRAY[main_user]) p;
     IF xs IS NULL THEN
         -- the engine's own error for a main user without points
         PERFORM gpurec.user_similarity('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y WHERE false',
@@ -685,18 +683,17 @@ BEGIN
     -- the similarity of a user to the main user needs the two users' points
     -- only: each partition measures its own users
     RETURN QUERY
+    WITH t AS MATERIALIZED (SELECT t.* FROM gpurec_shards_internal.user_similarity(cluster, parts,
+             gpurec_shards_internal.points_with_user(points_query, main_user, xs, ys),
+             main_user, metric, epsilon) AS t)
     SELECT t.user_id, t.similarity, t.mean_min_distance
-    FROM (SELECT t.*, lag(t.shard) OVER (PARTITION BY t.user_id ORDER BY t.shard) AS other_shard
-          FROM gpurec_internal.shards_user_similarity(cluster, parts,
-                   gpurec_internal.shards_points_with_user(points_query, main_user, xs, ys),
-                   main_user, metric, epsilon) AS t) t
-    WHERE t.other_shard IS NULL
-       OR gpurec_internal.shards_refuse_split('user', t.user_id, cluster, t.other_shard, t.shard)
+    FROM t
+    WHERE gpurec_shards_internal.unsplit(cluster, 'user', ARRAY(SELECT t.shard FROM t),
+                                         ARRAY(SELECT t.user_id FROM t))
     ORDER BY t.user_id;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
-    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
+    PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION user_similarity(text, text, bigint, text, float8) IS
@@ -715,13 +712,12 @@ DECLARE
     ids bigint[];
     xs float8[];
     ys float8[];
-    e record;
     st text; msg text; det text; hnt text;
 BEGIN
     IF cluster IS NULL OR points_query IS NULL OR k IS NULL OR metric IS NULL THEN
         RETURN;
     END IF;
-    parts := gpurec_internal.shards_parts(cluster);
+    parts := gpurec_shards_internal.partitions(cluster);
     PERFORM gpurec.similar_users('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', k, metric, epsilon);
     -- every user's k most similar others may be on any partition: each
     -- partition gets the other partitions' points, and ranks a part of the
@@ -729,13 +725,11 @@ BEGIN
     -- holds the same points) against all of them
     SELECT array_agg(p.shard), array_agg(p.user_id), array_agg(p.x), array_agg(p.y), count(DISTINCT p.user_id)
       INTO point_shards, ids, xs, ys, n_users
-      FROM gpurec_internal.shards_points(cluster, parts, points_query, NULL) p;
-    PERFORM gpurec_internal.shards_refuse_split('user', p.user_id, cluster, min(p.shard), max(p.shard))
-       FROM unnest(point_shards, ids) AS p(shard, user_id)
-      GROUP BY p.user_id HAVING min(p.shard) <> max(p.shard);
+      FROM gpurec_shards_internal.points(cluster, parts, points_query, NULL) p;
+    PERFORM gpurec_shards_internal.unsplit(cluster, 'user', point_shards, ids);
     SELECT array_agg(format('SELECT q.user_id, q.x, q.y FROM %s AS q UNION ALL SELECT r.user_id, r.x, r.y '
                             'FROM unnest(%L::bigint[], %L::float8[], %L::float8[]) AS r(user_id, x, y)',
-                            gpurec_internal.shards_subquery(points_query),
+                            gpurec_shards_internal.subquery(points_query),
                             coalesce(o.ids, '{}'), coalesce(o.xs, '{}'), coalesce(o.ys, '{}')) ORDER BY i.part)
       INTO queries
       FROM unnest(parts) AS i(part)
@@ -749,10 +743,10 @@ BEGIN
     -- come whole from one partition
     RETURN QUERY
     WITH r AS MATERIALIZED (
-        SELECT t.* FROM gpurec_internal.shards_similar_users(cluster, parts, queries, cardinality(parts), k,
+        SELECT t.* FROM gpurec_shards_internal.similar_users(cluster, parts, queries, cardinality(parts), k,
                                                              metric, epsilon) AS t),
     covered AS (
-        SELECT gpurec_internal.shards_check_cover(cluster, (SELECT count(DISTINCT r.user_id) FROM r),
+        SELECT gpurec_shards_internal.check_cover(cluster, (SELECT count(DISTINCT r.user_id) FROM r),
                                                   (SELECT count(*) FROM (SELECT DISTINCT r.user_id, r.shard FROM r) AS u),
                                                   CASE WHEN n_users >= 2 THEN n_users ELSE 0 END) AS ok)
     SELECT r.user_id, r.rank, r.other_user_id, r.similarity
@@ -760,8 +754,7 @@ BEGIN
     ORDER BY r.user_id, r.rank;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
-    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
+    PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION similar_users(text, text, integer, text, float8) IS
@@ -779,28 +772,27 @@ DECLARE
     xs float8[];
     ys float8[];
     cands record;
-    e record;
     st text; msg text; det text; hnt text;
 BEGIN
     IF cluster IS NULL OR points_query IS NULL OR main_user IS NULL OR candidates_query IS NULL
        OR exponent IS NULL OR min_similarity IS NULL OR metric IS NULL THEN
         RETURN;
     END IF;
-    parts := gpurec_internal.shards_parts(cluster);
+    parts := gpurec_shards_internal.partitions(cluster);
     PERFORM gpurec.predict_strength(format('SELECT %s::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', main_user),
                                     main_user,
                                     'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y WHERE false',
                                     exponent, max_distance, min_similarity, metric, epsilon);
-    PERFORM gpurec_internal.shards_refuse_split_users(cluster, parts, points_query);
+    PERFORM gpurec_shards_internal.refuse_split_users(cluster, parts, points_query);
     SELECT array_agg(p.x), array_agg(p.y) INTO xs, ys
-      FROM gpurec_internal.shards_points(cluster, parts, points_query, ARRAY[main_user]) p;
+      FROM gpurec_shards_internal.points(cluster, parts, points_query, ARRAY[main_user]) p;
     IF xs IS NULL THEN
         PERFORM gpurec.predict_strength('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y WHERE false',
                                         main_user,
                                         'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y',
                                         exponent, max_distance, min_similarity, metric, epsilon);
     END IF;
-    cands := gpurec_internal.shards_candidates(candidates_query);
+    cands := gpurec_shards_internal.candidates(candidates_query);
     IF cardinality(cands.ids) IS NULL THEN
         RETURN;
     END IF;
@@ -808,25 +800,57 @@ BEGIN
     -- the coordinator adds the partitions' sums in partition order
     RETURN QUERY
     SELECT cands.ids[t.n], sum(t.strength ORDER BY t.shard)
-    FROM gpurec_internal.shards_predict_strength(cluster, parts,
-             gpurec_internal.shards_points_with_user(points_query, main_user, xs, ys), main_user,
+    FROM gpurec_shards_internal.predict_strength(cluster, parts,
+             gpurec_shards_internal.points_with_user(points_query, main_user, xs, ys), main_user,
              cands.query, exponent, max_distance, min_similarity, metric, epsilon) AS t
     GROUP BY t.n
     ORDER BY t.n;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
-    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
+    PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION predict_strength(text, text, bigint, text, float8, float8, float8, text, float8) IS
 'gpurec.predict_strength over points sharded by user; candidates_query runs on the coordinator.';
 
+-- For each of q_exponents (e: its place), the mean AUC over the evaluated
+-- users (q_users, each with its points query) and their count: each
+-- partition gives, for every evaluated user and exponent, the strengths
+-- its own users give every candidate; the coordinator adds them up and
+-- takes each user's AUC with gpurec's own (gpurec.roc_auc: the engine's
+-- AUC, ties counting half), summed in user order as the engine sums them.
+CREATE FUNCTION gpurec_shards_internal.mean_aucs(cluster text, parts integer[], q_users bigint[],
+                                                 q_user_points text[], q_exponents float8[], q_candidates text,
+                                                 q_visit_users bigint[], q_visit_rows bigint[],
+                                                 q_max_distance float8, q_min_similarity float8, q_metric text,
+                                                 q_epsilon float8)
+RETURNS TABLE(e bigint, mean_auc float8, users bigint) LANGUAGE sql AS $$
+    WITH strengths AS (
+        SELECT t.u, t.e, t.c, sum(t.strength ORDER BY t.shard) AS strength
+        FROM gpurec_shards_internal.fit_strengths(cluster, parts, q_users, q_user_points, q_exponents,
+                                                  q_candidates, q_max_distance, q_min_similarity, q_metric,
+                                                  q_epsilon) AS t
+        GROUP BY t.u, t.e, t.c),
+    -- both arrays of a group take its rows in one order, each row fed to
+    -- every aggregate in turn: no ORDER BY, which would sort each apart
+    aucs AS (
+        SELECT s.u, s.e, gpurec.roc_auc(array_agg(s.strength), array_agg(v.n IS NOT NULL)) AS auc
+        FROM strengths s
+        LEFT JOIN (SELECT DISTINCT v.user_id, v.n FROM unnest(q_visit_users, q_visit_rows) AS v(user_id, n)) v
+               ON v.user_id = s.u AND v.n = s.c
+        GROUP BY s.u, s.e)
+    SELECT a.e, sum(a.auc ORDER BY a.u) / count(*)::float8, count(*)
+    FROM aucs a
+    GROUP BY a.e;
+$$;
+
 CREATE FUNCTION fit_exponent(cluster text, points_query text, holdout_query text, candidates_query text,
                              exponents float8[] DEFAULT '{1,1.5,2,2.5,3}',
                              max_distance float8 DEFAULT NULL, min_similarity float8 DEFAULT 0,
-                             metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
-RETURNS TABLE(exponent float8, mean_auc float8, users bigint)
+                             metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL,
+                             tolerance float8 DEFAULT 0.001)
+RETURNS TABLE(exponent float8, mean_auc float8, users bigint,
+              fitted_exponent float8, fitted_mean_auc float8)
 LANGUAGE plpgsql VOLATILE
 SET gpurec.timing = off AS $$
 DECLARE
@@ -840,31 +864,36 @@ DECLARE
     missing bigint;
     evaluated bigint[];
     user_points text[];
-    e record;
+    grid_means float8[];
+    grid_users bigint[];
+    probes float8[];
+    probed_means float8[] := '{}';
+    found_exponent float8;
+    found_auc float8;
     st text; msg text; det text; hnt text;
 BEGIN
     IF cluster IS NULL OR points_query IS NULL OR holdout_query IS NULL OR candidates_query IS NULL
        OR exponents IS NULL OR min_similarity IS NULL OR metric IS NULL THEN
         RETURN;
     END IF;
-    parts := gpurec_internal.shards_parts(cluster);
+    parts := gpurec_shards_internal.partitions(cluster);
     PERFORM gpurec.fit_exponent('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y',
                                 'SELECT 1::bigint AS user_id, 1::bigint AS candidate_id WHERE false',
                                 'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y',
-                                exponents, max_distance, min_similarity, metric, epsilon);
-    PERFORM gpurec_internal.shards_refuse_split_users(cluster, parts, points_query);
-    cands := gpurec_internal.shards_candidates(candidates_query);
+                                exponents, max_distance, min_similarity, metric, epsilon, tolerance);
+    PERFORM gpurec_shards_internal.refuse_split_users(cluster, parts, points_query);
+    cands := gpurec_shards_internal.candidates(candidates_query);
     -- each holdout user's visited candidate rows (every row of a named id;
     -- an id naming no row leaves the user a holdout user with no visit)
     EXECUTE format('SELECT array_agg(v.user_id), array_agg(v.n) FROM '
                    '(SELECT DISTINCT h.user_id::bigint AS user_id, c.n FROM %s AS h '
                    ' LEFT JOIN unnest(%L::bigint[]) WITH ORDINALITY AS c(id, n) ON c.id = h.candidate_id '
                    ' WHERE h.user_id IS NOT NULL AND h.candidate_id IS NOT NULL) AS v',
-                   gpurec_internal.shards_subquery(holdout_query), coalesce(cands.ids, '{}'))
+                   gpurec_shards_internal.subquery(holdout_query), coalesce(cands.ids, '{}'))
        INTO visit_users, visit_rows;
     IF visit_users IS NOT NULL THEN
         SELECT array_agg(p.user_id), array_agg(p.x), array_agg(p.y) INTO point_users, point_xs, point_ys
-          FROM gpurec_internal.shards_points(cluster, parts, points_query, visit_users) p;
+          FROM gpurec_shards_internal.points(cluster, parts, points_query, visit_users) p;
         SELECT min(u) INTO missing FROM unnest(visit_users) u
          WHERE NOT u = ANY (coalesce(point_users, '{}'));
         IF missing IS NOT NULL THEN
@@ -881,45 +910,49 @@ BEGIN
             GROUP BY v.user_id) v
      WHERE v.visited > 0 AND v.visited < coalesce(cardinality(cands.ids), 0);
     IF evaluated IS NULL THEN
-        RETURN QUERY SELECT e.x, NULL::float8, 0::bigint
+        RETURN QUERY SELECT e.x, NULL::float8, 0::bigint, NULL::float8, NULL::float8
                      FROM unnest(exponents) WITH ORDINALITY AS e(x, n) ORDER BY e.x, e.n;
         RETURN;
     END IF;
     -- each evaluated user's points query for the partitions, as
     -- predict_strength's
     SELECT array_agg(p.user_id ORDER BY p.user_id),
-           array_agg(gpurec_internal.shards_points_with_user(points_query, p.user_id, p.xs, p.ys) ORDER BY p.user_id)
+           array_agg(gpurec_shards_internal.points_with_user(points_query, p.user_id, p.xs, p.ys) ORDER BY p.user_id)
       INTO evaluated, user_points
       FROM (SELECT p.user_id, array_agg(p.x) AS xs, array_agg(p.y) AS ys
             FROM unnest(point_users, point_xs, point_ys) AS p(user_id, x, y)
             WHERE p.user_id = ANY (evaluated) GROUP BY p.user_id) p;
-    -- each partition: for every evaluated user and exponent, the strengths
-    -- its own users give every candidate; the coordinator adds them up and
-    -- takes each user's AUC with gpurec's own (gpurec.roc_auc: the engine's
-    -- AUC, ties counting half)
+    -- the grid's mean AUCs, then fit_exponent's own search (the engine's,
+    -- replayed from the means so far) round by round over the partitions:
+    -- the same means give the same fit as on one server
+    SELECT array_agg(m.mean_auc ORDER BY m.e), array_agg(m.users ORDER BY m.e) INTO grid_means, grid_users
+      FROM gpurec_shards_internal.mean_aucs(cluster, parts, evaluated, user_points, exponents, cands.query,
+                                            visit_users, visit_rows, max_distance, min_similarity, metric,
+                                            epsilon) AS m;
+    IF tolerance IS NOT NULL THEN
+        LOOP
+            SELECT array_agg(z.probe ORDER BY z.n) FILTER (WHERE z.probe IS NOT NULL),
+                   max(z.fitted_exponent), max(z.fitted_mean_auc)
+              INTO probes, found_exponent, found_auc
+              FROM gpurec_internal._exponent_search(exponents, grid_means, tolerance, probed_means)
+                   WITH ORDINALITY AS z(probe, fitted_exponent, fitted_mean_auc, n);
+            EXIT WHEN probes IS NULL;
+            probed_means := probed_means
+                || ARRAY(SELECT m.mean_auc
+                         FROM gpurec_shards_internal.mean_aucs(cluster, parts, evaluated, user_points, probes,
+                                                               cands.query, visit_users, visit_rows, max_distance,
+                                                               min_similarity, metric, epsilon) AS m
+                         ORDER BY m.e);
+        END LOOP;
+    END IF;
     RETURN QUERY
-    WITH strengths AS (
-        SELECT t.u, t.e, t.c, sum(t.strength ORDER BY t.shard) AS strength
-        FROM gpurec_internal.shards_fit_strengths(cluster, parts, evaluated, user_points, exponents, cands.query,
-                                                  max_distance, min_similarity, metric, epsilon) AS t
-        GROUP BY t.u, t.e, t.c),
-    -- both arrays of a group take its rows in one order, each row fed to
-    -- every aggregate in turn: no ORDER BY, which would sort each apart
-    aucs AS (
-        SELECT s.u, s.e, gpurec.roc_auc(array_agg(s.strength), array_agg(v.n IS NOT NULL)) AS auc
-        FROM strengths s
-        LEFT JOIN (SELECT DISTINCT v.user_id, v.n FROM unnest(visit_users, visit_rows) AS v(user_id, n)) v
-               ON v.user_id = s.u AND v.n = s.c
-        GROUP BY s.u, s.e)
-    SELECT exponents[a.e], sum(a.auc ORDER BY a.u) / count(*)::float8, count(*)
-    FROM aucs a
-    GROUP BY a.e
-    ORDER BY exponents[a.e], a.e;
+    SELECT g.x, g.mean_auc, g.users, found_exponent, found_auc
+    FROM unnest(exponents, grid_means, grid_users) WITH ORDINALITY AS g(x, mean_auc, users, n)
+    ORDER BY g.x, g.n;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-    e := gpurec_internal.shards_error(cluster, st, msg, det, hnt);
-    PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
+    PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION fit_exponent(text, text, text, text, float8[], float8, float8, text, float8) IS
-'gpurec.fit_exponent over points sharded by user; holdout_query and candidates_query run on the coordinator.';
+COMMENT ON FUNCTION fit_exponent(text, text, text, text, float8[], float8, float8, text, float8, float8) IS
+'gpurec.fit_exponent over points sharded by user, its continuous search included; holdout_query and candidates_query run on the coordinator.';

@@ -87,27 +87,3 @@ RESET gpurec.cpu_threads;
 RESET gpurec.device;
 DROP TABLE big_population, big_labels, fitness_one_thread;
 
--- labels as gpurec_shards sends them to shards: the same elements back,
--- NULLs included, with lower bound 1; other bytes are refused
-CREATE TABLE random_labels AS
-  SELECT array_agg(CASE WHEN random() < 0.1 THEN NULL ELSE random() < 0.5 END) AS labels
-  FROM generate_series(1, 10007);
-SELECT gpurec_internal._labels_unpack(gpurec_internal._labels_pack(labels)) = labels AS same,
-       octet_length(gpurec_internal._labels_pack(labels)) AS packed_bytes,
-       octet_length(gpurec_internal._labels_pack(array_remove(labels, NULL))) = 9 + (cardinality(array_remove(labels, NULL)) + 7) / 8
-         AS a_bit_a_label_without_nulls
-FROM random_labels;
--- without NULLs (read and built byte for byte, with no Datum per label):
--- the same array, to its bytes, and the same labels counted by unnest
-SELECT gpurec_internal._labels_unpack(gpurec_internal._labels_pack(l)) = l AS same_without_nulls,
-       array_send(gpurec_internal._labels_unpack(gpurec_internal._labels_pack(l))) = array_send(l) AS same_bytes,
-       (SELECT count(*) FILTER (WHERE x) FROM unnest(gpurec_internal._labels_unpack(gpurec_internal._labels_pack(l))) x)
-         = (SELECT count(*) FILTER (WHERE x) FROM unnest(l) x) AS same_positives
-FROM (SELECT array_remove(labels, NULL) AS l FROM random_labels) r;
-SELECT gpurec_internal._labels_unpack(gpurec_internal._labels_pack('[0:2]={t,f,t}'::boolean[])) AS no_null_from_lower_bound_0;
-SELECT gpurec_internal._labels_unpack(gpurec_internal._labels_pack('[0:3]={t,f,NULL,t}'::boolean[])) AS from_lower_bound_0,
-       gpurec_internal._labels_unpack(gpurec_internal._labels_pack('{}'::boolean[])) AS empty;
-SELECT gpurec_internal._labels_pack('{{t,f},{f,t}}'::boolean[]);
-SELECT gpurec_internal._labels_unpack('\x01'::bytea);
-SELECT gpurec_internal._labels_unpack(substr(gpurec_internal._labels_pack('{t,f,t}'::boolean[]), 1, 9));
-DROP TABLE random_labels;

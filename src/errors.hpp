@@ -8,6 +8,8 @@
  */
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -61,6 +63,23 @@ inline void check_k(int k)
 	if (k < 1)
 		throw Error(sqlstate::invalid_parameter_value, "k must be at least 1",
 					"k = " + std::to_string(k) + ".");
+}
+
+/*
+ * gpurec_shards' refusal of a key (an individual, a user, a cart) whose
+ * rows two partitions of `cluster` hold: no partition saw them all, and an
+ * answer built from the parts would be wrong.  The coordinator's merges
+ * raise it, and gpurec_shards' own checks through
+ * gpurec_internal.refuse_split: one wording.
+ */
+inline Error split_key_error(const std::string &what, int64_t key, const std::string &cluster, int64_t part,
+							 int64_t other_part)
+{
+	return Error(sqlstate::invalid_parameter_value,
+				 what + " " + std::to_string(key) + " is on more than one partition of cluster \"" + cluster +
+					 "\" (" + std::to_string(std::min(part, other_part)) + " and " +
+					 std::to_string(std::max(part, other_part)) + ")",
+				 "", "Shard the data by " + what + ": all rows of one " + what + " on one partition.");
 }
 
 /*

@@ -241,6 +241,30 @@ ExponentSearch search_exponent(const GeoPoints &points, const GeoHoldout &holdou
 							   const StrengthOptions &strength, const GeoOptions &options, ExecContext &ctx);
 
 /*
+ * search_exponent's continuous search, one round at a time, for a caller
+ * that evaluates the mean AUCs itself (gpurec_shards, over partitions):
+ * from the grid's rows in exponent order (tolerance > 0), probes() are
+ * the exponents whose mean AUCs take() wants, until done(); then
+ * exponent() and mean_auc() are the fit.  The same rounds whoever
+ * evaluates them: given the same means, the same fit.
+ */
+class ExponentZoom
+{
+  public:
+	ExponentZoom(const std::vector<ExponentFit> &grid, double tolerance);
+	bool done() const { return done_; }
+	std::vector<double> probes() const;
+	/* the mean AUCs of probes(), in their order; ERROR XX000 after done() or for another count */
+	void take(const std::vector<double> &means);
+	double exponent() const { return found_; }
+	double mean_auc() const { return found_auc_; }
+
+  private:
+	double tolerance_, grid_best_, found_, found_auc_, least_, greatest_, lo_, hi_, step_;
+	bool done_;
+};
+
+/*
  * The argument checks of the functions above (which make them too), for the
  * SQL layer to call before it reads any input: metric and epsilon; the
  * exponents and the strength options (and check_k, errors.hpp).

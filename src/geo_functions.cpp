@@ -228,49 +228,74 @@ ExponentSearch search_exponent(const GeoPoints &points, const GeoHoldout &holdou
 	if (tolerance == 0 || users == 0)
 		return out;
 
-	/* the grid's best (the lesser exponent of equal means), and the bracket of its neighbours */
-	size_t best = 0;
-	for (size_t e = 1; e < out.grid.size(); ++e)
-		if (out.grid[e].mean_auc > out.grid[best].mean_auc)
-			best = e;
-	double found = out.grid[best].exponent, found_auc = out.grid[best].mean_auc;
-	double least = out.grid.front().exponent, greatest = out.grid.back().exponent;
-	double lo = out.grid[best > 0 ? best - 1 : 0].exponent;
-	double hi = out.grid[best + 1 < out.grid.size() ? best + 1 : best].exponent;
-	/*
-	 * Zooming: kSearchPoints exponents evenly inside the bracket, in one
-	 * call (one pass over the points serves them all); the bracket becomes
-	 * the best found so far and a step either way; until a step is at most
-	 * the tolerance.  Several points a round, not one as golden section
-	 * takes: the mean AUC is a step function, and a lone probe stalls on a
-	 * step beside a narrow peak.
-	 */
-	for (double step = (hi - lo) / (kSearchPoints + 1); hi > lo;)
+	ExponentZoom zoom(out.grid, tolerance);
+	while (!zoom.done())
 	{
-		std::vector<double> probes;
-		for (int i = 1; i <= kSearchPoints; ++i)
-			probes.push_back(lo + (hi - lo) * i / (kSearchPoints + 1));
-		std::vector<double> means = mean_aucs(probes);
+		zoom.take(mean_aucs(zoom.probes()));
 		out.evaluations += kSearchPoints;
-		for (size_t i = 0; i < probes.size(); ++i)
-			/* equal means: the grid's best stays, else the lesser exponent */
-			if (means[i] > found_auc ||
-				(means[i] == found_auc && probes[i] < found && found != out.grid[best].exponent))
-			{
-				found = probes[i];
-				found_auc = means[i];
-			}
-		if (step <= tolerance)
-			break;
-		lo = std::max(least, found - step);
-		hi = std::min(greatest, found + step);
-		step = (hi - lo) / (kSearchPoints + 1);
 		ctx.interrupt_point(Phase::Compute);
 	}
 	out.fitted = true;
-	out.exponent = found;
-	out.mean_auc = found_auc;
+	out.exponent = zoom.exponent();
+	out.mean_auc = zoom.mean_auc();
 	return out;
+}
+
+ExponentZoom::ExponentZoom(const std::vector<ExponentFit> &grid, double tolerance) : tolerance_(tolerance)
+{
+	/* the grid's best (the lesser exponent of equal means), and the bracket of its neighbours */
+	size_t best = 0;
+	for (size_t e = 1; e < grid.size(); ++e)
+		if (grid[e].mean_auc > grid[best].mean_auc)
+			best = e;
+	grid_best_ = found_ = grid[best].exponent;
+	found_auc_ = grid[best].mean_auc;
+	least_ = grid.front().exponent;
+	greatest_ = grid.back().exponent;
+	lo_ = grid[best > 0 ? best - 1 : 0].exponent;
+	hi_ = grid[best + 1 < grid.size() ? best + 1 : best].exponent;
+	step_ = (hi_ - lo_) / (kSearchPoints + 1);
+	done_ = !(hi_ > lo_);
+}
+
+/*
+ * Zooming: kSearchPoints exponents evenly inside the bracket, in one call
+ * (one pass over the points serves them all); the bracket becomes the best
+ * found so far and a step either way; until a step is at most the
+ * tolerance.  Several points a round, not one as golden section takes: the
+ * mean AUC is a step function, and a lone probe stalls on a step beside a
+ * narrow peak.
+ */
+std::vector<double> ExponentZoom::probes() const
+{
+	std::vector<double> out;
+	for (int i = 1; i <= kSearchPoints; ++i)
+		out.push_back(lo_ + (hi_ - lo_) * i / (kSearchPoints + 1));
+	return out;
+}
+
+void ExponentZoom::take(const std::vector<double> &means)
+{
+	std::vector<double> probed = probes();
+	if (done_ || means.size() != probed.size())
+		throw Error(sqlstate::internal_error, "an exponent search step got " + std::to_string(means.size()) +
+												  " means for " + std::to_string(probed.size()) + " exponents");
+	for (size_t i = 0; i < probed.size(); ++i)
+		/* equal means: the grid's best stays, else the lesser exponent */
+		if (means[i] > found_auc_ || (means[i] == found_auc_ && probed[i] < found_ && found_ != grid_best_))
+		{
+			found_ = probed[i];
+			found_auc_ = means[i];
+		}
+	if (step_ <= tolerance_)
+	{
+		done_ = true;
+		return;
+	}
+	lo_ = std::max(least_, found_ - step_);
+	hi_ = std::min(greatest_, found_ + step_);
+	step_ = (hi_ - lo_) / (kSearchPoints + 1);
+	done_ = !(hi_ > lo_);
 }
 
 } // namespace gpurec

@@ -274,6 +274,59 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 	return (Datum) 0;
 }
 
+/*
+ * _exponent_search(exponents, grid_means, tolerance, probed_means): the
+ * continuous search of fit_exponent for gpurec_shards, which evaluates the
+ * mean AUCs over its partitions.  The grid (exponents with their means, as
+ * fit_exponent's rows but in the argument's order) and every round's
+ * means so far (probed_means, kSearchPoints a round) replay the search to
+ * where it stands: its next round's exponents, one row each (fitted
+ * columns NULL), or once it is done one row of the fit (probe NULL).
+ */
+Datum exponent_search_body(FunctionCallInfo fcinfo)
+{
+	std::vector<double> exponents = float8_list_argument(fcinfo, 0, "exponents");
+	std::vector<double> grid_means = float8_list_argument(fcinfo, 1, "grid_means");
+	double tolerance = PG_GETARG_FLOAT8(2);
+	std::vector<double> probed_means = float8_list_argument(fcinfo, 3, "probed_means");
+	check_tolerance(tolerance);
+	if (exponents.empty() || grid_means.size() != exponents.size())
+		throw Error(sqlstate::invalid_parameter_value, "exponents and grid_means must be as long, and not empty");
+
+	std::vector<ExponentFit> grid;
+	for (size_t e = 0; e < exponents.size(); ++e)
+		grid.push_back({exponents[e], grid_means[e], 0});
+	std::stable_sort(grid.begin(), grid.end(),
+					 [](const ExponentFit &a, const ExponentFit &b) { return a.exponent < b.exponent; });
+	ExponentZoom zoom(grid, tolerance);
+	for (size_t taken = 0; taken < probed_means.size();)
+	{
+		size_t round = zoom.done() ? probed_means.size() - taken : zoom.probes().size();
+		if (taken + round > probed_means.size())
+			round = probed_means.size() - taken; /* a partial round: take() refuses it */
+		zoom.take(std::vector<double>(probed_means.begin() + taken, probed_means.begin() + taken + round));
+		taken += round;
+	}
+
+	ExecContext ctx = exec_context_from_settings();
+	ResultWriter out(fcinfo, ctx, "_exponent_search");
+	if (zoom.done())
+	{
+		Datum values[3] = {0, Float8GetDatum(zoom.exponent()), Float8GetDatum(zoom.mean_auc())};
+		bool nulls[3] = {true, false, false};
+		out.put(values, nulls);
+	}
+	else
+		for (double probe : zoom.probes())
+		{
+			Datum values[3] = {Float8GetDatum(probe), 0, 0};
+			bool nulls[3] = {false, true, true};
+			out.put(values, nulls);
+		}
+	out.finish();
+	return (Datum) 0;
+}
+
 } // namespace
 } // namespace gpurec
 
@@ -282,3 +335,4 @@ GPUREC_SQL_FUNCTION(gpurec_similar_users, gpurec::similar_users_body)
 GPUREC_SQL_FUNCTION(gpurec_similar_users_part, gpurec::similar_users_body)
 GPUREC_SQL_FUNCTION(gpurec_predict_strength, gpurec::predict_strength_body)
 GPUREC_SQL_FUNCTION(gpurec_fit_exponent, gpurec::fit_exponent_body)
+GPUREC_SQL_FUNCTION(gpurec_exponent_search, gpurec::exponent_search_body)

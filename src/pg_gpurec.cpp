@@ -1,6 +1,6 @@
 /*
  * pg_gpurec.cpp: the module's entry (PG_MODULE_MAGIC, _PG_init),
- * gpurec.devices(), gpurec_internal._pause(), and for gpurec_shards
+ * gpurec.devices(), and for gpurec_shards
  * gpurec_internal.statement_text() and gpurec_internal.raise_error().
  *
  * _PG_init only defines the settings (pg_settings.cpp), registers the GPU
@@ -87,35 +87,6 @@ Datum devices_body(FunctionCallInfo fcinfo)
 }
 
 /*
- * gpurec_shards waits for its shards' answers in rounds of asking dblink
- * whether they came, with a pause between rounds that a cancel or
- * statement_timeout ends at once.  pg_sleep's pause is at least a
- * millisecond (its latch wait counts whole milliseconds), as long as a
- * small shard's whole answer takes; a shorter one sleeps in pg_usleep,
- * whose sleep those signals cut short.  Both check for interrupts.
- */
-Datum pause_body(FunctionCallInfo fcinfo)
-{
-	int32 microseconds = PG_GETARG_INT32(0);
-	if (microseconds < 0 || microseconds > 1000000)
-		throw Error(sqlstate::invalid_parameter_value, "microseconds must be between 0 and 1000000",
-					"microseconds = " + std::to_string(microseconds) + ".");
-	pg_call([microseconds] {
-		CHECK_FOR_INTERRUPTS();
-		if (microseconds < 1000)
-			pg_usleep(microseconds);
-		else
-		{
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, microseconds / 1000,
-							 WAIT_EVENT_PG_SLEEP);
-			ResetLatch(MyLatch);
-		}
-		CHECK_FOR_INTERRUPTS();
-	});
-	PG_RETURN_VOID();
-}
-
-/*
  * The one statement of a query's text without what follows it (a
  * semicolon, a comment), as gpurec's own read takes it: gpurec_shards
  * places inner queries inside queries of its own, where a trailing `;` or
@@ -170,10 +141,18 @@ Datum raise_error_body(FunctionCallInfo fcinfo)
 	PG_RETURN_VOID();
 }
 
+/* refuse_split(what, key, cluster, part, other_part): split_key_error, for gpurec_shards' checks in SQL */
+Datum refuse_split_body(FunctionCallInfo fcinfo)
+{
+	std::string what = pg_call([&] { return std::string(text_to_cstring(PG_GETARG_TEXT_PP(0))); });
+	std::string cluster = pg_call([&] { return std::string(text_to_cstring(PG_GETARG_TEXT_PP(2))); });
+	throw split_key_error(what, PG_GETARG_INT64(1), cluster, PG_GETARG_INT32(3), PG_GETARG_INT32(4));
+}
+
 } // namespace
 } // namespace gpurec
 
+GPUREC_SQL_FUNCTION(gpurec_refuse_split, gpurec::refuse_split_body)
 GPUREC_SQL_FUNCTION(gpurec_raise_error, gpurec::raise_error_body)
 GPUREC_SQL_FUNCTION(gpurec_statement_text, gpurec::statement_text_body)
 GPUREC_SQL_FUNCTION(gpurec_devices, gpurec::devices_body)
-GPUREC_SQL_FUNCTION(gpurec_pause, gpurec::pause_body)

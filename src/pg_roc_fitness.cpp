@@ -48,9 +48,8 @@ void write_results(FunctionCallInfo fcinfo, const std::vector<RocResult> &result
 }
 
 /* roc_fitness(scores_query): individual_id, label, score per row */
-Datum roc_fitness_rows_body(FunctionCallInfo fcinfo)
+std::vector<RocResult> results_of_scores_query(FunctionCallInfo fcinfo, ExecContext &ctx)
 {
-	ExecContext ctx = exec_context_from_settings();
 	const char *scores_query = text_argument(fcinfo, 0);
 	InputTable rows("scores query", {{"individual_id", ColumnKind::Id},
 									 {"label", ColumnKind::Label},
@@ -59,14 +58,12 @@ Datum roc_fitness_rows_body(FunctionCallInfo fcinfo)
 	read_inner_query(scores_query, rows, ctx);
 	std::vector<RocResult> results = roc_fitness_long(rows.id(0), rows.label(1), rows.number(2), ctx);
 	rows.release_rows_in_background();
-	write_results(fcinfo, results, ctx);
-	return (Datum) 0;
+	return results;
 }
 
 /* roc_fitness(population_query, labels): individual_id, scores per row */
-Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
+std::vector<RocResult> results_of_population_query(FunctionCallInfo fcinfo, ExecContext &ctx)
 {
-	ExecContext ctx = exec_context_from_settings();
 	const char *population_query = text_argument(fcinfo, 0);
 	std::vector<int8_t> labels = label_list_argument(fcinfo, 1, "labels");
 	InputTable population("population query", {id_spec("individual_id"),
@@ -75,7 +72,86 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
 	read_inner_query(population_query, population, ctx);
 	std::vector<RocResult> results = roc_fitness_arrays(population.int64(0), population.float_array(1), labels, ctx);
 	population.release_rows_in_background();
-	write_results(fcinfo, results, ctx);
+	return results;
+}
+
+Datum roc_fitness_rows_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	write_results(fcinfo, results_of_scores_query(fcinfo, ctx), ctx);
+	return (Datum) 0;
+}
+
+Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	write_results(fcinfo, results_of_population_query(fcinfo, ctx), ctx);
+	return (Datum) 0;
+}
+
+/*
+ * _roc_fitness_part(query, labels): a partition's roc_fitness (labels
+ * NULL: of a scores query; else of a population query) as one bytea, the
+ * part gpurec_shards' coordinator merges (roc_part).  Integer ids only: a
+ * dictionary's codes would mean nothing on the coordinator.
+ */
+Datum roc_fitness_part_body(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		throw Error(sqlstate::null_value_not_allowed, "_roc_fitness_part needs a query");
+	ExecContext ctx = exec_context_from_settings();
+	std::vector<RocResult> results =
+		PG_ARGISNULL(1) ? results_of_scores_query(fcinfo, ctx) : results_of_population_query(fcinfo, ctx);
+	if (ctx.keys && ctx.keys->codes_values())
+		throw Error(sqlstate::feature_not_supported, "gpurec_shards' roc_fitness takes integer individual ids",
+					"A partition's query gives uuid or text ids.");
+	std::vector<uint8_t> part = roc_part(results);
+	if (part.size() > MaxAllocSize - VARHDRSZ)
+		throw Error(sqlstate::program_limit_exceeded, "a partition's answer to roc_fitness is larger than 1 GB");
+	bytea *out = new_bytea(part.size());
+	memcpy(VARDATA(out), part.data(), part.size());
+	report_timing("_roc_fitness_part", ctx);
+	PG_RETURN_BYTEA_P(out);
+}
+
+/*
+ * _merge_roc_fitness(cluster, parts) and _merge_roc_auc(cluster, parts):
+ * gpurec_shards' roc_fitness and roc_auc on the coordinator, the
+ * partitions' parts (in partition order) merged into one server's rows.
+ */
+std::vector<RocResult> merged_roc_parts(FunctionCallInfo fcinfo, ExecContext &ctx)
+{
+	std::string cluster = text_argument(fcinfo, 0);
+	Stopwatch clock;
+	RocPartsMerge merge;
+	for (const ByteSpan &part : bytea_list_argument(fcinfo, 1, "parts"))
+		merge.append_part(part.data, part.size);
+	std::vector<RocResult> rows = merge.rows([&](int64_t id, size_t part, size_t other_part) {
+		throw split_key_error("individual", id, cluster, static_cast<int64_t>(part), static_cast<int64_t>(other_part));
+	});
+	ctx.times.read_ms += clock.elapsed_ms();
+	return rows;
+}
+
+Datum merge_roc_fitness_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	write_results(fcinfo, merged_roc_parts(fcinfo, ctx), ctx);
+	return (Datum) 0;
+}
+
+Datum merge_roc_auc_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	std::vector<RocResult> rows = merged_roc_parts(fcinfo, ctx);
+	ResultWriter out(fcinfo, ctx, "_merge_roc_auc");
+	for (const RocResult &r : rows)
+	{
+		Datum values[2] = {Int64GetDatum(r.individual_id), Float8GetDatum(r.auc)};
+		bool nulls[2] = {false, !r.has_auc};
+		out.put(values, nulls);
+	}
+	out.finish();
 	return (Datum) 0;
 }
 
@@ -112,64 +188,13 @@ Datum roc_auc_body(FunctionCallInfo fcinfo)
 	return Float8GetDatum(results[0].auc);
 }
 
-/* _labels_pack(labels boolean[]): labels as gpurec_shards sends them to shards (pack_labels) */
-Datum labels_pack_body(FunctionCallInfo fcinfo)
-{
-	std::vector<uint8_t> packed = pack_labels(label_list_argument(fcinfo, 0, "labels"));
-	size_t size = packed.size();
-	if (size > MaxAllocSize - VARHDRSZ)
-		throw Error(sqlstate::program_limit_exceeded, "too many labels to pack into one bytea");
-	bytea *out = new_bytea(size);
-	memcpy(VARDATA(out), packed.data(), size);
-	PG_RETURN_BYTEA_P(out);
-}
-
-/* _labels_unpack(packed bytea): the boolean[] that _labels_pack was given, with lower bound 1 */
-Datum labels_unpack_body(FunctionCallInfo fcinfo)
-{
-	bytea *packed = pg_call([&] { return PG_GETARG_BYTEA_PP(0); });
-	std::vector<int8_t> labels = unpack_labels(reinterpret_cast<const uint8_t *>(VARDATA_ANY(packed)),
-											   VARSIZE_ANY_EXHDR(packed), MaxArraySize);
-	int count = static_cast<int>(labels.size());
-	bool any_null = std::find(labels.begin(), labels.end(), -1) != labels.end();
-	ArrayType *array = pg_call([&] {
-		if (count == 0)
-			return construct_empty_array(BOOLOID);
-		if (!any_null)
-		{
-			/* the array's bytes as construct_md_array lays them out, with no Datum per label */
-			size_t data_offset = ARR_OVERHEAD_NONULLS(1);
-			auto *flat = static_cast<ArrayType *>(palloc(data_offset + count));
-			SET_VARSIZE(flat, data_offset + count);
-			flat->ndim = 1;
-			flat->dataoffset = 0;
-			flat->elemtype = BOOLOID;
-			ARR_DIMS(flat)[0] = count;
-			ARR_LBOUND(flat)[0] = 1;
-			auto *data = reinterpret_cast<uint8_t *>(ARR_DATA_PTR(flat));
-			for (int i = 0; i < count; ++i)
-				data[i] = labels[i] == 1 ? 1 : 0;
-			return flat;
-		}
-		Datum *values = static_cast<Datum *>(palloc(count * sizeof(Datum)));
-		bool *nulls = static_cast<bool *>(palloc(count * sizeof(bool)));
-		for (int i = 0; i < count; ++i)
-		{
-			values[i] = BoolGetDatum(labels[i] == 1);
-			nulls[i] = labels[i] < 0;
-		}
-		int lower_bound = 1;
-		return construct_md_array(values, nulls, 1, &count, &lower_bound, BOOLOID, 1, true, TYPALIGN_CHAR);
-	});
-	PG_RETURN_ARRAYTYPE_P(array);
-}
-
 } // namespace
 } // namespace gpurec
 
-GPUREC_SQL_FUNCTION(gpurec_labels_pack, gpurec::labels_pack_body)
-GPUREC_SQL_FUNCTION(gpurec_labels_unpack, gpurec::labels_unpack_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_rows, gpurec::roc_fitness_rows_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_arrays, gpurec::roc_fitness_arrays_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_typed, gpurec::roc_fitness_typed_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_auc, gpurec::roc_auc_body)
+GPUREC_SQL_FUNCTION(gpurec_roc_fitness_part, gpurec::roc_fitness_part_body)
+GPUREC_SQL_FUNCTION(gpurec_merge_roc_fitness, gpurec::merge_roc_fitness_body)
+GPUREC_SQL_FUNCTION(gpurec_merge_roc_auc, gpurec::merge_roc_auc_body)

@@ -733,57 +733,88 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 
 namespace {
 
-/* The format byte: the value bitmap alone, or followed by the NULL bitmap. */
-constexpr uint8_t kLabelsWithoutNulls = 1;
-constexpr uint8_t kLabelsWithNulls = 2;
-constexpr size_t kLabelsHeader = 1 + sizeof(uint64_t);
+/* A roc part's first bytes: "GRCP" and the format's version. */
+constexpr uint32_t kRocPartMagic = 0x50435247;
+constexpr uint8_t kRocPartVersion = 1;
+constexpr size_t kRocRowBytes = 6 * sizeof(int64_t);
+
+[[noreturn]] void not_a_roc_part(const std::string &why)
+{
+	throw Error(sqlstate::invalid_binary_representation, "malformed roc_fitness part of a partition",
+				why + " The coordinator and the partitions must run the same version of gpurec.");
+}
 
 } // namespace
 
-std::vector<uint8_t> pack_labels(const std::vector<int8_t> &labels)
+std::vector<uint8_t> roc_part(const std::vector<RocResult> &results)
 {
-	size_t n = labels.size(), bitmap = (n + 7) / 8;
-	bool any_null = std::any_of(labels.begin(), labels.end(), [](int8_t l) { return l < 0; });
-	std::vector<uint8_t> out(kLabelsHeader + (any_null ? 2 : 1) * bitmap, 0);
-	out[0] = any_null ? kLabelsWithNulls : kLabelsWithoutNulls;
-	uint64_t count = n;
-	std::memcpy(out.data() + 1, &count, sizeof count);
-	uint8_t *values = out.data() + kLabelsHeader, *nulls = values + bitmap;
-	for (size_t i = 0; i < n; ++i)
+	std::vector<uint8_t> out(sizeof kRocPartMagic + 1 + sizeof(uint64_t) + results.size() * kRocRowBytes);
+	ByteWriter writer(out.data(), out.size());
+	writer.put(kRocPartMagic);
+	writer.put(kRocPartVersion);
+	writer.put(static_cast<uint64_t>(results.size()));
+	for (const RocResult &r : results)
 	{
-		if (labels[i] < 0)
-			nulls[i / 8] |= uint8_t(1u << (i % 8));
-		else if (labels[i] > 0)
-			values[i / 8] |= uint8_t(1u << (i % 8));
+		writer.put(r.individual_id);
+		writer.put(r.counts.n_positive);
+		writer.put(r.counts.n_negative);
+		writer.put(r.counts.twice_wins);
+		writer.put(r.counts.lowest_positive_rank);
+		writer.put(r.counts.highest_positive_rank);
 	}
 	return out;
 }
 
-std::vector<int8_t> unpack_labels(const uint8_t *data, size_t size, size_t max_count)
+void RocPartsMerge::append_part(const uint8_t *data, size_t size)
 {
-	uint64_t count = 0;
-	int bitmaps = 0;
-	if (size >= kLabelsHeader)
+	size_t part = parts_++;
+	size_t header = sizeof kRocPartMagic + 1 + sizeof(uint64_t);
+	if (size < header)
+		not_a_roc_part("Part " + std::to_string(part) + " has " + std::to_string(size) + " bytes.");
+	ByteReader reader(data, size);
+	uint32_t magic = reader.get<uint32_t>();
+	uint8_t version = reader.get<uint8_t>();
+	uint64_t count = reader.get<uint64_t>();
+	if (magic != kRocPartMagic || version != kRocPartVersion || count > (size - header) / kRocRowBytes ||
+		size != header + count * kRocRowBytes)
+		not_a_roc_part("Part " + std::to_string(part) + " is not what gpurec_internal._roc_fitness_part writes.");
+	for (uint64_t row = 0; row < count; ++row)
 	{
-		std::memcpy(&count, data + 1, sizeof count);
-		bitmaps = data[0] == kLabelsWithoutNulls ? 1 : data[0] == kLabelsWithNulls ? 2 : 0;
+		ids_.push_back(reader.get<int64_t>());
+		RocCounts c;
+		c.n_positive = reader.get<int64_t>();
+		c.n_negative = reader.get<int64_t>();
+		c.twice_wins = reader.get<uint64_t>();
+		c.lowest_positive_rank = reader.get<int64_t>();
+		c.highest_positive_rank = reader.get<int64_t>();
+		counts_.push_back(c);
+		part_of_row_.push_back(part);
 	}
-	/* the count first bounds the bitmaps' size, so that (count + 7) / 8 cannot wrap */
-	if (bitmaps == 0 || count > 8 * (size - kLabelsHeader) || size != kLabelsHeader + bitmaps * ((count + 7) / 8))
-		throw Error(sqlstate::invalid_binary_representation, "malformed packed labels",
-					"gpurec_internal._labels_unpack reads only what gpurec_internal._labels_pack wrote.");
-	if (count > max_count)
-		throw Error(sqlstate::program_limit_exceeded, "too many packed labels for one array",
-					std::to_string(count) + " labels, at most " + std::to_string(max_count) + ".");
-	size_t bitmap = (count + 7) / 8;
-	const uint8_t *values = data + kLabelsHeader, *nulls = bitmaps == 2 ? values + bitmap : nullptr;
-	std::vector<int8_t> labels(count);
-	for (size_t i = 0; i < count; ++i)
+}
+
+std::vector<RocResult> RocPartsMerge::rows(const std::function<void(int64_t, size_t, size_t)> &split)
+{
+	std::vector<size_t> order(ids_.size());
+	std::iota(order.begin(), order.end(), size_t(0));
+	std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids_[a] < ids_[b]; });
+	std::vector<int64_t> ids;
+	std::vector<RocCounts> counts;
+	for (size_t i = 0; i < order.size();)
 	{
-		uint8_t bit = uint8_t(1u << (i % 8));
-		labels[i] = (nulls && (nulls[i / 8] & bit)) ? -1 : (values[i / 8] & bit) ? 1 : 0;
+		size_t j = i + 1;
+		while (j < order.size() && ids_[order[j]] == ids_[order[i]])
+			++j;
+		/* stable: a repeated id's rows in part order, the least part first and the greatest last */
+		if (part_of_row_[order[i]] != part_of_row_[order[j - 1]])
+			split(ids_[order[i]], part_of_row_[order[i]], part_of_row_[order[j - 1]]);
+		for (size_t k = i; k < j; ++k)
+		{
+			ids.push_back(ids_[order[k]]);
+			counts.push_back(counts_[order[k]]);
+		}
+		i = j;
 	}
-	return labels;
+	return results_of(ids, counts);
 }
 
 } // namespace gpurec

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "../kernels/api/roc_kernels.hpp"
@@ -91,15 +92,33 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 										  const std::vector<int8_t> &labels, ExecContext &ctx);
 
 /*
- * Labels (-1 NULL, 0, 1) as gpurec_shards sends them to every shard: a
- * format byte and the count, then a bit a label, then a NULL bitmap when
- * some label is NULL.  100,000 labels are 12.5 kB (16.7 kB as the base64
- * of the shard's query), where boolean[]'s text is 200 kB that each shard
- * scans and parses element by element.  unpack_labels refuses bytes that
- * pack_labels did not write (22P03), and more than max_count labels
- * (54000) before it allocates them.
+ * gpurec_shards' form of a partition's roc_fitness answer: its rows'
+ * individual ids and exact counts (every column follows from them, as
+ * results_of derives it on the partition), in gpurec's binary form.  The
+ * coordinator appends the partitions' parts in partition order and takes
+ * every row in id order, as one server holding every individual answers
+ * (an individual's examples live on one partition, where its counts are
+ * whole).  Bytes that are not a part (another version of gpurec,
+ * truncated or foreign): ERROR 22P03.
  */
-std::vector<uint8_t> pack_labels(const std::vector<int8_t> &labels);
-std::vector<int8_t> unpack_labels(const uint8_t *data, size_t size, size_t max_count = SIZE_MAX);
+std::vector<uint8_t> roc_part(const std::vector<RocResult> &results);
+
+class RocPartsMerge
+{
+  public:
+	void append_part(const uint8_t *data, size_t size);
+	/*
+	 * Every part's rows in id order.  An individual that two parts hold
+	 * (its rows split, no partition saw them all): split(id, least part,
+	 * greatest part) for the least such id, which is to throw.
+	 */
+	std::vector<RocResult> rows(const std::function<void(int64_t, size_t, size_t)> &split);
+
+  private:
+	std::vector<int64_t> ids_;
+	std::vector<RocCounts> counts_;
+	std::vector<size_t> part_of_row_;
+	size_t parts_ = 0;
+};
 
 } // namespace gpurec

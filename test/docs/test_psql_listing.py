@@ -53,7 +53,7 @@ def main():
         described = [r for r in psql_meta(f"\\dn+ {schema}") if r.get("Description")]
         check(f"schema-{schema}-has-a-comment", len(described) == 1, "\\dn+ shows no description")
     internal = sorted({r["Name"] for r in psql_meta("\\df gpurec_internal.*")})
-    check("internals-are-in-gpurec_internal", "_read_columns" in internal and "_pause" in internal,
+    check("internals-are-in-gpurec_internal", "_read_columns" in internal and "_merge_cheapest_offers" in internal,
           f"gpurec_internal holds {internal}")
 
     # a role with no privilege of its own: the read layer's aggregate, run
@@ -90,8 +90,42 @@ def main():
     check("aggregate-refuses-outside-gpurec", error is not None and error[0] != "42501", f"got {error}")
 
     sql("DROP TABLE listing_offers")
+    shards_listing(readme)
     drop_database(DB)
     sql(f"DROP ROLE {ROLE}")
+
+
+def shards_listing(readme):
+    """gpurec_shards as psql shows it: \\df gpurec_shards.* lists only the
+    functions users call, each in README's table and commented; its
+    internals are in gpurec_shards_internal, which only USAGE opens to
+    PUBLIC (the user-facing functions run as their caller and name them)."""
+    if sql("SELECT count(*) FROM pg_available_extensions WHERE name = 'plproxy'")[0][0] == "0":
+        print("SKIP shards-listing: PL/Proxy is not installed (postgresql-15-plproxy)")
+        return
+    sql("CREATE EXTENSION gpurec_shards CASCADE")
+    listed = psql_meta("\\df+ gpurec_shards.*")
+    names = sorted({r["Name"] for r in listed})
+    internal = sorted({r["Name"] for r in psql_meta("\\df gpurec_shards_internal.*")})
+    check("shards-df-lists-the-functions-of-gpurec",
+          names == sorted({"cheapest_offers", "improve_carts", "optimize_carts", "roc_fitness", "roc_auc",
+                           "user_similarity", "similar_users", "predict_strength", "fit_exponent"}),
+          f"\\df gpurec_shards.* lists {names}")
+    check("shards-internals-are-in-gpurec_shards_internal",
+          {"checked_cluster", "partitions", "raise_translated", "unsplit", "mean_aucs"} <= set(internal),
+          f"gpurec_shards_internal holds {internal}")
+    undocumented = [n for n in names if f"`{n}(cluster" not in readme]
+    check("shards-df-lists-only-functions-the-readme-documents", not undocumented, f"not in README: {undocumented}")
+    bare = [f"{r['Name']}({r.get('Argument data types', '')})" for r in listed if not r.get("Description")]
+    check("shards-every-function-has-a-comment", listed and not bare, f"without a comment: {bare}")
+    for schema in ("gpurec_shards", "gpurec_shards_internal"):
+        described = [r for r in psql_meta(f"\\dn+ {schema}") if r.get("Description")]
+        check(f"schema-{schema}-has-a-comment", len(described) == 1, "\\dn+ shows no description")
+    granted = sql("SELECT n.nspname, a.privilege_type FROM pg_namespace n, aclexplode(n.nspacl) a "
+                  "WHERE n.nspname = 'gpurec_shards_internal' AND a.grantee = 0 ORDER BY 2")
+    check("shards-internal-schema-grants-public-usage-only", granted == [["gpurec_shards_internal", "USAGE"]],
+          f"PUBLIC holds {granted}")
+    sql("DROP EXTENSION gpurec_shards; DROP EXTENSION plproxy")
 
 
 if __name__ == "__main__":

@@ -294,11 +294,25 @@ def functional(rnd, data, by_key, cluster):
                 f"gpurec.predict_strength('SELECT * FROM points', 12, 'SELECT * FROM candidates', {args})",
                 f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM points', 12, "
                 f"'SELECT * FROM candidates', {args})", tolerance=1e-9)
-    compare(f"fit-exponent-{cluster}",
-            "(SELECT exponent, mean_auc, users FROM gpurec.fit_exponent('SELECT * FROM points', "
-            "'SELECT * FROM holdout', 'SELECT * FROM candidates', '{1,2,2,0.5}')) AS grid",
+    # the grid and the continuous search (the default tolerance, a coarse
+    # one, none), every column
+    for tolerance in ("DEFAULT", "0.05", "NULL"):
+        args = f"'{{1,2,2,0.5}}', tolerance => {tolerance}" if tolerance != "DEFAULT" else "'{1,2,2,0.5}'"
+        compare(f"fit-exponent-tolerance-{tolerance.lower()}-{cluster}",
+                f"gpurec.fit_exponent('SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates', "
+                f"{args})",
+                f"gpurec_shards.fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', "
+                f"'SELECT * FROM candidates', {args})", tolerance=1e-9)
+    compare(f"fit-exponent-max-distance-{cluster}",
+            "gpurec.fit_exponent('SELECT * FROM points', 'SELECT * FROM holdout', 'SELECT * FROM candidates', "
+            "'{3,1,2}', 30, 0.01, tolerance => 0.01)",
             f"gpurec_shards.fit_exponent({SHARDS}, 'SELECT * FROM points', 'SELECT * FROM holdout', "
-            "'SELECT * FROM candidates', '{1,2,2,0.5}')", tolerance=1e-9)
+            "'SELECT * FROM candidates', '{3,1,2}', 30, 0.01, tolerance => 0.01)", tolerance=1e-9)
+    for tolerance in ("0", "'NaN'", "-1"):
+        e = error_of(*COORD, f"SELECT * FROM gpurec_shards.fit_exponent({SHARDS}, 'SELECT * FROM points', "
+                     f"'SELECT * FROM holdout', 'SELECT * FROM candidates', tolerance => {tolerance});")
+        check(f"fit-exponent-tolerance-{tolerance.strip(chr(39))}-22023-{cluster}",
+              e is not None and e[0] == "22023" and "tolerance" in e[1], f"got {e}")
 
 
 def merge(rnd):
@@ -362,8 +376,31 @@ def merge(rnd):
     for name, state, parts_sql, k in bad:
         e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec_internal._merge_cheapest_offers({parts_sql}, {k});")
         check(name, e is not None and e[0] == state, f"got {e}")
-    e = error_of(*WHOLE, "SELECT gpurec_internal._pause(-1);")
-    check("pause-out-of-range-22023", e is not None and e[0] == "22023", f"got {e}")
+    roc_merge()
+
+
+def roc_merge():
+    """roc_fitness' merge on parts made where it runs: the parts of a split of
+    the individuals give the rows of one call, in id order; an individual
+    in two parts is 22023 naming them; bytes that are not a part, 22P03."""
+    scores = "SELECT * FROM scores"
+    part = "gpurec_internal._roc_fitness_part('{}', NULL::boolean[])"
+    halves = [part.format(scores + " WHERE individual_id % 3 = 1"), part.format(scores + " WHERE individual_id % 3 <> 1")]
+    compare("roc-merge-of-parts-made-locally", "gpurec.roc_fitness('SELECT * FROM scores')",
+            f"gpurec_internal._merge_roc_fitness('c', ARRAY[{halves[1]}, {halves[0]}])", where=WHOLE)
+    whole_part = part.format(scores)
+    bad = [
+        ("roc-merge-split-individual-22023", "22023", f"ARRAY[{halves[0]}, {whole_part}]",
+         "is on more than one partition of cluster \"c\" (0 and 1)"),
+        ("roc-merge-bad-bytes-22P03", "22P03", "ARRAY['\\x0102'::bytea]", "malformed"),
+        ("roc-merge-truncated-part-22P03", "22P03", f"ARRAY[substr({whole_part}, 1, 40)]", "malformed"),
+        ("roc-merge-longer-part-22P03", "22P03", f"ARRAY[{whole_part} || '\\x00'::bytea]", "malformed"),
+        ("roc-merge-null-part-22004", "22004", "ARRAY[NULL::bytea]", ""),
+    ]
+    for name, state, parts_sql, words in bad:
+        for merge in ("_merge_roc_fitness", "_merge_roc_auc"):
+            e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec_internal.{merge}('c', {parts_sql});")
+            check(f"{name}-{merge}", e is not None and e[0] == state and words in e[1], f"got {e}")
 
 
 def cpu_threads():

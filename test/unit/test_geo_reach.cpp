@@ -381,6 +381,29 @@ TEST(GeoFit, FindsTheExponentThatMadeTheVisits)
 		/* 8 a round; the step, from a ninth of a bracket of two grid steps, shrinks at least 4.5 times a round */
 		EXPECT_LE(fit.evaluations, 8 * (1 + static_cast<int>(std::ceil(std::log(2.0 / 9 / 1e-3) / std::log(4.5)))));
 		EXPECT_GT(fit.evaluations, 0);
+		/* the search round by round, each exponent's mean evaluated apart (as gpurec_shards does): the same fit */
+		ExponentZoom zoom(fit.grid, 1e-3);
+		int probed = 0;
+		while (!zoom.done())
+		{
+			std::vector<double> means;
+			for (double e : zoom.probes())
+				means.push_back(mean_auc_of(rows, cands, holdout, e, strength, options));
+			zoom.take(means);
+			probed += static_cast<int>(means.size());
+		}
+		EXPECT_EQ(zoom.exponent(), fit.exponent);
+		EXPECT_EQ(zoom.mean_auc(), fit.mean_auc);
+		EXPECT_EQ(probed, fit.evaluations);
+		try
+		{
+			zoom.take({0.5});
+			ADD_FAILURE() << "a finished search took more means";
+		}
+		catch (const Error &e)
+		{
+			EXPECT_STREQ(e.sqlstate(), sqlstate::internal_error);
+		}
 		/* the grid's rows are fit_exponent's */
 		ExecContext plain = cpu_context();
 		std::vector<ExponentFit> rows_alone =

@@ -799,6 +799,66 @@ TEST(RocFitness, ScoredSegmentsAloneOrTogether)
 	EXPECT_TRUE(roc_counts_on_cpu({}, ctx).empty());
 }
 
+/*
+ * gpurec_shards' parts: the individuals split over three parts (one
+ * empty), merged in any part order, are the brute force's rows in id
+ * order; an individual in two parts calls split with the least such id
+ * and its least and greatest part; other bytes are 22P03.
+ */
+TEST(RocFitness, PartsMergeAsOneServer)
+{
+	std::mt19937_64 rng = seeded_rng();
+	LongInput in = random_long(rng, Shape{150, 60, ScoreKind::Doubles});
+	ExecContext ctx = on(DeviceMode::Cpu);
+	std::vector<RocResult> all = roc_fitness_long(in.individual, in.label, in.score, ctx);
+	std::vector<std::vector<RocResult>> parts(3);
+	for (const RocResult &r : all)
+		parts[rng() % 2 ? 2 : 0].push_back(r); /* part 1 stays empty */
+	std::shuffle(parts[2].begin(), parts[2].end(), rng);
+	RocPartsMerge merge;
+	for (const auto &part : parts)
+	{
+		std::vector<uint8_t> bytes = roc_part(part);
+		merge.append_part(bytes.data(), bytes.size());
+	}
+	auto no_split = [](int64_t id, size_t, size_t) { ADD_FAILURE() << "individual " << id << " split"; };
+	expect_oracle(merge.rows(no_split), in.examples);
+
+	RocPartsMerge twice;
+	for (size_t p = 0; p < 3; ++p)
+	{
+		std::vector<uint8_t> bytes = roc_part(p == 1 ? std::vector<RocResult>{} : all);
+		twice.append_part(bytes.data(), bytes.size());
+	}
+	int64_t split_id = 0;
+	size_t split_part = 9, split_other = 9, splits = 0;
+	twice.rows([&](int64_t id, size_t part, size_t other) {
+		if (splits++ == 0)
+		{
+			split_id = id;
+			split_part = part;
+			split_other = other;
+		}
+	});
+	EXPECT_EQ(splits, all.size());
+	EXPECT_EQ(split_id, in.examples.begin()->first);
+	EXPECT_EQ(split_part, 0u);
+	EXPECT_EQ(split_other, 2u);
+
+	std::vector<uint8_t> good = roc_part(all);
+	for (size_t cut : {size_t(0), size_t(5), good.size() - 1})
+	{
+		RocPartsMerge bad;
+		expect_error([&] { bad.append_part(good.data(), cut); }, sqlstate::invalid_binary_representation,
+					 "malformed roc_fitness part of a partition");
+	}
+	std::vector<uint8_t> other_version = good;
+	other_version[4] = 99;
+	RocPartsMerge bad;
+	expect_error([&] { bad.append_part(other_version.data(), other_version.size()); },
+				 sqlstate::invalid_binary_representation, "malformed roc_fitness part of a partition");
+}
+
 TEST(RocFitness, ScoredSegmentTooLarge)
 {
 	double score = 0;
@@ -807,61 +867,6 @@ TEST(RocFitness, ScoredSegmentTooLarge)
 	size_t too_many = size_t(UINT32_MAX) + 1; /* refused before a score is read */
 	expect_error([&] { roc_counts_on_cpu({{&score, &label, too_many}}, ctx); }, sqlstate::program_limit_exceeded,
 				 "a segment of 4294967296 examples, more than an AUC can count");
-}
-
-/*
- * Labels as gpurec_shards packs them: every length around the bitmaps' byte
- * boundaries, NULLs anywhere, round trip exact; any other bytes are 22P03,
- * never a read past them.
- */
-TEST(RocFitness, PackedLabelsRoundTrip)
-{
-	std::mt19937_64 rng = seeded_rng();
-	for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 1000, 100003})
-	{
-	for (bool with_nulls : {false, true})
-	{
-		std::vector<int8_t> labels(n);
-		for (int8_t &l : labels)
-			l = static_cast<int8_t>(static_cast<int>(rng() % (with_nulls ? 3 : 2)) - (with_nulls ? 1 : 0));
-		if (with_nulls && n > 0)
-			labels[rng() % n] = -1;
-		std::vector<uint8_t> packed = pack_labels(labels);
-		EXPECT_EQ(packed.size(), 9 + (with_nulls && n > 0 ? 2 : 1) * ((n + 7) / 8));
-		EXPECT_EQ(unpack_labels(packed.data(), packed.size()), labels) << n << " labels";
-
-		std::vector<uint8_t> shorter(packed.begin(), packed.end() - 1);
-		expect_error([&] { unpack_labels(shorter.data(), shorter.size()); }, sqlstate::invalid_binary_representation,
-					 "malformed packed labels");
-		std::vector<uint8_t> longer = packed;
-		longer.push_back(0);
-		expect_error([&] { unpack_labels(longer.data(), longer.size()); }, sqlstate::invalid_binary_representation,
-					 "malformed packed labels");
-		std::vector<uint8_t> other_format = packed;
-		other_format[0] = 3;
-		expect_error([&] { unpack_labels(other_format.data(), other_format.size()); },
-					 sqlstate::invalid_binary_representation, "malformed packed labels");
-		if (n > 0)
-		{
-			/* the other of the two formats: its bitmaps do not have the size it says */
-			std::vector<uint8_t> swapped = packed;
-			swapped[0] = packed[0] == 1 ? 2 : 1;
-			expect_error([&] { unpack_labels(swapped.data(), swapped.size()); },
-						 sqlstate::invalid_binary_representation, "malformed packed labels");
-		}
-	}
-	}
-	std::vector<uint8_t> huge_count(9 + 2, 0);
-	huge_count[0] = 1;
-	std::memset(huge_count.data() + 1, 0xff, 8); /* a count whose bitmaps' size would wrap */
-	expect_error([&] { unpack_labels(huge_count.data(), huge_count.size()); }, sqlstate::invalid_binary_representation,
-				 "malformed packed labels");
-	expect_error([&] { unpack_labels(nullptr, 0); }, sqlstate::invalid_binary_representation,
-				 "malformed packed labels");
-	std::vector<uint8_t> seventeen = pack_labels(std::vector<int8_t>(17, 1));
-	expect_error([&] { unpack_labels(seventeen.data(), seventeen.size(), 16); }, sqlstate::program_limit_exceeded,
-				 "too many packed labels for one array");
-	EXPECT_EQ(unpack_labels(seventeen.data(), seventeen.size(), 17).size(), 17u);
 }
 
 /*
