@@ -630,17 +630,24 @@ namespace {
 
 /*
  * The device part of the array format: each row's counts, by segment, on
- * the device the context picks.  With a GPU service, its GPU path is the
- * service's; in the service, this same function runs on the service's
- * device (roc_arrays_in_service).
+ * the device the context picks, of the segments [first, end) (a part of a
+ * call split over the GPU service's devices; by default every segment).
+ * With a GPU service, its GPU path is the service's, split by individual
+ * over its devices; in the service, this same function runs on the
+ * service's device (roc_arrays_in_service).
  */
 std::vector<RocCounts> counts_of_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
-										const std::vector<int32_t> &segment_of_row, ExecContext &ctx)
+										const std::vector<int32_t> &segment_of_row, ExecContext &ctx,
+										size_t first = 0, size_t end = SIZE_MAX)
 {
+	end = std::min(end, segment_of_row.size());
+	bool whole = first == 0 && end == segment_of_row.size();
 	/* the CPU counts the examples it counted */
-	ctx.progress.begin(ProgressPhase::Computing, "examples", scores.elements());
-	double n = static_cast<double>(scores.elements());
-	WorkShape shape{rates::kScores, n, n * (scores.doubles() ? sizeof(double) : sizeof(float))};
+	double n = static_cast<double>(scores.elements()) * static_cast<double>(end - first) /
+			   static_cast<double>(std::max<size_t>(1, segment_of_row.size()));
+	ctx.progress.begin(ProgressPhase::Computing, "examples", static_cast<uint64_t>(n));
+	WorkShape shape{rates::kScores, n, n * (scores.doubles() ? sizeof(double) : sizeof(float)),
+					ctx.service != nullptr && whole};
 	return dispatch(
 		ctx, "roc_fitness", shape,
 		[&] {
@@ -653,16 +660,26 @@ std::vector<RocCounts> counts_of_arrays(const FloatArrayColumn &scores, const st
 											   put_vector(out, labels);
 											   put_vector(out, segment_of_row);
 										   },
-										   ctx);
-			gpu::RocScoreArrays arrays{scores.size(), scores.row_begins().data(), scores.doubles(),
+										   ctx, service::split_parts(segment_of_row.size(), ctx));
+			/* the rows of the segments asked, need not be adjacent (RocScoreArrays) */
+			std::vector<int64_t> row_begins;
+			std::vector<int32_t> segments;
+			for (size_t row = 0; row < segment_of_row.size(); ++row)
+				if (static_cast<size_t>(segment_of_row[row]) - first < end - first)
+				{
+					row_begins.push_back(scores.row_begin(row));
+					segments.push_back(static_cast<int32_t>(segment_of_row[row] - first));
+				}
+			gpu::RocScoreArrays arrays{row_begins.size(), row_begins.data(), scores.doubles(),
 									   chunk_view(scores.floats()), chunk_view(scores.double_values()),
 									   chunk_view(scores.valid())};
-			return gpu::roc_counts_arrays(arrays, labels, segment_of_row, ctx);
+			return gpu::roc_counts_arrays(arrays, labels, segments, ctx);
 		},
 		[&] {
-			std::vector<size_t> row_of_segment(segment_of_row.size());
+			std::vector<size_t> row_of_segment(end - first);
 			for (size_t row = 0; row < segment_of_row.size(); ++row)
-				row_of_segment[static_cast<size_t>(segment_of_row[row])] = row;
+				if (static_cast<size_t>(segment_of_row[row]) - first < end - first)
+					row_of_segment[static_cast<size_t>(segment_of_row[row]) - first] = row;
 			return cpu_path(
 				ctx, ctx.progress, true, [&] { return range_of_arrays(scores, labels); },
 				[&](auto zero, const KeyLayout &layout) {
@@ -671,18 +688,29 @@ std::vector<RocCounts> counts_of_arrays(const FloatArrayColumn &scores, const st
 		});
 }
 
-/* The service's side of counts_of_arrays: the input its GPU path wrote. */
-std::vector<uint8_t> roc_arrays_in_service(ByteReader &input, const service::Part &, ExecContext &ctx)
+/*
+ * The service's side of counts_of_arrays: the input its GPU path wrote,
+ * read and checked once for the parts of a call, each part counting its
+ * share of the segments (individuals).
+ */
+struct RocArraysCall
 {
 	FloatArrayColumn scores;
-	scores.set_doubles(input.get<uint8_t>() != 0);
-	scores.append_serialized(input);
-	std::vector<int8_t> labels = get_vector<int8_t>(input);
-	std::vector<int32_t> segment_of_row = get_vector<int32_t>(input);
+	std::vector<int8_t> labels;
+	std::vector<int32_t> segment_of_row;
+};
+
+std::unique_ptr<RocArraysCall> read_roc_arrays(ByteReader &input)
+{
+	auto call = std::make_unique<RocArraysCall>();
+	call->scores.set_doubles(input.get<uint8_t>() != 0);
+	call->scores.append_serialized(input);
+	call->labels = get_vector<int8_t>(input);
+	call->segment_of_row = get_vector<int32_t>(input);
 	/* every segment once: the counts are written by segment */
-	std::vector<bool> seen(segment_of_row.size());
-	bool agree = segment_of_row.size() == scores.size();
-	for (int32_t segment : segment_of_row)
+	std::vector<bool> seen(call->segment_of_row.size());
+	bool agree = call->segment_of_row.size() == call->scores.size();
+	for (int32_t segment : call->segment_of_row)
 	{
 		agree = agree && segment >= 0 && static_cast<size_t>(segment) < seen.size() && !seen[segment];
 		if (agree)
@@ -690,11 +718,20 @@ std::vector<uint8_t> roc_arrays_in_service(ByteReader &input, const service::Par
 	}
 	if (!agree)
 		throw Error(sqlstate::internal_error, "roc_fitness: the GPU service got rows and segments that disagree");
-	return service::vector_result(counts_of_arrays(scores, labels, segment_of_row, ctx));
+	return call;
+}
+
+std::vector<uint8_t> roc_arrays_in_service(ByteReader &input, const service::Part &part, ExecContext &ctx)
+{
+	service::CallState own;
+	RocArraysCall &call = (part.call ? *part.call : own).once<RocArraysCall>([&] { return read_roc_arrays(input); });
+	size_t segments = call.segment_of_row.size();
+	return service::vector_result(
+		counts_of_arrays(call.scores, call.labels, call.segment_of_row, ctx, part.begin(segments), part.end(segments)));
 }
 
 const bool roc_arrays_registered =
-	(service::register_handler(service::Function::RocCountsArrays, roc_arrays_in_service), true);
+	(service::register_handler(service::Function::RocCountsArrays, roc_arrays_in_service, true), true);
 
 } // namespace
 
