@@ -523,7 +523,8 @@ Outcome Service::compute(Device &device, Job &job)
 	ctx.cpu_threads = request.cpu_threads;
 	ctx.gpu_memory_budget = request.gpu_memory_budget;
 	ctx.fail_gpu_alloc = request.fail_gpu_alloc != 0;
-	ctx.fault.at = request.fault_at;
+	/* a split call's test fault strikes its last part alone: the others end well, and the call must still fail */
+	ctx.fault.at = job.part.index + 1 == job.part.count ? request.fault_at : 0;
 	ctx.fault.phase = static_cast<Phase>(request.fault_phase);
 	ctx.fault.action = static_cast<TestFault::Action>(request.fault_action);
 	ctx.check_interrupts = [&job] {
@@ -592,11 +593,16 @@ void Service::answer(Job &job, Outcome outcome)
 		outcome = Outcome();
 		outcome.ok = true;
 		std::vector<std::vector<uint8_t>> results;
-		for (Outcome &part : group.parts)
+		for (size_t p = 0; p < group.parts.size(); ++p)
 		{
+			Outcome &part = group.parts[p];
 			if (!part.ok)
 			{
+				/* the call fails with its first failed part's error, which says which part it was */
 				outcome = std::move(part);
+				std::string where = "In part " + std::to_string(p + 1) + " of " + std::to_string(parts) +
+									" of a call split over the GPU service's devices.";
+				outcome.detail = outcome.detail.empty() ? where : outcome.detail + " " + where;
 				break;
 			}
 			outcome.transfer_ms = std::max(outcome.transfer_ms, part.transfer_ms);
