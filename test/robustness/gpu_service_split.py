@@ -41,6 +41,10 @@ CALLS = {
                     + CANDIDATES + ") ORDER BY exponent",
     "roc_fitness": "SELECT * FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', " + LABELS +
                    ") ORDER BY individual_id",
+    "roc_fitness_long": "SELECT * FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM examples') "
+                        "ORDER BY individual_id",
+    "roc_fitness_long_numeric": "SELECT * FROM gpurec.roc_fitness('SELECT individual_id, label, "
+                                "round(score::numeric, 1) AS score FROM examples') ORDER BY individual_id",
     "optimize_carts": "SELECT * FROM gpurec.optimize_carts('SELECT cart_id, product_id, quantity, store_id FROM carts', "
                       "'SELECT product_id, store_id, price FROM offers', "
                       "'SELECT store_id, fee, free_from FROM shipping') ORDER BY 1, 2, 3",
@@ -68,6 +72,10 @@ def make_data(db):
                                         ELSE round((random() * 12)::numeric)::float8 / 4 END)
                   FROM generate_series(1, 48) WHERE i > 0) AS scores
           FROM generate_series(1, 203) i;
+        CREATE TABLE examples AS
+          SELECT i % 173 AS individual_id, CASE WHEN random() < 0.02 THEN NULL ELSE random() < 0.3 END AS label,
+                 CASE WHEN random() < 0.02 THEN NULL ELSE round((random() * 10)::numeric)::float8 / 2 END AS score
+          FROM generate_series(1, 9000) i;
         CREATE TABLE offers AS
           SELECT i % 150 AS product_id, CASE WHEN random() < 0.01 THEN NULL ELSE (random() * 9)::int END AS store_id,
                  CASE WHEN random() < 0.01 THEN NULL ELSE round((random() * 20)::numeric) * 0.5 END AS price
@@ -110,7 +118,7 @@ def answers(db, label, expected, wanted_devices):
 
 # a fault whose first interrupt point is the service's part's (the other functions' backends reach one of
 # their own first); the failure of a part and the merge are the same code for every function
-FAULTS = {"roc_fitness": "compute"}
+FAULTS = {"roc_fitness": "compute", "roc_fitness_long": "compute"}
 
 
 def fault_in_one_part(db, n_devices):
