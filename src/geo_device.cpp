@@ -9,6 +9,7 @@
 #include "geo_internal.hpp"
 
 #include <memory>
+#include <mutex>
 
 #include "gpu_service.hpp"
 #include "roc_fitness.hpp"
@@ -109,13 +110,31 @@ GeoWorkResult run_on(const GeoWork &work, int32_t n_users, size_t n_candidates, 
 	return out;
 }
 
+/*
+ * What a device's computation may be given ready: max_distance's grid (that
+ * of every candidate of the call, where a part computes some of them), the
+ * CPU's grouping of the points (made once for the parts of a call).
+ */
+struct Prepared
+{
+	const ReachGrid *grid = nullptr;
+	const GeoPointSet *grouped = nullptr;
+};
+
+/* The reach grid `work` needs (null: none), `prepared`'s or else made from these points and candidates. */
+std::unique_ptr<ReachGrid> reach_grid_for(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work,
+										  const Prepared &prepared)
+{
+	if (!cands || !work.strength.has_max_distance)
+		return nullptr;
+	return std::make_unique<ReachGrid>(prepared.grid ? *prepared.grid : reach_grid_of(points, *cands, work.strength));
+}
+
 GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work,
-							 ExecContext &ctx)
+							 const Prepared &prepared, ExecContext &ctx)
 {
 	gpu::GeoSessionPtr session = open_gpu_session(points, work.metric, cands, ctx);
-	std::unique_ptr<ReachGrid> reach;
-	if (cands && work.strength.has_max_distance)
-		reach = std::make_unique<ReachGrid>(reach_grid_of(points, *cands, work.strength));
+	std::unique_ptr<ReachGrid> reach = reach_grid_for(points, cands, work, prepared);
 	return run_on(
 		work, static_cast<int32_t>(points.user_ids.size()), cands ? cands->size() : 0,
 		[&](int32_t main, std::vector<double> &floored, std::vector<double> &raw) {
@@ -130,13 +149,16 @@ GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands
 		ctx);
 }
 
-GeoWorkResult on_cpu(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work, ExecContext &ctx)
+GeoWorkResult on_cpu(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work,
+					 const Prepared &prepared, ExecContext &ctx)
 {
-	GeoPointSet set = grouped_on_cpu(points, work.metric, ctx);
+	std::unique_ptr<GeoPointSet> own;
+	if (!prepared.grouped)
+		own = std::make_unique<GeoPointSet>(grouped_on_cpu(points, work.metric, ctx));
+	const GeoPointSet &set = prepared.grouped ? *prepared.grouped : *own;
 	std::unique_ptr<CpuReachIndex> reach;
-	if (cands && work.strength.has_max_distance)
-		reach = std::make_unique<CpuReachIndex>(
-			reach_index_on_cpu(set, *cands, reach_grid_of(points, *cands, work.strength), ctx));
+	if (std::unique_ptr<ReachGrid> grid = reach_grid_for(points, cands, work, prepared))
+		reach = std::make_unique<CpuReachIndex>(reach_index_on_cpu(set, *cands, *grid, ctx));
 	return run_on(
 		work, set.users(), cands ? cands->size() : 0,
 		[&](int32_t main, std::vector<double> &floored, std::vector<double> &raw) {
@@ -199,50 +221,69 @@ GeoWork get_work(ByteReader &in)
 	return work;
 }
 
-void put_result(ByteWriter &out, const GeoWorkResult &r)
+/*
+ * A result as fields (service::put_field), so that the results of a split
+ * call's parts, concatenated, are the call's: SimilarUsers' heaps only of
+ * the users the part ranked (heap_users), Strengths' and AucSums' vectors a
+ * field per power.
+ */
+void put_result(ByteWriter &out, const GeoWorkResult &r, int32_t kept)
 {
-	put_vector(out, r.floored);
-	put_vector(out, r.raw);
-	put_vector(out, r.heaps);
-	put_vector(out, r.sizes);
+	std::vector<int32_t> heap_users, sizes;
+	std::vector<SimilarityEntry> heaps;
+	for (size_t u = 0; u < r.sizes.size(); ++u)
+		if (r.sizes[u] > 0) /* the part ranked u: every user has another to rank, or no part ranks any */
+		{
+			heap_users.push_back(static_cast<int32_t>(u));
+			sizes.push_back(r.sizes[u]);
+			heaps.insert(heaps.end(), r.heaps.begin() + u * kept, r.heaps.begin() + (u + 1) * kept);
+		}
+	service::put_field(out, r.floored);
+	service::put_field(out, r.raw);
+	service::put_field(out, heap_users);
+	service::put_field(out, sizes);
+	service::put_field(out, heaps);
 	for (const auto *lists : {&r.strengths, &r.aucs})
-	{
-		out.put<uint64_t>(lists->size());
 		for (const std::vector<double> &list : *lists)
-			put_vector(out, list);
-	}
+			service::put_field(out, list);
 }
 
-std::vector<uint8_t> result_bytes(const GeoWorkResult &result)
-{
-	return written_bytes([&](ByteWriter &writer) { put_result(writer, result); });
-}
-
-GeoWorkResult get_result(ByteReader &in)
-{
-	GeoWorkResult r;
-	r.floored = get_vector<double>(in);
-	r.raw = get_vector<double>(in);
-	r.heaps = get_vector<SimilarityEntry>(in);
-	r.sizes = get_vector<int32_t>(in);
-	for (auto *lists : {&r.strengths, &r.aucs})
-	{
-		uint64_t n = in.get<uint64_t>();
-		if (n > in.remaining())
-			throw Error(sqlstate::internal_error, "geo: a malformed answer of the GPU service");
-		for (uint64_t i = 0; i < n; ++i)
-			lists->push_back(get_vector<double>(in));
-	}
-	return r;
-}
-
-GeoWorkResult result_of(const std::vector<uint8_t> &bytes)
+/* The result put_result wrote (or the concatenation of its parts') of `work` over `users` users. */
+GeoWorkResult result_of(const std::vector<uint8_t> &bytes, const GeoWork &work, size_t users)
 {
 	ByteReader in(bytes.data(), bytes.size());
-	GeoWorkResult result = get_result(in);
-	if (!in.at_end())
-		throw Error(sqlstate::internal_error, "geo: the GPU service's answer has bytes past its result");
-	return result;
+	GeoWorkResult r;
+	r.floored = service::get_field<double>(in);
+	r.raw = service::get_field<double>(in);
+	std::vector<int32_t> heap_users = service::get_field<int32_t>(in);
+	std::vector<int32_t> sizes = service::get_field<int32_t>(in);
+	std::vector<SimilarityEntry> heaps = service::get_field<SimilarityEntry>(in);
+	auto kept = static_cast<size_t>(std::max(0, work.kept));
+	bool agree = sizes.size() == heap_users.size() && heaps.size() == heap_users.size() * kept;
+	if (work.kind == GeoWork::Kind::SimilarUsers && agree)
+	{
+		r.sizes.assign(users, 0);
+		r.heaps.assign(users * kept, SimilarityEntry{0, 0});
+		for (size_t i = 0; agree && i < heap_users.size(); ++i)
+		{
+			auto u = static_cast<size_t>(heap_users[i]);
+			agree = heap_users[i] >= 0 && u < users && r.sizes[u] == 0 && sizes[i] > 0 &&
+					static_cast<size_t>(sizes[i]) <= kept;
+			if (agree)
+			{
+				r.sizes[u] = sizes[i];
+				std::copy(heaps.begin() + i * kept, heaps.begin() + (i + 1) * kept, r.heaps.begin() + u * kept);
+			}
+		}
+	}
+	size_t powers = work.powers.size();
+	for (size_t e = 0; e < powers && work.kind == GeoWork::Kind::Strengths; ++e)
+		r.strengths.push_back(service::get_field<double>(in));
+	for (size_t e = 0; e < powers && work.kind == GeoWork::Kind::AucSums; ++e)
+		r.aucs.push_back(service::get_field<double>(in));
+	if (!agree || !in.at_end())
+		throw Error(sqlstate::internal_error, "geo: a malformed answer of the GPU service");
+	return r;
 }
 
 /* GPU memory a call needs, for the service's queue: the points and their grouping, candidates, results. */
@@ -255,18 +296,32 @@ int64_t device_bytes(const GeoRows &points, const GeoCandidateSet *cands, const 
 }
 
 /*
- * The work that splits by user: through the service it goes to every
- * device, a share each, unless it is a part already (a partition's of
- * gpurec_shards): the devices' division of a part is not the part's.
+ * The items over which the service splits `work` (users, candidates or
+ * holdout users), a share to each device; 0 where it does not split: work
+ * that is a part already (a partition's of gpurec_shards: the devices'
+ * division of a part is not the part's).
  */
-bool splits_by_user(const GeoWork &work)
+size_t split_items(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work)
 {
-	return (work.kind == GeoWork::Kind::SimilarUsers || work.kind == GeoWork::Kind::AucSums) && work.parts == 1;
+	if (work.parts != 1)
+		return 0;
+	switch (work.kind)
+	{
+		case GeoWork::Kind::SimilaritySums:
+		case GeoWork::Kind::SimilarUsers:
+			return points.user_ids.size();
+		case GeoWork::Kind::Strengths:
+			return cands ? cands->size() : 0;
+		case GeoWork::Kind::AucSums:
+			return work.users.size();
+	}
+	return 0;
 }
 
 GeoWorkResult in_service(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work, ExecContext &ctx)
 {
-	bool splits = splits_by_user(work);
+	size_t items = split_items(points, cands, work);
+	int32_t parts = service::split_parts(items, ctx);
 	std::vector<uint8_t> bytes = ctx.service->call(
 		service::Function::GeoWork, device_bytes(points, cands, work),
 		[&](ByteWriter &out) {
@@ -278,37 +333,61 @@ GeoWorkResult in_service(const GeoRows &points, const GeoCandidateSet *cands, co
 			put_candidates(out, cands);
 			put_work(out, work);
 		},
-		ctx, splits ? ctx.service->device_count(ctx) : 1);
-	return result_of(bytes);
+		ctx, parts);
+	return result_of(bytes, work, points.user_ids.size());
 }
 
-/* The service's side of in_service: the same work, or the part of it asked, on the service's device. */
-std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &part, ExecContext &ctx)
+/*
+ * A call's input in the service, read and checked once for all its parts;
+ * the CPU's grouping of its points (a stand-in device's) made once too.
+ */
+struct GeoCall
 {
-	ChunkedColumn<int32_t> codes = ChunkedColumn<int32_t>::read_serialized(in);
-	ChunkedColumn<double> x = ChunkedColumn<double>::read_serialized(in);
-	ChunkedColumn<double> y = ChunkedColumn<double>::read_serialized(in);
-	std::vector<int64_t> user_ids = get_vector<int64_t>(in);
-	std::vector<int64_t> counts = get_vector<int64_t>(in);
+	ChunkedColumn<int32_t> codes;
+	ChunkedColumn<double> x, y;
+	std::vector<int64_t> user_ids, counts;
+	bool has_candidates = false;
 	GeoCandidateSet cands;
-	bool has_candidates = in.get<uint8_t>() != 0;
-	if (has_candidates)
+	GeoWork work;
+	std::unique_ptr<ReachGrid> grid;
+	std::once_flag grouped_once;
+	std::unique_ptr<GeoPointSet> grouped;
+
+	GeoRows rows() const { return {codes, x, y, user_ids, counts}; }
+	const GeoCandidateSet *candidates() const { return has_candidates ? &cands : nullptr; }
+	const GeoPointSet &grouped_set(ExecContext &ctx)
+	{
+		std::call_once(grouped_once,
+					   [&] { grouped = std::make_unique<GeoPointSet>(grouped_on_cpu(rows(), work.metric, ctx)); });
+		return *grouped;
+	}
+};
+
+std::unique_ptr<GeoCall> read_geo_call(ByteReader &in)
+{
+	auto call = std::make_unique<GeoCall>();
+	call->codes = ChunkedColumn<int32_t>::read_serialized(in);
+	call->x = ChunkedColumn<double>::read_serialized(in);
+	call->y = ChunkedColumn<double>::read_serialized(in);
+	call->user_ids = get_vector<int64_t>(in);
+	call->counts = get_vector<int64_t>(in);
+	GeoCandidateSet &cands = call->cands;
+	call->has_candidates = in.get<uint8_t>() != 0;
+	if (call->has_candidates)
 	{
 		cands.x = get_vector<double>(in);
 		cands.y = get_vector<double>(in);
 		cands.cos_lat = get_vector<double>(in);
 	}
-	GeoWork work = get_work(in);
-	if (part.count > 1)
-	{
-		work.part = part.index;
-		work.parts = part.count;
-	}
+	call->work = get_work(in);
+	const GeoWork &work = call->work;
+	const ChunkedColumn<int32_t> &codes = call->codes;
+	const std::vector<int64_t> &user_ids = call->user_ids, &counts = call->counts;
 	/* what the devices index by: every row's code a user's, every count a row's, every holdout user a user */
 	int64_t rows = 0;
 	for (int64_t c : counts)
 		rows += c;
-	bool agree = in.at_end() && x.size() == codes.size() && y.size() == codes.size() &&
+	bool agree = in.at_end() && call->x.size() == codes.size() && call->y.size() == codes.size() &&
 				 counts.size() == user_ids.size() && rows == static_cast<int64_t>(codes.size()) &&
 				 cands.y.size() == cands.x.size() && work.positives.size() == work.users.size();
 	for (size_t r = 0; agree && r < codes.size(); ++r)
@@ -320,43 +399,109 @@ std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &pa
 	bool has_main = work.kind == GeoWork::Kind::SimilaritySums || work.kind == GeoWork::Kind::Strengths;
 	bool needs_candidates = work.kind == GeoWork::Kind::Strengths || work.kind == GeoWork::Kind::AucSums;
 	agree = agree && (!has_main || (work.main >= 0 && static_cast<size_t>(work.main) < user_ids.size())) &&
-			has_candidates == needs_candidates &&
+			call->has_candidates == needs_candidates &&
 			(work.kind != GeoWork::Kind::SimilarUsers || (work.kept >= 1 && work.kept < INT32_MAX));
 	if (!agree)
 		throw Error(sqlstate::internal_error, "geo: the GPU service got points that disagree with themselves");
-	GeoRows points{codes, x, y, user_ids, counts};
-	return result_bytes(run_geo_work(points, has_candidates ? &cands : nullptr, work, "geo", 0, ctx));
+	if (call->has_candidates && work.strength.has_max_distance)
+		call->grid = std::make_unique<ReachGrid>(reach_grid_of(call->rows(), cands, work.strength));
+	return call;
 }
 
 /*
- * The parts of a split GeoWork, as one: each user's heap from the part that
- * computed it (the one whose heap is not empty: every user has another to
- * rank, or no part ranks any), the AUCs of the parts' user ranges in order.
+ * The points of the users of codes [begin, end) and of `main`, in the rows'
+ * order, their codes renumbered densely in the same order: a user's
+ * similarity to main is the same among these as among all.
  */
-std::vector<uint8_t> merge_geo_parts(std::vector<std::vector<uint8_t>> &parts)
+struct UserRange
 {
-	GeoWorkResult merged = result_of(parts.front());
-	for (size_t p = 1; p < parts.size(); ++p)
+	ChunkedColumn<int32_t> codes;
+	ChunkedColumn<double> x, y;
+	std::vector<int64_t> user_ids, counts;
+	std::vector<int32_t> code_of; /* the range's code of each of the call's, -1 outside it */
+
+	UserRange(const GeoRows &points, size_t begin, size_t end, int32_t main) : code_of(points.user_ids.size(), -1)
 	{
-		GeoWorkResult part = result_of(parts[p]);
-		if (part.sizes.size() != merged.sizes.size() || part.heaps.size() != merged.heaps.size() ||
-			part.aucs.size() != merged.aucs.size())
-			throw Error(sqlstate::internal_error, "geo: the parts of a split call disagree");
-		size_t k = merged.sizes.empty() ? 0 : merged.heaps.size() / merged.sizes.size();
-		for (size_t u = 0; u < part.sizes.size(); ++u)
-			if (part.sizes[u] > 0)
+		for (size_t u = 0; u < code_of.size(); ++u)
+			if ((u >= begin && u < end) || u == static_cast<size_t>(main))
 			{
-				merged.sizes[u] = part.sizes[u];
-				std::copy(part.heaps.begin() + u * k, part.heaps.begin() + (u + 1) * k, merged.heaps.begin() + u * k);
+				code_of[u] = static_cast<int32_t>(user_ids.size());
+				user_ids.push_back(points.user_ids[u]);
+				counts.push_back(points.counts[u]);
 			}
-		for (size_t e = 0; e < part.aucs.size(); ++e)
-			merged.aucs[e].insert(merged.aucs[e].end(), part.aucs[e].begin(), part.aucs[e].end());
+		for (size_t r = 0; r < points.codes.size(); ++r)
+			if (int32_t code = code_of[points.codes[r]]; code >= 0)
+			{
+				codes.push_back(code);
+				x.push_back(points.x[r]);
+				y.push_back(points.y[r]);
+			}
 	}
-	return result_bytes(merged);
+	GeoRows rows() const { return {codes, x, y, user_ids, counts}; }
+};
+
+GeoWorkResult on_device(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work,
+						const Prepared &prepared, ExecContext &ctx)
+{
+	return ctx.mode == DeviceMode::Cpu ? on_cpu(points, cands, work, prepared, ctx)
+									   : on_gpu_session(points, cands, work, prepared, ctx);
+}
+
+/*
+ * The service's side of in_service: the work, or part `part` of it, on the
+ * service's device: SimilarUsers of the part's users and AucSums of its
+ * holdout users (GeoWork's part), Strengths of its candidates and
+ * SimilaritySums of its users (computed among those users' and main's
+ * points alone).
+ */
+std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &part, ExecContext &ctx)
+{
+	service::CallState own;
+	GeoCall &call = (part.call ? *part.call : own).once<GeoCall>([&] { return read_geo_call(in); });
+	const GeoWork &whole = call.work;
+	GeoRows points = call.rows();
+	const GeoCandidateSet *cands = call.candidates();
+	Prepared prepared{call.grid.get(), nullptr};
+	GeoWorkResult result;
+	if (part.count > 1 && whole.kind == GeoWork::Kind::SimilaritySums)
+	{
+		UserRange range(points, part.begin(call.user_ids.size()), part.end(call.user_ids.size()), whole.main);
+		GeoWork work = whole;
+		work.main = range.code_of[whole.main];
+		GeoWorkResult sums = on_device(range.rows(), nullptr, work, prepared, ctx);
+		for (size_t u = part.begin(call.user_ids.size()); u < part.end(call.user_ids.size()); ++u)
+		{
+			result.floored.push_back(sums.floored[range.code_of[u]]);
+			result.raw.push_back(sums.raw[range.code_of[u]]);
+		}
+		return written_bytes([&](ByteWriter &out) { put_result(out, result, whole.kept); });
+	}
+	if (ctx.mode == DeviceMode::Cpu)
+		prepared.grouped = &call.grouped_set(ctx);
+	if (part.count > 1 && whole.kind == GeoWork::Kind::Strengths)
+	{
+		size_t begin = part.begin(cands->size()), end = part.end(cands->size());
+		GeoCandidateSet mine;
+		mine.x.assign(cands->x.begin() + begin, cands->x.begin() + end);
+		mine.y.assign(cands->y.begin() + begin, cands->y.begin() + end);
+		if (!cands->cos_lat.empty())
+			mine.cos_lat.assign(cands->cos_lat.begin() + begin, cands->cos_lat.begin() + end);
+		result = on_device(points, &mine, whole, prepared, ctx);
+	}
+	else if (part.count > 1)
+	{
+		GeoWork work = whole;
+		work.part = part.index;
+		work.parts = part.count;
+		result = on_device(points, cands, work, prepared, ctx);
+	}
+	else
+		result = on_device(points, cands, whole, prepared, ctx);
+	return written_bytes([&](ByteWriter &out) { put_result(out, result, whole.kept); });
 }
 
 const bool geo_work_registered =
-	(service::register_handler(service::Function::GeoWork, geo_work_in_service, merge_geo_parts), true);
+	(service::register_handler(service::Function::GeoWork, geo_work_in_service, true), true);
 
 } // namespace
 
@@ -376,14 +521,14 @@ GeoWorkResult run_geo_work(const GeoRows &points, const GeoCandidateSet *candida
 															 : rates::kPointPairs;
 	/* a point travels as its user's code and two coordinates */
 	double bytes = static_cast<double>(points.codes.size()) * (sizeof(int32_t) + 2 * sizeof(double));
-	bool splits = ctx.service && splits_by_user(work);
+	bool splits = ctx.service && split_items(points, candidates, work) > 1;
 	return dispatch(
 		ctx, function, WorkShape{rates, cost, bytes, splits},
 		[&] {
 			return ctx.service ? in_service(points, candidates, work, ctx)
-							   : on_gpu_session(points, candidates, work, ctx);
+							   : on_gpu_session(points, candidates, work, Prepared{}, ctx);
 		},
-		[&] { return on_cpu(points, candidates, work, ctx); });
+		[&] { return on_cpu(points, candidates, work, Prepared{}, ctx); });
 }
 
 } // namespace gpurec

@@ -179,9 +179,11 @@ struct GeoWork
 	std::vector<int32_t> users;
 	std::vector<std::vector<uint8_t>> positives;
 	/*
-	 * Split over several devices (the GPU service): this is part `part` of
-	 * `parts`, which computes SimilarUsers of some users, AucSums of a
-	 * contiguous range of `users`.
+	 * Split over several devices (the GPU service, or a partition of
+	 * gpurec_shards): this is part `part` of `parts`, which computes
+	 * SimilarUsers of some users, AucSums of a contiguous range of `users`.
+	 * (The service splits Strengths by candidate and SimilaritySums by user
+	 * range by giving each part those candidates or users: geo_device.cpp.)
 	 */
 	int32_t part = 0;
 	int32_t parts = 1;

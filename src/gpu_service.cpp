@@ -44,7 +44,7 @@ namespace {
 struct Registered
 {
 	Handler handler;
-	Merger merger;
+	bool splits;
 };
 
 std::map<Function, Registered> &handlers()
@@ -55,9 +55,45 @@ std::map<Function, Registered> &handlers()
 
 } // namespace
 
-void register_handler(Function function, Handler handler, Merger merger)
+void register_handler(Function function, Handler handler, bool splits)
 {
-	handlers()[function] = {handler, merger};
+	handlers()[function] = {handler, splits};
+}
+
+std::vector<uint8_t> concatenate_parts(const std::vector<std::vector<uint8_t>> &parts)
+{
+	/* written twice (counted, then written): each time from the parts' starts */
+	return written_bytes([&](ByteWriter &out) {
+		std::vector<ByteReader> readers;
+		for (const std::vector<uint8_t> &part : parts)
+			readers.emplace_back(part.data(), part.size());
+		if (readers.empty())
+			return;
+		while (!readers.front().at_end())
+		{
+			uint64_t element = readers.front().get<uint64_t>();
+			std::vector<std::pair<const uint8_t *, uint64_t>> pieces;
+			uint64_t count = 0;
+			for (size_t p = 0; p < readers.size(); ++p)
+			{
+				ByteReader &in = readers[p];
+				if (p > 0 && (in.at_end() || in.get<uint64_t>() != element))
+					throw Error(sqlstate::internal_error, "the parts of a split call disagree");
+				uint64_t n = in.get<uint64_t>();
+				if (element == 0 || n > in.remaining() / element)
+					throw Error(sqlstate::internal_error, "a part of a split call has a field longer than its bytes");
+				pieces.emplace_back(in.take(n * element), n);
+				count += n;
+			}
+			out.put<uint64_t>(element);
+			out.put<uint64_t>(count);
+			for (const auto &piece : pieces)
+				out.write(piece.first, piece.second * element);
+		}
+		for (ByteReader &in : readers)
+			if (!in.at_end())
+				throw Error(sqlstate::internal_error, "the parts of a split call disagree");
+	});
 }
 
 /* ---- the wire -------------------------------------------------------------- */
@@ -237,8 +273,11 @@ struct Input final : ChunkResolver
 	uint64_t offset = 0;
 	SharedArea *shared = nullptr; /* the service's shared memory, where the leases are */
 	std::vector<std::pair<uint64_t, size_t>> leases;
+	/* what its parts prepare once (it borrows data: it goes first) */
+	std::unique_ptr<CallState> state = std::make_unique<CallState>();
 	~Input()
 	{
+		state.reset();
 		for (const auto &lease : leases)
 			shared->drop(lease.first, this);
 		if (area)
@@ -282,7 +321,6 @@ struct Group
 	std::mutex mutex;
 	std::vector<Outcome> parts;
 	int remaining = 0;
-	Merger merger = nullptr;
 };
 
 struct Job
@@ -499,7 +537,8 @@ Outcome Service::compute(Device &device, Job &job)
 	ctx.cpu_threads = request.cpu_threads;
 	ctx.gpu_memory_budget = request.gpu_memory_budget;
 	ctx.fail_gpu_alloc = request.fail_gpu_alloc != 0;
-	ctx.fault.at = request.fault_at;
+	/* a split call's test fault strikes its last part alone: the others end well, and the call must still fail */
+	ctx.fault.at = job.part.index + 1 == job.part.count ? request.fault_at : 0;
 	ctx.fault.phase = static_cast<Phase>(request.fault_phase);
 	ctx.fault.action = static_cast<TestFault::Action>(request.fault_action);
 	ctx.check_interrupts = [&job] {
@@ -568,11 +607,16 @@ void Service::answer(Job &job, Outcome outcome)
 		outcome = Outcome();
 		outcome.ok = true;
 		std::vector<std::vector<uint8_t>> results;
-		for (Outcome &part : group.parts)
+		for (size_t p = 0; p < group.parts.size(); ++p)
 		{
+			Outcome &part = group.parts[p];
 			if (!part.ok)
 			{
+				/* the call fails with its first failed part's error, which says which part it was */
 				outcome = std::move(part);
+				std::string where = "In part " + std::to_string(p + 1) + " of " + std::to_string(parts) +
+									" of a call split over the GPU service's devices.";
+				outcome.detail = outcome.detail.empty() ? where : outcome.detail + " " + where;
 				break;
 			}
 			outcome.transfer_ms = std::max(outcome.transfer_ms, part.transfer_ms);
@@ -585,7 +629,7 @@ void Service::answer(Job &job, Outcome outcome)
 		{
 			try
 			{
-				outcome.result = group.merger(results);
+				outcome.result = concatenate_parts(results);
 			}
 			catch (const Error &e)
 			{
@@ -752,7 +796,7 @@ void Service::take_call(const std::shared_ptr<Connection> &connection, const wir
 	}
 	auto found = handlers().find(static_cast<Function>(request.function));
 	size_t parts = 1;
-	if (found != handlers().end() && found->second.merger && request.parts > 1)
+	if (found != handlers().end() && found->second.splits && request.parts > 1)
 		parts = std::min<size_t>(static_cast<size_t>(request.parts), devices_.size());
 	std::shared_ptr<Group> group;
 	if (parts > 1)
@@ -760,7 +804,6 @@ void Service::take_call(const std::shared_ptr<Connection> &connection, const wir
 		group = std::make_shared<Group>();
 		group->parts.resize(parts);
 		group->remaining = static_cast<int>(parts);
-		group->merger = found->second.merger;
 	}
 
 	std::lock_guard<std::mutex> lock(mutex_);
@@ -777,7 +820,7 @@ void Service::take_call(const std::shared_ptr<Connection> &connection, const wir
 		job->client = connection;
 		job->request = request;
 		job->input = input;
-		job->part = {static_cast<int32_t>(p), static_cast<int32_t>(parts)};
+		job->part = {static_cast<int32_t>(p), static_cast<int32_t>(parts), input->state.get()};
 		job->group = group;
 		by_load[p]->queue.push_back(job);
 	}

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,11 +53,42 @@ enum class Function : uint32_t
 	CartSearch = 5,
 };
 
-/* Which part of a call split over several devices a handler computes: part `index` of `count`. */
+/*
+ * What the parts of one call share: what a handler prepares once for all of
+ * them (the input read and checked, points grouped, ...).  The first part to
+ * ask makes it, the others wait for it; it lives as long as the call's input.
+ */
+class CallState
+{
+  public:
+	/* The call's prepared T, made by make() (a std::unique_ptr<T>) the first time. */
+	template <typename T, typename Make> T &once(Make make)
+	{
+		std::call_once(made_, [&] { value_ = std::shared_ptr<T>(make()); });
+		return *static_cast<T *>(value_.get());
+	}
+
+  private:
+	std::once_flag made_;
+	std::shared_ptr<void> value_;
+};
+
+/*
+ * Which part of a call split over several devices a handler computes: part
+ * `index` of `count`.  Every family splits the same way: part p takes the
+ * p-th of `count` contiguous shares of its items in order (begin, end), and
+ * its result is fields of those items (put_field), which the service
+ * concatenates in part order (concatenate_parts): the unsplit result.
+ */
 struct Part
 {
 	int32_t index = 0;
 	int32_t count = 1;
+	/* the call's shared preparation (the service's; a handler called outside the service gets its own) */
+	CallState *call = nullptr;
+
+	size_t begin(size_t items) const { return items * static_cast<size_t>(index) / static_cast<size_t>(count); }
+	size_t end(size_t items) const { return items * static_cast<size_t>(index + 1) / static_cast<size_t>(count); }
 };
 
 /*
@@ -68,17 +100,32 @@ struct Part
 using Handler = std::vector<uint8_t> (*)(ByteReader &input, const Part &part, ExecContext &ctx);
 
 /*
- * Makes one result of the parts' results of a split call (in part order),
- * the same bytes the call unsplit would have returned.
+ * Registers the handler of `function`; the family's file does it once, at
+ * load.  A function that `splits` is split over the service's devices when
+ * a call asks for it, a part each; its handler's result is fields
+ * (put_field), every part's as many and of the same types.
  */
-using Merger = std::vector<uint8_t> (*)(std::vector<std::vector<uint8_t>> &parts);
+void register_handler(Function function, Handler handler, bool splits = false);
+
+/* One field of a split function's result: its element size, then put_vector's form. */
+template <typename T> void put_field(ByteWriter &out, const std::vector<T> &values)
+{
+	out.put<uint64_t>(sizeof(T));
+	put_vector(out, values);
+}
+
+template <typename T> std::vector<T> get_field(ByteReader &in)
+{
+	if (in.get<uint64_t>() != sizeof(T))
+		throw Error(sqlstate::internal_error, "the GPU service's answer has a field of another type");
+	return get_vector<T>(in);
+}
 
 /*
- * Registers the handler of `function`; the family's file does it once, at
- * load.  With a merger, a call that asks for it is split over the service's
- * devices, a part each.
+ * The result of a split call from its parts' (in part order): each field
+ * the concatenation of the parts' same field, in the form they have.
  */
-void register_handler(Function function, Handler handler, Merger merger = nullptr);
+std::vector<uint8_t> concatenate_parts(const std::vector<std::vector<uint8_t>> &parts);
 
 /* One device as the service sees it (gpurec.devices()). */
 struct DeviceStatus
@@ -232,23 +279,27 @@ class Client
 	std::shared_ptr<uint8_t> mapping_; /* shared_'s, kept also by the leases taken through it */
 };
 
-/* A handler's result that is a vector of plain values (put_vector's form). */
+/* A handler's result that is a vector of plain values: one field (put_field), so that its parts' concatenate. */
 template <typename T> std::vector<uint8_t> vector_result(const std::vector<T> &values)
 {
-	return written_bytes([&](ByteWriter &writer) { put_vector(writer, values); });
+	return written_bytes([&](ByteWriter &writer) { put_field(writer, values); });
 }
 
-/* Runs `function` in ctx's service (Client::call) and reads its vector_result. */
+/* Runs `function` in ctx's service (Client::call, split in up to `parts`) and reads its vector_result. */
 template <typename T>
 std::vector<T> call_for_vector(Function function, int64_t device_memory,
-							   const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx)
+							   const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx,
+							   int32_t parts = 1)
 {
-	std::vector<uint8_t> bytes = ctx.service->call(function, device_memory, write_input, ctx);
+	std::vector<uint8_t> bytes = ctx.service->call(function, device_memory, write_input, ctx, parts);
 	ByteReader in(bytes.data(), bytes.size());
-	std::vector<T> values = get_vector<T>(in);
+	std::vector<T> values = get_field<T>(in);
 	if (!in.at_end())
 		throw Error(sqlstate::internal_error, "the GPU service's answer has bytes past its result");
 	return values;
 }
+
+/* How many parts a call of `items` items that split asks for: one a device of ctx's service, at most one an item. */
+int32_t split_parts(size_t items, ExecContext &ctx);
 
 } // namespace gpurec::service

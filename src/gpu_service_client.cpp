@@ -416,6 +416,13 @@ HostProfile Client::host_profile() const
 	return host;
 }
 
+int32_t split_parts(size_t items, ExecContext &ctx)
+{
+	if (items < 2)
+		return 1;
+	return static_cast<int32_t>(std::min<size_t>(static_cast<size_t>(ctx.service->device_count(ctx)), items));
+}
+
 int32_t Client::device_count(ExecContext &ctx)
 {
 	if (!known_)

@@ -364,6 +364,51 @@ int64_t search_bytes(std::vector<CartProblems> &pieces)
 	return bytes;
 }
 
+size_t carts_in(const std::vector<CartProblems> &pieces)
+{
+	size_t carts = 0;
+	for (const CartProblems &piece : pieces)
+		carts += piece.carts();
+	return carts;
+}
+
+/* part[begin, end) of a vector, as a vector. */
+template <typename T> std::vector<T> slice(const std::vector<T> &values, int64_t begin, int64_t end)
+{
+	return std::vector<T>(values.begin() + begin, values.begin() + end);
+}
+
+/* Offsets [begin, end] of a vector, less their first: the offsets of a slice of what they index. */
+std::vector<int64_t> rebased(const std::vector<int64_t> &offsets, int64_t begin, int64_t end)
+{
+	std::vector<int64_t> out = slice(offsets, begin, end + 1);
+	for (int64_t &offset : out)
+		offset -= offsets[begin];
+	return out;
+}
+
+/*
+ * Carts [first, end) of a piece, searched alone: a cart's products, their
+ * candidates and its stores are its own, and their indices within it stay.
+ */
+CartProblems carts_of(const CartArrayVectors &a, int64_t first, int64_t end)
+{
+	CartProblems out;
+	int64_t products = a.cart_products[first], products_end = a.cart_products[end];
+	int64_t stores = a.cart_stores[first], stores_end = a.cart_stores[end];
+	int64_t candidates = a.product_candidates[products], candidates_end = a.product_candidates[products_end];
+	out.cart_products = rebased(a.cart_products, first, end);
+	out.cart_stores = rebased(a.cart_stores, first, end);
+	out.product_candidates = rebased(a.product_candidates, products, products_end);
+	out.product_rank = slice(a.product_rank, products, products_end);
+	out.candidate_store = slice(a.candidate_store, candidates, candidates_end);
+	out.candidate_cost = slice(a.candidate_cost, candidates, candidates_end);
+	out.store_fee = slice(a.store_fee, stores, stores_end);
+	out.store_free_from = slice(a.store_free_from, stores, stores_end);
+	out.store_share = slice(a.store_share, stores, stores_end);
+	return out;
+}
+
 /*
  * The search of every piece in the GPU service: their search arrays go,
  * the choices come back.  The service runs the same search (search_carts)
@@ -381,22 +426,25 @@ void solve_in_service(std::vector<CartProblems> &pieces, ExecContext &ctx)
 			for (CartProblems &piece : pieces)
 				each_search_array(piece, [&](const auto &array) { put_vector(out, array); });
 		},
-		ctx);
+		ctx, service::split_parts(carts_in(pieces), ctx));
 	if (static_cast<int64_t>(choice.size()) != products)
 		throw Error(sqlstate::internal_error, "optimize_carts: a malformed answer of the GPU service");
 	take_choices(pieces, choice);
 }
 
-/* The searches of every piece, on the device the context picks (the service's where it has one). */
+/*
+ * The searches of every piece, on the device the context picks (the
+ * service's where it has one, split by cart over its devices).
+ */
 void search_carts(std::vector<CartProblems> &pieces, ExecContext &ctx)
 {
-	size_t carts = 0;
-	for (const CartProblems &piece : pieces)
-		carts += piece.carts();
+	size_t carts = carts_in(pieces);
 	/* the CPU counts each cart it searched */
 	ctx.progress.begin(ProgressPhase::Computing, "carts", carts);
 	dispatch(
-		ctx, "optimize_carts", WorkShape{rates::kCarts, static_cast<double>(carts), static_cast<double>(search_bytes(pieces))},
+		ctx, "optimize_carts",
+		WorkShape{rates::kCarts, static_cast<double>(carts), static_cast<double>(search_bytes(pieces)),
+				  ctx.service != nullptr},
 		[&] { ctx.service ? solve_in_service(pieces, ctx) : solve_on_gpu(pieces, ctx); },
 		[&] { solve_on_cpu(pieces, ctx); });
 }
@@ -440,15 +488,15 @@ bool is_search_problem(const CartArrayVectors &a)
 	return true;
 }
 
-/* The service's side of solve_in_service: the pieces' searches on its device, their choices end to end. */
-std::vector<uint8_t> carts_in_service(ByteReader &input, const service::Part &, ExecContext &ctx)
+/* The pieces a call of the service brought, read and checked once for all its parts. */
+std::unique_ptr<std::vector<CartProblems>> read_cart_pieces(ByteReader &input)
 {
+	auto pieces = std::make_unique<std::vector<CartProblems>>();
 	uint64_t n_pieces = input.get<uint64_t>();
-	std::vector<CartProblems> pieces;
 	bool agree = true;
 	for (uint64_t p = 0; agree && p < n_pieces; ++p)
 	{
-		CartProblems &piece = pieces.emplace_back();
+		CartProblems &piece = pieces->emplace_back();
 		each_search_array(piece, [&](auto &array) {
 			array = get_vector<typename std::decay_t<decltype(array)>::value_type>(input);
 		});
@@ -456,6 +504,28 @@ std::vector<uint8_t> carts_in_service(ByteReader &input, const service::Part &, 
 	}
 	if (!agree || !input.at_end())
 		throw Error(sqlstate::internal_error, "optimize_carts: the GPU service got carts that disagree with themselves");
+	return pieces;
+}
+
+/*
+ * The service's side of solve_in_service: the searches of the part's share
+ * of the carts (counted over the pieces end to end) on its device, their
+ * choices end to end.
+ */
+std::vector<uint8_t> carts_in_service(ByteReader &input, const service::Part &part, ExecContext &ctx)
+{
+	service::CallState own;
+	const std::vector<CartProblems> &all =
+		(part.call ? *part.call : own).once<std::vector<CartProblems>>([&] { return read_cart_pieces(input); });
+	size_t carts = carts_in(all), first = part.begin(carts), end = part.end(carts), before = 0;
+	std::vector<CartProblems> pieces;
+	for (const CartProblems &piece : all)
+	{
+		size_t from = std::max(first, before), to = std::min(end, before + piece.carts());
+		if (from < to)
+			pieces.push_back(carts_of(piece, static_cast<int64_t>(from - before), static_cast<int64_t>(to - before)));
+		before += piece.carts();
+	}
 	search_carts(pieces, ctx);
 	std::vector<int32_t> choice;
 	for (const CartProblems &piece : pieces)
@@ -463,7 +533,8 @@ std::vector<uint8_t> carts_in_service(ByteReader &input, const service::Part &, 
 	return service::vector_result(choice);
 }
 
-const bool carts_registered = (service::register_handler(service::Function::CartSearch, carts_in_service), true);
+const bool carts_registered =
+	(service::register_handler(service::Function::CartSearch, carts_in_service, true), true);
 
 /* Adds a price x quantity or a fee of `display_scale` decimals to an amount being summed. */
 void add_to(__int128 &sum, int &scale, __int128 units, int display_scale)

@@ -527,8 +527,9 @@ constexpr int64_t kServiceBytesPerExample = 32;
 /*
  * The device part of the long format: each individual's counts, by
  * segment (code_of_segment: the codes in id order), on the device the
- * context picks.  With a GPU service, its GPU path is the service's; in the
- * service, this same function runs on the service's device.
+ * context picks.  With a GPU service, its GPU path is the service's, split
+ * by individual over its devices; in the service, this same function runs
+ * on the service's device (for a part, on its individuals' rows alone).
  */
 std::vector<RocCounts> counts_of_examples(const RocExamples &examples, const std::vector<int32_t> &code_of_segment,
 										  ExecContext &ctx)
@@ -537,7 +538,8 @@ std::vector<RocCounts> counts_of_examples(const RocExamples &examples, const std
 	ctx.progress.begin(ProgressPhase::Computing, "examples", examples.codes.size());
 	double n = static_cast<double>(examples.codes.size());
 	/* a code, a label and an order key a score */
-	WorkShape shape{rates::kScores, n, n * (sizeof(int32_t) + sizeof(uint8_t) + sizeof(int64_t))};
+	WorkShape shape{rates::kScores, n, n * (sizeof(int32_t) + sizeof(uint8_t) + sizeof(int64_t)),
+					ctx.service != nullptr};
 	return dispatch(
 		ctx, "roc_fitness", shape,
 		[&] {
@@ -553,7 +555,7 @@ std::vector<RocCounts> counts_of_examples(const RocExamples &examples, const std
 						out.put<uint8_t>(examples.keys_are_doubles ? 1 : 0);
 						put_vector(out, code_of_segment);
 					},
-					ctx);
+					ctx, service::split_parts(code_of_segment.size(), ctx));
 			std::vector<int32_t> segment_of_code(code_of_segment.size());
 			for (size_t s = 0; s < code_of_segment.size(); ++s)
 				segment_of_code[code_of_segment[s]] = static_cast<int32_t>(s);
@@ -571,21 +573,36 @@ std::vector<RocCounts> counts_of_examples(const RocExamples &examples, const std
 		});
 }
 
-/* The service's side of counts_of_examples: the input its GPU path wrote. */
-std::vector<uint8_t> roc_long_in_service(ByteReader &input, const service::Part &, ExecContext &ctx)
+/* The service's side of counts_of_examples: the input its GPU path wrote, read and checked once for its parts. */
+struct RocLongCall
 {
-	ChunkedColumn<int32_t> codes = ChunkedColumn<int32_t>::read_serialized(input);
-	std::vector<int64_t> rows_per_code = get_vector<int64_t>(input);
-	ChunkedColumn<uint8_t> labels = ChunkedColumn<uint8_t>::read_serialized(input);
-	ChunkedColumn<int64_t> keys = ChunkedColumn<int64_t>::read_serialized(input);
-	bool doubles = input.get<uint8_t>() != 0;
-	std::vector<int32_t> code_of_segment = get_vector<int32_t>(input);
+	ChunkedColumn<int32_t> codes;
+	std::vector<int64_t> rows_per_code;
+	ChunkedColumn<uint8_t> labels;
+	ChunkedColumn<int64_t> keys;
+	bool doubles = false;
+	std::vector<int32_t> code_of_segment;
+
+	RocExamples examples() const { return {codes, rows_per_code, labels, keys, doubles}; }
+};
+
+std::unique_ptr<RocLongCall> read_roc_long(ByteReader &input)
+{
+	auto call = std::make_unique<RocLongCall>();
+	call->codes = ChunkedColumn<int32_t>::read_serialized(input);
+	call->rows_per_code = get_vector<int64_t>(input);
+	call->labels = ChunkedColumn<uint8_t>::read_serialized(input);
+	call->keys = ChunkedColumn<int64_t>::read_serialized(input);
+	call->doubles = input.get<uint8_t>() != 0;
+	call->code_of_segment = get_vector<int32_t>(input);
+	const ChunkedColumn<int32_t> &codes = call->codes;
+	const std::vector<int64_t> &rows_per_code = call->rows_per_code;
 	/* every row's code a segment's, every code once, the rows as counted: what the devices index by */
 	std::vector<bool> seen(rows_per_code.size());
 	int64_t rows = 0;
-	bool agree = input.at_end() && code_of_segment.size() == rows_per_code.size() &&
-				 labels.size() == codes.size() && keys.size() == codes.size();
-	for (int32_t code : code_of_segment)
+	bool agree = input.at_end() && call->code_of_segment.size() == rows_per_code.size() &&
+				 call->labels.size() == codes.size() && call->keys.size() == codes.size();
+	for (int32_t code : call->code_of_segment)
 	{
 		agree = agree && code >= 0 && static_cast<size_t>(code) < seen.size() && !seen[code];
 		if (agree)
@@ -599,12 +616,57 @@ std::vector<uint8_t> roc_long_in_service(ByteReader &input, const service::Part 
 		agree = codes[r] >= 0 && static_cast<size_t>(codes[r]) < seen.size();
 	if (!agree)
 		throw Error(sqlstate::internal_error, "roc_fitness: the GPU service got examples that disagree with themselves");
-	RocExamples examples{codes, rows_per_code, labels, keys, doubles};
-	return service::vector_result(counts_of_examples(examples, code_of_segment, ctx));
+	return call;
+}
+
+/*
+ * A part's individuals (segments [first, end)) alone: their rows in the
+ * rows' order, each coded by its segment less `first`, so that its
+ * segments are its codes in order.
+ */
+struct RocLongPart
+{
+	ChunkedColumn<int32_t> codes;
+	std::vector<int64_t> rows_per_code;
+	ChunkedColumn<uint8_t> labels;
+	ChunkedColumn<int64_t> keys;
+	std::vector<int32_t> code_of_segment;
+
+	RocLongPart(const RocLongCall &call, size_t first, size_t end)
+		: rows_per_code(end - first), code_of_segment(end - first)
+	{
+		std::vector<int32_t> part_code(call.rows_per_code.size(), -1);
+		for (size_t s = first; s < end; ++s)
+		{
+			auto code = static_cast<int32_t>(s - first);
+			part_code[call.code_of_segment[s]] = code;
+			rows_per_code[code] = call.rows_per_code[call.code_of_segment[s]];
+			code_of_segment[code] = code;
+		}
+		for (size_t r = 0; r < call.codes.size(); ++r)
+			if (int32_t code = part_code[call.codes[r]]; code >= 0)
+			{
+				codes.push_back(code);
+				labels.push_back(call.labels[r]);
+				keys.push_back(call.keys[r]);
+			}
+	}
+};
+
+std::vector<uint8_t> roc_long_in_service(ByteReader &input, const service::Part &part, ExecContext &ctx)
+{
+	service::CallState own;
+	const RocLongCall &call = (part.call ? *part.call : own).once<RocLongCall>([&] { return read_roc_long(input); });
+	if (part.count == 1)
+		return service::vector_result(counts_of_examples(call.examples(), call.code_of_segment, ctx));
+	size_t segments = call.code_of_segment.size();
+	RocLongPart mine(call, part.begin(segments), part.end(segments));
+	RocExamples examples{mine.codes, mine.rows_per_code, mine.labels, mine.keys, call.doubles};
+	return service::vector_result(counts_of_examples(examples, mine.code_of_segment, ctx));
 }
 
 const bool roc_long_registered =
-	(service::register_handler(service::Function::RocCountsLong, roc_long_in_service), true);
+	(service::register_handler(service::Function::RocCountsLong, roc_long_in_service, true), true);
 
 } // namespace
 
@@ -630,17 +692,24 @@ namespace {
 
 /*
  * The device part of the array format: each row's counts, by segment, on
- * the device the context picks.  With a GPU service, its GPU path is the
- * service's; in the service, this same function runs on the service's
- * device (roc_arrays_in_service).
+ * the device the context picks, of the segments [first, end) (a part of a
+ * call split over the GPU service's devices; by default every segment).
+ * With a GPU service, its GPU path is the service's, split by individual
+ * over its devices; in the service, this same function runs on the
+ * service's device (roc_arrays_in_service).
  */
 std::vector<RocCounts> counts_of_arrays(const FloatArrayColumn &scores, const std::vector<int8_t> &labels,
-										const std::vector<int32_t> &segment_of_row, ExecContext &ctx)
+										const std::vector<int32_t> &segment_of_row, ExecContext &ctx,
+										size_t first = 0, size_t end = SIZE_MAX)
 {
+	end = std::min(end, segment_of_row.size());
+	bool whole = first == 0 && end == segment_of_row.size();
 	/* the CPU counts the examples it counted */
-	ctx.progress.begin(ProgressPhase::Computing, "examples", scores.elements());
-	double n = static_cast<double>(scores.elements());
-	WorkShape shape{rates::kScores, n, n * (scores.doubles() ? sizeof(double) : sizeof(float))};
+	double n = static_cast<double>(scores.elements()) * static_cast<double>(end - first) /
+			   static_cast<double>(std::max<size_t>(1, segment_of_row.size()));
+	ctx.progress.begin(ProgressPhase::Computing, "examples", static_cast<uint64_t>(n));
+	WorkShape shape{rates::kScores, n, n * (scores.doubles() ? sizeof(double) : sizeof(float)),
+					ctx.service != nullptr && whole};
 	return dispatch(
 		ctx, "roc_fitness", shape,
 		[&] {
@@ -653,16 +722,26 @@ std::vector<RocCounts> counts_of_arrays(const FloatArrayColumn &scores, const st
 											   put_vector(out, labels);
 											   put_vector(out, segment_of_row);
 										   },
-										   ctx);
-			gpu::RocScoreArrays arrays{scores.size(), scores.row_begins().data(), scores.doubles(),
+										   ctx, service::split_parts(segment_of_row.size(), ctx));
+			/* the rows of the segments asked, need not be adjacent (RocScoreArrays) */
+			std::vector<int64_t> row_begins;
+			std::vector<int32_t> segments;
+			for (size_t row = 0; row < segment_of_row.size(); ++row)
+				if (static_cast<size_t>(segment_of_row[row]) - first < end - first)
+				{
+					row_begins.push_back(scores.row_begin(row));
+					segments.push_back(static_cast<int32_t>(segment_of_row[row] - first));
+				}
+			gpu::RocScoreArrays arrays{row_begins.size(), row_begins.data(), scores.doubles(),
 									   chunk_view(scores.floats()), chunk_view(scores.double_values()),
 									   chunk_view(scores.valid())};
-			return gpu::roc_counts_arrays(arrays, labels, segment_of_row, ctx);
+			return gpu::roc_counts_arrays(arrays, labels, segments, ctx);
 		},
 		[&] {
-			std::vector<size_t> row_of_segment(segment_of_row.size());
+			std::vector<size_t> row_of_segment(end - first);
 			for (size_t row = 0; row < segment_of_row.size(); ++row)
-				row_of_segment[static_cast<size_t>(segment_of_row[row])] = row;
+				if (static_cast<size_t>(segment_of_row[row]) - first < end - first)
+					row_of_segment[static_cast<size_t>(segment_of_row[row]) - first] = row;
 			return cpu_path(
 				ctx, ctx.progress, true, [&] { return range_of_arrays(scores, labels); },
 				[&](auto zero, const KeyLayout &layout) {
@@ -671,18 +750,29 @@ std::vector<RocCounts> counts_of_arrays(const FloatArrayColumn &scores, const st
 		});
 }
 
-/* The service's side of counts_of_arrays: the input its GPU path wrote. */
-std::vector<uint8_t> roc_arrays_in_service(ByteReader &input, const service::Part &, ExecContext &ctx)
+/*
+ * The service's side of counts_of_arrays: the input its GPU path wrote,
+ * read and checked once for the parts of a call, each part counting its
+ * share of the segments (individuals).
+ */
+struct RocArraysCall
 {
 	FloatArrayColumn scores;
-	scores.set_doubles(input.get<uint8_t>() != 0);
-	scores.append_serialized(input);
-	std::vector<int8_t> labels = get_vector<int8_t>(input);
-	std::vector<int32_t> segment_of_row = get_vector<int32_t>(input);
+	std::vector<int8_t> labels;
+	std::vector<int32_t> segment_of_row;
+};
+
+std::unique_ptr<RocArraysCall> read_roc_arrays(ByteReader &input)
+{
+	auto call = std::make_unique<RocArraysCall>();
+	call->scores.set_doubles(input.get<uint8_t>() != 0);
+	call->scores.append_serialized(input);
+	call->labels = get_vector<int8_t>(input);
+	call->segment_of_row = get_vector<int32_t>(input);
 	/* every segment once: the counts are written by segment */
-	std::vector<bool> seen(segment_of_row.size());
-	bool agree = segment_of_row.size() == scores.size();
-	for (int32_t segment : segment_of_row)
+	std::vector<bool> seen(call->segment_of_row.size());
+	bool agree = call->segment_of_row.size() == call->scores.size();
+	for (int32_t segment : call->segment_of_row)
 	{
 		agree = agree && segment >= 0 && static_cast<size_t>(segment) < seen.size() && !seen[segment];
 		if (agree)
@@ -690,11 +780,20 @@ std::vector<uint8_t> roc_arrays_in_service(ByteReader &input, const service::Par
 	}
 	if (!agree)
 		throw Error(sqlstate::internal_error, "roc_fitness: the GPU service got rows and segments that disagree");
-	return service::vector_result(counts_of_arrays(scores, labels, segment_of_row, ctx));
+	return call;
+}
+
+std::vector<uint8_t> roc_arrays_in_service(ByteReader &input, const service::Part &part, ExecContext &ctx)
+{
+	service::CallState own;
+	RocArraysCall &call = (part.call ? *part.call : own).once<RocArraysCall>([&] { return read_roc_arrays(input); });
+	size_t segments = call.segment_of_row.size();
+	return service::vector_result(
+		counts_of_arrays(call.scores, call.labels, call.segment_of_row, ctx, part.begin(segments), part.end(segments)));
 }
 
 const bool roc_arrays_registered =
-	(service::register_handler(service::Function::RocCountsArrays, roc_arrays_in_service), true);
+	(service::register_handler(service::Function::RocCountsArrays, roc_arrays_in_service, true), true);
 
 } // namespace
 

@@ -8,7 +8,10 @@
 #   (PRODUCTS x PER_PRODUCT offers; 0: none) and optimize_carts (CARTS carts of
 #   10 lines over those offers; 0: none) at three sizes each: auto's target is
 #   at most 1.1x the faster of cpu and gpu
-#   split: similar_users (SIMILAR_USERS users x 20 points, 0: no similar_users) on every GPU vs on one (gpurec.gpus)
+#   split: each function whose work splits over the GPUs, on every GPU vs on one (gpurec.gpus = 0), warm, at
+#   its full size: similar_users (SIMILAR_USERS users x 20 points, 0: none), user_similarity and
+#   predict_strength (GEO_USERS users x 20 points, CANDIDATES candidates; GEO_USERS=0: none), roc_fitness
+#   (ROC_INDIVIDUALS x ROC_EXAMPLES), optimize_carts (CARTS carts); a line "split NAME: ... = R.RRx" each
 #   load: SESSIONS sessions calling roc_fitness for LOAD_S seconds vs one session in a loop
 # PHASES="service split load in-process" picks the measurements; STAND_IN=N
 # runs the service phases on N stand-in devices (the script's own check on a
@@ -23,6 +26,8 @@ per_product=${PER_PRODUCT:-1024}
 carts=${CARTS:-100000}
 individuals=${ROC_INDIVIDUALS:-1000}
 examples=${ROC_EXAMPLES:-100000}
+geo_users=${GEO_USERS:-1000000}
+candidates=${CANDIDATES:-10000}
 sessions=${SESSIONS:-32}
 load_s=${LOAD_S:-60}
 base=${BENCH_DIR:-/tmp/gpurec-bench-service}
@@ -59,6 +64,16 @@ VACUUM ANALYZE points;
 SQL
 	allow_workers population
 	allow_workers points
+	if [[ " $phases " == *" split "* ]] && [ "$geo_users" -gt 0 ]; then
+		q <<SQL
+CREATE UNLOGGED TABLE geo_points AS
+  SELECT (i / 20) AS user_id, random() * 1000 AS x, random() * 1000 AS y FROM generate_series(0, $geo_users * 20 - 1) i;
+CREATE UNLOGGED TABLE candidates AS
+  SELECT i AS candidate_id, random() * 1000 AS x, random() * 1000 AS y FROM generate_series(1, $candidates) i;
+VACUUM ANALYZE geo_points;
+SQL
+		allow_workers geo_points
+	fi
 	[ "$products" -gt 0 ] || return 0
 	make_carts_data "$products" "$per_product" "$carts"
 	allow_workers offers
@@ -67,6 +82,8 @@ SQL
 roc() { echo "SELECT sum(auc) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population WHERE individual_id <= $1', (SELECT labels FROM labels))"; }
 similar() { echo "SELECT count(*) FROM gpurec.similar_users('SELECT user_id, x, y FROM points WHERE user_id < $1', 10)"; }
 cheapest() { echo "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE product_id <= $1', 1)"; }
+similarity() { echo "SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM geo_points', 0)"; }
+strength() { echo "SELECT count(*) FROM gpurec.predict_strength('SELECT user_id, x, y FROM geo_points', 0, 'SELECT candidate_id, x, y FROM candidates')"; }
 optimize() { echo "SELECT count(*) FROM gpurec.optimize_carts('SELECT cart_id, product_id, quantity FROM carts WHERE cart_id <= $1', 'SELECT product_id, store_id, price FROM offers', 'SELECT store_id, fee, free_from FROM shipping')"; }
 
 # three_devices LABEL FUNCTION SIZE SQL: new session and warm on cpu, gpu and auto
@@ -131,8 +148,8 @@ mkdir -p "$base"
 echo "# $(nproc) cores; GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
 eval "$(test/cluster.sh start "$dir" "${settings[@]}")"
 export PGDATABASE=gpurec_bench_service
-make_data
 phases=${PHASES:-service split load in-process}
+make_data
 
 if [[ " $phases " == *" service "* ]]; then
 	server service -c shared_preload_libraries=gpurec
@@ -140,13 +157,27 @@ if [[ " $phases " == *" service "* ]]; then
 	devices_and_sessions service
 fi
 if [[ " $phases " == *" split "* ]]; then
-	sql=$(similar "$similar_users")
+	# NAME SQL per line: the calls that split, at their full sizes
+	split_calls=$(
+		[ "$similar_users" -gt 0 ] && echo "similar_users_${similar_users}x20 $(similar "$similar_users")"
+		[ "$geo_users" -gt 0 ] && echo "user_similarity_${geo_users}x20 $(similarity)"
+		[ "$geo_users" -gt 0 ] && echo "predict_strength_${candidates}x${geo_users}x20 $(strength)"
+		echo "roc_fitness_${individuals}x$examples $(roc "$individuals")"
+		[ "$products" -gt 0 ] && echo "optimize_carts_${carts}carts $(optimize "$carts")"
+		true
+	)
+	declare -A one_gpu
 	server service-one-gpu -c shared_preload_libraries=gpurec -c gpurec.gpus=0
-	one=$(warm_ms "$sql" "$parallel SET gpurec.device = gpu;")
+	while read -r name sql; do
+		one_gpu[$name]=$(warm_ms "$sql" "$parallel SET gpurec.device = gpu;")
+	done <<<"$split_calls"
 	server service -c shared_preload_libraries=gpurec
-	all=$(warm_ms "$sql" "$parallel SET gpurec.device = gpu;")
-	echo "service similar_users ${similar_users}x20 gpu, warm: one GPU $one ms, every GPU $all ms = $(ratio "$all" "$one")x"
-	notice "$sql" "$parallel SET gpurec.device = gpu;"
+	gpus=$(q -c "SELECT count(*) FROM gpurec.devices()")
+	while read -r name sql; do
+		all=$(warm_ms "$sql" "$parallel SET gpurec.device = gpu;")
+		echo "split $name gpu, warm: one GPU ${one_gpu[$name]} ms, $gpus GPUs $all ms = $(ratio "$all" "${one_gpu[$name]}")x"
+		notice "$sql" "$parallel SET gpurec.device = gpu;"
+	done <<<"$split_calls"
 fi
 if [[ " $phases " == *" load "* ]]; then
 	server service -c shared_preload_libraries=gpurec

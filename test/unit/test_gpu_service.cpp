@@ -278,6 +278,7 @@ TEST(GpuService, RocAnswersAsTheCpu)
 			EXPECT_EQ(got[i].counts.lowest_positive_rank, want[i].counts.lowest_positive_rank);
 		}
 		EXPECT_GE(remote.service_device, 0);
+		EXPECT_EQ(remote.service_devices, 2) << "roc_fitness splits by individual over the devices";
 		service::Status status = client.status(remote);
 		EXPECT_EQ(status.shared_bytes, static_cast<uint64_t>(shared));
 		EXPECT_EQ(status.shared_in_use, 0u) << "a call's room in shared memory outlived it";
@@ -596,13 +597,71 @@ TEST(GpuService, ColumnsInALeaseAreReadInPlace)
 TEST(GpuService, CartsAnswerAsTheCpu)
 {
 	Market m(seeded_rng());
-	ServiceRun run(1);
-	service::Client client;
-	ExecContext remote = through(client), local = on_cpu();
-	CartsAnswer got = optimize_carts(m.lines(), m.offers(), m.shipping(), remote);
+	ExecContext local = on_cpu();
 	CartsAnswer want = optimize_carts(m.lines(), m.offers(), m.shipping(), local);
-	EXPECT_GE(remote.service_device, 0);
-	expect_same_answers(got, want);
+	/* on one device, and split by cart over several */
+	for (int devices : {1, 3})
+	{
+		ServiceRun run(devices);
+		service::Client client;
+		ExecContext remote = through(client);
+		CartsAnswer got = optimize_carts(m.lines(), m.offers(), m.shipping(), remote);
+		EXPECT_GE(remote.service_device, 0);
+		EXPECT_EQ(remote.service_devices, devices);
+		expect_same_answers(got, want);
+	}
+}
+
+TEST(GpuService, PartsShareTheirItemsInOrderAndTheirFieldsConcatenate)
+{
+	std::mt19937_64 rng = seeded_rng();
+	for (size_t items : {size_t(0), size_t(1), size_t(7), size_t(100), size_t(1001)})
+		for (int32_t count = 1; count <= 5; ++count)
+		{
+			/* each part's share of items 0 .. items - 1 as two fields of its own, as a splitting handler writes */
+			std::vector<std::vector<uint8_t>> results;
+			std::vector<int64_t> whole_items;
+			std::vector<double> whole_values;
+			size_t next = 0;
+			for (int32_t index = 0; index < count; ++index)
+			{
+				service::Part part{index, count};
+				EXPECT_EQ(part.begin(items), next) << "the shares leave a gap or overlap";
+				EXPECT_LE(part.begin(items), part.end(items));
+				next = part.end(items);
+				std::vector<int64_t> mine;
+				std::vector<double> values;
+				for (size_t i = part.begin(items); i < part.end(items); ++i)
+				{
+					mine.push_back(static_cast<int64_t>(i));
+					values.push_back(static_cast<double>(rng() % 1000) / 8);
+				}
+				whole_items.insert(whole_items.end(), mine.begin(), mine.end());
+				whole_values.insert(whole_values.end(), values.begin(), values.end());
+				results.push_back(written_bytes([&](ByteWriter &out) {
+					service::put_field(out, mine);
+					service::put_field(out, values);
+				}));
+			}
+			EXPECT_EQ(next, items);
+			std::vector<uint8_t> merged = service::concatenate_parts(results);
+			ByteReader in(merged.data(), merged.size());
+			EXPECT_EQ(service::get_field<int64_t>(in), whole_items);
+			EXPECT_EQ(service::get_field<double>(in), whole_values);
+			EXPECT_TRUE(in.at_end());
+		}
+	/* parts whose fields differ in type or number are an internal error, never a wrong answer */
+	std::vector<std::vector<uint8_t>> unlike = {
+		written_bytes([](ByteWriter &out) { service::put_field(out, std::vector<int32_t>{1, 2}); }),
+		written_bytes([](ByteWriter &out) { service::put_field(out, std::vector<int64_t>{3}); })};
+	EXPECT_THROW(service::concatenate_parts(unlike), Error);
+	std::vector<std::vector<uint8_t>> fewer = {
+		written_bytes([](ByteWriter &out) {
+			service::put_field(out, std::vector<int32_t>{1});
+			service::put_field(out, std::vector<int32_t>{2});
+		}),
+		written_bytes([](ByteWriter &out) { service::put_field(out, std::vector<int32_t>{3}); })};
+	EXPECT_THROW(service::concatenate_parts(fewer), Error);
 }
 
 TEST(GpuService, AnErrorKeepsItsSqlstate)
