@@ -107,11 +107,7 @@ std::vector<int64_t> KeyDictionary::number_in_key_order()
 	size_t n = size();
 	std::vector<int64_t> order(n);
 	std::iota(order.begin(), order.end(), 0);
-	std::sort(order.begin(), order.end(), [this](int64_t a, int64_t b) {
-		size_t na = value_size(a), nb = value_size(b);
-		int c = std::memcmp(value(a), value(b), std::min(na, nb));
-		return c != 0 ? c < 0 : na < nb;
-	});
+	std::sort(order.begin(), order.end(), [this](int64_t a, int64_t b) { return less(a, b); });
 	std::vector<int64_t> new_code(n);
 	std::vector<uint8_t> bytes;
 	bytes.reserve(bytes_.size());
@@ -156,6 +152,30 @@ std::vector<int64_t> KeyDictionary::intern_serialized(ByteReader &in)
 												 "than 2147483647 distinct ids");
 	}
 	return codes;
+}
+
+std::string shown_key(KeyType type, const uint8_t *bytes, size_t size)
+{
+	if (type != KeyType::Uuid || size != 16)
+		return std::string(reinterpret_cast<const char *>(bytes), size);
+	static const char digits[] = "0123456789abcdef";
+	std::string out;
+	for (size_t i = 0; i < 16; ++i)
+	{
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out += '-';
+		out += digits[bytes[i] >> 4];
+		out += digits[bytes[i] & 15];
+	}
+	return out;
+}
+
+std::string CallKeys::shown(const std::string &name, int64_t id) const
+{
+	const Key *key = find(name);
+	if (!key || !key->dictionary || id < 0 || static_cast<size_t>(id) >= key->dictionary->size())
+		return std::to_string(id);
+	return shown_key(key->type, key->dictionary->value(id), key->dictionary->value_size(id));
 }
 
 const CallKeys::Key *CallKeys::find(const std::string &name) const

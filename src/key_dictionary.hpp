@@ -14,6 +14,7 @@
  */
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -58,13 +59,16 @@ class KeyDictionary
 	{
 		return offsets_[static_cast<size_t>(code) + 1] - offsets_[static_cast<size_t>(code)];
 	}
+	/* Whether the value of code a comes before that of code b: bytewise, a prefix before the longer value. */
+	bool less(int64_t a, int64_t b) const
+	{
+		size_t na = value_size(a), nb = value_size(b);
+		int c = std::memcmp(value(a), value(b), std::min(na, nb));
+		return c != 0 ? c < 0 : na < nb;
+	}
 	/* Whether the codes ascend with the values: the last number_in_key_order came after the last new value. */
 	bool numbered_in_key_order() const { return numbered_ == size(); }
-	/*
-	 * Renumbers the codes so that they ascend with the values (bytewise; a
-	 * prefix before the longer value): returns the new code of each old
-	 * code.
-	 */
+	/* Renumbers the codes so that they ascend with the values (less): returns the new code of each old code. */
 	std::vector<int64_t> number_in_key_order();
 
 	/* The flat form: the count, then each value's size and bytes, in code order. */
@@ -102,6 +106,27 @@ class KeyDictionary
 };
 
 /*
+ * The order of a column whose values are codes of a dictionary that is
+ * not numbered in key order yet: a process's own codes while it reads
+ * (code x stride + its lane, CallKeys::learn_lane).  So that a process
+ * ranks its share by the ids' order before any code is the call's
+ * (cheapest_offers' partial results, RunningCheapestOffers): the order of
+ * the values is their bytes', which every process knows alike.
+ */
+struct KeyOrder
+{
+	const KeyDictionary *dictionary;
+	int64_t stride;
+
+	/* The dictionary's code of a column's value. */
+	int64_t code(int64_t value) const { return value / stride; }
+	bool less(int64_t a, int64_t b) const { return dictionary->less(code(a), code(b)); }
+};
+
+/* A uuid or text id as PostgreSQL shows it: a uuid as 8-4-4-4-12 hex digits, a text as its characters. */
+std::string shown_key(KeyType type, const uint8_t *bytes, size_t size);
+
+/*
  * A call's id columns, by name (product_id in the offers query and in the
  * carts query are one): each name's key type, and for uuid or text its
  * dictionary and the columns coded from it, so that each inner query's
@@ -129,6 +154,8 @@ class CallKeys
 	}
 	/* The key of the columns named name, or null when no query of the call had one. */
 	const Key *find(const std::string &name) const;
+	/* The id of column name as PostgreSQL shows it (shown_key): an integer as itself, a code as its value. */
+	std::string shown(const std::string &name, int64_t id) const;
 	/* The key named name, added with type when new; its type stays as first given. */
 	Key &key(const std::string &name, KeyType type);
 	/* A column coded from the dictionary of key name: it is renumbered with it. */
