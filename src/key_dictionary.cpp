@@ -28,9 +28,11 @@ const char *key_type_name(KeyType type)
 	return "";
 }
 
-uint64_t KeyDictionary::hash(const uint8_t *bytes, size_t size)
+namespace {
+
+/* A value's hash: 8 bytes at a time, each word mixed in by a multiply (a uuid: two words). */
+uint64_t hash_of(const uint8_t *bytes, size_t size)
 {
-	/* 8 bytes at a time, each word mixed in by a multiply (a uuid: two words) */
 	uint64_t h = 0x9E3779B97F4A7C15ull ^ size;
 	size_t i = 0;
 	for (; i + 8 <= size; i += 8)
@@ -51,18 +53,22 @@ uint64_t KeyDictionary::hash(const uint8_t *bytes, size_t size)
 	return h ^ (h >> 32);
 }
 
+} // namespace
+
 void KeyDictionary::rebuild_table(size_t capacity)
 {
-	table_.assign(capacity, Slot{0, -1});
+	table_.assign(capacity, Slot{0, -1, 0, {0, 0}});
 	mask_ = capacity - 1;
 	for (size_t code = 0; code < size(); ++code)
 	{
 		auto c = static_cast<int64_t>(code);
-		uint64_t h = hash(value(c), value_size(c));
+		Probe probe(value(c), value_size(c));
+		uint64_t h = hash_of(probe.bytes, probe.size);
 		size_t slot = h & mask_;
 		while (table_[slot].code >= 0)
 			slot = (slot + 1) & mask_;
-		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), static_cast<int32_t>(code)};
+		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), static_cast<int32_t>(code), probe.size,
+							{probe.head[0], probe.head[1]}};
 	}
 }
 
@@ -70,9 +76,10 @@ int64_t KeyDictionary::find(const uint8_t *bytes, size_t size) const
 {
 	if (table_.empty())
 		return -1;
-	uint64_t h = hash(bytes, size);
+	Probe probe(bytes, size);
+	uint64_t h = hash_of(bytes, size);
 	for (size_t slot = h & mask_; table_[slot].code >= 0; slot = (slot + 1) & mask_)
-		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot].code, bytes, size))
+		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
 			return table_[slot].code;
 	return -1;
 }
@@ -83,17 +90,18 @@ int64_t KeyDictionary::intern(const uint8_t *bytes, size_t size) noexcept
 	{
 		if ((this->size() + 1) * 2 > table_.size())
 			rebuild_table(table_.empty() ? 1024 : table_.size() * 2);
-		uint64_t h = hash(bytes, size);
+		Probe probe(bytes, size);
+		uint64_t h = hash_of(bytes, size);
 		size_t slot = h & mask_;
 		for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
-			if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot].code, bytes, size))
+			if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
 				return table_[slot].code;
 		if (this->size() >= static_cast<size_t>(INT32_MAX))
 			return -1;
 		auto code = static_cast<int32_t>(this->size());
 		bytes_.insert(bytes_.end(), bytes, bytes + size);
 		offsets_.push_back(bytes_.size());
-		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), code};
+		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), code, size, {probe.head[0], probe.head[1]}};
 		return code;
 	}
 	catch (const std::bad_alloc &)

@@ -77,27 +77,47 @@ class KeyDictionary
 	std::vector<int64_t> intern_serialized(ByteReader &in);
 
   private:
-	static uint64_t hash(const uint8_t *bytes, size_t size);
-	bool equals(int64_t code, const uint8_t *bytes, size_t size) const
-	{
-		if (value_size(code) != size)
-			return false;
-		if (size == 16) /* a uuid: two words, not a call of memcmp (a tenth of a uuid read's time) */
-		{
-			uint64_t a[2], b[2];
-			std::memcpy(a, value(code), 16);
-			std::memcpy(b, bytes, 16);
-			return a[0] == b[0] && a[1] == b[1];
-		}
-		return std::memcmp(value(code), bytes, size) == 0;
-	}
-	void rebuild_table(size_t capacity);
-
+	/*
+	 * An open-addressing slot: the value's size and its first 16 bytes
+	 * (zero past its end) beside its code, so that a probe compares a uuid,
+	 * or a text id of up to 16 bytes, without reaching into the arena: a
+	 * lookup is one look into memory, where the arena's offsets and bytes
+	 * took two more, each a miss of the core's own cache for every row
+	 * (the most of a uuid read's coding).  Longer values compare their
+	 * rest in the arena.
+	 */
 	struct Slot
 	{
 		uint32_t hash; /* its top bits: most probes of another value stop here */
 		int32_t code;  /* -1: empty */
+		uint64_t size;
+		uint64_t head[2];
 	};
+	/* A value's size and first 16 bytes, as a slot holds them, to compare with slots. */
+	struct Probe
+	{
+		const uint8_t *bytes;
+		size_t size;
+		uint64_t head[2];
+		Probe(const uint8_t *value, size_t value_size) : bytes(value), size(value_size)
+		{
+			if (size >= 16)
+				std::memcpy(head, bytes, 16);
+			else
+			{
+				head[0] = head[1] = 0;
+				std::memcpy(head, bytes, size);
+			}
+		}
+	};
+	bool equals(const Slot &slot, const Probe &probe) const
+	{
+		if (slot.size != probe.size || slot.head[0] != probe.head[0] || slot.head[1] != probe.head[1])
+			return false;
+		return probe.size <= 16 || std::memcmp(value(slot.code) + 16, probe.bytes + 16, probe.size - 16) == 0;
+	}
+	void rebuild_table(size_t capacity);
+
 	std::vector<uint8_t> bytes_;
 	std::vector<uint64_t> offsets_{0};
 	std::vector<Slot> table_;
