@@ -30,24 +30,31 @@ const char *key_type_name(KeyType type)
 
 namespace {
 
-/* A value's hash: 8 bytes at a time, each word mixed in by a multiply (a uuid: two words). */
-uint64_t hash_of(const uint8_t *bytes, size_t size)
+/* One word mixed into a hash by a multiply. */
+uint64_t mix(uint64_t h, uint64_t word)
 {
-	uint64_t h = 0x9E3779B97F4A7C15ull ^ size;
-	size_t i = 0;
+	h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
+	return h ^ (h >> 31);
+}
+
+/*
+ * A value's hash from its size, its first 16 bytes as two words (zero past
+ * its end: KeyDictionary::Probe) and 8 bytes at a time past them.  A
+ * function of this file, called directly: a call per row through the
+ * library's PLT cost more than its work.
+ */
+uint64_t hash_of(const uint8_t *bytes, size_t size, const uint64_t head[2])
+{
+	uint64_t h = mix(mix(0x9E3779B97F4A7C15ull ^ size, head[0]), head[1]);
+	size_t i = 16;
 	for (; i + 8 <= size; i += 8)
 	{
 		uint64_t word;
 		std::memcpy(&word, bytes + i, 8);
-		h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
-		h ^= h >> 31;
+		h = mix(h, word);
 	}
 	if (i < size)
-	{
-		uint64_t word = 0;
-		std::memcpy(&word, bytes + i, size - i);
-		h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
-	}
+		h = mix(h, bytes_as_word(bytes + i, size - i));
 	h ^= h >> 29;
 	h *= 0x94D049BB133111EBull;
 	return h ^ (h >> 32);
@@ -63,7 +70,7 @@ void KeyDictionary::rebuild_table(size_t capacity)
 	{
 		auto c = static_cast<int64_t>(code);
 		Probe probe(value(c), value_size(c));
-		uint64_t h = hash_of(probe.bytes, probe.size);
+		uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
 		size_t slot = h & mask_;
 		while (table_[slot].code >= 0)
 			slot = (slot + 1) & mask_;
@@ -77,7 +84,7 @@ int64_t KeyDictionary::find(const uint8_t *bytes, size_t size) const
 	if (table_.empty())
 		return -1;
 	Probe probe(bytes, size);
-	uint64_t h = hash_of(bytes, size);
+	uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
 	for (size_t slot = h & mask_; table_[slot].code >= 0; slot = (slot + 1) & mask_)
 		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
 			return table_[slot].code;
@@ -91,7 +98,7 @@ int64_t KeyDictionary::intern(const uint8_t *bytes, size_t size) noexcept
 		if ((this->size() + 1) * 2 > table_.size())
 			rebuild_table(table_.empty() ? 1024 : table_.size() * 2);
 		Probe probe(bytes, size);
-		uint64_t h = hash_of(bytes, size);
+		uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
 		size_t slot = h & mask_;
 		for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
 			if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))

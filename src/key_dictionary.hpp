@@ -28,6 +28,25 @@
 
 namespace gpurec {
 
+/*
+ * The n <= 8 bytes at p as a word, zero past them: two loads of 4 that
+ * overlap where n < 8, not a call of memcpy of a variable size.
+ */
+inline uint64_t bytes_as_word(const uint8_t *p, size_t n)
+{
+	if (n >= 4)
+	{
+		uint32_t low, high;
+		std::memcpy(&low, p, 4);
+		std::memcpy(&high, p + n - 4, 4);
+		return low | (static_cast<uint64_t>(high) << (8 * (n - 4)));
+	}
+	uint64_t word = 0;
+	for (size_t i = 0; i < n; ++i)
+		word |= static_cast<uint64_t>(p[i]) << (8 * i);
+	return word;
+}
+
 /* What an id column's values are: integers (the codes are the ids), or values coded through a KeyDictionary. */
 enum class KeyType : uint8_t
 {
@@ -99,14 +118,20 @@ class KeyDictionary
 		const uint8_t *bytes;
 		size_t size;
 		uint64_t head[2];
+		/* in loads of fixed sizes, not a call of memcpy of a variable size (most text ids) */
 		Probe(const uint8_t *value, size_t value_size) : bytes(value), size(value_size)
 		{
 			if (size >= 16)
 				std::memcpy(head, bytes, 16);
+			else if (size > 8)
+			{
+				std::memcpy(&head[0], bytes, 8);
+				head[1] = bytes_as_word(bytes + 8, size - 8);
+			}
 			else
 			{
-				head[0] = head[1] = 0;
-				std::memcpy(head, bytes, size);
+				head[0] = bytes_as_word(bytes, size);
+				head[1] = 0;
 			}
 		}
 	};
