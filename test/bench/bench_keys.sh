@@ -2,7 +2,7 @@
 # test/bench/bench_keys.sh: issue 33's target for ids of any type, in one
 # short run: cheapest_offers on PRODUCTS x OFFERS_PER_PRODUCT offers (30,000
 # x 1,024 = 30.72M) and similar_users on USERS users x 20 points (100,000;
-# CPU_USERS on the CPU, 10,000 by default: its brute force at 100,000 takes
+# CPU_USERS on the CPU, 5,000 by default: its brute force at 100,000 takes
 # minutes), each with integer, uuid and text ids, on each of DEVICES (gpu
 # cpu).  Every call in a fresh backend, the kinds interleaved in each of
 # ROUNDS rounds (3), medians; each kind's ratio to the integer time (the
@@ -18,7 +18,7 @@ set -euo pipefail
 products=${PRODUCTS:-30000}
 per_product=${OFFERS_PER_PRODUCT:-1024}
 users=${USERS:-100000}
-cpu_users=${CPU_USERS:-10000}
+cpu_users=${CPU_USERS:-5000}
 devices=${DEVICES:-gpu cpu}
 rounds=${ROUNDS:-3}
 export PGDATABASE=gpurec_bench_keys
