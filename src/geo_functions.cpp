@@ -52,7 +52,7 @@ std::vector<UserSimilarity> user_similarity(const GeoPoints &points, int64_t mai
 											const GeoOptions &options, ExecContext &ctx)
 {
 	check_geo_input(points, options, ctx);
-	int32_t main = main_user_code(points, main_user);
+	int32_t main = main_user_code(points, main_user, ctx);
 	int64_t main_points = points.user.counts()[main];
 	GeoWork work;
 	work.kind = GeoWork::Kind::SimilaritySums;
@@ -120,7 +120,7 @@ std::vector<double> predict_strength(const GeoPoints &points, int64_t main_user,
 {
 	check_strength_arguments({exponent}, strength);
 	check_geo_input(points, options, ctx);
-	int32_t main = main_user_code(points, main_user);
+	int32_t main = main_user_code(points, main_user, ctx);
 	GeoCandidateSet cands = candidate_set(candidates, options.metric);
 	if (cands.size() == 0)
 		return {};
@@ -179,7 +179,7 @@ ExponentSearch search_exponent(const GeoPoints &points, const GeoHoldout &holdou
 	for (size_t i = 0; i < visits.size();)
 	{
 		int64_t user = visits[i].first;
-		int32_t code = main_user_code(points, user, "holdout user");
+		int32_t code = main_user_code(points, user, ctx, "holdout user");
 		std::vector<uint8_t> positive(cands.size(), 0);
 		size_t n_positive = 0;
 		for (; i < visits.size() && visits[i].first == user; ++i)

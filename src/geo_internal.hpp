@@ -80,8 +80,12 @@ void check_geo_input(const GeoPoints &points, const GeoOptions &options, ExecCon
 void check_user_count(size_t users);
 void check_candidate_count(size_t candidates);
 
-/* The code of a user that has points; else an ERROR that calls it `role`. */
-int32_t main_user_code(const GeoPoints &points, int64_t main_user, const char *role = "main user");
+/*
+ * The code of a user that has points; else an ERROR that calls it `role`
+ * and names it by its own id (a uuid or text id's value, through ctx.keys).
+ */
+int32_t main_user_code(const GeoPoints &points, int64_t main_user, const ExecContext &ctx,
+					   const char *role = "main user");
 
 /* ---- geo_points.cpp ----------------------------------------------------- */
 

@@ -8,6 +8,7 @@
 #include "no_postgres.hpp"
 
 #include "geo_internal.hpp"
+#include "key_dictionary.hpp"
 #include "cpu_parallel.hpp"
 #include "float_column.hpp"
 
@@ -200,12 +201,13 @@ void check_candidate_count(size_t candidates)
 		throw Error(sqlstate::program_limit_exceeded, "too many candidates in one call");
 }
 
-int32_t main_user_code(const GeoPoints &points, int64_t main_user, const char *role)
+int32_t main_user_code(const GeoPoints &points, int64_t main_user, const ExecContext &ctx, const char *role)
 {
 	int32_t code = points.user.find(main_user);
 	if (code < 0)
 		throw Error(sqlstate::invalid_parameter_value,
-					std::string(role) + " " + std::to_string(main_user) + " has no points",
+					std::string(role) + " " + (ctx.keys ? ctx.keys->shown("user_id", main_user) : std::to_string(main_user)) +
+						" has no points",
 					"Similarity to a user is measured from that user's points.");
 	return code;
 }

@@ -26,6 +26,13 @@ InputTable::~InputTable()
 			keys_->forget(&column);
 }
 
+void InputTable::order_ids_by(size_t i, KeyOrder order)
+{
+	if (key_orders_.size() <= i)
+		key_orders_.resize(specs_.size(), KeyOrder{nullptr, 1});
+	key_orders_[i] = order;
+}
+
 void InputTable::code_ids_with(std::shared_ptr<CallKeys> keys, size_t i)
 {
 	const std::string name = specs_[i].name;

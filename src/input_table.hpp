@@ -141,6 +141,16 @@ class InputTable
 	 */
 	void code_ids_with(std::shared_ptr<CallKeys> keys, size_t i);
 	bool codes_ids() const { return keys_ != nullptr; }
+	/*
+	 * Column i holds uuid or text ids as codes of a process's own
+	 * dictionary, in order (a piece of a partial result, partials.hpp):
+	 * key_order(i) then says how its values compare; null for other columns.
+	 */
+	void order_ids_by(size_t i, KeyOrder order);
+	const KeyOrder *key_order(size_t i) const
+	{
+		return i < key_orders_.size() && key_orders_[i].dictionary ? &key_orders_[i] : nullptr;
+	}
 
 	/* Where the points of a point_spec table came from (the read sets it). */
 	PointSource &points() { return points_; }
@@ -322,6 +332,7 @@ class InputTable
 	PointSource points_;
 	/* the call's keys, where a column is coded through them (code_ids_with) */
 	std::shared_ptr<CallKeys> keys_;
+	std::vector<KeyOrder> key_orders_; /* per column (order_ids_by); a null dictionary for the others */
 };
 
 } // namespace gpurec

@@ -28,41 +28,54 @@ const char *key_type_name(KeyType type)
 	return "";
 }
 
-uint64_t KeyDictionary::hash(const uint8_t *bytes, size_t size)
+namespace {
+
+/* One word mixed into a hash by a multiply. */
+uint64_t mix(uint64_t h, uint64_t word)
 {
-	/* 8 bytes at a time, each word mixed in by a multiply (a uuid: two words) */
-	uint64_t h = 0x9E3779B97F4A7C15ull ^ size;
-	size_t i = 0;
+	h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
+	return h ^ (h >> 31);
+}
+
+/*
+ * A value's hash from its size, its first 16 bytes as two words (zero past
+ * its end: KeyDictionary::Probe) and 8 bytes at a time past them.  A
+ * function of this file, called directly: a call per row through the
+ * library's PLT cost more than its work.
+ */
+uint64_t hash_of(const uint8_t *bytes, size_t size, const uint64_t head[2])
+{
+	uint64_t h = mix(mix(0x9E3779B97F4A7C15ull ^ size, head[0]), head[1]);
+	size_t i = 16;
 	for (; i + 8 <= size; i += 8)
 	{
 		uint64_t word;
 		std::memcpy(&word, bytes + i, 8);
-		h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
-		h ^= h >> 31;
+		h = mix(h, word);
 	}
 	if (i < size)
-	{
-		uint64_t word = 0;
-		std::memcpy(&word, bytes + i, size - i);
-		h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
-	}
+		h = mix(h, bytes_as_word(bytes + i, size - i));
 	h ^= h >> 29;
 	h *= 0x94D049BB133111EBull;
 	return h ^ (h >> 32);
 }
 
+} // namespace
+
 void KeyDictionary::rebuild_table(size_t capacity)
 {
-	table_.assign(capacity, Slot{0, -1});
+	table_.assign(capacity, Slot{0, -1, 0, {0, 0}});
 	mask_ = capacity - 1;
 	for (size_t code = 0; code < size(); ++code)
 	{
 		auto c = static_cast<int64_t>(code);
-		uint64_t h = hash(value(c), value_size(c));
+		Probe probe(value(c), value_size(c));
+		uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
 		size_t slot = h & mask_;
 		while (table_[slot].code >= 0)
 			slot = (slot + 1) & mask_;
-		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), static_cast<int32_t>(code)};
+		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), static_cast<int32_t>(code), probe.size,
+							{probe.head[0], probe.head[1]}};
 	}
 }
 
@@ -70,9 +83,10 @@ int64_t KeyDictionary::find(const uint8_t *bytes, size_t size) const
 {
 	if (table_.empty())
 		return -1;
-	uint64_t h = hash(bytes, size);
+	Probe probe(bytes, size);
+	uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
 	for (size_t slot = h & mask_; table_[slot].code >= 0; slot = (slot + 1) & mask_)
-		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot].code, bytes, size))
+		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
 			return table_[slot].code;
 	return -1;
 }
@@ -83,17 +97,18 @@ int64_t KeyDictionary::intern(const uint8_t *bytes, size_t size) noexcept
 	{
 		if ((this->size() + 1) * 2 > table_.size())
 			rebuild_table(table_.empty() ? 1024 : table_.size() * 2);
-		uint64_t h = hash(bytes, size);
+		Probe probe(bytes, size);
+		uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
 		size_t slot = h & mask_;
 		for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
-			if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot].code, bytes, size))
+			if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
 				return table_[slot].code;
 		if (this->size() >= static_cast<size_t>(INT32_MAX))
 			return -1;
 		auto code = static_cast<int32_t>(this->size());
 		bytes_.insert(bytes_.end(), bytes, bytes + size);
 		offsets_.push_back(bytes_.size());
-		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), code};
+		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), code, size, {probe.head[0], probe.head[1]}};
 		return code;
 	}
 	catch (const std::bad_alloc &)
@@ -107,11 +122,7 @@ std::vector<int64_t> KeyDictionary::number_in_key_order()
 	size_t n = size();
 	std::vector<int64_t> order(n);
 	std::iota(order.begin(), order.end(), 0);
-	std::sort(order.begin(), order.end(), [this](int64_t a, int64_t b) {
-		size_t na = value_size(a), nb = value_size(b);
-		int c = std::memcmp(value(a), value(b), std::min(na, nb));
-		return c != 0 ? c < 0 : na < nb;
-	});
+	std::sort(order.begin(), order.end(), [this](int64_t a, int64_t b) { return less(a, b); });
 	std::vector<int64_t> new_code(n);
 	std::vector<uint8_t> bytes;
 	bytes.reserve(bytes_.size());
@@ -156,6 +167,30 @@ std::vector<int64_t> KeyDictionary::intern_serialized(ByteReader &in)
 												 "than 2147483647 distinct ids");
 	}
 	return codes;
+}
+
+std::string shown_key(KeyType type, const uint8_t *bytes, size_t size)
+{
+	if (type != KeyType::Uuid || size != 16)
+		return std::string(reinterpret_cast<const char *>(bytes), size);
+	static const char digits[] = "0123456789abcdef";
+	std::string out;
+	for (size_t i = 0; i < 16; ++i)
+	{
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out += '-';
+		out += digits[bytes[i] >> 4];
+		out += digits[bytes[i] & 15];
+	}
+	return out;
+}
+
+std::string CallKeys::shown(const std::string &name, int64_t id) const
+{
+	const Key *key = find(name);
+	if (!key || !key->dictionary || id < 0 || static_cast<size_t>(id) >= key->dictionary->size())
+		return std::to_string(id);
+	return shown_key(key->type, key->dictionary->value(id), key->dictionary->value_size(id));
 }
 
 const CallKeys::Key *CallKeys::find(const std::string &name) const

@@ -14,6 +14,7 @@
  */
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -26,6 +27,25 @@
 #include "number_column.hpp"
 
 namespace gpurec {
+
+/*
+ * The n <= 8 bytes at p as a word, zero past them: two loads of 4 that
+ * overlap where n < 8, not a call of memcpy of a variable size.
+ */
+inline uint64_t bytes_as_word(const uint8_t *p, size_t n)
+{
+	if (n >= 4)
+	{
+		uint32_t low, high;
+		std::memcpy(&low, p, 4);
+		std::memcpy(&high, p + n - 4, 4);
+		return low | (static_cast<uint64_t>(high) << (8 * (n - 4)));
+	}
+	uint64_t word = 0;
+	for (size_t i = 0; i < n; ++i)
+		word |= static_cast<uint64_t>(p[i]) << (8 * i);
+	return word;
+}
 
 /* What an id column's values are: integers (the codes are the ids), or values coded through a KeyDictionary. */
 enum class KeyType : uint8_t
@@ -58,13 +78,16 @@ class KeyDictionary
 	{
 		return offsets_[static_cast<size_t>(code) + 1] - offsets_[static_cast<size_t>(code)];
 	}
+	/* Whether the value of code a comes before that of code b: bytewise, a prefix before the longer value. */
+	bool less(int64_t a, int64_t b) const
+	{
+		size_t na = value_size(a), nb = value_size(b);
+		int c = std::memcmp(value(a), value(b), std::min(na, nb));
+		return c != 0 ? c < 0 : na < nb;
+	}
 	/* Whether the codes ascend with the values: the last number_in_key_order came after the last new value. */
 	bool numbered_in_key_order() const { return numbered_ == size(); }
-	/*
-	 * Renumbers the codes so that they ascend with the values (bytewise; a
-	 * prefix before the longer value): returns the new code of each old
-	 * code.
-	 */
+	/* Renumbers the codes so that they ascend with the values (less): returns the new code of each old code. */
 	std::vector<int64_t> number_in_key_order();
 
 	/* The flat form: the count, then each value's size and bytes, in code order. */
@@ -73,33 +96,80 @@ class KeyDictionary
 	std::vector<int64_t> intern_serialized(ByteReader &in);
 
   private:
-	static uint64_t hash(const uint8_t *bytes, size_t size);
-	bool equals(int64_t code, const uint8_t *bytes, size_t size) const
-	{
-		if (value_size(code) != size)
-			return false;
-		if (size == 16) /* a uuid: two words, not a call of memcmp (a tenth of a uuid read's time) */
-		{
-			uint64_t a[2], b[2];
-			std::memcpy(a, value(code), 16);
-			std::memcpy(b, bytes, 16);
-			return a[0] == b[0] && a[1] == b[1];
-		}
-		return std::memcmp(value(code), bytes, size) == 0;
-	}
-	void rebuild_table(size_t capacity);
-
+	/*
+	 * An open-addressing slot: the value's size and its first 16 bytes
+	 * (zero past its end) beside its code, so that a probe compares a uuid,
+	 * or a text id of up to 16 bytes, without reaching into the arena: a
+	 * lookup is one look into memory, where the arena's offsets and bytes
+	 * took two more, each a miss of the core's own cache for every row
+	 * (the most of a uuid read's coding).  Longer values compare their
+	 * rest in the arena.
+	 */
 	struct Slot
 	{
 		uint32_t hash; /* its top bits: most probes of another value stop here */
 		int32_t code;  /* -1: empty */
+		uint64_t size;
+		uint64_t head[2];
 	};
+	/* A value's size and first 16 bytes, as a slot holds them, to compare with slots. */
+	struct Probe
+	{
+		const uint8_t *bytes;
+		size_t size;
+		uint64_t head[2];
+		/* in loads of fixed sizes, not a call of memcpy of a variable size (most text ids) */
+		Probe(const uint8_t *value, size_t value_size) : bytes(value), size(value_size)
+		{
+			if (size >= 16)
+				std::memcpy(head, bytes, 16);
+			else if (size > 8)
+			{
+				std::memcpy(&head[0], bytes, 8);
+				head[1] = bytes_as_word(bytes + 8, size - 8);
+			}
+			else
+			{
+				head[0] = bytes_as_word(bytes, size);
+				head[1] = 0;
+			}
+		}
+	};
+	bool equals(const Slot &slot, const Probe &probe) const
+	{
+		if (slot.size != probe.size || slot.head[0] != probe.head[0] || slot.head[1] != probe.head[1])
+			return false;
+		return probe.size <= 16 || std::memcmp(value(slot.code) + 16, probe.bytes + 16, probe.size - 16) == 0;
+	}
+	void rebuild_table(size_t capacity);
+
 	std::vector<uint8_t> bytes_;
 	std::vector<uint64_t> offsets_{0};
 	std::vector<Slot> table_;
 	size_t mask_ = 0;
 	size_t numbered_ = 0;
 };
+
+/*
+ * The order of a column whose values are codes of a dictionary that is
+ * not numbered in key order yet: a process's own codes while it reads
+ * (code x stride + its lane, CallKeys::learn_lane).  So that a process
+ * ranks its share by the ids' order before any code is the call's
+ * (cheapest_offers' partial results, RunningCheapestOffers): the order of
+ * the values is their bytes', which every process knows alike.
+ */
+struct KeyOrder
+{
+	const KeyDictionary *dictionary;
+	int64_t stride;
+
+	/* The dictionary's code of a column's value. */
+	int64_t code(int64_t value) const { return value / stride; }
+	bool less(int64_t a, int64_t b) const { return dictionary->less(code(a), code(b)); }
+};
+
+/* A uuid or text id as PostgreSQL shows it: a uuid as 8-4-4-4-12 hex digits, a text as its characters. */
+std::string shown_key(KeyType type, const uint8_t *bytes, size_t size);
 
 /*
  * A call's id columns, by name (product_id in the offers query and in the
@@ -129,6 +199,8 @@ class CallKeys
 	}
 	/* The key of the columns named name, or null when no query of the call had one. */
 	const Key *find(const std::string &name) const;
+	/* The id of column name as PostgreSQL shows it (shown_key): an integer as itself, a code as its value. */
+	std::string shown(const std::string &name, int64_t id) const;
 	/* The key named name, added with type when new; its type stays as first given. */
 	Key &key(const std::string &name, KeyType type);
 	/* A column coded from the dictionary of key name: it is renumbered with it. */

@@ -544,7 +544,10 @@ namespace {
  * byte order, like one of another layout, reads a magic that does not match.
  */
 constexpr uint32_t kOffersPartMagic = 0x4f505247; /* "GRPO" */
-constexpr uint16_t kOffersPartVersion = 3; /* 2: its integer columns may be packed (byte_stream.hpp); 3: its numeric reach */
+/* 2: its integer columns may be packed (byte_stream.hpp); 3: its numeric reach; 4: uuid or text ids with their values */
+constexpr uint16_t kOffersPartVersion = 4;
+/* which of a part's id columns are codes of the dictionaries it carries (OffersPart::carry_keys) */
+constexpr uint8_t kProductKeys = 1, kStoreKeys = 2;
 
 } // namespace
 
@@ -568,17 +571,50 @@ void OffersPart::serialize(ByteWriter &out) const
 	out.put<uint16_t>(kOffersPartVersion);
 	out.put<int32_t>(k_);
 	out.put<uint8_t>(static_cast<uint8_t>(price_.type()));
+	out.put<uint8_t>(static_cast<uint8_t>((product_keys_ ? kProductKeys : 0) | (store_keys_ ? kStoreKeys : 0)));
 	product_.serialize(out);
 	n_offers_.serialize(out);
 	store_.serialize(out);
 	price_.serialize(out);
 	reach_.serialize(out);
+	if (product_keys_)
+		product_keys_->serialize(out);
+	if (store_keys_)
+		store_keys_->serialize(out);
 }
 
-MergedOffers::MergedOffers(std::string price_description)
+MergedOffers::MergedOffers(std::string price_description, std::shared_ptr<CallKeys> keys) : keys_(std::move(keys))
 {
 	price_.set_description(std::move(price_description));
 }
+
+namespace {
+
+/*
+ * The call's code of each code of a part's dictionary of the ids named
+ * name: its values interned in the call's (null: a part of integer ids).
+ */
+std::vector<int64_t> call_codes_of_part(ByteReader &in, bool carried, CallKeys *keys, const char *name)
+{
+	if (!carried)
+		return {};
+	const CallKeys::Key *key = keys ? keys->find(name) : nullptr;
+	if (!key || !key->dictionary)
+		throw Error(sqlstate::internal_error, std::string("its ") + name + " values have no dictionary of the call");
+	return key->dictionary->intern_serialized(in);
+}
+
+/* A part's id through its dictionary's codes (call_codes_of_part; none: the id itself). */
+int64_t call_code(const std::vector<int64_t> &codes, bool carried, int64_t id)
+{
+	if (!carried)
+		return id;
+	if (id < 0 || static_cast<uint64_t>(id) >= codes.size())
+		throw Error(sqlstate::internal_error, "an id outside its dictionary");
+	return codes[static_cast<size_t>(id)];
+}
+
+} // namespace
 
 void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 {
@@ -602,15 +638,36 @@ void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 		else if (type != static_cast<uint8_t>(price_.type()))
 			throw Error(sqlstate::datatype_mismatch, "the shards' prices are of different types",
 						"Every shard's offers query must return price as the same type.");
+		uint8_t carried = in.get<uint8_t>();
+		if (carried & ~(kProductKeys | kStoreKeys))
+			throw Error(sqlstate::internal_error, "its ids are of an unknown kind");
 		/* straight into this merge's columns (a column per part between would cost more than its rows) */
 		product_ids_.append_serialized(in);
 		counts_.append_serialized(in);
 		store_.append_serialized(in);
 		price_.append_serialized(in);
 		reach_.add(NumericReach::read(in));
+		bool product_keys = carried & kProductKeys, store_keys = carried & kStoreKeys;
+		std::vector<int64_t> product_codes = call_codes_of_part(in, product_keys, keys_.get(), "product_id");
+		std::vector<int64_t> store_codes = call_codes_of_part(in, store_keys, keys_.get(), "store_id");
 		if (!in.at_end() || product_ids_.size() != store_.size() || counts_.size() != store_.size() ||
 			price_.size() != store_.size())
 			throw Error(sqlstate::internal_error, "its columns disagree");
+		if (product_keys)
+			product_ids_.visit_in_pieces(
+				[&](int64_t *ids, size_t first, size_t count) {
+					for (size_t i = first < before ? before - first : 0; i < count; ++i)
+						ids[i] = call_code(product_codes, true, ids[i]);
+				},
+				run_serially);
+		if (store_keys)
+			store_.visit_in_pieces(
+				[&](int64_t *ids, size_t first, size_t count) {
+					for (size_t i = first < before ? before - first : 0; i < count; ++i)
+						ids[i] = call_code(store_codes, true, ids[i]);
+				},
+				run_serially);
+		took_keys_ = took_keys_ || carried != 0;
 	}
 	catch (const Error &e)
 	{
@@ -632,6 +689,26 @@ void MergedOffers::append_part(const uint8_t *data, size_t size, int k)
 						"A count of offers is out of range.");
 	}
 	++parts_;
+}
+
+void MergedOffers::settle_keys(const PieceRunner &run)
+{
+	if (!took_keys_)
+		return;
+	keys_->code_column("product_id", &product_);
+	keys_->code_column("store_id", &store_);
+	try
+	{
+		keys_->settle(run);
+	}
+	catch (...)
+	{
+		keys_->forget(&product_);
+		keys_->forget(&store_);
+		throw;
+	}
+	keys_->forget(&product_);
+	keys_->forget(&store_);
 }
 
 namespace {
@@ -662,25 +739,28 @@ void RunningCheapestOffers::absorb(const Offers &piece)
 	}
 	NumberType type = piece.price.type();
 	int scale = piece.price.scale();
+	Ranking ranking{piece.store_keys};
 	for (size_t row = 0; row < n; ++row)
 	{
 		int32_t product = piece.product.code(row);
 		__int128 price = NumberColumn::comparable(piece.price.key(row), type, scale);
 		if (price > worst_[product])
 			continue;
-		offer(product, Candidate{price, piece.store[row], piece.price.display_scale(row), kNotKept}, piece, row);
+		offer(product, Candidate{price, piece.store[row], piece.price.display_scale(row), kNotKept}, piece, row,
+			  ranking);
 	}
 }
 
-void RunningCheapestOffers::offer(int32_t product, Candidate candidate, const Offers &piece, size_t row)
+void RunningCheapestOffers::offer(int32_t product, Candidate candidate, const Offers &piece, size_t row,
+								  Ranking ranking)
 {
 	std::vector<Candidate> &heap = heaps_[static_cast<size_t>(product)];
 	auto k = static_cast<size_t>(k_);
 	if (heap.size() == k)
 	{
-		if (!(candidate < heap.front()))
+		if (!ranking(candidate, heap.front()))
 			return;
-		std::pop_heap(heap.begin(), heap.end());
+		std::pop_heap(heap.begin(), heap.end(), ranking);
 		heap.pop_back();
 		--in_heaps_;
 	}
@@ -693,7 +773,7 @@ void RunningCheapestOffers::offer(int32_t product, Candidate candidate, const Of
 	if (heap.capacity() == 0)
 		heap.reserve(std::min<size_t>(k, 16)); /* a product's first offer: room for a small k at once */
 	heap.push_back(candidate);
-	std::push_heap(heap.begin(), heap.end());
+	std::push_heap(heap.begin(), heap.end(), ranking);
 	++in_heaps_;
 	if (heap.size() == k)
 		worst_[static_cast<size_t>(product)] = heap.front().price;
@@ -730,15 +810,51 @@ std::vector<uint8_t> RunningCheapestOffers::finish(const Offers &piece)
 	reach_.check(piece.price.description());
 	OffersPart part(k_, piece.price.type(), reach_);
 	const std::vector<int64_t> &counts = piece.product.counts();
+	Ranking ranking{piece.store_keys};
 	for (size_t product = 0; product < heaps_.size(); ++product)
 	{
 		std::vector<Candidate> &heap = heaps_[product];
-		std::sort_heap(heap.begin(), heap.end()); /* cheapest first */
+		std::sort_heap(heap.begin(), heap.end(), ranking); /* cheapest first */
 		for (size_t i = 0; i < heap.size(); ++i)
 			part.add_offer(piece.product.value_of(static_cast<int32_t>(product)), i == 0 ? counts[product] : 0,
 						   kept_store_[heap[i].kept], kept_price_, heap[i].kept);
 	}
+	part.carry_keys(piece.product_keys, piece.store_keys);
 	return serialized_bytes(part);
+}
+
+namespace {
+
+/*
+ * The values of the codes a part holds, as a dictionary of their own
+ * (numbered as they first come): each id rewritten to its code there.
+ * Only the survivors' values travel, not the process's whole dictionary.
+ */
+std::unique_ptr<KeyDictionary> carried_values(const KeyOrder *order, Int64Column &ids)
+{
+	if (!order)
+		return nullptr;
+	auto carried = std::make_unique<KeyDictionary>();
+	ids.visit_in_pieces(
+		[&](int64_t *rows, size_t, size_t count) {
+			for (size_t i = 0; i < count; ++i)
+			{
+				int64_t code = order->code(rows[i]);
+				rows[i] = carried->intern(order->dictionary->value(code), order->dictionary->value_size(code));
+				if (rows[i] < 0)
+					throw std::bad_alloc();
+			}
+		},
+		run_serially);
+	return carried;
+}
+
+} // namespace
+
+void OffersPart::carry_keys(const KeyOrder *product_keys, const KeyOrder *store_keys)
+{
+	product_keys_ = carried_values(product_keys, product_);
+	store_keys_ = carried_values(store_keys, store_);
 }
 
 RankedOffers merge_cheapest_offers(const MergedOffers &merged, int k, ExecContext &ctx)

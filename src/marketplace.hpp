@@ -4,22 +4,32 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <tuple>
 #include <vector>
 
 #include "../kernels/api/marketplace_kernels.hpp"
 #include "device.hpp"
 #include "id_column.hpp"
+#include "key_dictionary.hpp"
 #include "number_column.hpp"
 
 namespace gpurec {
 
-/* The offers of a call, as the input layer read them. */
+/*
+ * The offers of a call, as the input layer read them.  Where a process
+ * ranks its own share of uuid or text ids (RunningCheapestOffers), its
+ * ids are codes of its own dictionaries: product_keys and store_keys say
+ * how they compare and what they are.  Null once the ids are the call's
+ * codes, numbered in key order, and for integers.
+ */
 struct Offers
 {
 	const IdColumn &product;
 	const Int64Column &store;
 	const NumberColumn &price;
+	const KeyOrder *product_keys = nullptr;
+	const KeyOrder *store_keys = nullptr;
 };
 
 /*
@@ -102,6 +112,14 @@ class OffersPart
 	/* An empty part, whose offers come by add_offer. */
 	OffersPart(int k, NumberType price_type, const NumericReach &reach) : k_(k), reach_(reach), price_(price_type) {}
 	/*
+	 * Its product and store ids (those added so far) are uuid or text ids
+	 * as codes of a process's own dictionaries (Offers::product_keys; null:
+	 * integers, which stay as they are): their values travel with the part,
+	 * in dictionaries of the part's own holding only them, the ids
+	 * rewritten as codes there.  Once, after the last add_offer.
+	 */
+	void carry_keys(const KeyOrder *product_keys, const KeyOrder *store_keys);
+	/*
 	 * The next ranked offer: a product's offers come together, cheapest
 	 * first, the first with the product's count of offers, the others with 0.
 	 */
@@ -122,6 +140,7 @@ class OffersPart
 	Int64Column n_offers_;
 	Int64Column store_;
 	NumberColumn price_;
+	std::unique_ptr<KeyDictionary> product_keys_, store_keys_;
 };
 
 class MergedOffers
@@ -131,16 +150,25 @@ class MergedOffers
 	 * price_description names the price column in an ERROR 22003, where the
 	 * parts' prices cannot share one column (as for one read of all).
 	 */
-	explicit MergedOffers(std::string price_description = "a numeric column");
+	explicit MergedOffers(std::string price_description = "a numeric column", std::shared_ptr<CallKeys> keys = nullptr);
 
 	/*
 	 * Adds one shard's part.  Bytes that are not a part (another version
 	 * of gpurec, truncated or foreign): ERROR 22P03; a part ranked for a
 	 * smaller k than `k`: 22023; prices of another type than the parts'
 	 * before: 42804.  After an error the merge holds an unknown share of
-	 * the part, and only serves to fail its call.
+	 * the part, and only serves to fail its call.  A part's uuid or text
+	 * ids (OffersPart::carry_keys) take the codes of the call's keys,
+	 * which the merge was made with.
 	 */
 	void append_part(const uint8_t *data, size_t size, int k);
+	/*
+	 * Once every part is in: the call's dictionaries that took parts' uuid
+	 * or text ids numbered in key order, and the merge's ids with them
+	 * (CallKeys::settle), so that the ranking compares stores in their
+	 * order and the products come in theirs.  Nothing to do for integers.
+	 */
+	void settle_keys(const PieceRunner &run = run_serially);
 
 	const Offers &offers() const { return offers_; }
 	/* Per product code: the shards' counts of its offers, added up. */
@@ -162,6 +190,8 @@ class MergedOffers
 	Int64Column counts_;
 	NumericReach reach_;
 	size_t parts_ = 0;
+	std::shared_ptr<CallKeys> keys_;
+	bool took_keys_ = false;
 };
 
 /*
@@ -210,14 +240,22 @@ class RunningCheapestOffers
 		int64_t store;
 		int16_t display_scale;
 		uint32_t kept;
-
-		bool operator<(const Candidate &o) const
+	};
+	/* The ranking's order of candidates: stores compare as their ids do (stores, for uuid or text ids). */
+	struct Ranking
+	{
+		const KeyOrder *stores;
+		bool operator()(const Candidate &a, const Candidate &b) const
 		{
-			return std::tie(price, store, display_scale, kept) < std::tie(o.price, o.store, o.display_scale, o.kept);
+			if (a.price != b.price)
+				return a.price < b.price;
+			if (a.store != b.store)
+				return stores ? stores->less(a.store, b.store) : a.store < b.store;
+			return std::tie(a.display_scale, a.kept) < std::tie(b.display_scale, b.kept);
 		}
 	};
 
-	void offer(int32_t product, Candidate candidate, const Offers &piece, size_t row);
+	void offer(int32_t product, Candidate candidate, const Offers &piece, size_t row, Ranking ranking);
 	/* The kept offers, rewritten with those in a heap only, once most are out of every heap. */
 	void compact();
 

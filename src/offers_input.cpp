@@ -23,8 +23,11 @@ class CheapestOffersPartial final : public RunningPartial
 	std::vector<uint8_t> finish(InputTable &piece) override { return running_.finish(offers_of(piece)); }
 
   private:
-	/* the piece's columns, as OffersInput declares them */
-	static Offers offers_of(InputTable &piece) { return Offers{piece.id(0), piece.int64(1), piece.number(2)}; }
+	/* the piece's columns, as OffersInput declares them; uuid or text ids as the process's own codes */
+	static Offers offers_of(InputTable &piece)
+	{
+		return Offers{piece.id(0), piece.int64(1), piece.number(2), piece.key_order(0), piece.key_order(1)};
+	}
 
 	RunningCheapestOffers running_;
 };

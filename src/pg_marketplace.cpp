@@ -63,10 +63,11 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 template <typename Parts, typename Use>
 void rank_merged(const Parts &parts, int k, const std::string &price_description, ExecContext &ctx, Use use)
 {
-	MergedOffers merged(price_description);
+	MergedOffers merged(price_description, ctx.keys);
 	Stopwatch clock; /* the parts' rows into one table: still reading them */
 	for (const auto &part : parts)
 		merged.append_part(part.data, part.size, k);
+	merged.settle_keys();
 	merged.reach().check(price_description);
 	ctx.times.read_ms += clock.elapsed_ms();
 	RankedOffers ranked = merge_cheapest_offers(merged, k, ctx);
@@ -79,7 +80,9 @@ void rank_merged(const Parts &parts, int k, const std::string &price_description
  * empty where offers holds every row.
  * Where the CPU ranks, parallel workers rank their own shares and only
  * their k cheapest travel (InputTable::combine_partials): the answer is
- * then those merged and ranked again.
+ * then those merged and ranked again.  Uuid or text ids too: each process
+ * ranks by their values' order, and its survivors' values travel with
+ * them (OffersPart::carry_keys).
  */
 template <typename Use> void rank_offers_query(const char *offers_query, int k, ExecContext &ctx, Use use)
 {

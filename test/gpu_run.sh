@@ -9,6 +9,9 @@
 #   service: the GPU service on the machine's GPUs: test/robustness/gpu_service.py
 #            with GPUREC_SERVICE_REAL_GPUS=1, then test/bench/bench_service.sh
 #            (PHASES narrows it)
+#   keys: issue 33's ids of any type, test/bench/bench_keys.sh: cheapest_offers
+#         30.72M and similar_users 100k (the CPU: CPU_USERS) with integer,
+#         uuid and text ids, GPU and CPU (about 2 minutes; not part of all)
 #   sanitize: the GPU unit tests under compute-sanitizer's memcheck,
 #             racecheck, initcheck and synccheck (SANITIZE_FILTER narrows
 #             the tests; each tool has SANITIZE_TIMEOUT seconds)
@@ -83,6 +86,13 @@ if [ "$what" = service ] || [ "$what" = all ]; then
 		grep -vE '^PASS' | tail -20
 	echo "service checks: $(grep -c '^PASS' "$out/service-checks.log") passed, $(grep -c '^FAIL' "$out/service-checks.log") failed"
 	bash test/bench/bench_service.sh 2>&1 | tee "$out/service-bench.log"
+fi
+
+if [ "$what" = keys ]; then
+	make -s -j16 PG_CONFIG="$PG_CONFIG" >/dev/null && make -s install PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
+	eval "$(test/cluster.sh start /tmp/gpurec-bench -c shared_buffers=4GB -c work_mem=1GB -c max_wal_size=20GB -c jit=off -c max_worker_processes=32 -c max_parallel_workers=32)"
+	bash test/bench/bench_keys.sh 2>&1 | tee "$out/keys.log"
+	test/cluster.sh stop /tmp/gpurec-bench
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then

@@ -636,6 +636,8 @@ void set_column_types(InputTable &table, const ColumnBinding &binding, const std
 	for (int c = 0; c < binding.ncolumns; ++c)
 		if (keys && binding.keys[c])
 			table.code_ids_with(keys, static_cast<size_t>(c));
+		else if (binding.keys[c]) /* a process's own table or piece: its codes are its dictionary's */
+			table.order_ids_by(static_cast<size_t>(c), KeyOrder{binding.keys[c], binding.key_stride});
 		else if (table.specs()[c].kind == ColumnKind::Number)
 			table.number(c).set_type(number_type_for(binding.conversion[c]));
 		else if (table.specs()[c].kind == ColumnKind::FloatArray)

@@ -629,11 +629,9 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	DirectShape shape;
 	outcome.direct = direct_shape(inner, binding, &shape);
 	PartialRequest partial = table->partial_request();
-	/* a worker's partial result of uuid or text ids would break ties on its own codes, not in the ids' order */
-	if (partial.kind != nullptr &&
-		(binds_coded_ids(binding) || !(outcome.direct && partials_pay_off(shape, partial, outcome.planned_workers + 1))))
+	if (partial.kind != nullptr && !(outcome.direct && partials_pay_off(shape, partial, outcome.planned_workers + 1)))
 	{
-		outcome.partials_declined = outcome.direct && !binds_coded_ids(binding);
+		outcome.partials_declined = outcome.direct;
 		partial = PartialRequest{};
 	}
 	/* each process codes its uuid and text ids in a lane of its own (CallKeys::learn_lane) */

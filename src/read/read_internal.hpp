@@ -131,7 +131,8 @@ void bind_key_filter(ColumnBinding *binding, const InputTable &table);
 /*
  * Numbers and arrays keep what the query's column type tells: sets it on
  * `table`'s columns, before the first row is appended; with `keys`, its
- * uuid and text id columns are coded through them (InputTable::code_ids_with).
+ * uuid and text id columns are coded through them (InputTable::code_ids_with), and
+ * without, ordered by the binding's own dictionaries (InputTable::order_ids_by).
  */
 void set_column_types(InputTable &table, const ColumnBinding &binding,
 					  const std::shared_ptr<CallKeys> &keys = nullptr);

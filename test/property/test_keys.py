@@ -24,6 +24,8 @@ integer ids order as the keys do.  The oracles:
     queries of one call must be of one kind (42804); the result's id_type
     must be the ids' kind (42804); a main_user no point has is 22023.
 """
+import csv
+import io
 import os
 import re
 import subprocess
@@ -230,6 +232,19 @@ CREATE TABLE population (individual_key {t}, individual_int bigint, scores float
 
 # ---------------------------------------------------------------- checks ---
 
+def cheapest_offers_oracle(table, key_type, k):
+    """cheapest_offers of a table of product_key, store_key, price in plain SQL: ties by store_key's byte order."""
+    order = "" if key_type == "uuid" else ' COLLATE "C"'
+    key_sql = "uuid" if key_type == "uuid" else "text"
+    return sql(f"""
+SELECT product_key::{key_sql}, r, store_key::{key_sql}, price, n FROM (
+  SELECT product_key, store_key, price,
+         row_number() OVER (PARTITION BY product_key ORDER BY price, store_key::{key_sql}{order}) AS r,
+         count(*) OVER (PARTITION BY product_key) AS n
+  FROM {table} WHERE product_key IS NOT NULL AND store_key IS NOT NULL AND price IS NOT NULL) o
+WHERE r <= {k} ORDER BY product_key::{key_sql}{order}, r""")
+
+
 def check_marketplace(key_type, devices):
     ids = make_marketplace(key_type)
     k = rng.randint(1, 4)
@@ -240,15 +255,7 @@ def check_marketplace(key_type, devices):
     carts_i = lit("SELECT cart_int AS cart_id, product_int AS product_id, store_int AS store_id, quantity FROM carts")
     ship_k = lit("SELECT store_key AS store_id, fee, free_from FROM shipping")
     ship_i = lit("SELECT store_int AS store_id, fee, free_from FROM shipping")
-    order = "" if key_type == "uuid" else ' COLLATE "C"'
-    key_sql = "uuid" if key_type == "uuid" else "text"
-    oracle = sql(f"""
-SELECT product_key::{key_sql}, r, store_key::{key_sql}, price, n FROM (
-  SELECT product_key, store_key, price,
-         row_number() OVER (PARTITION BY product_key ORDER BY price, store_key::{key_sql}{order}) AS r,
-         count(*) OVER (PARTITION BY product_key) AS n
-  FROM offers WHERE product_key IS NOT NULL AND store_key IS NOT NULL AND price IS NOT NULL) o
-WHERE r <= {k} ORDER BY product_key::{key_sql}{order}, r""")
+    oracle = cheapest_offers_oracle("offers", key_type, k)
     for device in devices:
         s = {"gpurec.device": device}
         name = f"{key_type} {device}"
@@ -327,6 +334,13 @@ def check_geo(key_type, devices):
         err = sql_error(f"SELECT * FROM gpurec.user_similarity({points_k}, {missing}, 'euclidean', NULL, {id_type})")
         check(f"user_similarity {key_type}: a main_user without points is 22023 naming it",
               err is not None and err[0] == "22023" and missing.split("'")[1] in err[1], str(err))
+        hold_missing = lit(f"SELECT {missing} AS user_id, candidate_key AS candidate_id FROM candidates")
+        for device in devices:
+            err = sql_error(f"SELECT * FROM gpurec.fit_exponent({points_k}, {hold_missing}, {cands_k})",
+                            settings={"gpurec.device": device})
+            check(f"fit_exponent {key_type} {device}: a holdout user without points is 22023 naming its own id",
+                  err is not None and err[0] == "22023"
+                  and f"holdout user {missing.split(chr(39))[1]} has no points" in err[1], str(err))
     err = sql_error(f"SELECT * FROM gpurec.user_similarity({points_k}, 1)")
     check(f"user_similarity {key_type}: a bigint main_user with {key_type} user ids is 42804",
           err is not None and err[0] == "42804", str(err))
@@ -381,6 +395,12 @@ def run_with_notices(query, settings):
     return proc.stdout.splitlines()[1:], proc.stderr
 
 
+def rows_as_sql(lines):
+    """run_with_notices' CSV lines as sql() gives rows: lists of strings, None for NULL."""
+    rows = csv.reader(io.StringIO("\n".join(lines)))
+    return [[None if v == "\\N" else v for v in r] for r in rows]
+
+
 def workers_read(notices):
     return sum(int(n) for n in re.findall(r"(\d+) of \d+ planned parallel workers", notices))
 
@@ -389,13 +409,14 @@ def check_parallel(key_type, devices):
     """Each process of a parallel read codes its own rows; the call's codes must come out as one read's."""
     ids = make_marketplace(key_type)
     sql("""DROP TABLE IF EXISTS offers_big, points_big;
-CREATE TABLE offers_big AS SELECT product_key, store_key, price + g % 7 AS price FROM offers, generate_series(1, 60) g;
+CREATE TABLE offers_big AS SELECT product_key, store_key, price + g % 7 AS price FROM offers, generate_series(1, 120) g;
 ANALYZE offers_big;""")
     make_points(key_type)
     sql("""CREATE TABLE points_big AS SELECT user_key, x + g % 3 AS x, y FROM points, generate_series(1, 40) g;
 ANALYZE points_big;""")
     id_type = f"NULL::{'uuid' if key_type == 'uuid' else 'text'}"
     k = rng.randint(1, 3)
+    oracle = cheapest_offers_oracle("offers_big", key_type, k)
     big = "SELECT product_key AS product_id, store_key AS store_id, price FROM offers_big"
     calls = {
         "cheapest_offers, direct scan": f"SELECT * FROM gpurec.cheapest_offers({lit(big)}, {k}, {id_type})",
@@ -422,6 +443,13 @@ ANALYZE points_big;""")
                 check(f"{name} {key_type} {device}, parallel read (leader participation {participation}): "
                       "the serial read's rows", rows == serial and len(rows) > 0,
                       f"{len(rows)} rows against {len(serial)}; NOTICE {notices.strip()[:500]}")
+                if name == "cheapest_offers, direct scan":
+                    check(f"{name} {key_type} {device}, parallel read (leader participation {participation}): "
+                          "plain SQL, ties by store_id in the key's byte order across processes",
+                          rows_as_sql(rows) == oracle, f"{len(rows)} rows, first {rows[:3]} against {oracle[:3]}")
+                    if device == "cpu" and participation == "off":
+                        check(f"{name} {key_type}: each process ranks its own share (partial results)",
+                              "each process's partial result taken" in notices, notices.strip()[:600])
                 if participation == "off" and "filtered" not in name:
                     check(f"{name} {key_type} {device}: workers read rows", workers_read(notices) > 0,
                           notices.strip()[:600])

@@ -133,7 +133,7 @@ indexed_and_not(const Rows &rows, const Cands &cands, int64_t main, const std::v
 	std::vector<PowerPlan> powers;
 	for (double e : exponents)
 		powers.push_back(plan_power(e));
-	int32_t code = main_user_code(rows.view(), main);
+	int32_t code = main_user_code(rows.view(), main, ctx);
 	ReachGrid grid = reach_grid_of(rows_of(rows.view()), cset, sp);
 	if (grid_out)
 		*grid_out = grid;

@@ -10,6 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -135,6 +138,113 @@ TEST(PartialBuilders, TheProcessesPartsMergedAreTheWholeRanking)
 		EXPECT_EQ(shown(merged.offers(), got, merged.n_offers()),
 				  shown(whole.offers, expected, whole.offers.product.counts()))
 			<< n << " rows, " << processes << " processes, k = " << k;
+	}
+}
+
+/* A random text id: few letters, bytes past 0x7f, prefixes of one another, the empty string. */
+std::string random_key(std::mt19937_64 &rng)
+{
+	static const char letters[] = {'a', 'B', 'b', 'A', '0', '\xc3', '\xa9', ' '};
+	std::string key;
+	size_t size = rng() % 4;
+	for (size_t i = 0; i < size; ++i)
+		key += letters[rng() % sizeof letters];
+	return key;
+}
+
+TEST(PartialBuilders, ProcessesRankTextIdsByTheirBytesAndTheirSurvivorsCarryThem)
+{
+	/*
+	 * Each process codes its text ids through a dictionary of its own, as
+	 * they come (the calling backend through the call's, lane 0; a worker
+	 * through its own, code x stride + lane): its codes are not the ids'
+	 * order, yet ties at the k-th price must rank the lower store_id by
+	 * its bytes.  The merge takes the parts' values into the call's
+	 * dictionaries, numbered in key order.  Oracle: the rows sorted on
+	 * (price, store's bytes) per product, as std::string orders bytes.
+	 */
+	auto rng = seeded_rng();
+	ExecContext shape_ctx;
+	OffersInput shape(shape_ctx);
+	for (int round = 0; round < 30; ++round)
+	{
+		int k = 1 + static_cast<int>(rng() % 4);
+		size_t n = rng() % 3000;
+		std::vector<std::string> products(1 + rng() % 30), stores(1 + rng() % 12);
+		for (std::string &key : products)
+			key = random_key(rng);
+		for (std::string &key : stores)
+			key = random_key(rng);
+		struct TextRow
+		{
+			std::string product, store;
+			int64_t price;
+		};
+		std::vector<TextRow> rows(n);
+		for (TextRow &row : rows)
+			row = TextRow{products[rng() % products.size()], stores[rng() % stores.size()],
+						  static_cast<int64_t>(rng() % 4)};
+
+		std::map<std::string, std::vector<std::pair<int64_t, std::string>>> by_product;
+		for (const TextRow &row : rows)
+			by_product[row.product].emplace_back(row.price, row.store);
+		std::vector<std::tuple<std::string, int64_t, int64_t, std::string, int64_t>> expected;
+		for (auto &[product, offers] : by_product)
+		{
+			std::sort(offers.begin(), offers.end());
+			for (size_t r = 0; r < offers.size() && r < static_cast<size_t>(k); ++r)
+				expected.emplace_back(product, static_cast<int64_t>(offers.size()), static_cast<int64_t>(r + 1),
+									  offers[r].second, offers[r].first);
+		}
+
+		auto keys = std::make_shared<CallKeys>();
+		KeyDictionary &call_products = *keys->key("product_id", KeyType::Text).dictionary;
+		KeyDictionary &call_stores = *keys->key("store_id", KeyType::Text).dictionary;
+		int64_t processes = 1 + static_cast<int64_t>(rng() % 4);
+		std::vector<std::vector<TextRow>> shares(static_cast<size_t>(processes));
+		for (const TextRow &row : rows)
+			shares[rng() % shares.size()].push_back(row);
+		MergedOffers merged("a numeric column", keys);
+		for (int64_t lane = 0; lane < processes; ++lane)
+		{
+			KeyDictionary own_products, own_stores;
+			KeyDictionary &product_codes = lane == 0 ? call_products : own_products;
+			KeyDictionary &store_codes = lane == 0 ? call_stores : own_stores;
+			PartialBuilder builder(PartialRequest{find_partial_kind("cheapest_offers"), k}, shape.table.what(),
+								   shape.table.specs(), [&](InputTable &piece) {
+									   piece.order_ids_by(0, KeyOrder{&product_codes, processes});
+									   piece.order_ids_by(1, KeyOrder{&store_codes, processes});
+								   });
+			const std::vector<TextRow> &share = shares[static_cast<size_t>(lane)];
+			std::vector<Row> coded;
+			for (const TextRow &row : share)
+			{
+				auto code = [&](KeyDictionary &d, const std::string &v) {
+					return d.intern(reinterpret_cast<const uint8_t *>(v.data()), v.size()) * processes + lane;
+				};
+				coded.push_back(Row{code(product_codes, row.product), code(store_codes, row.store), row.price});
+			}
+			for (size_t at = 0; at < coded.size();)
+			{
+				size_t batch = std::min<size_t>(coded.size() - at, 1 + rng() % 256);
+				append(builder.piece(), coded.data() + at, batch);
+				builder.absorb_if_full();
+				at += batch;
+			}
+			std::vector<uint8_t> part = builder.finish();
+			merged.append_part(part.data(), part.size(), k);
+		}
+		merged.settle_keys();
+		ExecContext merge_ctx;
+		merge_ctx.mode = DeviceMode::Cpu;
+		RankedOffers ranked = merge_cheapest_offers(merged, k, merge_ctx);
+		auto text = [](const KeyDictionary &d, int64_t code) {
+			return std::string(reinterpret_cast<const char *>(d.value(code)), d.value_size(code));
+		};
+		std::vector<std::tuple<std::string, int64_t, int64_t, std::string, int64_t>> got;
+		for (const auto &[product, count, rank, store, price] : shown(merged.offers(), ranked, merged.n_offers()))
+			got.emplace_back(text(call_products, product), count, rank, text(call_stores, store), price);
+		EXPECT_EQ(got, expected) << n << " rows, " << processes << " processes, k = " << k;
 	}
 }
 
