@@ -3,25 +3,34 @@
  * the same bits as comparing them all.
  *
  * A k-d tree holds every point of the call (in the plane under euclidean;
- * on the unit sphere, by chord, under haversine).  For a user A, a search
- * of radius r around each of A's points i visits every point within r of
- * it, by its owner and distance, except that a node far from i for its
- * size is visited once per user with points in it, at the node's least
- * distance from i.  For any other user B, the distance from i to B's
- * nearest point is then at least the least distance at which the search
- * visited B, and more than r when it did not visit B.  So the sum that
- * makes B's similarity to A (geo_pairs.hpp, offer_other) is at least
- *     sum over i of max(visited_i(B) ? least_i(B) : r, epsilon),
- * and a user that no search visited has a sum of at least
- * n_A max(r, epsilon).  The users visited are compared with A point by
+ * on the unit sphere, by chord, under haversine), and each user's points
+ * are grouped in boxes, about one per place it goes to.  A search of
+ * radius r from a query (one of A's points, or one of its boxes) visits
+ * every point within r of it, by its owner and distance, except that a
+ * node far from the query for its size is visited once per user with
+ * points in it, at the node's least distance.  For any other user B, the
+ * distance from A's point i to B's nearest point is then at least the
+ * least distance at which a search covering i visited B, and more than
+ * r_i when none did.  So the sum that makes B's similarity to A
+ * (geo_pairs.hpp, offer_other) is at least
+ *     sum over i of max(visited_i(B) ? least_i(B) : r_i, epsilon).
+ *
+ * A user's search has two rounds.  The first, of a small radius, seeds
+ * A's heap of best others: the users visited are compared with A point by
  * point (offer_other, exactly as the brute force does) in order of that
- * bound, until the bound of the next one says that it cannot enter A's
- * heap of best others (once the heap is full, a second bound from the
- * user's boxes, box_bound, may still skip it); A is done when the bound of
- * the users not visited says the same of them.  Otherwise r grows (to the mean distance of A's
- * k-th best so far, once there are k: the users beyond it cannot enter)
- * and the search repeats; the users already compared are not compared
- * again.
+ * bound until the heap is full and 3k more were offered (the radius
+ * doubles while it is not full).  The last round is exact, from the worst
+ * kept, W: a user that can enter has a sum at most W's, so on at least one
+ * of A's boxes its terms are at most W's there.  A user of one box
+ * searches each point with W's mean term on that box as radius (a box
+ * whose radius dwarfs it searches once from the box), and a user no
+ * search visits cannot enter.  A user of several boxes looks up the pairs'
+ * index: every ordered pair of each user's boxes, of which the one nearest
+ * A's two largest boxes bounds that user's terms on them; only users with
+ * a pair within W's sum (and users of too many boxes to index) may enter.
+ * The users found are filtered by bounds from both users' boxes, then
+ * compared in order of their bound until the next one's says that it
+ * cannot enter the heap; users compared are not compared again.
  *
  * Bounds are computed in doubles and made a little lower (bound_margin,
  * geo_pairs.hpp) than the least sum that rounding could make; a user is skipped only
@@ -32,7 +41,7 @@
  *
  * Where the points are spread evenly, the radii grow until nearly every
  * pair is compared: pruning would cost more than the brute force.  Under
- * gpurec.geo_pruning = auto a sample of the users decides (choose_pruned);
+ * gpurec.geo_pruning = auto a sample of the users decides (best_others_search);
  * and a user whose search exceeds half of its brute force's cost is
  * finished by the brute force.
  */
