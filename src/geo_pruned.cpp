@@ -3,25 +3,34 @@
  * the same bits as comparing them all.
  *
  * A k-d tree holds every point of the call (in the plane under euclidean;
- * on the unit sphere, by chord, under haversine).  For a user A, a search
- * of radius r around each of A's points i visits every point within r of
- * it, by its owner and distance, except that a node far from i for its
- * size is visited once per user with points in it, at the node's least
- * distance from i.  For any other user B, the distance from i to B's
- * nearest point is then at least the least distance at which the search
- * visited B, and more than r when it did not visit B.  So the sum that
- * makes B's similarity to A (geo_pairs.hpp, offer_other) is at least
- *     sum over i of max(visited_i(B) ? least_i(B) : r, epsilon),
- * and a user that no search visited has a sum of at least
- * n_A max(r, epsilon).  The users visited are compared with A point by
+ * on the unit sphere, by chord, under haversine), and each user's points
+ * are grouped in boxes, about one per place it goes to.  A search of
+ * radius r from a query (one of A's points, or one of its boxes) visits
+ * every point within r of it, by its owner and distance, except that a
+ * node far from the query for its size is visited once per user with
+ * points in it, at the node's least distance.  For any other user B, the
+ * distance from A's point i to B's nearest point is then at least the
+ * least distance at which a search covering i visited B, and more than
+ * r_i when none did.  So the sum that makes B's similarity to A
+ * (geo_pairs.hpp, offer_other) is at least
+ *     sum over i of max(visited_i(B) ? least_i(B) : r_i, epsilon).
+ *
+ * A user's search has two rounds.  The first, of a small radius, seeds
+ * A's heap of best others: the users visited are compared with A point by
  * point (offer_other, exactly as the brute force does) in order of that
- * bound, until the bound of the next one says that it cannot enter A's
- * heap of best others (once the heap is full, a second bound from the
- * user's boxes, box_bound, may still skip it); A is done when the bound of
- * the users not visited says the same of them.  Otherwise r grows (to the mean distance of A's
- * k-th best so far, once there are k: the users beyond it cannot enter)
- * and the search repeats; the users already compared are not compared
- * again.
+ * bound until the heap is full and 3k more were offered (the radius
+ * doubles while it is not full).  The last round is exact, from the worst
+ * kept, W: a user that can enter has a sum at most W's, so on at least one
+ * of A's boxes its terms are at most W's there.  A user of one box
+ * searches each point with W's mean term on that box as radius (a box
+ * whose radius dwarfs it searches once from the box), and a user no
+ * search visits cannot enter.  A user of several boxes looks up the pairs'
+ * index: every ordered pair of each user's boxes, of which the one nearest
+ * A's two largest boxes bounds that user's terms on them; only users with
+ * a pair within W's sum (and users of too many boxes to index) may enter.
+ * The users found are filtered by bounds from both users' boxes, then
+ * compared in order of their bound until the next one's says that it
+ * cannot enter the heap; users compared are not compared again.
  *
  * Bounds are computed in doubles and made a little lower (bound_margin,
  * geo_pairs.hpp) than the least sum that rounding could make; a user is skipped only
@@ -32,7 +41,7 @@
  *
  * Where the points are spread evenly, the radii grow until nearly every
  * pair is compared: pruning would cost more than the brute force.  Under
- * gpurec.geo_pruning = auto a sample of the users decides (choose_pruned);
+ * gpurec.geo_pruning = auto a sample of the users decides (best_others_search);
  * and a user whose search exceeds half of its brute force's cost is
  * finished by the brute force.
  */
@@ -65,6 +74,9 @@ constexpr int64_t kLeafPoints = 16;
  * of one per point (the boxes' bound then tightens it, box_bound).
  */
 constexpr double kFarEnough = 1.0;
+
+/* A round that fills a user's heap offers it at most this many times k users (in order of their bounds). */
+constexpr int kSeeds = 3;
 
 /* A user's search gives up past this share of its brute force's pairs (and the brute force finishes it). */
 constexpr double kSearchBudget = 0.5;
@@ -170,7 +182,7 @@ template <GeoMetric M> class KdTree
 	 * q (a lower bound of each of those points'; its points beyond r2 are
 	 * visited too then).  Returns the visits.
 	 */
-	template <typename Visit> int64_t around(const double *q, double r2, Visit visit) const
+	template <typename Visit> int64_t around(const double *lo, const double *hi, double r2, Visit visit) const
 	{
 		if (nodes_.empty())
 			return 0;
@@ -181,7 +193,7 @@ template <GeoMetric M> class KdTree
 		while (top > 0)
 		{
 			const Node &node = nodes_[stack[--top]];
-			double gap = box_distance(node, q);
+			double gap = box_distance(node, lo, hi);
 			if (gap > r2)
 				continue;
 			if (node.left < 0)
@@ -192,7 +204,8 @@ template <GeoMetric M> class KdTree
 					double d2 = 0;
 					for (int d = 0; d < D; ++d)
 					{
-						double delta = coordinate_[d][p] - q[d];
+						double below = lo[d] - coordinate_[d][p], above = coordinate_[d][p] - hi[d];
+						double delta = below > 0 ? below : above > 0 ? above : 0;
 						d2 += delta * delta;
 					}
 					if (d2 <= r2)
@@ -234,12 +247,12 @@ template <GeoMetric M> class KdTree
 		return d2;
 	}
 
-	static double box_distance(const Node &node, const double *q)
+	static double box_distance(const Node &node, const double *lo, const double *hi)
 	{
 		double d2 = 0;
 		for (int d = 0; d < D; ++d)
 		{
-			double below = node.lo[d] - q[d], above = q[d] - node.hi[d];
+			double below = node.lo[d] - hi[d], above = lo[d] - node.hi[d];
 			double gap = below > 0 ? below : above > 0 ? above : 0;
 			d2 += gap * gap;
 		}
@@ -318,12 +331,12 @@ template <GeoMetric M> class KdTree
 	double whole_ = 1e-300;
 };
 
-/* A user visited by a search: the bound of its sum, folded one of A's points at a time, in order. */
+/* A user visited by a search: the bound of its sum, folded one query (a point of A, or a box of them) at a time, in order. */
 struct Seen
 {
 	int32_t user;
-	int64_t point; /* A's point whose least distance to the user so far is in `least` */
-	double least;  /* that least index-space distance squared */
+	int64_t point, end; /* A's points [point, end), the query whose least distance to the user so far is in `least` */
+	double least;		/* that least index-space distance squared */
 	double sum;	   /* the bounds of A's points before `point`, floored, summed */
 	double bound;
 };
@@ -337,13 +350,46 @@ struct Seen
  */
 constexpr int kMostBoxes = 8;
 
+/*
+ * A box of a user's points searches once for all of them, at its distance
+ * (below each point's), where the radius is at least this many times its
+ * diagonal: the bounds lose at most a fourth of the radius there, and the
+ * search visits the users around a faraway place once instead of once per
+ * point.
+ */
+constexpr double kBoxQuery = 4;
+
+/* Users of at most this many boxes are in the pairs' index (PrunedSearch::by_pairs), each with the square of it in entries. */
+constexpr int64_t kPairBoxes = 3;
+
+/* The pairs' index serves where at most one user in this many has more boxes (those are offered to every user). */
+constexpr size_t kWidePairsShare = 64;
+
 template <GeoMetric M> class PrunedSearch final : public BestOthers
 {
+	struct Box
+	{
+		double lo[kDims<M>], hi[kDims<M>];
+		int64_t begin, end; /* its user's points in it: [begin, end) */
+		int64_t points() const { return end - begin; }
+		double diagonal2() const
+		{
+			double d2 = 0;
+			for (int d = 0; d < kDims<M>; ++d)
+				d2 += (hi[d] - lo[d]) * (hi[d] - lo[d]);
+			return d2;
+		}
+	};
   public:
 	PrunedSearch(const GeoPointSet &s, int k, double epsilon, ExecContext &ctx)
 		: s_(s), k_(k), epsilon_(epsilon), tree_(s, ctx), scratch_(parallel_workers(s.users(), ctx))
 	{
 		group_in_boxes();
+		index_pairs();
+		by_id_.resize(static_cast<size_t>(s.users()));
+		for (int32_t u = 0; u < s.users(); ++u)
+			by_id_[u] = u;
+		std::sort(by_id_.begin(), by_id_.end(), [&s](int32_t x, int32_t y) { return s.user_ids[x] < s.user_ids[y]; });
 	}
 
 	bool find(int32_t a, size_t worker, SimilarityEntry *heap, int &size) override
@@ -354,85 +400,99 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 			w.slot.assign(static_cast<size_t>(s_.users()), -1);
 			w.compared.assign(static_cast<size_t>(s_.users()), 0);
 		}
-		int64_t n = s_.count(a);
+		int64_t first = s_.offsets[a], n = s_.count(a);
 		double budget = kSearchBudget * static_cast<double>(n) * static_cast<double>(s_.points());
 		double margin = 1 - bound_margin(n);
 		double work = 0, searched = 0, boxed = 0;
 		double radius = tree_.first_radius();
 		bool done = false;
 		w.compared_users.clear();
+		w.radius2.resize(static_cast<size_t>(n));
+		w.unseen.resize(static_cast<size_t>(n));
 		for (;;)
 		{
-			double r2 = radius * radius;
-			double unseen = std::max(radius >= tree_.whole() ? INFINITY : distance_below<M>(r2), epsilon_);
-			w.seen.clear();
-			for (int64_t i = s_.offsets[a]; i < s_.offsets[a + 1]; ++i)
+			if (size == k_ && box_offsets_[a + 1] - box_offsets_[a] >= 2 && pairs_usable_)
 			{
-				double q[3];
-				point_of(i, q);
-				searched += static_cast<double>(tree_.around(q, r2, [&](int32_t u, double d2) __attribute__((always_inline)) {
-					if (u == a)
-						return;
-					int32_t &slot = w.slot[u];
-					if (slot < 0)
-					{
-						slot = static_cast<int32_t>(w.seen.size());
-						w.seen.push_back({u, i, d2, 0.0, 0.0});
-						fold_unseen(w.seen.back(), s_.offsets[a], i, unseen);
-						return;
-					}
-					Seen &seen = w.seen[slot];
-					if (seen.point != i)
-					{
-						fold(seen);
-						fold_unseen(seen, seen.point + 1, i, unseen);
-						seen.point = i;
-						seen.least = d2;
-					}
-					else
-						seen.least = std::min(seen.least, d2);
-				}));
+				done = by_pairs(a, w, heap, size, work, searched, boxed, budget);
+				break;
 			}
+			/* each of a's points' search radius, and the least term of a user it does not visit */
+			if (size == k_)
+				work += radii_of_worst(a, heap[0], w);
+			else
+				std::fill(w.radius2.begin(), w.radius2.end(), radius * radius);
+			double unseen_sum = 0;
+			for (int64_t i = 0; i < n; ++i)
+			{
+				w.unseen[i] = std::max(w.radius2[i] >= tree_.whole() * tree_.whole() ? INFINITY
+																					 : distance_below<M>(w.radius2[i]),
+									   epsilon_);
+				unseen_sum += w.unseen[i];
+			}
+			w.seen.clear();
+			for (int64_t x = box_offsets_[a]; x < box_offsets_[a + 1]; ++x)
+			{
+				const Box &box = boxes_[x];
+				double r2 = w.radius2[box.begin - first];
+				/* a box far from all it reaches searches once for its points: their bounds lose its diagonal */
+				bool whole_box = r2 >= kBoxQuery * kBoxQuery * box.diagonal2();
+				for (int64_t i = box.begin; i < box.end; i = whole_box ? box.end : i + 1)
+				{
+					int64_t end = whole_box ? box.end : i + 1;
+					double q[3];
+					point_of(i, q);
+					searched += static_cast<double>(tree_.around(
+						whole_box ? box.lo : q, whole_box ? box.hi : q, r2,
+						[&](int32_t u, double d2) __attribute__((always_inline)) {
+							if (u == a)
+								return;
+							int32_t &slot = w.slot[u];
+							if (slot < 0)
+							{
+								slot = static_cast<int32_t>(w.seen.size());
+								w.seen.push_back({u, i, end, d2, 0.0, 0.0});
+								fold_unseen(w.seen.back(), w, 0, i - first);
+								return;
+							}
+							Seen &seen = w.seen[slot];
+							if (seen.point != i)
+							{
+								fold(seen);
+								fold_unseen(seen, w, seen.end - first, i - first);
+								seen.point = i;
+								seen.end = end;
+								seen.least = d2;
+							}
+							else
+								seen.least = std::min(seen.least, d2);
+						}));
+				}
+			}
+			size_t seen_users = w.seen.size();
 			for (Seen &seen : w.seen)
 			{
 				fold(seen);
-				fold_unseen(seen, seen.point + 1, s_.offsets[a + 1], unseen);
+				fold_unseen(seen, w, seen.end - first, n);
 				w.slot[seen.user] = -1;
 				seen.bound = seen.sum * margin;
 			}
-			std::sort(w.seen.begin(), w.seen.end(), [](const Seen &x, const Seen &y) { return x.bound < y.bound; });
-			for (const Seen &seen : w.seen)
-			{
-				if (size == k_ && geo::similarity_of(n, seen.bound) < heap[0].similarity)
-					break;
-				if (w.compared[seen.user])
-					continue;
-				/* compared, or shown unable to enter: the heap's worst only rises */
-				w.compared[seen.user] = 1;
-				w.compared_users.push_back(seen.user);
-				if (size == k_)
-				{
-					boxed += static_cast<double>(n) * static_cast<double>(box_offsets_[seen.user + 1] -
-																		  box_offsets_[seen.user]);
-					if (geo::similarity_of(n, box_bound(a, seen.user) * margin) < heap[0].similarity)
-						continue;
-				}
-				offer_other<M>(s_, a, seen.user, k_, epsilon_, heap, size);
-				work += static_cast<double>(n) * static_cast<double>(s_.count(seen.user));
-			}
-			bool all_seen = w.seen.size() + 1 == static_cast<size_t>(s_.users());
-			if (all_seen || (size == k_ && geo::similarity_of(n, static_cast<double>(n) * unseen * margin) <
-											   heap[0].similarity))
+			/* a round that fills the heap only seeds it: the next one's radii (or pairs) set the rest aside better */
+			bool seeding = size < k_;
+			if (!offer_seen(a, w, heap, size, work, boxed, budget - searched, seeding))
+				break;
+			/* a seeding round that filled the heap left some of its users unoffered */
+			bool all_offered = !(seeding && size == k_);
+			bool all_seen = seen_users + 1 == static_cast<size_t>(s_.users());
+			if (all_offered && (all_seen || (size == k_ && geo::similarity_of(n, unseen_sum * margin) <
+																heap[0].similarity)))
 			{
 				done = true;
 				break;
 			}
 			if (work + searched + boxed > budget)
 				break;
-			/* the radius at which the users not seen fall behind the worst kept, once there are k */
+			/* until there are k: wider; then the radii of the worst kept (radii_of_worst), whose round ends it */
 			double next = radius * 2;
-			if (size == k_)
-				next = std::max(next, radius_for<M>(1.0 / heap[0].similarity / margin));
 			radius = next >= tree_.whole() ? INFINITY : next;
 		}
 		for (int32_t u : w.compared_users)
@@ -452,7 +512,160 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		std::vector<Seen> seen;
 		std::vector<uint8_t> compared; /* per user: compared with the current user */
 		std::vector<int32_t> compared_users;
+		std::vector<double> radius2; /* per point of the current user: its search's squared radius */
+		std::vector<double> unseen;	 /* and the least term of a user that the search does not visit */
 	};
+
+
+	/*
+	 * Offers a the users of w.seen, whose bounds are set, in order of them,
+	 * while they may enter (or, `seeding`, until the heap is full); once the
+	 * heap is full, first sets aside those that the heap or the boxes' bound
+	 * (cheaper than sorting them) rule out.  False where that passes
+	 * `budget` (pairs compared and boxes), the offers left undone.
+	 */
+	bool offer_seen(int32_t a, Scratch &w, SimilarityEntry *heap, int &size, double &work, double &boxed,
+					double budget, bool seeding = false)
+	{
+		int64_t n = s_.count(a);
+		double margin = 1 - bound_margin(n);
+		size_t kept = 0;
+		for (Seen &seen : w.seen)
+		{
+			if (size == k_)
+			{
+				if (w.compared[seen.user] || geo::similarity_of(n, seen.bound) < heap[0].similarity)
+					continue;
+				boxed += static_cast<double>((box_offsets_[a + 1] - box_offsets_[a]) *
+											 (box_offsets_[seen.user + 1] - box_offsets_[seen.user]));
+				double by_boxes = boxes_bound(a, seen.user) * margin;
+				if (geo::similarity_of(n, by_boxes) < heap[0].similarity)
+					continue;
+				seen.bound = std::max(seen.bound, by_boxes);
+			}
+			w.seen[kept++] = seen;
+		}
+		w.seen.resize(kept);
+		int seeds = 0;
+		std::sort(w.seen.begin(), w.seen.end(), [](const Seen &x, const Seen &y) { return x.bound < y.bound; });
+		for (const Seen &seen : w.seen)
+		{
+			if (size == k_ && geo::similarity_of(n, seen.bound) < heap[0].similarity)
+				break;
+			if (w.compared[seen.user])
+				continue;
+			/* compared, or shown unable to enter: the heap's worst only rises */
+			w.compared[seen.user] = 1;
+			w.compared_users.push_back(seen.user);
+			if (size == k_)
+			{
+				boxed += static_cast<double>(n) *
+						 static_cast<double>(box_offsets_[seen.user + 1] - box_offsets_[seen.user]);
+				if (geo::similarity_of(n, box_bound(a, seen.user) * margin) < heap[0].similarity)
+					continue;
+			}
+			offer_other<M>(s_, a, seen.user, k_, epsilon_, heap, size);
+			work += static_cast<double>(n) * static_cast<double>(s_.count(seen.user));
+			if (work + boxed > budget)
+				return false;
+			if (seeding && size == k_ && ++seeds >= kSeeds * k_)
+				break;
+		}
+		return true;
+	}
+
+	/*
+	 * The last round of a user a of several places (boxes), once its heap
+	 * is full, through the pairs' index: a user b that can enter has a sum
+	 * at most the worst kept's, so its terms on a's two largest boxes are
+	 * at most that too, and so is their bound from b's boxes nearest to
+	 * those two, a pair that the index holds (PairIndex).  The users of
+	 * such pairs, and those of too many boxes to index, are the only ones
+	 * to offer.  Adds the index's entries and nodes examined to `searched`;
+	 * false where the offers passed the budget (offer_seen).
+	 */
+	bool by_pairs(int32_t a, Scratch &w, SimilarityEntry *heap, int &size, double &work, double &searched,
+				  double &boxed, double budget)
+	{
+		int64_t n = s_.count(a);
+		double margin = 1 - bound_margin(n);
+		int64_t one = box_offsets_[a], two = one + 1;
+		for (int64_t x = one; x < box_offsets_[a + 1]; ++x)
+			if (boxes_[x].points() > boxes_[one].points())
+				two = one, one = x;
+			else if (x != one && (two == one || boxes_[x].points() > boxes_[two].points()))
+				two = x;
+		w.seen.clear();
+		auto consider = [&](int32_t u) {
+			if (u == a || w.slot[u] >= 0)
+				return;
+			w.slot[u] = 0;
+			w.seen.push_back({u, 0, 0, 0.0, 0.0, 0.0});
+		};
+		double worst = heap[0].similarity;
+		double examined = within(
+			[&](const double *lo, const double *hi) {
+				double sum = static_cast<double>(boxes_[one].points()) * term_below(boxes_[one], lo, hi) +
+							 static_cast<double>(boxes_[two].points()) * term_below(boxes_[two], lo + kDims<M>, hi + kDims<M>);
+				return geo::similarity_of(n, sum * margin) >= worst;
+			},
+			consider);
+		for (int32_t u : wide_users_)
+			consider(u);
+		for (Seen &seen : w.seen)
+			w.slot[seen.user] = -1;
+		searched += examined + static_cast<double>(wide_users_.size());
+		return offer_seen(a, w, heap, size, work, boxed, budget - searched);
+	}
+
+	/* A point's least term from a box of points [lo, hi): its distance below, floored. */
+	double term_below(const Box &box, const double *lo, const double *hi) const
+	{
+		double d2 = 0;
+		for (int d = 0; d < kDims<M>; ++d)
+		{
+			double below = lo[d] - box.hi[d], above = box.lo[d] - hi[d];
+			double gap = below > 0 ? below : above > 0 ? above : 0;
+			d2 += gap * gap;
+		}
+		return std::max(distance_below<M>(d2), epsilon_);
+	}
+
+	/*
+	 * The search radii that end a user's search in one round, from the worst
+	 * of its heap, `worst`: a user b can enter only with a sum at most the
+	 * worst's, so on at least one of a's boxes (a run of its points around
+	 * one place) b's terms sum to at most the worst's there.  Each point of
+	 * a box gets the radius of the worst's mean term on that box: a user
+	 * that no search visits has every term above it, a sum above the
+	 * worst's.  The worst's terms cost a comparison; returns its pairs.
+	 */
+	double radii_of_worst(int32_t a, const SimilarityEntry &worst, Scratch &w) const
+	{
+		int32_t b = user_of(worst.user_id);
+		int64_t first = s_.offsets[a];
+		for (int64_t x = box_offsets_[a]; x < box_offsets_[a + 1]; ++x)
+		{
+			const Box &box = boxes_[x];
+			double sum = 0;
+			for (int64_t i = box.begin; i < box.end; ++i)
+				sum += std::max(nearest_distance<M>(s_, i, s_.offsets[b], s_.offsets[b + 1]), epsilon_);
+			double r = radius_for<M>(sum / static_cast<double>(box.points()));
+			double r2 = r >= tree_.whole() ? INFINITY : r * r;
+			for (int64_t i = box.begin; i < box.end; ++i)
+				w.radius2[i - first] = r2;
+		}
+		return static_cast<double>(s_.count(a)) * static_cast<double>(s_.count(b));
+	}
+
+	/* The code of the user of id `id`. */
+	int32_t user_of(long long id) const
+	{
+		auto at = std::lower_bound(by_id_.begin(), by_id_.end(), id, [this](int32_t u, long long want) {
+			return static_cast<long long>(s_.user_ids[u]) < want;
+		});
+		return *at;
+	}
 
 	void point_of(int64_t i, double *q) const
 	{
@@ -469,13 +682,45 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		}
 	}
 
-	void fold(Seen &seen) const { seen.sum += std::max(distance_below<M>(seen.least), epsilon_); }
-
-	/* A's points [from, to), from which the search did not visit the user: each at least `unseen` (floored). */
-	static void fold_unseen(Seen &seen, int64_t from, int64_t to, double unseen)
+	void fold(Seen &seen) const
 	{
-		if (to > from)
-			seen.sum += static_cast<double>(to - from) * unseen;
+		seen.sum += static_cast<double>(seen.end - seen.point) * std::max(distance_below<M>(seen.least), epsilon_);
+	}
+
+	/* A's points [from, to) (counted from its first), from which the search did not visit the user: each at least its `unseen`. */
+	static void fold_unseen(Seen &seen, const Scratch &w, int64_t from, int64_t to)
+	{
+		for (int64_t i = from; i < to; ++i)
+			seen.sum += w.unseen[i];
+	}
+
+	/*
+	 * The cheapest bound of user b's sum, from both users' boxes: each of
+	 * a's points is at least as far from b's nearest point as its box is
+	 * from b's nearest box.  A box per box of each: it sets aside the users
+	 * around none of a's places at once.
+	 */
+	double boxes_bound(int32_t a, int32_t b) const
+	{
+		double sum = 0;
+		for (int64_t x = box_offsets_[a]; x < box_offsets_[a + 1]; ++x)
+		{
+			const Box &mine = boxes_[x];
+			double nearest = INFINITY;
+			for (int64_t y = box_offsets_[b]; y < box_offsets_[b + 1]; ++y)
+			{
+				double d2 = 0;
+				for (int d = 0; d < kDims<M>; ++d)
+				{
+					double below = boxes_[y].lo[d] - mine.hi[d], above = mine.lo[d] - boxes_[y].hi[d];
+					double gap = below > 0 ? below : above > 0 ? above : 0;
+					d2 += gap * gap;
+				}
+				nearest = std::min(nearest, d2);
+			}
+			sum += static_cast<double>(mine.end - mine.begin) * std::max(distance_below<M>(nearest), epsilon_);
+		}
+		return sum;
 	}
 
 	/*
@@ -530,9 +775,11 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 					Box box;
 					for (int d = 0; d < kDims<M>; ++d)
 						box.lo[d] = box.hi[d] = q[d];
+					box.begin = p;
 					boxes_.push_back(box);
 				}
-				else
+				boxes_.back().end = p + 1;
+				if (!new_box)
 					for (int d = 0; d < kDims<M>; ++d)
 						boxes_.back().lo[d] = std::min(boxes_.back().lo[d], q[d]),
 						boxes_.back().hi[d] = std::max(boxes_.back().hi[d], q[d]);
@@ -541,12 +788,134 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		box_offsets_[s_.users()] = static_cast<int64_t>(boxes_.size());
 	}
 
-	struct Box
-	{
-		double lo[kDims<M>], hi[kDims<M>];
-	};
 	std::vector<int64_t> box_offsets_; /* user u's boxes: boxes_[box_offsets_[u], box_offsets_[u + 1]) */
 	std::vector<Box> boxes_;
+	std::vector<int32_t> by_id_; /* the user codes in id order */
+
+	/*
+	 * The pairs' index: for each user of at most kPairBoxes boxes, every
+	 * ordered pair of its boxes (a box with itself too), as a box of twice
+	 * the dimensions, in a k-d tree of such boxes.  within() visits the
+	 * entries whose bound from a's two boxes may let their user in.
+	 */
+	struct PairEntry
+	{
+		int64_t boxes; /* its user's first box */
+		int32_t user;
+		uint8_t first, second; /* its two boxes: boxes_[boxes + first], boxes_[boxes + second] */
+	};
+	struct PairNode
+	{
+		double lo[2 * kDims<M>], hi[2 * kDims<M>];
+		int64_t begin, end;
+		int32_t left = -1, right = -1;
+	};
+	std::vector<PairEntry> pair_entries_;
+	std::vector<PairNode> pair_nodes_;
+	std::vector<int32_t> wide_users_; /* users of more than kPairBoxes boxes: not in the pairs' index */
+	bool pairs_usable_ = false;
+
+	void entry_extent(const PairEntry &e, double *lo, double *hi) const
+	{
+		const Box &one = boxes_[e.boxes + e.first], &two = boxes_[e.boxes + e.second];
+		for (int d = 0; d < kDims<M>; ++d)
+		{
+			lo[d] = one.lo[d], hi[d] = one.hi[d];
+			lo[kDims<M> + d] = two.lo[d], hi[kDims<M> + d] = two.hi[d];
+		}
+	}
+
+	void index_pairs()
+	{
+		for (int32_t u = 0; u < s_.users(); ++u)
+		{
+			int64_t first = box_offsets_[u], count = box_offsets_[u + 1] - first;
+			if (count > kPairBoxes)
+			{
+				wide_users_.push_back(u);
+				continue;
+			}
+			for (int64_t i = 0; i < count; ++i)
+				for (int64_t j = 0; j < count; ++j)
+					pair_entries_.push_back({first, u, static_cast<uint8_t>(i), static_cast<uint8_t>(j)});
+		}
+		/* users of many boxes (points spread evenly) would be offered to everyone: the points' search serves better */
+		pairs_usable_ = wide_users_.size() * kWidePairsShare <= static_cast<size_t>(s_.users());
+		if (pairs_usable_ && !pair_entries_.empty())
+			build_pairs(0, static_cast<int64_t>(pair_entries_.size()), 0);
+	}
+
+	int32_t build_pairs(int64_t begin, int64_t end, int depth)
+	{
+		constexpr int P = 2 * kDims<M>;
+		auto index = static_cast<int32_t>(pair_nodes_.size());
+		pair_nodes_.emplace_back();
+		PairNode node;
+		node.begin = begin;
+		node.end = end;
+		std::fill(node.lo, node.lo + P, INFINITY);
+		std::fill(node.hi, node.hi + P, -INFINITY);
+		for (int64_t e = begin; e < end; ++e)
+		{
+			double lo[P], hi[P];
+			entry_extent(pair_entries_[e], lo, hi);
+			for (int d = 0; d < P; ++d)
+				node.lo[d] = std::min(node.lo[d], lo[d]), node.hi[d] = std::max(node.hi[d], hi[d]);
+		}
+		int widest = 0;
+		for (int d = 1; d < P; ++d)
+			if (node.hi[d] - node.lo[d] > node.hi[widest] - node.lo[widest])
+				widest = d;
+		if (end - begin > kLeafPoints && node.hi[widest] > node.lo[widest] && depth < 60)
+		{
+			int64_t middle = begin + (end - begin) / 2;
+			auto centre = [this, widest](const PairEntry &e) {
+				const Box &box = boxes_[e.boxes + (widest < kDims<M> ? e.first : e.second)];
+				int d = widest % kDims<M>;
+				return box.lo[d] + box.hi[d];
+			};
+			std::nth_element(pair_entries_.begin() + begin, pair_entries_.begin() + middle,
+							 pair_entries_.begin() + end,
+							 [&centre](const PairEntry &x, const PairEntry &y) { return centre(x) < centre(y); });
+			node.left = build_pairs(begin, middle, depth + 1);
+			node.right = build_pairs(middle, end, depth + 1);
+		}
+		pair_nodes_[index] = node;
+		return index;
+	}
+
+	/* emit(user) for each entry whose extent `may` accept, the nodes' first; returns the nodes and entries examined. */
+	template <typename May, typename Emit> double within(May may, Emit emit) const
+	{
+		if (pair_nodes_.empty())
+			return 0;
+		double examined = 0;
+		int32_t stack[128];
+		int top = 0;
+		stack[top++] = 0;
+		while (top > 0)
+		{
+			const PairNode &node = pair_nodes_[stack[--top]];
+			examined += 1;
+			if (!may(node.lo, node.hi))
+				continue;
+			if (node.left < 0)
+			{
+				for (int64_t e = node.begin; e < node.end; ++e)
+				{
+					double lo[2 * kDims<M>], hi[2 * kDims<M>];
+					entry_extent(pair_entries_[e], lo, hi);
+					examined += 1;
+					if (may(lo, hi))
+						emit(pair_entries_[e].user);
+				}
+				continue;
+			}
+			stack[top++] = node.left;
+			stack[top++] = node.right;
+		}
+		return examined;
+	}
 
 	const GeoPointSet &s_;
 	int k_;
@@ -579,18 +948,19 @@ std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, doub
 	/* auto: the part's users at even steps, searched as they would be */
 	size_t users_of_part = n_users > part ? (n_users - part + parts - 1) / parts : 0;
 	auto sample = static_cast<size_t>(std::min<size_t>(users_of_part, kSampleUsers));
-	std::vector<double> brute(sample, 0);
+	std::vector<double> brute(sample, 0), gave_up(sample, 0);
 	std::vector<SimilarityEntry> heaps(sample * k);
 	parallel_for(sample, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &) {
 		auto a = static_cast<int32_t>((item * users_of_part / sample) * parts + part);
 		int size = 0;
-		search->find(a, worker, heaps.data() + item * k, size);
 		brute[item] = static_cast<double>(s.count(a)) * n_points;
+		/* a user whose search gives up costs its brute force on top */
+		gave_up[item] = search->find(a, worker, heaps.data() + item * k, size) ? 0 : brute[item];
 	});
-	double brute_pairs = 0;
-	for (double b : brute)
-		brute_pairs += b;
-	if (!(search->compared() + search->searched() < kPruneWhenBelow * brute_pairs))
+	double brute_pairs = 0, given_up_pairs = 0;
+	for (size_t item = 0; item < sample; ++item)
+		brute_pairs += brute[item], given_up_pairs += gave_up[item];
+	if (!(search->compared() + search->searched() + given_up_pairs < kPruneWhenBelow * brute_pairs))
 		return nullptr;
 	return search;
 }

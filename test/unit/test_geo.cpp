@@ -565,6 +565,79 @@ TEST_P(GeoOracle, PrunedSimilarUsersAreTheBruteForceToTheBit)
 }
 
 /*
+ * The pruned search's later rounds at a size where they matter: hundreds of
+ * users around a dozen cities (so that a user's places lie far apart, are
+ * searched from their boxes and looked up in the pairs' index), a few users
+ * of points everywhere (too many boxes for that index: offered to everyone),
+ * and more of them than the index allows (the points' search alone).  The
+ * rows are the brute force's to the bit.
+ */
+TEST_P(GeoOracle, PrunedSimilarUsersWithPlacesFarApartAreTheBruteForceToTheBit)
+{
+	GeoMetric metric = GetParam();
+	bool haversine = metric == GeoMetric::Haversine;
+	std::mt19937_64 rng = seeded_rng();
+	for (int wide : {0, 3, 40})
+	{
+		std::vector<std::pair<double, double>> cities;
+		for (int c = 0; c < 12; ++c)
+			cities.push_back(haversine ? std::make_pair(-180.0 + (rng() % 3600) * 0.1, -80.0 + (rng() % 1600) * 0.1)
+									   : std::make_pair(1000.0 * (rng() % 500), 1000.0 * (rng() % 500)));
+		std::vector<Point> rows;
+		int n_users = 300;
+		for (int u = 0; u < n_users + wide; ++u)
+		{
+			int points = rng() % 7 == 0 ? 1 : 1 + static_cast<int>(rng() % 20);
+			size_t home[3] = {rng() % cities.size(), rng() % cities.size(), rng() % cities.size()};
+			int homes = 1 + static_cast<int>(rng() % 3);
+			for (int i = 0; i < points; ++i)
+			{
+				double x, y;
+				if (u >= n_users)
+				{
+					x = haversine ? -180.0 + (rng() % 3600) * 0.1 : (rng() % 500) * 1000.0;
+					y = haversine ? -90.0 + (rng() % 1800) * 0.1 : (rng() % 500) * 1000.0;
+				}
+				else
+				{
+					auto [cx, cy] = cities[home[rng() % homes]];
+					double step = haversine ? 0.001 : 1.0;
+					x = cx + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
+					y = cy + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
+					if (haversine)
+						x = std::max(-180.0, std::min(180.0, x)), y = std::max(-90.0, std::min(90.0, y));
+				}
+				rows.push_back({u, x, y});
+				if (rng() % 8 == 0)
+					rows.push_back({u, x, y}); /* a duplicate point */
+			}
+		}
+		std::shuffle(rows.begin(), rows.end(), rng);
+		PointColumns in(rows);
+		double big = haversine ? 150.0 : 3.0;
+		for (double epsilon : {1e-9, big})
+			for (int k : {1, 4, 10})
+			{
+				ExecContext ctx = cpu_context();
+				std::vector<SimilarUser> want = similar_users(in.view(), k, {metric, epsilon, GeoPruning::Never}, ctx);
+				ExecContext pruned_ctx = cpu_context();
+				pruned_ctx.cpu_threads = 2;
+				std::vector<SimilarUser> got =
+					similar_users(in.view(), k, {metric, epsilon, GeoPruning::Always}, pruned_ctx);
+				ASSERT_EQ(got.size(), want.size()) << "k " << k;
+				for (size_t i = 0; i < got.size(); ++i)
+				{
+					ASSERT_EQ(got[i].user_id, want[i].user_id) << "wide " << wide << " k " << k << " row " << i;
+					ASSERT_EQ(got[i].rank, want[i].rank);
+					ASSERT_EQ(got[i].other_user_id, want[i].other_user_id)
+						<< "wide " << wide << " k " << k << " user " << got[i].user_id << " rank " << got[i].rank;
+					ASSERT_EQ(std::memcmp(&got[i].similarity, &want[i].similarity, sizeof(double)), 0);
+				}
+			}
+	}
+}
+
+/*
  * Haversine's nearest points are found by chord (geo_pairs.hpp); the
  * distances must still be those of the least geo::haversine_key over all
  * the points, to the bit.  Many points at nearly equal distances (a ring
