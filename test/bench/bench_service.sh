@@ -93,8 +93,8 @@ three_devices() {
 		echo "$label $what $size $device: new session $(median3 "$sql" "$parallel SET gpurec.device = $device;") ms, warm $(warm3 "$sql" "$parallel SET gpurec.device = $device;") ms"
 	done
 	# what auto chose, and its estimates; where the GPU path's time goes
-	notice "$sql" "$parallel SET gpurec.device = auto;" | grep -oP 'Device: .*?(?=\.  |\.$|$)' | sed "s/^/$label $what $size auto: /"
-	notice "$sql" "$parallel SET gpurec.device = gpu;" | grep -oP '(device gpu, read .*|GPU service: .*)' | sed "s/^/$label $what $size gpu: /"
+	notice "$sql" "$parallel SET gpurec.device = auto;" | grep -oP 'Device: .*?(?=\.  |\.$|$)' | sed "s/^/$label $what $size auto: /" || true
+	notice "$sql" "$parallel SET gpurec.device = gpu;" | grep -oP '(device gpu, read .*|GPU service: .*)' | sed "s/^/$label $what $size gpu: /" || true
 }
 
 devices_and_sessions() { # devices_and_sessions LABEL: cpu/gpu/auto at three sizes, new session vs warm
