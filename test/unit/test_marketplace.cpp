@@ -1369,7 +1369,11 @@ TEST(MarketplaceGpu, AllocationFailure)
 					  "auto carts, allocation failing");
 	EXPECT_EQ(notices.size(), 1u);
 
-	/* auto with 8 CPU threads or more ranks on the CPU without trying the GPU: no notice */
+	/*
+	 * auto with 8 CPU threads: the cost model decides with the host's
+	 * measured figures whether the GPU is tried at all; either way the
+	 * offers are the CPU's, and a refused GPU says so once
+	 */
 	ExecContext many_threads = context(DeviceMode::Auto);
 	many_threads.cpu_threads = 8;
 	many_threads.fail_gpu_alloc = true;
@@ -1377,7 +1381,9 @@ TEST(MarketplaceGpu, AllocationFailure)
 	many_threads.notice = [&](const std::string &text) { notices.push_back(text); };
 	expect_same_offers(m, cheapest_offers(m.offers(), 2, many_threads), want, "auto, 8 threads");
 	EXPECT_FALSE(many_threads.used_gpu);
-	EXPECT_TRUE(notices.empty()) << notices[0];
+	ASSERT_LE(notices.size(), 1u);
+	if (!notices.empty())
+		EXPECT_NE(notices[0].find("CPU"), std::string::npos) << notices[0];
 
 	/* gpu: an out-of-memory error */
 	ExecContext forced = context(DeviceMode::Gpu);
