@@ -263,6 +263,12 @@ class Client
 	void connect_waiting(ExecContext &ctx, int wait_ms);
 	void disconnect();
 	/*
+	 * Sends a request of a fixed size and waits for its reply: false when
+	 * the reply is none or another (the service gone since), throwing (and
+	 * closing the connection) on a cancel.
+	 */
+	template <typename Request, typename Reply> bool exchange(const Request &request, Reply *reply, ExecContext &ctx);
+	/*
 	 * Room for `bytes` in the service's shared memory on this connection: its
 	 * offset, or wire's kNotShared.  A token other than 0 makes it a lease.
 	 */

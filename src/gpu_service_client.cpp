@@ -264,20 +264,14 @@ bool Client::has_devices(ExecContext &ctx, std::string *why_not, int wait_ms)
 	return !last_status_.devices.empty();
 }
 
-uint64_t Client::reserve(size_t bytes, ExecContext &ctx, uint64_t token)
+template <typename Request, typename Reply> bool Client::exchange(const Request &request, Reply *reply, ExecContext &ctx)
 {
-	if (socket_ < 0 || !known_ || !shared_ || bytes > shared_bytes_)
-		return wire::kNotShared;
-	wire::ReserveRequest request;
-	request.bytes = bytes;
-	request.token = token;
-	wire::ReserveReply reply;
 	int fd = -1;
 	size_t got = 0;
 	try
 	{
 		if (wire::send_message(socket_, &request, sizeof request, -1))
-			got = await_reply(socket_, &reply, sizeof reply, &fd, ctx);
+			got = await_reply(socket_, reply, sizeof *reply, &fd, ctx);
 	}
 	catch (...)
 	{
@@ -286,7 +280,18 @@ uint64_t Client::reserve(size_t bytes, ExecContext &ctx, uint64_t token)
 	}
 	if (fd >= 0)
 		close(fd);
-	if (got != sizeof reply || reply.header.kind != wire::Kind::ReserveReply)
+	return got == sizeof *reply && reply->header.kind == Reply{}.header.kind;
+}
+
+uint64_t Client::reserve(size_t bytes, ExecContext &ctx, uint64_t token)
+{
+	if (socket_ < 0 || !known_ || !shared_ || bytes > shared_bytes_)
+		return wire::kNotShared;
+	wire::ReserveRequest request;
+	request.bytes = bytes;
+	request.token = token;
+	wire::ReserveReply reply;
+	if (!exchange(request, &reply, ctx))
 	{
 		/* a service gone since the last call: the call goes on a fresh connection, in a memfd */
 		disconnect();
@@ -361,22 +366,7 @@ Lease Client::hold(uint64_t offset, uint64_t token, int32_t service_pid, ExecCon
 	request.offset = offset;
 	request.token = token;
 	wire::HoldReply reply;
-	int fd = -1;
-	size_t got = 0;
-	try
-	{
-		if (wire::send_message(socket_, &request, sizeof request, -1))
-			got = await_reply(socket_, &reply, sizeof reply, &fd, ctx);
-	}
-	catch (...)
-	{
-		disconnect();
-		throw;
-	}
-	if (fd >= 0)
-		close(fd);
-	if (got != sizeof reply || reply.header.kind != wire::Kind::HoldReply || reply.bytes == 0 ||
-		reply.bytes > shared_bytes_ - offset)
+	if (!exchange(request, &reply, ctx) || reply.bytes == 0 || reply.bytes > shared_bytes_ - offset)
 		return lease;
 	lease.offset = offset;
 	lease.bytes = reply.bytes;
