@@ -118,8 +118,15 @@ class Data:
         return (w[:, None] * terms).sum(axis=0)
 
     def reach_of(self, share):
-        """A max_distance within which a candidate has about `share` of the points."""
-        return float(np.quantile(self.d, share))
+        """A max_distance within which a candidate has about `share` of the points: halfway between two
+        of the distances, so that no point lies within rounding of it (the engine's distance and numpy's
+        may differ in their last bits, and a point exactly at the reach would then count on one side only)."""
+        flat = np.sort(self.d.ravel())
+        i = int(share * (len(flat) - 1))
+        j = i + 1
+        while j < len(flat) and flat[j] <= flat[i] * (1 + 1e-9):
+            j += 1
+        return float((flat[i] + flat[j]) / 2) if j < len(flat) else float(flat[i] * 2)
 
 
 def auc(s, positive):
