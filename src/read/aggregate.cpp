@@ -34,7 +34,6 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
-#include "optimizer/optimizer.h"
 #include "utils/builtins.h"
 #include "utils/dsa.h"
 #include "utils/lsyscache.h"
@@ -301,37 +300,6 @@ int planned_workers(SPIPlanPtr plan)
 		}
 	});
 	return workers;
-}
-
-PlanEstimate plan_estimate(SPIPlanPtr plan)
-{
-	PlanEstimate estimate;
-	inspect_plan(plan, [&estimate](PlannedStmt *stmt) {
-		Plan *top = stmt->planTree;
-		if (top == nullptr || !IsA(top, Agg))
-			return;
-		for (Plan *p = top->lefttree; p != nullptr; p = p->lefttree)
-		{
-			int workers;
-			if (IsA(p, Gather))
-				workers = reinterpret_cast<Gather *>(p)->num_workers;
-			else if (IsA(p, GatherMerge))
-				workers = reinterpret_cast<GatherMerge *>(p)->num_workers;
-			else
-				continue;
-			/* below the Partial Aggregate, the rows of one process: times the processes, as the planner divided them */
-			Plan *partial = p->lefttree;
-			if (partial == nullptr || partial->lefttree == nullptr)
-				return;
-			double divisor = workers;
-			if (parallel_leader_participation && 1.0 - 0.3 * workers > 0)
-				divisor += 1.0 - 0.3 * workers;
-			estimate.rows = partial->lefttree->plan_rows * divisor;
-			estimate.row_bytes = partial->lefttree->plan_width;
-			return;
-		}
-	});
-	return estimate;
 }
 
 /*

@@ -535,13 +535,13 @@ void take_lease(void *arg)
 }
 
 /*
- * The bytes the read's chunks would take, by the plan's estimate of its
- * rows and their width (at least 8 a column, plus a display scale), and a
+ * The bytes the read's chunks would take, by the inner query's plan's
+ * estimate of its rows and their width (at least 8 a column, plus a display scale), and a
  * chunk partly filled for each process and column.
  */
-double lease_bytes_for(SPIPlanPtr plan, const ColumnBinding &binding, int workers)
+double lease_bytes_for(SPIPlanPtr inner, const ColumnBinding &binding, int workers)
 {
-	PlanEstimate estimate = plan_estimate(plan);
+	PlanEstimate estimate = plan_estimate(inner);
 	if (estimate.rows <= 0)
 		return 0;
 	constexpr double kChunkBytes = 8.0 * (1 << 20);
@@ -654,7 +654,7 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	 */
 	LeaseArgs leasing{table, ctx, 0, nullptr, nullptr};
 	if (partial.kind == nullptr && ctx->service != nullptr && ctx->mode != DeviceMode::Cpu &&
-		(leasing.bytes = lease_bytes_for(plan, binding, outcome.planned_workers)) >= kLeastLeaseBytes)
+		(leasing.bytes = lease_bytes_for(inner, binding, outcome.planned_workers)) >= kLeastLeaseBytes)
 	{
 		address.lease_used_at = dsa_allocate(area, sizeof(pg_atomic_uint64));
 		leasing.used = static_cast<pg_atomic_uint64 *>(dsa_get_address(area, address.lease_used_at));

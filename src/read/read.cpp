@@ -26,6 +26,16 @@ extern "C" {
 
 namespace gpurec {
 
+PlanEstimate plan_estimate(SPIPlanPtr plan)
+{
+	PlanEstimate estimate;
+	inspect_plan(plan, [&estimate](PlannedStmt *stmt) {
+		if (stmt->planTree)
+			estimate = PlanEstimate{stmt->planTree->plan_rows, static_cast<double>(stmt->planTree->plan_width)};
+	});
+	return estimate;
+}
+
 namespace {
 
 /* Refuses anything but one read-only query. */
@@ -68,13 +78,6 @@ char *statement_text(CachedPlanSource *source)
 	return raw->stmt_len > 0 ? pnstrdup(text, raw->stmt_len) : pstrdup(text);
 }
 
-/* The rows the planner expects of the prepared query; 0 when it has no plan to ask. */
-double estimated_rows(SPIPlanPtr plan)
-{
-	double rows = 0;
-	inspect_plan(plan, [&rows](PlannedStmt *stmt) { rows = stmt->planTree ? stmt->planTree->plan_rows : 0; });
-	return rows;
-}
 
 /*
  * A call that will compute on the GPU starts CUDA while it reads, so that
@@ -94,7 +97,7 @@ bool start_gpu_while_reading(const ExecContext &ctx, const InputTable &table, SP
 	bool will_use_gpu =
 		ctx.mode == DeviceMode::Gpu ||
 		(ctx.mode == DeviceMode::Auto && !gpu::found_unusable() && std::isfinite(table.gpu_from_rows()) &&
-		 estimated_rows(plan) >= table.gpu_from_rows());
+		 plan_estimate(plan).rows >= table.gpu_from_rows());
 	if (!will_use_gpu)
 		return false;
 	if (!exit_waits)

@@ -228,17 +228,16 @@ template <typename Inspect> void inspect_plan(SPIPlanPtr plan, Inspect inspect)
 }
 
 /*
- * The rows the plan of prepare_wrapper expects its workers (and the
- * leader) to read in all, and their average width in bytes (as the
- * planner estimates tuples: an array's width is its statistics'); zeros
- * when it does not say.
+ * The rows the planner expects of a prepared inner query, and their
+ * average width in bytes (an array's width is its statistics'); zeros when
+ * it has no plan to ask.
  */
 struct PlanEstimate
 {
 	double rows = 0;
 	double row_bytes = 0;
 };
-PlanEstimate plan_estimate(SPIPlanPtr wrapper);
+PlanEstimate plan_estimate(SPIPlanPtr inner);
 
 /* What the parallel path did, for the gpurec.timing NOTICE. */
 struct ParallelReadOutcome
