@@ -44,17 +44,36 @@ std::string milliseconds(double ms)
 
 } // namespace
 
+namespace {
+
+/* The GPU's share of a call's time on `parts` GPUs: their fixed costs, the copies and the computing. */
+double gpu_share_ms(const WorkShape &shape, const HostProfile &host, int parts)
+{
+	double copy_ms = shape.bytes / std::max(host.upload_bytes_per_ms, 1.0);
+	return (host.call_ms + copy_ms) * parts + shape.units * shape.rates.gpu_ns / parts / 1e6;
+}
+
+} // namespace
+
+int best_parts(const WorkShape &shape, const HostProfile &host, int most)
+{
+	int best = 1;
+	for (int parts = 2; parts <= most; ++parts)
+		if (gpu_share_ms(shape, host, parts) < gpu_share_ms(shape, host, best))
+			best = parts;
+	return best;
+}
+
 CostEstimate estimate_cost(const WorkShape &shape, const HostProfile &host, size_t cpu_threads)
 {
 	CostEstimate e;
 	e.cpu_threads = std::max<size_t>(1, cpu_threads);
-	e.gpus = shape.splits ? std::max(1, host.gpus) : 1;
+	e.gpus = shape.splits ? best_parts(shape, host, host.gpus) : 1;
 	e.cpu_ms = shape.units * shape.rates.cpu_thread_ns / effective_threads(e.cpu_threads, shape.rates.cpu_memory_bound) /
 			   1e6;
-	double copy_ms = shape.bytes / std::max(host.upload_bytes_per_ms, 1.0);
-	if (host.through_service)
-		copy_ms += shape.bytes / (kHostCopyBytesPerMsPerThread * effective_threads(e.cpu_threads, true));
-	e.gpu_ms = host.start_ms + host.call_ms * e.gpus + copy_ms + shape.units * shape.rates.gpu_ns / e.gpus / 1e6;
+	double staging_ms =
+		host.through_service ? shape.bytes / (kHostCopyBytesPerMsPerThread * effective_threads(e.cpu_threads, true)) : 0;
+	e.gpu_ms = host.start_ms + staging_ms + gpu_share_ms(shape, host, e.gpus);
 	return e;
 }
 

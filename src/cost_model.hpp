@@ -98,6 +98,14 @@ struct CostEstimate
 CostEstimate estimate_cost(const WorkShape &shape, const HostProfile &host, size_t cpu_threads);
 
 /*
+ * How many of at most `most` GPUs work of `shape` is best split over: each
+ * part beyond the first costs a call's fixed cost and a copy of the input to
+ * its GPU, so work whose computing is small next to its input stays whole
+ * (user_similarity: one user's points against all, a copy's worth of work).
+ */
+int best_parts(const WorkShape &shape, const HostProfile &host, int most);
+
+/*
  * The units of work from which the GPU is estimated cheaper for work like
  * `per_unit` (its bytes: those of one unit; its units ignored), infinite
  * when never: what an input's reading needs to know before the input is

@@ -104,6 +104,8 @@ struct ExecContext : gpu::CallContext
 	std::shared_ptr<CallKeys> keys;
 	/* Which device dispatch chose and why, for gpurec.timing ("auto: ..."). */
 	std::string device_choice;
+	/* The work dispatch sent to the GPU: how many GPUs it is worth splitting over (split_parts). */
+	WorkShape gpu_work;
 	/* The service's device that computed the call (-1: none), and how long the call queued there. */
 	int service_device = -1;
 	int service_devices = 0; /* how many of the service's devices computed it */
@@ -223,6 +225,7 @@ auto dispatch(ExecContext &ctx, const char *function, const WorkShape &shape, Gp
 		return cpu_path();
 	}
 	std::string why_not;
+	ctx.gpu_work = shape;
 	if (ctx.mode == DeviceMode::Gpu)
 	{
 		if (!gpu_usable(ctx, &why_not))

@@ -684,6 +684,7 @@ void Service::answer_status(int fd)
 	wire::copy_text(reply->why_no_device, sizeof reply->why_no_device, why_no_device_);
 	reply->upload_bytes_per_ms = costs_.upload_bytes_per_ms;
 	reply->call_ms = costs_.call_ms;
+	reply->stand_ins = options_.stand_in_devices > 0 ? 1 : 0;
 	reply->shared_bytes = area_.bytes();
 	reply->shared_in_use = area_.in_use();
 	{

@@ -143,6 +143,8 @@ struct Status
 	/* what the service measured at its start (no GPU: not measured) */
 	double upload_bytes_per_ms = 0;
 	double call_ms = 0;
+	/* whether its devices are stand-ins computing on the CPU (gpurec.test_stand_in_devices) */
+	bool stand_ins = false;
 	/* its shared memory for calls' input, and the bytes calls hold in it now */
 	uint64_t shared_bytes = 0;
 	uint64_t shared_in_use = 0;
@@ -252,6 +254,9 @@ class Client
 	/* How many devices the service computes on (from the last status; asks for one first). */
 	int32_t device_count(ExecContext &ctx);
 
+	/* Whether those devices are stand-ins computing on the CPU (tests), from the same status. */
+	bool stand_ins(ExecContext &ctx);
+
 	/*
 	 * The host as auto's cost model sees a call through the service: the
 	 * service's measured figures, its devices and this connection's round
@@ -305,7 +310,11 @@ std::vector<T> call_for_vector(Function function, int64_t device_memory,
 	return values;
 }
 
-/* How many parts a call of `items` items that split asks for: one a device of ctx's service, at most one an item. */
+/*
+ * How many parts a call of `items` items that split asks for: at most one a
+ * device of ctx's service and one an item, and no more than its work is
+ * worth (best_parts, for the work dispatch sent to the GPU).
+ */
 int32_t split_parts(size_t items, ExecContext &ctx);
 
 } // namespace gpurec::service

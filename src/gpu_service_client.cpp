@@ -238,6 +238,7 @@ Status Client::status(ExecContext &ctx, int wait_ms)
 	status.call_ms = reply->call_ms;
 	status.shared_bytes = reply->shared_bytes;
 	status.shared_in_use = reply->shared_in_use;
+	status.stand_ins = reply->stand_ins != 0;
 	for (uint32_t d = 0; d < reply->device_count; ++d)
 	{
 		const wire::DeviceRecord &r = reply->devices[d];
@@ -410,7 +411,15 @@ int32_t split_parts(size_t items, ExecContext &ctx)
 {
 	if (items < 2)
 		return 1;
-	return static_cast<int32_t>(std::min<size_t>(static_cast<size_t>(ctx.service->device_count(ctx)), items));
+	int most = static_cast<int>(std::min<size_t>(static_cast<size_t>(ctx.service->device_count(ctx)), items));
+	/*
+	 * Work of unknown size (none dispatched) splits over every device, and so
+	 * does all work on stand-in devices: their figures are not a GPU's, and
+	 * what they are there to test is the split itself.
+	 */
+	if (ctx.gpu_work.units <= 0 || ctx.service->stand_ins(ctx))
+		return most;
+	return best_parts(ctx.gpu_work, ctx.service->host_profile(), most);
 }
 
 int32_t Client::device_count(ExecContext &ctx)
@@ -418,6 +427,13 @@ int32_t Client::device_count(ExecContext &ctx)
 	if (!known_)
 		status(ctx);
 	return static_cast<int32_t>(last_status_.devices.size());
+}
+
+bool Client::stand_ins(ExecContext &ctx)
+{
+	if (!known_)
+		status(ctx);
+	return last_status_.stand_ins;
 }
 
 std::vector<uint8_t> Client::call(Function function, int64_t device_memory,

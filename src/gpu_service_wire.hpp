@@ -17,7 +17,7 @@
 namespace gpurec::service::wire {
 
 /* Bumped whenever a message changes: a backend and a service of different builds refuse each other. */
-constexpr uint32_t kVersion = 6;
+constexpr uint32_t kVersion = 7;
 
 enum class Kind : uint32_t
 {
@@ -167,6 +167,8 @@ struct StatusReply
 	/* measured at the service's start on its first device (gpu::measure_device_costs): auto's cost model */
 	double upload_bytes_per_ms = 0;
 	double call_ms = 0;
+	/* 1: the devices are stand-ins computing on the CPU (tests) */
+	uint8_t stand_ins = 0;
 	/*
 	 * The service's shared memory, where calls put their input (its memfd
 	 * rides on this reply when there is one), and how much of it calls hold

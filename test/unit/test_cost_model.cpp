@@ -72,6 +72,28 @@ TEST(CostModel, WorkThatSplitsDividesOverTheGpus)
 	EXPECT_EQ(estimate_cost(pairs, measured_host(10, 0.2, 4), 64).gpus, 1);
 }
 
+TEST(CostModel, WorkSmallNextToItsInputStaysWhole)
+{
+	HostProfile host = measured_host(50, 0.5, 4);
+	/* user_similarity on 500,000 users x 20 points: one user's points against all, 200 MB of points */
+	WorkShape one_user{rates::kPointPairs, 1e7 * 20, 2e8, true};
+	EXPECT_EQ(best_parts(one_user, host, 4), 1);
+	EXPECT_EQ(estimate_cost(one_user, host, 64).gpus, 1);
+	/* similar_users on 100,000 users x 20 points: seconds of work on 40 MB */
+	WorkShape all_users{rates::kPointPairs, 4e12, 4e7, true};
+	EXPECT_EQ(best_parts(all_users, host, 4), 4);
+	EXPECT_EQ(best_parts(all_users, host, 3), 3);
+	/* in between, as many parts as pay for their copies: each more part's time against its saving */
+	WorkShape middle{rates::kStrengthTerms, 2e10, 2e8, true}; /* 22 ms of terms, 4 ms a copy */
+	int parts = best_parts(middle, host, 4);
+	EXPECT_GT(parts, 1);
+	EXPECT_LT(parts, 4);
+	double each_copy = 2e8 / 5e7 + 0.5, computing = 2e10 * rates::kStrengthTerms.gpu_ns / 1e6;
+	EXPECT_LE(each_copy * parts + computing / parts, each_copy * (parts + 1) + computing / (parts + 1));
+	EXPECT_LE(each_copy * parts + computing / parts, each_copy * (parts - 1) + computing / (parts - 1));
+	EXPECT_EQ(best_parts(all_users, host, 1), 1);
+}
+
 TEST(CostModel, ThresholdAgreesWithTheEstimates)
 {
 	for (const WorkRates &rates : {rates::kOffers, rates::kScores, rates::kPointPairs, rates::kCarts})
