@@ -17,7 +17,8 @@
 # runs the service phases on N stand-in devices (the script's own check on a
 # machine without a GPU: its figures are the CPU's).  The data
 # are made once; the one cluster is started again with each phase's settings.
-# Prints one line per measurement; new-session figures are medians of three.
+# Prints one line per measurement; new session and warm: the medians of five
+# backends' first and second calls.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 similar_users=${SIMILAR_USERS:-100000}
@@ -86,11 +87,13 @@ similarity() { echo "SELECT count(*) FROM gpurec.user_similarity('SELECT user_id
 strength() { echo "SELECT count(*) FROM gpurec.predict_strength('SELECT user_id, x, y FROM geo_points', 0, 'SELECT candidate_id, x, y FROM candidates')"; }
 optimize() { echo "SELECT count(*) FROM gpurec.optimize_carts('SELECT cart_id, product_id, quantity FROM carts WHERE cart_id <= $1', 'SELECT product_id, store_id, price FROM offers', 'SELECT store_id, fee, free_from FROM shipping')"; }
 
-# three_devices LABEL FUNCTION SIZE SQL: new session and warm on cpu, gpu and auto
+# three_devices LABEL FUNCTION SIZE SQL [DEVICES]: new session and warm on cpu, gpu and auto (or DEVICES)
 three_devices() {
 	local label=$1 what=$2 size=$3 sql=$4 device
-	for device in cpu gpu auto; do
-		echo "$label $what $size $device: new session $(median3 "$sql" "$parallel SET gpurec.device = $device;") ms, warm $(warm3 "$sql" "$parallel SET gpurec.device = $device;") ms"
+	local times
+	for device in ${5:-cpu gpu auto}; do
+		read -r -a times <<<"$(new_and_warm 5 "$sql" "$parallel SET gpurec.device = $device;")"
+		echo "$label $what $size $device: new session ${times[0]} ms, warm ${times[1]} ms"
 	done
 	# what auto chose, and its estimates; where the GPU path's time goes
 	notice "$sql" "$parallel SET gpurec.device = auto;" | grep -oP 'Device: .*?(?=\.  |\.$|$)' | sed "s/^/$label $what $size auto: /" || true
@@ -112,11 +115,8 @@ devices_and_sessions() { # devices_and_sessions LABEL: cpu/gpu/auto at three siz
 	fi
 	[ "$similar_users" -gt 0 ] || return 0
 	for n in $((similar_users / 100)) $((similar_users / 10)) $similar_users; do
-		sql=$(similar "$n")
-		for device in cpu gpu auto; do
-			[ "$device" = cpu ] && [ "$n" = "$similar_users" ] && continue # the full size takes the CPU too long
-			echo "$label similar_users ${n}x20 $device: new session $(run_ms "$sql" "$parallel SET gpurec.device = $device;") ms, warm $(warm_ms "$sql" "$parallel SET gpurec.device = $device;") ms"
-		done
+		# the full size takes the CPU minutes
+		three_devices "$label" similar_users "${n}x20" "$(similar "$n")" "$([ "$n" = "$similar_users" ] || echo cpu) gpu auto"
 	done
 }
 

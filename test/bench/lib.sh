@@ -25,6 +25,19 @@ warm_ms() {
 median() { sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 # median3 SQL [SETTINGS]: the median of three runs, in ms
 median3() { for i in 1 2 3; do run_ms "$@"; done | median; }
+# new_and_warm N SQL [SETTINGS]: "NEW WARM", the medians over N sessions of
+# each new backend's first call and of its second, in ms: the two figures of
+# one set of backends, so that a new session is compared with the same
+# backends warm, under the same load
+new_and_warm() {
+	local n=$1 i pairs
+	shift
+	pairs=$(for i in $(seq "$n"); do
+		q -c "SET max_parallel_workers_per_gather = 0; ${2:-}" -c '\timing on' -c "$1" -c "$1" |
+			sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -2 | paste -sd' '
+	done)
+	echo "$(cut -d' ' -f1 <<<"$pairs" | median) $(cut -d' ' -f2 <<<"$pairs" | median)"
+}
 # warm3 SQL [SETTINGS]: the median of three warm runs (warm_ms), in ms
 warm3() { for i in 1 2 3; do warm_ms "$@"; done | median; }
 # notice SQL [SETTINGS]: the gpurec.timing NOTICE of one run, indented
