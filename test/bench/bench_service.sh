@@ -95,9 +95,10 @@ three_devices() {
 		read -r -a times <<<"$(new_and_warm 5 "$sql" "$parallel SET gpurec.device = $device;")"
 		echo "$label $what $size $device: new session ${times[0]} ms, warm ${times[1]} ms"
 	done
-	# what auto chose, and its estimates; where the GPU path's time goes
+	# what auto chose, and its estimates; where the GPU path's time goes, in a new session's first call and its second
 	notice "$sql" "$parallel SET gpurec.device = auto;" | grep -oP 'Device: .*?(?=\.  |\.$|$)' | sed "s/^/$label $what $size auto: /" || true
-	notice "$sql" "$parallel SET gpurec.device = gpu;" | grep -oP '(device gpu, read .*|GPU service: .*)' | sed "s/^/$label $what $size gpu: /" || true
+	q -c "SET gpurec.timing = on; $parallel SET gpurec.device = gpu;" -c "$sql" -c "$sql" 2>&1 >/dev/null |
+		grep -oP '(device gpu, read .*|Read: .*|GPU service: .*)' | paste - - | sed "s/^/$label $what $size gpu, first then second call: /" || true
 }
 
 devices_and_sessions() { # devices_and_sessions LABEL: cpu/gpu/auto at three sizes, new session vs warm
