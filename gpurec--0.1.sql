@@ -400,17 +400,92 @@ $$;
 COMMENT ON FUNCTION gpurec_internal.shard_users(text) IS
 'Internal (gpurec_shards): the distinct users of points_query, as the geospatial functions read it.';
 
--- similar_users' lists of part `part` of `parts` of the users (the parts
--- together cover every user once, where each computes on the same kind of
--- device): every partition of gpurec_shards gets all points and ranks a part.
-CREATE FUNCTION gpurec_internal.similar_users_part(points_query text, k integer, metric text, epsilon float8,
-                                                   part integer, parts integer)
-RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
+-- The geospatial family over partitions, in gpurec's binary form (one
+-- bytea a part; src/geo_shards.hpp): a partition's points of some users
+-- (every user where users is NULL) for the coordinator, and its parts of
+-- user_similarity, similar_users (the lists of part `part` of `parts` of
+-- the users) and predict_strength, each computed with the partition's own
+-- points and remote_points' of the users it holds none of (the points the
+-- coordinator gathered, NULL for none; user_similarity and predict_strength
+-- take the main user's alone); the coordinator's merges of the
+-- partitions' parts (in partition order), a user that two hold being
+-- ERROR 22023 naming cluster's partitions.
+CREATE FUNCTION gpurec_internal._geo_points_part(points_query text, users bigint[], metric text, epsilon float8)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_geo_points_part'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal._geo_points_part(text, bigint[], text, float8) IS
+'Internal (gpurec_shards): the points of the given users (all where NULL) as the geospatial functions read them, for _merge_geo_points.';
+
+CREATE FUNCTION gpurec_internal._merge_geo_points(cluster text, parts bytea[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_merge_geo_points'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._merge_geo_points(text, bytea[]) IS
+'Internal (gpurec_shards): the partitions'' _geo_points_part as one (NULL where no point), each user on one partition.';
+
+CREATE FUNCTION gpurec_internal._geo_points_users(points bytea)
+RETURNS TABLE(user_id bigint, n_points bigint)
+AS 'MODULE_PATHNAME', 'gpurec_geo_points_users'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._geo_points_users(bytea) IS
+'Internal (gpurec_shards): the distinct users of a _geo_points_part, in id order, with their number of points.';
+
+CREATE FUNCTION gpurec_internal._user_similarity_part(points_query text, main_user bigint, metric text,
+                                                      epsilon float8, remote_points bytea)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_user_similarity_part'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal._user_similarity_part(text, bigint, text, float8, bytea) IS
+'Internal (gpurec_shards): a partition''s user_similarity, the main user''s points from remote_points where it holds none, for _merge_user_similarity.';
+
+CREATE FUNCTION gpurec_internal._similar_users_part(points_query text, k integer, metric text, epsilon float8,
+                                                    part integer, parts integer, remote_points bytea)
+RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_similar_users_part'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION gpurec_internal.similar_users_part(text, integer, text, float8, integer, integer) IS
-'Internal (gpurec_shards): similar_users'' lists of part part of parts of the users.';
+COMMENT ON FUNCTION gpurec_internal._similar_users_part(text, integer, text, float8, integer, integer, bytea) IS
+'Internal (gpurec_shards): similar_users'' lists of part part of parts of the users, against the partition''s and remote_points'' points, for _merge_similar_users.';
+
+CREATE FUNCTION gpurec_internal._predict_strength_part(points_query text, main_user bigint, candidates_query text,
+                                                       exponent float8, max_distance float8,
+                                                       min_similarity float8, metric text, epsilon float8,
+                                                       remote_points bytea)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_predict_strength_part'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal._predict_strength_part(text, bigint, text, float8, float8, float8, text, float8, bytea) IS
+'Internal (gpurec_shards): the strengths a partition''s users give each candidate, in the candidates'' order, for _merge_strengths.';
+
+CREATE FUNCTION gpurec_internal._merge_user_similarity(cluster text, parts bytea[])
+RETURNS TABLE(user_id bigint, similarity float8, mean_min_distance float8)
+AS 'MODULE_PATHNAME', 'gpurec_merge_user_similarity'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._merge_user_similarity(text, bytea[]) IS
+'Internal (gpurec_shards): user_similarity''s rows of the partitions'' parts, in user_id order.';
+
+CREATE FUNCTION gpurec_internal._merge_similar_users(cluster text, points bytea, parts bytea[])
+RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
+AS 'MODULE_PATHNAME', 'gpurec_merge_similar_users'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal._merge_similar_users(text, bytea, bytea[]) IS
+'Internal (gpurec_shards): similar_users'' lists of the partitions'' parts, every user of points (the merged _geo_points_part, NULL for none) ranked once.';
+
+CREATE FUNCTION gpurec_internal._merge_strengths(parts bytea[])
+RETURNS TABLE(n bigint, strength float8)
+AS 'MODULE_PATHNAME', 'gpurec_merge_strengths'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._merge_strengths(bytea[]) IS
+'Internal (gpurec_shards): each candidate''s (n: its place) strength, the partitions'' _predict_strength_part added in partition order.';
 
 -- The (cart, product) pairs of a carts query's lines: the coordinator
 -- refuses a cart that two shards hold, and asks for its products' offers.
