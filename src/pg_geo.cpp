@@ -71,22 +71,23 @@ void check_point_source(const InputTable &table, const GeoOptions &options, cons
  * A part of gpurec_shards travels with integer ids: a dictionary's codes
  * would mean nothing on another server.
  */
-void require_integer_ids(const ExecContext &ctx, const char *function)
+void require_integer_ids(const ExecContext &ctx)
 {
 	if (ctx.keys && ctx.keys->codes_values())
 		throw Error(sqlstate::feature_not_supported,
-					std::string("gpurec_shards.") + function + " takes integer user and candidate ids",
+					"gpurec_shards' geospatial functions take integer user and candidate ids",
 					"A partition's query gives uuid or text ids.");
 }
 
 /*
- * remote: on a partition of gpurec_shards, the points of other
- * partitions' users that the call needs (append_remote_points).
+ * On a partition of gpurec_shards, the points of other partitions' users
+ * that a call needs (a geo_points part; null: none), of *only_user alone
+ * where only_user is not null (append_remote_points).
  */
 struct RemotePoints
 {
 	const ShardRows *points = nullptr;
-	const int64_t *only_user = nullptr; /* append_remote_points */
+	const int64_t *only_user = nullptr;
 };
 
 InputTable read_points(const char *points_query, ExecContext &ctx, const GeoOptions &options,
@@ -98,7 +99,7 @@ InputTable read_points(const char *points_query, ExecContext &ctx, const GeoOpti
 	check_point_source(points, options);
 	if (remote.points)
 	{
-		require_integer_ids(ctx, "the geospatial functions");
+		require_integer_ids(ctx);
 		append_remote_points(points, *remote.points, remote.only_user);
 	}
 	Stopwatch clock;
@@ -242,7 +243,7 @@ Datum user_similarity_part_body(FunctionCallInfo fcinfo)
 	std::unique_ptr<ShardRows> remote = remote_points_argument(fcinfo, 4);
 	int64_t main_user = PG_GETARG_INT64(1);
 	std::vector<UserSimilarity> rows = user_similarity_rows(fcinfo, ctx, {remote.get(), &main_user});
-	require_integer_ids(ctx, "user_similarity");
+	require_integer_ids(ctx);
 	report_timing("_user_similarity_part", ctx);
 	return part_result(user_similarity_part(rows), "user_similarity");
 }
@@ -266,7 +267,7 @@ Datum geo_points_part_body(FunctionCallInfo fcinfo)
 		users = std::make_unique<std::unordered_set<int64_t>>(ids.begin(), ids.end());
 	}
 	InputTable points = read_points(points_query, ctx, options, std::numeric_limits<double>::infinity());
-	require_integer_ids(ctx, "the geospatial functions");
+	require_integer_ids(ctx);
 	ShardRows part = geo_points_part(points, users.get());
 	report_timing("_geo_points_part", ctx);
 	return part_result(part, "the geospatial functions");
@@ -425,7 +426,7 @@ Datum similar_users_part_body(FunctionCallInfo fcinfo)
 	std::unique_ptr<ShardRows> remote = remote_points_argument(fcinfo, 6);
 	std::vector<SimilarUser> rows =
 		similar_users_rows(fcinfo, ctx, PG_GETARG_INT32(4), PG_GETARG_INT32(5), {remote.get(), nullptr});
-	require_integer_ids(ctx, "similar_users");
+	require_integer_ids(ctx);
 	report_timing("_similar_users_part", ctx);
 	return part_result(similar_users_part(rows), "similar_users");
 }
@@ -489,7 +490,7 @@ Datum predict_strength_part_body(FunctionCallInfo fcinfo)
 	std::unique_ptr<ShardRows> remote = remote_points_argument(fcinfo, 8);
 	int64_t main_user = PG_GETARG_INT64(1);
 	CandidateStrengths result = candidate_strengths(fcinfo, ctx, {remote.get(), &main_user});
-	require_integer_ids(ctx, "predict_strength");
+	require_integer_ids(ctx);
 	report_timing("_predict_strength_part", ctx);
 	return part_result(strengths_part(result.strengths), "predict_strength");
 }
