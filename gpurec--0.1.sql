@@ -363,31 +363,63 @@ COMMENT ON FUNCTION gpurec_internal.raise_error(text, text, text, text) IS
 -- products' cheapest offer, and each (product, store) pair's cheapest
 -- (where pair_products is NULL: every store's of the products, as
 -- optimize_carts prices a product at each store), as the engine ranks them
--- (price, then store, then fewest decimals), the price as the text of its
--- own type (every digit of a numeric, every bit of a float) with that
--- type's name, for the coordinator to send on.
+-- (price, then store, then fewest decimals), as one part of
+-- _offers_part: prices in their own type with every digit and bit, for
+-- the coordinator to pass on to every partition (_improve_carts_of_parts,
+-- _optimize_carts_of_parts).
 CREATE FUNCTION gpurec_internal.shard_cart_offers(offers_query text, products bigint[], pair_products bigint[],
                                                   pair_stores bigint[])
-RETURNS TABLE(product_id bigint, store_id bigint, price text, price_type text)
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-    RETURN QUERY EXECUTE format(
+RETURNS bytea
+LANGUAGE sql VOLATILE AS $$
+    SELECT gpurec_internal._offers_part(format(
         E'WITH o AS (SELECT q.product_id::bigint AS product_id, q.store_id::bigint AS store_id, q.price '
         '           FROM (%s' || E'\n' || ') AS q '
         '           WHERE q.product_id IS NOT NULL AND q.store_id IS NOT NULL AND q.price IS NOT NULL) '
-        '(SELECT DISTINCT ON (o.product_id) o.product_id, o.store_id, o.price::text, pg_typeof(o.price)::text '
-        ' FROM o WHERE o.product_id = ANY ($1) '
+        '(SELECT DISTINCT ON (o.product_id) o.product_id, o.store_id, o.price '
+        ' FROM o WHERE o.product_id = ANY (%L::bigint[]) '
         ' ORDER BY o.product_id, o.price, o.store_id, length(o.price::text)) '
         'UNION ALL '
-        '(SELECT DISTINCT ON (o.product_id, o.store_id) o.product_id, o.store_id, o.price::text, pg_typeof(o.price)::text '
-        ' FROM o WHERE CASE WHEN $2 IS NULL THEN o.product_id = ANY ($1) '
-        '                   ELSE (o.product_id, o.store_id) IN (SELECT * FROM unnest($2, $3)) END '
+        '(SELECT DISTINCT ON (o.product_id, o.store_id) o.product_id, o.store_id, o.price '
+        ' FROM o WHERE CASE WHEN %L::bigint[] IS NULL THEN o.product_id = ANY (%L::bigint[]) '
+        '                   ELSE (o.product_id, o.store_id) IN (SELECT * FROM unnest(%L::bigint[], %L::bigint[])) END '
         ' ORDER BY o.product_id, o.store_id, o.price, length(o.price::text))',
-        gpurec_internal.statement_text(offers_query)) USING products, pair_products, pair_stores;
-END $$;
+        gpurec_internal.statement_text(offers_query), products, pair_products, products, pair_products,
+        pair_stores));
+$$;
 
 COMMENT ON FUNCTION gpurec_internal.shard_cart_offers(text, bigint[], bigint[], bigint[]) IS
-'Internal (gpurec_shards): the offers improve_carts'' lines depend on, prices as the text of their own type.';
+'Internal (gpurec_shards): the offers improve_carts'' and optimize_carts'' lines depend on, as one _offers_part.';
+
+-- The carts functions over partitions, in gpurec's binary form: every
+-- offer of a query as one part (an OffersPart), and improve_carts and
+-- optimize_carts of a partition's carts against the offers of the
+-- partitions' parts (offers_parts, in partition order).
+CREATE FUNCTION gpurec_internal._offers_part(offers_query text)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_offers_part'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._offers_part(text) IS
+'Internal (gpurec_shards): every offer of offers_query (product_id, store_id, price) as one value for _improve_carts_of_parts and _optimize_carts_of_parts.';
+
+CREATE FUNCTION gpurec_internal._improve_carts_of_parts(carts_query text, offers_parts bytea[])
+RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
+              current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
+AS 'MODULE_PATHNAME', 'gpurec_improve_carts_of_parts'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._improve_carts_of_parts(text, bytea[]) IS
+'Internal (gpurec_shards): improve_carts of carts_query against the offers of the partitions'' _offers_part.';
+
+CREATE FUNCTION gpurec_internal._optimize_carts_of_parts(carts_query text, offers_parts bytea[], shipping_query text)
+RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
+              total numeric, shipping numeric, stores_used integer, complete boolean,
+              current_total numeric, saving numeric)
+AS 'MODULE_PATHNAME', 'gpurec_optimize_carts_of_parts'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._optimize_carts_of_parts(text, bytea[], text) IS
+'Internal (gpurec_shards): optimize_carts of carts_query against the offers of the partitions'' _offers_part.';
 
 -- The distinct users of a points query as the geospatial functions read it:
 -- the coordinator refuses a user that two shards hold.

@@ -225,18 +225,19 @@ RETURNS TABLE(shard integer, product_id bigint, store_id bigint) LANGUAGE plprox
     FROM gpurec.improve_carts(q_carts, 'SELECT 1::bigint AS product_id, 1::bigint AS store_id, 1::numeric AS price WHERE false') AS c;
 $$;
 
--- each product's cheapest offer, and each (product, store) pair's, prices
--- as the text of their own type (gpurec_internal.shard_cart_offers)
+-- each product's cheapest offer, and each (product, store) pair's, as a
+-- part (gpurec_internal.shard_cart_offers: prices in their type with every
+-- digit and bit)
 CREATE FUNCTION gpurec_shards_internal.cart_offers(cluster text, parts integer[], q_offers text,
                                                    q_products bigint[], q_pair_products bigint[],
                                                    q_pair_stores bigint[])
-RETURNS TABLE(shard integer, product_id bigint, store_id bigint, price text, price_type text)
+RETURNS TABLE(shard integer, part bytea)
 LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.*
-    FROM gpurec_internal.shard_cart_offers(q_offers, q_products, q_pair_products, q_pair_stores) AS c;
+    SELECT (parts)[1] AS shard,
+           gpurec_internal.shard_cart_offers(q_offers, q_products, q_pair_products, q_pair_stores) AS part;
 $$;
 
 -- each partition's distinct users
@@ -256,7 +257,9 @@ RETURNS TABLE(shard integer, cart_id bigint, product_id bigint) LANGUAGE plproxy
     SELECT (parts)[1] AS shard, c.* FROM gpurec_internal.shard_cart_products(q_carts) AS c;
 $$;
 
-CREATE FUNCTION gpurec_shards_internal.optimize_carts(cluster text, parts integer[], q_carts text, q_offers text,
+-- q_offers: the partitions' parts of the offers the carts depend on
+-- (cart_offer_parts), passed on unread to every partition
+CREATE FUNCTION gpurec_shards_internal.optimize_carts(cluster text, parts integer[], q_carts text, q_offers bytea[],
                                                       q_shipping text)
 RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
               total numeric, shipping numeric, stores_used integer, complete boolean,
@@ -265,17 +268,17 @@ LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.* FROM gpurec.optimize_carts(q_carts, q_offers, q_shipping) AS c;
+    SELECT (parts)[1] AS shard, c.* FROM gpurec_internal._optimize_carts_of_parts(q_carts, q_offers, q_shipping) AS c;
 $$;
 
-CREATE FUNCTION gpurec_shards_internal.improve_carts(cluster text, parts integer[], q_carts text, q_offers text)
+CREATE FUNCTION gpurec_shards_internal.improve_carts(cluster text, parts integer[], q_carts text, q_offers bytea[])
 RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
               current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
 LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.* FROM gpurec.improve_carts(q_carts, q_offers) AS c;
+    SELECT (parts)[1] AS shard, c.* FROM gpurec_internal._improve_carts_of_parts(q_carts, q_offers) AS c;
 $$;
 
 -- each partition's roc_fitness as one bytea (labels NULL: of a scores
@@ -441,14 +444,15 @@ BEGIN
     END IF;
     -- 2. what a line's answer depends on, from every partition's offers:
     --    the cheapest offer of each product, and the cheapest offer of each
-    --    pair at its current store; 3. every partition improves its own
-    --    carts against those offers, each price read back in its own type
+    --    pair at its current store, as every partition's part in gpurec's
+    --    binary form; 3. every partition improves its own carts against
+    --    the offers of all those parts, each price in its own type
     RETURN QUERY
     SELECT t.cart_id, t.product_id, t.quantity, t.current_store_id, t.current_price,
            t.best_store_id, t.best_price, t.saving
     FROM gpurec_shards_internal.improve_carts(cluster, parts, carts_query,
-             gpurec_shards_internal.cart_offers_query(cluster, parts, offers_query, products,
-                                                      pair_products, pair_stores)) AS t
+             gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, products,
+                                                     pair_products, pair_stores)) AS t
     ORDER BY t.cart_id, t.product_id, t.current_store_id, t.quantity;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
@@ -460,34 +464,19 @@ COMMENT ON FUNCTION improve_carts(text, text, text) IS
 
 -- The offers the carts' lines depend on, from every partition (every
 -- store's cheapest of each of `products`, and of each pair's product the
--- cheapest and its pair's cheapest), as a query that reads them back in
--- the prices' own type.
-CREATE FUNCTION gpurec_shards_internal.cart_offers_query(cluster text, parts integer[], offers_query text,
-                                                         products bigint[], pair_products bigint[],
-                                                         pair_stores bigint[])
-RETURNS text LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    offer_products bigint[];
-    offer_stores bigint[];
-    offer_prices text[];
-    price_types text[];
-BEGIN
-    SELECT array_agg(o.product_id), array_agg(o.store_id), array_agg(o.price), array_agg(DISTINCT o.price_type)
-      INTO offer_products, offer_stores, offer_prices, price_types
-      FROM (SELECT DISTINCT t.product_id, t.store_id, t.price, t.price_type
-            FROM gpurec_shards_internal.cart_offers(cluster, parts, offers_query, products,
-                                                    pair_products, pair_stores) AS t) o;
-    IF cardinality(price_types) > 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '42804',
-            MESSAGE = format('the partitions'' offers queries give prices of different types (%s)',
-                             array_to_string(price_types, ', ')),
-            HINT = 'Cast the price to one type in the offers query.';
-    END IF;
-    RETURN format('SELECT r.product_id, r.store_id, r.price '
-                  'FROM unnest(%L::bigint[], %L::bigint[], %L::%s[]) AS r(product_id, store_id, price)',
-                  coalesce(offer_products, '{}'), coalesce(offer_stores, '{}'), coalesce(offer_prices, '{}'),
-                  coalesce(price_types[1]::regtype, 'numeric'::regtype));
-END $$;
+-- cheapest and its pair's cheapest), as the partitions' parts in partition
+-- order: gpurec's binary form, prices in their own type with every digit
+-- and bit, read by the partitions' gpurec (partitions whose prices differ
+-- in type: 42804).
+CREATE FUNCTION gpurec_shards_internal.cart_offer_parts(cluster text, parts integer[], offers_query text,
+                                                        products bigint[], pair_products bigint[],
+                                                        pair_stores bigint[])
+RETURNS bytea[] LANGUAGE sql AS $$
+    SELECT ARRAY(SELECT t.part
+                 FROM gpurec_shards_internal.cart_offers(cluster, parts, offers_query, products, pair_products,
+                                                         pair_stores) AS t
+                 ORDER BY t.shard);
+$$;
 
 CREATE FUNCTION optimize_carts(cluster text, carts_query text, offers_query text, shipping_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
@@ -541,8 +530,8 @@ BEGIN
     SELECT t.cart_id, t.product_id, t.quantity, t.store_id, t.price, t.total, t.shipping, t.stores_used,
            t.complete, t.current_total, t.saving
     FROM gpurec_shards_internal.optimize_carts(cluster, parts, carts_query,
-             gpurec_shards_internal.cart_offers_query(cluster, parts, offers_query, coalesce(products, '{}'),
-                                                      NULL, NULL),
+             gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, coalesce(products, '{}'),
+                                                     NULL, NULL),
              shipping) AS t
     ORDER BY t.cart_id, t.product_id, t.quantity;
 EXCEPTION WHEN OTHERS THEN

@@ -832,6 +832,33 @@ def geo_merge():
         check(name, e is not None and e[0] == state and words in e[1], f"got {e}")
 
 
+def carts_merge():
+    """The carts functions' parts, made and read where they run: the offers
+    of two parts (a split of the offers by store) give improve_carts' and
+    optimize_carts' rows of one server reading every offer, prices of every
+    type bit for bit; parts whose prices differ in type are 42804; bytes
+    that are not a part, 22P03."""
+    carts = "SELECT * FROM carts"
+    shipping = "SELECT DISTINCT store_id, 1.5 AS fee, 40 AS free_from FROM offers WHERE store_id IS NOT NULL"
+    for name, price in [("numeric", "price"), ("float8", "price::float8 / 7"), ("real", "price::real")]:
+        query = f"SELECT product_id, store_id, {price} AS price FROM offers"
+        parts = ", ".join(f"gpurec_internal._offers_part('{query} WHERE store_id % 2 = {r}')" for r in (0, 1))
+        compare(f"carts-merge-improve-carts-{name}", f"gpurec.improve_carts('{carts}', '{query}')",
+                f"gpurec_internal._improve_carts_of_parts('{carts}', ARRAY[{parts}])", where=WHOLE)
+        if name == "numeric":
+            compare(f"carts-merge-optimize-carts-{name}",
+                    f"gpurec.optimize_carts('{carts}', '{query}', '{shipping}')",
+                    f"gpurec_internal._optimize_carts_of_parts('{carts}', ARRAY[{parts}], '{shipping}')", where=WHOLE)
+    numeric = "gpurec_internal._offers_part('SELECT product_id, store_id, price FROM offers')"
+    floats = "gpurec_internal._offers_part('SELECT product_id, store_id, price::float8 AS price FROM offers')"
+    bad = [("carts-merge-prices-of-two-types-42804", "42804", f"ARRAY[{numeric}, {floats}]"),
+           ("carts-merge-bad-bytes-22P03", "22P03", "ARRAY['\\x0102'::bytea]"),
+           ("carts-merge-truncated-part-22P03", "22P03", f"ARRAY[substr({numeric}, 1, 20)]")]
+    for name, state, parts in bad:
+        e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec_internal._improve_carts_of_parts('{carts}', {parts});")
+        check(name, e is not None and e[0] == state, f"got {e}")
+
+
 def null_cluster():
     """A NULL cluster gives no rows, as a NULL argument does in gpurec."""
     calls = ["cheapest_offers(NULL, 'SELECT * FROM offers')",
@@ -902,6 +929,7 @@ def main():
         null_cluster()
         similar_users_parts()
         geo_merge()
+        carts_merge()
         edge_values(rnd)
         merge(rnd)
         cpu_threads()
