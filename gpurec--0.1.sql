@@ -363,31 +363,63 @@ COMMENT ON FUNCTION gpurec_internal.raise_error(text, text, text, text) IS
 -- products' cheapest offer, and each (product, store) pair's cheapest
 -- (where pair_products is NULL: every store's of the products, as
 -- optimize_carts prices a product at each store), as the engine ranks them
--- (price, then store, then fewest decimals), the price as the text of its
--- own type (every digit of a numeric, every bit of a float) with that
--- type's name, for the coordinator to send on.
+-- (price, then store, then fewest decimals), as one part of
+-- _offers_part: prices in their own type with every digit and bit, for
+-- the coordinator to pass on to every partition (_improve_carts_of_parts,
+-- _optimize_carts_of_parts).
 CREATE FUNCTION gpurec_internal.shard_cart_offers(offers_query text, products bigint[], pair_products bigint[],
                                                   pair_stores bigint[])
-RETURNS TABLE(product_id bigint, store_id bigint, price text, price_type text)
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-    RETURN QUERY EXECUTE format(
+RETURNS bytea
+LANGUAGE sql VOLATILE AS $$
+    SELECT gpurec_internal._offers_part(format(
         E'WITH o AS (SELECT q.product_id::bigint AS product_id, q.store_id::bigint AS store_id, q.price '
         '           FROM (%s' || E'\n' || ') AS q '
         '           WHERE q.product_id IS NOT NULL AND q.store_id IS NOT NULL AND q.price IS NOT NULL) '
-        '(SELECT DISTINCT ON (o.product_id) o.product_id, o.store_id, o.price::text, pg_typeof(o.price)::text '
-        ' FROM o WHERE o.product_id = ANY ($1) '
+        '(SELECT DISTINCT ON (o.product_id) o.product_id, o.store_id, o.price '
+        ' FROM o WHERE o.product_id = ANY (%L::bigint[]) '
         ' ORDER BY o.product_id, o.price, o.store_id, length(o.price::text)) '
         'UNION ALL '
-        '(SELECT DISTINCT ON (o.product_id, o.store_id) o.product_id, o.store_id, o.price::text, pg_typeof(o.price)::text '
-        ' FROM o WHERE CASE WHEN $2 IS NULL THEN o.product_id = ANY ($1) '
-        '                   ELSE (o.product_id, o.store_id) IN (SELECT * FROM unnest($2, $3)) END '
+        '(SELECT DISTINCT ON (o.product_id, o.store_id) o.product_id, o.store_id, o.price '
+        ' FROM o WHERE CASE WHEN %L::bigint[] IS NULL THEN o.product_id = ANY (%L::bigint[]) '
+        '                   ELSE (o.product_id, o.store_id) IN (SELECT * FROM unnest(%L::bigint[], %L::bigint[])) END '
         ' ORDER BY o.product_id, o.store_id, o.price, length(o.price::text))',
-        gpurec_internal.statement_text(offers_query)) USING products, pair_products, pair_stores;
-END $$;
+        gpurec_internal.statement_text(offers_query), products, pair_products, products, pair_products,
+        pair_stores));
+$$;
 
 COMMENT ON FUNCTION gpurec_internal.shard_cart_offers(text, bigint[], bigint[], bigint[]) IS
-'Internal (gpurec_shards): the offers improve_carts'' lines depend on, prices as the text of their own type.';
+'Internal (gpurec_shards): the offers improve_carts'' and optimize_carts'' lines depend on, as one _offers_part.';
+
+-- The carts functions over partitions, in gpurec's binary form: every
+-- offer of a query as one part (an OffersPart), and improve_carts and
+-- optimize_carts of a partition's carts against the offers of the
+-- partitions' parts (offers_parts, in partition order).
+CREATE FUNCTION gpurec_internal._offers_part(offers_query text)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_offers_part'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._offers_part(text) IS
+'Internal (gpurec_shards): every offer of offers_query (product_id, store_id, price) as one value for _improve_carts_of_parts and _optimize_carts_of_parts.';
+
+CREATE FUNCTION gpurec_internal._improve_carts_of_parts(carts_query text, offers_parts bytea[])
+RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
+              current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
+AS 'MODULE_PATHNAME', 'gpurec_improve_carts_of_parts'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._improve_carts_of_parts(text, bytea[]) IS
+'Internal (gpurec_shards): improve_carts of carts_query against the offers of the partitions'' _offers_part.';
+
+CREATE FUNCTION gpurec_internal._optimize_carts_of_parts(carts_query text, offers_parts bytea[], shipping_query text)
+RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
+              total numeric, shipping numeric, stores_used integer, complete boolean,
+              current_total numeric, saving numeric)
+AS 'MODULE_PATHNAME', 'gpurec_optimize_carts_of_parts'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._optimize_carts_of_parts(text, bytea[], text) IS
+'Internal (gpurec_shards): optimize_carts of carts_query against the offers of the partitions'' _offers_part.';
 
 -- The distinct users of a points query as the geospatial functions read it:
 -- the coordinator refuses a user that two shards hold.
@@ -400,17 +432,92 @@ $$;
 COMMENT ON FUNCTION gpurec_internal.shard_users(text) IS
 'Internal (gpurec_shards): the distinct users of points_query, as the geospatial functions read it.';
 
--- similar_users' lists of part `part` of `parts` of the users (the parts
--- together cover every user once, where each computes on the same kind of
--- device): every partition of gpurec_shards gets all points and ranks a part.
-CREATE FUNCTION gpurec_internal.similar_users_part(points_query text, k integer, metric text, epsilon float8,
-                                                   part integer, parts integer)
-RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
+-- The geospatial family over partitions, in gpurec's binary form (one
+-- bytea a part; src/geo_shards.hpp): a partition's points of some users
+-- (every user where users is NULL) for the coordinator, and its parts of
+-- user_similarity, similar_users (the lists of part `part` of `parts` of
+-- the users) and predict_strength, each computed with the partition's own
+-- points and remote_points' of the users it holds none of (the points the
+-- coordinator gathered, NULL for none; user_similarity and predict_strength
+-- take the main user's alone); the coordinator's merges of the
+-- partitions' parts (in partition order), a user that two hold being
+-- ERROR 22023 naming cluster's partitions.
+CREATE FUNCTION gpurec_internal._geo_points_part(points_query text, users bigint[], metric text, epsilon float8)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_geo_points_part'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal._geo_points_part(text, bigint[], text, float8) IS
+'Internal (gpurec_shards): the points of the given users (all where NULL) as the geospatial functions read them, for _merge_geo_points.';
+
+CREATE FUNCTION gpurec_internal._merge_geo_points(cluster text, parts bytea[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_merge_geo_points'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._merge_geo_points(text, bytea[]) IS
+'Internal (gpurec_shards): the partitions'' _geo_points_part as one (NULL where no point), each user on one partition.';
+
+CREATE FUNCTION gpurec_internal._geo_points_users(points bytea)
+RETURNS TABLE(user_id bigint, n_points bigint)
+AS 'MODULE_PATHNAME', 'gpurec_geo_points_users'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._geo_points_users(bytea) IS
+'Internal (gpurec_shards): the distinct users of a _geo_points_part, in id order, with their number of points.';
+
+CREATE FUNCTION gpurec_internal._user_similarity_part(points_query text, main_user bigint, metric text,
+                                                      epsilon float8, remote_points bytea)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_user_similarity_part'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal._user_similarity_part(text, bigint, text, float8, bytea) IS
+'Internal (gpurec_shards): a partition''s user_similarity, the main user''s points from remote_points where it holds none, for _merge_user_similarity.';
+
+CREATE FUNCTION gpurec_internal._similar_users_part(points_query text, k integer, metric text, epsilon float8,
+                                                    part integer, parts integer, remote_points bytea)
+RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_similar_users_part'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION gpurec_internal.similar_users_part(text, integer, text, float8, integer, integer) IS
-'Internal (gpurec_shards): similar_users'' lists of part part of parts of the users.';
+COMMENT ON FUNCTION gpurec_internal._similar_users_part(text, integer, text, float8, integer, integer, bytea) IS
+'Internal (gpurec_shards): similar_users'' lists of part part of parts of the users, against the partition''s and remote_points'' points, for _merge_similar_users.';
+
+CREATE FUNCTION gpurec_internal._predict_strength_part(points_query text, main_user bigint, candidates_query text,
+                                                       exponent float8, max_distance float8,
+                                                       min_similarity float8, metric text, epsilon float8,
+                                                       remote_points bytea)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_predict_strength_part'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal._predict_strength_part(text, bigint, text, float8, float8, float8, text, float8, bytea) IS
+'Internal (gpurec_shards): the strengths a partition''s users give each candidate, in the candidates'' order, for _merge_strengths.';
+
+CREATE FUNCTION gpurec_internal._merge_user_similarity(cluster text, parts bytea[])
+RETURNS TABLE(user_id bigint, similarity float8, mean_min_distance float8)
+AS 'MODULE_PATHNAME', 'gpurec_merge_user_similarity'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._merge_user_similarity(text, bytea[]) IS
+'Internal (gpurec_shards): user_similarity''s rows of the partitions'' parts, in user_id order.';
+
+CREATE FUNCTION gpurec_internal._merge_similar_users(cluster text, points bytea, parts bytea[])
+RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
+AS 'MODULE_PATHNAME', 'gpurec_merge_similar_users'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal._merge_similar_users(text, bytea, bytea[]) IS
+'Internal (gpurec_shards): similar_users'' lists of the partitions'' parts, every user of points (the merged _geo_points_part, NULL for none) ranked once.';
+
+CREATE FUNCTION gpurec_internal._merge_strengths(parts bytea[])
+RETURNS TABLE(n bigint, strength float8)
+AS 'MODULE_PATHNAME', 'gpurec_merge_strengths'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._merge_strengths(bytea[]) IS
+'Internal (gpurec_shards): each candidate''s (n: its place) strength, the partitions'' _predict_strength_part added in partition order.';
 
 -- The (cart, product) pairs of a carts query's lines: the coordinator
 -- refuses a cart that two shards hold, and asks for its products' offers.

@@ -198,23 +198,6 @@ RETURNS void LANGUAGE sql AS $$
     FROM gpurec_shards_internal.users(cluster, parts, points_query) AS t, unnest(t.users) AS u(user_id);
 $$;
 
--- Raises XX000 where the partitions' parts of similar_users did not cover
--- every user once (users: the lists' distinct users; lists: their
--- (user, partition) pairs; expected: the users with points, where two or
--- more have).
-CREATE FUNCTION gpurec_shards_internal.check_cover(cluster text, users bigint, lists bigint, expected bigint)
-RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-    IF users <> expected OR lists <> users THEN
-        RAISE EXCEPTION USING ERRCODE = 'XX000',
-            MESSAGE = format('the partitions of cluster "%s" divided the users differently', cluster),
-            DETAIL = format('%s users have points; the partitions ranked %s, %s times in all.', expected, users, lists),
-            HINT = 'The partitions divide the users as their devices do: set gpurec.device alike on every '
-                   'partition (gpu on all, or cpu on all).';
-    END IF;
-    RETURN true;
-END $$;
-
 -- A query text placed in a FROM clause, whatever follows its statement.
 CREATE FUNCTION gpurec_shards_internal.subquery(query text)
 RETURNS text LANGUAGE sql STABLE STRICT AS $$
@@ -242,18 +225,19 @@ RETURNS TABLE(shard integer, product_id bigint, store_id bigint) LANGUAGE plprox
     FROM gpurec.improve_carts(q_carts, 'SELECT 1::bigint AS product_id, 1::bigint AS store_id, 1::numeric AS price WHERE false') AS c;
 $$;
 
--- each product's cheapest offer, and each (product, store) pair's, prices
--- as the text of their own type (gpurec_internal.shard_cart_offers)
+-- each product's cheapest offer, and each (product, store) pair's, as a
+-- part (gpurec_internal.shard_cart_offers: prices in their type with every
+-- digit and bit)
 CREATE FUNCTION gpurec_shards_internal.cart_offers(cluster text, parts integer[], q_offers text,
                                                    q_products bigint[], q_pair_products bigint[],
                                                    q_pair_stores bigint[])
-RETURNS TABLE(shard integer, product_id bigint, store_id bigint, price text, price_type text)
+RETURNS TABLE(shard integer, part bytea)
 LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.*
-    FROM gpurec_internal.shard_cart_offers(q_offers, q_products, q_pair_products, q_pair_stores) AS c;
+    SELECT (parts)[1] AS shard,
+           gpurec_internal.shard_cart_offers(q_offers, q_products, q_pair_products, q_pair_stores) AS part;
 $$;
 
 -- each partition's distinct users
@@ -273,7 +257,9 @@ RETURNS TABLE(shard integer, cart_id bigint, product_id bigint) LANGUAGE plproxy
     SELECT (parts)[1] AS shard, c.* FROM gpurec_internal.shard_cart_products(q_carts) AS c;
 $$;
 
-CREATE FUNCTION gpurec_shards_internal.optimize_carts(cluster text, parts integer[], q_carts text, q_offers text,
+-- q_offers: the partitions' parts of the offers the carts depend on
+-- (cart_offer_parts), passed on unread to every partition
+CREATE FUNCTION gpurec_shards_internal.optimize_carts(cluster text, parts integer[], q_carts text, q_offers bytea[],
                                                       q_shipping text)
 RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
               total numeric, shipping numeric, stores_used integer, complete boolean,
@@ -282,17 +268,17 @@ LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.* FROM gpurec.optimize_carts(q_carts, q_offers, q_shipping) AS c;
+    SELECT (parts)[1] AS shard, c.* FROM gpurec_internal._optimize_carts_of_parts(q_carts, q_offers, q_shipping) AS c;
 $$;
 
-CREATE FUNCTION gpurec_shards_internal.improve_carts(cluster text, parts integer[], q_carts text, q_offers text)
+CREATE FUNCTION gpurec_shards_internal.improve_carts(cluster text, parts integer[], q_carts text, q_offers bytea[])
 RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
               current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
 LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.* FROM gpurec.improve_carts(q_carts, q_offers) AS c;
+    SELECT (parts)[1] AS shard, c.* FROM gpurec_internal._improve_carts_of_parts(q_carts, q_offers) AS c;
 $$;
 
 -- each partition's roc_fitness as one bytea (labels NULL: of a scores
@@ -315,71 +301,88 @@ RETURNS bytea[] LANGUAGE sql AS $$
                  ORDER BY t.shard);
 $$;
 
-CREATE FUNCTION gpurec_shards_internal.points(cluster text, parts integer[], q_points text, q_users bigint[])
-RETURNS TABLE(shard integer, user_id bigint, x float8, y float8) LANGUAGE plproxy AS $$
+-- The geospatial family's parts (gpurec_internal._geo_points_part and
+-- the _*_part functions): q_remote is the points of other partitions'
+-- users the call needs, gathered by the coordinator (points_part), sent
+-- once to every partition; each uses those of the users it holds none of.
+CREATE FUNCTION gpurec_shards_internal.geo_points_part(cluster text, parts integer[], q_points text,
+                                                       q_users bigint[], q_metric text, q_epsilon float8)
+RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, p.* FROM gpurec_internal.shard_points(q_points, q_users) AS p;
+    SELECT (parts)[1] AS shard, gpurec_internal._geo_points_part(q_points, q_users, q_metric, q_epsilon) AS part;
 $$;
 
-CREATE FUNCTION gpurec_shards_internal.user_similarity(cluster text, parts integer[], q_points text,
-                                                       q_main_user bigint, q_metric text, q_epsilon float8)
-RETURNS TABLE(shard integer, user_id bigint, similarity float8, mean_min_distance float8)
-LANGUAGE plproxy AS $$
+-- The points of `users` (every user where NULL) from every partition, as
+-- one part (NULL where none); a user two partitions hold is ERROR 22023.
+CREATE FUNCTION gpurec_shards_internal.points_part(cluster text, parts integer[], points_query text, users bigint[],
+                                                   metric text, epsilon float8)
+RETURNS bytea LANGUAGE sql AS $$
+    SELECT gpurec_internal._merge_geo_points(
+               cluster, ARRAY(SELECT t.part
+                              FROM gpurec_shards_internal.geo_points_part(cluster, parts, points_query, users,
+                                                                          metric, epsilon) AS t
+                              ORDER BY t.shard));
+$$;
+
+CREATE FUNCTION gpurec_shards_internal.user_similarity_part(cluster text, parts integer[], q_points text,
+                                                            q_main_user bigint, q_metric text, q_epsilon float8,
+                                                            q_remote bytea)
+RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, s.*
-    FROM gpurec.user_similarity(q_points, q_main_user, q_metric, q_epsilon) AS s;
+    SELECT (parts)[1] AS shard,
+           gpurec_internal._user_similarity_part(q_points, q_main_user, q_metric, q_epsilon, q_remote) AS part;
 $$;
 
--- q_points: each partition's query of all points (its own, and the
--- others' as arrays; split with the partitions); each partition ranks its
--- part (its number) of q_parts of the users
-CREATE FUNCTION gpurec_shards_internal.similar_users(cluster text, parts integer[], q_points text[],
-                                                     q_parts integer, q_k integer, q_metric text, q_epsilon float8)
-RETURNS TABLE(shard integer, user_id bigint, rank integer, other_user_id bigint, similarity float8)
-LANGUAGE plproxy AS $$
-    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
-    SPLIT parts, q_points;
-    RUN ON parts;
-    SELECT (parts)[1] AS shard, s.*
-    FROM gpurec_internal.similar_users_part((q_points)[1], q_k, q_metric, q_epsilon, (parts)[1], q_parts) AS s;
-$$;
-
--- the candidates' strengths in the candidates query's order (n)
-CREATE FUNCTION gpurec_shards_internal.predict_strength(cluster text, parts integer[], q_points text,
-                                                        q_main_user bigint, q_candidates text, q_exponent float8,
-                                                        q_max_distance float8, q_min_similarity float8,
-                                                        q_metric text, q_epsilon float8)
-RETURNS TABLE(shard integer, n bigint, strength float8) LANGUAGE plproxy AS $$
+-- each partition ranks its part (its number) of q_parts of the users
+CREATE FUNCTION gpurec_shards_internal.similar_users_part(cluster text, parts integer[], q_points text,
+                                                          q_parts integer, q_k integer, q_metric text,
+                                                          q_epsilon float8, q_remote bytea)
+RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, s.n, s.strength
-    FROM gpurec.predict_strength(q_points, q_main_user, q_candidates, q_exponent, q_max_distance,
-                                 q_min_similarity, q_metric, q_epsilon)
-         WITH ORDINALITY AS s(candidate_id, strength, n);
+    SELECT (parts)[1] AS shard,
+           gpurec_internal._similar_users_part(q_points, q_k, q_metric, q_epsilon, (parts)[1], q_parts,
+                                               q_remote) AS part;
 $$;
 
--- for every evaluated user (u, with its points query) and exponent (e), the
--- strength each candidate (c, in the candidates query's order) gets from
--- the partition's users
-CREATE FUNCTION gpurec_shards_internal.fit_strengths(cluster text, parts integer[], q_users bigint[],
-                                                     q_user_points text[], q_exponents float8[], q_candidates text,
+-- the strengths a partition's users give the candidates, in the
+-- candidates query's order
+CREATE FUNCTION gpurec_shards_internal.predict_strength_part(cluster text, parts integer[], q_points text,
+                                                             q_main_user bigint, q_candidates text,
+                                                             q_exponent float8, q_max_distance float8,
+                                                             q_min_similarity float8, q_metric text,
+                                                             q_epsilon float8, q_remote bytea)
+RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
+    SPLIT parts;
+    RUN ON parts;
+    SELECT (parts)[1] AS shard,
+           gpurec_internal._predict_strength_part(q_points, q_main_user, q_candidates, q_exponent, q_max_distance,
+                                                  q_min_similarity, q_metric, q_epsilon, q_remote) AS part;
+$$;
+
+-- for every evaluated user (u) and exponent (e), the strengths each
+-- candidate (in the candidates query's order) gets from the partition's
+-- users, as a part (_predict_strength_part, u the main user, its points
+-- from q_remote where the partition holds none)
+CREATE FUNCTION gpurec_shards_internal.fit_strengths(cluster text, parts integer[], q_points text, q_users bigint[],
+                                                     q_exponents float8[], q_candidates text,
                                                      q_max_distance float8, q_min_similarity float8,
-                                                     q_metric text, q_epsilon float8)
-RETURNS TABLE(shard integer, u bigint, e bigint, c bigint, strength float8) LANGUAGE plproxy AS $$
+                                                     q_metric text, q_epsilon float8, q_remote bytea)
+RETURNS TABLE(shard integer, u bigint, e bigint, part bytea) LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, a.u, x.n AS e, s.n AS c, s.strength
-    FROM unnest(q_users, q_user_points) AS a(u, points_query)
-    CROSS JOIN unnest(q_exponents) WITH ORDINALITY AS x(exponent, n)
-    CROSS JOIN LATERAL gpurec.predict_strength(a.points_query, a.u, q_candidates, x.exponent, q_max_distance,
-                                               q_min_similarity, q_metric, q_epsilon)
-               WITH ORDINALITY AS s(candidate_id, strength, n);
+    SELECT (parts)[1] AS shard, a.u, x.n AS e,
+           gpurec_internal._predict_strength_part(q_points, a.u, q_candidates, x.exponent, q_max_distance,
+                                                  q_min_similarity, q_metric, q_epsilon, q_remote) AS part
+    FROM unnest(q_users) AS a(u)
+    CROSS JOIN unnest(q_exponents) WITH ORDINALITY AS x(exponent, n);
 $$;
 
 -- ------------------------------------------------------------ marketplace --
@@ -441,14 +444,15 @@ BEGIN
     END IF;
     -- 2. what a line's answer depends on, from every partition's offers:
     --    the cheapest offer of each product, and the cheapest offer of each
-    --    pair at its current store; 3. every partition improves its own
-    --    carts against those offers, each price read back in its own type
+    --    pair at its current store, as every partition's part in gpurec's
+    --    binary form; 3. every partition improves its own carts against
+    --    the offers of all those parts, each price in its own type
     RETURN QUERY
     SELECT t.cart_id, t.product_id, t.quantity, t.current_store_id, t.current_price,
            t.best_store_id, t.best_price, t.saving
     FROM gpurec_shards_internal.improve_carts(cluster, parts, carts_query,
-             gpurec_shards_internal.cart_offers_query(cluster, parts, offers_query, products,
-                                                      pair_products, pair_stores)) AS t
+             gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, products,
+                                                     pair_products, pair_stores)) AS t
     ORDER BY t.cart_id, t.product_id, t.current_store_id, t.quantity;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
@@ -460,34 +464,19 @@ COMMENT ON FUNCTION improve_carts(text, text, text) IS
 
 -- The offers the carts' lines depend on, from every partition (every
 -- store's cheapest of each of `products`, and of each pair's product the
--- cheapest and its pair's cheapest), as a query that reads them back in
--- the prices' own type.
-CREATE FUNCTION gpurec_shards_internal.cart_offers_query(cluster text, parts integer[], offers_query text,
-                                                         products bigint[], pair_products bigint[],
-                                                         pair_stores bigint[])
-RETURNS text LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    offer_products bigint[];
-    offer_stores bigint[];
-    offer_prices text[];
-    price_types text[];
-BEGIN
-    SELECT array_agg(o.product_id), array_agg(o.store_id), array_agg(o.price), array_agg(DISTINCT o.price_type)
-      INTO offer_products, offer_stores, offer_prices, price_types
-      FROM (SELECT DISTINCT t.product_id, t.store_id, t.price, t.price_type
-            FROM gpurec_shards_internal.cart_offers(cluster, parts, offers_query, products,
-                                                    pair_products, pair_stores) AS t) o;
-    IF cardinality(price_types) > 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '42804',
-            MESSAGE = format('the partitions'' offers queries give prices of different types (%s)',
-                             array_to_string(price_types, ', ')),
-            HINT = 'Cast the price to one type in the offers query.';
-    END IF;
-    RETURN format('SELECT r.product_id, r.store_id, r.price '
-                  'FROM unnest(%L::bigint[], %L::bigint[], %L::%s[]) AS r(product_id, store_id, price)',
-                  coalesce(offer_products, '{}'), coalesce(offer_stores, '{}'), coalesce(offer_prices, '{}'),
-                  coalesce(price_types[1]::regtype, 'numeric'::regtype));
-END $$;
+-- cheapest and its pair's cheapest), as the partitions' parts in partition
+-- order: gpurec's binary form, prices in their own type with every digit
+-- and bit, read by the partitions' gpurec (partitions whose prices differ
+-- in type: 42804).
+CREATE FUNCTION gpurec_shards_internal.cart_offer_parts(cluster text, parts integer[], offers_query text,
+                                                        products bigint[], pair_products bigint[],
+                                                        pair_stores bigint[])
+RETURNS bytea[] LANGUAGE sql AS $$
+    SELECT ARRAY(SELECT t.part
+                 FROM gpurec_shards_internal.cart_offers(cluster, parts, offers_query, products, pair_products,
+                                                         pair_stores) AS t
+                 ORDER BY t.shard);
+$$;
 
 CREATE FUNCTION optimize_carts(cluster text, carts_query text, offers_query text, shipping_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
@@ -541,8 +530,8 @@ BEGIN
     SELECT t.cart_id, t.product_id, t.quantity, t.store_id, t.price, t.total, t.shipping, t.stores_used,
            t.complete, t.current_total, t.saving
     FROM gpurec_shards_internal.optimize_carts(cluster, parts, carts_query,
-             gpurec_shards_internal.cart_offers_query(cluster, parts, offers_query, coalesce(products, '{}'),
-                                                      NULL, NULL),
+             gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, coalesce(products, '{}'),
+                                                     NULL, NULL),
              shipping) AS t
     ORDER BY t.cart_id, t.product_id, t.quantity;
 EXCEPTION WHEN OTHERS THEN
@@ -627,17 +616,6 @@ COMMENT ON FUNCTION roc_auc(text, text, boolean[]) IS
 
 -- ------------------------------------------------------------- geospatial --
 
--- A partition's points query: its own points but the given user's, and
--- that user's points from wherever they are, so that every partition
--- measures its users against the same user.
-CREATE FUNCTION gpurec_shards_internal.points_with_user(points_query text, user_id bigint, xs float8[], ys float8[])
-RETURNS text LANGUAGE sql STABLE AS $$
-    SELECT format('SELECT q.user_id, q.x, q.y FROM %s AS q WHERE q.user_id IS DISTINCT FROM %s '
-                  'UNION ALL SELECT %s::bigint, m.x, m.y FROM unnest(%L::float8[], %L::float8[]) AS m(x, y)',
-                  gpurec_shards_internal.subquery(points_query), user_id, user_id,
-                  coalesce(xs, '{}'), coalesce(ys, '{}'));
-$$;
-
 -- The candidates query's rows, read on the coordinator in their order, as a
 -- query every partition can run to get the same rows in the same order.
 CREATE FUNCTION gpurec_shards_internal.candidates(candidates_query text, OUT query text, OUT ids bigint[])
@@ -662,8 +640,7 @@ LANGUAGE plpgsql VOLATILE
 SET gpurec.timing = off AS $$
 DECLARE
     parts integer[];
-    xs float8[];
-    ys float8[];
+    main_points bytea;
     st text; msg text; det text; hnt text;
 BEGIN
     IF cluster IS NULL OR points_query IS NULL OR main_user IS NULL OR metric IS NULL THEN
@@ -673,24 +650,23 @@ BEGIN
     -- the engine's argument checks on the main user alone
     PERFORM gpurec.user_similarity(format('SELECT %s::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', main_user),
                                    main_user, metric, epsilon);
-    SELECT array_agg(p.x), array_agg(p.y) INTO xs, ys
-      FROM gpurec_shards_internal.points(cluster, parts, points_query, ARRAY[main_user]) p;
-    IF xs IS NULL THEN
+    main_points := gpurec_shards_internal.points_part(cluster, parts, points_query, ARRAY[main_user], metric, epsilon);
+    IF main_points IS NULL THEN
         -- the engine's own error for a main user without points
         PERFORM gpurec.user_similarity('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y WHERE false',
                                        main_user, metric, epsilon);
     END IF;
     -- the similarity of a user to the main user needs the two users' points
-    -- only: each partition measures its own users
+    -- only: each partition measures its own users, the main user's points
+    -- sent to all; the engine merges their parts in user order, refusing a
+    -- user that two partitions hold
     RETURN QUERY
-    WITH t AS MATERIALIZED (SELECT t.* FROM gpurec_shards_internal.user_similarity(cluster, parts,
-             gpurec_shards_internal.points_with_user(points_query, main_user, xs, ys),
-             main_user, metric, epsilon) AS t)
-    SELECT t.user_id, t.similarity, t.mean_min_distance
-    FROM t
-    WHERE gpurec_shards_internal.unsplit(cluster, 'user', ARRAY(SELECT t.shard FROM t),
-                                         ARRAY(SELECT t.user_id FROM t))
-    ORDER BY t.user_id;
+    SELECT m.user_id, m.similarity, m.mean_min_distance
+    FROM gpurec_internal._merge_user_similarity(
+             cluster, ARRAY(SELECT t.part
+                            FROM gpurec_shards_internal.user_similarity_part(cluster, parts, points_query, main_user,
+                                                                             metric, epsilon, main_points) AS t
+                            ORDER BY t.shard)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
@@ -706,12 +682,7 @@ LANGUAGE plpgsql VOLATILE
 SET gpurec.timing = off AS $$
 DECLARE
     parts integer[];
-    queries text[];
-    n_users bigint;
-    point_shards integer[];
-    ids bigint[];
-    xs float8[];
-    ys float8[];
+    points bytea;
     st text; msg text; det text; hnt text;
 BEGIN
     IF cluster IS NULL OR points_query IS NULL OR k IS NULL OR metric IS NULL THEN
@@ -719,46 +690,30 @@ BEGIN
     END IF;
     parts := gpurec_shards_internal.partitions(cluster);
     PERFORM gpurec.similar_users('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', k, metric, epsilon);
-    -- every user's k most similar others may be on any partition: each
-    -- partition gets the other partitions' points, and ranks a part of the
-    -- users (the engine's division, the same on every partition, which
-    -- holds the same points) against all of them
-    SELECT array_agg(p.shard), array_agg(p.user_id), array_agg(p.x), array_agg(p.y), count(DISTINCT p.user_id)
-      INTO point_shards, ids, xs, ys, n_users
-      FROM gpurec_shards_internal.points(cluster, parts, points_query, NULL) p;
-    PERFORM gpurec_shards_internal.unsplit(cluster, 'user', point_shards, ids);
-    SELECT array_agg(format('SELECT q.user_id, q.x, q.y FROM %s AS q UNION ALL SELECT r.user_id, r.x, r.y '
-                            'FROM unnest(%L::bigint[], %L::float8[], %L::float8[]) AS r(user_id, x, y)',
-                            gpurec_shards_internal.subquery(points_query),
-                            coalesce(o.ids, '{}'), coalesce(o.xs, '{}'), coalesce(o.ys, '{}')) ORDER BY i.part)
-      INTO queries
-      FROM unnest(parts) AS i(part)
-      CROSS JOIN LATERAL (
-          SELECT array_agg(p.user_id) FILTER (WHERE p.shard <> i.part) AS ids,
-                 array_agg(p.x) FILTER (WHERE p.shard <> i.part) AS xs,
-                 array_agg(p.y) FILTER (WHERE p.shard <> i.part) AS ys
-          FROM unnest(point_shards, ids, xs, ys) AS p(shard, user_id, x, y)) o;
-    -- the parts cover every user once where the partitions divide the users
-    -- alike (on the same kind of device): checked, as a user's list must
-    -- come whole from one partition
+    -- every user's k most similar others may be on any partition: the
+    -- coordinator gathers every partition's points (in binary, a user on
+    -- one partition), and sends them once to every partition, which ranks
+    -- a part of the users (the engine's division, the same on every
+    -- partition, which then holds the same points) against all of them.
+    -- The engine merges the lists, checking that they cover every user
+    -- once, as the partitions divide the users alike only on the same kind
+    -- of device.
+    points := gpurec_shards_internal.points_part(cluster, parts, points_query, NULL, metric, epsilon);
     RETURN QUERY
-    WITH r AS MATERIALIZED (
-        SELECT t.* FROM gpurec_shards_internal.similar_users(cluster, parts, queries, cardinality(parts), k,
-                                                             metric, epsilon) AS t),
-    covered AS (
-        SELECT gpurec_shards_internal.check_cover(cluster, (SELECT count(DISTINCT r.user_id) FROM r),
-                                                  (SELECT count(*) FROM (SELECT DISTINCT r.user_id, r.shard FROM r) AS u),
-                                                  CASE WHEN n_users >= 2 THEN n_users ELSE 0 END) AS ok)
-    SELECT r.user_id, r.rank, r.other_user_id, r.similarity
-    FROM r, covered WHERE covered.ok
-    ORDER BY r.user_id, r.rank;
+    SELECT m.user_id, m.rank, m.other_user_id, m.similarity
+    FROM gpurec_internal._merge_similar_users(
+             cluster, points,
+             ARRAY(SELECT t.part
+                   FROM gpurec_shards_internal.similar_users_part(cluster, parts, points_query, cardinality(parts),
+                                                                  k, metric, epsilon, points) AS t
+                   ORDER BY t.shard)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION similar_users(text, text, integer, text, float8) IS
-'gpurec.similar_users over points sharded by user: every partition gets the others'' points and ranks for its own users.';
+'gpurec.similar_users over points sharded by user: every partition gets all points once, in binary, and ranks a part of the users.';
 
 CREATE FUNCTION predict_strength(cluster text, points_query text, main_user bigint, candidates_query text,
                                  exponent float8 DEFAULT 2, max_distance float8 DEFAULT NULL,
@@ -769,8 +724,7 @@ LANGUAGE plpgsql VOLATILE
 SET gpurec.timing = off AS $$
 DECLARE
     parts integer[];
-    xs float8[];
-    ys float8[];
+    main_points bytea;
     cands record;
     st text; msg text; det text; hnt text;
 BEGIN
@@ -784,9 +738,8 @@ BEGIN
                                     'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y WHERE false',
                                     exponent, max_distance, min_similarity, metric, epsilon);
     PERFORM gpurec_shards_internal.refuse_split_users(cluster, parts, points_query);
-    SELECT array_agg(p.x), array_agg(p.y) INTO xs, ys
-      FROM gpurec_shards_internal.points(cluster, parts, points_query, ARRAY[main_user]) p;
-    IF xs IS NULL THEN
+    main_points := gpurec_shards_internal.points_part(cluster, parts, points_query, ARRAY[main_user], metric, epsilon);
+    IF main_points IS NULL THEN
         PERFORM gpurec.predict_strength('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y WHERE false',
                                         main_user,
                                         'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y',
@@ -796,15 +749,19 @@ BEGIN
     IF cardinality(cands.ids) IS NULL THEN
         RETURN;
     END IF;
-    -- a strength is a sum over users: each partition sums its own users,
-    -- the coordinator adds the partitions' sums in partition order
+    -- a strength is a sum over users: each partition sums its own users
+    -- (the main user's points sent to all), the engine adds the
+    -- partitions' sums in partition order
     RETURN QUERY
-    SELECT cands.ids[t.n], sum(t.strength ORDER BY t.shard)
-    FROM gpurec_shards_internal.predict_strength(cluster, parts,
-             gpurec_shards_internal.points_with_user(points_query, main_user, xs, ys), main_user,
-             cands.query, exponent, max_distance, min_similarity, metric, epsilon) AS t
-    GROUP BY t.n
-    ORDER BY t.n;
+    SELECT cands.ids[s.n], s.strength
+    FROM gpurec_internal._merge_strengths(
+             ARRAY(SELECT t.part
+                   FROM gpurec_shards_internal.predict_strength_part(cluster, parts, points_query, main_user,
+                                                                     cands.query, exponent, max_distance,
+                                                                     min_similarity, metric, epsilon,
+                                                                     main_points) AS t
+                   ORDER BY t.shard)) AS s
+    ORDER BY s.n;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
@@ -814,23 +771,25 @@ COMMENT ON FUNCTION predict_strength(text, text, bigint, text, float8, float8, f
 'gpurec.predict_strength over points sharded by user; candidates_query runs on the coordinator.';
 
 -- For each of q_exponents (e: its place), the mean AUC over the evaluated
--- users (q_users, each with its points query) and their count: each
+-- users (q_users, their points in q_remote) and their count: each
 -- partition gives, for every evaluated user and exponent, the strengths
--- its own users give every candidate; the coordinator adds them up and
+-- its own users give every candidate (a part); the engine adds them up and
 -- takes each user's AUC with gpurec's own (gpurec.roc_auc: the engine's
 -- AUC, ties counting half), summed in user order as the engine sums them.
-CREATE FUNCTION gpurec_shards_internal.mean_aucs(cluster text, parts integer[], q_users bigint[],
-                                                 q_user_points text[], q_exponents float8[], q_candidates text,
+CREATE FUNCTION gpurec_shards_internal.mean_aucs(cluster text, parts integer[], q_points text, q_users bigint[],
+                                                 q_remote bytea, q_exponents float8[], q_candidates text,
                                                  q_visit_users bigint[], q_visit_rows bigint[],
                                                  q_max_distance float8, q_min_similarity float8, q_metric text,
                                                  q_epsilon float8)
 RETURNS TABLE(e bigint, mean_auc float8, users bigint) LANGUAGE sql AS $$
     WITH strengths AS (
-        SELECT t.u, t.e, t.c, sum(t.strength ORDER BY t.shard) AS strength
-        FROM gpurec_shards_internal.fit_strengths(cluster, parts, q_users, q_user_points, q_exponents,
-                                                  q_candidates, q_max_distance, q_min_similarity, q_metric,
-                                                  q_epsilon) AS t
-        GROUP BY t.u, t.e, t.c),
+        SELECT p.u, p.e, s.n AS c, s.strength
+        FROM (SELECT t.u, t.e, array_agg(t.part ORDER BY t.shard) AS parts
+              FROM gpurec_shards_internal.fit_strengths(cluster, parts, q_points, q_users, q_exponents,
+                                                        q_candidates, q_max_distance, q_min_similarity, q_metric,
+                                                        q_epsilon, q_remote) AS t
+              GROUP BY t.u, t.e) p
+        CROSS JOIN LATERAL gpurec_internal._merge_strengths(p.parts) AS s),
     -- both arrays of a group take its rows in one order, each row fed to
     -- every aggregate in turn: no ORDER BY, which would sort each apart
     aucs AS (
@@ -858,12 +817,9 @@ DECLARE
     cands record;
     visit_users bigint[];
     visit_rows bigint[];
-    point_users bigint[];
-    point_xs float8[];
-    point_ys float8[];
+    visit_points bytea;
     missing bigint;
     evaluated bigint[];
-    user_points text[];
     grid_means float8[];
     grid_users bigint[];
     probes float8[];
@@ -892,10 +848,11 @@ BEGIN
                    gpurec_shards_internal.subquery(holdout_query), coalesce(cands.ids, '{}'))
        INTO visit_users, visit_rows;
     IF visit_users IS NOT NULL THEN
-        SELECT array_agg(p.user_id), array_agg(p.x), array_agg(p.y) INTO point_users, point_xs, point_ys
-          FROM gpurec_shards_internal.points(cluster, parts, points_query, visit_users) p;
-        SELECT min(u) INTO missing FROM unnest(visit_users) u
-         WHERE NOT u = ANY (coalesce(point_users, '{}'));
+        -- the holdout users' points, in binary, for every partition
+        visit_points := gpurec_shards_internal.points_part(cluster, parts, points_query, visit_users, metric, epsilon);
+        SELECT min(v.u) INTO missing
+          FROM unnest(visit_users) AS v(u)
+         WHERE v.u NOT IN (SELECT p.user_id FROM gpurec_internal._geo_points_users(visit_points) AS p);
         IF missing IS NOT NULL THEN
             -- the engine's own error for a holdout user without points
             PERFORM gpurec.fit_exponent('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y WHERE false',
@@ -914,21 +871,13 @@ BEGIN
                      FROM unnest(exponents) WITH ORDINALITY AS e(x, n) ORDER BY e.x, e.n;
         RETURN;
     END IF;
-    -- each evaluated user's points query for the partitions, as
-    -- predict_strength's
-    SELECT array_agg(p.user_id ORDER BY p.user_id),
-           array_agg(gpurec_shards_internal.points_with_user(points_query, p.user_id, p.xs, p.ys) ORDER BY p.user_id)
-      INTO evaluated, user_points
-      FROM (SELECT p.user_id, array_agg(p.x) AS xs, array_agg(p.y) AS ys
-            FROM unnest(point_users, point_xs, point_ys) AS p(user_id, x, y)
-            WHERE p.user_id = ANY (evaluated) GROUP BY p.user_id) p;
     -- the grid's mean AUCs, then fit_exponent's own search (the engine's,
     -- replayed from the means so far) round by round over the partitions:
     -- the same means give the same fit as on one server
     SELECT array_agg(m.mean_auc ORDER BY m.e), array_agg(m.users ORDER BY m.e) INTO grid_means, grid_users
-      FROM gpurec_shards_internal.mean_aucs(cluster, parts, evaluated, user_points, exponents, cands.query,
-                                            visit_users, visit_rows, max_distance, min_similarity, metric,
-                                            epsilon) AS m;
+      FROM gpurec_shards_internal.mean_aucs(cluster, parts, points_query, evaluated, visit_points, exponents,
+                                            cands.query, visit_users, visit_rows, max_distance, min_similarity,
+                                            metric, epsilon) AS m;
     IF tolerance IS NOT NULL THEN
         LOOP
             SELECT array_agg(z.probe ORDER BY z.n) FILTER (WHERE z.probe IS NOT NULL),
@@ -939,9 +888,10 @@ BEGIN
             EXIT WHEN probes IS NULL;
             probed_means := probed_means
                 || ARRAY(SELECT m.mean_auc
-                         FROM gpurec_shards_internal.mean_aucs(cluster, parts, evaluated, user_points, probes,
-                                                               cands.query, visit_users, visit_rows, max_distance,
-                                                               min_similarity, metric, epsilon) AS m
+                         FROM gpurec_shards_internal.mean_aucs(cluster, parts, points_query, evaluated,
+                                                               visit_points, probes, cands.query, visit_users,
+                                                               visit_rows, max_distance, min_similarity, metric,
+                                                               epsilon) AS m
                          ORDER BY m.e);
         END LOOP;
     END IF;

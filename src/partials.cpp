@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "byte_stream.hpp"
 #include "errors.hpp"
 
 namespace gpurec {
@@ -99,6 +100,58 @@ std::vector<uint8_t> PartialBuilder::finish()
 {
 	absorb_piece();
 	return running_->finish(*piece_);
+}
+
+namespace {
+
+/* A part's first bytes: "GRSP" and the format's version; then its kind's name, its columns and its rows. */
+constexpr uint32_t kShardPartMagic = 0x50535247;
+constexpr uint8_t kShardPartVersion = 1;
+
+[[noreturn]] void not_a_part(const char *kind, size_t part, const std::string &why)
+{
+	throw Error(sqlstate::invalid_binary_representation, std::string("malformed ") + kind + " part " + std::to_string(part),
+				why + " The coordinator and the partitions must run the same version of gpurec.");
+}
+
+} // namespace
+
+std::vector<uint8_t> ShardRows::bytes() const
+{
+	size_t name = std::strlen(kind_);
+	std::vector<uint8_t> out(sizeof kShardPartMagic + 1 + 1 + name + 1 + sizeof(uint64_t) +
+							 words_.size() * sizeof(uint64_t));
+	ByteWriter writer(out.data(), out.size());
+	writer.put(kShardPartMagic);
+	writer.put(kShardPartVersion);
+	writer.put(static_cast<uint8_t>(name));
+	writer.write(kind_, name);
+	writer.put(static_cast<uint8_t>(columns_));
+	writer.put(static_cast<uint64_t>(rows()));
+	writer.write(words_.data(), words_.size() * sizeof(uint64_t));
+	return out;
+}
+
+void ShardRows::append(const uint8_t *data, size_t size, size_t part)
+{
+	size_t name = std::strlen(kind_);
+	ByteReader reader(data, size);
+	while (!reader.at_end())
+	{
+		if (reader.remaining() < sizeof kShardPartMagic + 3 + name + sizeof(uint64_t) ||
+			reader.get<uint32_t>() != kShardPartMagic || reader.get<uint8_t>() != kShardPartVersion ||
+			reader.get<uint8_t>() != name || std::memcmp(reader.take(name), kind_, name) != 0 ||
+			reader.get<uint8_t>() != columns_)
+			not_a_part(kind_, part, "Its header is not what this gpurec writes for the kind.");
+		uint64_t count = reader.get<uint64_t>();
+		if (count > reader.remaining() / (columns_ * sizeof(uint64_t)))
+			not_a_part(kind_, part, "It ends before its " + std::to_string(count) + " rows.");
+		size_t words = static_cast<size_t>(count) * columns_;
+		const uint8_t *values = reader.take(words * sizeof(uint64_t));
+		size_t at = words_.size();
+		words_.resize(at + words);
+		std::memcpy(words_.data() + at, values, words * sizeof(uint64_t));
+	}
 }
 
 } // namespace gpurec

@@ -16,8 +16,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "input_table.hpp"
@@ -111,6 +113,53 @@ class PartialBuilder
 
 	std::unique_ptr<InputTable> piece_;
 	std::unique_ptr<RunningPartial> running_;
+};
+
+/*
+ * A part of gpurec_shards: rows that a partition sends the coordinator, or
+ * the coordinator a partition, as one bytea, in gpurec's binary form: rows
+ * of a named kind ("geo_points", "user_similarity", ...), each `columns`
+ * 8-byte values (an int64, or a float8 with every bit: -0, NaN and
+ * infinities included).  Parts concatenate: the bytes of several parts one
+ * after the other read as one part of all their rows (append), so that
+ * the coordinator can pass on the partitions' parts without reading them.
+ * Bytes that are not a part of the kind (another version of gpurec on one
+ * side, truncated or foreign bytes): ERROR 22P03.
+ */
+class ShardRows
+{
+  public:
+	ShardRows(const char *kind, size_t columns) : kind_(kind), columns_(columns) {}
+
+	const char *kind() const { return kind_; }
+	size_t columns() const { return columns_; }
+	size_t rows() const { return words_.size() / columns_; }
+
+	/* The next value of the row being written; a row is complete after `columns` of them. */
+	void put(int64_t value) { words_.push_back(static_cast<uint64_t>(value)); }
+	void put(double value)
+	{
+		uint64_t word;
+		std::memcpy(&word, &value, sizeof word);
+		words_.push_back(word);
+	}
+	int64_t int64(size_t row, size_t column) const { return static_cast<int64_t>(words_[row * columns_ + column]); }
+	double float8(size_t row, size_t column) const
+	{
+		double value;
+		std::memcpy(&value, &words_[row * columns_ + column], sizeof value);
+		return value;
+	}
+
+	/* The rows as one part. */
+	std::vector<uint8_t> bytes() const;
+	/* Appends the rows of `data` (one part of this kind, or several concatenated); `part` names it in errors. */
+	void append(const uint8_t *data, size_t size, size_t part);
+
+  private:
+	const char *kind_;
+	size_t columns_;
+	std::vector<uint64_t> words_;
 };
 
 } // namespace gpurec

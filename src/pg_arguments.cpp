@@ -77,6 +77,18 @@ std::vector<double> float8_list_argument(FunctionCallInfo fcinfo, int n, const c
 								 [](Datum value) { return DatumGetFloat8(value); });
 }
 
+std::vector<int64_t> int8_list_argument(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	return non_null_list<int64_t>(fcinfo, n, name, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+								  [](Datum value) { return DatumGetInt64(value); });
+}
+
+ByteSpan bytea_argument(FunctionCallInfo fcinfo, int n)
+{
+	const bytea *value = pg_call([=] { return PG_GETARG_BYTEA_PP(n); });
+	return ByteSpan{reinterpret_cast<const uint8_t *>(VARDATA_ANY(value)), VARSIZE_ANY_EXHDR(value)};
+}
+
 std::vector<ByteSpan> bytea_list_argument(FunctionCallInfo fcinfo, int n, const char *name)
 {
 	return non_null_list<ByteSpan>(fcinfo, n, name, BYTEAOID, -1, false, TYPALIGN_INT, [](Datum value) {

@@ -31,12 +31,18 @@ ArrayType *list_array_argument(FunctionCallInfo fcinfo, int n, const char *name)
 /* A float8[] argument; a NULL element is ERROR 22004. */
 std::vector<double> float8_list_argument(FunctionCallInfo fcinfo, int n, const char *name);
 
+/* A bigint[] argument; a NULL element is ERROR 22004. */
+std::vector<int64_t> int8_list_argument(FunctionCallInfo fcinfo, int n, const char *name);
+
 /* The bytes of one element of a bytea[] argument, in place. */
 struct ByteSpan
 {
 	const uint8_t *data;
 	size_t size;
 };
+
+/* A bytea argument (not NULL), detoasted, in place. */
+ByteSpan bytea_argument(FunctionCallInfo fcinfo, int n);
 
 /* A bytea[] argument; a NULL element is ERROR 22004. */
 std::vector<ByteSpan> bytea_list_argument(FunctionCallInfo fcinfo, int n, const char *name);

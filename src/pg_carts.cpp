@@ -14,6 +14,7 @@ extern "C" {
 #include "offers_input.hpp"
 #include "pg_arguments.hpp"
 #include "pg_numeric.hpp"
+#include "pg_offer_parts.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
 #include "read/read.hpp"
@@ -22,13 +23,16 @@ namespace gpurec {
 
 namespace {
 
-Datum optimize_carts_body(FunctionCallInfo fcinfo)
+/*
+ * optimize_carts(carts_query, offers_query, shipping_query), and
+ * gpurec_internal._optimize_carts_of_parts(carts_query, offers_parts,
+ * shipping_query): the offers of the partitions' parts (_offers_part), on
+ * a partition of gpurec_shards.
+ */
+Datum optimize_carts_rows(FunctionCallInfo fcinfo, bool offers_of_parts)
 {
-	if (answered_null_as_strict(fcinfo, {3})) /* the typed form's id_type */
-		return (Datum) 0;
 	ExecContext ctx = exec_context_from_settings();
 	const char *carts_query = text_argument(fcinfo, 0);
-	const char *offers_query = text_argument(fcinfo, 1);
 	const char *shipping_query = text_argument(fcinfo, 2);
 
 	/*
@@ -47,7 +51,11 @@ Datum optimize_carts_body(FunctionCallInfo fcinfo)
 	 */
 	auto carts_products = std::make_shared<const KeyFilter>(carts.int64(1).to_vector());
 	OffersInput input(ctx, 0, std::move(carts_products));
-	read_inner_query(offers_query, input.table, ctx);
+	std::unique_ptr<MergedOffers> merged;
+	if (offers_of_parts)
+		merged = merged_offers_argument(fcinfo, 1, ctx);
+	else
+		read_inner_query(text_argument(fcinfo, 1), input.table, ctx);
 	/* a NULL store skips the row; a NULL fee is an error; a NULL (or absent) free_from is never free */
 	InputTable shipping_table("shipping query", {id_spec("store_id"),
 												 {"fee", ColumnKind::Number, false, true, 0, true},
@@ -56,7 +64,7 @@ Datum optimize_carts_body(FunctionCallInfo fcinfo)
 
 	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
 	Shipping shipping = {shipping_table.int64(0), shipping_table.number(1), shipping_table.number(2)};
-	const Offers &offers = input.offers;
+	const Offers &offers = merged ? merged->offers() : input.offers;
 	CartsAnswer answer = optimize_carts(lines, offers, shipping, ctx);
 
 	ResultWriter out(fcinfo, ctx, "optimize_carts");
@@ -104,7 +112,17 @@ Datum optimize_carts_body(FunctionCallInfo fcinfo)
 	return (Datum) 0;
 }
 
+Datum optimize_carts_body(FunctionCallInfo fcinfo)
+{
+	if (answered_null_as_strict(fcinfo, {3})) /* the typed form's id_type */
+		return (Datum) 0;
+	return optimize_carts_rows(fcinfo, false);
+}
+
+Datum optimize_carts_of_parts_body(FunctionCallInfo fcinfo) { return optimize_carts_rows(fcinfo, true); }
+
 } // namespace
 } // namespace gpurec
 
 GPUREC_SQL_FUNCTION(gpurec_optimize_carts, gpurec::optimize_carts_body)
+GPUREC_SQL_FUNCTION(gpurec_optimize_carts_of_parts, gpurec::optimize_carts_of_parts_body)

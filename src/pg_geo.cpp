@@ -7,13 +7,20 @@
  */
 #include "pg_boundary.hpp"
 
+extern "C" {
+#include "utils/memutils.h"
+}
 
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
+#include <memory>
+#include <unordered_set>
 
 #include "cpu_parallel.hpp"
 #include "geo.hpp"
+#include "geo_shards.hpp"
 #include "pg_arguments.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
@@ -60,13 +67,41 @@ void check_point_source(const InputTable &table, const GeoOptions &options, cons
 					{}, "Transform one to the other's SRID (ST_Transform).");
 }
 
+/*
+ * A part of gpurec_shards travels with integer ids: a dictionary's codes
+ * would mean nothing on another server.
+ */
+void require_integer_ids(const ExecContext &ctx)
+{
+	if (ctx.keys && ctx.keys->codes_values())
+		throw Error(sqlstate::feature_not_supported,
+					"gpurec_shards' geospatial functions take integer user and candidate ids",
+					"A partition's query gives uuid or text ids.");
+}
+
+/*
+ * On a partition of gpurec_shards, the points of other partitions' users
+ * that a call needs (a geo_points part; null: none), of *only_user alone
+ * where only_user is not null (append_remote_points).
+ */
+struct RemotePoints
+{
+	const ShardRows *points = nullptr;
+	const int64_t *only_user = nullptr;
+};
+
 InputTable read_points(const char *points_query, ExecContext &ctx, const GeoOptions &options,
-					   double gpu_from_rows)
+					   double gpu_from_rows, RemotePoints remote = {})
 {
 	InputTable points("points query", {{"user_id", ColumnKind::Id}, point_spec("x", 0), point_spec("y", 1)});
 	points.set_gpu_from_rows(gpu_from_rows);
 	read_inner_query(points_query, points, ctx);
 	check_point_source(points, options);
+	if (remote.points)
+	{
+		require_integer_ids(ctx);
+		append_remote_points(points, *remote.points, remote.only_user);
+	}
 	Stopwatch clock;
 	points.id(0).number_in_id_order(pieces_on_threads(ctx, Phase::Read));
 	double numbered_ms = clock.elapsed_ms();
@@ -140,18 +175,24 @@ StrengthArguments strength_arguments(FunctionCallInfo fcinfo, const std::vector<
 	return args;
 }
 
+std::vector<UserSimilarity> user_similarity_rows(FunctionCallInfo fcinfo, ExecContext &ctx, RemotePoints remote)
+{
+	const char *points_query = text_argument(fcinfo, 0);
+	GeoOptions options = options_arguments(fcinfo, 2);
+
+	InputTable points = read_points(points_query, ctx, options, gpu_pairs_from(ctx), remote);
+	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
+	std::vector<UserSimilarity> rows = user_similarity(points_of(points), main_user, options, ctx);
+	points.release_rows_in_background();
+	return rows;
+}
+
 Datum user_similarity_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
 	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument, kPairIdTypeArgument}))
 		return (Datum) 0;
-	const char *points_query = text_argument(fcinfo, 0);
-	GeoOptions options = options_arguments(fcinfo, 2);
-
-	InputTable points = read_points(points_query, ctx, options, gpu_pairs_from(ctx));
-	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
-	std::vector<UserSimilarity> rows = user_similarity(points_of(points), main_user, options, ctx);
-	points.release_rows_in_background();
+	std::vector<UserSimilarity> rows = user_similarity_rows(fcinfo, ctx, {});
 
 	ResultWriter out(fcinfo, ctx, "user_similarity");
 	ResultIds user(out, 0, ctx, "user_id");
@@ -166,26 +207,197 @@ Datum user_similarity_body(FunctionCallInfo fcinfo)
 	return (Datum) 0;
 }
 
+/* The remote points of a partition's call (a geo_points part, NULL for none) at argument n. */
+std::unique_ptr<ShardRows> remote_points_argument(FunctionCallInfo fcinfo, int n)
+{
+	if (PG_ARGISNULL(n))
+		return nullptr;
+	auto remote = std::make_unique<ShardRows>(geo_points_rows());
+	ByteSpan bytes = bytea_argument(fcinfo, n);
+	remote->append(bytes.data, bytes.size, 0);
+	return remote;
+}
+
+/* A part as the bytea the call returns. */
+Datum part_result(const ShardRows &part, const char *function)
+{
+	std::vector<uint8_t> bytes = part.bytes();
+	if (bytes.size() > MaxAllocSize - VARHDRSZ)
+		throw Error(sqlstate::program_limit_exceeded,
+					std::string("a partition's answer to ") + function + " is larger than 1 GB");
+	bytea *out = new_bytea(bytes.size());
+	memcpy(VARDATA(out), bytes.data(), bytes.size());
+	PG_RETURN_BYTEA_P(out);
+}
+
 /*
- * similar_users(points_query, k, metric, epsilon), and
- * gpurec_internal.similar_users_part(..., part, parts): the lists of a
- * part of the users, each gpurec_shards partition's.
+ * gpurec_internal._user_similarity_part(points_query, main_user, metric,
+ * epsilon, remote_points): a partition's user_similarity, the main user's
+ * points from remote_points where the partition holds none.
  */
+Datum user_similarity_part_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	if (null_as_strict(fcinfo, {kPairEpsilonArgument, 4}))
+		PG_RETURN_NULL();
+	std::unique_ptr<ShardRows> remote = remote_points_argument(fcinfo, 4);
+	int64_t main_user = PG_GETARG_INT64(1);
+	std::vector<UserSimilarity> rows = user_similarity_rows(fcinfo, ctx, {remote.get(), &main_user});
+	require_integer_ids(ctx);
+	report_timing("_user_similarity_part", ctx);
+	return part_result(user_similarity_part(rows), "user_similarity");
+}
+
+/*
+ * gpurec_internal._geo_points_part(points_query, users, metric, epsilon):
+ * a partition's points of `users` (every user where NULL), as the
+ * geospatial functions read them, for the coordinator.
+ */
+Datum geo_points_part_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	if (null_as_strict(fcinfo, {1, 3}))
+		PG_RETURN_NULL();
+	const char *points_query = text_argument(fcinfo, 0);
+	GeoOptions options = options_arguments(fcinfo, 2);
+	std::unique_ptr<std::unordered_set<int64_t>> users;
+	if (!PG_ARGISNULL(1))
+	{
+		std::vector<int64_t> ids = int8_list_argument(fcinfo, 1, "users");
+		users = std::make_unique<std::unordered_set<int64_t>>(ids.begin(), ids.end());
+	}
+	InputTable points = read_points(points_query, ctx, options, std::numeric_limits<double>::infinity());
+	require_integer_ids(ctx);
+	ShardRows part = geo_points_part(points, users.get());
+	report_timing("_geo_points_part", ctx);
+	return part_result(part, "the geospatial functions");
+}
+
+/* The parts of bytea[] argument n, in partition order. */
+std::vector<PartBytes> parts_argument(FunctionCallInfo fcinfo, int n)
+{
+	std::vector<PartBytes> parts;
+	for (const ByteSpan &part : bytea_list_argument(fcinfo, n, "parts"))
+		parts.push_back({part.data, part.size});
+	return parts;
+}
+
+/* The refusal of a user whose points two partitions of `cluster` hold. */
+SplitKey split_user(const std::string &cluster)
+{
+	return [cluster](int64_t user, size_t part, size_t other_part) {
+		throw split_key_error("user", user, cluster, static_cast<int64_t>(part), static_cast<int64_t>(other_part));
+	};
+}
+
+/*
+ * gpurec_internal._merge_geo_points(cluster, parts): the partitions'
+ * geo_points parts as one, for every partition; NULL where no point.
+ */
+Datum merge_geo_points_body(FunctionCallInfo fcinfo)
+{
+	std::string cluster = text_argument(fcinfo, 0);
+	ShardRows points = merge_geo_points(parts_argument(fcinfo, 1), split_user(cluster));
+	if (points.rows() == 0)
+		PG_RETURN_NULL();
+	return part_result(points, "the geospatial functions");
+}
+
+/* gpurec_internal._geo_points_users(points): the distinct users of a geo_points part, in id order, and their points */
+Datum geo_points_users_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	std::unique_ptr<ShardRows> points = remote_points_argument(fcinfo, 0);
+	ResultWriter out(fcinfo, ctx, "_geo_points_users");
+	for (const auto &[user, n_points] : users_of_points(*points))
+	{
+		Datum values[2] = {Int64GetDatum(user), Int64GetDatum(n_points)};
+		bool nulls[2] = {false, false};
+		out.put(values, nulls);
+	}
+	out.finish();
+	return (Datum) 0;
+}
+
+/* gpurec_internal._merge_user_similarity(cluster, parts): user_similarity's rows of the partitions' parts */
+Datum merge_user_similarity_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	std::string cluster = text_argument(fcinfo, 0);
+	std::vector<UserSimilarity> rows = merge_user_similarity(parts_argument(fcinfo, 1), split_user(cluster));
+	ResultWriter out(fcinfo, ctx, "_merge_user_similarity");
+	for (const UserSimilarity &row : rows)
+	{
+		Datum values[3] = {Int64GetDatum(row.user_id), Float8GetDatum(row.similarity),
+						   Float8GetDatum(row.mean_min_distance)};
+		bool nulls[3] = {false, false, false};
+		out.put(values, nulls);
+	}
+	out.finish();
+	return (Datum) 0;
+}
+
+/*
+ * gpurec_internal._merge_similar_users(cluster, points, parts):
+ * similar_users' lists of the partitions' parts, every user of points
+ * (the merged geo_points the partitions ranked against) once.
+ */
+Datum merge_similar_users_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	std::string cluster = text_argument(fcinfo, 0);
+	std::unique_ptr<ShardRows> points = remote_points_argument(fcinfo, 1);
+	std::vector<SimilarUser> rows =
+		merge_similar_users(parts_argument(fcinfo, 2), points ? *points : geo_points_rows(), cluster);
+	ResultWriter out(fcinfo, ctx, "_merge_similar_users");
+	for (const SimilarUser &row : rows)
+	{
+		Datum values[4] = {Int64GetDatum(row.user_id), Int32GetDatum(row.rank), Int64GetDatum(row.other_user_id),
+						   Float8GetDatum(row.similarity)};
+		bool nulls[4] = {false, false, false, false};
+		out.put(values, nulls);
+	}
+	out.finish();
+	return (Datum) 0;
+}
+
+/* gpurec_internal._merge_strengths(parts): each candidate's strength (n: its place) over the partitions */
+Datum merge_strengths_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	std::vector<double> strengths = merge_strengths(parts_argument(fcinfo, 0));
+	ResultWriter out(fcinfo, ctx, "_merge_strengths");
+	for (size_t c = 0; c < strengths.size(); ++c)
+	{
+		Datum values[2] = {Int64GetDatum(static_cast<int64_t>(c + 1)), Float8GetDatum(strengths[c])};
+		bool nulls[2] = {false, false};
+		out.put(values, nulls);
+	}
+	out.finish();
+	return (Datum) 0;
+}
+
+std::vector<SimilarUser> similar_users_rows(FunctionCallInfo fcinfo, ExecContext &ctx, int32 part, int32 parts,
+										  RemotePoints remote)
+{
+	const char *points_query = text_argument(fcinfo, 0);
+	int32 k = PG_GETARG_INT32(1);
+	GeoOptions options = options_arguments(fcinfo, 2);
+	check_k(k);
+
+	InputTable points = read_points(points_query, ctx, options, std::sqrt(gpu_pairs_from(ctx)), remote); /* a pair of points each */
+	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx, part, parts);
+	points.release_rows_in_background();
+	return rows;
+}
+
+/* similar_users(points_query, k, metric, epsilon) */
 Datum similar_users_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
 	if (answered_null_as_strict(fcinfo, {kPairEpsilonArgument, kPairIdTypeArgument}))
 		return (Datum) 0;
-	const char *points_query = text_argument(fcinfo, 0);
-	int32 k = PG_GETARG_INT32(1);
-	GeoOptions options = options_arguments(fcinfo, 2);
-	bool is_part = PG_NARGS() == 6;
-	int32 part = is_part ? PG_GETARG_INT32(4) : 0, parts = is_part ? PG_GETARG_INT32(5) : 1;
-	check_k(k);
-
-	InputTable points = read_points(points_query, ctx, options, std::sqrt(gpu_pairs_from(ctx))); /* a pair of points each */
-	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx, part, parts);
-	points.release_rows_in_background();
+	std::vector<SimilarUser> rows = similar_users_rows(fcinfo, ctx, 0, 1, {});
 
 	ResultWriter out(fcinfo, ctx, "similar_users");
 	ResultIds user(out, 0, ctx, "user_id"), other_user(out, 2, ctx, "user_id");
@@ -201,6 +413,46 @@ Datum similar_users_body(FunctionCallInfo fcinfo)
 }
 
 /*
+ * gpurec_internal._similar_users_part(points_query, k, metric, epsilon,
+ * part, parts, remote_points): the lists of part `part` of `parts` of the
+ * users (a gpurec_shards partition's), ranked against the partition's
+ * points and the remote ones of the users it does not hold.
+ */
+Datum similar_users_part_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	if (null_as_strict(fcinfo, {kPairEpsilonArgument, 6}))
+		PG_RETURN_NULL();
+	std::unique_ptr<ShardRows> remote = remote_points_argument(fcinfo, 6);
+	std::vector<SimilarUser> rows =
+		similar_users_rows(fcinfo, ctx, PG_GETARG_INT32(4), PG_GETARG_INT32(5), {remote.get(), nullptr});
+	require_integer_ids(ctx);
+	report_timing("_similar_users_part", ctx);
+	return part_result(similar_users_part(rows), "similar_users");
+}
+
+/* predict_strength's candidates (their ids for the result) and their strengths, in the candidates' order */
+struct CandidateStrengths
+{
+	InputTable candidates;
+	std::vector<double> strengths;
+};
+
+CandidateStrengths candidate_strengths(FunctionCallInfo fcinfo, ExecContext &ctx, RemotePoints remote)
+{
+	double exponent = PG_GETARG_FLOAT8(3);
+	StrengthArguments args = strength_arguments(fcinfo, {exponent});
+
+	InputTable points = read_points(args.points_query, ctx, args.options, gpu_pairs_from(ctx), remote);
+	InputTable candidates = read_candidates(args.candidates_query, ctx, args.options, points);
+	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
+	std::vector<double> strengths = predict_strength(points_of(points), main_user, candidates_of(candidates),
+													 exponent, args.strength, args.options, ctx);
+	points.release_rows_in_background();
+	return {std::move(candidates), std::move(strengths)};
+}
+
+/*
  * predict_strength(points_query, main_user, candidates_query, exponent,
  * max_distance, min_similarity, metric, epsilon)
  */
@@ -209,27 +461,38 @@ Datum predict_strength_body(FunctionCallInfo fcinfo)
 	ExecContext ctx = exec_context_from_settings();
 	if (answered_null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument, kStrengthIdTypeArgument}))
 		return (Datum) 0;
-	double exponent = PG_GETARG_FLOAT8(3);
-	StrengthArguments args = strength_arguments(fcinfo, {exponent});
-
-	InputTable points = read_points(args.points_query, ctx, args.options, gpu_pairs_from(ctx));
-	InputTable candidates = read_candidates(args.candidates_query, ctx, args.options, points);
-	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
-	GeoCandidates cands = candidates_of(candidates);
-	std::vector<double> strengths = predict_strength(points_of(points), main_user, cands, exponent,
-													 args.strength, args.options, ctx);
-	points.release_rows_in_background();
+	CandidateStrengths result = candidate_strengths(fcinfo, ctx, {});
+	GeoCandidates cands = candidates_of(result.candidates);
 
 	ResultWriter out(fcinfo, ctx, "predict_strength");
 	ResultIds candidate(out, 0, ctx, "candidate_id");
-	for (size_t row = 0; row < strengths.size(); ++row)
+	for (size_t row = 0; row < result.strengths.size(); ++row)
 	{
-		Datum values[2] = {candidate(cands.id[row]), Float8GetDatum(strengths[row])};
+		Datum values[2] = {candidate(cands.id[row]), Float8GetDatum(result.strengths[row])};
 		bool nulls[2] = {false, false};
 		out.put(values, nulls);
 	}
 	out.finish();
 	return (Datum) 0;
+}
+
+/*
+ * gpurec_internal._predict_strength_part(... predict_strength's arguments
+ * ..., remote_points): the strengths a partition's users give each
+ * candidate, in the candidates' order, the main user's points from
+ * remote_points where the partition holds none.
+ */
+Datum predict_strength_part_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	if (null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument, 8}))
+		PG_RETURN_NULL();
+	std::unique_ptr<ShardRows> remote = remote_points_argument(fcinfo, 8);
+	int64_t main_user = PG_GETARG_INT64(1);
+	CandidateStrengths result = candidate_strengths(fcinfo, ctx, {remote.get(), &main_user});
+	require_integer_ids(ctx);
+	report_timing("_predict_strength_part", ctx);
+	return part_result(strengths_part(result.strengths), "predict_strength");
 }
 
 /* fit_exponent's continuous search: its tolerance, NULL for none */
@@ -332,7 +595,15 @@ Datum exponent_search_body(FunctionCallInfo fcinfo)
 
 GPUREC_SQL_FUNCTION(gpurec_user_similarity, gpurec::user_similarity_body)
 GPUREC_SQL_FUNCTION(gpurec_similar_users, gpurec::similar_users_body)
-GPUREC_SQL_FUNCTION(gpurec_similar_users_part, gpurec::similar_users_body)
+GPUREC_SQL_FUNCTION(gpurec_similar_users_part, gpurec::similar_users_part_body)
+GPUREC_SQL_FUNCTION(gpurec_user_similarity_part, gpurec::user_similarity_part_body)
+GPUREC_SQL_FUNCTION(gpurec_predict_strength_part, gpurec::predict_strength_part_body)
+GPUREC_SQL_FUNCTION(gpurec_geo_points_part, gpurec::geo_points_part_body)
+GPUREC_SQL_FUNCTION(gpurec_merge_geo_points, gpurec::merge_geo_points_body)
+GPUREC_SQL_FUNCTION(gpurec_geo_points_users, gpurec::geo_points_users_body)
+GPUREC_SQL_FUNCTION(gpurec_merge_user_similarity, gpurec::merge_user_similarity_body)
+GPUREC_SQL_FUNCTION(gpurec_merge_similar_users, gpurec::merge_similar_users_body)
+GPUREC_SQL_FUNCTION(gpurec_merge_strengths, gpurec::merge_strengths_body)
 GPUREC_SQL_FUNCTION(gpurec_predict_strength, gpurec::predict_strength_body)
 GPUREC_SQL_FUNCTION(gpurec_fit_exponent, gpurec::fit_exponent_body)
 GPUREC_SQL_FUNCTION(gpurec_exponent_search, gpurec::exponent_search_body)

@@ -16,6 +16,7 @@ extern "C" {
 #include "number_column.hpp"
 #include "offers_input.hpp"
 #include "pg_arguments.hpp"
+#include "pg_offer_parts.hpp"
 #include "pg_numeric.hpp"
 #include "pg_output.hpp"
 #include "pg_settings.hpp"
@@ -118,6 +119,28 @@ Datum cheapest_offers_body(FunctionCallInfo fcinfo)
 }
 
 /*
+ * An OffersPart as the bytea a shard returns (`rows` offers, for its
+ * message where it is too large).  Packed: the part travels as hex text,
+ * and a packed row is a quarter of a flat one.
+ */
+bytea *part_bytea(const OffersPart &part, size_t rows, const char *function, const char *hint)
+{
+	ByteWriter counter;
+	counter.pack_integers();
+	part.serialize(counter);
+	size_t size = counter.size();
+	if (size > MaxAllocSize - VARHDRSZ)
+		throw Error(sqlstate::program_limit_exceeded,
+					std::string("a shard's answer to ") + function + " is larger than 1 GB",
+					"Its " + std::to_string(rows) + " offers take " + std::to_string(size) + " bytes.", hint);
+	bytea *out = new_bytea(size);
+	ByteWriter writer(reinterpret_cast<uint8_t *>(VARDATA(out)), size);
+	writer.pack_integers();
+	part.serialize(writer);
+	return out;
+}
+
+/*
  * A shard's answer for gpurec_shards.cheapest_offers: its cheapest_offers
  * as one bytea (OffersPart), which the coordinator's _merge_cheapest_offers
  * reads without parsing text row by row.
@@ -139,22 +162,8 @@ Datum cheapest_offers_part_body(FunctionCallInfo fcinfo)
 										  "gpurec_shards.cheapest_offers takes integer product and store ids",
 										  "A shard's offers query gives uuid or text ids.");
 						  Stopwatch clock;
-						  OffersPart part(offers, ranked, n_offers, k, beyond);
-						  /* packed: the part travels as hex text, and a packed row is a quarter of a flat one */
-						  ByteWriter counter;
-						  counter.pack_integers();
-						  part.serialize(counter);
-						  size_t size = counter.size();
-						  if (size > MaxAllocSize - VARHDRSZ)
-							  throw Error(sqlstate::program_limit_exceeded,
-										  "a shard's answer to cheapest_offers is larger than 1 GB",
-										  "Its " + std::to_string(ranked.rows.size()) + " ranked offers take " +
-											  std::to_string(size) + " bytes.",
-										  "Ask for fewer offers per product (k), or fewer products per call.");
-						  out = new_bytea(size);
-						  ByteWriter writer(reinterpret_cast<uint8_t *>(VARDATA(out)), size);
-						  writer.pack_integers();
-						  part.serialize(writer);
+						  out = part_bytea(OffersPart(offers, ranked, n_offers, k, beyond), ranked.rows.size(),
+										   "cheapest_offers", "Ask for fewer offers per product (k), or fewer products per call.");
 						  ctx.times.output_ms += clock.elapsed_ms();
 					  });
 	report_timing("_cheapest_offers_part", ctx);
@@ -186,13 +195,47 @@ Datum merge_cheapest_offers_body(FunctionCallInfo fcinfo)
 	return (Datum) 0;
 }
 
-Datum improve_carts_body(FunctionCallInfo fcinfo)
+/*
+ * gpurec_internal._offers_part(offers_query): every offer of offers_query
+ * (product_id, store_id, price, as cheapest_offers reads them) as one
+ * bytea, an OffersPart of k = 1 holding each offer with a count of 1, for
+ * a coordinator that passes the partitions' parts on unread: what
+ * gpurec_shards' carts functions send each partition (MergedOffers reads
+ * them there, prices in their type with every digit and bit).  Integer
+ * ids only: a dictionary's codes would mean nothing on another server.
+ */
+Datum offers_part_body(FunctionCallInfo fcinfo)
 {
-	if (answered_null_as_strict(fcinfo, {2})) /* the typed form's id_type */
-		return (Datum) 0;
+	ExecContext ctx = exec_context_from_settings();
+	const char *offers_query = text_argument(fcinfo, 0);
+	OffersInput input(ctx);
+	read_inner_query(offers_query, input.table, ctx);
+	if (ctx.keys && ctx.keys->codes_values())
+		throw Error(sqlstate::feature_not_supported, "gpurec_shards' carts functions take integer product and store ids",
+					"A shard's offers query gives uuid or text ids.");
+	Stopwatch clock;
+	const Offers &offers = input.offers;
+	NumericReach reach;
+	reach.add_column(offers.price);
+	OffersPart part(1, offers.price.type(), reach);
+	for (size_t row = 0; row < offers.store.size(); ++row)
+		part.add_offer(offers.product.value_of(offers.product.codes()[row]), 1, offers.store[row], offers.price, row);
+	bytea *out = part_bytea(part, offers.store.size(), "the carts functions", "Call for fewer carts at a time.");
+	ctx.times.output_ms += clock.elapsed_ms();
+	report_timing("_offers_part", ctx);
+	PG_RETURN_BYTEA_P(out);
+}
+
+/*
+ * improve_carts(carts_query, offers_query), and
+ * gpurec_internal._improve_carts_of_parts(carts_query, offers_parts): the
+ * offers of the partitions' parts (_offers_part), on a partition of
+ * gpurec_shards.
+ */
+Datum improve_carts_rows(FunctionCallInfo fcinfo, bool offers_of_parts)
+{
 	ExecContext ctx = exec_context_from_settings();
 	const char *carts_query = text_argument(fcinfo, 0);
-	const char *offers_query = text_argument(fcinfo, 1);
 
 	/* a cart line with a NULL id is skipped; a NULL quantity counts as 1 */
 	InputTable carts("carts query", {id_spec("cart_id"),
@@ -201,10 +244,15 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 									 {"quantity", ColumnKind::Int64, true, false, 1}});
 	read_inner_query(carts_query, carts, ctx);
 	OffersInput input(ctx, 1);
-	read_inner_query(offers_query, input.table, ctx);
-	const Offers &offers = input.offers;
+	std::unique_ptr<MergedOffers> merged;
+	if (offers_of_parts)
+		merged = merged_offers_argument(fcinfo, 1, ctx);
+	else
+		read_inner_query(text_argument(fcinfo, 1), input.table, ctx);
+	const Offers &offers = merged ? merged->offers() : input.offers;
 	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
-	std::vector<CartImprovement> improvements = improve_carts(lines, offers, ctx, input.streamer.get());
+	std::vector<CartImprovement> improvements =
+		improve_carts(lines, offers, ctx, merged ? nullptr : input.streamer.get()); /* a streamer of the query's offers */
 
 	ResultWriter out(fcinfo, ctx, "improve_carts");
 	ResultIds cart_id(out, 0, ctx, "cart_id"), product_id(out, 1, ctx, "product_id"),
@@ -247,6 +295,15 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 	return (Datum) 0;
 }
 
+Datum improve_carts_body(FunctionCallInfo fcinfo)
+{
+	if (answered_null_as_strict(fcinfo, {2})) /* the typed form's id_type */
+		return (Datum) 0;
+	return improve_carts_rows(fcinfo, false);
+}
+
+Datum improve_carts_of_parts_body(FunctionCallInfo fcinfo) { return improve_carts_rows(fcinfo, true); }
+
 } // namespace
 } // namespace gpurec
 
@@ -254,3 +311,5 @@ GPUREC_SQL_FUNCTION(gpurec_cheapest_offers, gpurec::cheapest_offers_body)
 GPUREC_SQL_FUNCTION(gpurec_cheapest_offers_part, gpurec::cheapest_offers_part_body)
 GPUREC_SQL_FUNCTION(gpurec_merge_cheapest_offers, gpurec::merge_cheapest_offers_body)
 GPUREC_SQL_FUNCTION(gpurec_improve_carts, gpurec::improve_carts_body)
+GPUREC_SQL_FUNCTION(gpurec_improve_carts_of_parts, gpurec::improve_carts_of_parts_body)
+GPUREC_SQL_FUNCTION(gpurec_offers_part, gpurec::offers_part_body)

@@ -114,15 +114,20 @@ void ResultWriter::put(const Datum *values, const bool *nulls)
 	});
 }
 
-bool answered_null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int> may_be_null)
+bool null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int> may_be_null)
 {
 	for (int i = 0; i < PG_NARGS(); ++i)
 		if (PG_ARGISNULL(i) && std::find(may_be_null.begin(), may_be_null.end(), i) == may_be_null.end())
-		{
-			ResultWriter out(fcinfo);
 			return true;
-		}
 	return false;
+}
+
+bool answered_null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int> may_be_null)
+{
+	if (!null_as_strict(fcinfo, may_be_null))
+		return false;
+	ResultWriter out(fcinfo);
+	return true;
 }
 
 Oid ResultWriter::column_type(int column) const

@@ -70,6 +70,8 @@ class ResultIds
  * call was so answered.
  */
 bool answered_null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int> may_be_null);
+/* Whether an argument other than those that may be NULL is NULL: for a function of one value, which then returns NULL. */
+bool null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int> may_be_null);
 
 /* A bytea result of `size` bytes, to be filled (palloc'd in the current memory context). */
 bytea *new_bytea(size_t size);

@@ -12,6 +12,10 @@
 #   keys: issue 33's ids of any type, test/bench/bench_keys.sh: cheapest_offers
 #         30.72M and similar_users 100k (the CPU: CPU_USERS) with integer,
 #         uuid and text ids, GPU and CPU (about 2 minutes; not part of all)
+#   shards: issue 32's scale-out, test/bench/bench_shards.sh over 4
+#           clusters (a GPU each where there are 4) on the CPU and the GPU:
+#           overhead, weak and strong scaling (ROUNDS=3; about 4 minutes;
+#           not part of all)
 #   sanitize: the GPU unit tests under compute-sanitizer's memcheck,
 #             racecheck, initcheck and synccheck (SANITIZE_FILTER narrows
 #             the tests; each tool has SANITIZE_TIMEOUT seconds)
@@ -93,6 +97,12 @@ if [ "$what" = keys ]; then
 	eval "$(test/cluster.sh start /tmp/gpurec-bench -c shared_buffers=4GB -c work_mem=1GB -c max_wal_size=20GB -c jit=off -c max_worker_processes=32 -c max_parallel_workers=32)"
 	bash test/bench/bench_keys.sh 2>&1 | tee "$out/keys.log"
 	test/cluster.sh stop /tmp/gpurec-bench
+fi
+
+if [ "$what" = shards ]; then
+	make -s -j16 PG_CONFIG="$PG_CONFIG" >/dev/null && make -s install PG_CONFIG="$PG_CONFIG" >/dev/null || exit 1
+	DEVICES="${DEVICES:-cpu gpu}" PARTS="${PARTS:-reference overhead cheapest roc similar}" ROUNDS="${ROUNDS:-3}" \
+		bash test/bench/bench_shards.sh 2>&1 | tee "$out/shards.log"
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then

@@ -741,23 +741,122 @@ def split_data(data):
                 "DELETE FROM carts WHERE cart_id = 7001;")
 
 
+def detail_of(host, db, query):
+    """The DETAIL line of the error query raises, or None."""
+    for line in run(host, db, query, check_rc=False).stderr.splitlines():
+        if line.startswith("DETAIL:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
 def similar_users_parts():
     """The partitions divide similar_users' work: part p of n (what
     partition p ranks, given all points) holds the whole lists of about
-    1/n of the users, each user in one part, and the parts together are the
-    single server's answer."""
+    1/n of the users, each user in one part, and the parts merged are the
+    single server's answer.  A part alone covers too few users: the merge
+    refuses it (XX000), its detail counting the users the part ranked."""
     n_users = int(rows(*WHOLE, "SELECT count(DISTINCT user_id) FROM points WHERE user_id IS NOT NULL "
                        "AND x IS NOT NULL AND y IS NOT NULL;")[0])
     want = rows(*WHOLE, "SELECT * FROM gpurec.similar_users('SELECT * FROM points', 3) ORDER BY user_id, rank;")
-    got, users = [], []
-    for part in range(4):
-        got += rows(*WHOLE, "SELECT * FROM gpurec_internal.similar_users_part('SELECT * FROM points', 3, "
-                    f"'euclidean', NULL, {part}, 4);")
-        users.append(int(rows(*WHOLE, "SELECT count(DISTINCT user_id) FROM gpurec_internal.similar_users_part("
-                              f"'SELECT * FROM points', 3, 'euclidean', NULL, {part}, 4);")[0]))
-    got.sort(key=lambda r: (int(r.split("|")[0]), int(r.split("|")[1])))
+    points = "gpurec_internal._merge_geo_points('c', ARRAY[gpurec_internal._geo_points_part(" \
+             "'SELECT * FROM points', NULL, 'euclidean', NULL)])"
+    part = "gpurec_internal._similar_users_part('SELECT * FROM points', 3, 'euclidean', NULL, {p}, 4, NULL)"
+    got = rows(*WHOLE, f"SELECT * FROM gpurec_internal._merge_similar_users('c', {points}, ARRAY["
+               + ", ".join(part.format(p=p) for p in range(4)) + "]);")
+    users = []
+    for p in range(4):
+        detail = detail_of(*WHOLE, f"SELECT count(*) FROM gpurec_internal._merge_similar_users('c', {points}, "
+                           f"ARRAY[{part.format(p=p)}]);")
+        m = re.match(r"(\d+) users have points; the partitions ranked (\d+), (\d+) times in all\.", detail or "")
+        users.append(int(m.group(2)) if m and int(m.group(1)) == n_users else -1)
     check("similar-users-parts-divide-the-users", got == want and sum(users) == n_users
           and max(users) <= n_users // 4 + 1, f"users per part {users} of {n_users}; {first_difference(got, want)}")
+    # the same part twice: its users ranked twice
+    e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec_internal._merge_similar_users('c', {points}, ARRAY["
+                 + ", ".join(part.format(p=p) for p in (0, 1, 2, 3, 3)) + "]);")
+    check("similar-users-part-twice-XX000", e is not None and e[0] == "XX000" and "divided the users" in e[1],
+          f"got {e}")
+
+
+def geo_merge():
+    """The geospatial parts merged where they are made: a split of the
+    users into two points queries gives one server's rows (user_similarity
+    and predict_strength with the main user's points as remote points of
+    the part that lacks them); a user in two parts is 22023 naming the
+    partitions; bytes that are not a part of the kind, 22P03."""
+    q = "SELECT * FROM points WHERE user_id % 2 = {r}"
+    main = int(rows(*WHOLE, "SELECT min(user_id) FROM points WHERE user_id % 2 = 1 AND x IS NOT NULL "
+                    "AND y IS NOT NULL;")[0])
+    remote = (f"gpurec_internal._merge_geo_points('c', ARRAY[gpurec_internal._geo_points_part("
+              f"'SELECT * FROM points', ARRAY[{main}::bigint], 'euclidean', NULL)])")
+    sim = "gpurec_internal._user_similarity_part('{q}', {main}, 'euclidean', NULL, {remote})"
+    compare("geo-merge-user-similarity-of-parts-made-locally",
+            f"gpurec.user_similarity('SELECT * FROM points', {main})",
+            "gpurec_internal._merge_user_similarity('c', ARRAY["
+            + ", ".join(sim.format(q=q.format(r=r), main=main, remote=remote) for r in (0, 1)) + "])", where=WHOLE)
+    cands = "SELECT candidate_id, x, y FROM points_candidates"
+    run(*WHOLE, "CREATE TABLE IF NOT EXISTS points_candidates AS "
+                "SELECT user_id + 1000 AS candidate_id, x + 0.5 AS x, y - 0.25 AS y FROM points "
+                "WHERE x IS NOT NULL AND y IS NOT NULL AND user_id IS NOT NULL LIMIT 40;")
+    strength = ("gpurec_internal._predict_strength_part('{q}', {main}, '" + cands +
+                "', 2, NULL, 0, 'euclidean', NULL, {remote})")
+    want = rows(*WHOLE, f"SELECT strength FROM gpurec.predict_strength('SELECT * FROM points', {main}, '{cands}');")
+    got = rows(*WHOLE, "SELECT s.strength FROM gpurec_internal._merge_strengths(ARRAY["
+               + ", ".join(strength.format(q=q.format(r=r), main=main, remote=remote) for r in (0, 1))
+               + "]) AS s ORDER BY s.n;")
+    close = len(got) == len(want) > 0 and all(
+        abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(b))) for a, b in zip(got, want))
+    check("geo-merge-strengths-of-parts-made-locally", close, first_difference(got, want))
+    whole_points = "gpurec_internal._geo_points_part('SELECT * FROM points', NULL, 'euclidean', NULL)"
+    half_points = f"gpurec_internal._geo_points_part('{q.format(r=1)}', NULL, 'euclidean', NULL)"
+    half_sim = sim.format(q=q.format(r=1), main=main, remote="NULL")
+    bad = [
+        ("geo-merge-points-split-user-22023", "22023", f"_merge_geo_points('c', ARRAY[{half_points}, {whole_points}])",
+         "is on more than one partition of cluster \"c\" (0 and 1)"),
+        ("geo-merge-user-similarity-split-user-22023", "22023",
+         f"_merge_user_similarity('c', ARRAY[{half_sim}, {half_sim}])",
+         "is on more than one partition of cluster \"c\" (0 and 1)"),
+        ("geo-merge-bad-bytes-22P03", "22P03", "_merge_geo_points('c', ARRAY['\\x0102'::bytea])", "malformed"),
+        ("geo-merge-truncated-part-22P03", "22P03", f"_merge_geo_points('c', ARRAY[substr({whole_points}, 1, 40)])",
+         "malformed"),
+        ("geo-merge-part-of-another-kind-22P03", "22P03", f"_merge_user_similarity('c', ARRAY[{whole_points}])",
+         "malformed"),
+        ("geo-merge-strengths-of-other-lengths-XX000", "XX000",
+         f"_merge_strengths(ARRAY[{strength.format(q=q.format(r=0), main=main, remote=remote)}, "
+         f"gpurec_internal._predict_strength_part('SELECT * FROM points', {main}, "
+         f"'{cands} LIMIT 3', 2, NULL, 0, 'euclidean', NULL, NULL)])", "strengths"),
+        ("geo-merge-null-part-22004", "22004", "_merge_user_similarity('c', ARRAY[NULL::bytea])", ""),
+    ]
+    for name, state, call, words in bad:
+        e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec_internal.{call};")
+        check(name, e is not None and e[0] == state and words in e[1], f"got {e}")
+
+
+def carts_merge():
+    """The carts functions' parts, made and read where they run: the offers
+    of two parts (a split of the offers by store) give improve_carts' and
+    optimize_carts' rows of one server reading every offer, prices of every
+    type bit for bit; parts whose prices differ in type are 42804; bytes
+    that are not a part, 22P03."""
+    carts = "SELECT * FROM carts"
+    shipping = "SELECT DISTINCT store_id, 1.5 AS fee, 40 AS free_from FROM offers WHERE store_id IS NOT NULL"
+    for name, price in [("numeric", "price"), ("float8", "price::float8 / 7"), ("real", "price::real")]:
+        query = f"SELECT product_id, store_id, {price} AS price FROM offers"
+        parts = ", ".join(f"gpurec_internal._offers_part('{query} WHERE store_id % 2 = {r}')" for r in (0, 1))
+        compare(f"carts-merge-improve-carts-{name}", f"gpurec.improve_carts('{carts}', '{query}')",
+                f"gpurec_internal._improve_carts_of_parts('{carts}', ARRAY[{parts}])", where=WHOLE)
+        if name == "numeric":
+            compare(f"carts-merge-optimize-carts-{name}",
+                    f"gpurec.optimize_carts('{carts}', '{query}', '{shipping}')",
+                    f"gpurec_internal._optimize_carts_of_parts('{carts}', ARRAY[{parts}], '{shipping}')", where=WHOLE)
+    numeric = "gpurec_internal._offers_part('SELECT product_id, store_id, price FROM offers')"
+    floats = "gpurec_internal._offers_part('SELECT product_id, store_id, price::float8 AS price FROM offers')"
+    bad = [("carts-merge-prices-of-two-types-42804", "42804", f"ARRAY[{numeric}, {floats}]"),
+           ("carts-merge-bad-bytes-22P03", "22P03", "ARRAY['\\x0102'::bytea]"),
+           ("carts-merge-truncated-part-22P03", "22P03", f"ARRAY[substr({numeric}, 1, 20)]")]
+    for name, state, parts in bad:
+        e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec_internal._improve_carts_of_parts('{carts}', {parts});")
+        check(name, e is not None and e[0] == state, f"got {e}")
 
 
 def null_cluster():
@@ -829,6 +928,8 @@ def main():
         split_data(data)
         null_cluster()
         similar_users_parts()
+        geo_merge()
+        carts_merge()
         edge_values(rnd)
         merge(rnd)
         cpu_threads()

@@ -1,0 +1,32 @@
+/*
+ * pg_offer_parts.hpp: the offers a partition of gpurec_shards' carts
+ * functions receives, as the partitions' parts (gpurec_internal._offers_part,
+ * an OffersPart each) in a bytea[] argument, read into one MergedOffers:
+ * prices in their type with every digit and bit, as one server reads them.
+ */
+#pragma once
+
+#include <memory>
+
+#include "marketplace.hpp"
+#include "pg_arguments.hpp"
+
+namespace gpurec {
+
+/*
+ * The offers of the parts in bytea[] argument n.  Parts whose prices differ
+ * in type: 42804; prices no one column can hold: 22003; bytes that are
+ * not a part: 22P03 (MergedOffers::append_part).
+ */
+inline std::unique_ptr<MergedOffers> merged_offers_argument(FunctionCallInfo fcinfo, int n, ExecContext &ctx)
+{
+	const char *description = "column \"price\" of the partitions' offers queries";
+	auto merged = std::make_unique<MergedOffers>(description, ctx.keys);
+	for (const ByteSpan &part : bytea_list_argument(fcinfo, n, "offers_parts"))
+		merged->append_part(part.data, part.size, 1);
+	merged->settle_keys();
+	merged->reach().check(description);
+	return merged;
+}
+
+} // namespace gpurec
