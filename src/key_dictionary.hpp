@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,49 @@ class KeyDictionary
 	std::vector<Slot> table_;
 	size_t mask_ = 0;
 	size_t numbered_ = 0;
+};
+
+/*
+ * Id values held as they came, not coded: a piece's column of uuid or text
+ * ids of which only a few rows will ever need a code (a partial result's
+ * late key column, partials.hpp: cheapest_offers' stores, wanted only for
+ * the offers that enter a product's k cheapest).  Holding a value appends
+ * its bytes, without the lookup of a dictionary, and the column holds the
+ * index it got.  Cleared with the piece's rows.
+ */
+class KeyBytes
+{
+  public:
+	/* The index of the value, appended; -1 when memory runs out (for PostgreSQL code). */
+	int64_t hold(const uint8_t *bytes, size_t size) noexcept
+	{
+		try
+		{
+			bytes_.insert(bytes_.end(), bytes, bytes + size);
+			offsets_.push_back(bytes_.size());
+			return static_cast<int64_t>(offsets_.size() - 2);
+		}
+		catch (const std::bad_alloc &)
+		{
+			return -1;
+		}
+	}
+	const uint8_t *value(int64_t index) const { return bytes_.data() + offsets_[static_cast<size_t>(index)]; }
+	size_t value_size(int64_t index) const
+	{
+		return offsets_[static_cast<size_t>(index) + 1] - offsets_[static_cast<size_t>(index)];
+	}
+	size_t size() const { return offsets_.size() - 1; }
+	/* Forgets every value, keeping the room they took. */
+	void clear()
+	{
+		bytes_.clear();
+		offsets_.resize(1);
+	}
+
+  private:
+	std::vector<uint8_t> bytes_;
+	std::vector<uint64_t> offsets_{0};
 };
 
 /*

@@ -317,10 +317,10 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 				bytes = reinterpret_cast<const uint8_t *>(VARDATA_ANY(plain));
 				size = VARSIZE_ANY_EXHDR(plain);
 			}
-			int64 code = b.keys[c]->intern(bytes, size);
+			int64 code = b.held[c] ? b.held[c]->hold(bytes, size) : b.keys[c]->intern(bytes, size);
 			if (plain && plain != reinterpret_cast<struct varlena *>(DatumGetPointer(datum)))
 				pfree(plain);
-			v.i[c] = code * b.key_stride + b.key_lane;
+			v.i[c] = b.held[c] ? code : code * b.key_stride + b.key_lane;
 			if (code < 0)
 				ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
 								errmsg("could not code column \"%s\" of the %s: out of memory, or more than 2147483647 "
@@ -551,6 +551,7 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 	for (int c = 0; c < b.ncolumns; ++c)
 	{
 		b.keys[c] = nullptr;
+		b.held[c] = nullptr;
 		b.attno[c] = -1;
 	}
 	/* neither x nor y, but a PostGIS column: it gives both (bound once the others are) */
@@ -615,6 +616,25 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 	if (points_from_postgis)
 		bind_postgis_points(b, desc);
 	notice_unused_columns(b, desc);
+}
+
+void hold_late_keys(ColumnBinding *binding, InputTable &piece, int late_key_column)
+{
+	/* a filtered column's values must be codes: the filter compares them with its keys */
+	if (late_key_column < 0 || late_key_column >= binding->ncolumns || !binding->keys[late_key_column] ||
+		late_key_column == binding->key_column)
+		return;
+	KeyBytes *held = nullptr;
+	try
+	{
+		held = &piece.hold_key_bytes(static_cast<size_t>(late_key_column));
+	}
+	catch (const std::bad_alloc &)
+	{
+	}
+	if (held == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	binding->held[late_key_column] = held;
 }
 
 void bind_key_filter(ColumnBinding *binding, const InputTable &table)
