@@ -99,30 +99,71 @@ int64_t KeyDictionary::find(const uint8_t *bytes, size_t size) const
 	return -1;
 }
 
+void KeyDictionary::make_room(size_t more)
+{
+	size_t capacity = table_.empty() ? 1024 : table_.size();
+	while ((size() + more) * 2 > capacity)
+		capacity *= 2;
+	if (capacity != table_.size())
+		rebuild_table(capacity);
+}
+
+int64_t KeyDictionary::intern_hashed(const Probe &probe, uint64_t h)
+{
+	size_t slot = h & mask_;
+	for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
+		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
+			return table_[slot].code;
+	if (size() >= static_cast<size_t>(INT32_MAX))
+		return -1;
+	auto code = static_cast<int32_t>(size());
+	bytes_.insert(bytes_.end(), probe.bytes, probe.bytes + probe.size);
+	offsets_.push_back(bytes_.size());
+	table_[slot] = Slot{static_cast<uint32_t>(h >> 32), code, probe.size, {probe.head[0], probe.head[1]}};
+	return code;
+}
+
 int64_t KeyDictionary::intern(const uint8_t *bytes, size_t size) noexcept
 {
 	try
 	{
-		if ((this->size() + 1) * 2 > table_.size())
-			rebuild_table(table_.empty() ? 1024 : table_.size() * 2);
+		make_room(1);
 		Probe probe(bytes, size);
-		uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
-		size_t slot = h & mask_;
-		for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
-			if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
-				return table_[slot].code;
-		if (this->size() >= static_cast<size_t>(INT32_MAX))
-			return -1;
-		auto code = static_cast<int32_t>(this->size());
-		bytes_.insert(bytes_.end(), bytes, bytes + size);
-		offsets_.push_back(bytes_.size());
-		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), code, size, {probe.head[0], probe.head[1]}};
-		return code;
+		return intern_hashed(probe, hash_of(probe.bytes, probe.size, probe.head));
 	}
 	catch (const std::bad_alloc &)
 	{
 		return -1;
 	}
+}
+
+void KeyDictionary::intern_staged(std::vector<int64_t> &indices)
+{
+	size_t n = indices.size();
+	/* no rebuild amid the batch: a prefetched slot stays where it was */
+	make_room(n);
+	hashes_.resize(n);
+	for (size_t i = 0; i < n; ++i)
+	{
+		int64_t index = indices[i];
+		if (index < 0 || static_cast<size_t>(index) >= staged_.size())
+			throw Error(sqlstate::internal_error, "KeyDictionary: a staged value out of range");
+		Probe probe(staged_.value(index), staged_.value_size(index));
+		hashes_[i] = hash_of(probe.bytes, probe.size, probe.head);
+	}
+	constexpr size_t kAhead = 8;
+	for (size_t i = 0; i < std::min(n, kAhead); ++i)
+		__builtin_prefetch(&table_[hashes_[i] & mask_]);
+	for (size_t i = 0; i < n; ++i)
+	{
+		if (i + kAhead < n)
+			__builtin_prefetch(&table_[hashes_[i + kAhead] & mask_]);
+		Probe probe(staged_.value(indices[i]), staged_.value_size(indices[i]));
+		indices[i] = intern_hashed(probe, hashes_[i]);
+		if (indices[i] < 0)
+			throw Error(sqlstate::out_of_memory, "could not code the ids read: more than 2147483647 distinct ids");
+	}
+	staged_.clear();
 }
 
 std::vector<int64_t> KeyDictionary::number_in_key_order()
