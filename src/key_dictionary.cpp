@@ -99,6 +99,22 @@ int64_t KeyDictionary::find(const uint8_t *bytes, size_t size) const
 	return -1;
 }
 
+bool KeyBytes::grow(size_t size) noexcept
+{
+	try
+	{
+		if (used_ + size > bytes_.size())
+			bytes_.resize(std::max(2 * bytes_.size(), std::max<size_t>(used_ + size, 4096)));
+		if (count_ + 1 >= offsets_.size())
+			offsets_.resize(std::max<size_t>(2 * offsets_.size(), 256));
+		return true;
+	}
+	catch (const std::bad_alloc &)
+	{
+		return false;
+	}
+}
+
 void KeyDictionary::make_room(size_t more)
 {
 	size_t capacity = table_.empty() ? 1024 : table_.size();
@@ -151,7 +167,7 @@ void KeyDictionary::intern_staged(std::vector<int64_t> &indices)
 		Probe probe(staged_.value(index), staged_.value_size(index));
 		hashes_[i] = hash_of(probe.bytes, probe.size, probe.head);
 	}
-	constexpr size_t kAhead = 8;
+	constexpr size_t kAhead = 16;
 	for (size_t i = 0; i < std::min(n, kAhead); ++i)
 		__builtin_prefetch(&table_[hashes_[i] & mask_]);
 	for (size_t i = 0; i < n; ++i)
