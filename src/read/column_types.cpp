@@ -313,7 +313,10 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 			}
 			else
 			{
-				plain = pg_detoast_datum_packed(reinterpret_cast<struct varlena *>(DatumGetPointer(datum)));
+				/* most ids lie in the tuple as they are: no call for them (pg_detoast_datum_packed's own test) */
+				plain = reinterpret_cast<struct varlena *>(DatumGetPointer(datum));
+				if (VARATT_IS_COMPRESSED(plain) || VARATT_IS_EXTERNAL(plain))
+					plain = pg_detoast_datum_packed(plain);
 				bytes = reinterpret_cast<const uint8_t *>(VARDATA_ANY(plain));
 				size = VARSIZE_ANY_EXHDR(plain);
 			}
