@@ -33,6 +33,15 @@ void InputTable::order_ids_by(size_t i, KeyOrder order)
 	key_orders_[i] = order;
 }
 
+KeyBytes &InputTable::hold_key_bytes(size_t i)
+{
+	if (key_bytes_.size() <= i)
+		key_bytes_.resize(specs_.size());
+	if (!key_bytes_[i])
+		key_bytes_[i] = std::make_unique<KeyBytes>();
+	return *key_bytes_[i];
+}
+
 void InputTable::code_ids_with(std::shared_ptr<CallKeys> keys, size_t i)
 {
 	const std::string name = specs_[i].name;
@@ -126,6 +135,9 @@ void InputTable::forget_rows()
 					c.forget_rows();
 			},
 			column);
+	for (std::unique_ptr<KeyBytes> &held : key_bytes_)
+		if (held)
+			held->clear();
 	rows_ = 0;
 	notified_chunks_ = 0;
 }

@@ -151,6 +151,15 @@ class InputTable
 	{
 		return i < key_orders_.size() && key_orders_[i].dictionary ? &key_orders_[i] : nullptr;
 	}
+	/*
+	 * Column i holds uuid or text ids as they came, each row the index of
+	 * its value in key_bytes(i), which the read fills (a piece's late key
+	 * column, PartialBound::late_key_column): made here on the first call,
+	 * where it stays while the table lives; cleared with the rows
+	 * (forget_rows).  key_bytes(i) is null for other columns.
+	 */
+	KeyBytes &hold_key_bytes(size_t i);
+	const KeyBytes *key_bytes(size_t i) const { return i < key_bytes_.size() ? key_bytes_[i].get() : nullptr; }
 
 	/* Where the points of a point_spec table came from (the read sets it). */
 	PointSource &points() { return points_; }
@@ -333,6 +342,7 @@ class InputTable
 	/* the call's keys, where a column is coded through them (code_ids_with) */
 	std::shared_ptr<CallKeys> keys_;
 	std::vector<KeyOrder> key_orders_; /* per column (order_ids_by); a null dictionary for the others */
+	std::vector<std::unique_ptr<KeyBytes>> key_bytes_; /* per column (hold_key_bytes); null for the others */
 };
 
 } // namespace gpurec

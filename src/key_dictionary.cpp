@@ -30,34 +30,42 @@ const char *key_type_name(KeyType type)
 
 namespace {
 
-/* One word mixed into a hash by a multiply. */
-uint64_t mix(uint64_t h, uint64_t word)
+/*
+ * Two words mixed by one multiply, 64 x 64 bits into 128, its halves
+ * folded (wyhash's): every bit of either word reaches the folded result's
+ * bits, low and high, which the table's mask and hash tag take.
+ */
+inline uint64_t multiply_fold(uint64_t a, uint64_t b)
 {
-	h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
-	return h ^ (h >> 31);
+	unsigned __int128 product = static_cast<unsigned __int128>(a) * b;
+	return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
 }
 
 /*
- * A value's hash from its size, its first 16 bytes as two words (zero past
- * its end: KeyDictionary::Probe) and 8 bytes at a time past them.  A
- * function of this file, called directly: a call per row through the
- * library's PLT cost more than its work.
+ * A value's hash from its size and its first 16 bytes as two words (zero
+ * past its end: KeyDictionary::Probe), then 16 bytes at a time past them:
+ * a uuid, or a text id of up to 16 bytes, is one multiply, where the
+ * lookup of every row of a read spends on it.  Inline, in this file: a
+ * call per row through the library's PLT cost more than its work.
  */
-uint64_t hash_of(const uint8_t *bytes, size_t size, const uint64_t head[2])
+inline uint64_t hash_of(const uint8_t *bytes, size_t size, const uint64_t head[2])
 {
-	uint64_t h = mix(mix(0x9E3779B97F4A7C15ull ^ size, head[0]), head[1]);
-	size_t i = 16;
-	for (; i + 8 <= size; i += 8)
+	constexpr uint64_t k0 = 0xA0761D6478BD642Full, k1 = 0xE7037ED1A0B428DBull, k2 = 0x8EBC6AF09C88C6E3ull;
+	uint64_t h = multiply_fold(head[0] ^ k0, head[1] ^ k1 ^ size);
+	for (size_t i = 16; i < size; i += 16)
 	{
-		uint64_t word;
-		std::memcpy(&word, bytes + i, 8);
-		h = mix(h, word);
+		uint64_t word[2] = {0, 0};
+		size_t n = std::min<size_t>(16, size - i);
+		if (n > 8)
+		{
+			std::memcpy(&word[0], bytes + i, 8);
+			word[1] = bytes_as_word(bytes + i + 8, n - 8);
+		}
+		else
+			word[0] = bytes_as_word(bytes + i, n);
+		h = multiply_fold(word[0] ^ h ^ k2, word[1] ^ k1);
 	}
-	if (i < size)
-		h = mix(h, bytes_as_word(bytes + i, size - i));
-	h ^= h >> 29;
-	h *= 0x94D049BB133111EBull;
-	return h ^ (h >> 32);
+	return h;
 }
 
 } // namespace
@@ -91,30 +99,87 @@ int64_t KeyDictionary::find(const uint8_t *bytes, size_t size) const
 	return -1;
 }
 
+bool KeyBytes::grow(size_t size) noexcept
+{
+	try
+	{
+		if (used_ + size > bytes_.size())
+			bytes_.resize(std::max(2 * bytes_.size(), std::max<size_t>(used_ + size, 4096)));
+		if (count_ + 1 >= offsets_.size())
+			offsets_.resize(std::max<size_t>(2 * offsets_.size(), 256));
+		return true;
+	}
+	catch (const std::bad_alloc &)
+	{
+		return false;
+	}
+}
+
+void KeyDictionary::make_room(size_t more)
+{
+	size_t capacity = table_.empty() ? 1024 : table_.size();
+	while ((size() + more) * 2 > capacity)
+		capacity *= 2;
+	if (capacity != table_.size())
+		rebuild_table(capacity);
+}
+
+int64_t KeyDictionary::intern_hashed(const Probe &probe, uint64_t h)
+{
+	size_t slot = h & mask_;
+	for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
+		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
+			return table_[slot].code;
+	if (size() >= static_cast<size_t>(INT32_MAX))
+		return -1;
+	auto code = static_cast<int32_t>(size());
+	bytes_.insert(bytes_.end(), probe.bytes, probe.bytes + probe.size);
+	offsets_.push_back(bytes_.size());
+	table_[slot] = Slot{static_cast<uint32_t>(h >> 32), code, probe.size, {probe.head[0], probe.head[1]}};
+	return code;
+}
+
 int64_t KeyDictionary::intern(const uint8_t *bytes, size_t size) noexcept
 {
 	try
 	{
-		if ((this->size() + 1) * 2 > table_.size())
-			rebuild_table(table_.empty() ? 1024 : table_.size() * 2);
+		make_room(1);
 		Probe probe(bytes, size);
-		uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
-		size_t slot = h & mask_;
-		for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
-			if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
-				return table_[slot].code;
-		if (this->size() >= static_cast<size_t>(INT32_MAX))
-			return -1;
-		auto code = static_cast<int32_t>(this->size());
-		bytes_.insert(bytes_.end(), bytes, bytes + size);
-		offsets_.push_back(bytes_.size());
-		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), code, size, {probe.head[0], probe.head[1]}};
-		return code;
+		return intern_hashed(probe, hash_of(probe.bytes, probe.size, probe.head));
 	}
 	catch (const std::bad_alloc &)
 	{
 		return -1;
 	}
+}
+
+void KeyDictionary::intern_staged(std::vector<int64_t> &indices)
+{
+	size_t n = indices.size();
+	/* no rebuild amid the batch: a prefetched slot stays where it was */
+	make_room(n);
+	hashes_.resize(n);
+	for (size_t i = 0; i < n; ++i)
+	{
+		int64_t index = indices[i];
+		if (index < 0 || static_cast<size_t>(index) >= staged_.size())
+			throw Error(sqlstate::internal_error, "KeyDictionary: a staged value out of range");
+		Probe probe(staged_.value(index), staged_.value_size(index));
+		hashes_[i] = hash_of(probe.bytes, probe.size, probe.head);
+	}
+	constexpr size_t kAhead = 16;
+	for (size_t i = 0; i < std::min(n, kAhead); ++i)
+		__builtin_prefetch(&table_[hashes_[i] & mask_]);
+	for (size_t i = 0; i < n; ++i)
+	{
+		if (i + kAhead < n)
+			__builtin_prefetch(&table_[hashes_[i + kAhead] & mask_]);
+		Probe probe(staged_.value(indices[i]), staged_.value_size(indices[i]));
+		indices[i] = intern_hashed(probe, hashes_[i]);
+		if (indices[i] < 0)
+			throw Error(sqlstate::out_of_memory, "could not code the ids read: more than 2147483647 distinct ids");
+	}
+	staged_.clear();
 }
 
 std::vector<int64_t> KeyDictionary::number_in_key_order()

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,70 @@ enum class KeyType : uint8_t
 const char *key_type_name(KeyType type);
 
 /*
+ * Id values held as they came, not coded: the values a read stages for a
+ * dictionary's next batch (KeyDictionary::stage), or a piece's column of
+ * uuid or text ids of which only a few rows will ever need a code (a
+ * partial result's late key column, partials.hpp: cheapest_offers'
+ * stores, wanted only for the offers that enter a product's k cheapest).
+ * Holding a value appends its bytes, without the lookup of a dictionary,
+ * and the row holds the index it got.
+ */
+class KeyBytes
+{
+  public:
+	/*
+	 * The index of the value, appended; -1 when memory runs out (for
+	 * PostgreSQL code).  Every row of a read holds its value here: a copy
+	 * of up to 16 bytes is a few moves inline, not a call.
+	 */
+	__attribute__((always_inline)) int64_t hold(const uint8_t *bytes, size_t size) noexcept
+	{
+		if (used_ + size > bytes_.size() || count_ + 1 >= offsets_.size())
+			if (!grow(size))
+				return -1;
+		copy_small(bytes_.data() + used_, bytes, size);
+		used_ += size;
+		offsets_[++count_] = used_;
+		return static_cast<int64_t>(count_ - 1);
+	}
+	const uint8_t *value(int64_t index) const { return bytes_.data() + offsets_[static_cast<size_t>(index)]; }
+	size_t value_size(int64_t index) const
+	{
+		return offsets_[static_cast<size_t>(index) + 1] - offsets_[static_cast<size_t>(index)];
+	}
+	size_t size() const { return count_; }
+	/* Forgets every value, keeping the room they took. */
+	void clear()
+	{
+		used_ = 0;
+		count_ = 0;
+	}
+
+  private:
+	static void copy_small(uint8_t *to, const uint8_t *from, size_t n)
+	{
+		if (n > 16)
+			std::memcpy(to, from, n);
+		else if (n >= 8) /* two moves of 8 that overlap where n < 16 */
+		{
+			std::memcpy(to, from, 8);
+			std::memcpy(to + n - 8, from + n - 8, 8);
+		}
+		else
+			for (size_t i = 0; i < n; ++i)
+				to[i] = from[i];
+	}
+	/* Room for one more value of size bytes; false when memory runs out.  Out of line: rare. */
+	bool grow(size_t size) noexcept;
+
+	/* values' bytes and their offsets, index i's from offsets_[i] to offsets_[i + 1]; the vectors' sizes are their room */
+	std::vector<uint8_t> bytes_;
+	std::vector<uint64_t> offsets_{0};
+	size_t used_ = 0;
+	size_t count_ = 0;
+};
+
+/*
  * The distinct values of one id column, each a byte string, coded 0..n-1:
  * a new value takes the next code (intern); number_in_key_order renumbers
  * them in the values' order.  An open-addressing hash table over an arena
@@ -72,6 +137,22 @@ class KeyDictionary
 	int64_t intern(const uint8_t *bytes, size_t size) noexcept;
 	/* The code of the value, or -1 when the dictionary lacks it. */
 	int64_t find(const uint8_t *bytes, size_t size) const;
+	/*
+	 * A value read, held for the next intern_staged: the index to give it
+	 * there; -1 when memory runs out (for PostgreSQL code).  A read codes
+	 * a batch of rows at once, not each row as it comes: between two rows'
+	 * lookups lie a tuple's fetch and conversion, so that each lookup's
+	 * miss of the core's cache came alone, where a batch's lookups, their
+	 * slots prefetched a few ahead, overlap theirs.
+	 */
+	int64_t stage(const uint8_t *bytes, size_t size) noexcept { return staged_.hold(bytes, size); }
+	/*
+	 * Each index given by stage since the last call replaced by the code
+	 * of its value, new values interned in the indices' order; then the
+	 * staged values are forgotten (those no index named too).  Error 53200
+	 * past 2147483647 distinct values.
+	 */
+	void intern_staged(std::vector<int64_t> &indices);
 	/* The value of code. */
 	const uint8_t *value(int64_t code) const { return bytes_.data() + offsets_[static_cast<size_t>(code)]; }
 	size_t value_size(int64_t code) const
@@ -142,12 +223,18 @@ class KeyDictionary
 		return probe.size <= 16 || std::memcmp(value(slot.code) + 16, probe.bytes + 16, probe.size - 16) == 0;
 	}
 	void rebuild_table(size_t capacity);
+	/* The table grown, where needed, to take `more` new values at its load limit (a half). */
+	void make_room(size_t more);
+	/* intern() of a probe whose hash is h, the table with room for it; -1 past the codes' limit. */
+	int64_t intern_hashed(const Probe &probe, uint64_t h);
 
 	std::vector<uint8_t> bytes_;
 	std::vector<uint64_t> offsets_{0};
 	std::vector<Slot> table_;
 	size_t mask_ = 0;
 	size_t numbered_ = 0;
+	KeyBytes staged_;
+	std::vector<uint64_t> hashes_; /* intern_staged's, kept for the next batch */
 };
 
 /*

@@ -739,16 +739,29 @@ void RunningCheapestOffers::absorb(const Offers &piece)
 	}
 	NumberType type = piece.price.type();
 	int scale = piece.price.scale();
-	Ranking ranking{piece.store_keys};
+	KeyOrder held = held_order();
+	Ranking ranking{piece.store_bytes ? &held : piece.store_keys};
 	for (size_t row = 0; row < n; ++row)
 	{
 		int32_t product = piece.product.code(row);
 		__int128 price = NumberColumn::comparable(piece.price.key(row), type, scale);
 		if (price > worst_[product])
 			continue;
-		offer(product, Candidate{price, piece.store[row], piece.price.display_scale(row), kNotKept}, piece, row,
-			  ranking);
+		int64_t store = piece.store_bytes ? code_held_store(piece, row) : piece.store[row];
+		offer(product, Candidate{price, store, piece.price.display_scale(row), kNotKept}, piece, row, ranking);
 	}
+}
+
+int64_t RunningCheapestOffers::code_held_store(const Offers &piece, size_t row)
+{
+	int64_t index = piece.store[row];
+	if (index < 0 || static_cast<size_t>(index) >= piece.store_bytes->size())
+		throw Error(sqlstate::internal_error, "RunningCheapestOffers: a store outside its piece's values");
+	int64_t code = held_stores_.intern(piece.store_bytes->value(index), piece.store_bytes->value_size(index));
+	if (code < 0)
+		throw Error(sqlstate::out_of_memory, "could not code the store ids of a parallel read: out of memory, or "
+											 "more than 2147483647 distinct ids");
+	return code;
 }
 
 void RunningCheapestOffers::offer(int32_t product, Candidate candidate, const Offers &piece, size_t row,
@@ -810,7 +823,9 @@ std::vector<uint8_t> RunningCheapestOffers::finish(const Offers &piece)
 	reach_.check(piece.price.description());
 	OffersPart part(k_, piece.price.type(), reach_);
 	const std::vector<int64_t> &counts = piece.product.counts();
-	Ranking ranking{piece.store_keys};
+	KeyOrder held = held_order();
+	const KeyOrder *stores = piece.store_bytes ? &held : piece.store_keys;
+	Ranking ranking{stores};
 	for (size_t product = 0; product < heaps_.size(); ++product)
 	{
 		std::vector<Candidate> &heap = heaps_[product];
@@ -819,7 +834,7 @@ std::vector<uint8_t> RunningCheapestOffers::finish(const Offers &piece)
 			part.add_offer(piece.product.value_of(static_cast<int32_t>(product)), i == 0 ? counts[product] : 0,
 						   kept_store_[heap[i].kept], kept_price_, heap[i].kept);
 	}
-	part.carry_keys(piece.product_keys, piece.store_keys);
+	part.carry_keys(piece.product_keys, stores);
 	return serialized_bytes(part);
 }
 

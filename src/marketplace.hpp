@@ -21,7 +21,10 @@ namespace gpurec {
  * ranks its own share of uuid or text ids (RunningCheapestOffers), its
  * ids are codes of its own dictionaries: product_keys and store_keys say
  * how they compare and what they are.  Null once the ids are the call's
- * codes, numbered in key order, and for integers.
+ * codes, numbered in key order, and for integers.  Where such a process
+ * holds its uuid or text stores as they came (store_bytes, a piece's late
+ * key column: partials.hpp), each store is the index of its value there,
+ * and store_keys is unused.
  */
 struct Offers
 {
@@ -30,6 +33,7 @@ struct Offers
 	const NumberColumn &price;
 	const KeyOrder *product_keys = nullptr;
 	const KeyOrder *store_keys = nullptr;
+	const KeyBytes *store_bytes = nullptr;
 };
 
 /*
@@ -204,7 +208,10 @@ class MergedOffers
  * (compacted now and then), the piece's rows forgotten.  The order is
  * rank_on_cpu's with settle_ties (price, store, fewest decimals), so
  * finish() gives the OffersPart of the same rows ranked at once, read in
- * any order and cut into any pieces.
+ * any order and cut into any pieces.  Stores held as they came
+ * (Offers::store_bytes) are coded here, in a dictionary of the stores
+ * kept, only for the offers that pass the product's k-th cheapest: the
+ * rows dropped at that first comparison, most of them, cost no lookup.
  */
 class RunningCheapestOffers
 {
@@ -256,6 +263,10 @@ class RunningCheapestOffers
 	};
 
 	void offer(int32_t product, Candidate candidate, const Offers &piece, size_t row, Ranking ranking);
+	/* How the stores of the heaps compare: the piece's order, or that of held_stores_ where the piece holds stores as they came. */
+	KeyOrder held_order() const { return KeyOrder{&held_stores_, 1}; }
+	/* The code in held_stores_ of the piece's store at row (one of Offers::store_bytes). */
+	int64_t code_held_store(const Offers &piece, size_t row);
 	/* The kept offers, rewritten with those in a heap only, once most are out of every heap. */
 	void compact();
 
@@ -268,6 +279,8 @@ class RunningCheapestOffers
 	size_t compact_from_;
 	Int64Column kept_store_;
 	NumberColumn kept_price_;
+	/* the stores of the offers that passed their product's k-th cheapest, where the pieces hold stores as they came */
+	KeyDictionary held_stores_;
 };
 
 /* The k cheapest of every product among the parts' offers, on the CPU (a merge is few rows). */

@@ -23,10 +23,11 @@ class CheapestOffersPartial final : public RunningPartial
 	std::vector<uint8_t> finish(InputTable &piece) override { return running_.finish(offers_of(piece)); }
 
   private:
-	/* the piece's columns, as OffersInput declares them; uuid or text ids as the process's own codes */
+	/* the piece's columns, as OffersInput declares them; uuid or text products as the process's own codes, stores as they came */
 	static Offers offers_of(InputTable &piece)
 	{
-		return Offers{piece.id(0), piece.int64(1), piece.number(2), piece.key_order(0), piece.key_order(1)};
+		return Offers{piece.id(0), piece.int64(1), piece.number(2), piece.key_order(0), piece.key_order(1),
+					  piece.key_bytes(1)};
 	}
 
 	RunningCheapestOffers running_;
@@ -34,10 +35,11 @@ class CheapestOffersPartial final : public RunningPartial
 
 } // namespace
 
-/* at most k offers of each product (column 0) */
+/* at most k offers of each product (column 0); a store id (column 1) coded only for an offer that enters them */
 const PartialKind cheapest_offers_partial{
 	"cheapest_offers", [](int64_t k) { return PartialBound{0, k}; },
-	[](int64_t k) -> std::unique_ptr<RunningPartial> { return std::make_unique<CheapestOffersPartial>(static_cast<int>(k)); }};
+	[](int64_t k) -> std::unique_ptr<RunningPartial> { return std::make_unique<CheapestOffersPartial>(static_cast<int>(k)); },
+	1};
 
 namespace {
 

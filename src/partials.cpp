@@ -77,7 +77,8 @@ std::unique_ptr<RunningPartial> start_partial(const PartialRequest &request)
 
 PartialBuilder::PartialBuilder(PartialRequest request, const char *what, std::vector<ColumnSpec> specs,
 							   const std::function<void(InputTable &)> &prepare)
-	: piece_(std::make_unique<InputTable>(what, std::move(specs))), running_(start_partial(request))
+	: piece_(std::make_unique<InputTable>(what, std::move(specs))), running_(start_partial(request)),
+	  late_key_column_(request.kind->late_key_column)
 {
 	prepare(*piece_);
 }

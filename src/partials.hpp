@@ -63,6 +63,15 @@ struct PartialKind
 	const char *name;
 	PartialBound (*bound)(int64_t parameter);
 	std::unique_ptr<RunningPartial> (*start)(int64_t parameter);
+	/*
+	 * A column whose uuid or text ids the running partial result codes
+	 * itself, for the few rows it keeps (cheapest_offers: the stores of
+	 * the offers that enter a product's k cheapest): a piece holds them as
+	 * they came (InputTable::key_bytes), so that the read looks up no
+	 * dictionary for the rows it drops.  -1: none.  Integer ids stay
+	 * integers.
+	 */
+	int late_key_column = -1;
 };
 
 /*
@@ -103,6 +112,8 @@ class PartialBuilder
 
 	/* Where the next rows go. */
 	InputTable &piece() { return *piece_; }
+	/* The kind's late key column (PartialKind::late_key_column), which the read may fill as key_bytes. */
+	int late_key_column() const { return late_key_column_; }
 	/* Absorbs the piece when it holds kPieceRows rows or more (its rows all appended). */
 	void absorb_if_full();
 	/* The partial result of every row given. */
@@ -113,6 +124,7 @@ class PartialBuilder
 
 	std::unique_ptr<InputTable> piece_;
 	std::unique_ptr<RunningPartial> running_;
+	int late_key_column_;
 };
 
 /*

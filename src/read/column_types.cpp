@@ -313,14 +313,24 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 			}
 			else
 			{
-				plain = pg_detoast_datum_packed(reinterpret_cast<struct varlena *>(DatumGetPointer(datum)));
+				/* most ids lie in the tuple as they are: no call for them (pg_detoast_datum_packed's own test) */
+				plain = reinterpret_cast<struct varlena *>(DatumGetPointer(datum));
+				if (VARATT_IS_COMPRESSED(plain) || VARATT_IS_EXTERNAL(plain))
+					plain = pg_detoast_datum_packed(plain);
 				bytes = reinterpret_cast<const uint8_t *>(VARDATA_ANY(plain));
 				size = VARSIZE_ANY_EXHDR(plain);
 			}
-			int64 code = b.keys[c]->intern(bytes, size);
+			/*
+			 * held: the value's index, for good; a filtered column: its code,
+			 * which the filter compares; else the index of the value staged,
+			 * made its code with the batch's (code_staged_ids)
+			 */
+			int64 code = b.held[c]			   ? b.held[c]->hold(bytes, size)
+						 : c == b.key_column ? b.keys[c]->intern(bytes, size)
+											 : b.keys[c]->stage(bytes, size);
 			if (plain && plain != reinterpret_cast<struct varlena *>(DatumGetPointer(datum)))
 				pfree(plain);
-			v.i[c] = code * b.key_stride + b.key_lane;
+			v.i[c] = b.held[c] || c != b.key_column ? code : code * b.key_stride + b.key_lane;
 			if (code < 0)
 				ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
 								errmsg("could not code column \"%s\" of the %s: out of memory, or more than 2147483647 "
@@ -551,6 +561,7 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 	for (int c = 0; c < b.ncolumns; ++c)
 	{
 		b.keys[c] = nullptr;
+		b.held[c] = nullptr;
 		b.attno[c] = -1;
 	}
 	/* neither x nor y, but a PostGIS column: it gives both (bound once the others are) */
@@ -615,6 +626,25 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 	if (points_from_postgis)
 		bind_postgis_points(b, desc);
 	notice_unused_columns(b, desc);
+}
+
+void hold_late_keys(ColumnBinding *binding, InputTable &piece, int late_key_column)
+{
+	/* a filtered column's values must be codes: the filter compares them with its keys */
+	if (late_key_column < 0 || late_key_column >= binding->ncolumns || !binding->keys[late_key_column] ||
+		late_key_column == binding->key_column)
+		return;
+	KeyBytes *held = nullptr;
+	try
+	{
+		held = &piece.hold_key_bytes(static_cast<size_t>(late_key_column));
+	}
+	catch (const std::bad_alloc &)
+	{
+	}
+	if (held == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	binding->held[late_key_column] = held;
 }
 
 void bind_key_filter(ColumnBinding *binding, const InputTable &table)
@@ -756,11 +786,38 @@ struct AppendArgs
 {
 	RowBatch *batch;
 	InputTable *table;
+	const ColumnBinding *binding;
 };
+
+/*
+ * Each uuid or text id the batch's rows staged (convert_value) made its
+ * code, a column's ids at once; a value below 0 is a NULL's fallback, no
+ * index, and stays.
+ */
+void code_staged_ids(const ColumnBinding &b, RowValues *rows, int n)
+{
+	std::vector<int64_t> ids;
+	ids.reserve(static_cast<size_t>(n));
+	for (int c = 0; c < b.ncolumns; ++c)
+	{
+		if (!b.keys[c] || b.held[c] || c == b.key_column)
+			continue;
+		ids.clear();
+		for (int k = 0; k < n; ++k)
+			if (rows[k].i[c] >= 0)
+				ids.push_back(rows[k].i[c]);
+		b.keys[c]->intern_staged(ids);
+		size_t next = 0;
+		for (int k = 0; k < n; ++k)
+			if (rows[k].i[c] >= 0)
+				rows[k].i[c] = ids[next++] * b.key_stride + b.key_lane;
+	}
+}
 
 void append_batch(void *arg)
 {
 	auto *a = static_cast<AppendArgs *>(arg);
+	code_staged_ids(*a->binding, a->batch->rows, a->batch->batched);
 	append_rows(*a->table, a->batch->rows, a->batch->batched, a->batch->skipped);
 }
 
@@ -768,7 +825,7 @@ void append_batch(void *arg)
 
 void flush_batch(RowBatch *batch, InputTable &table, const ColumnBinding &binding)
 {
-	AppendArgs args{batch, &table};
+	AppendArgs args{batch, &table, &binding};
 	cpp_callback_guard(append_batch, &args);
 	if (batch->capacity == 1) /* a batch of arrays: only they are ever copied by converting */
 		release_rows(binding, batch->rows, batch->batched);

@@ -188,10 +188,14 @@ void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *o
 			   PartialBuilder *builder, const ColumnBinding &binding, ExecContext &ctx)
 {
 	InputTable *into = builder != nullptr ? &builder->piece() : table;
+	/* a builder's pieces may hold a column as its values came (its late key column) */
+	ColumnBinding rows_binding = binding;
+	if (builder != nullptr)
+		hold_late_keys(&rows_binding, builder->piece(), builder->late_key_column());
 	TableScanDesc scan = table_beginscan_parallel(rel, parallel);
 	TupleTableSlot *slot = table_slot_create(rel, nullptr);
 	auto *batch = static_cast<RowBatch *>(palloc(sizeof(RowBatch)));
-	start_batch(batch, binding);
+	start_batch(batch, rows_binding);
 	MemoryContext rows_context = AllocSetContextCreate(CurrentMemoryContext, "gpurec scan rows", ALLOCSET_DEFAULT_SIZES);
 	/* the filter and the outputs, evaluated on each row as a sequential scan evaluates them */
 	EState *estate = nullptr;
@@ -229,9 +233,9 @@ void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *o
 				row = ExecProject(projection);
 		}
 		if (row == slot) /* a projected row holds every value already */
-			slot_getsomeattrs(row, binding.max_attno);
+			slot_getsomeattrs(row, rows_binding.max_attno);
 		MemoryContext scan_context = MemoryContextSwitchTo(rows_context);
-		add_row(batch, *into, binding, row->tts_values, row->tts_isnull, ctx);
+		add_row(batch, *into, rows_binding, row->tts_values, row->tts_isnull, ctx);
 		MemoryContextSwitchTo(scan_context);
 		if (batch->batched == 0) /* the batch went into the table */
 		{
@@ -245,7 +249,7 @@ void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *o
 		if (econtext != nullptr)
 			ResetExprContext(econtext);
 	}
-	flush_batch(batch, *into, binding);
+	flush_batch(batch, *into, rows_binding);
 	if (projection != nullptr)
 		ExecDropSingleTupleTableSlot(projection->pi_state.resultslot);
 	if (estate != nullptr)

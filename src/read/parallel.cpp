@@ -188,6 +188,7 @@ void decode_specs(ReadState &state, const std::string &text)
 	for (int c = 0; c < b.ncolumns; ++c)
 	{
 		b.keys[c] = nullptr;
+		b.held[c] = nullptr;
 		if (b.conversion[c] != Conversion::Uuid && b.conversion[c] != Conversion::Text)
 			continue;
 		if (IsParallelWorker())

@@ -88,6 +88,12 @@ struct ColumnBinding
 	KeyDictionary *keys[kMaxColumns];
 	int64 key_stride;
 	int64 key_lane;
+	/*
+	 * Uuid, Text: where not null, the column's values are held as they
+	 * came, a row holding its value's index there, not coded through keys
+	 * (a piece's late key column: hold_late_keys)
+	 */
+	KeyBytes *held[kMaxColumns];
 	/* PointX: the point column's binary output function, whether it is geography, and the y column */
 	Oid point_send;
 	bool point_geography;
@@ -124,6 +130,14 @@ bool binds_postgis_points(const ColumnBinding &binding);
 
 /* What the binding read of its PostGIS points, into table.points() (through cpp_callback_guard). */
 void note_point_source(InputTable &table, const ColumnBinding &binding, TupleDesc desc);
+
+/*
+ * The binding of the rows that go into `piece` (a PartialBuilder's): its
+ * uuid or text column `late_key_column` (the builder's; -1: none) held as
+ * the values came, in the piece's key_bytes, not coded.  The piece must
+ * outlive the binding's use.
+ */
+void hold_late_keys(ColumnBinding *binding, InputTable &piece, int late_key_column);
 
 /* The binding drops the rows that `table`'s key filter does not keep (none when it has none). */
 void bind_key_filter(ColumnBinding *binding, const InputTable &table);

@@ -233,13 +233,14 @@ CREATE TABLE population (individual_key {t}, individual_int bigint, scores float
 # ---------------------------------------------------------------- checks ---
 
 def cheapest_offers_oracle(table, key_type, k):
-    """cheapest_offers of a table of product_key, store_key, price in plain SQL: ties by store_key's byte order."""
+    """cheapest_offers of a table of product_key, store_key, price in plain SQL: ties by store_key's byte order,
+    then the fewer decimals (7 before 7.0)."""
     order = "" if key_type == "uuid" else ' COLLATE "C"'
     key_sql = "uuid" if key_type == "uuid" else "text"
     return sql(f"""
 SELECT product_key::{key_sql}, r, store_key::{key_sql}, price, n FROM (
   SELECT product_key, store_key, price,
-         row_number() OVER (PARTITION BY product_key ORDER BY price, store_key::{key_sql}{order}) AS r,
+         row_number() OVER (PARTITION BY product_key ORDER BY price, store_key::{key_sql}{order}, scale(price)) AS r,
          count(*) OVER (PARTITION BY product_key) AS n
   FROM {table} WHERE product_key IS NOT NULL AND store_key IS NOT NULL AND price IS NOT NULL) o
 WHERE r <= {k} ORDER BY product_key::{key_sql}{order}, r""")
@@ -455,6 +456,53 @@ ANALYZE points_big;""")
                           notices.strip()[:600])
 
 
+def check_many_store_ties(key_type, devices):
+    """A process ranks its share holding stores as they came and codes only those of the offers it keeps.
+
+    Few products with their offers in random order over the whole table (so
+    over every process's share and many pieces), hundreds of stores, two
+    prices: most offers tie with a product's k-th cheapest on price, and
+    the rank among them is the stores' key order, which each process must
+    find among the stores it coded late.  Stores of every length class
+    (text: empty, prefixes of one another, past 16 bytes; uuid: edges), a
+    few NULL stores.  Against plain SQL, every device, leader on and off.
+    """
+    ids = Ids(key_type, rng.randint(150, 400))
+    products = Ids(key_type, rng.randint(2, 5))
+    t = sql_type(key_type, rng.random() < 0.4)
+    rows = []
+    for _ in range(rng.randint(3000, 6000)):
+        p = products.pick(0.0)
+        s = ids.pick(0.01)
+        rows.append(f"({p[0]}, {s[0]}, {rng.choice(['7', '7.0', '8'])})")
+    sql(f"""DROP TABLE IF EXISTS ties;
+CREATE TABLE ties (product_key {t}, store_key {t}, price numeric);
+INSERT INTO ties VALUES {",".join(rows)};
+CREATE TABLE ties_big AS SELECT * FROM ties, generate_series(1, 8) g ORDER BY random();
+ALTER TABLE ties_big DROP COLUMN g;
+ANALYZE ties_big;""")
+    id_type = f"NULL::{'uuid' if key_type == 'uuid' else 'text'}"
+    for k in sorted({1, rng.randint(2, 6), 40}):
+        oracle = cheapest_offers_oracle("ties_big", key_type, k)
+        query = ("SELECT * FROM gpurec.cheapest_offers("
+                 + lit("SELECT product_key AS product_id, store_key AS store_id, price FROM ties_big")
+                 + f", {k}, {id_type})")
+        for device in devices:
+            for participation in ["off", "on"]:
+                settings = dict(FORCE, **{"gpurec.device": device, "parallel_leader_participation": participation,
+                                          "max_parallel_workers_per_gather": str(rng.randint(2, 4))})
+                rows, notices = run_with_notices(query, settings)
+                check(f"cheapest_offers {key_type} {device} k={k}, hundreds of stores tied on price, parallel read "
+                      f"(leader participation {participation}): plain SQL, ties by the stores' key order",
+                      rows_as_sql(rows) == oracle and len(rows) > 0,
+                      f"{len(rows)} rows, first {rows[:3]} against {oracle[:3]}; NOTICE {notices.strip()[:400]}")
+                if device == "cpu" and participation == "off":
+                    check(f"cheapest_offers {key_type} k={k}, hundreds of stores: each process ranked its share",
+                          "each process's partial result taken" in notices and workers_read(notices) > 0,
+                          notices.strip()[:600])
+    sql("DROP TABLE ties, ties_big")
+
+
 def main():
     devices = fresh_database(DB)
     sql("CREATE DOMAIN uuid_id AS uuid CHECK (VALUE IS NOT NULL OR true); CREATE DOMAIN text_id AS varchar(200);")
@@ -463,6 +511,7 @@ def main():
         check_geo(key_type, devices)
         check_roc(key_type, devices)
         check_parallel(key_type, devices)
+        check_many_store_ties(key_type, devices)
     check_integers_typed(devices)
     drop_database(DB)
 

@@ -76,6 +76,73 @@ TEST(KeyDictionary, CodesAreDenseAndNumberedInByteOrder)
 	EXPECT_FALSE(d.numbered_in_key_order());
 }
 
+TEST(KeyDictionary, StagedBatchesTakeTheCodesOfOneByOne)
+{
+	/*
+	 * A read codes a batch at once (stage, then intern_staged): the codes
+	 * must be those that interning each value as it came gives, and a
+	 * staged value that no index names (a row a NULL skipped) must not
+	 * enter the dictionary.  Batches of random sizes, values of every
+	 * length class, longer ones with a shared 16-byte head, many repeats.
+	 */
+	std::mt19937_64 rng = seeded_rng();
+	KeyDictionary batched, one_by_one;
+	std::map<std::string, int64_t> named;
+	for (int batch = 0; batch < 400; ++batch)
+	{
+		size_t n = rng() % 300;
+		std::vector<int64_t> indices;
+		std::vector<std::string> values;
+		for (size_t i = 0; i < n; ++i)
+		{
+			std::string v = random_value(rng);
+			int64_t index = batched.stage(bytes_of(v), v.size());
+			ASSERT_GE(index, 0);
+			if (rng() % 10 == 0) /* skipped: staged, never named */
+				continue;
+			indices.push_back(index);
+			values.push_back(v);
+		}
+		batched.intern_staged(indices);
+		ASSERT_EQ(indices.size(), values.size());
+		for (size_t i = 0; i < values.size(); ++i)
+		{
+			int64_t expected = one_by_one.intern(bytes_of(values[i]), values[i].size());
+			named.emplace(values[i], expected);
+			ASSERT_EQ(indices[i], expected) << "batch " << batch << ", value " << i;
+			ASSERT_EQ(value_at(batched, indices[i]), values[i]);
+		}
+		ASSERT_EQ(batched.size(), named.size()) << "only the values named are interned";
+	}
+}
+
+TEST(KeyBytes, HoldsEveryValueAsItCameUntilCleared)
+{
+	std::mt19937_64 rng = seeded_rng();
+	KeyBytes held;
+	for (int round = 0; round < 3; ++round)
+	{
+		std::vector<std::string> values;
+		size_t n = 1 + rng() % 5000;
+		for (size_t i = 0; i < n; ++i)
+		{
+			/* every size from 0 to 40, around the inline copy's 8 and 16 */
+			std::string v(rng() % 41, '\0');
+			for (char &c : v)
+				c = static_cast<char>(rng());
+			ASSERT_EQ(held.hold(bytes_of(v), v.size()), static_cast<int64_t>(i));
+			values.push_back(v);
+		}
+		ASSERT_EQ(held.size(), n);
+		for (size_t i = 0; i < n; ++i)
+			ASSERT_EQ(std::string(reinterpret_cast<const char *>(held.value(static_cast<int64_t>(i))),
+								  held.value_size(static_cast<int64_t>(i))),
+					  values[i]);
+		held.clear();
+		ASSERT_EQ(held.size(), 0u);
+	}
+}
+
 TEST(CallKeys, SettleRenumbersEveryColumnCodedFromADictionary)
 {
 	std::mt19937_64 rng = seeded_rng();
