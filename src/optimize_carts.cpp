@@ -394,20 +394,25 @@ void take_choices(std::vector<CartProblems> &pieces, const std::vector<int32_t> 
  * kGpuStepsPerCart steps: those on the CPU's threads, from their start;
  * per product of a, its choice.
  */
-std::vector<int32_t> solve_on_gpu(const CartArrays &a, ExecContext &ctx)
+std::vector<int32_t> solve_on_gpu(const CartArrays &a, ExecContext &ctx, GpuCartSearch *figures = nullptr)
 {
+	PhaseTimes before = ctx.times;
 	gpu::CartSolution solution = gpu::solve_carts(a, kGpuStepsPerCart, ctx);
 	Stopwatch clock;
 	parallel_for(solution.left.size(), ctx, [&](size_t i, size_t, const std::atomic<bool> &cancelled) {
 		int64_t c = solution.left[i];
 		search_on_thread(a, c, c + 1, solution.choice.data(), ctx, cancelled);
 	});
-	ctx.times.compute_ms += clock.elapsed_ms();
+	double left_ms = clock.elapsed_ms();
+	if (figures)
+		*figures = {ctx.times.transfer_ms - before.transfer_ms, ctx.times.compute_ms - before.compute_ms,
+					solution.left.size(), left_ms};
+	ctx.times.compute_ms += left_ms;
 	return std::move(solution.choice);
 }
 
 /* Every cart of every piece, on the GPU, in one batch. */
-void solve_on_gpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
+void solve_on_gpu(std::vector<CartProblems> &pieces, ExecContext &ctx, GpuCartSearch *figures)
 {
 	Stopwatch clock;
 	std::vector<Place> places = places_of(pieces);
@@ -421,7 +426,7 @@ void solve_on_gpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
 	});
 	concatenate(pieces, places, joined, ctx);
 	ctx.times.compute_ms += clock.elapsed_ms();
-	take_choices(pieces, solve_on_gpu(joined.arrays(total.carts), ctx));
+	take_choices(pieces, solve_on_gpu(joined.arrays(total.carts), ctx, figures));
 }
 
 /*
@@ -463,7 +468,7 @@ void solve_in_service(std::vector<CartProblems> &pieces, ExecContext &ctx)
  * The searches of every piece, on the device the context picks (the
  * service's where it has one, split by cart over its devices).
  */
-void search_carts(std::vector<CartProblems> &pieces, ExecContext &ctx)
+void search_carts(std::vector<CartProblems> &pieces, ExecContext &ctx, GpuCartSearch *figures)
 {
 	Place total = places_of(pieces).back();
 	/* the CPU counts each cart it searched */
@@ -472,7 +477,7 @@ void search_carts(std::vector<CartProblems> &pieces, ExecContext &ctx)
 		ctx, "optimize_carts",
 		WorkShape{rates::kCarts, static_cast<double>(total.carts), static_cast<double>(search_bytes(total)),
 				  ctx.service != nullptr},
-		[&] { ctx.service ? solve_in_service(pieces, ctx) : solve_on_gpu(pieces, ctx); },
+		[&] { ctx.service ? solve_in_service(pieces, ctx) : solve_on_gpu(pieces, ctx, figures); },
 		[&] { solve_on_cpu(pieces, ctx); });
 }
 
@@ -797,7 +802,7 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 	ctx.times.compute_ms += clock.elapsed_ms();
 
 	Stopwatch search_clock;
-	search_carts(pieces, ctx);
+	search_carts(pieces, ctx, &answer.gpu_search);
 	answer.search_ms = search_clock.elapsed_ms();
 
 	Stopwatch answer_clock;
