@@ -99,11 +99,18 @@ CartSolution solve_carts(const CartArrays &host, int64_t max_steps, CallContext 
 	if (n == 0)
 		return solution;
 	Stream stream;
+	/* every buffer reserved as it is taken below, each taken whole */
 	DeviceArena arena;
-	arena.reserve<int64_t>(static_cast<size_t>(n + 1) * 2 + static_cast<size_t>(products + 1) +
-						   static_cast<size_t>(candidates) + static_cast<size_t>(stores) * 5 + static_cast<size_t>(n));
-	arena.reserve<int32_t>(static_cast<size_t>(products) * 2 + static_cast<size_t>(candidates) +
-						   static_cast<size_t>(stores));
+	for (int64_t count : {n + 1, n + 1, products + 1})
+		arena.reserve<int64_t>(static_cast<size_t>(count));
+	arena.reserve<int32_t>(static_cast<size_t>(products));
+	arena.reserve<int32_t>(static_cast<size_t>(candidates));
+	arena.reserve<int64_t>(static_cast<size_t>(candidates));
+	for (int i = 0; i < 5; ++i) /* fee, free_from, share; subtotal, potential */
+		arena.reserve<int64_t>(static_cast<size_t>(stores));
+	arena.reserve<int32_t>(static_cast<size_t>(stores));
+	arena.reserve<int32_t>(static_cast<size_t>(products));
+	arena.reserve<int64_t>(static_cast<size_t>(n));
 	arena.reserve<unsigned long long>(1);
 	arena.allocate(ctx);
 	CartArrays a = host;
@@ -133,6 +140,9 @@ CartSolution solve_carts(const CartArrays &host, int64_t max_steps, CallContext 
 	{
 		EventTimer compute(stream);
 		check(cudaMemsetAsync(n_left, 0, sizeof *n_left, stream), "cudaMemsetAsync");
+		/* the carts left write no choice, and every choice is copied back: none uninitialised (initcheck) */
+		check(cudaMemsetAsync(device_choice, 0, static_cast<size_t>(products) * sizeof(int32_t), stream),
+			  "cudaMemsetAsync");
 		search_carts<<<grid_for(static_cast<size_t>(n), kBlock), kBlock, 0, stream>>>(a, scratch, max_steps, device_choice,
 																					  n_left, left);
 		check_launch("search_carts");
