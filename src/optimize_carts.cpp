@@ -276,7 +276,7 @@ std::vector<int32_t> solve_on_cpu(const CartArrays &a, ExecContext &ctx)
 	return choice;
 }
 
-/* Counts of the search arrays of pieces end to end, or where one piece's begin there. */
+/* The lengths of the search arrays of pieces end to end (the totals), or where one piece's begin among them. */
 struct Place
 {
 	size_t carts = 0, products = 0, candidates = 0, stores = 0;
@@ -496,21 +496,29 @@ std::vector<int32_t> search_carts(const CartArrays &a, ExecContext &ctx)
 }
 
 /*
- * Whether cart c's part of a is of the layout the search indexes by
- * (CartArrays), within its limits: its products' candidate offsets never
- * down, their ranks a permutation, their candidates' stores the cart's.
+ * Whether cart c's part of a, of the lengths total says, is of the layout
+ * the search indexes by (CartArrays), within its limits: its offsets
+ * within their arrays and never down, its products' ranks a permutation,
+ * their candidates' stores the cart's.  Each offset is checked before it
+ * is followed, so that no cart's check reads outside the arrays, whatever
+ * the other carts hold.
  */
-bool is_search_problem(const CartArrays &a, int64_t c)
+bool is_search_problem(const CartArrays &a, const Place &total, int64_t c)
 {
 	int64_t first = a.cart_products[c], end = a.cart_products[c + 1];
-	int64_t cart_stores = a.cart_stores[c + 1] - a.cart_stores[c];
-	if (end < first || end - first > carts::kMaxCartProducts || cart_stores < 0)
+	int64_t first_store = a.cart_stores[c], end_store = a.cart_stores[c + 1];
+	if (first < 0 || end < first || end > static_cast<int64_t>(total.products) ||
+		end - first > carts::kMaxCartProducts || first_store < 0 || end_store < first_store ||
+		end_store > static_cast<int64_t>(total.stores))
 		return false;
+	int64_t cart_stores = end_store - first_store;
 	uint64_t ranks = 0;
 	for (int64_t p = first; p < end; ++p)
 	{
 		int32_t rank = a.product_rank[p];
-		if (rank < 0 || rank >= end - first || a.product_candidates[p + 1] < a.product_candidates[p])
+		if (rank < 0 || rank >= end - first || a.product_candidates[p] < 0 ||
+			a.product_candidates[p + 1] < a.product_candidates[p] ||
+			a.product_candidates[p + 1] > static_cast<int64_t>(total.candidates))
 			return false;
 		ranks |= uint64_t(1) << rank;
 		for (int64_t j = a.product_candidates[p]; j < a.product_candidates[p + 1]; ++j)
@@ -522,8 +530,8 @@ bool is_search_problem(const CartArrays &a, int64_t c)
 
 /*
  * Whether a's arrays, of the lengths total says, agree with themselves:
- * every offset array from 0 to its end (each cart's part checked on every
- * core, which also keeps every offset within its array).
+ * every offset array from 0 to its end, each cart's part checked on every
+ * core.
  */
 bool are_search_arrays(const CartArrays &a, const Place &total, ExecContext &ctx)
 {
@@ -535,7 +543,7 @@ bool are_search_arrays(const CartArrays &a, const Place &total, ExecContext &ctx
 	std::atomic<bool> agree{true};
 	constexpr size_t kCartsPerCheck = size_t(1) << 12;
 	for_each_in_blocks(carts, kCartsPerCheck, ctx, [&](size_t, size_t, size_t c) {
-		if (!is_search_problem(a, static_cast<int64_t>(c)))
+		if (!is_search_problem(a, total, static_cast<int64_t>(c)))
 			agree.store(false, std::memory_order_relaxed);
 	});
 	return agree;
