@@ -58,7 +58,7 @@ std::vector<uint32_t> cheapest_offer_picks(const OfferColumns &, size_t, int, Of
 }
 
 /* smart cart with shipping */
-std::vector<int32_t> solve_carts(const carts::CartArrays &, const CartArraySizes &, CallContext &) { no_gpu(); }
+CartSolution solve_carts(const carts::CartArrays &, int64_t, CallContext &) { no_gpu(); }
 
 /* geospatial */
 class GeoSession

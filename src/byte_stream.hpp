@@ -49,6 +49,13 @@ class ChunkPlacer
 {
   public:
 	virtual uint64_t place(const void *data, size_t bytes, size_t reserve) = 0;
+	/*
+	 * Room for a chunk of `bytes` that the writer fills itself (arrays
+	 * built straight where the reader maps them, with no copy after):
+	 * its reference, and in *at its address, or null while the writer
+	 * only counts.
+	 */
+	virtual uint64_t room(size_t bytes, uint8_t **at) = 0;
 
   protected:
 	~ChunkPlacer() = default;

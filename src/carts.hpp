@@ -92,10 +92,21 @@ struct CartAnswerLine
 	int64_t offer_row;
 };
 
+/* A GPU's searches of a call: its launch, and the carts it left to the CPU (kernels/carts.cu). */
+struct GpuCartSearch
+{
+	double copy_ms = 0;	  /* the search arrays to the GPU, the choices back */
+	double kernel_ms = 0; /* every cart's search, up to its bound of steps */
+	size_t carts_left = 0;
+	double left_ms = 0; /* those carts' searches on the CPU's threads */
+};
+
 struct CartsAnswer
 {
 	int scale = 0; /* of every Amount */
 	double search_ms = 0; /* the searches alone, on whichever device (for benchmarks) */
+	/* where the searches' time went on this process's GPU (for benchmarks; zero otherwise) */
+	GpuCartSearch gpu_search;
 	std::vector<CartAnswer> carts;		/* by cart_id */
 	std::vector<CartAnswerLine> lines;	/* by cart_id, product_id, quantity, then input order */
 };

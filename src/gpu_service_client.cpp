@@ -92,6 +92,15 @@ class ChunkPlacement final : public ChunkPlacer
 		return offset + 1;
 	}
 
+	uint64_t room(size_t bytes, uint8_t **at) override
+	{
+		size_t offset = area_bytes;
+		area_bytes += wire::page_aligned(bytes);
+		copied_bytes += bytes;
+		*at = area_ ? area_ + offset : nullptr;
+		return offset + 1;
+	}
+
 	size_t area_bytes = 0;
 	size_t in_place_bytes = 0, copied_bytes = 0;
 	std::vector<gpu::HostCopy> copies;

@@ -19,7 +19,9 @@
 #include "carts.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 
@@ -39,6 +41,14 @@ using carts::kMaxUnits;
 constexpr double kLinesPerPiece = 4096;
 /* Search steps of one cart between checks for a cancel on the CPU. */
 constexpr int64_t kStepsBetweenChecks = int64_t(1) << 16;
+/*
+ * Search steps the GPU gives one cart; the carts whose searches take more
+ * are searched again on the CPU (kernels/carts.cu says why).  On the
+ * benchmark's 100,000 carts, 0.5% take more than 256 steps, and those
+ * about 320,000 steps in all: about 0.2 s of one core, against a GPU
+ * thread's 256 steps at about 26 us each.
+ */
+constexpr int64_t kGpuStepsPerCart = 256;
 
 /* The carts as the input gave them: lines sorted, grouped into carts and demands (lines of one product). */
 struct Demand
@@ -209,113 +219,163 @@ void add_cart(const CallData &call, size_t g, CartProblems &piece, CartScratch &
 	piece.cart_products.push_back(static_cast<int64_t>(piece.product_rank.size()));
 }
 
+/*
+ * Carts [begin, end) of a, searched on the calling thread: each cart's
+ * choices at choice[i - a.cart_products[0]] for its products i.  False
+ * when `cancelled` stopped it.
+ */
+bool search_on_thread(const CartArrays &a, int64_t begin, int64_t end, int32_t *choice, ExecContext &ctx,
+					  const std::atomic<bool> &cancelled)
+{
+	std::vector<int64_t> subtotal, potential;
+	std::vector<int32_t> uses;
+	carts::CartSearchState state;
+	for (int64_t c = begin; c < end; ++c)
+	{
+		size_t n_stores = static_cast<size_t>(a.cart_stores[c + 1] - a.cart_stores[c]);
+		subtotal.resize(std::max<size_t>(n_stores, 1));
+		potential.resize(subtotal.size());
+		uses.resize(subtotal.size());
+		carts::CartStoreScratch scratch{subtotal.data(), potential.data(), uses.data()};
+		carts::cart_search_start(a, c, state, scratch);
+		while (!carts::cart_search_run(a, c, state, scratch, kStepsBetweenChecks))
+			if (cancelled)
+				return false;
+		for (int32_t d = 0; d < state.n_products; ++d)
+			choice[a.cart_products[c] - a.cart_products[0] + d] = state.best_choice[d];
+		ctx.progress.add(1);
+	}
+	return true;
+}
+
 /* Every cart of every piece, on the CPU's threads. */
 void solve_on_cpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
 {
 	Stopwatch clock;
 	parallel_for(pieces.size(), ctx, [&](size_t p, size_t, const std::atomic<bool> &cancelled) {
 		CartProblems &piece = pieces[p];
-		CartArrays a = piece.arrays();
 		piece.choice.assign(piece.product_rank.size(), 0);
-		std::vector<int64_t> subtotal, potential;
-		std::vector<int32_t> uses;
-		carts::CartSearchState state;
-		for (int64_t c = 0; c < a.n_carts; ++c)
-		{
-			size_t n_stores = static_cast<size_t>(a.cart_stores[c + 1] - a.cart_stores[c]);
-			subtotal.resize(std::max<size_t>(n_stores, 1));
-			potential.resize(subtotal.size());
-			uses.resize(subtotal.size());
-			carts::CartStoreScratch scratch{subtotal.data(), potential.data(), uses.data()};
-			carts::cart_search_start(a, c, state, scratch);
-			while (!carts::cart_search_run(a, c, state, scratch, kStepsBetweenChecks))
-				if (cancelled)
-					return;
-			for (int32_t d = 0; d < state.n_products; ++d)
-				piece.choice[a.cart_products[c] + d] = state.best_choice[d];
-			ctx.progress.add(1);
-		}
+		search_on_thread(piece.arrays(), 0, static_cast<int64_t>(piece.carts()), piece.choice.data(), ctx, cancelled);
 	});
 	ctx.times.compute_ms += clock.elapsed_ms();
 }
 
-/*
- * The pieces' search arrays end to end, for the GPU.  Copied on every core
- * (on the H100 host, appending them one value at a time took 640-840 ms of
- * a GPU call whose kernels took 136), each piece's place known from the
- * sizes before, offsets within a piece shifted by its place; into buffers
- * that nothing writes before the copy, so that the copying threads are the
- * first to touch their pages (zeroing the 390 MB of 100,000 carts on the
- * calling thread first took about 200 ms).
- */
-struct ConcatenatedCarts
+/* Every cart of a, on the CPU's threads: per product of a, its choice. */
+std::vector<int32_t> solve_on_cpu(const CartArrays &a, ExecContext &ctx)
 {
-	std::unique_ptr<int64_t[]> cart_products, product_candidates, candidate_cost, cart_stores, store_fee,
-		store_free_from, store_share;
-	std::unique_ptr<int32_t[]> product_rank, candidate_store;
-	carts::CartArrays arrays;
-	gpu::CartArraySizes sizes;
+	Stopwatch clock;
+	std::vector<int32_t> choice(static_cast<size_t>(a.cart_products[a.n_carts] - a.cart_products[0]), 0);
+	std::vector<size_t> bounds = split_by_cost(static_cast<size_t>(a.n_carts), kLinesPerPiece, [&](size_t c) {
+		return static_cast<double>(a.cart_products[c + 1] - a.cart_products[c]);
+	});
+	parallel_for(bounds.size() - 1, ctx, [&](size_t r, size_t, const std::atomic<bool> &cancelled) {
+		search_on_thread(a, static_cast<int64_t>(bounds[r]), static_cast<int64_t>(bounds[r + 1]), choice.data(), ctx,
+						 cancelled);
+	});
+	ctx.times.compute_ms += clock.elapsed_ms();
+	return choice;
+}
+
+/* The lengths of the search arrays of pieces end to end (the totals), or where one piece's begin among them. */
+struct Place
+{
+	size_t carts = 0, products = 0, candidates = 0, stores = 0;
 };
 
-void concatenate(const std::vector<CartProblems> &pieces, ConcatenatedCarts &all, ExecContext &ctx)
+/* Where each piece's arrays begin among all pieces' end to end; the last place is the totals. */
+std::vector<Place> places_of(const std::vector<CartProblems> &pieces)
 {
-	struct Place
-	{
-		size_t carts = 0, products = 0, candidates = 0, stores = 0;
-	};
 	std::vector<Place> places(pieces.size() + 1);
 	for (size_t p = 0; p < pieces.size(); ++p)
 		places[p + 1] = {places[p].carts + pieces[p].carts(), places[p].products + pieces[p].product_rank.size(),
 						 places[p].candidates + pieces[p].candidate_cost.size(),
 						 places[p].stores + pieces[p].store_fee.size()};
-	const Place &total = places.back();
-	auto fresh = [](auto &buffer, size_t n) {
-		using T = typename std::remove_reference_t<decltype(buffer)>::element_type;
-		buffer.reset(new T[std::max<size_t>(n, 1)]); /* default-initialised: not written */
-		return buffer.get();
-	};
-	carts::CartArrays &a = all.arrays;
-	a.n_carts = static_cast<int64_t>(total.carts);
-	int64_t *cart_products = fresh(all.cart_products, total.carts + 1);
-	int64_t *cart_stores = fresh(all.cart_stores, total.carts + 1);
-	int64_t *product_candidates = fresh(all.product_candidates, total.products + 1);
-	int32_t *product_rank = fresh(all.product_rank, total.products);
-	int32_t *candidate_store = fresh(all.candidate_store, total.candidates);
-	int64_t *candidate_cost = fresh(all.candidate_cost, total.candidates);
-	int64_t *store_fee = fresh(all.store_fee, total.stores);
-	int64_t *store_free_from = fresh(all.store_free_from, total.stores);
-	int64_t *store_share = fresh(all.store_share, total.stores);
-	cart_products[0] = cart_stores[0] = product_candidates[0] = 0;
+	return places;
+}
+
+/*
+ * The search arrays of every piece end to end (CartArrays' layout): where
+ * the GPU reads them, or the GPU service (written straight into the
+ * call's shared memory).
+ */
+struct JoinedArrays
+{
+	int64_t *cart_products = nullptr, *product_candidates = nullptr, *candidate_cost = nullptr,
+			*cart_stores = nullptr, *store_fee = nullptr, *store_free_from = nullptr, *store_share = nullptr;
+	int32_t *product_rank = nullptr, *candidate_store = nullptr;
+
+	CartArrays arrays(size_t carts) const
+	{
+		CartArrays a;
+		a.n_carts = static_cast<int64_t>(carts);
+		a.cart_products = cart_products;
+		a.product_candidates = product_candidates;
+		a.product_rank = product_rank;
+		a.candidate_store = candidate_store;
+		a.candidate_cost = candidate_cost;
+		a.cart_stores = cart_stores;
+		a.store_fee = store_fee;
+		a.store_free_from = store_free_from;
+		a.store_share = store_share;
+		return a;
+	}
+};
+
+/* visit(array, length) for each array of `arrays` at the totals `total`, in the order the service's input has them. */
+template <typename Visit> void each_joined_array(JoinedArrays &arrays, const Place &total, Visit visit)
+{
+	visit(arrays.cart_products, total.carts + 1);
+	visit(arrays.product_candidates, total.products + 1);
+	visit(arrays.product_rank, total.products);
+	visit(arrays.candidate_store, total.candidates);
+	visit(arrays.candidate_cost, total.candidates);
+	visit(arrays.cart_stores, total.carts + 1);
+	visit(arrays.store_fee, total.stores);
+	visit(arrays.store_free_from, total.stores);
+	visit(arrays.store_share, total.stores);
+}
+
+/* The bytes of the search arrays at the totals `total`: what travels to a GPU. */
+int64_t search_bytes(const Place &total)
+{
+	JoinedArrays none;
+	int64_t bytes = 0;
+	each_joined_array(none, total, [&](auto *array, size_t n) { bytes += static_cast<int64_t>(n * sizeof *array); });
+	return bytes;
+}
+
+/*
+ * The pieces' search arrays end to end into `to`, on every core: each
+ * piece's place known from the sizes before (places_of), offsets within
+ * a piece shifted by its place.  `to` is memory that nothing wrote before
+ * (on the H100 host, appending the arrays one value at a time took
+ * 640-840 ms of a GPU call whose kernels took 136, and zeroing the 390 MB
+ * of 100,000 carts on the calling thread first about 200 ms): the copying
+ * threads are the first to touch its pages.
+ */
+void concatenate(const std::vector<CartProblems> &pieces, const std::vector<Place> &places, const JoinedArrays &to,
+				 ExecContext &ctx)
+{
+	to.cart_products[0] = to.cart_stores[0] = to.product_candidates[0] = 0;
 	parallel_for(pieces.size(), ctx, [&](size_t p, size_t, const std::atomic<bool> &) {
 		const CartProblems &piece = pieces[p];
 		const Place &at = places[p];
 		/* offsets: entry 0 of each piece is 0, the previous piece's end */
-		auto shifted = [](const std::vector<int64_t> &from, int64_t *to, size_t place, size_t shift) {
+		auto shifted = [](const std::vector<int64_t> &from, int64_t *out, size_t place, size_t shift) {
 			for (size_t i = 1; i < from.size(); ++i)
-				to[place + i] = from[i] + static_cast<int64_t>(shift);
+				out[place + i] = from[i] + static_cast<int64_t>(shift);
 		};
-		shifted(piece.cart_products, cart_products, at.carts, at.products);
-		shifted(piece.cart_stores, cart_stores, at.carts, at.stores);
-		shifted(piece.product_candidates, product_candidates, at.products, at.candidates);
-		auto copied = [](const auto &from, auto *to, size_t place) { std::copy(from.begin(), from.end(), to + place); };
-		copied(piece.product_rank, product_rank, at.products);
-		copied(piece.candidate_store, candidate_store, at.candidates);
-		copied(piece.candidate_cost, candidate_cost, at.candidates);
-		copied(piece.store_fee, store_fee, at.stores);
-		copied(piece.store_free_from, store_free_from, at.stores);
-		copied(piece.store_share, store_share, at.stores);
+		shifted(piece.cart_products, to.cart_products, at.carts, at.products);
+		shifted(piece.cart_stores, to.cart_stores, at.carts, at.stores);
+		shifted(piece.product_candidates, to.product_candidates, at.products, at.candidates);
+		auto copied = [](const auto &from, auto *out, size_t place) { std::copy(from.begin(), from.end(), out + place); };
+		copied(piece.product_rank, to.product_rank, at.products);
+		copied(piece.candidate_store, to.candidate_store, at.candidates);
+		copied(piece.candidate_cost, to.candidate_cost, at.candidates);
+		copied(piece.store_fee, to.store_fee, at.stores);
+		copied(piece.store_free_from, to.store_free_from, at.stores);
+		copied(piece.store_share, to.store_share, at.stores);
 	});
-	a.cart_products = cart_products;
-	a.cart_stores = cart_stores;
-	a.product_candidates = product_candidates;
-	a.product_rank = product_rank;
-	a.candidate_store = candidate_store;
-	a.candidate_cost = candidate_cost;
-	a.store_fee = store_fee;
-	a.store_free_from = store_free_from;
-	a.store_share = store_share;
-	all.sizes = {static_cast<int64_t>(total.products), static_cast<int64_t>(total.candidates),
-				 static_cast<int64_t>(total.stores)};
 }
 
 /* Every piece's choices from those of all their products end to end. */
@@ -329,105 +389,77 @@ void take_choices(std::vector<CartProblems> &pieces, const std::vector<int32_t> 
 	}
 }
 
+/*
+ * Every cart of a, on the GPU, but those whose searches take more than
+ * kGpuStepsPerCart steps: those on the CPU's threads, from their start;
+ * per product of a, its choice.
+ */
+std::vector<int32_t> solve_on_gpu(const CartArrays &a, ExecContext &ctx, GpuCartSearch *figures = nullptr)
+{
+	PhaseTimes before = ctx.times;
+	gpu::CartSolution solution = gpu::solve_carts(a, kGpuStepsPerCart, ctx);
+	Stopwatch clock;
+	parallel_for(solution.left.size(), ctx, [&](size_t i, size_t, const std::atomic<bool> &cancelled) {
+		int64_t c = solution.left[i];
+		search_on_thread(a, c, c + 1, solution.choice.data(), ctx, cancelled);
+	});
+	double left_ms = clock.elapsed_ms();
+	if (figures)
+		*figures = {ctx.times.transfer_ms - before.transfer_ms, ctx.times.compute_ms - before.compute_ms,
+					solution.left.size(), left_ms};
+	ctx.times.compute_ms += left_ms;
+	return std::move(solution.choice);
+}
+
 /* Every cart of every piece, on the GPU, in one batch. */
-void solve_on_gpu(std::vector<CartProblems> &pieces, ExecContext &ctx)
+void solve_on_gpu(std::vector<CartProblems> &pieces, ExecContext &ctx, GpuCartSearch *figures)
 {
 	Stopwatch clock;
-	ConcatenatedCarts all;
-	concatenate(pieces, all, ctx);
+	std::vector<Place> places = places_of(pieces);
+	const Place &total = places.back();
+	JoinedArrays joined;
+	std::vector<std::unique_ptr<uint8_t[]>> owned;
+	each_joined_array(joined, total, [&](auto *&array, size_t n) {
+		/* default-initialised: not written before concatenate */
+		owned.emplace_back(new uint8_t[std::max<size_t>(n, 1) * sizeof *array]);
+		array = reinterpret_cast<std::remove_reference_t<decltype(array)>>(owned.back().get());
+	});
+	concatenate(pieces, places, joined, ctx);
 	ctx.times.compute_ms += clock.elapsed_ms();
-	take_choices(pieces, gpu::solve_carts(all.arrays, all.sizes, ctx));
-}
-
-/* A piece's search arrays, in the order put_search_arrays writes them. */
-template <typename Visit> void each_search_array(CartArrayVectors &arrays, Visit visit)
-{
-	visit(arrays.cart_products);
-	visit(arrays.product_candidates);
-	visit(arrays.product_rank);
-	visit(arrays.candidate_store);
-	visit(arrays.candidate_cost);
-	visit(arrays.cart_stores);
-	visit(arrays.store_fee);
-	visit(arrays.store_free_from);
-	visit(arrays.store_share);
-}
-
-/* The bytes of every piece's search arrays: what travels to a GPU. */
-int64_t search_bytes(std::vector<CartProblems> &pieces)
-{
-	int64_t bytes = 0;
-	for (CartProblems &piece : pieces)
-		each_search_array(piece, [&](const auto &array) {
-			bytes += static_cast<int64_t>(array.size() * sizeof(array[0]));
-		});
-	return bytes;
-}
-
-size_t carts_in(const std::vector<CartProblems> &pieces)
-{
-	size_t carts = 0;
-	for (const CartProblems &piece : pieces)
-		carts += piece.carts();
-	return carts;
-}
-
-/* part[begin, end) of a vector, as a vector. */
-template <typename T> std::vector<T> slice(const std::vector<T> &values, int64_t begin, int64_t end)
-{
-	return std::vector<T>(values.begin() + begin, values.begin() + end);
-}
-
-/* Offsets [begin, end] of a vector, less their first: the offsets of a slice of what they index. */
-std::vector<int64_t> rebased(const std::vector<int64_t> &offsets, int64_t begin, int64_t end)
-{
-	std::vector<int64_t> out = slice(offsets, begin, end + 1);
-	for (int64_t &offset : out)
-		offset -= offsets[begin];
-	return out;
+	take_choices(pieces, solve_on_gpu(joined.arrays(total.carts), ctx, figures));
 }
 
 /*
- * Carts [first, end) of a piece, searched alone: a cart's products, their
- * candidates and its stores are its own, and their indices within it stay.
- */
-CartProblems carts_of(const CartArrayVectors &a, int64_t first, int64_t end)
-{
-	CartProblems out;
-	int64_t products = a.cart_products[first], products_end = a.cart_products[end];
-	int64_t stores = a.cart_stores[first], stores_end = a.cart_stores[end];
-	int64_t candidates = a.product_candidates[products], candidates_end = a.product_candidates[products_end];
-	out.cart_products = rebased(a.cart_products, first, end);
-	out.cart_stores = rebased(a.cart_stores, first, end);
-	out.product_candidates = rebased(a.product_candidates, products, products_end);
-	out.product_rank = slice(a.product_rank, products, products_end);
-	out.candidate_store = slice(a.candidate_store, candidates, candidates_end);
-	out.candidate_cost = slice(a.candidate_cost, candidates, candidates_end);
-	out.store_fee = slice(a.store_fee, stores, stores_end);
-	out.store_free_from = slice(a.store_free_from, stores, stores_end);
-	out.store_share = slice(a.store_share, stores, stores_end);
-	return out;
-}
-
-/*
- * The search of every piece in the GPU service: their search arrays go,
- * the choices come back.  The service runs the same search (search_carts)
- * on its device.
+ * The search of every piece in the GPU service: the pieces' search arrays
+ * are written end to end straight into the call's shared memory, on every
+ * core, where the service searches them in place; the choices come back.
+ * The service runs the same search (search_carts) on its device.
  */
 void solve_in_service(std::vector<CartProblems> &pieces, ExecContext &ctx)
 {
-	int64_t products = 0;
-	for (CartProblems &piece : pieces)
-		products += static_cast<int64_t>(piece.product_rank.size());
+	std::vector<Place> places = places_of(pieces);
+	const Place &total = places.back();
 	std::vector<int32_t> choice = service::call_for_vector<int32_t>(
-		service::Function::CartSearch, search_bytes(pieces) + products * static_cast<int64_t>(sizeof(int32_t)),
+		service::Function::CartSearch,
+		search_bytes(total) + static_cast<int64_t>(total.products * sizeof(int32_t)),
 		[&](ByteWriter &out) {
-			out.put<uint64_t>(pieces.size());
-			for (CartProblems &piece : pieces)
-				each_search_array(piece, [&](const auto &array) { put_vector(out, array); });
+			ChunkPlacer *placer = out.chunk_placer();
+			if (!placer)
+				throw Error(sqlstate::internal_error, "optimize_carts: a GPU service call without shared memory");
+			for (size_t count : {total.carts, total.products, total.candidates, total.stores})
+				out.put<uint64_t>(count);
+			JoinedArrays room;
+			each_joined_array(room, total, [&](auto *&array, size_t n) {
+				uint8_t *at = nullptr;
+				out.put<uint64_t>(placer->room(n * sizeof *array, &at));
+				array = reinterpret_cast<std::remove_reference_t<decltype(array)>>(at);
+			});
+			/* the counting pass has no room yet */
+			if (room.cart_products)
+				concatenate(pieces, places, room, ctx);
 		},
-		ctx, service::split_parts(carts_in(pieces), ctx));
-	if (static_cast<int64_t>(choice.size()) != products)
+		ctx, service::split_parts(total.carts, ctx));
+	if (choice.size() != total.products)
 		throw Error(sqlstate::internal_error, "optimize_carts: a malformed answer of the GPU service");
 	take_choices(pieces, choice);
 }
@@ -436,101 +468,132 @@ void solve_in_service(std::vector<CartProblems> &pieces, ExecContext &ctx)
  * The searches of every piece, on the device the context picks (the
  * service's where it has one, split by cart over its devices).
  */
-void search_carts(std::vector<CartProblems> &pieces, ExecContext &ctx)
+void search_carts(std::vector<CartProblems> &pieces, ExecContext &ctx, GpuCartSearch *figures)
 {
-	size_t carts = carts_in(pieces);
+	Place total = places_of(pieces).back();
 	/* the CPU counts each cart it searched */
-	ctx.progress.begin(ProgressPhase::Computing, "carts", carts);
+	ctx.progress.begin(ProgressPhase::Computing, "carts", total.carts);
 	dispatch(
 		ctx, "optimize_carts",
-		WorkShape{rates::kCarts, static_cast<double>(carts), static_cast<double>(search_bytes(pieces)),
+		WorkShape{rates::kCarts, static_cast<double>(total.carts), static_cast<double>(search_bytes(total)),
 				  ctx.service != nullptr},
-		[&] { ctx.service ? solve_in_service(pieces, ctx) : solve_on_gpu(pieces, ctx); },
+		[&] { ctx.service ? solve_in_service(pieces, ctx) : solve_on_gpu(pieces, ctx, figures); },
 		[&] { solve_on_cpu(pieces, ctx); });
 }
 
-/* Whether offsets are those of compressed rows over `items`: from 0, never down, to items. */
-bool are_offsets(const std::vector<int64_t> &offsets, size_t items)
+/* The service's side: the searches of carts in place, on the device its context picks; per product, its choice. */
+std::vector<int32_t> search_carts(const CartArrays &a, ExecContext &ctx)
 {
-	if (offsets.empty() || offsets.front() != 0 || offsets.back() != static_cast<int64_t>(items))
-		return false;
-	for (size_t i = 1; i < offsets.size(); ++i)
-		if (offsets[i] < offsets[i - 1])
-			return false;
-	return true;
+	Place total{static_cast<size_t>(a.n_carts), static_cast<size_t>(a.cart_products[a.n_carts] - a.cart_products[0]),
+				static_cast<size_t>(a.product_candidates[a.cart_products[a.n_carts]] -
+									a.product_candidates[a.cart_products[0]]),
+				static_cast<size_t>(a.cart_stores[a.n_carts] - a.cart_stores[0])};
+	ctx.progress.begin(ProgressPhase::Computing, "carts", total.carts);
+	return dispatch(
+		ctx, "optimize_carts",
+		WorkShape{rates::kCarts, static_cast<double>(total.carts), static_cast<double>(search_bytes(total)), false},
+		[&] { return solve_on_gpu(a, ctx); }, [&] { return solve_on_cpu(a, ctx); });
 }
 
-/* Whether a piece's search arrays are of the layout the search indexes by (CartArrays), within its limits. */
-bool is_search_problem(const CartArrayVectors &a)
+/*
+ * Whether cart c's part of a, of the lengths total says, is of the layout
+ * the search indexes by (CartArrays), within its limits: its offsets
+ * within their arrays and never down, its products' ranks a permutation,
+ * their candidates' stores the cart's.  Each offset is checked before it
+ * is followed, so that no cart's check reads outside the arrays, whatever
+ * the other carts hold.
+ */
+bool is_search_problem(const CartArrays &a, const Place &total, int64_t c)
 {
-	size_t carts = a.carts(), products = a.product_rank.size(), candidates = a.candidate_cost.size(),
-		   stores = a.store_fee.size();
-	if (a.cart_products.empty() || !are_offsets(a.cart_products, products) || a.cart_stores.size() != carts + 1 ||
-		!are_offsets(a.cart_stores, stores) || a.product_candidates.size() != products + 1 ||
-		!are_offsets(a.product_candidates, candidates) || a.candidate_store.size() != candidates ||
-		a.store_free_from.size() != stores || a.store_share.size() != stores)
+	int64_t first = a.cart_products[c], end = a.cart_products[c + 1];
+	int64_t first_store = a.cart_stores[c], end_store = a.cart_stores[c + 1];
+	if (first < 0 || end < first || end > static_cast<int64_t>(total.products) ||
+		end - first > carts::kMaxCartProducts || first_store < 0 || end_store < first_store ||
+		end_store > static_cast<int64_t>(total.stores))
 		return false;
-	for (size_t c = 0; c < carts; ++c)
+	int64_t cart_stores = end_store - first_store;
+	uint64_t ranks = 0;
+	for (int64_t p = first; p < end; ++p)
 	{
-		int64_t first = a.cart_products[c], end = a.cart_products[c + 1];
-		int64_t cart_stores = a.cart_stores[c + 1] - a.cart_stores[c];
-		if (end - first > carts::kMaxCartProducts)
+		int32_t rank = a.product_rank[p];
+		if (rank < 0 || rank >= end - first || a.product_candidates[p] < 0 ||
+			a.product_candidates[p + 1] < a.product_candidates[p] ||
+			a.product_candidates[p + 1] > static_cast<int64_t>(total.candidates))
 			return false;
-		for (int64_t p = first; p < end; ++p)
-		{
-			if (a.product_rank[p] < 0 || a.product_rank[p] >= end - first)
+		ranks |= uint64_t(1) << rank;
+		for (int64_t j = a.product_candidates[p]; j < a.product_candidates[p + 1]; ++j)
+			if (a.candidate_store[j] < 0 || a.candidate_store[j] >= cart_stores)
 				return false;
-			for (int64_t j = a.product_candidates[p]; j < a.product_candidates[p + 1]; ++j)
-				if (a.candidate_store[j] < 0 || a.candidate_store[j] >= cart_stores)
-					return false;
-		}
 	}
-	return true;
+	return ranks == (uint64_t(1) << (end - first)) - 1;
 }
 
-/* The pieces a call of the service brought, read and checked once for all its parts. */
-std::unique_ptr<std::vector<CartProblems>> read_cart_pieces(ByteReader &input)
+/*
+ * Whether a's arrays, of the lengths total says, agree with themselves:
+ * every offset array from 0 to its end, each cart's part checked on every
+ * core.
+ */
+bool are_search_arrays(const CartArrays &a, const Place &total, ExecContext &ctx)
 {
-	auto pieces = std::make_unique<std::vector<CartProblems>>();
-	uint64_t n_pieces = input.get<uint64_t>();
-	bool agree = true;
-	for (uint64_t p = 0; agree && p < n_pieces; ++p)
+	size_t carts = total.carts;
+	if (a.cart_products[0] != 0 || a.cart_products[carts] != static_cast<int64_t>(total.products) ||
+		a.cart_stores[0] != 0 || a.cart_stores[carts] != static_cast<int64_t>(total.stores) ||
+		a.product_candidates[0] != 0 || a.product_candidates[total.products] != static_cast<int64_t>(total.candidates))
+		return false;
+	std::atomic<bool> agree{true};
+	constexpr size_t kCartsPerCheck = size_t(1) << 12;
+	for_each_in_blocks(carts, kCartsPerCheck, ctx, [&](size_t, size_t, size_t c) {
+		if (!is_search_problem(a, total, static_cast<int64_t>(c)))
+			agree.store(false, std::memory_order_relaxed);
+	});
+	return agree;
+}
+
+/*
+ * The search arrays a call of the service brought (solve_in_service),
+ * where the client wrote them in the call's shared memory, checked once
+ * for all its parts.
+ */
+std::unique_ptr<CartArrays> read_search_arrays(ByteReader &input, ExecContext &ctx)
+{
+	const ChunkResolver *resolver = input.resolver();
+	if (!resolver)
+		throw Error(sqlstate::internal_error, "optimize_carts: carts for the GPU service outside its shared memory");
+	Place total;
+	for (size_t *count : {&total.carts, &total.products, &total.candidates, &total.stores})
 	{
-		CartProblems &piece = pieces->emplace_back();
-		each_search_array(piece, [&](auto &array) {
-			array = get_vector<typename std::decay_t<decltype(array)>::value_type>(input);
-		});
-		agree = is_search_problem(piece);
+		*count = input.get<uint64_t>();
+		if (*count > (size_t(1) << 48))
+			throw Error(sqlstate::internal_error, "optimize_carts: the GPU service got carts past any size");
 	}
-	if (!agree || !input.at_end())
+	JoinedArrays at;
+	each_joined_array(at, total, [&](auto *&array, size_t n) {
+		void *address = resolver->address(input.get<uint64_t>(), n * sizeof *array);
+		array = static_cast<std::remove_reference_t<decltype(array)>>(address);
+	});
+	auto arrays = std::make_unique<CartArrays>(at.arrays(total.carts));
+	if (!input.at_end() || !are_search_arrays(*arrays, total, ctx))
 		throw Error(sqlstate::internal_error, "optimize_carts: the GPU service got carts that disagree with themselves");
-	return pieces;
+	return arrays;
 }
 
 /*
  * The service's side of solve_in_service: the searches of the part's share
- * of the carts (counted over the pieces end to end) on its device, their
- * choices end to end.
+ * of the carts on its device, where the client wrote them; their choices
+ * end to end.  A share is a view of the arrays: the search indexes a
+ * cart's products, candidates and stores by the offsets the cart holds.
  */
 std::vector<uint8_t> carts_in_service(ByteReader &input, const service::Part &part, ExecContext &ctx)
 {
 	service::CallState own;
-	const std::vector<CartProblems> &all =
-		(part.call ? *part.call : own).once<std::vector<CartProblems>>([&] { return read_cart_pieces(input); });
-	size_t carts = carts_in(all), first = part.begin(carts), end = part.end(carts), before = 0;
-	std::vector<CartProblems> pieces;
-	for (const CartProblems &piece : all)
-	{
-		size_t from = std::max(first, before), to = std::min(end, before + piece.carts());
-		if (from < to)
-			pieces.push_back(carts_of(piece, static_cast<int64_t>(from - before), static_cast<int64_t>(to - before)));
-		before += piece.carts();
-	}
-	search_carts(pieces, ctx);
-	std::vector<int32_t> choice;
-	for (const CartProblems &piece : pieces)
-		choice.insert(choice.end(), piece.choice.begin(), piece.choice.end());
-	return service::vector_result(choice);
+	const CartArrays &all =
+		(part.call ? *part.call : own).once<CartArrays>([&] { return read_search_arrays(input, ctx); });
+	size_t carts = static_cast<size_t>(all.n_carts), first = part.begin(carts);
+	CartArrays share = all;
+	share.n_carts = static_cast<int64_t>(part.end(carts) - first);
+	share.cart_products += first;
+	share.cart_stores += first;
+	return service::vector_result(search_carts(share, ctx));
 }
 
 const bool carts_registered =
@@ -747,7 +810,7 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 	ctx.times.compute_ms += clock.elapsed_ms();
 
 	Stopwatch search_clock;
-	search_carts(pieces, ctx);
+	search_carts(pieces, ctx, &answer.gpu_search);
 	answer.search_ms = search_clock.elapsed_ms();
 
 	Stopwatch answer_clock;

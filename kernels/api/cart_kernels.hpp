@@ -1,6 +1,7 @@
 /*
  * cart_kernels.hpp: the GPU half of optimize_carts: every cart's exact
- * search (cart_search.hpp) at once, a thread per cart.
+ * search (cart_search.hpp) at once, a thread per cart, each at most a
+ * number of steps (carts.cu says why).
  */
 #pragma once
 
@@ -12,20 +13,22 @@
 
 namespace gpurec::gpu {
 
-/* The lengths of the arrays of a CartArrays (host memory). */
-struct CartArraySizes
+/* The searches a solve_carts finished, and the carts it left. */
+struct CartSolution
 {
-	int64_t products = 0;	/* product_candidates has one more */
-	int64_t candidates = 0;
-	int64_t stores = 0;
+	std::vector<int32_t> choice; /* per product of the carts: its chosen candidate (not set for the carts left) */
+	std::vector<int64_t> left;	 /* the carts (numbered within the batch) whose searches took more than max_steps, in no order */
 };
 
 /*
- * Solves every cart of `carts` (host arrays): per product of the batch, in
- * the batch's order, the index of its chosen candidate within its list.
- * The searches run in launches of a bounded number of steps each, the
- * calling thread passing an interrupt point (Compute) between launches.
+ * Searches every cart of `carts` (host arrays; pinned ones, such as the GPU
+ * service's shared memory, are copied without staging) at most max_steps
+ * steps: for those that finish, per product of the carts in their order,
+ * the index of its chosen candidate within its list.  The carts may be a
+ * share of larger arrays: their offsets need not start at 0 (cart c's
+ * products, candidates and stores are where its offsets say).  One launch;
+ * the calling thread passes an interrupt point (Compute) after it.
  */
-std::vector<int32_t> solve_carts(const carts::CartArrays &carts, const CartArraySizes &sizes, CallContext &ctx);
+CartSolution solve_carts(const carts::CartArrays &carts, int64_t max_steps, CallContext &ctx);
 
 } // namespace gpurec::gpu

@@ -39,9 +39,9 @@
  *
  * The state is fixed in size (no recursion, no heap): CartSearchState per
  * cart plus three arrays per store of the cart, which the caller provides.
- * A search can stop after a number of steps and resume later (the GPU runs
- * every cart a bounded number of steps per launch, so that a cancel is
- * answered between launches).
+ * A search can stop after a number of steps and resume later (the CPU
+ * checks for a cancel between runs of steps; the GPU searches each cart at
+ * most a number of steps and leaves the longer searches to the CPU).
  */
 #pragma once
 

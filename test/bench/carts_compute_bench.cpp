@@ -6,7 +6,8 @@
  * 200.00 for two stores in three (never for the rest), and 100,000 carts of
  * 10 distinct products, quantities 1 .. 3.  Prints, per device, the whole
  * engine call (candidates, problems, searches, answers) and the searches
- * alone.  Arguments: carts, products (scale it down), devices ("cpu gpu").
+ * alone; on the GPU, their copies, the kernel, and the carts it left to
+ * the CPU.  Arguments: carts, products (scale it down), devices ("cpu gpu").
  * Built by `make compute-benches`.
  */
 #include <algorithm>
@@ -92,10 +93,11 @@ int main(int argc, char **argv)
 			}
 			for (const CartAnswerLine &l : answer.lines)
 				digest = digest * 1000003 + static_cast<uint64_t>(l.offer_row);
-			std::printf("%s (%zu threads), run %d: engine call %.1f ms; searches %.1f ms (GPU: transfer %.1f ms, kernels %.1f ms); "
-						"mean stores per cart %.2f; answer digest %016llx\n",
-						device, parallel_workers(1 << 20, ctx), rep + 1, all_ms, answer.search_ms, ctx.times.transfer_ms,
-						ctx.used_gpu ? ctx.times.compute_ms : 0.0, double(stores_used) / double(answer.carts.size()),
+			const GpuCartSearch &g = answer.gpu_search;
+			std::printf("%s (%zu threads), run %d: engine call %.1f ms; searches %.1f ms (GPU: copies %.1f ms, kernel %.1f ms, "
+						"%zu carts left to the CPU %.1f ms); mean stores per cart %.2f; answer digest %016llx\n",
+						device, parallel_workers(1 << 20, ctx), rep + 1, all_ms, answer.search_ms, g.copy_ms, g.kernel_ms,
+						g.carts_left, g.left_ms, double(stores_used) / double(answer.carts.size()),
 						static_cast<unsigned long long>(digest));
 			if (first.carts.empty())
 				first = answer;

@@ -4,8 +4,9 @@
  * offering them), on fresh random markets: prices of two decimals with
  * ties, duplicated lines, products nobody offers, stores without shipping,
  * free_from NULL or exactly at a subtotal.  The search itself is also run
- * a step at a time (as the GPU runs it, in launches of bounded steps) and
- * must give the same answer.  Where a GPU is usable, its answer must equal
+ * a step at a time (as the CPU runs it, between checks for a cancel) and
+ * must give the same answer; the GPU's bounded searches finish exactly
+ * the carts the CPU finishes within the bound, with its choices.  Where a GPU is usable, its answer must equal
  * the CPU's bit for bit; where none is, asking for the GPU must fail.
  * GPUREC_TEST_SEED replays a run.
  */
@@ -237,43 +238,69 @@ TEST(Carts, LinesInCartProductQuantityOrder)
 	}
 }
 
-/* The GPU runs each search in launches of a bounded number of steps: any budget gives the same answer. */
+/*
+ * Appends a random cart of 1-10 products over 1-6 stores to `carts`:
+ * costs in hundreds with ties, fees some of them never free.
+ */
+void add_random_cart(std::mt19937_64 &rng, CartArrayVectors &cart)
+{
+	int n = std::uniform_int_distribution<int>(1, 10)(rng);
+	int n_stores = std::uniform_int_distribution<int>(1, 6)(rng);
+	int64_t first_store = cart.cart_stores.back();
+	cart.cart_products.push_back(cart.cart_products.back() + n);
+	cart.cart_stores.push_back(first_store + n_stores);
+	for (int s = 0; s < n_stores; ++s)
+	{
+		cart.store_fee.push_back(std::uniform_int_distribution<int>(0, 5)(rng) * 100);
+		cart.store_free_from.push_back(std::uniform_int_distribution<int>(0, 1)(rng)
+										   ? carts::kNeverFree
+										   : std::uniform_int_distribution<int>(1, 30)(rng) * 100);
+		/* at most a true share: a store never free, its fee split n ways */
+		cart.store_share.push_back(cart.store_free_from.back() == carts::kNeverFree ? cart.store_fee.back() / n : 0);
+	}
+	size_t first_rank = cart.product_rank.size();
+	cart.product_rank.resize(first_rank + n);
+	std::iota(cart.product_rank.begin() + first_rank, cart.product_rank.end(), 0);
+	std::shuffle(cart.product_rank.begin() + first_rank, cart.product_rank.end(), rng);
+	for (int p = 0; p < n; ++p)
+	{
+		std::vector<std::pair<int64_t, int32_t>> candidates;
+		for (int s = 0; s < n_stores; ++s)
+			if (s == p % n_stores || std::uniform_int_distribution<int>(0, 1)(rng))
+				candidates.push_back({std::uniform_int_distribution<int>(1, 10)(rng) * 100, s});
+		std::sort(candidates.begin(), candidates.end());
+		for (auto &[c, s] : candidates)
+		{
+			cart.candidate_cost.push_back(c);
+			cart.candidate_store.push_back(s);
+		}
+		cart.product_candidates.push_back(static_cast<int64_t>(cart.candidate_cost.size()));
+	}
+}
+
+/* The search of cart c from its start to its end on the CPU: its state, its choices in best_choice. */
+carts::CartSearchState searched(const carts::CartArrays &a, int64_t c)
+{
+	size_t n_stores = static_cast<size_t>(a.cart_stores[c + 1] - a.cart_stores[c]);
+	std::vector<int64_t> subtotal(n_stores), potential(n_stores);
+	std::vector<int32_t> uses(n_stores);
+	carts::CartStoreScratch scratch{subtotal.data(), potential.data(), uses.data()};
+	carts::CartSearchState state;
+	carts::cart_search_start(a, c, state, scratch);
+	EXPECT_TRUE(carts::cart_search_run(a, c, state, scratch, INT64_MAX));
+	return state;
+}
+
+/* A search stopped after any number of steps and resumed gives the same answer (the CPU stops to check for a cancel). */
 TEST(Carts, SearchResumesAfterAnyNumberOfSteps)
 {
 	std::mt19937_64 rng = seeded_rng();
 	for (int round = 0; round < 30; ++round)
 	{
-		int n = std::uniform_int_distribution<int>(1, 10)(rng);
-		int n_stores = std::uniform_int_distribution<int>(1, 6)(rng);
 		CartArrayVectors cart;
-		cart.cart_products.push_back(n);
-		cart.cart_stores.push_back(n_stores);
-		for (int s = 0; s < n_stores; ++s)
-		{
-			cart.store_fee.push_back(std::uniform_int_distribution<int>(0, 5)(rng) * 100);
-			cart.store_free_from.push_back(std::uniform_int_distribution<int>(0, 1)(rng)
-											   ? carts::kNeverFree
-											   : std::uniform_int_distribution<int>(1, 30)(rng) * 100);
-			/* at most a true share: a store never free, its fee split n ways */
-			cart.store_share.push_back(cart.store_free_from.back() == carts::kNeverFree ? cart.store_fee.back() / n : 0);
-		}
-		cart.product_rank.resize(n);
-		std::iota(cart.product_rank.begin(), cart.product_rank.end(), 0);
-		std::shuffle(cart.product_rank.begin(), cart.product_rank.end(), rng);
-		for (int p = 0; p < n; ++p)
-		{
-			std::vector<std::pair<int64_t, int32_t>> candidates;
-			for (int s = 0; s < n_stores; ++s)
-				if (s == p % n_stores || std::uniform_int_distribution<int>(0, 1)(rng))
-					candidates.push_back({std::uniform_int_distribution<int>(1, 10)(rng) * 100, s});
-			std::sort(candidates.begin(), candidates.end());
-			for (auto &[c, s] : candidates)
-			{
-				cart.candidate_cost.push_back(c);
-				cart.candidate_store.push_back(s);
-			}
-			cart.product_candidates.push_back(static_cast<int64_t>(cart.candidate_cost.size()));
-		}
+		add_random_cart(rng, cart);
+		int n = static_cast<int>(cart.product_rank.size());
+		int n_stores = static_cast<int>(cart.store_fee.size());
 		carts::CartArrays a = cart.arrays();
 		std::vector<int64_t> subtotal(n_stores), potential(n_stores);
 		std::vector<int32_t> uses(n_stores);
@@ -450,6 +477,53 @@ TEST(CartsGpu, SameAnswersAsTheCpu)
 		EXPECT_TRUE(gpu.used_gpu);
 		expect_same_answers(on_cpu, on_gpu);
 	}
+}
+
+/*
+ * The GPU searches each cart at most max_steps steps: it finishes exactly
+ * the carts whose searches on the CPU take no more, with the CPU's
+ * choices, and lists the others; also for a share of the arrays whose
+ * offsets do not start at 0 (a part of a call split over GPUs).
+ */
+TEST(CartsGpu, BoundedSearchesAreTheCpusAndListTheCartsLeft)
+{
+	if (!gpu_usable())
+		GTEST_SKIP() << "no usable GPU";
+	std::mt19937_64 rng = seeded_rng();
+	CartArrayVectors all;
+	for (int c = 0; c < 3000; ++c)
+		add_random_cart(rng, all);
+	carts::CartArrays whole = all.arrays();
+	std::vector<carts::CartSearchState> want;
+	for (int64_t c = 0; c < whole.n_carts; ++c)
+		want.push_back(searched(whole, c));
+	for (int64_t max_steps : {1, 4, 16, 64, 1 << 20})
+		for (auto [first, end] : {std::pair<int64_t, int64_t>{0, whole.n_carts}, {1234, 2345}})
+		{
+			SCOPED_TRACE("max_steps " + std::to_string(max_steps) + ", carts from " + std::to_string(first));
+			carts::CartArrays share = whole;
+			share.n_carts = end - first;
+			share.cart_products += first;
+			share.cart_stores += first;
+			ExecContext ctx = context(DeviceMode::Gpu);
+			gpu::CartSolution got = gpu::solve_carts(share, max_steps, ctx);
+			ASSERT_EQ(got.choice.size(), static_cast<size_t>(share.cart_products[share.n_carts] - share.cart_products[0]));
+			std::vector<int64_t> left = got.left, want_left;
+			std::sort(left.begin(), left.end());
+			for (int64_t c = first; c < end; ++c)
+			{
+				const carts::CartSearchState &state = want[c];
+				if (state.steps > max_steps)
+				{
+					want_left.push_back(c - first);
+					continue;
+				}
+				for (int32_t d = 0; d < state.n_products; ++d)
+					ASSERT_EQ(got.choice[whole.cart_products[c] - whole.cart_products[first] + d], state.best_choice[d])
+						<< "cart " << c << ", product " << d;
+			}
+			EXPECT_EQ(left, want_left);
+		}
 }
 
 TEST(CartsGpu, AutoSearchesOnTheCpuAndGpuOutOfMemoryIsAnError)
