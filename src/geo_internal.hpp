@@ -144,19 +144,37 @@ class BestOthers
 	 * parallel_for's, for scratch kept per thread.
 	 */
 	virtual bool find(int32_t a, size_t worker, SimilarityEntry *heap, int &size) = 0;
-	/* The point pairs whose distance the searches so far computed: to compare users, and in the index. */
+	/*
+	 * Appends to `others` the users that may enter a's k best, from bounds
+	 * alone, no pair compared: distinct, not a, and holding every user whose
+	 * similarity to a reaches the k-th best's (ties too).  For a device that
+	 * compares them all (the GPU, geo_device.cpp).
+	 */
+	virtual void others_of(int32_t a, size_t worker, std::vector<int32_t> &others) = 0;
+	/*
+	 * The point pairs whose distance the searches so far computed (or, by
+	 * others_of, listed to compare): to compare users, and in the index.
+	 */
 	virtual double compared() const = 0;
 	virtual double searched() const = 0;
+};
+
+/* Who compares the users a pruned search leaves: the search itself (find, the CPU) or the GPU (others_of). */
+enum class PrunedFor : uint8_t
+{
+	Cpu,
+	Gpu
 };
 
 /*
  * The pruned search for similar_users' part `part` of `parts`, with its
  * index built, or null where every pair is to be compared: pruning Never,
  * k at least the other users, or under Auto a small input or a sample of
- * the part's users whose searches cost more than a brute force would.
+ * the part's users whose searches (find, or for the GPU others_of and the
+ * pairs listed) cost more than a brute force would.
  */
 std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,
-											   int part, int parts, ExecContext &ctx);
+											   PrunedFor device, int part, int parts, ExecContext &ctx);
 
 /* ---- geo_device.cpp: one computation of a function on its device --------- */
 

@@ -93,6 +93,15 @@ constexpr double kPruneWhenBelow = 0.6;
  */
 constexpr double kLeastPrunedPairs = 1e6;
 
+/* For the GPU, which compares every pair at about 8e11 pairs/s: the least input worth an index (about 15 ms of pairs). */
+constexpr double kLeastGpuPrunedPairs = 1e10;
+
+/*
+ * For the GPU, a step of the index (others_of, on the CPU's cores) costs
+ * about as much time as this many point pairs compared on the GPU.
+ */
+constexpr double kCpuStepInGpuPairs = 200;
+
 /*
  * The index space: under euclidean the plane, under haversine the unit
  * sphere's points in space, whose chords order great-circle distances.
@@ -111,6 +120,20 @@ template <GeoMetric M> double distance_below(double squared)
 		return std::sqrt(squared) * (1 - 1e-12);
 	else
 		return chord_distance_below(squared);
+}
+
+/*
+ * An upper bound of the distance, as computed (geo_arithmetic.hpp), between
+ * points whose index-space distance squared is at most `squared`.
+ * Haversine: the arc of a chord c is 2 asin(c / 2); the computed chord and
+ * distance are within 1e-14 of the true ones, far inside these margins.
+ */
+template <GeoMetric M> double distance_above(double squared)
+{
+	if constexpr (M == GeoMetric::Euclidean)
+		return std::sqrt(squared) * (1 + 1e-9) + 1e-300;
+	else
+		return 2 * std::asin(std::min(1.0, (std::sqrt(squared) + 1e-12) / 2)) * geo::kEarthRadius * (1 + 1e-9) + 1e-6;
 }
 
 /* The index-space radius that reaches every point within `distance` (metres under haversine). */
@@ -502,6 +525,61 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		return done;
 	}
 
+	/*
+	 * The users that may enter a's k best, from bounds alone (bounds_above,
+	 * boxes_bound): the users around a's boxes give k upper bounds of sums,
+	 * whose greatest, W, is at least the k-th best sum; the users within
+	 * W's mean term of one of a's boxes (or, for a of several boxes, those
+	 * the pairs' index allows) and whose boxes' bound is at most W are the
+	 * only ones that can reach it.
+	 */
+	void others_of(int32_t a, size_t worker, std::vector<int32_t> &others) override
+	{
+		Scratch &w = scratch_[worker];
+		if (w.slot.empty())
+		{
+			w.slot.assign(static_cast<size_t>(s_.users()), -1);
+			w.compared.assign(static_cast<size_t>(s_.users()), 0);
+		}
+		int64_t n = s_.count(a);
+		double margin = bound_margin(n);
+		double searched = 0;
+		/* users near a's boxes, wider until there are k */
+		for (double radius = tree_.first_radius();; radius = radius * 2 >= tree_.whole() ? INFINITY : radius * 2)
+		{
+			searched += users_around(a, radius * radius, w);
+			if (w.found.size() >= static_cast<size_t>(k_) || radius == INFINITY)
+				break;
+		}
+		w.above.clear();
+		for (int32_t u : w.found)
+			w.above.push_back(bound_above(a, u));
+		std::nth_element(w.above.begin(), w.above.begin() + (k_ - 1), w.above.end());
+		/* above every sum of those k users as computed, so above the k-th best */
+		double most = w.above[k_ - 1] * (1 + margin);
+		double worst = geo::similarity_of(n, most);
+		searched += static_cast<double>(w.found.size() * (box_offsets_[a + 1] - box_offsets_[a]));
+		/* a user with every term above most / n has a sum above it: it is within that of one of a's boxes */
+		if (box_offsets_[a + 1] - box_offsets_[a] >= 2 && pairs_usable_)
+			searched += users_by_pairs(a, worst, w, [](int32_t) {});
+		else
+		{
+			double r = radius_for<M>(most * (1 + margin) / static_cast<double>(n));
+			searched += users_around(a, r >= tree_.whole() ? INFINITY : r * r, w);
+		}
+		double pairs = 0;
+		for (int32_t u : w.found)
+		{
+			searched += static_cast<double>((box_offsets_[a + 1] - box_offsets_[a]) * (box_offsets_[u + 1] - box_offsets_[u]));
+			if (geo::similarity_of(n, boxes_bound(a, u) * (1 - margin)) < worst)
+				continue;
+			others.push_back(u);
+			pairs += static_cast<double>(n) * static_cast<double>(s_.count(u));
+		}
+		compared_.fetch_add(static_cast<int64_t>(std::min(pairs, 9e18)), std::memory_order_relaxed);
+		searched_.fetch_add(static_cast<int64_t>(std::min(searched, 9e18)), std::memory_order_relaxed);
+	}
+
 	double compared() const override { return static_cast<double>(compared_.load()); }
 	double searched() const override { return static_cast<double>(searched_.load()); }
 
@@ -514,6 +592,8 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		std::vector<int32_t> compared_users;
 		std::vector<double> radius2; /* per point of the current user: its search's squared radius */
 		std::vector<double> unseen;	 /* and the least term of a user that the search does not visit */
+		std::vector<int32_t> found;	 /* users found once each (users_by_pairs, others_of) */
+		std::vector<double> above;	 /* their upper bounds (others_of) */
 	};
 
 
@@ -587,6 +667,20 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 	bool by_pairs(int32_t a, Scratch &w, SimilarityEntry *heap, int &size, double &work, double &searched,
 				  double &boxed, double budget)
 	{
+		w.seen.clear();
+		searched += users_by_pairs(a, heap[0].similarity, w, [&](int32_t u) { w.seen.push_back({u, 0, 0, 0.0, 0.0, 0.0}); });
+		return offer_seen(a, w, heap, size, work, boxed, budget - searched);
+	}
+
+	/*
+	 * found(b), once each, for the users b other than a (of two boxes or
+	 * more) that may have a similarity of at least `worst`: those of a pair
+	 * in the index whose bound from a's two largest boxes allows it (by_pairs
+	 * says why), and the users of too many boxes to index.  Returns the
+	 * index's nodes and entries examined, and those users.
+	 */
+	template <typename Found> double users_by_pairs(int32_t a, double worst, Scratch &w, Found found)
+	{
 		int64_t n = s_.count(a);
 		double margin = 1 - bound_margin(n);
 		int64_t one = box_offsets_[a], two = one + 1;
@@ -595,14 +689,13 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 				two = one, one = x;
 			else if (x != one && (two == one || boxes_[x].points() > boxes_[two].points()))
 				two = x;
-		w.seen.clear();
+		w.found.clear();
 		auto consider = [&](int32_t u) {
 			if (u == a || w.slot[u] >= 0)
 				return;
 			w.slot[u] = 0;
-			w.seen.push_back({u, 0, 0, 0.0, 0.0, 0.0});
+			w.found.push_back(u);
 		};
-		double worst = heap[0].similarity;
 		double examined = within(
 			[&](const double *lo, const double *hi) {
 				double sum = static_cast<double>(boxes_[one].points()) * term_below(boxes_[one], lo, hi) +
@@ -612,10 +705,59 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 			consider);
 		for (int32_t u : wide_users_)
 			consider(u);
-		for (Seen &seen : w.seen)
-			w.slot[seen.user] = -1;
-		searched += examined + static_cast<double>(wide_users_.size());
-		return offer_seen(a, w, heap, size, work, boxed, budget - searched);
+		for (int32_t u : w.found)
+		{
+			w.slot[u] = -1;
+			found(u);
+		}
+		return examined + static_cast<double>(wide_users_.size());
+	}
+
+	/* w.found: the users other than a with a point within squared radius r2 of one of a's boxes, once each; returns the visits. */
+	double users_around(int32_t a, double r2, Scratch &w) const
+	{
+		w.found.clear();
+		double visits = 0;
+		for (int64_t x = box_offsets_[a]; x < box_offsets_[a + 1]; ++x)
+			visits += static_cast<double>(tree_.around(boxes_[x].lo, boxes_[x].hi, r2, [&](int32_t u, double) {
+				if (u != a && w.slot[u] < 0)
+				{
+					w.slot[u] = 0;
+					w.found.push_back(u);
+				}
+			}));
+		for (int32_t u : w.found)
+			w.slot[u] = -1;
+		return visits;
+	}
+
+	/*
+	 * An upper bound of user b's sum: each point of a box of a is at most
+	 * the farthest corners of that box and b's box away from b's points in
+	 * that box, and so from b's nearest point; the nearest of b's boxes by
+	 * that, floored, per box of a.
+	 */
+	double bound_above(int32_t a, int32_t b) const
+	{
+		double sum = 0;
+		for (int64_t x = box_offsets_[a]; x < box_offsets_[a + 1]; ++x)
+		{
+			const Box &mine = boxes_[x];
+			double nearest = INFINITY;
+			for (int64_t y = box_offsets_[b]; y < box_offsets_[b + 1]; ++y)
+			{
+				double d2 = 0;
+				for (int d = 0; d < kDims<M>; ++d)
+				{
+					double one = boxes_[y].hi[d] - mine.lo[d], other = mine.hi[d] - boxes_[y].lo[d];
+					double far = std::max(std::fabs(one), std::fabs(other));
+					d2 += far * far;
+				}
+				nearest = std::min(nearest, d2);
+			}
+			sum += static_cast<double>(mine.points()) * std::max(distance_above<M>(nearest), epsilon_);
+		}
+		return sum;
 	}
 
 	/* A point's least term from a box of points [lo, hi): its distance below, floored. */
@@ -928,14 +1070,15 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 } // namespace
 
 std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,
-											   int part, int parts, ExecContext &ctx)
+											   PrunedFor device, int part, int parts, ExecContext &ctx)
 {
 	int32_t n_users = s.users();
 	double n_points = static_cast<double>(s.points());
+	bool gpu = device == PrunedFor::Gpu;
 	/* every other user ranks: nothing to prune */
 	if (pruning == GeoPruning::Never || k >= n_users - 1)
 		return nullptr;
-	if (pruning == GeoPruning::Auto && n_points * n_points < kLeastPrunedPairs)
+	if (pruning == GeoPruning::Auto && n_points * n_points < (gpu ? kLeastGpuPrunedPairs : kLeastPrunedPairs))
 		return nullptr;
 	std::unique_ptr<BestOthers> search;
 	if (s.metric == GeoMetric::Euclidean)
@@ -954,13 +1097,20 @@ std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, doub
 		auto a = static_cast<int32_t>((item * users_of_part / sample) * parts + part);
 		int size = 0;
 		brute[item] = static_cast<double>(s.count(a)) * n_points;
+		if (gpu)
+		{
+			std::vector<int32_t> others;
+			search->others_of(a, worker, others);
+			return;
+		}
 		/* a user whose search gives up costs its brute force on top */
 		gave_up[item] = search->find(a, worker, heaps.data() + item * k, size) ? 0 : brute[item];
 	});
 	double brute_pairs = 0, given_up_pairs = 0;
 	for (size_t item = 0; item < sample; ++item)
 		brute_pairs += brute[item], given_up_pairs += gave_up[item];
-	if (!(search->compared() + search->searched() + given_up_pairs < kPruneWhenBelow * brute_pairs))
+	double searched = search->searched() * (gpu ? kCpuStepInGpuPairs : 1);
+	if (!(search->compared() + searched + given_up_pairs < kPruneWhenBelow * brute_pairs))
 		return nullptr;
 	return search;
 }
