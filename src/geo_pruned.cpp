@@ -526,12 +526,13 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 	}
 
 	/*
-	 * The users that may enter a's k best, from bounds alone (bounds_above,
-	 * boxes_bound): the users around a's boxes give k upper bounds of sums,
-	 * whose greatest, W, is at least the k-th best sum; the users within
-	 * W's mean term of one of a's boxes (or, for a of several boxes, those
-	 * the pairs' index allows) and whose boxes' bound is at most W are the
-	 * only ones that can reach it.
+	 * The users that may enter a's k best.  The users around a's boxes give
+	 * k upper bounds of sums (bound_above); the k users of the least are
+	 * compared with a, point by point, as the brute force compares them: the
+	 * worst of them, W, is at most the k-th best.  A user can reach W only
+	 * within W's mean term of one of a's boxes (or, for a of several boxes,
+	 * through the pairs' index), and with its boxes' bound at most W's sum:
+	 * those are the users listed.
 	 */
 	void others_of(int32_t a, size_t worker, std::vector<int32_t> &others) override
 	{
@@ -553,12 +554,19 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		}
 		w.above.clear();
 		for (int32_t u : w.found)
-			w.above.push_back(bound_above(a, u));
-		std::nth_element(w.above.begin(), w.above.begin() + (k_ - 1), w.above.end());
-		/* above every sum of those k users as computed, so above the k-th best */
-		double most = w.above[k_ - 1] * (1 + margin);
-		double worst = geo::similarity_of(n, most);
+			w.above.push_back({bound_above(a, u), u});
 		searched += static_cast<double>(w.found.size() * (box_offsets_[a + 1] - box_offsets_[a]));
+		std::nth_element(w.above.begin(), w.above.begin() + (k_ - 1), w.above.end());
+		w.heap.resize(static_cast<size_t>(k_));
+		int size = 0;
+		for (int i = 0; i < k_; ++i)
+		{
+			offer_other<M>(s_, a, w.above[i].second, k_, epsilon_, w.heap.data(), size);
+			searched += static_cast<double>(n) * static_cast<double>(s_.count(w.above[i].second));
+		}
+		double worst = w.heap[0].similarity;
+		/* above the sum of W's similarity (any rounding of n / sum included) */
+		double most = static_cast<double>(n) / worst * (1 + margin);
 		/* a user with every term above most / n has a sum above it: it is within that of one of a's boxes */
 		if (box_offsets_[a + 1] - box_offsets_[a] >= 2 && pairs_usable_)
 			searched += users_by_pairs(a, worst, w, [](int32_t) {});
@@ -593,7 +601,8 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		std::vector<double> radius2; /* per point of the current user: its search's squared radius */
 		std::vector<double> unseen;	 /* and the least term of a user that the search does not visit */
 		std::vector<int32_t> found;	 /* users found once each (users_by_pairs, others_of) */
-		std::vector<double> above;	 /* their upper bounds (others_of) */
+		std::vector<std::pair<double, int32_t>> above; /* their upper bounds (others_of) */
+		std::vector<SimilarityEntry> heap;			   /* the best of those (others_of) */
 	};
 
 

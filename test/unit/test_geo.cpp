@@ -1366,6 +1366,46 @@ TEST_P(GeoGpu, SimilarUsersBitIdentical)
 		}
 }
 
+/*
+ * similar_users pruned on the GPU (the CPU's index lists each user's
+ * possible others, the GPU compares them) gives the CPU brute force's rows
+ * to the bit: users of places far apart, a few of points everywhere,
+ * clustered and uniform check-ins with ties, duplicates and users of one
+ * point, every tile class.
+ */
+TEST_P(GeoGpu, PrunedSimilarUsersAreTheBruteForceToTheBit)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng(31);
+	std::vector<std::vector<Point>> inputs = {far_apart_points(rng, metric, 0), far_apart_points(rng, metric, 3),
+											  clustered_points(rng, 200, metric, false),
+											  clustered_points(rng, 200, metric, true)};
+	std::vector<Point> varied = varied_points(rng, 120, metric);
+	inputs.push_back(varied);
+	for (size_t input = 0; input < inputs.size(); ++input)
+	{
+		PointColumns in(inputs[input]);
+		for (double epsilon : {1e-9, metric == GeoMetric::Haversine ? 150.0 : 3.0})
+			for (int k : {1, 4, 10})
+			{
+				ExecContext cpu = cpu_context(), gpu = gpu_context();
+				std::vector<SimilarUser> want = similar_users(in.view(), k, {metric, epsilon, GeoPruning::Never}, cpu);
+				std::vector<SimilarUser> got = similar_users(in.view(), k, {metric, epsilon, GeoPruning::Always}, gpu);
+				EXPECT_TRUE(gpu.used_gpu);
+				EXPECT_NE(gpu.device_choice.find("pruned on the GPU"), std::string::npos) << gpu.device_choice;
+				ASSERT_EQ(got.size(), want.size()) << "input " << input << " k " << k;
+				for (size_t i = 0; i < got.size(); ++i)
+				{
+					ASSERT_EQ(got[i].user_id, want[i].user_id) << "input " << input << " k " << k << " row " << i;
+					ASSERT_EQ(got[i].rank, want[i].rank);
+					ASSERT_EQ(got[i].other_user_id, want[i].other_user_id)
+						<< "input " << input << " k " << k << " user " << got[i].user_id << " rank " << got[i].rank;
+					ASSERT_EQ(std::memcmp(&got[i].similarity, &want[i].similarity, sizeof(double)), 0);
+				}
+			}
+	}
+}
+
 TEST_P(GeoGpu, StrengthsBitIdentical)
 {
 	GeoMetric metric = GetParam();
