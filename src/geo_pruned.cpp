@@ -373,6 +373,21 @@ struct Seen
  */
 constexpr int kMostBoxes = 8;
 
+/* The widest gap in x within a box: a 256th of all the points' x range. */
+double box_gap(const GeoPointSet &s)
+{
+	double lo = INFINITY, hi = -INFINITY;
+	for (int64_t p = 0; p < s.points(); ++p)
+		lo = std::min(lo, s.x[p]), hi = std::max(hi, s.x[p]);
+	return (hi - lo) / 256;
+}
+
+/* Whether point p, of a user whose points begin at `first` and who has `boxes` boxes before p, begins a box. */
+bool starts_box(const GeoPointSet &s, int64_t p, int64_t first, double gap, int64_t boxes)
+{
+	return p == first || (s.x[p] - s.x[p - 1] > gap && boxes < kMostBoxes);
+}
+
 /*
  * A box of a user's points searches once for all of them, at its distance
  * (below each point's), where the radius is at least this many times its
@@ -906,11 +921,7 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 
 	void group_in_boxes()
 	{
-		int64_t n = s_.points();
-		double lo = INFINITY, hi = -INFINITY;
-		for (int64_t p = 0; p < n; ++p)
-			lo = std::min(lo, s_.x[p]), hi = std::max(hi, s_.x[p]);
-		double gap = (hi - lo) / 256;
+		double gap = box_gap(s_);
 		box_offsets_.assign(static_cast<size_t>(s_.users()) + 1, 0);
 		for (int32_t u = 0; u < s_.users(); ++u)
 		{
@@ -919,8 +930,7 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 			{
 				double q[3];
 				point_of(p, q);
-				bool new_box = p == s_.offsets[u] || (s_.x[p] - s_.x[p - 1] > gap &&
-													  static_cast<int64_t>(boxes_.size()) - box_offsets_[u] < kMostBoxes);
+				bool new_box = starts_box(s_, p, s_.offsets[u], gap, static_cast<int64_t>(boxes_.size()) - box_offsets_[u]);
 				if (new_box)
 				{
 					Box box;
@@ -1076,6 +1086,21 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 	std::atomic<int64_t> compared_{0}, searched_{0};
 };
 
+/* The users of more boxes than the pairs' index takes (PrunedSearch::index_pairs). */
+size_t wide_users(const GeoPointSet &s)
+{
+	double gap = box_gap(s);
+	size_t wide = 0;
+	for (int32_t u = 0; u < s.users(); ++u)
+	{
+		int64_t boxes = 0;
+		for (int64_t p = s.offsets[u]; p < s.offsets[u + 1]; ++p)
+			boxes += starts_box(s, p, s.offsets[u], gap, boxes) ? 1 : 0;
+		wide += boxes > kPairBoxes ? 1 : 0;
+	}
+	return wide;
+}
+
 } // namespace
 
 std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,
@@ -1088,6 +1113,13 @@ std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, doub
 	if (pruning == GeoPruning::Never || k >= n_users - 1)
 		return nullptr;
 	if (pruning == GeoPruning::Auto && n_points * n_points < (gpu ? kLeastGpuPrunedPairs : kLeastPrunedPairs))
+		return nullptr;
+	/*
+	 * For the GPU, users of more places than the pairs' index takes (points
+	 * spread evenly) would list nearly everyone: the brute force, without
+	 * building the index to sample it.
+	 */
+	if (gpu && pruning == GeoPruning::Auto && wide_users(s) * kWidePairsShare > static_cast<size_t>(n_users))
 		return nullptr;
 	std::unique_ptr<BestOthers> search;
 	if (s.metric == GeoMetric::Euclidean)

@@ -8,11 +8,11 @@
  *
  * Build: make compute-benches
  * Run: test/bench/geo_pruned_compute_bench USERS [clustered|uniform] [euclidean|haversine]
- *          [cpu|gpu] [auto|on|off|compare|lists] [THREADS]
+ *          [cpu|gpu] [auto|on|off|compare|lists|lists-auto] [THREADS]
  * compare runs on and off and checks that the rows are the same bits;
  * lists times the CPU's half of the GPU's pruned search alone (grouping,
  * index, every user's list of possible others) and counts the pairs the
- * GPU would compare; THREADS (0: one per core) as gpurec.cpu_threads.
+ * GPU would compare (lists-auto: where auto's sample prunes); THREADS (0: one per core) as gpurec.cpu_threads.
  */
 #include <cmath>
 #include <cstdio>
@@ -169,9 +169,9 @@ int main(int argc, char **argv)
 		std::printf(differ ? "ROWS DIFFER: %zu\n" : "rows identical (%zu differ)\n", differ);
 		return differ ? 1 : 0;
 	}
-	if (how == "lists")
+	if (how == "lists" || how == "lists-auto")
 	{
-		o.pruning = GeoPruning::Always;
+		o.pruning = how == "lists" ? GeoPruning::Always : GeoPruning::Auto;
 		lists(p, o);
 		return 0;
 	}
