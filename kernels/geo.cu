@@ -57,7 +57,7 @@ constexpr int kCandidatesPerThread = 4;
 constexpr double kEuclideanPairsPerLaunch = 4e10;
 constexpr double kHaversinePairsPerLaunch = 3e9;
 
-/* Users per batch of a pruned best-others search: lists of a few thousand others each fit well. */
+/* Users per batch of a pruned best-others search, at most: lists of a few thousand others each fit well. */
 constexpr int32_t kListedBatch = 16384;
 
 /* Threads wanted in flight before the best-others search also splits the other users. */
@@ -1076,12 +1076,15 @@ void GeoSession::similar_users_listed(int k, double epsilon, int part, int parts
 		std::vector<int64_t> offsets;
 		std::vector<int32_t> others;
 	};
+	/* at most kListedBatch users, fewer where lists of every other user would not fit half the free memory */
+	size_t user_bytes = sizeof(int32_t) * static_cast<size_t>(n_users_) + sizeof(SimilarityEntry) * k + 16;
+	auto batch = static_cast<int32_t>(std::clamp<size_t>(free_bytes() / 2 / user_bytes, 1, kListedBatch));
 	std::vector<Batch> batches;
 	for (size_t c = 0; c + 1 < class_begin_.size(); ++c)
 	{
 		auto [class_lo, class_hi] = part_of_class(c, part, parts);
-		for (int32_t lo = class_lo; lo < class_hi; lo += kListedBatch)
-			batches.push_back({c, lo, std::min(kListedBatch, class_hi - lo), {}, {}});
+		for (int32_t lo = class_lo; lo < class_hi; lo += batch)
+			batches.push_back({c, lo, std::min(batch, class_hi - lo), {}, {}});
 	}
 	Stopwatch whole;
 	double transfer_ms = 0;
