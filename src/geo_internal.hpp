@@ -138,28 +138,20 @@ class BestOthers
   public:
 	virtual ~BestOthers() = default;
 	/*
-	 * Fills user a's heap of its k best others (size 0 on entry), the same
-	 * entries as comparing a with every user; false when the search gave
-	 * up as costlier than that, leaving the heap to be discarded.  worker:
-	 * parallel_for's, for scratch kept per thread.
-	 */
-	virtual bool find(int32_t a, size_t worker, SimilarityEntry *heap, int &size) = 0;
-	/*
 	 * Appends to `others` the users that may enter a's k best, from bounds
-	 * alone, no pair compared: distinct, not a, and holding every user whose
-	 * similarity to a reaches the k-th best's (ties too).  For a device that
-	 * compares them all (the GPU, geo_device.cpp).
+	 * and k comparisons: distinct, not a, and holding every user whose
+	 * similarity to a reaches the k-th best's (ties too), k of them (compared
+	 * on the CPU to find them) first.  worker: parallel_for's, for scratch
+	 * kept per thread.  The device compares them all (the CPU, geo_cpu.cpp,
+	 * or the GPU, geo_device.cpp).
 	 */
 	virtual void others_of(int32_t a, size_t worker, std::vector<int32_t> &others) = 0;
-	/*
-	 * The point pairs whose distance the searches so far computed (or, by
-	 * others_of, listed to compare): to compare users, and in the index.
-	 */
+	/* The point pairs listed so far (others_of) to compare, and the index's steps (and the CPU's comparisons) to list them. */
 	virtual double compared() const = 0;
 	virtual double searched() const = 0;
 };
 
-/* Who compares the users a pruned search leaves: the search itself (find, the CPU) or the GPU (others_of). */
+/* Who compares the users a pruned search lists: the CPU or the GPU (their costs differ against the index's). */
 enum class PrunedFor : uint8_t
 {
 	Cpu,
@@ -170,7 +162,7 @@ enum class PrunedFor : uint8_t
  * The pruned search for similar_users' part `part` of `parts`, with its
  * index built, or null where every pair is to be compared: pruning Never,
  * k at least the other users, or under Auto a small input or a sample of
- * the part's users whose searches (find, or for the GPU others_of and the
+ * the part's users whose lists (others_of: the index's steps, and the
  * pairs listed) cost more than a brute force would.
  */
 std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,

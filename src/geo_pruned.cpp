@@ -71,15 +71,9 @@ constexpr int64_t kLeafPoints = 16;
  * A search takes a node's least distance for all of its points where the
  * node's diagonal is at most this share of that distance: a bound within
  * half for the users of a faraway cluster, at one visit per user instead
- * of one per point (the boxes' bound then tightens it, box_bound).
+ * of one per point (the boxes' bound then tightens it, boxes_bound).
  */
 constexpr double kFarEnough = 1.0;
-
-/* A round that fills a user's heap offers it at most this many times k users (in order of their bounds). */
-constexpr int kSeeds = 3;
-
-/* A user's search gives up past this share of its brute force's pairs (and the brute force finishes it). */
-constexpr double kSearchBudget = 0.5;
 
 /* Users sampled to decide between pruning and the brute force (auto). */
 constexpr int32_t kSampleUsers = 96;
@@ -354,16 +348,6 @@ template <GeoMetric M> class KdTree
 	double whole_ = 1e-300;
 };
 
-/* A user visited by a search: the bound of its sum, folded one query (a point of A, or a box of them) at a time, in order. */
-struct Seen
-{
-	int32_t user;
-	int64_t point, end; /* A's points [point, end), the query whose least distance to the user so far is in `least` */
-	double least;		/* that least index-space distance squared */
-	double sum;	   /* the bounds of A's points before `point`, floored, summed */
-	double bound;
-};
-
 /*
  * Users' points grouped in boxes: runs of a user's points (in point order,
  * by x) without a gap in x wider than a 256th of all the points' x range,
@@ -388,16 +372,7 @@ bool starts_box(const GeoPointSet &s, int64_t p, int64_t first, double gap, int6
 	return p == first || (s.x[p] - s.x[p - 1] > gap && boxes < kMostBoxes);
 }
 
-/*
- * A box of a user's points searches once for all of them, at its distance
- * (below each point's), where the radius is at least this many times its
- * diagonal: the bounds lose at most a fourth of the radius there, and the
- * search visits the users around a faraway place once instead of once per
- * point.
- */
-constexpr double kBoxQuery = 4;
-
-/* Users of at most this many boxes are in the pairs' index (PrunedSearch::by_pairs), each with the square of it in entries. */
+/* Users of at most this many boxes are in the pairs' index (PrunedSearch::users_by_pairs), each with the square of it in entries. */
 constexpr int64_t kPairBoxes = 3;
 
 /* The pairs' index serves where at most one user in this many has more boxes (those are offered to every user). */
@@ -410,13 +385,6 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		double lo[kDims<M>], hi[kDims<M>];
 		int64_t begin, end; /* its user's points in it: [begin, end) */
 		int64_t points() const { return end - begin; }
-		double diagonal2() const
-		{
-			double d2 = 0;
-			for (int d = 0; d < kDims<M>; ++d)
-				d2 += (hi[d] - lo[d]) * (hi[d] - lo[d]);
-			return d2;
-		}
 	};
   public:
 	PrunedSearch(const GeoPointSet &s, int k, double epsilon, ExecContext &ctx)
@@ -424,120 +392,6 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 	{
 		group_in_boxes();
 		index_pairs();
-		by_id_.resize(static_cast<size_t>(s.users()));
-		for (int32_t u = 0; u < s.users(); ++u)
-			by_id_[u] = u;
-		std::sort(by_id_.begin(), by_id_.end(), [&s](int32_t x, int32_t y) { return s.user_ids[x] < s.user_ids[y]; });
-	}
-
-	bool find(int32_t a, size_t worker, SimilarityEntry *heap, int &size) override
-	{
-		Scratch &w = scratch_[worker];
-		if (w.slot.empty())
-		{
-			w.slot.assign(static_cast<size_t>(s_.users()), -1);
-			w.compared.assign(static_cast<size_t>(s_.users()), 0);
-		}
-		int64_t first = s_.offsets[a], n = s_.count(a);
-		double budget = kSearchBudget * static_cast<double>(n) * static_cast<double>(s_.points());
-		double margin = 1 - bound_margin(n);
-		double work = 0, searched = 0, boxed = 0;
-		double radius = tree_.first_radius();
-		bool done = false;
-		w.compared_users.clear();
-		w.radius2.resize(static_cast<size_t>(n));
-		w.unseen.resize(static_cast<size_t>(n));
-		for (;;)
-		{
-			if (size == k_ && box_offsets_[a + 1] - box_offsets_[a] >= 2 && pairs_usable_)
-			{
-				done = by_pairs(a, w, heap, size, work, searched, boxed, budget);
-				break;
-			}
-			/* each of a's points' search radius, and the least term of a user it does not visit */
-			if (size == k_)
-				work += radii_of_worst(a, heap[0], w);
-			else
-				std::fill(w.radius2.begin(), w.radius2.end(), radius * radius);
-			double unseen_sum = 0;
-			for (int64_t i = 0; i < n; ++i)
-			{
-				w.unseen[i] = std::max(w.radius2[i] >= tree_.whole() * tree_.whole() ? INFINITY
-																					 : distance_below<M>(w.radius2[i]),
-									   epsilon_);
-				unseen_sum += w.unseen[i];
-			}
-			w.seen.clear();
-			for (int64_t x = box_offsets_[a]; x < box_offsets_[a + 1]; ++x)
-			{
-				const Box &box = boxes_[x];
-				double r2 = w.radius2[box.begin - first];
-				/* a box far from all it reaches searches once for its points: their bounds lose its diagonal */
-				bool whole_box = r2 >= kBoxQuery * kBoxQuery * box.diagonal2();
-				for (int64_t i = box.begin; i < box.end; i = whole_box ? box.end : i + 1)
-				{
-					int64_t end = whole_box ? box.end : i + 1;
-					double q[3];
-					point_of(i, q);
-					searched += static_cast<double>(tree_.around(
-						whole_box ? box.lo : q, whole_box ? box.hi : q, r2,
-						[&](int32_t u, double d2) __attribute__((always_inline)) {
-							if (u == a)
-								return;
-							int32_t &slot = w.slot[u];
-							if (slot < 0)
-							{
-								slot = static_cast<int32_t>(w.seen.size());
-								w.seen.push_back({u, i, end, d2, 0.0, 0.0});
-								fold_unseen(w.seen.back(), w, 0, i - first);
-								return;
-							}
-							Seen &seen = w.seen[slot];
-							if (seen.point != i)
-							{
-								fold(seen);
-								fold_unseen(seen, w, seen.end - first, i - first);
-								seen.point = i;
-								seen.end = end;
-								seen.least = d2;
-							}
-							else
-								seen.least = std::min(seen.least, d2);
-						}));
-				}
-			}
-			size_t seen_users = w.seen.size();
-			for (Seen &seen : w.seen)
-			{
-				fold(seen);
-				fold_unseen(seen, w, seen.end - first, n);
-				w.slot[seen.user] = -1;
-				seen.bound = seen.sum * margin;
-			}
-			/* a round that fills the heap only seeds it: the next one's radii (or pairs) set the rest aside better */
-			bool seeding = size < k_;
-			if (!offer_seen(a, w, heap, size, work, boxed, budget - searched, seeding))
-				break;
-			/* a seeding round that filled the heap left some of its users unoffered */
-			bool all_offered = !(seeding && size == k_);
-			bool all_seen = seen_users + 1 == static_cast<size_t>(s_.users());
-			if (all_offered && (all_seen || (size == k_ && geo::similarity_of(n, unseen_sum * margin) <
-																heap[0].similarity)))
-			{
-				done = true;
-				break;
-			}
-			if (work + searched + boxed > budget)
-				break;
-			/* until there are k: wider; then the radii of the worst kept (radii_of_worst), whose round ends it */
-			double next = radius * 2;
-			radius = next >= tree_.whole() ? INFINITY : next;
-		}
-		for (int32_t u : w.compared_users)
-			w.compared[u] = 0;
-		compared_.fetch_add(static_cast<int64_t>(std::min(work, 9e18)), std::memory_order_relaxed);
-		searched_.fetch_add(static_cast<int64_t>(std::min(searched + boxed, 9e18)), std::memory_order_relaxed);
-		return done;
 	}
 
 	/*
@@ -553,10 +407,7 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 	{
 		Scratch &w = scratch_[worker];
 		if (w.slot.empty())
-		{
 			w.slot.assign(static_cast<size_t>(s_.users()), -1);
-			w.compared.assign(static_cast<size_t>(s_.users()), 0);
-		}
 		int64_t n = s_.count(a);
 		double margin = bound_margin(n);
 		double searched = 0;
@@ -590,15 +441,27 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 			double r = radius_for<M>(most * (1 + margin) / static_cast<double>(n));
 			searched += users_around(a, r >= tree_.whole() ? INFINITY : r * r, w);
 		}
+		/* the k compared first (a device that compares in list order fills its heap with them), then the rest */
 		double pairs = 0;
+		for (int i = 0; i < k_; ++i)
+		{
+			int32_t u = w.above[i].second;
+			others.push_back(u);
+			w.slot[u] = 1;
+			pairs += static_cast<double>(n) * static_cast<double>(s_.count(u));
+		}
 		for (int32_t u : w.found)
 		{
+			if (w.slot[u] == 1)
+				continue;
 			searched += static_cast<double>((box_offsets_[a + 1] - box_offsets_[a]) * (box_offsets_[u + 1] - box_offsets_[u]));
 			if (geo::similarity_of(n, boxes_bound(a, u) * (1 - margin)) < worst)
 				continue;
 			others.push_back(u);
 			pairs += static_cast<double>(n) * static_cast<double>(s_.count(u));
 		}
+		for (int i = 0; i < k_; ++i)
+			w.slot[w.above[i].second] = -1;
 		compared_.fetch_add(static_cast<int64_t>(std::min(pairs, 9e18)), std::memory_order_relaxed);
 		searched_.fetch_add(static_cast<int64_t>(std::min(searched, 9e18)), std::memory_order_relaxed);
 	}
@@ -609,92 +472,12 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
   private:
 	struct Scratch
 	{
-		std::vector<int32_t> slot; /* per user: its place in `seen`, or -1 */
-		std::vector<Seen> seen;
-		std::vector<uint8_t> compared; /* per user: compared with the current user */
-		std::vector<int32_t> compared_users;
-		std::vector<double> radius2; /* per point of the current user: its search's squared radius */
-		std::vector<double> unseen;	 /* and the least term of a user that the search does not visit */
-		std::vector<int32_t> found;	 /* users found once each (users_by_pairs, others_of) */
+		std::vector<int32_t> slot;	/* per user: 0 while found by the current search, 1 while listed first, else -1 */
+		std::vector<int32_t> found; /* users found once each (users_by_pairs, users_around) */
 		std::vector<std::pair<double, int32_t>> above; /* their upper bounds (others_of) */
 		std::vector<SimilarityEntry> heap;			   /* the best of those (others_of) */
 	};
 
-
-	/*
-	 * Offers a the users of w.seen, whose bounds are set, in order of them,
-	 * while they may enter (or, `seeding`, until the heap is full); once the
-	 * heap is full, first sets aside those that the heap or the boxes' bound
-	 * (cheaper than sorting them) rule out.  False where that passes
-	 * `budget` (pairs compared and boxes), the offers left undone.
-	 */
-	bool offer_seen(int32_t a, Scratch &w, SimilarityEntry *heap, int &size, double &work, double &boxed,
-					double budget, bool seeding = false)
-	{
-		int64_t n = s_.count(a);
-		double margin = 1 - bound_margin(n);
-		size_t kept = 0;
-		for (Seen &seen : w.seen)
-		{
-			if (size == k_)
-			{
-				if (w.compared[seen.user] || geo::similarity_of(n, seen.bound) < heap[0].similarity)
-					continue;
-				boxed += static_cast<double>((box_offsets_[a + 1] - box_offsets_[a]) *
-											 (box_offsets_[seen.user + 1] - box_offsets_[seen.user]));
-				double by_boxes = boxes_bound(a, seen.user) * margin;
-				if (geo::similarity_of(n, by_boxes) < heap[0].similarity)
-					continue;
-				seen.bound = std::max(seen.bound, by_boxes);
-			}
-			w.seen[kept++] = seen;
-		}
-		w.seen.resize(kept);
-		int seeds = 0;
-		std::sort(w.seen.begin(), w.seen.end(), [](const Seen &x, const Seen &y) { return x.bound < y.bound; });
-		for (const Seen &seen : w.seen)
-		{
-			if (size == k_ && geo::similarity_of(n, seen.bound) < heap[0].similarity)
-				break;
-			if (w.compared[seen.user])
-				continue;
-			/* compared, or shown unable to enter: the heap's worst only rises */
-			w.compared[seen.user] = 1;
-			w.compared_users.push_back(seen.user);
-			if (size == k_)
-			{
-				boxed += static_cast<double>(n) *
-						 static_cast<double>(box_offsets_[seen.user + 1] - box_offsets_[seen.user]);
-				if (geo::similarity_of(n, box_bound(a, seen.user) * margin) < heap[0].similarity)
-					continue;
-			}
-			offer_other<M>(s_, a, seen.user, k_, epsilon_, heap, size);
-			work += static_cast<double>(n) * static_cast<double>(s_.count(seen.user));
-			if (work + boxed > budget)
-				return false;
-			if (seeding && size == k_ && ++seeds >= kSeeds * k_)
-				break;
-		}
-		return true;
-	}
-
-	/*
-	 * The last round of a user a of several places (boxes), once its heap
-	 * is full, through the pairs' index: a user b that can enter has a sum
-	 * at most the worst kept's, so its terms on a's two largest boxes are
-	 * at most that too, and so is their bound from b's boxes nearest to
-	 * those two, a pair that the index holds (PairIndex).  The users of
-	 * such pairs, and those of too many boxes to index, are the only ones
-	 * to offer.  Adds the index's entries and nodes examined to `searched`;
-	 * false where the offers passed the budget (offer_seen).
-	 */
-	bool by_pairs(int32_t a, Scratch &w, SimilarityEntry *heap, int &size, double &work, double &searched,
-				  double &boxed, double budget)
-	{
-		w.seen.clear();
-		searched += users_by_pairs(a, heap[0].similarity, w, [&](int32_t u) { w.seen.push_back({u, 0, 0, 0.0, 0.0, 0.0}); });
-		return offer_seen(a, w, heap, size, work, boxed, budget - searched);
-	}
 
 	/*
 	 * found(b), once each, for the users b other than a (of two boxes or
@@ -797,42 +580,6 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		return std::max(distance_below<M>(d2), epsilon_);
 	}
 
-	/*
-	 * The search radii that end a user's search in one round, from the worst
-	 * of its heap, `worst`: a user b can enter only with a sum at most the
-	 * worst's, so on at least one of a's boxes (a run of its points around
-	 * one place) b's terms sum to at most the worst's there.  Each point of
-	 * a box gets the radius of the worst's mean term on that box: a user
-	 * that no search visits has every term above it, a sum above the
-	 * worst's.  The worst's terms cost a comparison; returns its pairs.
-	 */
-	double radii_of_worst(int32_t a, const SimilarityEntry &worst, Scratch &w) const
-	{
-		int32_t b = user_of(worst.user_id);
-		int64_t first = s_.offsets[a];
-		for (int64_t x = box_offsets_[a]; x < box_offsets_[a + 1]; ++x)
-		{
-			const Box &box = boxes_[x];
-			double sum = 0;
-			for (int64_t i = box.begin; i < box.end; ++i)
-				sum += std::max(nearest_distance<M>(s_, i, s_.offsets[b], s_.offsets[b + 1]), epsilon_);
-			double r = radius_for<M>(sum / static_cast<double>(box.points()));
-			double r2 = r >= tree_.whole() ? INFINITY : r * r;
-			for (int64_t i = box.begin; i < box.end; ++i)
-				w.radius2[i - first] = r2;
-		}
-		return static_cast<double>(s_.count(a)) * static_cast<double>(s_.count(b));
-	}
-
-	/* The code of the user of id `id`. */
-	int32_t user_of(long long id) const
-	{
-		auto at = std::lower_bound(by_id_.begin(), by_id_.end(), id, [this](int32_t u, long long want) {
-			return static_cast<long long>(s_.user_ids[u]) < want;
-		});
-		return *at;
-	}
-
 	void point_of(int64_t i, double *q) const
 	{
 		if constexpr (M == GeoMetric::Euclidean)
@@ -846,18 +593,6 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 			q[1] = s_.uy[i];
 			q[2] = s_.uz[i];
 		}
-	}
-
-	void fold(Seen &seen) const
-	{
-		seen.sum += static_cast<double>(seen.end - seen.point) * std::max(distance_below<M>(seen.least), epsilon_);
-	}
-
-	/* A's points [from, to) (counted from its first), from which the search did not visit the user: each at least its `unseen`. */
-	static void fold_unseen(Seen &seen, const Scratch &w, int64_t from, int64_t to)
-	{
-		for (int64_t i = from; i < to; ++i)
-			seen.sum += w.unseen[i];
 	}
 
 	/*
@@ -885,36 +620,6 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 				nearest = std::min(nearest, d2);
 			}
 			sum += static_cast<double>(mine.end - mine.begin) * std::max(distance_below<M>(nearest), epsilon_);
-		}
-		return sum;
-	}
-
-	/*
-	 * Another bound of user b's sum, from its boxes: each of a's points is at
-	 * least b's nearest box away from b's nearest point.  Dearer than the
-	 * search's (a box distance per point of a and box of b), so taken only
-	 * for the users that the search's bound leaves to compare.
-	 */
-	double box_bound(int32_t a, int32_t b) const
-	{
-		double sum = 0;
-		for (int64_t i = s_.offsets[a]; i < s_.offsets[a + 1]; ++i)
-		{
-			double q[3];
-			point_of(i, q);
-			double nearest = INFINITY;
-			for (int64_t x = box_offsets_[b]; x < box_offsets_[b + 1]; ++x)
-			{
-				double d2 = 0;
-				for (int d = 0; d < kDims<M>; ++d)
-				{
-					double below = boxes_[x].lo[d] - q[d], above = q[d] - boxes_[x].hi[d];
-					double gap = below > 0 ? below : above > 0 ? above : 0;
-					d2 += gap * gap;
-				}
-				nearest = std::min(nearest, d2);
-			}
-			sum += std::max(distance_below<M>(nearest), epsilon_);
 		}
 		return sum;
 	}
@@ -951,7 +656,6 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 
 	std::vector<int64_t> box_offsets_; /* user u's boxes: boxes_[box_offsets_[u], box_offsets_[u + 1]) */
 	std::vector<Box> boxes_;
-	std::vector<int32_t> by_id_; /* the user codes in id order */
 
 	/*
 	 * The pairs' index: for each user of at most kPairBoxes boxes, every
@@ -1115,11 +819,11 @@ std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, doub
 	if (pruning == GeoPruning::Auto && n_points * n_points < (gpu ? kLeastGpuPrunedPairs : kLeastPrunedPairs))
 		return nullptr;
 	/*
-	 * For the GPU, users of more places than the pairs' index takes (points
-	 * spread evenly) would list nearly everyone: the brute force, without
-	 * building the index to sample it.
+	 * Users of more places than the pairs' index takes (points spread
+	 * evenly) would list nearly everyone: the brute force, without building
+	 * the index to sample it.
 	 */
-	if (gpu && pruning == GeoPruning::Auto && wide_users(s) * kWidePairsShare > static_cast<size_t>(n_users))
+	if (pruning == GeoPruning::Auto && wide_users(s) * kWidePairsShare > static_cast<size_t>(n_users))
 		return nullptr;
 	std::unique_ptr<BestOthers> search;
 	if (s.metric == GeoMetric::Euclidean)
@@ -1132,26 +836,18 @@ std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, doub
 	/* auto: the part's users at even steps, searched as they would be */
 	size_t users_of_part = n_users > part ? (n_users - part + parts - 1) / parts : 0;
 	auto sample = static_cast<size_t>(std::min<size_t>(users_of_part, kSampleUsers));
-	std::vector<double> brute(sample, 0), gave_up(sample, 0);
-	std::vector<SimilarityEntry> heaps(sample * k);
+	std::vector<double> brute(sample, 0);
 	parallel_for(sample, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &) {
 		auto a = static_cast<int32_t>((item * users_of_part / sample) * parts + part);
-		int size = 0;
 		brute[item] = static_cast<double>(s.count(a)) * n_points;
-		if (gpu)
-		{
-			std::vector<int32_t> others;
-			search->others_of(a, worker, others);
-			return;
-		}
-		/* a user whose search gives up costs its brute force on top */
-		gave_up[item] = search->find(a, worker, heaps.data() + item * k, size) ? 0 : brute[item];
+		std::vector<int32_t> others;
+		search->others_of(a, worker, others);
 	});
-	double brute_pairs = 0, given_up_pairs = 0;
-	for (size_t item = 0; item < sample; ++item)
-		brute_pairs += brute[item], given_up_pairs += gave_up[item];
+	double brute_pairs = 0;
+	for (double pairs : brute)
+		brute_pairs += pairs;
 	double searched = search->searched() * (gpu ? kCpuStepInGpuPairs : 1);
-	if (!(search->compared() + searched + given_up_pairs < kPruneWhenBelow * brute_pairs))
+	if (!(search->compared() + searched < kPruneWhenBelow * brute_pairs))
 		return nullptr;
 	return search;
 }
