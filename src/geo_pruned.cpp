@@ -5,45 +5,39 @@
  * A k-d tree holds every point of the call (in the plane under euclidean;
  * on the unit sphere, by chord, under haversine), and each user's points
  * are grouped in boxes, about one per place it goes to.  A search of
- * radius r from a query (one of A's points, or one of its boxes) visits
- * every point within r of it, by its owner and distance, except that a
- * node far from the query for its size is visited once per user with
- * points in it, at the node's least distance.  For any other user B, the
- * distance from A's point i to B's nearest point is then at least the
- * least distance at which a search covering i visited B, and more than
- * r_i when none did.  So the sum that makes B's similarity to A
- * (geo_pairs.hpp, offer_other) is at least
- *     sum over i of max(visited_i(B) ? least_i(B) : r_i, epsilon).
+ * radius r from a box visits every point within r of it, by its owner,
+ * except that a node far from the box for its size is visited once per
+ * user with points in it.  A second k-d tree, the pairs' index, holds every
+ * ordered pair of each user's boxes (for users of at most 3 boxes).
  *
- * A user's search has two rounds.  The first, of a small radius, seeds
- * A's heap of best others: the users visited are compared with A point by
- * point (offer_other, exactly as the brute force does) in order of that
- * bound until the heap is full and 3k more were offered (the radius
- * doubles while it is not full).  The last round is exact, from the worst
- * kept, W: a user that can enter has a sum at most W's, so on at least one
- * of A's boxes its terms are at most W's there.  A user of one box
- * searches each point with W's mean term on that box as radius (a box
- * whose radius dwarfs it searches once from the box), and a user no
- * search visits cannot enter.  A user of several boxes looks up the pairs'
- * index: every ordered pair of each user's boxes, of which the one nearest
- * A's two largest boxes bounds that user's terms on them; only users with
- * a pair within W's sum (and users of too many boxes to index) may enter.
- * The users found are filtered by bounds from both users' boxes, then
- * compared in order of their bound until the next one's says that it
- * cannot enter the heap; users compared are not compared again.
+ * For each user A, others_of lists the users that may enter A's k best;
+ * the device then compares A with exactly those (offer_other on the CPU,
+ * geo_cpu.cpp; best_listed_others on the GPU, kernels/geo.cu), with the
+ * brute force's arithmetic and tie rule.  The list:
+ *   - seeds: the users around A's boxes (the radius doubling until there
+ *     are k) get an upper bound of their sum from the boxes (bound_above);
+ *     the k of least bound are compared with A point by point, and the
+ *     worst of them, W, is at most A's k-th best similarity;
+ *   - a user that can reach W has a sum at most W's, so on at least one of
+ *     A's boxes its terms are at most W's mean term: for A of one box, the
+ *     users within that of A's box; for A of several, the users of a pair
+ *     in the pairs' index whose bound from A's two largest boxes is within
+ *     W's sum (and the users of too many boxes to index);
+ *   - of those, the users whose boxes' bound (boxes_bound) is above W's
+ *     sum are struck out.
  *
- * Bounds are computed in doubles and made a little lower (bound_margin,
- * geo_pairs.hpp) than the least sum that rounding could make; a user is skipped only
- * when its bound's similarity is strictly below the heap's worst, so equal
- * similarities still enter and tie by id as in the brute force.  The heap
- * therefore holds the brute force's k best, whose similarity values are
- * computed by the same function.
+ * Bounds are computed in doubles, lower bounds made a little lower and
+ * upper ones a little higher (bound_margin, geo_pairs.hpp) than rounding
+ * could make the sums; a user is left out only when its bound's similarity
+ * is strictly below W, so equal similarities are listed and tie by id as
+ * in the brute force.  The k best of the listed are therefore the brute
+ * force's k best, whose similarity values are computed by the same
+ * function.
  *
- * Where the points are spread evenly, the radii grow until nearly every
- * pair is compared: pruning would cost more than the brute force.  Under
- * gpurec.geo_pruning = auto a sample of the users decides (best_others_search);
- * and a user whose search exceeds half of its brute force's cost is
- * finished by the brute force.
+ * Where the points are spread evenly (users of many boxes), the lists hold
+ * nearly everyone: pruning would cost more than the brute force.  Under
+ * gpurec.geo_pruning = auto that, or a sample of the users' lists, decides
+ * (best_others_search).
  */
 #include "no_postgres.hpp"
 
