@@ -57,6 +57,9 @@ constexpr int kCandidatesPerThread = 4;
 constexpr double kEuclideanPairsPerLaunch = 4e10;
 constexpr double kHaversinePairsPerLaunch = 3e9;
 
+/* Users per batch of a pruned best-others search, at most: lists of a few thousand others each fit well. */
+constexpr int32_t kListedBatch = 16384;
+
 /* Threads wanted in flight before the best-others search also splits the other users. */
 constexpr double kWantedThreads = 65536;
 
@@ -203,32 +206,33 @@ __global__ void __launch_bounds__(kBlock)
 	}
 }
 
-/*
- * Best others: thread t of column blockIdx.y keeps, for user a = users[t],
- * the k most similar among the other users [b_begin, b_end) of its column,
- * in heaps[(column * n + t) * k ...] with sizes[column * n + t].  a's points
- * sit in registers R at a time (all of them when it has at most R), each
- * with the running minimum of its key against the streaming user b; the
- * floored distances add up in a's point order, as on the CPU.
- */
-template <Metric M, int R>
-__global__ void __launch_bounds__(kBlock)
-	best_others(DevicePoints pts, const int64_t *__restrict__ ids,
-				const int32_t *__restrict__ users, int n, int32_t first_b, int32_t column_width,
-				int32_t n_users, double epsilon, int k, SimilarityEntry *heaps, int *sizes)
+/* The others that a best-others thread compares: users [begin, end), or a list of them. */
+struct OtherRange
 {
-	int t = blockIdx.x * blockDim.x + threadIdx.x;
-	if (t >= n)
-		return;
-	int32_t b_begin = first_b + static_cast<int32_t>(blockIdx.y) * column_width;
-	int32_t b_end = min(n_users, b_begin + column_width);
-	if (b_begin >= b_end)
-		return;
-	int32_t a = users[t];
+	int32_t begin, end;
+	__device__ long long count() const { return end - begin; }
+	__device__ int32_t operator[](long long i) const { return begin + static_cast<int32_t>(i); }
+};
+struct OtherList
+{
+	const int32_t *__restrict__ others;
+	long long n;
+	__device__ long long count() const { return n; }
+	__device__ int32_t operator[](long long i) const { return __ldg(others + i); }
+};
+
+/*
+ * Offers user a's heap (of `size` entries) each of `others` but a itself,
+ * with its similarity to a.  a's points sit in registers R at a time (all
+ * of them when it has at most R), each with the running minimum of its key
+ * against the streaming user b; the floored distances add up in a's point
+ * order, as on the CPU.
+ */
+template <Metric M, int R, typename Others>
+__device__ __forceinline__ void rank_others(const DevicePoints &pts, const int64_t *__restrict__ ids, int32_t a,
+											Others others, double epsilon, int k, SimilarityEntry *heap, int &size)
+{
 	long long a0 = pts.offsets[a], na = pts.offsets[a + 1] - a0;
-	size_t slot = static_cast<size_t>(blockIdx.y) * n + t;
-	SimilarityEntry *heap = heaps + slot * k;
-	int size = sizes[slot];
 	SimilarityEntry worst = size == k ? heap[0] : SimilarityEntry{0, 0}; /* the root, once full */
 
 	double ax[R], ay[R], ac[R];
@@ -242,8 +246,9 @@ __global__ void __launch_bounds__(kBlock)
 	if (one_chunk)
 		load_chunk(0);
 
-	for (int32_t b = b_begin; b < b_end; ++b)
+	for (long long i = 0; i < others.count(); ++i)
 	{
+		int32_t b = others[i];
 		if (b == a)
 			continue;
 		long long p0 = __ldg(pts.offsets + b), p1 = __ldg(pts.offsets + b + 1);
@@ -267,7 +272,50 @@ __global__ void __launch_bounds__(kBlock)
 				worst = heap[0];
 		}
 	}
+}
+
+/*
+ * Best others: thread t of column blockIdx.y keeps, for user a = users[t],
+ * the k most similar among the other users [b_begin, b_end) of its column,
+ * in heaps[(column * n + t) * k ...] with sizes[column * n + t].
+ */
+template <Metric M, int R>
+__global__ void __launch_bounds__(kBlock)
+	best_others(DevicePoints pts, const int64_t *__restrict__ ids,
+				const int32_t *__restrict__ users, int n, int32_t first_b, int32_t column_width,
+				int32_t n_users, double epsilon, int k, SimilarityEntry *heaps, int *sizes)
+{
+	int t = blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= n)
+		return;
+	int32_t b_begin = first_b + static_cast<int32_t>(blockIdx.y) * column_width;
+	int32_t b_end = min(n_users, b_begin + column_width);
+	if (b_begin >= b_end)
+		return;
+	size_t slot = static_cast<size_t>(blockIdx.y) * n + t;
+	int size = sizes[slot];
+	rank_others<M, R>(pts, ids, users[t], OtherRange{b_begin, b_end}, epsilon, k, heaps + slot * k, size);
 	sizes[slot] = size;
+}
+
+/*
+ * Best others among listed ones (a pruned similar_users): thread t keeps,
+ * for user a = users[t], the k most similar of others[offsets[t],
+ * offsets[t + 1]) in heaps[t * k ...] with sizes[t].
+ */
+template <Metric M, int R>
+__global__ void __launch_bounds__(kBlock)
+	best_listed_others(DevicePoints pts, const int64_t *__restrict__ ids, const int32_t *__restrict__ users, int n,
+					   const int64_t *__restrict__ offsets, const int32_t *__restrict__ others, double epsilon, int k,
+					   SimilarityEntry *heaps, int *sizes)
+{
+	int t = blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= n)
+		return;
+	int size = 0;
+	rank_others<M, R>(pts, ids, users[t], OtherList{others + offsets[t], offsets[t + 1] - offsets[t]}, epsilon, k,
+					  heaps + static_cast<size_t>(t) * k, size);
+	sizes[t] = size;
 }
 
 /* The weight of each point: its user's similarity to the main user, or 0. */
@@ -676,6 +724,8 @@ class GeoSession
 	void similarity_sums(int32_t main_user, double epsilon);
 	void similar_users(int k, double epsilon, int part, int parts, std::vector<SimilarityEntry> &heaps,
 					   std::vector<int32_t> &sizes);
+	void similar_users_listed(int k, double epsilon, int part, int parts, GeoOtherLists &lists,
+							  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs);
 	std::vector<std::vector<double>> strengths(int32_t main_user, double min_similarity,
 											   const StrengthParams &params,
 											   const std::vector<PowerPlan> &powers, const ReachGrid *reach);
@@ -804,6 +854,18 @@ class GeoSession
 		}
 	}
 
+	/* Part `part` of `parts`'s share of tile class c (geo_kernels.hpp): by_count_ positions [first, second). */
+	std::pair<int32_t, int32_t> part_of_class(size_t c, int part, int parts) const
+	{
+		int64_t whole_lo = class_begin_[c], span = class_begin_[c + 1] - whole_lo;
+		return {static_cast<int32_t>(whole_lo + span * part / parts),
+				static_cast<int32_t>(whole_lo + span * (part + 1) / parts)};
+	}
+	/* The register tile of the best-others kernels for class c: the last class's users go through in chunks of the largest. */
+	int best_others_tile(size_t c) const
+	{
+		return c + 2 == class_begin_.size() ? max_tile_ : static_cast<int>(c + 1) * kTileStep;
+	}
 	int class_of(int64_t count) const
 	{
 		if (count > max_tile_)
@@ -906,13 +968,10 @@ void GeoSession::similar_users(int k, double epsilon, int part, int parts, std::
 
 	for (size_t c = 0; c + 1 < class_begin_.size(); ++c)
 	{
-		/* this part's share of the class (geo_kernels.hpp) */
-		int64_t whole_lo = class_begin_[c], span = class_begin_[c + 1] - whole_lo;
-		auto class_lo = static_cast<int32_t>(whole_lo + span * part / parts);
-		auto class_hi = static_cast<int32_t>(whole_lo + span * (part + 1) / parts);
+		auto [class_lo, class_hi] = part_of_class(c, part, parts);
 		if (class_lo == class_hi)
 			continue;
-		int tile = c + 2 == class_begin_.size() ? max_tile_ : static_cast<int>(c + 1) * kTileStep;
+		int tile = best_others_tile(c);
 		/* pairs a user of this class evaluates per point of another user */
 		double pairs_per_point =
 			c + 2 == class_begin_.size()
@@ -998,6 +1057,90 @@ void GeoSession::similar_users(int k, double epsilon, int part, int parts, std::
 			lo += n;
 		}
 	}
+}
+
+/*
+ * The users of each class in batches of kListedBatch: the CPU makes a
+ * batch's lists (GeoOtherLists) while the GPU compares the batch before.
+ */
+void GeoSession::similar_users_listed(int k, double epsilon, int part, int parts, GeoOtherLists &lists,
+									  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs)
+{
+	heaps.assign(static_cast<size_t>(n_users_) * k, SimilarityEntry{0, 0});
+	sizes.assign(n_users_, 0);
+	pairs = 0;
+	struct Batch
+	{
+		size_t c;
+		int32_t lo, n; /* by_count_ positions [lo, lo + n) */
+		std::vector<int64_t> offsets;
+		std::vector<int32_t> others;
+	};
+	/* at most kListedBatch users, fewer where lists of every other user would not fit half the free memory */
+	size_t user_bytes = sizeof(int32_t) * static_cast<size_t>(n_users_) + sizeof(SimilarityEntry) * k + 16;
+	auto batch = static_cast<int32_t>(std::clamp<size_t>(free_bytes() / 2 / user_bytes, 1, kListedBatch));
+	std::vector<Batch> batches;
+	for (size_t c = 0; c + 1 < class_begin_.size(); ++c)
+	{
+		auto [class_lo, class_hi] = part_of_class(c, part, parts);
+		for (int32_t lo = class_lo; lo < class_hi; lo += batch)
+			batches.push_back({c, lo, std::min(batch, class_hi - lo), {}, {}});
+	}
+	Stopwatch whole;
+	double transfer_ms = 0;
+	auto make = [&](Batch &b) {
+		lists.lists(by_count_host_.data() + b.lo, b.n, b.offsets, b.others);
+		for (int32_t t = 0; t < b.n; ++t)
+			for (int64_t i = b.offsets[t]; i < b.offsets[t + 1]; ++i)
+				pairs += static_cast<double>(offsets_host_[by_count_host_[b.lo + t] + 1] - offsets_host_[by_count_host_[b.lo + t]]) *
+						 static_cast<double>(offsets_host_[b.others[i] + 1] - offsets_host_[b.others[i]]);
+	};
+	if (!batches.empty())
+		make(batches[0]);
+	for (size_t i = 0; i < batches.size(); ++i)
+	{
+		Batch &b = batches[i];
+		DeviceBuffer<int64_t> d_offsets(b.offsets.size(), ctx_);
+		DeviceBuffer<int32_t> d_others(std::max<size_t>(1, b.others.size()), ctx_);
+		DeviceBuffer<SimilarityEntry> d_heaps(static_cast<size_t>(b.n) * k, ctx_);
+		DeviceBuffer<int> d_sizes(b.n, ctx_);
+		upload(d_offsets, b.offsets, stream_, ctx_);
+		upload(d_others, b.others, stream_, ctx_);
+		/* heaps are downloaded whole though only sizes[] entries of each are written: zeroed (initcheck) */
+		check(cudaMemsetAsync(d_heaps.get(), 0, d_heaps.size() * sizeof(SimilarityEntry), stream_), "cudaMemsetAsync");
+		with_metric(metric_, [&](auto metric) {
+			constexpr Metric M = decltype(metric)::value;
+			with_tile<M>(best_others_tile(b.c), [&](auto r) {
+				best_listed_others<M, decltype(r)::value><<<blocks_for(b.n), kBlock, 0, stream_>>>(
+					device_points(), ids_.get(), by_count_.get() + b.lo, b.n, d_offsets.get(), d_others.get(), epsilon,
+					k, d_heaps.get(), d_sizes.get());
+			});
+		});
+		check_launch("best_listed_others");
+		/* the next batch's lists on the CPU meanwhile; this batch's stay until its copy is done */
+		if (i + 1 < batches.size())
+			make(batches[i + 1]);
+		between_launches();
+
+		EventTimer transfer(stream_);
+		std::vector<SimilarityEntry> h_heaps;
+		std::vector<int> h_sizes;
+		download(h_heaps, d_heaps, d_heaps.size(), stream_);
+		download(h_sizes, d_sizes, d_sizes.size(), stream_);
+		transfer_ms += transfer.stop_ms();
+		for (int32_t t = 0; t < b.n; ++t)
+		{
+			int32_t a = by_count_host_[b.lo + t];
+			std::copy(h_heaps.begin() + static_cast<size_t>(t) * k, h_heaps.begin() + static_cast<size_t>(t + 1) * k,
+					  heaps.begin() + static_cast<size_t>(a) * k);
+			sizes[a] = h_sizes[t];
+		}
+		b.offsets = {};
+		b.others = {};
+	}
+	/* the lists' making, overlapped with the GPU's comparing, counts as compute */
+	ctx_.times.transfer_ms += transfer_ms;
+	ctx_.times.compute_ms += std::max(0.0, whole.elapsed_ms() - transfer_ms);
 }
 
 std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double min_similarity,
@@ -1249,6 +1392,13 @@ void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int
 					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes)
 {
 	session.similar_users(k, epsilon, part, parts, heaps, sizes);
+}
+
+void geo_similar_users_listed(GeoSession &session, int k, double epsilon, int part, int parts,
+							  GeoOtherLists &lists, std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
+							  double &pairs)
+{
+	session.similar_users_listed(k, epsilon, part, parts, lists, heaps, sizes, pairs);
 }
 
 std::vector<std::vector<double>> geo_strengths(GeoSession &session, int32_t main_user,

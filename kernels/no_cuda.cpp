@@ -71,6 +71,11 @@ void geo_similar_users(GeoSession &, int, double, int, int, std::vector<Similari
 {
 	no_gpu();
 }
+void geo_similar_users_listed(GeoSession &, int, double, int, int, GeoOtherLists &, std::vector<SimilarityEntry> &,
+							  std::vector<int32_t> &, double &)
+{
+	no_gpu();
+}
 std::vector<std::vector<double>> geo_strengths(GeoSession &, int32_t, double, const StrengthParams &,
 											   const std::vector<PowerPlan> &, const ReachGrid *)
 {

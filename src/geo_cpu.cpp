@@ -92,20 +92,23 @@ void similar_users_cpu(const GeoPointSet &s, int k, double epsilon, GeoPruning p
 	int32_t n_users = s.users();
 	heaps.assign(static_cast<size_t>(n_users) * k, SimilarityEntry{0, 0});
 	sizes.assign(n_users, 0);
-	std::unique_ptr<BestOthers> pruned = best_others_search(s, k, epsilon, pruning, part, parts, ctx);
+	std::unique_ptr<BestOthers> pruned = best_others_search(s, k, epsilon, pruning, PrunedFor::Cpu, part, parts, ctx);
 	/* the part's users: codes part, part + parts, ... */
 	size_t users_of_part = n_users > part ? (n_users - part + parts - 1) / parts : 0;
-	std::atomic<int64_t> brute_users{0};
 	parallel_for(users_of_part, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &cancelled) {
 		int32_t a = static_cast<int32_t>(item * parts + part);
 		SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * k;
 		int size = 0;
-		if (!pruned || !pruned->find(a, worker, heap, size))
+		if (pruned)
 		{
-			best_others_of_all<M>(s, a, k, epsilon, heap, size, cancelled);
-			if (pruned)
-				brute_users.fetch_add(1, std::memory_order_relaxed);
+			/* the listed users only, as the GPU compares them (the first k fill the heap early) */
+			std::vector<int32_t> others;
+			pruned->others_of(a, worker, others);
+			for (int32_t b : others)
+				offer_other<M>(s, a, b, k, epsilon, heap, size);
 		}
+		else
+			best_others_of_all<M>(s, a, k, epsilon, heap, size, cancelled);
 		sizes[a] = size;
 		ctx.progress.add(1);
 	});
@@ -118,10 +121,8 @@ void similar_users_cpu(const GeoPointSet &s, int k, double epsilon, GeoPruning p
 		double examined = pruned->compared() + pruned->searched();
 		char note[200];
 		snprintf(note, sizeof note,
-				 "; pruned: %.3g of %.3g point pairs examined (%.2f%%: %.3g compared, %.3g in the index), "
-				 "%lld users compared with all",
-				 examined, all, all > 0 ? 100 * examined / all : 0.0, pruned->compared(), pruned->searched(),
-				 static_cast<long long>(brute_users.load()));
+				 "; pruned: %.3g of %.3g point pairs examined (%.2f%%: %.3g listed to compare, %.3g in the index)",
+				 examined, all, all > 0 ? 100 * examined / all : 0.0, pruned->compared(), pruned->searched());
 		ctx.device_choice += note;
 	}
 }

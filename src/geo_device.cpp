@@ -8,9 +8,12 @@
 
 #include "geo_internal.hpp"
 
+#include <atomic>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 
+#include "cpu_parallel.hpp"
 #include "gpu_service.hpp"
 #include "roc_fitness.hpp"
 
@@ -130,6 +133,75 @@ std::unique_ptr<ReachGrid> reach_grid_for(const GeoRows &points, const GeoCandid
 	return std::make_unique<ReachGrid>(prepared.grid ? *prepared.grid : reach_grid_of(points, *cands, work.strength));
 }
 
+/* A pruned search's lists of others (others_of), a batch of users at a time on all cores, for the GPU. */
+class ListsOfSearch final : public gpu::GeoOtherLists
+{
+  public:
+	ListsOfSearch(BestOthers &search, ExecContext &ctx) : search_(search), ctx_(ctx) {}
+
+	void lists(const int32_t *users, int32_t n, std::vector<int64_t> &offsets, std::vector<int32_t> &others) override
+	{
+		std::vector<std::vector<int32_t>> each(static_cast<size_t>(n));
+		parallel_for(each.size(), ctx_, [&](size_t t, size_t worker, const std::atomic<bool> &) {
+			search_.others_of(users[t], worker, each[t]);
+			ctx_.progress.add(1);
+		});
+		offsets.assign(each.size() + 1, 0);
+		for (size_t t = 0; t < each.size(); ++t)
+			offsets[t + 1] = offsets[t] + static_cast<int64_t>(each[t].size());
+		others.resize(static_cast<size_t>(offsets.back()));
+		parallel_for(each.size(), ctx_, [&](size_t t, size_t, const std::atomic<bool> &) {
+			std::copy(each[t].begin(), each[t].end(), others.begin() + offsets[t]);
+		});
+	}
+
+  private:
+	BestOthers &search_;
+	ExecContext &ctx_;
+};
+
+/*
+ * similar_users on the GPU session: pruned where best_others_search says
+ * (the CPU's index lists each user's possible others, the GPU compares
+ * them), else every pair.
+ */
+void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const GeoWork &work,
+						  const Prepared &prepared, std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
+						  ExecContext &ctx)
+{
+	if (work.pruning != GeoPruning::Never)
+	{
+		std::unique_ptr<GeoPointSet> own;
+		if (!prepared.grouped)
+			own = std::make_unique<GeoPointSet>(grouped_on_cpu(points, work.metric, ctx));
+		const GeoPointSet &set = prepared.grouped ? *prepared.grouped : *own;
+		Stopwatch indexing;
+		std::unique_ptr<BestOthers> search =
+			best_others_search(set, work.kept, work.epsilon, work.pruning, PrunedFor::Gpu, work.part, work.parts, ctx);
+		double index_ms = indexing.elapsed_ms();
+		if (search)
+		{
+			ListsOfSearch lists(*search, ctx);
+			double pairs = 0;
+			gpu::geo_similar_users_listed(session, work.kept, work.epsilon, work.part, work.parts, lists, heaps, sizes,
+										  pairs);
+			double all = 0;
+			for (int32_t u = 0; u < set.users(); ++u)
+				if (sizes[u] > 0)
+					all += static_cast<double>(set.count(u)) * static_cast<double>(set.points());
+			char note[240];
+			snprintf(note, sizeof note,
+					 "; pruned on the GPU: %.3g of %.3g point pairs examined (%.2f%%: %.3g compared on the GPU, "
+					 "%.3g index steps on the CPU; index built in %.0f ms)",
+					 pairs + search->searched(), all, all > 0 ? 100 * (pairs + search->searched()) / all : 0.0, pairs,
+					 search->searched(), index_ms);
+			ctx.device_choice += note;
+			return;
+		}
+	}
+	gpu::geo_similar_users(session, work.kept, work.epsilon, work.part, work.parts, heaps, sizes);
+}
+
 GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work,
 							 const Prepared &prepared, ExecContext &ctx)
 {
@@ -141,7 +213,7 @@ GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands
 			gpu::geo_similarity_sums(*session, main, work.epsilon, floored, raw);
 		},
 		[&](std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes) {
-			gpu::geo_similar_users(*session, work.kept, work.epsilon, work.part, work.parts, heaps, sizes);
+			similar_users_on_gpu(*session, points, work, prepared, heaps, sizes, ctx);
 		},
 		[&](int32_t main) {
 			return gpu::geo_strengths(*session, main, work.min_similarity, work.strength, work.powers, reach.get());
@@ -476,7 +548,9 @@ std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &pa
 		}
 		return written_bytes([&](ByteWriter &out) { put_result(out, result, whole.kept); });
 	}
-	if (ctx.mode == DeviceMode::Cpu)
+	/* the CPU's grouping: the CPU's points, or the GPU's pruned similar_users' index (made once for the parts) */
+	if (ctx.mode == DeviceMode::Cpu ||
+		(whole.kind == GeoWork::Kind::SimilarUsers && whole.pruning != GeoPruning::Never))
 		prepared.grouped = &call.grouped_set(ctx);
 	if (part.count > 1 && whole.kind == GeoWork::Kind::Strengths)
 	{

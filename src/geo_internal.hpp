@@ -138,25 +138,35 @@ class BestOthers
   public:
 	virtual ~BestOthers() = default;
 	/*
-	 * Fills user a's heap of its k best others (size 0 on entry), the same
-	 * entries as comparing a with every user; false when the search gave
-	 * up as costlier than that, leaving the heap to be discarded.  worker:
-	 * parallel_for's, for scratch kept per thread.
+	 * Appends to `others` the users that may enter a's k best, from bounds
+	 * and k comparisons: distinct, not a, and holding every user whose
+	 * similarity to a reaches the k-th best's (ties too), k of them (compared
+	 * on the CPU to find them) first.  worker: parallel_for's, for scratch
+	 * kept per thread.  The device compares them all (the CPU, geo_cpu.cpp,
+	 * or the GPU, geo_device.cpp).
 	 */
-	virtual bool find(int32_t a, size_t worker, SimilarityEntry *heap, int &size) = 0;
-	/* The point pairs whose distance the searches so far computed: to compare users, and in the index. */
+	virtual void others_of(int32_t a, size_t worker, std::vector<int32_t> &others) = 0;
+	/* The point pairs listed so far (others_of) to compare, and the index's steps (and the CPU's comparisons) to list them. */
 	virtual double compared() const = 0;
 	virtual double searched() const = 0;
+};
+
+/* Who compares the users a pruned search lists: the CPU or the GPU (their costs differ against the index's). */
+enum class PrunedFor : uint8_t
+{
+	Cpu,
+	Gpu
 };
 
 /*
  * The pruned search for similar_users' part `part` of `parts`, with its
  * index built, or null where every pair is to be compared: pruning Never,
  * k at least the other users, or under Auto a small input or a sample of
- * the part's users whose searches cost more than a brute force would.
+ * the part's users whose lists (others_of: the index's steps, and the
+ * pairs listed) cost more than a brute force would.
  */
 std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,
-											   int part, int parts, ExecContext &ctx);
+											   PrunedFor device, int part, int parts, ExecContext &ctx);
 
 /* ---- geo_device.cpp: one computation of a function on its device --------- */
 

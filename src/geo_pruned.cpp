@@ -5,45 +5,39 @@
  * A k-d tree holds every point of the call (in the plane under euclidean;
  * on the unit sphere, by chord, under haversine), and each user's points
  * are grouped in boxes, about one per place it goes to.  A search of
- * radius r from a query (one of A's points, or one of its boxes) visits
- * every point within r of it, by its owner and distance, except that a
- * node far from the query for its size is visited once per user with
- * points in it, at the node's least distance.  For any other user B, the
- * distance from A's point i to B's nearest point is then at least the
- * least distance at which a search covering i visited B, and more than
- * r_i when none did.  So the sum that makes B's similarity to A
- * (geo_pairs.hpp, offer_other) is at least
- *     sum over i of max(visited_i(B) ? least_i(B) : r_i, epsilon).
+ * radius r from a box visits every point within r of it, by its owner,
+ * except that a node far from the box for its size is visited once per
+ * user with points in it.  A second k-d tree, the pairs' index, holds every
+ * ordered pair of each user's boxes (for users of at most 3 boxes).
  *
- * A user's search has two rounds.  The first, of a small radius, seeds
- * A's heap of best others: the users visited are compared with A point by
- * point (offer_other, exactly as the brute force does) in order of that
- * bound until the heap is full and 3k more were offered (the radius
- * doubles while it is not full).  The last round is exact, from the worst
- * kept, W: a user that can enter has a sum at most W's, so on at least one
- * of A's boxes its terms are at most W's there.  A user of one box
- * searches each point with W's mean term on that box as radius (a box
- * whose radius dwarfs it searches once from the box), and a user no
- * search visits cannot enter.  A user of several boxes looks up the pairs'
- * index: every ordered pair of each user's boxes, of which the one nearest
- * A's two largest boxes bounds that user's terms on them; only users with
- * a pair within W's sum (and users of too many boxes to index) may enter.
- * The users found are filtered by bounds from both users' boxes, then
- * compared in order of their bound until the next one's says that it
- * cannot enter the heap; users compared are not compared again.
+ * For each user A, others_of lists the users that may enter A's k best;
+ * the device then compares A with exactly those (offer_other on the CPU,
+ * geo_cpu.cpp; best_listed_others on the GPU, kernels/geo.cu), with the
+ * brute force's arithmetic and tie rule.  The list:
+ *   - seeds: the users around A's boxes (the radius doubling until there
+ *     are k) get an upper bound of their sum from the boxes (bound_above);
+ *     the k of least bound are compared with A point by point, and the
+ *     worst of them, W, is at most A's k-th best similarity;
+ *   - a user that can reach W has a sum at most W's, so on at least one of
+ *     A's boxes its terms are at most W's mean term: for A of one box, the
+ *     users within that of A's box; for A of several, the users of a pair
+ *     in the pairs' index whose bound from A's two largest boxes is within
+ *     W's sum (and the users of too many boxes to index);
+ *   - of those, the users whose boxes' bound (boxes_bound) is above W's
+ *     sum are struck out.
  *
- * Bounds are computed in doubles and made a little lower (bound_margin,
- * geo_pairs.hpp) than the least sum that rounding could make; a user is skipped only
- * when its bound's similarity is strictly below the heap's worst, so equal
- * similarities still enter and tie by id as in the brute force.  The heap
- * therefore holds the brute force's k best, whose similarity values are
- * computed by the same function.
+ * Bounds are computed in doubles, lower bounds made a little lower and
+ * upper ones a little higher (bound_margin, geo_pairs.hpp) than rounding
+ * could make the sums; a user is left out only when its bound's similarity
+ * is strictly below W, so equal similarities are listed and tie by id as
+ * in the brute force.  The k best of the listed are therefore the brute
+ * force's k best, whose similarity values are computed by the same
+ * function.
  *
- * Where the points are spread evenly, the radii grow until nearly every
- * pair is compared: pruning would cost more than the brute force.  Under
- * gpurec.geo_pruning = auto a sample of the users decides (best_others_search);
- * and a user whose search exceeds half of its brute force's cost is
- * finished by the brute force.
+ * Where the points are spread evenly (users of many boxes), the lists hold
+ * nearly everyone: pruning would cost more than the brute force.  Under
+ * gpurec.geo_pruning = auto that, or a sample of the users' lists, decides
+ * (best_others_search).
  */
 #include "no_postgres.hpp"
 
@@ -71,15 +65,9 @@ constexpr int64_t kLeafPoints = 16;
  * A search takes a node's least distance for all of its points where the
  * node's diagonal is at most this share of that distance: a bound within
  * half for the users of a faraway cluster, at one visit per user instead
- * of one per point (the boxes' bound then tightens it, box_bound).
+ * of one per point (the boxes' bound then tightens it, boxes_bound).
  */
 constexpr double kFarEnough = 1.0;
-
-/* A round that fills a user's heap offers it at most this many times k users (in order of their bounds). */
-constexpr int kSeeds = 3;
-
-/* A user's search gives up past this share of its brute force's pairs (and the brute force finishes it). */
-constexpr double kSearchBudget = 0.5;
 
 /* Users sampled to decide between pruning and the brute force (auto). */
 constexpr int32_t kSampleUsers = 96;
@@ -92,6 +80,15 @@ constexpr double kPruneWhenBelow = 0.6;
  * millisecond of work, where building the index would cost as much.
  */
 constexpr double kLeastPrunedPairs = 1e6;
+
+/* For the GPU, which compares every pair at about 8e11 pairs/s: the least input worth an index (about 15 ms of pairs). */
+constexpr double kLeastGpuPrunedPairs = 1e10;
+
+/*
+ * For the GPU, a step of the index (others_of, on the CPU's cores) costs
+ * about as much time as this many point pairs compared on the GPU.
+ */
+constexpr double kCpuStepInGpuPairs = 200;
 
 /*
  * The index space: under euclidean the plane, under haversine the unit
@@ -111,6 +108,20 @@ template <GeoMetric M> double distance_below(double squared)
 		return std::sqrt(squared) * (1 - 1e-12);
 	else
 		return chord_distance_below(squared);
+}
+
+/*
+ * An upper bound of the distance, as computed (geo_arithmetic.hpp), between
+ * points whose index-space distance squared is at most `squared`.
+ * Haversine: the arc of a chord c is 2 asin(c / 2); the computed chord and
+ * distance are within 1e-14 of the true ones, far inside these margins.
+ */
+template <GeoMetric M> double distance_above(double squared)
+{
+	if constexpr (M == GeoMetric::Euclidean)
+		return std::sqrt(squared) * (1 + 1e-9) + 1e-300;
+	else
+		return 2 * std::asin(std::min(1.0, (std::sqrt(squared) + 1e-12) / 2)) * geo::kEarthRadius * (1 + 1e-9) + 1e-6;
 }
 
 /* The index-space radius that reaches every point within `distance` (metres under haversine). */
@@ -331,16 +342,6 @@ template <GeoMetric M> class KdTree
 	double whole_ = 1e-300;
 };
 
-/* A user visited by a search: the bound of its sum, folded one query (a point of A, or a box of them) at a time, in order. */
-struct Seen
-{
-	int32_t user;
-	int64_t point, end; /* A's points [point, end), the query whose least distance to the user so far is in `least` */
-	double least;		/* that least index-space distance squared */
-	double sum;	   /* the bounds of A's points before `point`, floored, summed */
-	double bound;
-};
-
 /*
  * Users' points grouped in boxes: runs of a user's points (in point order,
  * by x) without a gap in x wider than a 256th of all the points' x range,
@@ -350,16 +351,22 @@ struct Seen
  */
 constexpr int kMostBoxes = 8;
 
-/*
- * A box of a user's points searches once for all of them, at its distance
- * (below each point's), where the radius is at least this many times its
- * diagonal: the bounds lose at most a fourth of the radius there, and the
- * search visits the users around a faraway place once instead of once per
- * point.
- */
-constexpr double kBoxQuery = 4;
+/* The widest gap in x within a box: a 256th of all the points' x range. */
+double box_gap(const GeoPointSet &s)
+{
+	double lo = INFINITY, hi = -INFINITY;
+	for (int64_t p = 0; p < s.points(); ++p)
+		lo = std::min(lo, s.x[p]), hi = std::max(hi, s.x[p]);
+	return (hi - lo) / 256;
+}
 
-/* Users of at most this many boxes are in the pairs' index (PrunedSearch::by_pairs), each with the square of it in entries. */
+/* Whether point p, of a user whose points begin at `first` and who has `boxes` boxes before p, begins a box. */
+bool starts_box(const GeoPointSet &s, int64_t p, int64_t first, double gap, int64_t boxes)
+{
+	return p == first || (s.x[p] - s.x[p - 1] > gap && boxes < kMostBoxes);
+}
+
+/* Users of at most this many boxes are in the pairs' index (PrunedSearch::users_by_pairs), each with the square of it in entries. */
 constexpr int64_t kPairBoxes = 3;
 
 /* The pairs' index serves where at most one user in this many has more boxes (those are offered to every user). */
@@ -372,13 +379,6 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		double lo[kDims<M>], hi[kDims<M>];
 		int64_t begin, end; /* its user's points in it: [begin, end) */
 		int64_t points() const { return end - begin; }
-		double diagonal2() const
-		{
-			double d2 = 0;
-			for (int d = 0; d < kDims<M>; ++d)
-				d2 += (hi[d] - lo[d]) * (hi[d] - lo[d]);
-			return d2;
-		}
 	};
   public:
 	PrunedSearch(const GeoPointSet &s, int k, double epsilon, ExecContext &ctx)
@@ -386,120 +386,78 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 	{
 		group_in_boxes();
 		index_pairs();
-		by_id_.resize(static_cast<size_t>(s.users()));
-		for (int32_t u = 0; u < s.users(); ++u)
-			by_id_[u] = u;
-		std::sort(by_id_.begin(), by_id_.end(), [&s](int32_t x, int32_t y) { return s.user_ids[x] < s.user_ids[y]; });
 	}
 
-	bool find(int32_t a, size_t worker, SimilarityEntry *heap, int &size) override
+	/*
+	 * The users that may enter a's k best.  The users around a's boxes give
+	 * k upper bounds of sums (bound_above); the k users of the least are
+	 * compared with a, point by point, as the brute force compares them: the
+	 * worst of them, W, is at most the k-th best.  A user can reach W only
+	 * within W's mean term of one of a's boxes (or, for a of several boxes,
+	 * through the pairs' index), and with its boxes' bound at most W's sum:
+	 * those are the users listed.
+	 */
+	void others_of(int32_t a, size_t worker, std::vector<int32_t> &others) override
 	{
 		Scratch &w = scratch_[worker];
 		if (w.slot.empty())
-		{
 			w.slot.assign(static_cast<size_t>(s_.users()), -1);
-			w.compared.assign(static_cast<size_t>(s_.users()), 0);
-		}
-		int64_t first = s_.offsets[a], n = s_.count(a);
-		double budget = kSearchBudget * static_cast<double>(n) * static_cast<double>(s_.points());
-		double margin = 1 - bound_margin(n);
-		double work = 0, searched = 0, boxed = 0;
-		double radius = tree_.first_radius();
-		bool done = false;
-		w.compared_users.clear();
-		w.radius2.resize(static_cast<size_t>(n));
-		w.unseen.resize(static_cast<size_t>(n));
-		for (;;)
+		int64_t n = s_.count(a);
+		double margin = bound_margin(n);
+		double searched = 0;
+		/* users near a's boxes, wider until there are k */
+		for (double radius = tree_.first_radius();; radius = radius * 2 >= tree_.whole() ? INFINITY : radius * 2)
 		{
-			if (size == k_ && box_offsets_[a + 1] - box_offsets_[a] >= 2 && pairs_usable_)
-			{
-				done = by_pairs(a, w, heap, size, work, searched, boxed, budget);
+			searched += users_around(a, radius * radius, w);
+			if (w.found.size() >= static_cast<size_t>(k_) || radius == INFINITY)
 				break;
-			}
-			/* each of a's points' search radius, and the least term of a user it does not visit */
-			if (size == k_)
-				work += radii_of_worst(a, heap[0], w);
-			else
-				std::fill(w.radius2.begin(), w.radius2.end(), radius * radius);
-			double unseen_sum = 0;
-			for (int64_t i = 0; i < n; ++i)
-			{
-				w.unseen[i] = std::max(w.radius2[i] >= tree_.whole() * tree_.whole() ? INFINITY
-																					 : distance_below<M>(w.radius2[i]),
-									   epsilon_);
-				unseen_sum += w.unseen[i];
-			}
-			w.seen.clear();
-			for (int64_t x = box_offsets_[a]; x < box_offsets_[a + 1]; ++x)
-			{
-				const Box &box = boxes_[x];
-				double r2 = w.radius2[box.begin - first];
-				/* a box far from all it reaches searches once for its points: their bounds lose its diagonal */
-				bool whole_box = r2 >= kBoxQuery * kBoxQuery * box.diagonal2();
-				for (int64_t i = box.begin; i < box.end; i = whole_box ? box.end : i + 1)
-				{
-					int64_t end = whole_box ? box.end : i + 1;
-					double q[3];
-					point_of(i, q);
-					searched += static_cast<double>(tree_.around(
-						whole_box ? box.lo : q, whole_box ? box.hi : q, r2,
-						[&](int32_t u, double d2) __attribute__((always_inline)) {
-							if (u == a)
-								return;
-							int32_t &slot = w.slot[u];
-							if (slot < 0)
-							{
-								slot = static_cast<int32_t>(w.seen.size());
-								w.seen.push_back({u, i, end, d2, 0.0, 0.0});
-								fold_unseen(w.seen.back(), w, 0, i - first);
-								return;
-							}
-							Seen &seen = w.seen[slot];
-							if (seen.point != i)
-							{
-								fold(seen);
-								fold_unseen(seen, w, seen.end - first, i - first);
-								seen.point = i;
-								seen.end = end;
-								seen.least = d2;
-							}
-							else
-								seen.least = std::min(seen.least, d2);
-						}));
-				}
-			}
-			size_t seen_users = w.seen.size();
-			for (Seen &seen : w.seen)
-			{
-				fold(seen);
-				fold_unseen(seen, w, seen.end - first, n);
-				w.slot[seen.user] = -1;
-				seen.bound = seen.sum * margin;
-			}
-			/* a round that fills the heap only seeds it: the next one's radii (or pairs) set the rest aside better */
-			bool seeding = size < k_;
-			if (!offer_seen(a, w, heap, size, work, boxed, budget - searched, seeding))
-				break;
-			/* a seeding round that filled the heap left some of its users unoffered */
-			bool all_offered = !(seeding && size == k_);
-			bool all_seen = seen_users + 1 == static_cast<size_t>(s_.users());
-			if (all_offered && (all_seen || (size == k_ && geo::similarity_of(n, unseen_sum * margin) <
-																heap[0].similarity)))
-			{
-				done = true;
-				break;
-			}
-			if (work + searched + boxed > budget)
-				break;
-			/* until there are k: wider; then the radii of the worst kept (radii_of_worst), whose round ends it */
-			double next = radius * 2;
-			radius = next >= tree_.whole() ? INFINITY : next;
 		}
-		for (int32_t u : w.compared_users)
-			w.compared[u] = 0;
-		compared_.fetch_add(static_cast<int64_t>(std::min(work, 9e18)), std::memory_order_relaxed);
-		searched_.fetch_add(static_cast<int64_t>(std::min(searched + boxed, 9e18)), std::memory_order_relaxed);
-		return done;
+		w.above.clear();
+		for (int32_t u : w.found)
+			w.above.push_back({bound_above(a, u), u});
+		searched += static_cast<double>(w.found.size() * (box_offsets_[a + 1] - box_offsets_[a]));
+		std::nth_element(w.above.begin(), w.above.begin() + (k_ - 1), w.above.end());
+		w.heap.resize(static_cast<size_t>(k_));
+		int size = 0;
+		for (int i = 0; i < k_; ++i)
+		{
+			offer_other<M>(s_, a, w.above[i].second, k_, epsilon_, w.heap.data(), size);
+			searched += static_cast<double>(n) * static_cast<double>(s_.count(w.above[i].second));
+		}
+		double worst = w.heap[0].similarity;
+		/* above the sum of W's similarity (any rounding of n / sum included) */
+		double most = static_cast<double>(n) / worst * (1 + margin);
+		/* a user with every term above most / n has a sum above it: it is within that of one of a's boxes */
+		if (box_offsets_[a + 1] - box_offsets_[a] >= 2 && pairs_usable_)
+			searched += users_by_pairs(a, worst, w, [](int32_t) {});
+		else
+		{
+			double r = radius_for<M>(most * (1 + margin) / static_cast<double>(n));
+			searched += users_around(a, r >= tree_.whole() ? INFINITY : r * r, w);
+		}
+		/* the k compared first (a device that compares in list order fills its heap with them), then the rest */
+		double pairs = 0;
+		for (int i = 0; i < k_; ++i)
+		{
+			int32_t u = w.above[i].second;
+			others.push_back(u);
+			w.slot[u] = 1;
+			pairs += static_cast<double>(n) * static_cast<double>(s_.count(u));
+		}
+		for (int32_t u : w.found)
+		{
+			if (w.slot[u] == 1)
+				continue;
+			searched += static_cast<double>((box_offsets_[a + 1] - box_offsets_[a]) * (box_offsets_[u + 1] - box_offsets_[u]));
+			if (geo::similarity_of(n, boxes_bound(a, u) * (1 - margin)) < worst)
+				continue;
+			others.push_back(u);
+			pairs += static_cast<double>(n) * static_cast<double>(s_.count(u));
+		}
+		for (int i = 0; i < k_; ++i)
+			w.slot[w.above[i].second] = -1;
+		compared_.fetch_add(static_cast<int64_t>(std::min(pairs, 9e18)), std::memory_order_relaxed);
+		searched_.fetch_add(static_cast<int64_t>(std::min(searched, 9e18)), std::memory_order_relaxed);
 	}
 
 	double compared() const override { return static_cast<double>(compared_.load()); }
@@ -508,84 +466,21 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
   private:
 	struct Scratch
 	{
-		std::vector<int32_t> slot; /* per user: its place in `seen`, or -1 */
-		std::vector<Seen> seen;
-		std::vector<uint8_t> compared; /* per user: compared with the current user */
-		std::vector<int32_t> compared_users;
-		std::vector<double> radius2; /* per point of the current user: its search's squared radius */
-		std::vector<double> unseen;	 /* and the least term of a user that the search does not visit */
+		std::vector<int32_t> slot;	/* per user: 0 while found by the current search, 1 while listed first, else -1 */
+		std::vector<int32_t> found; /* users found once each (users_by_pairs, users_around) */
+		std::vector<std::pair<double, int32_t>> above; /* their upper bounds (others_of) */
+		std::vector<SimilarityEntry> heap;			   /* the best of those (others_of) */
 	};
 
 
 	/*
-	 * Offers a the users of w.seen, whose bounds are set, in order of them,
-	 * while they may enter (or, `seeding`, until the heap is full); once the
-	 * heap is full, first sets aside those that the heap or the boxes' bound
-	 * (cheaper than sorting them) rule out.  False where that passes
-	 * `budget` (pairs compared and boxes), the offers left undone.
+	 * found(b), once each, for the users b other than a (of two boxes or
+	 * more) that may have a similarity of at least `worst`: those of a pair
+	 * in the index whose bound from a's two largest boxes allows it (by_pairs
+	 * says why), and the users of too many boxes to index.  Returns the
+	 * index's nodes and entries examined, and those users.
 	 */
-	bool offer_seen(int32_t a, Scratch &w, SimilarityEntry *heap, int &size, double &work, double &boxed,
-					double budget, bool seeding = false)
-	{
-		int64_t n = s_.count(a);
-		double margin = 1 - bound_margin(n);
-		size_t kept = 0;
-		for (Seen &seen : w.seen)
-		{
-			if (size == k_)
-			{
-				if (w.compared[seen.user] || geo::similarity_of(n, seen.bound) < heap[0].similarity)
-					continue;
-				boxed += static_cast<double>((box_offsets_[a + 1] - box_offsets_[a]) *
-											 (box_offsets_[seen.user + 1] - box_offsets_[seen.user]));
-				double by_boxes = boxes_bound(a, seen.user) * margin;
-				if (geo::similarity_of(n, by_boxes) < heap[0].similarity)
-					continue;
-				seen.bound = std::max(seen.bound, by_boxes);
-			}
-			w.seen[kept++] = seen;
-		}
-		w.seen.resize(kept);
-		int seeds = 0;
-		std::sort(w.seen.begin(), w.seen.end(), [](const Seen &x, const Seen &y) { return x.bound < y.bound; });
-		for (const Seen &seen : w.seen)
-		{
-			if (size == k_ && geo::similarity_of(n, seen.bound) < heap[0].similarity)
-				break;
-			if (w.compared[seen.user])
-				continue;
-			/* compared, or shown unable to enter: the heap's worst only rises */
-			w.compared[seen.user] = 1;
-			w.compared_users.push_back(seen.user);
-			if (size == k_)
-			{
-				boxed += static_cast<double>(n) *
-						 static_cast<double>(box_offsets_[seen.user + 1] - box_offsets_[seen.user]);
-				if (geo::similarity_of(n, box_bound(a, seen.user) * margin) < heap[0].similarity)
-					continue;
-			}
-			offer_other<M>(s_, a, seen.user, k_, epsilon_, heap, size);
-			work += static_cast<double>(n) * static_cast<double>(s_.count(seen.user));
-			if (work + boxed > budget)
-				return false;
-			if (seeding && size == k_ && ++seeds >= kSeeds * k_)
-				break;
-		}
-		return true;
-	}
-
-	/*
-	 * The last round of a user a of several places (boxes), once its heap
-	 * is full, through the pairs' index: a user b that can enter has a sum
-	 * at most the worst kept's, so its terms on a's two largest boxes are
-	 * at most that too, and so is their bound from b's boxes nearest to
-	 * those two, a pair that the index holds (PairIndex).  The users of
-	 * such pairs, and those of too many boxes to index, are the only ones
-	 * to offer.  Adds the index's entries and nodes examined to `searched`;
-	 * false where the offers passed the budget (offer_seen).
-	 */
-	bool by_pairs(int32_t a, Scratch &w, SimilarityEntry *heap, int &size, double &work, double &searched,
-				  double &boxed, double budget)
+	template <typename Found> double users_by_pairs(int32_t a, double worst, Scratch &w, Found found)
 	{
 		int64_t n = s_.count(a);
 		double margin = 1 - bound_margin(n);
@@ -595,14 +490,13 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 				two = one, one = x;
 			else if (x != one && (two == one || boxes_[x].points() > boxes_[two].points()))
 				two = x;
-		w.seen.clear();
+		w.found.clear();
 		auto consider = [&](int32_t u) {
 			if (u == a || w.slot[u] >= 0)
 				return;
 			w.slot[u] = 0;
-			w.seen.push_back({u, 0, 0, 0.0, 0.0, 0.0});
+			w.found.push_back(u);
 		};
-		double worst = heap[0].similarity;
 		double examined = within(
 			[&](const double *lo, const double *hi) {
 				double sum = static_cast<double>(boxes_[one].points()) * term_below(boxes_[one], lo, hi) +
@@ -612,10 +506,59 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 			consider);
 		for (int32_t u : wide_users_)
 			consider(u);
-		for (Seen &seen : w.seen)
-			w.slot[seen.user] = -1;
-		searched += examined + static_cast<double>(wide_users_.size());
-		return offer_seen(a, w, heap, size, work, boxed, budget - searched);
+		for (int32_t u : w.found)
+		{
+			w.slot[u] = -1;
+			found(u);
+		}
+		return examined + static_cast<double>(wide_users_.size());
+	}
+
+	/* w.found: the users other than a with a point within squared radius r2 of one of a's boxes, once each; returns the visits. */
+	double users_around(int32_t a, double r2, Scratch &w) const
+	{
+		w.found.clear();
+		double visits = 0;
+		for (int64_t x = box_offsets_[a]; x < box_offsets_[a + 1]; ++x)
+			visits += static_cast<double>(tree_.around(boxes_[x].lo, boxes_[x].hi, r2, [&](int32_t u, double) {
+				if (u != a && w.slot[u] < 0)
+				{
+					w.slot[u] = 0;
+					w.found.push_back(u);
+				}
+			}));
+		for (int32_t u : w.found)
+			w.slot[u] = -1;
+		return visits;
+	}
+
+	/*
+	 * An upper bound of user b's sum: each point of a box of a is at most
+	 * the farthest corners of that box and b's box away from b's points in
+	 * that box, and so from b's nearest point; the nearest of b's boxes by
+	 * that, floored, per box of a.
+	 */
+	double bound_above(int32_t a, int32_t b) const
+	{
+		double sum = 0;
+		for (int64_t x = box_offsets_[a]; x < box_offsets_[a + 1]; ++x)
+		{
+			const Box &mine = boxes_[x];
+			double nearest = INFINITY;
+			for (int64_t y = box_offsets_[b]; y < box_offsets_[b + 1]; ++y)
+			{
+				double d2 = 0;
+				for (int d = 0; d < kDims<M>; ++d)
+				{
+					double one = boxes_[y].hi[d] - mine.lo[d], other = mine.hi[d] - boxes_[y].lo[d];
+					double far = std::max(std::fabs(one), std::fabs(other));
+					d2 += far * far;
+				}
+				nearest = std::min(nearest, d2);
+			}
+			sum += static_cast<double>(mine.points()) * std::max(distance_above<M>(nearest), epsilon_);
+		}
+		return sum;
 	}
 
 	/* A point's least term from a box of points [lo, hi): its distance below, floored. */
@@ -631,42 +574,6 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		return std::max(distance_below<M>(d2), epsilon_);
 	}
 
-	/*
-	 * The search radii that end a user's search in one round, from the worst
-	 * of its heap, `worst`: a user b can enter only with a sum at most the
-	 * worst's, so on at least one of a's boxes (a run of its points around
-	 * one place) b's terms sum to at most the worst's there.  Each point of
-	 * a box gets the radius of the worst's mean term on that box: a user
-	 * that no search visits has every term above it, a sum above the
-	 * worst's.  The worst's terms cost a comparison; returns its pairs.
-	 */
-	double radii_of_worst(int32_t a, const SimilarityEntry &worst, Scratch &w) const
-	{
-		int32_t b = user_of(worst.user_id);
-		int64_t first = s_.offsets[a];
-		for (int64_t x = box_offsets_[a]; x < box_offsets_[a + 1]; ++x)
-		{
-			const Box &box = boxes_[x];
-			double sum = 0;
-			for (int64_t i = box.begin; i < box.end; ++i)
-				sum += std::max(nearest_distance<M>(s_, i, s_.offsets[b], s_.offsets[b + 1]), epsilon_);
-			double r = radius_for<M>(sum / static_cast<double>(box.points()));
-			double r2 = r >= tree_.whole() ? INFINITY : r * r;
-			for (int64_t i = box.begin; i < box.end; ++i)
-				w.radius2[i - first] = r2;
-		}
-		return static_cast<double>(s_.count(a)) * static_cast<double>(s_.count(b));
-	}
-
-	/* The code of the user of id `id`. */
-	int32_t user_of(long long id) const
-	{
-		auto at = std::lower_bound(by_id_.begin(), by_id_.end(), id, [this](int32_t u, long long want) {
-			return static_cast<long long>(s_.user_ids[u]) < want;
-		});
-		return *at;
-	}
-
 	void point_of(int64_t i, double *q) const
 	{
 		if constexpr (M == GeoMetric::Euclidean)
@@ -680,18 +587,6 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 			q[1] = s_.uy[i];
 			q[2] = s_.uz[i];
 		}
-	}
-
-	void fold(Seen &seen) const
-	{
-		seen.sum += static_cast<double>(seen.end - seen.point) * std::max(distance_below<M>(seen.least), epsilon_);
-	}
-
-	/* A's points [from, to) (counted from its first), from which the search did not visit the user: each at least its `unseen`. */
-	static void fold_unseen(Seen &seen, const Scratch &w, int64_t from, int64_t to)
-	{
-		for (int64_t i = from; i < to; ++i)
-			seen.sum += w.unseen[i];
 	}
 
 	/*
@@ -723,43 +618,9 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 		return sum;
 	}
 
-	/*
-	 * Another bound of user b's sum, from its boxes: each of a's points is at
-	 * least b's nearest box away from b's nearest point.  Dearer than the
-	 * search's (a box distance per point of a and box of b), so taken only
-	 * for the users that the search's bound leaves to compare.
-	 */
-	double box_bound(int32_t a, int32_t b) const
-	{
-		double sum = 0;
-		for (int64_t i = s_.offsets[a]; i < s_.offsets[a + 1]; ++i)
-		{
-			double q[3];
-			point_of(i, q);
-			double nearest = INFINITY;
-			for (int64_t x = box_offsets_[b]; x < box_offsets_[b + 1]; ++x)
-			{
-				double d2 = 0;
-				for (int d = 0; d < kDims<M>; ++d)
-				{
-					double below = boxes_[x].lo[d] - q[d], above = q[d] - boxes_[x].hi[d];
-					double gap = below > 0 ? below : above > 0 ? above : 0;
-					d2 += gap * gap;
-				}
-				nearest = std::min(nearest, d2);
-			}
-			sum += std::max(distance_below<M>(nearest), epsilon_);
-		}
-		return sum;
-	}
-
 	void group_in_boxes()
 	{
-		int64_t n = s_.points();
-		double lo = INFINITY, hi = -INFINITY;
-		for (int64_t p = 0; p < n; ++p)
-			lo = std::min(lo, s_.x[p]), hi = std::max(hi, s_.x[p]);
-		double gap = (hi - lo) / 256;
+		double gap = box_gap(s_);
 		box_offsets_.assign(static_cast<size_t>(s_.users()) + 1, 0);
 		for (int32_t u = 0; u < s_.users(); ++u)
 		{
@@ -768,8 +629,7 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 			{
 				double q[3];
 				point_of(p, q);
-				bool new_box = p == s_.offsets[u] || (s_.x[p] - s_.x[p - 1] > gap &&
-													  static_cast<int64_t>(boxes_.size()) - box_offsets_[u] < kMostBoxes);
+				bool new_box = starts_box(s_, p, s_.offsets[u], gap, static_cast<int64_t>(boxes_.size()) - box_offsets_[u]);
 				if (new_box)
 				{
 					Box box;
@@ -790,7 +650,6 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 
 	std::vector<int64_t> box_offsets_; /* user u's boxes: boxes_[box_offsets_[u], box_offsets_[u + 1]) */
 	std::vector<Box> boxes_;
-	std::vector<int32_t> by_id_; /* the user codes in id order */
 
 	/*
 	 * The pairs' index: for each user of at most kPairBoxes boxes, every
@@ -925,17 +784,40 @@ template <GeoMetric M> class PrunedSearch final : public BestOthers
 	std::atomic<int64_t> compared_{0}, searched_{0};
 };
 
+/* The users of more boxes than the pairs' index takes (PrunedSearch::index_pairs). */
+size_t wide_users(const GeoPointSet &s)
+{
+	double gap = box_gap(s);
+	size_t wide = 0;
+	for (int32_t u = 0; u < s.users(); ++u)
+	{
+		int64_t boxes = 0;
+		for (int64_t p = s.offsets[u]; p < s.offsets[u + 1]; ++p)
+			boxes += starts_box(s, p, s.offsets[u], gap, boxes) ? 1 : 0;
+		wide += boxes > kPairBoxes ? 1 : 0;
+	}
+	return wide;
+}
+
 } // namespace
 
 std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,
-											   int part, int parts, ExecContext &ctx)
+											   PrunedFor device, int part, int parts, ExecContext &ctx)
 {
 	int32_t n_users = s.users();
 	double n_points = static_cast<double>(s.points());
+	bool gpu = device == PrunedFor::Gpu;
 	/* every other user ranks: nothing to prune */
 	if (pruning == GeoPruning::Never || k >= n_users - 1)
 		return nullptr;
-	if (pruning == GeoPruning::Auto && n_points * n_points < kLeastPrunedPairs)
+	if (pruning == GeoPruning::Auto && n_points * n_points < (gpu ? kLeastGpuPrunedPairs : kLeastPrunedPairs))
+		return nullptr;
+	/*
+	 * Users of more places than the pairs' index takes (points spread
+	 * evenly) would list nearly everyone: the brute force, without building
+	 * the index to sample it.
+	 */
+	if (pruning == GeoPruning::Auto && wide_users(s) * kWidePairsShare > static_cast<size_t>(n_users))
 		return nullptr;
 	std::unique_ptr<BestOthers> search;
 	if (s.metric == GeoMetric::Euclidean)
@@ -948,19 +830,18 @@ std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, doub
 	/* auto: the part's users at even steps, searched as they would be */
 	size_t users_of_part = n_users > part ? (n_users - part + parts - 1) / parts : 0;
 	auto sample = static_cast<size_t>(std::min<size_t>(users_of_part, kSampleUsers));
-	std::vector<double> brute(sample, 0), gave_up(sample, 0);
-	std::vector<SimilarityEntry> heaps(sample * k);
+	std::vector<double> brute(sample, 0);
 	parallel_for(sample, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &) {
 		auto a = static_cast<int32_t>((item * users_of_part / sample) * parts + part);
-		int size = 0;
 		brute[item] = static_cast<double>(s.count(a)) * n_points;
-		/* a user whose search gives up costs its brute force on top */
-		gave_up[item] = search->find(a, worker, heaps.data() + item * k, size) ? 0 : brute[item];
+		std::vector<int32_t> others;
+		search->others_of(a, worker, others);
 	});
-	double brute_pairs = 0, given_up_pairs = 0;
-	for (size_t item = 0; item < sample; ++item)
-		brute_pairs += brute[item], given_up_pairs += gave_up[item];
-	if (!(search->compared() + search->searched() + given_up_pairs < kPruneWhenBelow * brute_pairs))
+	double brute_pairs = 0;
+	for (double pairs : brute)
+		brute_pairs += pairs;
+	double searched = search->searched() * (gpu ? kCpuStepInGpuPairs : 1);
+	if (!(search->compared() + searched < kPruneWhenBelow * brute_pairs))
 		return nullptr;
 	return search;
 }

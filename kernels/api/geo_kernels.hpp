@@ -75,6 +75,31 @@ void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int
 					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes);
 
 /*
+ * The others that each user may rank where a pruned search has ruled the
+ * rest out (src/geo_pruned.cpp): lists(users, n, offsets, others) gives,
+ * for users[0, n) (codes), others[offsets[i], offsets[i + 1]) (n + 1
+ * offsets from 0): distinct codes, none the user's own, among which are
+ * all the users that can enter its k best, ties included.  Called from the
+ * thread of geo_similar_users, one batch at a time.
+ */
+class GeoOtherLists
+{
+  public:
+	virtual ~GeoOtherLists() = default;
+	virtual void lists(const int32_t *users, int32_t n, std::vector<int64_t> &offsets, std::vector<int32_t> &others) = 0;
+};
+
+/*
+ * geo_similar_users comparing each user only with its others of `lists`:
+ * the same heaps, the users of each tile class in batches whose lists the
+ * CPU makes while the GPU compares the previous batch's.  pairs: the point
+ * pairs compared (the lists' length weighed by point counts).
+ */
+void geo_similar_users_listed(GeoSession &session, int k, double epsilon, int part, int parts,
+							  GeoOtherLists &lists, std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
+							  double &pairs);
+
+/*
  * The strength of every candidate for the main user, one vector per power:
  * points of users other than the main user whose similarity to it is at
  * least min_similarity weigh by that similarity.  With `reach` (under

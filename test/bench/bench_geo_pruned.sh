@@ -19,9 +19,10 @@
 #   BRUTE_USERS (5,000) clustered and uniform, both metrics, auto against
 #     off (the brute force), with the answers compared;
 #   SQL_USERS (300) against plain SQL (a cross join; BASELINES=0 skips it).
-# DEVICES ("cpu") lists the values of gpurec.device to run; the GPU
-# compares every pair (pruning is the CPU's), so on a GPU host "gpu cpu"
-# sets the two against each other (BENCHMARKS.md has the command).
+# DEVICES ("cpu") lists the values of gpurec.device to run; on a GPU host
+# "gpu cpu" sets the two against each other, each pruned (on the GPU the
+# CPU lists each user's possible others and the GPU compares them;
+# BENCHMARKS.md has the command).
 set -euo pipefail
 clustered_users=${CLUSTERED_USERS:-100000}
 both_users=${BOTH_USERS:-20000}

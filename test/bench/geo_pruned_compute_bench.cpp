@@ -8,9 +8,11 @@
  *
  * Build: make compute-benches
  * Run: test/bench/geo_pruned_compute_bench USERS [clustered|uniform] [euclidean|haversine]
- *          [cpu|gpu] [auto|on|off|compare] [THREADS]
+ *          [cpu|gpu] [auto|on|off|compare|lists|lists-auto] [THREADS]
  * compare runs on and off and checks that the rows are the same bits;
- * THREADS (0: one per core) as gpurec.cpu_threads.
+ * lists times the CPU's half of the GPU's pruned search alone (grouping,
+ * index, every user's list of possible others) and counts the pairs the
+ * GPU would compare (lists-auto: where auto's sample prunes); THREADS (0: one per core) as gpurec.cpu_threads.
  */
 #include <cmath>
 #include <cstdio>
@@ -18,8 +20,10 @@
 #include <random>
 #include <string>
 
+#include "../../src/cpu_parallel.hpp"
 #include "../../src/float_column.hpp"
 #include "../../src/geo.hpp"
+#include "../../src/geo_internal.hpp"
 #include "../../src/id_column.hpp"
 
 using namespace gpurec;
@@ -99,6 +103,40 @@ std::vector<SimilarUser> run(const Population &p, GeoOptions o, DeviceMode mode,
 	return rows;
 }
 
+/* The CPU's half of the GPU's pruned similar_users: its grouping, index and lists of others. */
+void lists(const Population &p, const GeoOptions &o)
+{
+	ExecContext ctx;
+	ctx.mode = DeviceMode::Cpu;
+	ctx.cpu_threads = threads;
+	GeoPoints view = p.view();
+	Stopwatch clock;
+	GeoPointSet set = grouped_on_cpu(rows_of(view), o.metric, ctx);
+	double grouped = clock.elapsed_ms();
+	std::unique_ptr<BestOthers> search = best_others_search(set, 10, o.epsilon, o.pruning, PrunedFor::Gpu, 0, 1, ctx);
+	double indexed = clock.elapsed_ms();
+	if (!search)
+	{
+		std::printf("lists: none (auto chose the brute force) after %.1f ms\n", indexed);
+		return;
+	}
+	std::vector<size_t> listed(static_cast<size_t>(set.users()));
+	parallel_for(listed.size(), ctx, [&](size_t a, size_t worker, const std::atomic<bool> &) {
+		std::vector<int32_t> others;
+		search->others_of(static_cast<int32_t>(a), worker, others);
+		listed[a] = others.size();
+	});
+	double done = clock.elapsed_ms();
+	double all = static_cast<double>(set.points()) * static_cast<double>(set.points());
+	double users = 0;
+	for (size_t n : listed)
+		users += static_cast<double>(n);
+	std::printf("lists: grouped %.1f ms, index %.1f ms, lists %.1f ms; %.3g others listed (%.1f a user), "
+				"%.3g point pairs to compare (%.3f%% of %.3g), %.3g index steps\n",
+				grouped, indexed - grouped, done - indexed, users, users / set.users(), search->compared(),
+				100 * search->compared() / all, all, search->searched());
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -130,6 +168,12 @@ int main(int argc, char **argv)
 				++differ;
 		std::printf(differ ? "ROWS DIFFER: %zu\n" : "rows identical (%zu differ)\n", differ);
 		return differ ? 1 : 0;
+	}
+	if (how == "lists" || how == "lists-auto")
+	{
+		o.pruning = how == "lists" ? GeoPruning::Always : GeoPruning::Auto;
+		lists(p, o);
+		return 0;
 	}
 	o.pruning = how == "on" ? GeoPruning::Always : how == "off" ? GeoPruning::Never : GeoPruning::Auto;
 	run(p, o, mode, how.c_str());

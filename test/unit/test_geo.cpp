@@ -20,6 +20,7 @@
 
 #include "../../src/float_column.hpp"
 #include "../../src/geo.hpp"
+#include "../../src/geo_internal.hpp"
 #include "../../src/id_column.hpp"
 #include "../../src/number_column.hpp"
 #include "test_random.hpp"
@@ -565,6 +566,51 @@ TEST_P(GeoOracle, PrunedSimilarUsersAreTheBruteForceToTheBit)
 }
 
 /*
+ * Hundreds of users around a dozen cities far apart, of 1 to 20 points
+ * (duplicates among them), and `wide` users of points everywhere, rows
+ * shuffled.
+ */
+std::vector<Point> far_apart_points(std::mt19937_64 &rng, GeoMetric metric, int wide)
+{
+	bool haversine = metric == GeoMetric::Haversine;
+	std::vector<std::pair<double, double>> cities;
+	for (int c = 0; c < 12; ++c)
+		cities.push_back(haversine ? std::make_pair(-180.0 + (rng() % 3600) * 0.1, -80.0 + (rng() % 1600) * 0.1)
+								   : std::make_pair(1000.0 * (rng() % 500), 1000.0 * (rng() % 500)));
+	std::vector<Point> rows;
+	int n_users = 300;
+	for (int u = 0; u < n_users + wide; ++u)
+	{
+		int points = rng() % 7 == 0 ? 1 : 1 + static_cast<int>(rng() % 20);
+		size_t home[3] = {rng() % cities.size(), rng() % cities.size(), rng() % cities.size()};
+		int homes = 1 + static_cast<int>(rng() % 3);
+		for (int i = 0; i < points; ++i)
+		{
+			double x, y;
+			if (u >= n_users)
+			{
+				x = haversine ? -180.0 + (rng() % 3600) * 0.1 : (rng() % 500) * 1000.0;
+				y = haversine ? -90.0 + (rng() % 1800) * 0.1 : (rng() % 500) * 1000.0;
+			}
+			else
+			{
+				auto [cx, cy] = cities[home[rng() % homes]];
+				double step = haversine ? 0.001 : 1.0;
+				x = cx + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
+				y = cy + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
+				if (haversine)
+					x = std::max(-180.0, std::min(180.0, x)), y = std::max(-90.0, std::min(90.0, y));
+			}
+			rows.push_back({u, x, y});
+			if (rng() % 8 == 0)
+				rows.push_back({u, x, y}); /* a duplicate point */
+		}
+	}
+	std::shuffle(rows.begin(), rows.end(), rng);
+	return rows;
+}
+
+/*
  * The pruned search's later rounds at a size where they matter: hundreds of
  * users around a dozen cities (so that a user's places lie far apart, are
  * searched from their boxes and looked up in the pairs' index), a few users
@@ -579,40 +625,7 @@ TEST_P(GeoOracle, PrunedSimilarUsersWithPlacesFarApartAreTheBruteForceToTheBit)
 	std::mt19937_64 rng = seeded_rng();
 	for (int wide : {0, 3, 40})
 	{
-		std::vector<std::pair<double, double>> cities;
-		for (int c = 0; c < 12; ++c)
-			cities.push_back(haversine ? std::make_pair(-180.0 + (rng() % 3600) * 0.1, -80.0 + (rng() % 1600) * 0.1)
-									   : std::make_pair(1000.0 * (rng() % 500), 1000.0 * (rng() % 500)));
-		std::vector<Point> rows;
-		int n_users = 300;
-		for (int u = 0; u < n_users + wide; ++u)
-		{
-			int points = rng() % 7 == 0 ? 1 : 1 + static_cast<int>(rng() % 20);
-			size_t home[3] = {rng() % cities.size(), rng() % cities.size(), rng() % cities.size()};
-			int homes = 1 + static_cast<int>(rng() % 3);
-			for (int i = 0; i < points; ++i)
-			{
-				double x, y;
-				if (u >= n_users)
-				{
-					x = haversine ? -180.0 + (rng() % 3600) * 0.1 : (rng() % 500) * 1000.0;
-					y = haversine ? -90.0 + (rng() % 1800) * 0.1 : (rng() % 500) * 1000.0;
-				}
-				else
-				{
-					auto [cx, cy] = cities[home[rng() % homes]];
-					double step = haversine ? 0.001 : 1.0;
-					x = cx + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
-					y = cy + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
-					if (haversine)
-						x = std::max(-180.0, std::min(180.0, x)), y = std::max(-90.0, std::min(90.0, y));
-				}
-				rows.push_back({u, x, y});
-				if (rng() % 8 == 0)
-					rows.push_back({u, x, y}); /* a duplicate point */
-			}
-		}
-		std::shuffle(rows.begin(), rows.end(), rng);
+		std::vector<Point> rows = far_apart_points(rng, metric, wide);
 		PointColumns in(rows);
 		double big = haversine ? 150.0 : 3.0;
 		for (double epsilon : {1e-9, big})
@@ -634,6 +647,93 @@ TEST_P(GeoOracle, PrunedSimilarUsersWithPlacesFarApartAreTheBruteForceToTheBit)
 					ASSERT_EQ(std::memcmp(&got[i].similarity, &want[i].similarity, sizeof(double)), 0);
 				}
 			}
+	}
+}
+
+/*
+ * The GPU's pruned similar_users compares each user only with the others
+ * that the CPU's index lists for it (BestOthers::others_of).  Against the
+ * brute force's similarities (user_similarity to each user): every user at
+ * or above a user's k-th best similarity is listed, once, never the user
+ * itself; and the k best of the listed, kept as the GPU keeps them
+ * (geo::heap_offer, the same similarities), are the brute force's rows.
+ */
+TEST_P(GeoOracle, PrunedListsForTheGpuHoldEveryUserThatRanks)
+{
+	GeoMetric metric = GetParam();
+	bool haversine = metric == GeoMetric::Haversine;
+	std::mt19937_64 rng = seeded_rng();
+	for (int round = 0; round < 6; ++round)
+	{
+		std::vector<Point> rows = round < 4 ? clustered_points(rng, 10 + static_cast<int>(rng() % 60), metric, round == 2)
+											: far_apart_points(rng, metric, round == 4 ? 0 : 3);
+		PointColumns in(rows);
+		ExecContext ctx = cpu_context();
+		GeoPointSet set = grouped_on_cpu(rows_of(in.view()), metric, ctx);
+		int32_t n = set.users();
+		for (double epsilon : {1e-9, haversine ? 150.0 : 3.0})
+		{
+			/* similarity[a][b], by code, from the brute force */
+			std::vector<std::vector<double>> similarity(n, std::vector<double>(n, 0.0));
+			for (int32_t a = 0; a < n; ++a)
+			{
+				std::vector<UserSimilarity> all = user_similarity(in.view(), set.user_ids[a], {metric, epsilon}, ctx);
+				ASSERT_EQ(all.size(), static_cast<size_t>(n - 1));
+				for (const UserSimilarity &other : all)
+				{
+					auto b = static_cast<int32_t>(std::lower_bound(set.user_ids.begin(), set.user_ids.end(), other.user_id) -
+												  set.user_ids.begin());
+					similarity[a][b] = other.similarity;
+				}
+			}
+			for (int k : {1, 2, 3, 10, n - 3})
+			{
+				if (k < 1 || k >= n - 1)
+					continue;
+				std::vector<SimilarUser> want = similar_users(in.view(), k, {metric, epsilon, GeoPruning::Never}, ctx);
+				std::unique_ptr<BestOthers> search =
+					best_others_search(set, k, epsilon, GeoPruning::Always, PrunedFor::Gpu, 0, 1, ctx);
+				ASSERT_TRUE(search);
+				std::vector<SimilarUser> got;
+				for (int32_t a = 0; a < n; ++a)
+				{
+					std::vector<int32_t> others;
+					search->others_of(a, 0, others);
+					std::vector<uint8_t> listed(n, 0);
+					for (int32_t b : others)
+					{
+						ASSERT_TRUE(b >= 0 && b < n && b != a) << "round " << round << " user " << a << " lists " << b;
+						ASSERT_EQ(listed[b]++, 0) << "round " << round << " user " << a << " lists " << b << " twice";
+					}
+					std::vector<double> row;
+					for (int32_t b = 0; b < n; ++b)
+						if (b != a)
+							row.push_back(similarity[a][b]);
+					std::nth_element(row.begin(), row.begin() + (k - 1), row.end(), std::greater<double>());
+					for (int32_t b = 0; b < n; ++b)
+						if (b != a && similarity[a][b] >= row[k - 1])
+							ASSERT_TRUE(listed[b]) << "round " << round << " epsilon " << epsilon << " k " << k
+												   << ": user " << set.user_ids[a] << " does not list "
+												   << set.user_ids[b] << ", which ranks";
+					std::vector<SimilarityEntry> heap(k);
+					int size = 0;
+					for (int32_t b : others)
+						geo::heap_offer(heap.data(), size, k, {similarity[a][b], static_cast<long long>(set.user_ids[b])});
+					std::sort(heap.begin(), heap.begin() + size, geo::better);
+					for (int i = 0; i < size; ++i)
+						got.push_back({set.user_ids[a], i + 1, heap[i].user_id, heap[i].similarity});
+				}
+				ASSERT_EQ(got.size(), want.size()) << "round " << round << " k " << k;
+				for (size_t i = 0; i < got.size(); ++i)
+				{
+					ASSERT_EQ(got[i].user_id, want[i].user_id) << "round " << round << " k " << k << " row " << i;
+					ASSERT_EQ(got[i].rank, want[i].rank);
+					ASSERT_EQ(got[i].other_user_id, want[i].other_user_id)
+						<< "round " << round << " k " << k << " user " << got[i].user_id << " rank " << got[i].rank;
+					ASSERT_EQ(std::memcmp(&got[i].similarity, &want[i].similarity, sizeof(double)), 0);
+				}
+			}
+		}
 	}
 }
 
@@ -1264,6 +1364,46 @@ TEST_P(GeoGpu, SimilarUsersBitIdentical)
 				EXPECT_EQ(got[i].similarity, want[i].similarity);
 			}
 		}
+}
+
+/*
+ * similar_users pruned on the GPU (the CPU's index lists each user's
+ * possible others, the GPU compares them) gives the CPU brute force's rows
+ * to the bit: users of places far apart, a few of points everywhere,
+ * clustered and uniform check-ins with ties, duplicates and users of one
+ * point, every tile class.
+ */
+TEST_P(GeoGpu, PrunedSimilarUsersAreTheBruteForceToTheBit)
+{
+	GeoMetric metric = GetParam();
+	std::mt19937_64 rng(31);
+	std::vector<std::vector<Point>> inputs = {far_apart_points(rng, metric, 0), far_apart_points(rng, metric, 3),
+											  clustered_points(rng, 200, metric, false),
+											  clustered_points(rng, 200, metric, true)};
+	std::vector<Point> varied = varied_points(rng, 120, metric);
+	inputs.push_back(varied);
+	for (size_t input = 0; input < inputs.size(); ++input)
+	{
+		PointColumns in(inputs[input]);
+		for (double epsilon : {1e-9, metric == GeoMetric::Haversine ? 150.0 : 3.0})
+			for (int k : {1, 4, 10})
+			{
+				ExecContext cpu = cpu_context(), gpu = gpu_context();
+				std::vector<SimilarUser> want = similar_users(in.view(), k, {metric, epsilon, GeoPruning::Never}, cpu);
+				std::vector<SimilarUser> got = similar_users(in.view(), k, {metric, epsilon, GeoPruning::Always}, gpu);
+				EXPECT_TRUE(gpu.used_gpu);
+				EXPECT_NE(gpu.device_choice.find("pruned on the GPU"), std::string::npos) << gpu.device_choice;
+				ASSERT_EQ(got.size(), want.size()) << "input " << input << " k " << k;
+				for (size_t i = 0; i < got.size(); ++i)
+				{
+					ASSERT_EQ(got[i].user_id, want[i].user_id) << "input " << input << " k " << k << " row " << i;
+					ASSERT_EQ(got[i].rank, want[i].rank);
+					ASSERT_EQ(got[i].other_user_id, want[i].other_user_id)
+						<< "input " << input << " k " << k << " user " << got[i].user_id << " rank " << got[i].rank;
+					ASSERT_EQ(std::memcmp(&got[i].similarity, &want[i].similarity, sizeof(double)), 0);
+				}
+			}
+	}
 }
 
 TEST_P(GeoGpu, StrengthsBitIdentical)
