@@ -85,10 +85,22 @@ constexpr double kLeastPrunedPairs = 1e6;
 constexpr double kLeastGpuPrunedPairs = 1e10;
 
 /*
- * For the GPU, a step of the index (others_of, on the CPU's cores) costs
- * about as much time as this many point pairs compared on the GPU.
+ * For the GPU, what a step of the index (others_of) costs one CPU thread,
+ * its share of the index's build included: 100k clustered users on one
+ * H100 with 16 cores listed 2.96e9 steps in 4.0 s and built the index in
+ * 1.1 s (lists: 21.6 ns a step a thread).  Against the GPU's rate for a
+ * point pair (rates::kPointPairs), the steps of a part's lists, made on its
+ * share of the call's threads, weigh as that many GPU pairs: about 1,400
+ * a step on 16 threads, where a weight of 200 had auto prune a call that
+ * the brute force did in 3.5 s and the lists in 6.1 s.
  */
-constexpr double kCpuStepInGpuPairs = 200;
+constexpr double kCpuStepThreadNs = 28;
+
+double cpu_step_in_gpu_pairs(int parts, const ExecContext &ctx)
+{
+	double threads = std::max(1.0, static_cast<double>(call_threads(ctx)) / std::max(1, parts));
+	return kCpuStepThreadNs / threads / rates::kPointPairs.gpu_ns;
+}
 
 /*
  * The index space: under euclidean the plane, under haversine the unit
@@ -840,7 +852,7 @@ std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, doub
 	double brute_pairs = 0;
 	for (double pairs : brute)
 		brute_pairs += pairs;
-	double searched = search->searched() * (gpu ? kCpuStepInGpuPairs : 1);
+	double searched = search->searched() * (gpu ? cpu_step_in_gpu_pairs(parts, ctx) : 1);
 	if (!(search->compared() + searched < kPruneWhenBelow * brute_pairs))
 		return nullptr;
 	return search;
