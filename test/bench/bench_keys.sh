@@ -31,16 +31,22 @@ rows=$((products * per_product))
 if [ "$(q -c "SELECT count(*) FROM pg_class WHERE relname = 'offers_keys'")" = 0 ] ||
 	[ "$(q -c "SELECT count(*) FROM offers_keys")" != "$rows" ]; then
 	echo "# loading $rows offers ($products products x $per_product stores) with integer, uuid and text ids"
-	q <<SQL
-DROP TABLE IF EXISTS offers_keys;
-CREATE UNLOGGED TABLE offers_keys AS
-  SELECT p.id AS product_id, s.id AS store_id, round((1 + random() * 999)::numeric, 2)::numeric(10,2) AS price,
-         p.uuid AS product_uuid, s.uuid AS store_uuid, p.sku AS product_sku, s.sku AS store_sku
-  FROM (SELECT id, md5('store ' || id)::uuid AS uuid, 'store-' || id AS sku FROM generate_series(1, $per_product) id) s
-  CROSS JOIN (SELECT id, md5(id::text)::uuid AS uuid, 'SKU-' || lpad(id::text, 8, '0') AS sku
-              FROM generate_series(1, $products) id) p;
-VACUUM ANALYZE offers_keys;
-SQL
+	# on up to 16 sessions at once, a share of the stores each: serially, 30.72M rows take minutes
+	q -c "DROP TABLE IF EXISTS offers_keys" -c "CREATE UNLOGGED TABLE offers_keys (product_id int, store_id int,
+	  price numeric(10,2), product_uuid uuid, store_uuid uuid, product_sku text, store_sku text)"
+	loaders=$(($(nproc) < 16 ? $(nproc) : 16))
+	pids=()
+	for share in $(seq 0 $((loaders - 1))); do
+		q -c "INSERT INTO offers_keys
+		  SELECT p.id, s.id, round((1 + random() * 999)::numeric, 2), p.uuid, s.uuid, p.sku, s.sku
+		  FROM (SELECT id, md5('store ' || id)::uuid AS uuid, 'store-' || id AS sku
+		        FROM generate_series(1, $per_product) id WHERE id % $loaders = $share) s
+		  CROSS JOIN (SELECT id, md5(id::text)::uuid AS uuid, 'SKU-' || lpad(id::text, 8, '0') AS sku
+		              FROM generate_series(1, $products) id) p" &
+		pids+=($!)
+	done
+	for pid in "${pids[@]}"; do wait "$pid"; done
+	q -c "VACUUM ANALYZE offers_keys"
 fi
 allow_workers offers_keys
 
