@@ -464,6 +464,40 @@ TEST_P(GeoOracle, SimilarUsers)
 }
 
 /*
+ * One user's points: around one to three of `cities` on a grid fine enough
+ * for ties (1 m, or 0.001 degree under haversine), or, with `anywhere` a
+ * step, anywhere on a grid of 500 such steps (3,600 x 1,800 tenths of a
+ * degree under haversine); one point in eight twice.
+ */
+void add_user_points(std::mt19937_64 &rng, std::vector<Point> &rows, int64_t id, int points,
+					 const std::vector<std::pair<double, double>> &cities, bool haversine, double anywhere)
+{
+	size_t home[3] = {rng() % cities.size(), rng() % cities.size(), rng() % cities.size()};
+	int homes = 1 + static_cast<int>(rng() % 3);
+	for (int i = 0; i < points; ++i)
+	{
+		double x, y;
+		if (anywhere > 0)
+		{
+			x = haversine ? -180.0 + (rng() % 3600) * 0.1 : (rng() % 500) * anywhere;
+			y = haversine ? -90.0 + (rng() % 1800) * 0.1 : (rng() % 500) * anywhere;
+		}
+		else
+		{
+			auto [cx, cy] = cities[home[rng() % homes]];
+			double step = haversine ? 0.001 : 1.0;
+			x = cx + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
+			y = cy + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
+			if (haversine)
+				x = std::max(-180.0, std::min(180.0, x)), y = std::max(-90.0, std::min(90.0, y));
+		}
+		rows.push_back({id, x, y});
+		if (rng() % 8 == 0)
+			rows.push_back({id, x, y}); /* a duplicate point */
+	}
+}
+
+/*
  * Check-in-like points: each user's points around one to three of a few
  * cities, on a grid fine enough for ties and duplicate points, some users
  * of one point; under haversine the cities spread over the globe (the date
@@ -483,29 +517,7 @@ std::vector<Point> clustered_points(std::mt19937_64 &rng, int users, GeoMetric m
 	{
 		int64_t id = static_cast<int64_t>(rng() % (users * 4)) - users;
 		int points = rng() % 5 == 0 ? 1 : 1 + static_cast<int>(rng() % 12);
-		size_t home[3] = {rng() % cities.size(), rng() % cities.size(), rng() % cities.size()};
-		int homes = 1 + static_cast<int>(rng() % 3);
-		for (int i = 0; i < points; ++i)
-		{
-			double x, y;
-			if (uniform)
-			{
-				x = haversine ? -180.0 + (rng() % 3600) * 0.1 : (rng() % 500) * 100.0;
-				y = haversine ? -90.0 + (rng() % 1800) * 0.1 : (rng() % 500) * 100.0;
-			}
-			else
-			{
-				auto [cx, cy] = cities[home[rng() % homes]];
-				double step = haversine ? 0.001 : 1.0;
-				x = cx + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
-				y = cy + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
-				if (haversine)
-					x = std::max(-180.0, std::min(180.0, x)), y = std::max(-90.0, std::min(90.0, y));
-			}
-			rows.push_back({id, x, y});
-			if (rng() % 8 == 0)
-				rows.push_back({id, x, y}); /* a duplicate point */
-		}
+		add_user_points(rng, rows, id, points, cities, haversine, uniform ? 100.0 : 0.0);
 	}
 	std::shuffle(rows.begin(), rows.end(), rng);
 	return rows;
@@ -582,29 +594,7 @@ std::vector<Point> far_apart_points(std::mt19937_64 &rng, GeoMetric metric, int 
 	for (int u = 0; u < n_users + wide; ++u)
 	{
 		int points = rng() % 7 == 0 ? 1 : 1 + static_cast<int>(rng() % 20);
-		size_t home[3] = {rng() % cities.size(), rng() % cities.size(), rng() % cities.size()};
-		int homes = 1 + static_cast<int>(rng() % 3);
-		for (int i = 0; i < points; ++i)
-		{
-			double x, y;
-			if (u >= n_users)
-			{
-				x = haversine ? -180.0 + (rng() % 3600) * 0.1 : (rng() % 500) * 1000.0;
-				y = haversine ? -90.0 + (rng() % 1800) * 0.1 : (rng() % 500) * 1000.0;
-			}
-			else
-			{
-				auto [cx, cy] = cities[home[rng() % homes]];
-				double step = haversine ? 0.001 : 1.0;
-				x = cx + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
-				y = cy + step * static_cast<double>(static_cast<int>(rng() % 41) - 20);
-				if (haversine)
-					x = std::max(-180.0, std::min(180.0, x)), y = std::max(-90.0, std::min(90.0, y));
-			}
-			rows.push_back({u, x, y});
-			if (rng() % 8 == 0)
-				rows.push_back({u, x, y}); /* a duplicate point */
-		}
+		add_user_points(rng, rows, u, points, cities, haversine, u >= n_users ? 1000.0 : 0.0);
 	}
 	std::shuffle(rows.begin(), rows.end(), rng);
 	return rows;
