@@ -158,8 +158,8 @@ def wait_for(predicate, timeout=10.0):
 
 # similar_users on 4,000 users x 20 points (deterministic, so that both devices read the same rows): work
 # enough to split over every GPU, where the other calls' small data stay on one on real GPUs
-LARGE_SPLIT = ("SELECT * FROM gpurec.similar_users('SELECT (i / 20) AS user_id, (i * 7919 % 1000)::float8 AS x, "
-               "(i * 104729 % 997)::float8 AS y FROM generate_series(0, 79999) i', 3) ORDER BY user_id, rank")
+LARGE_SPLIT = ("SELECT * FROM gpurec.similar_users('SELECT (i / 20) AS user_id, (i::int8 * 7919 % 1000)::float8 AS x, "
+               "(i::int8 * 104729 % 997)::float8 AS y FROM generate_series(0, 79999) i', 3) ORDER BY user_id, rank")
 
 
 def identical_answers(db):
