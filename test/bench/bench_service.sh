@@ -18,7 +18,9 @@
 # machine without a GPU: its figures are the CPU's).  The data
 # are made once; the one cluster is started again with each phase's settings.
 # Prints one line per measurement; new session and warm: the medians of five
-# backends' first and second calls.
+# backends' first and second calls.  KEEP_DATA=1 keeps BENCH_DIR's cluster
+# and data when a run before made them (a later run on the same machine,
+# other PHASES, skips making them again).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 similar_users=${SIMILAR_USERS:-100000}
@@ -65,7 +67,7 @@ VACUUM ANALYZE points;
 SQL
 	allow_workers population
 	allow_workers points
-	if [[ " $phases " == *" split "* ]] && [ "$geo_users" -gt 0 ]; then
+	if [[ " $phases " == *" split "* || -n "${KEEP_DATA:-}" ]] && [ "$geo_users" -gt 0 ]; then
 		q <<SQL
 CREATE UNLOGGED TABLE geo_points AS
   SELECT (i / 20) AS user_id, random() * 1000 AS x, random() * 1000 AS y FROM generate_series(0, $geo_users * 20 - 1) i;
@@ -147,10 +149,17 @@ load() { # load LABEL: SESSIONS sessions for LOAD_S seconds, then one session as
 
 mkdir -p "$base"
 echo "# $(nproc) cores; GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
-eval "$(test/cluster.sh start "$dir" "${settings[@]}")"
-export PGDATABASE=gpurec_bench_service
 phases=${PHASES:-service split load in-process}
-make_data
+if [ -n "${KEEP_DATA:-}" ] && [ -f "$base/data-made" ]; then
+	export PGHOST=$dir PGUSER=postgres # each phase's server() starts the stopped cluster
+	echo "# data kept from the run before: $(cat "$base/data-made")"
+else
+	rm -f "$base/data-made"
+	eval "$(test/cluster.sh start "$dir" "${settings[@]}")"
+	export PGDATABASE=gpurec_bench_service
+	make_data
+	echo "geo users $geo_users, made $(date -u +%H:%M)" >"$base/data-made"
+fi
 
 if [[ " $phases " == *" service "* ]]; then
 	server service -c shared_preload_libraries=gpurec
