@@ -161,15 +161,23 @@ class ListsOfSearch final : public gpu::GeoOtherLists
 };
 
 /*
- * similar_users on the GPU session: pruned where best_others_search says
- * (the CPU's index lists each user's possible others, the GPU compares
- * them), else every pair.
+ * similar_users on the GPU session: with geo_pruning on, the CPU's index
+ * lists each user's possible others and the GPU compares them; under auto
+ * the GPU compares every pair but those its users' bounding boxes rule out
+ * (bounded); off, every pair.
  */
 void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const GeoWork &work,
 						  const Prepared &prepared, std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 						  ExecContext &ctx)
 {
-	if (work.pruning != GeoPruning::Never)
+	double all = 0;
+	auto all_pairs = [&](auto count_of) {
+		for (size_t u = 0; u < sizes.size(); ++u)
+			if (sizes[u] > 0)
+				all += static_cast<double>(count_of(u)) * static_cast<double>(points.codes.size());
+	};
+	char note[240];
+	if (work.pruning == GeoPruning::Always)
 	{
 		std::unique_ptr<GeoPointSet> own;
 		if (!prepared.grouped)
@@ -177,7 +185,7 @@ void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const
 		const GeoPointSet &set = prepared.grouped ? *prepared.grouped : *own;
 		Stopwatch indexing;
 		std::unique_ptr<BestOthers> search =
-			best_others_search(set, work.kept, work.epsilon, work.pruning, PrunedFor::Gpu, work.part, work.parts, ctx);
+			best_others_search(set, work.kept, work.epsilon, work.pruning, work.part, work.parts, ctx);
 		double index_ms = indexing.elapsed_ms();
 		if (search)
 		{
@@ -185,11 +193,7 @@ void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const
 			double pairs = 0;
 			gpu::geo_similar_users_listed(session, work.kept, work.epsilon, work.part, work.parts, lists, heaps, sizes,
 										  pairs);
-			double all = 0;
-			for (int32_t u = 0; u < set.users(); ++u)
-				if (sizes[u] > 0)
-					all += static_cast<double>(set.count(u)) * static_cast<double>(set.points());
-			char note[240];
+			all_pairs([&](size_t u) { return set.count(static_cast<int32_t>(u)); });
 			snprintf(note, sizeof note,
 					 "; pruned on the GPU: %.3g of %.3g point pairs examined (%.2f%%: %.3g compared on the GPU, "
 					 "%.3g index steps on the CPU; index built in %.0f ms)",
@@ -199,7 +203,18 @@ void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const
 			return;
 		}
 	}
-	gpu::geo_similar_users(session, work.kept, work.epsilon, work.part, work.parts, heaps, sizes);
+	bool bounded = work.pruning == GeoPruning::Auto;
+	double pairs = 0;
+	gpu::geo_similar_users(session, work.kept, work.epsilon, work.part, work.parts, bounded, heaps, sizes, pairs);
+	if (bounded)
+	{
+		all_pairs([&](size_t u) { return points.counts[u]; });
+		snprintf(note, sizeof note,
+				 "; bounded on the GPU: %.3g of %.3g point pairs compared (%.2f%%), the rest ruled out by the users' "
+				 "bounding boxes",
+				 pairs, all, all > 0 ? 100 * pairs / all : 0.0);
+		ctx.device_choice += note;
+	}
 }
 
 GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work,
@@ -548,9 +563,9 @@ std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &pa
 		}
 		return written_bytes([&](ByteWriter &out) { put_result(out, result, whole.kept); });
 	}
-	/* the CPU's grouping: the CPU's points, or the GPU's pruned similar_users' index (made once for the parts) */
+	/* the CPU's grouping: the CPU's points, or the index of the GPU's similar_users pruned on (made once for the parts) */
 	if (ctx.mode == DeviceMode::Cpu ||
-		(whole.kind == GeoWork::Kind::SimilarUsers && whole.pruning != GeoPruning::Never))
+		(whole.kind == GeoWork::Kind::SimilarUsers && whole.pruning == GeoPruning::Always))
 		prepared.grouped = &call.grouped_set(ctx);
 	if (part.count > 1 && whole.kind == GeoWork::Kind::Strengths)
 	{

@@ -151,13 +151,6 @@ class BestOthers
 	virtual double searched() const = 0;
 };
 
-/* Who compares the users a pruned search lists: the CPU or the GPU (their costs differ against the index's). */
-enum class PrunedFor : uint8_t
-{
-	Cpu,
-	Gpu
-};
-
 /*
  * The pruned search for similar_users' part `part` of `parts`, with its
  * index built, or null where every pair is to be compared: pruning Never,
@@ -166,7 +159,7 @@ enum class PrunedFor : uint8_t
  * pairs listed) cost more than a brute force would.
  */
 std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,
-											   PrunedFor device, int part, int parts, ExecContext &ctx);
+											   int part, int parts, ExecContext &ctx);
 
 /* ---- geo_device.cpp: one computation of a function on its device --------- */
 
