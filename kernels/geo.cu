@@ -237,81 +237,6 @@ struct OtherList
 };
 
 /*
- * A user's points' bounding box: x (longitude) and y (latitude) from the
- * least to the greatest, and under haversine the least cos(latitude).
- */
-struct UserBox
-{
-	double x_lo, x_hi, y_lo, y_hi, cos_lo;
-};
-
-/*
- * The bounds below are lowered by this share, so that rounding can never
- * lift one above the distance the comparison computes (their arithmetic
- * differs from point_key's and key_distance's, each within a few ulps).
- */
-constexpr double kBoundMargin = 1.0 - 1e-9;
-
-/*
- * A lower bound of the square of the distance from point a to any point of
- * box: euclidean, from the box's nearest point; great-circle, from the
- * least latitude and (circular) longitude differences, with sin(t) >=
- * 2t/pi for t in [0, pi/2] and asin(s) >= s, so that d >= 2R sqrt(h) >= 2R
- * sqrt((dlat/180)^2 + cos_a cos_lo (dlon/180)^2) in degrees.
- */
-template <Metric M>
-__device__ __forceinline__ double box_square_bound(double ax, double ay, double ac, const UserBox &box)
-{
-	double dy = fmax(fmax(box.y_lo - ay, ay - box.y_hi), 0.0);
-	if constexpr (M == Metric::Euclidean)
-	{
-		double dx = fmax(fmax(box.x_lo - ax, ax - box.x_hi), 0.0);
-		return dx * dx + dy * dy;
-	}
-	else
-	{
-		double dx = 0.0; /* around the circle, whichever way is shorter */
-		if (ax < box.x_lo)
-			dx = fmin(box.x_lo - ax, ax + 360.0 - box.x_hi);
-		else if (ax > box.x_hi)
-			dx = fmin(ax - box.x_hi, box.x_lo + 360.0 - ax);
-		double h = (dy / 180.0) * (dy / 180.0) + ac * box.cos_lo * ((dx / 180.0) * (dx / 180.0));
-		return 4.0 * geo::kEarthRadius * geo::kEarthRadius * h;
-	}
-}
-
-/*
- * Whether no user inside box can be as similar to a (its na <= R points in
- * registers) as `worst`: a's floored distances to the box bound its
- * distances to the user's nearest points from below, so their sum bounds
- * the similarity's denominator.  First the cheap bound (a sum of squares
- * under one root: sqrt(sum t^2) <= sum t), then the sum of roots.
- */
-template <Metric M, int R>
-__device__ __forceinline__ bool beyond_worst(const double (&ax)[R], const double (&ay)[R], const double (&ac)[R],
-											 long long na, const UserBox &box, double epsilon, double worst)
-{
-	double bound[R];
-	double squares = 0.0, floor_square = epsilon * epsilon;
-#pragma unroll
-	for (int j = 0; j < R; ++j)
-	{
-		bound[j] = box_square_bound<M>(ax[j], ay[j], ac[j], box);
-		if (j < na)
-			squares += fmax(bound[j], floor_square);
-	}
-	auto points = static_cast<double>(na);
-	if (points / (sqrt(squares) * kBoundMargin) < worst)
-		return true;
-	double sum = 0.0;
-#pragma unroll
-	for (int j = 0; j < R; ++j)
-		if (j < na)
-			sum += fmax(sqrt(bound[j]), epsilon);
-	return points / (sum * kBoundMargin) < worst;
-}
-
-/*
  * Offers user a's heap (of `size` entries) each of `others` but a itself,
  * with its similarity to a.  a's points sit in registers R at a time (all
  * of them when it has at most R), each with the running minimum of its key
@@ -320,8 +245,7 @@ __device__ __forceinline__ bool beyond_worst(const double (&ax)[R], const double
  */
 template <Metric M, int R, typename Others>
 __device__ __forceinline__ void rank_others(const DevicePoints &pts, const int64_t *__restrict__ ids, int32_t a,
-											Others others, double epsilon, int k, SimilarityEntry *heap, int &size,
-											const UserBox *__restrict__ boxes, unsigned long long *compared)
+											Others others, double epsilon, int k, SimilarityEntry *heap, int &size)
 {
 	long long a0 = pts.offsets[a], na = pts.offsets[a + 1] - a0;
 	SimilarityEntry worst = size == k ? heap[0] : SimilarityEntry{0, 0}; /* the root, once full */
@@ -336,24 +260,13 @@ __device__ __forceinline__ void rank_others(const DevicePoints &pts, const int64
 	bool one_chunk = na <= R;
 	if (one_chunk)
 		load_chunk(0);
-	unsigned long long pairs = 0;
 
 	for (long long i = 0; i < others.count(); ++i)
 	{
 		int32_t b = others[i];
 		if (b == a)
 			continue;
-		/* once the heap is full, a user whose box is too far from a's points to enter it is not compared */
-		if (boxes && one_chunk && size == k)
-		{
-			const UserBox *box = boxes + b;
-			UserBox bb{__ldg(&box->x_lo), __ldg(&box->x_hi), __ldg(&box->y_lo), __ldg(&box->y_hi),
-					   M == Metric::Haversine ? __ldg(&box->cos_lo) : 0.0};
-			if (beyond_worst<M, R>(ax, ay, ac, na, bb, epsilon, worst.similarity))
-				continue;
-		}
 		long long p0 = __ldg(pts.offsets + b), p1 = __ldg(pts.offsets + b + 1);
-		pairs += na * (p1 - p0);
 		double f = 0.0;
 		for (long long c0 = 0; c0 < na; c0 += R)
 		{
@@ -374,8 +287,6 @@ __device__ __forceinline__ void rank_others(const DevicePoints &pts, const int64
 				worst = heap[0];
 		}
 	}
-	if (compared)
-		atomicAdd(compared, pairs);
 }
 
 /*
@@ -387,8 +298,7 @@ template <Metric M, int R>
 __global__ void __launch_bounds__(kBlock)
 	best_others(DevicePoints pts, const int64_t *__restrict__ ids,
 				const int32_t *__restrict__ users, int n, int32_t first_b, int32_t column_width,
-				int32_t n_users, double epsilon, int k, SimilarityEntry *heaps, int *sizes,
-				const UserBox *__restrict__ boxes, unsigned long long *compared)
+				int32_t n_users, double epsilon, int k, SimilarityEntry *heaps, int *sizes)
 {
 	int t = blockIdx.x * blockDim.x + threadIdx.x;
 	if (t >= n)
@@ -399,8 +309,7 @@ __global__ void __launch_bounds__(kBlock)
 		return;
 	size_t slot = static_cast<size_t>(blockIdx.y) * n + t;
 	int size = sizes[slot];
-	rank_others<M, R>(pts, ids, users[t], OtherRange{b_begin, b_end}, epsilon, k, heaps + slot * k, size, boxes,
-					  compared);
+	rank_others<M, R>(pts, ids, users[t], OtherRange{b_begin, b_end}, epsilon, k, heaps + slot * k, size);
 	sizes[slot] = size;
 }
 
@@ -420,7 +329,7 @@ __global__ void __launch_bounds__(kBlock)
 		return;
 	int size = 0;
 	rank_others<M, R>(pts, ids, users[t], OtherList{others + offsets[t], offsets[t + 1] - offsets[t]}, epsilon, k,
-					  heaps + static_cast<size_t>(t) * k, size, nullptr, nullptr);
+					  heaps + static_cast<size_t>(t) * k, size);
 	sizes[t] = size;
 }
 
@@ -664,26 +573,6 @@ __global__ void reach_totals(DevicePlan plan, const ReachSlab *__restrict__ slab
 }
 
 /* order[i] = i */
-/* boxes[u]: user u's UserBox, its points grouped (offsets). */
-template <Metric M>
-__global__ void user_boxes(DevicePoints pts, int32_t n_users, UserBox *boxes)
-{
-	for (int32_t u = blockIdx.x * blockDim.x + threadIdx.x; u < n_users; u += gridDim.x * blockDim.x)
-	{
-		UserBox box{INFINITY, -INFINITY, INFINITY, -INFINITY, M == Metric::Haversine ? INFINITY : 0.0};
-		for (long long p = pts.offsets[u]; p < pts.offsets[u + 1]; ++p)
-		{
-			box.x_lo = fmin(box.x_lo, pts.x[p]);
-			box.x_hi = fmax(box.x_hi, pts.x[p]);
-			box.y_lo = fmin(box.y_lo, pts.y[p]);
-			box.y_hi = fmax(box.y_hi, pts.y[p]);
-			if constexpr (M == Metric::Haversine)
-				box.cos_lo = fmin(box.cos_lo, pts.cos_lat[p]);
-		}
-		boxes[u] = box;
-	}
-}
-
 __global__ void fill_rows(uint32_t *order, long long n)
 {
 	for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
@@ -848,8 +737,8 @@ class GeoSession
 	}
 
 	void similarity_sums(int32_t main_user, double epsilon);
-	void similar_users(int k, double epsilon, int part, int parts, bool bounded, std::vector<SimilarityEntry> &heaps,
-					   std::vector<int32_t> &sizes, double &pairs);
+	void similar_users(int k, double epsilon, int part, int parts, std::vector<SimilarityEntry> &heaps,
+					   std::vector<int32_t> &sizes);
 	void similar_users_listed(int k, double epsilon, int part, int parts, GeoOtherLists &lists,
 							  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs);
 	std::vector<std::vector<double>> strengths(int32_t main_user, double min_similarity,
@@ -884,7 +773,6 @@ class GeoSession
 		}
 	};
 	void build_reach(const ReachGrid &grid);
-	void prepare_boxes();
 	void strengths_in_reach(const StrengthParams &params, const PowerPlan &power, const double *w, double *total);
 
 	/*
@@ -1041,7 +929,6 @@ class GeoSession
 	DeviceBuffer<double> cand_x_, cand_y_, cand_cos_;
 	std::vector<double> cand_host_x_, cand_host_y_;
 	std::unique_ptr<ReachIndex> reach_;
-	DeviceBuffer<UserBox> boxes_;
 };
 
 void GeoSessionDeleter::operator()(GeoSession *session) const noexcept { delete session; }
@@ -1086,86 +973,11 @@ void GeoSession::similarity_sums(int32_t main_user, double epsilon)
 	ctx_.times.compute_ms += compute.stop_ms();
 }
 
-/*
- * The users' boxes, and the users of each tile class reordered for the
- * bounded search: by where their boxes lie (a Morton code of the box's
- * centre), so that a warp's users rule out the same others and take the
- * same branches; then in runs of a warp's users dealt out in bit-reversed
- * order, so that any share of a class (a split call's part) holds runs
- * from all over the map, and so about its share of the dense places.
- */
-void GeoSession::prepare_boxes()
-{
-	if (boxes_.size() == static_cast<size_t>(n_users_) || n_users_ == 0)
-		return;
-	boxes_ = DeviceBuffer<UserBox>(n_users_, ctx_);
-	with_metric(metric_, [&](auto metric) {
-		user_boxes<decltype(metric)::value><<<blocks_for(n_users_), kBlock, 0, stream_>>>(device_points(), n_users_,
-																							 boxes_.get());
-	});
-	check_launch("user_boxes");
-	std::vector<UserBox> boxes;
-	download(boxes, boxes_, n_users_, stream_);
-	stream_.synchronize();
-
-	double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
-	for (const UserBox &box : boxes)
-	{
-		x_lo = std::min(x_lo, box.x_lo), x_hi = std::max(x_hi, box.x_hi);
-		y_lo = std::min(y_lo, box.y_lo), y_hi = std::max(y_hi, box.y_hi);
-	}
-	auto cell = [](double v, double lo, double hi) {
-		double at = hi > lo ? (v - lo) / (hi - lo) * 65535.0 : 0.0;
-		return static_cast<uint32_t>(std::clamp(at, 0.0, 65535.0));
-	};
-	auto spread = [](uint32_t v) { /* v's 16 bits to the even bits of 32 */
-		v = (v | (v << 8)) & 0x00FF00FFu;
-		v = (v | (v << 4)) & 0x0F0F0F0Fu;
-		v = (v | (v << 2)) & 0x33333333u;
-		return (v | (v << 1)) & 0x55555555u;
-	};
-	std::vector<uint32_t> morton(n_users_);
-	for (int32_t u = 0; u < n_users_; ++u)
-	{
-		const UserBox &box = boxes[u];
-		morton[u] = spread(cell(0.5 * (box.x_lo + box.x_hi), x_lo, x_hi)) |
-					(spread(cell(0.5 * (box.y_lo + box.y_hi), y_lo, y_hi)) << 1);
-	}
-	constexpr int32_t kRun = 32;
-	std::vector<int32_t> dealt;
-	for (size_t c = 0; c + 1 < class_begin_.size(); ++c)
-	{
-		auto first = by_count_host_.begin() + class_begin_[c], last = by_count_host_.begin() + class_begin_[c + 1];
-		std::stable_sort(first, last, [&](int32_t a, int32_t b) { return morton[a] < morton[b]; });
-		int32_t runs = static_cast<int32_t>((last - first + kRun - 1) / kRun);
-		int bits = 0;
-		while ((int64_t(1) << bits) < runs)
-			++bits;
-		dealt.clear();
-		for (int64_t i = 0; i < (int64_t(1) << bits); ++i)
-		{
-			int64_t run = 0; /* i's bits reversed */
-			for (int b = 0; b < bits; ++b)
-				run |= ((i >> b) & 1) << (bits - 1 - b);
-			if (run < runs)
-				dealt.insert(dealt.end(), first + run * kRun, first + std::min<int64_t>((run + 1) * kRun, last - first));
-		}
-		std::copy(dealt.begin(), dealt.end(), first);
-	}
-	for (int32_t i = 0; i < n_users_; ++i)
-		count_prefix_[i + 1] = count_prefix_[i] + (offsets_host_[by_count_host_[i] + 1] - offsets_host_[by_count_host_[i]]);
-	upload(by_count_, by_count_host_, stream_, ctx_);
-}
-
-void GeoSession::similar_users(int k, double epsilon, int part, int parts, bool bounded,
-							   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs)
+void GeoSession::similar_users(int k, double epsilon, int part, int parts, std::vector<SimilarityEntry> &heaps,
+							   std::vector<int32_t> &sizes)
 {
 	heaps.assign(static_cast<size_t>(n_users_) * k, SimilarityEntry{0, 0});
 	sizes.assign(n_users_, 0);
-	if (bounded)
-		prepare_boxes();
-	DeviceBuffer<unsigned long long> compared(1, ctx_);
-	check(cudaMemsetAsync(compared.get(), 0, sizeof(unsigned long long), stream_), "cudaMemsetAsync");
 	double total_points = static_cast<double>(n_points_);
 	double mean_points = total_points / std::max(1, n_users_);
 
@@ -1227,7 +1039,7 @@ void GeoSession::similar_users(int k, double epsilon, int part, int parts, bool 
 						best_others<M, decltype(r)::value><<<grid, kBlock, 0, stream_>>>(
 							device_points(), ids_.get(), by_count_.get() + lo, n,
 							static_cast<int32_t>(first_b), column_width, n_users_, epsilon, k,
-							d_heaps.get(), d_sizes.get(), bounded ? boxes_.get() : nullptr, compared.get());
+							d_heaps.get(), d_sizes.get());
 					});
 				});
 				check_launch("best_others");
@@ -1261,10 +1073,6 @@ void GeoSession::similar_users(int k, double epsilon, int part, int parts, bool 
 			lo += n;
 		}
 	}
-	std::vector<unsigned long long> count;
-	download(count, compared, 1, stream_);
-	stream_.synchronize();
-	pairs = static_cast<double>(count[0]);
 }
 
 /*
@@ -1596,10 +1404,10 @@ void geo_similarity_sums(GeoSession &session, int32_t main_user, double epsilon,
 	session.download_sums(floored, raw);
 }
 
-void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int parts, bool bounded,
-					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs)
+void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int parts,
+					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes)
 {
-	session.similar_users(k, epsilon, part, parts, bounded, heaps, sizes, pairs);
+	session.similar_users(k, epsilon, part, parts, heaps, sizes);
 }
 
 void geo_similar_users_listed(GeoSession &session, int k, double epsilon, int part, int parts,

@@ -67,8 +67,7 @@ class GeoSession
 void GeoSessionDeleter::operator()(GeoSession *session) const noexcept { delete session; }
 GeoSessionPtr open_geo_session(const GeoPointColumns &, const GeoCandidateColumns *, CallContext &) { no_gpu(); }
 void geo_similarity_sums(GeoSession &, int32_t, double, std::vector<double> &, std::vector<double> &) { no_gpu(); }
-void geo_similar_users(GeoSession &, int, double, int, int, bool, std::vector<SimilarityEntry> &, std::vector<int32_t> &,
-					   double &)
+void geo_similar_users(GeoSession &, int, double, int, int, std::vector<SimilarityEntry> &, std::vector<int32_t> &)
 {
 	no_gpu();
 }

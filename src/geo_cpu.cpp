@@ -92,7 +92,7 @@ void similar_users_cpu(const GeoPointSet &s, int k, double epsilon, GeoPruning p
 	int32_t n_users = s.users();
 	heaps.assign(static_cast<size_t>(n_users) * k, SimilarityEntry{0, 0});
 	sizes.assign(n_users, 0);
-	std::unique_ptr<BestOthers> pruned = best_others_search(s, k, epsilon, pruning, part, parts, ctx);
+	std::unique_ptr<BestOthers> pruned = best_others_search(s, k, epsilon, pruning, PrunedFor::Cpu, part, parts, ctx);
 	/* the part's users: codes part, part + parts, ... */
 	size_t users_of_part = n_users > part ? (n_users - part + parts - 1) / parts : 0;
 	parallel_for(users_of_part, ctx, [&](size_t item, size_t worker, const std::atomic<bool> &cancelled) {

@@ -161,23 +161,16 @@ class ListsOfSearch final : public gpu::GeoOtherLists
 };
 
 /*
- * similar_users on the GPU session: with geo_pruning on, the CPU's index
- * lists each user's possible others and the GPU compares them; under auto
- * the GPU compares every pair but those its users' bounding boxes rule out
- * (bounded); off, every pair.
+ * similar_users on the GPU session: pruned where best_others_search says
+ * (the CPU's index lists each user's possible others, the GPU compares
+ * them), else every pair.
  */
 void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const GeoWork &work,
 						  const Prepared &prepared, std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 						  ExecContext &ctx)
 {
-	double all = 0;
-	auto all_pairs = [&](auto count_of) {
-		for (size_t u = 0; u < sizes.size(); ++u)
-			if (sizes[u] > 0)
-				all += static_cast<double>(count_of(u)) * static_cast<double>(points.codes.size());
-	};
-	char note[240];
-	if (work.pruning == GeoPruning::Always)
+	if (!brute_force_by_size(static_cast<int64_t>(points.codes.size()), static_cast<int32_t>(points.user_ids.size()),
+							 work.kept, work.pruning, PrunedFor::Gpu, work.parts))
 	{
 		std::unique_ptr<GeoPointSet> own;
 		if (!prepared.grouped)
@@ -185,7 +178,7 @@ void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const
 		const GeoPointSet &set = prepared.grouped ? *prepared.grouped : *own;
 		Stopwatch indexing;
 		std::unique_ptr<BestOthers> search =
-			best_others_search(set, work.kept, work.epsilon, work.pruning, work.part, work.parts, ctx);
+			best_others_search(set, work.kept, work.epsilon, work.pruning, PrunedFor::Gpu, work.part, work.parts, ctx);
 		double index_ms = indexing.elapsed_ms();
 		if (search)
 		{
@@ -193,7 +186,11 @@ void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const
 			double pairs = 0;
 			gpu::geo_similar_users_listed(session, work.kept, work.epsilon, work.part, work.parts, lists, heaps, sizes,
 										  pairs);
-			all_pairs([&](size_t u) { return set.count(static_cast<int32_t>(u)); });
+			double all = 0;
+			for (int32_t u = 0; u < set.users(); ++u)
+				if (sizes[u] > 0)
+					all += static_cast<double>(set.count(u)) * static_cast<double>(set.points());
+			char note[240];
 			snprintf(note, sizeof note,
 					 "; pruned on the GPU: %.3g of %.3g point pairs examined (%.2f%%: %.3g compared on the GPU, "
 					 "%.3g index steps on the CPU; index built in %.0f ms)",
@@ -203,18 +200,7 @@ void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const
 			return;
 		}
 	}
-	bool bounded = work.pruning == GeoPruning::Auto;
-	double pairs = 0;
-	gpu::geo_similar_users(session, work.kept, work.epsilon, work.part, work.parts, bounded, heaps, sizes, pairs);
-	if (bounded)
-	{
-		all_pairs([&](size_t u) { return points.counts[u]; });
-		snprintf(note, sizeof note,
-				 "; bounded on the GPU: %.3g of %.3g point pairs compared (%.2f%%), the rest ruled out by the users' "
-				 "bounding boxes",
-				 pairs, all, all > 0 ? 100 * pairs / all : 0.0);
-		ctx.device_choice += note;
-	}
+	gpu::geo_similar_users(session, work.kept, work.epsilon, work.part, work.parts, heaps, sizes);
 }
 
 GeoWorkResult on_gpu_session(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work,
@@ -563,9 +549,14 @@ std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &pa
 		}
 		return written_bytes([&](ByteWriter &out) { put_result(out, result, whole.kept); });
 	}
-	/* the CPU's grouping: the CPU's points, or the index of the GPU's similar_users pruned on (made once for the parts) */
+	/*
+	 * the CPU's grouping: the CPU's points, or the index of the GPU's
+	 * similar_users where it may prune (made once for the parts)
+	 */
 	if (ctx.mode == DeviceMode::Cpu ||
-		(whole.kind == GeoWork::Kind::SimilarUsers && whole.pruning == GeoPruning::Always))
+		(whole.kind == GeoWork::Kind::SimilarUsers &&
+		 !brute_force_by_size(static_cast<int64_t>(call.codes.size()), static_cast<int32_t>(call.user_ids.size()),
+							  whole.kept, whole.pruning, PrunedFor::Gpu, part.count)))
 		prepared.grouped = &call.grouped_set(ctx);
 	if (part.count > 1 && whole.kind == GeoWork::Kind::Strengths)
 	{

@@ -151,6 +151,23 @@ class BestOthers
 	virtual double searched() const = 0;
 };
 
+/* Who compares the users a pruned search lists: the CPU or the GPU (their costs differ against the index's). */
+enum class PrunedFor : uint8_t
+{
+	Cpu,
+	Gpu
+};
+
+/*
+ * Whether similar_users compares every pair whatever its points' places
+ * are: pruning Never, k at least the other users, or under Auto an input
+ * too small for an index (on the GPU: one whose brute force, a part of
+ * `parts`, costs less than a pruned search at the least).  No index, nor
+ * the CPU's grouping of the points, is then made.
+ */
+bool brute_force_by_size(int64_t n_points, int32_t n_users, int k, GeoPruning pruning, PrunedFor device,
+						 int parts);
+
 /*
  * The pruned search for similar_users' part `part` of `parts`, with its
  * index built, or null where every pair is to be compared: pruning Never,
@@ -159,7 +176,7 @@ class BestOthers
  * pairs listed) cost more than a brute force would.
  */
 std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,
-											   int part, int parts, ExecContext &ctx);
+											   PrunedFor device, int part, int parts, ExecContext &ctx);
 
 /* ---- geo_device.cpp: one computation of a function on its device --------- */
 

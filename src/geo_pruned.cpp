@@ -81,6 +81,36 @@ constexpr double kPruneWhenBelow = 0.6;
  */
 constexpr double kLeastPrunedPairs = 1e6;
 
+/* For the GPU, which compares every pair at about 8e11 pairs/s: the least input worth an index (about 15 ms of pairs). */
+constexpr double kLeastGpuPrunedPairs = 1e10;
+
+/*
+ * For the GPU, what a step of the index (others_of) costs one CPU thread,
+ * its share of the index's build included: 100k clustered users on one
+ * H100 with 16 cores listed 2.96e9 steps in 4.0 s and built the index in
+ * 1.1 s (lists: 21.6 ns a step a thread).  Against the GPU's rate for a
+ * point pair (rates::kPointPairs), the steps of a part's lists, made on its
+ * share of the call's threads, weigh as that many GPU pairs: about 1,400
+ * a step on 16 threads, where a weight of 200 had auto prune a call that
+ * the brute force did in 3.5 s and the lists in 6.1 s.
+ */
+constexpr double kCpuStepThreadNs = 28;
+
+/*
+ * Building the index, a point's share, on one thread (100k clustered users
+ * x 20 points: 1.47 s on the H100 host), and what a pruned search costs at
+ * the least against that build: the build, then lists several times as
+ * long (that run: lists 4.0 s on 16 threads).
+ */
+constexpr double kIndexNsPerPoint = 730;
+constexpr double kPrunedOverIndex = 4;
+
+double cpu_step_in_gpu_pairs(int parts, const ExecContext &ctx)
+{
+	double threads = std::max(1.0, static_cast<double>(call_threads(ctx)) / std::max(1, parts));
+	return kCpuStepThreadNs / threads / rates::kPointPairs.gpu_ns;
+}
+
 /*
  * The index space: under euclidean the plane, under haversine the unit
  * sphere's points in space, whose chords order great-circle distances.
@@ -792,15 +822,35 @@ size_t wide_users(const GeoPointSet &s)
 
 } // namespace
 
+bool brute_force_by_size(int64_t n_points, int32_t n_users, int k, GeoPruning pruning, PrunedFor device,
+						 int parts)
+{
+	auto points = static_cast<double>(n_points);
+	bool gpu = device == PrunedFor::Gpu;
+	/* every other user ranks: nothing to prune */
+	if (pruning == GeoPruning::Never || k >= n_users - 1)
+		return true;
+	if (pruning != GeoPruning::Auto)
+		return false;
+	if (points * points < (gpu ? kLeastGpuPrunedPairs : kLeastPrunedPairs))
+		return true;
+	/*
+	 * On the GPU, a part whose brute force takes less than a pruned search
+	 * costs at the least is not worth the index its sample would build (at
+	 * 100k clustered users the sample's index made auto 1.47x the brute
+	 * force, which it then chose).
+	 */
+	return gpu && points * points / std::max(1, parts) * rates::kPointPairs.gpu_ns <
+					  kPrunedOverIndex * kIndexNsPerPoint * points;
+}
+
 std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,
-											   int part, int parts, ExecContext &ctx)
+											   PrunedFor device, int part, int parts, ExecContext &ctx)
 {
 	int32_t n_users = s.users();
 	double n_points = static_cast<double>(s.points());
-	/* every other user ranks: nothing to prune */
-	if (pruning == GeoPruning::Never || k >= n_users - 1)
-		return nullptr;
-	if (pruning == GeoPruning::Auto && n_points * n_points < kLeastPrunedPairs)
+	bool gpu = device == PrunedFor::Gpu;
+	if (brute_force_by_size(s.points(), n_users, k, pruning, device, parts))
 		return nullptr;
 	/*
 	 * Users of more places than the pairs' index takes (points spread
@@ -830,7 +880,8 @@ std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, doub
 	double brute_pairs = 0;
 	for (double pairs : brute)
 		brute_pairs += pairs;
-	if (!(search->compared() + search->searched() < kPruneWhenBelow * brute_pairs))
+	double searched = search->searched() * (gpu ? cpu_step_in_gpu_pairs(parts, ctx) : 1);
+	if (!(search->compared() + searched < kPruneWhenBelow * brute_pairs))
 		return nullptr;
 	return search;
 }

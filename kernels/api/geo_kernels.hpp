@@ -69,13 +69,10 @@ void geo_similarity_sums(GeoSession &session, int32_t main_user, double epsilon,
  * (the caller sorts); the other parts' users keep sizes[u] = 0.  The parts
  * share out each class of users by point count, so that devices computing
  * a part each get about the same work; together they cover every user
- * once, and each user's heap holds what it holds unsplit.  bounded: a user
- * whose bounding box is too far from u's points to enter u's heap, once
- * full, is not compared point by point (the same heaps).  pairs: the point
- * pairs compared.
+ * once, and each user's heap holds what it holds unsplit.
  */
-void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int parts, bool bounded,
-					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs);
+void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int parts,
+					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes);
 
 /*
  * The others that each user may rank where a pruned search has ruled the

@@ -20,11 +20,9 @@
 #     off (the brute force), with the answers compared;
 #   SQL_USERS (300) against plain SQL (a cross join; BASELINES=0 skips it).
 # DEVICES ("cpu") lists the values of gpurec.device to run; on a GPU host
-# "gpu cpu" sets the two against each other, each pruned (on the GPU,
-# auto: the GPU rules out others by their bounding boxes; on: the CPU
-# lists each user's possible others and the GPU compares them;
-# BENCHMARKS.md has the command).  BOTH_USERS=0 and BRUTE_USERS=0 skip
-# those runs.
+# "gpu cpu" sets the two against each other, each pruned (on the GPU the
+# CPU lists each user's possible others and the GPU compares them;
+# BENCHMARKS.md has the command).
 set -euo pipefail
 clustered_users=${CLUSTERED_USERS:-100000}
 both_users=${BOTH_USERS:-20000}
@@ -91,7 +89,7 @@ timed() {
 		    FROM pg_read_file('/proc/' || pg_backend_pid() || '/stat') s" 2>&1)
 	ms=$(sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' <<<"$out" | head -1)
 	cpu=$(sed -nE 's/^cpu ([0-9]+)$/\1/p' <<<"$out")
-	examined=$(grep -oE '(pruned|bounded on the GPU): [^;]*' <<<"$out" | head -1 || true)
+	examined=$(grep -oE 'pruned: [^;]*' <<<"$out" | head -1 || true)
 	echo "similar_users ($device) $2 $(q -c "SELECT count(DISTINCT user_id) FROM $1") users, geo_pruning = $3: $ms ms, backend CPU $(awk -v t="$cpu" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz }') s${examined:+; $examined}"
 }
 
@@ -115,17 +113,14 @@ if [ "$clustered_users" -gt 0 ]; then
 	for device in $devices; do timed big euclidean auto; done
 fi
 
-if [ "$both_users" -gt 0 ]; then
-	echo "# clustered, $both_users users x 20 points, both metrics, auto"
-	make_checkins mid "$both_users" clustered
-	for device in $devices; do
-		timed mid euclidean auto
-		timed mid haversine auto
-	done
-fi
+echo "# clustered, $both_users users x 20 points, both metrics, auto"
+make_checkins mid "$both_users" clustered
+for device in $devices; do
+	timed mid euclidean auto
+	timed mid haversine auto
+done
 
 for kind in clustered uniform; do
-	[ "$brute_users" -gt 0 ] || break
 	echo "# $kind, $brute_users users x 20 points: auto against the brute force (off), and pruning forced (on)"
 	make_checkins "small_$kind" "$brute_users" "$kind"
 	for device in $devices; do

@@ -8,9 +8,8 @@
  *
  * Build: make compute-benches
  * Run: test/bench/geo_pruned_compute_bench USERS [clustered|uniform] [euclidean|haversine]
- *          [cpu|gpu] [auto|on|off|compare|compare-auto|lists|lists-auto] [THREADS]
- * compare runs on and off and checks that the rows are the same bits
- * (compare-auto: auto and off; on the GPU auto is the bounded search);
+ *          [cpu|gpu] [auto|on|off|compare|lists|lists-auto] [THREADS]
+ * compare runs on and off and checks that the rows are the same bits;
  * lists times the CPU's half of the GPU's pruned search alone (grouping,
  * index, every user's list of possible others) and counts the pairs the
  * GPU would compare (lists-auto: where auto's sample prunes); THREADS (0: one per core) as gpurec.cpu_threads.
@@ -114,7 +113,7 @@ void lists(const Population &p, const GeoOptions &o)
 	Stopwatch clock;
 	GeoPointSet set = grouped_on_cpu(rows_of(view), o.metric, ctx);
 	double grouped = clock.elapsed_ms();
-	std::unique_ptr<BestOthers> search = best_others_search(set, 10, o.epsilon, o.pruning, 0, 1, ctx);
+	std::unique_ptr<BestOthers> search = best_others_search(set, 10, o.epsilon, o.pruning, PrunedFor::Gpu, 0, 1, ctx);
 	double indexed = clock.elapsed_ms();
 	if (!search)
 	{
@@ -155,10 +154,10 @@ int main(int argc, char **argv)
 	o.epsilon = default_epsilon(o.metric);
 	std::printf("similar_users %zu users x 20, %s, %s, %s\n", users, clustered ? "clustered" : "uniform",
 				haversine ? "haversine" : "euclidean", mode == DeviceMode::Gpu ? "gpu" : "cpu");
-	if (how == "compare" || how == "compare-auto")
+	if (how == "compare")
 	{
-		o.pruning = how == "compare" ? GeoPruning::Always : GeoPruning::Auto;
-		std::vector<SimilarUser> pruned = run(p, o, mode, how == "compare" ? "on" : "auto");
+		o.pruning = GeoPruning::Always;
+		std::vector<SimilarUser> pruned = run(p, o, mode, "on");
 		o.pruning = GeoPruning::Never;
 		std::vector<SimilarUser> brute = run(p, o, mode, "off");
 		size_t differ = pruned.size() == brute.size() ? 0 : std::max(pruned.size(), brute.size());

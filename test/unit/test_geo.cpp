@@ -682,7 +682,7 @@ TEST_P(GeoOracle, PrunedListsForTheGpuHoldEveryUserThatRanks)
 					continue;
 				std::vector<SimilarUser> want = similar_users(in.view(), k, {metric, epsilon, GeoPruning::Never}, ctx);
 				std::unique_ptr<BestOthers> search =
-					best_others_search(set, k, epsilon, GeoPruning::Always, 0, 1, ctx);
+					best_others_search(set, k, epsilon, GeoPruning::Always, PrunedFor::Gpu, 0, 1, ctx);
 				ASSERT_TRUE(search);
 				std::vector<SimilarUser> got;
 				for (int32_t a = 0; a < n; ++a)
@@ -1357,12 +1357,11 @@ TEST_P(GeoGpu, SimilarUsersBitIdentical)
 }
 
 /*
- * similar_users pruned on the GPU (on: the CPU's index lists each user's
- * possible others, the GPU compares them; auto: the GPU rules others out
- * by their bounding boxes) gives the CPU brute force's rows to the bit:
- * users of places far apart, a few of points everywhere, clustered and
- * uniform check-ins with ties, duplicates and users of one point, every
- * tile class.
+ * similar_users pruned on the GPU (the CPU's index lists each user's
+ * possible others, the GPU compares them) gives the CPU brute force's rows
+ * to the bit: users of places far apart, a few of points everywhere,
+ * clustered and uniform check-ins with ties, duplicates and users of one
+ * point, every tile class.
  */
 TEST_P(GeoGpu, PrunedSimilarUsersAreTheBruteForceToTheBit)
 {
@@ -1378,17 +1377,12 @@ TEST_P(GeoGpu, PrunedSimilarUsersAreTheBruteForceToTheBit)
 		PointColumns in(inputs[input]);
 		for (double epsilon : {1e-9, metric == GeoMetric::Haversine ? 150.0 : 3.0})
 			for (int k : {1, 4, 10})
-				for (GeoPruning pruning : {GeoPruning::Always, GeoPruning::Auto})
 			{
 				ExecContext cpu = cpu_context(), gpu = gpu_context();
 				std::vector<SimilarUser> want = similar_users(in.view(), k, {metric, epsilon, GeoPruning::Never}, cpu);
-				std::vector<SimilarUser> got = similar_users(in.view(), k, {metric, epsilon, pruning}, gpu);
+				std::vector<SimilarUser> got = similar_users(in.view(), k, {metric, epsilon, GeoPruning::Always}, gpu);
 				EXPECT_TRUE(gpu.used_gpu);
-				const char *note = pruning == GeoPruning::Always ? "pruned on the GPU" : "bounded on the GPU";
-				EXPECT_NE(gpu.device_choice.find(note), std::string::npos) << gpu.device_choice;
-				if (pruning == GeoPruning::Auto && input < 3)
-					EXPECT_EQ(gpu.device_choice.find("(100.00%)"), std::string::npos)
-						<< "users far apart, yet no pair was ruled out: " << gpu.device_choice;
+				EXPECT_NE(gpu.device_choice.find("pruned on the GPU"), std::string::npos) << gpu.device_choice;
 				ASSERT_EQ(got.size(), want.size()) << "input " << input << " k " << k;
 				for (size_t i = 0; i < got.size(); ++i)
 				{
