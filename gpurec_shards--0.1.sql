@@ -257,28 +257,26 @@ RETURNS TABLE(shard integer, cart_id bigint, product_id bigint) LANGUAGE plproxy
     SELECT (parts)[1] AS shard, c.* FROM gpurec_internal.shard_cart_products(q_carts) AS c;
 $$;
 
--- q_offers: the partitions' parts of the offers the carts depend on
--- (cart_offer_parts), passed on unread to every partition
-CREATE FUNCTION gpurec_shards_internal.optimize_carts(cluster text, parts integer[], q_carts text, q_offers bytea[],
-                                                      q_shipping text)
-RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
-              total numeric, shipping numeric, stores_used integer, complete boolean,
-              current_total numeric, saving numeric)
-LANGUAGE plproxy AS $$
+-- each partition's rows of improve_carts and optimize_carts as one part:
+-- q_offers is the partitions' parts of the offers the carts depend on
+-- (cart_offer_parts), q_shipping the shipping the coordinator read
+-- (_shipping_part), both passed on unread to every partition
+CREATE FUNCTION gpurec_shards_internal.optimize_carts_part(cluster text, parts integer[], q_carts text,
+                                                           q_offers bytea[], q_shipping bytea)
+RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.* FROM gpurec_internal._optimize_carts_of_parts(q_carts, q_offers, q_shipping) AS c;
+    SELECT (parts)[1] AS shard, gpurec_internal._optimize_carts_part(q_carts, q_offers, q_shipping) AS part;
 $$;
 
-CREATE FUNCTION gpurec_shards_internal.improve_carts(cluster text, parts integer[], q_carts text, q_offers bytea[])
-RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
-              current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
-LANGUAGE plproxy AS $$
+CREATE FUNCTION gpurec_shards_internal.improve_carts_part(cluster text, parts integer[], q_carts text,
+                                                          q_offers bytea[])
+RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.* FROM gpurec_internal._improve_carts_of_parts(q_carts, q_offers) AS c;
+    SELECT (parts)[1] AS shard, gpurec_internal._improve_carts_part(q_carts, q_offers) AS part;
 $$;
 
 -- each partition's roc_fitness as one bytea (labels NULL: of a scores
@@ -446,14 +444,19 @@ BEGIN
     --    the cheapest offer of each product, and the cheapest offer of each
     --    pair at its current store, as every partition's part in gpurec's
     --    binary form; 3. every partition improves its own carts against
-    --    the offers of all those parts, each price in its own type
+    --    the offers of all those parts and sends its rows as one part, each
+    --    price in its own type; the engine orders the partitions' rows as
+    --    one server does
     RETURN QUERY
-    SELECT t.cart_id, t.product_id, t.quantity, t.current_store_id, t.current_price,
-           t.best_store_id, t.best_price, t.saving
-    FROM gpurec_shards_internal.improve_carts(cluster, parts, carts_query,
-             gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, products,
-                                                     pair_products, pair_stores)) AS t
-    ORDER BY t.cart_id, t.product_id, t.current_store_id, t.quantity;
+    SELECT m.cart_id, m.product_id, m.quantity, m.current_store_id, m.current_price,
+           m.best_store_id, m.best_price, m.saving
+    FROM gpurec_internal._merge_improve_carts(
+             ARRAY(SELECT t.part
+                   FROM gpurec_shards_internal.improve_carts_part(
+                            cluster, parts, carts_query,
+                            gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, products,
+                                                                    pair_products, pair_stores)) AS t
+                   ORDER BY t.shard)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
@@ -489,12 +492,7 @@ DECLARE
     line_shards integer[];
     line_carts bigint[];
     products bigint[];
-    stores bigint[];
-    fees text[];
-    fee_types text[];
-    frees text[];
-    free_types text[];
-    shipping text;
+    shipping bytea;
     st text; msg text; det text; hnt text;
 BEGIN
     -- 1. every partition's carts' products; a cart two partitions hold is
@@ -503,44 +501,32 @@ BEGIN
       INTO line_shards, line_carts, products
       FROM gpurec_shards_internal.cart_products(cluster, parts, carts_query) AS c;
     PERFORM gpurec_shards_internal.unsplit(cluster, 'cart', line_shards, line_carts);
-    -- 2. shipping, read on the coordinator (a small table every partition
-    --    needs whole), each value as the text of its own type; free_from
-    --    is optional
-    EXECUTE format('SELECT array_agg(s.store_id::bigint), array_agg(s.fee::text), '
-                   'array_agg(DISTINCT pg_typeof(s.fee)::text) FROM %s AS s',
-                   gpurec_shards_internal.subquery(shipping_query))
-       INTO stores, fees, fee_types;
-    BEGIN
-        EXECUTE format('SELECT array_agg(s.free_from::text), array_agg(DISTINCT pg_typeof(s.free_from)::text) '
-                       'FROM %s AS s', gpurec_shards_internal.subquery(shipping_query))
-           INTO frees, free_types;
-    EXCEPTION WHEN undefined_column THEN
-        frees := NULL;
-    END;
-    shipping := format('SELECT s.store_id, s.fee%s FROM unnest(%L::bigint[], %L::%s[]%s) AS s(store_id, fee%s)',
-                       CASE WHEN free_types IS NOT NULL THEN ', s.free_from' ELSE '' END,
-                       coalesce(stores, '{}'), coalesce(fees, '{}'),
-                       coalesce(fee_types[1]::regtype, 'numeric'::regtype),
-                       CASE WHEN free_types IS NOT NULL
-                            THEN format(', %L::%s[]', frees, free_types[1]::regtype) ELSE '' END,
-                       CASE WHEN free_types IS NOT NULL THEN ', free_from' ELSE '' END);
+    -- 2. shipping, read once on the coordinator as optimize_carts reads it
+    --    (a small table every partition needs whole), as one part in
+    --    gpurec's binary form: fee and free_from in their own types
+    shipping := gpurec_internal._shipping_part(shipping_query);
     -- 3. every partition optimizes its own carts against every store's
-    --    offer of their products, from every partition
+    --    offer of their products, from every partition, and sends its rows
+    --    as one part; the engine orders the partitions' rows as one server
+    --    does
     RETURN QUERY
-    SELECT t.cart_id, t.product_id, t.quantity, t.store_id, t.price, t.total, t.shipping, t.stores_used,
-           t.complete, t.current_total, t.saving
-    FROM gpurec_shards_internal.optimize_carts(cluster, parts, carts_query,
-             gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, coalesce(products, '{}'),
-                                                     NULL, NULL),
-             shipping) AS t
-    ORDER BY t.cart_id, t.product_id, t.quantity;
+    SELECT m.cart_id, m.product_id, m.quantity, m.store_id, m.price, m.total, m.shipping, m.stores_used,
+           m.complete, m.current_total, m.saving
+    FROM gpurec_internal._merge_optimize_carts(
+             ARRAY(SELECT t.part
+                   FROM gpurec_shards_internal.optimize_carts_part(
+                            cluster, parts, carts_query,
+                            gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query,
+                                                                    coalesce(products, '{}'), NULL, NULL),
+                            shipping) AS t
+                   ORDER BY t.shard)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION optimize_carts(text, text, text, text) IS
-'gpurec.optimize_carts over carts sharded by cart and offers sharded by any column; shipping_query runs on the coordinator.';
+'gpurec.optimize_carts over carts sharded by cart and offers sharded by any column; shipping_query runs on the coordinator, and reaches the partitions in binary.';
 
 -- ------------------------------------------------------------ ROC fitness --
 

@@ -218,18 +218,6 @@ std::unique_ptr<ShardRows> remote_points_argument(FunctionCallInfo fcinfo, int n
 	return remote;
 }
 
-/* A part as the bytea the call returns. */
-Datum part_result(const ShardRows &part, const char *function)
-{
-	std::vector<uint8_t> bytes = part.bytes();
-	if (bytes.size() > MaxAllocSize - VARHDRSZ)
-		throw Error(sqlstate::program_limit_exceeded,
-					std::string("a partition's answer to ") + function + " is larger than 1 GB");
-	bytea *out = new_bytea(bytes.size());
-	memcpy(VARDATA(out), bytes.data(), bytes.size());
-	PG_RETURN_BYTEA_P(out);
-}
-
 /*
  * gpurec_internal._user_similarity_part(points_query, main_user, metric,
  * epsilon, remote_points): a partition's user_similarity, the main user's
@@ -245,7 +233,7 @@ Datum user_similarity_part_body(FunctionCallInfo fcinfo)
 	std::vector<UserSimilarity> rows = user_similarity_rows(fcinfo, ctx, {remote.get(), &main_user});
 	require_integer_ids(ctx);
 	report_timing("_user_similarity_part", ctx);
-	return part_result(user_similarity_part(rows), "user_similarity");
+	return shard_rows_result(user_similarity_part(rows), "user_similarity");
 }
 
 /*
@@ -270,7 +258,7 @@ Datum geo_points_part_body(FunctionCallInfo fcinfo)
 	require_integer_ids(ctx);
 	ShardRows part = geo_points_part(points, users.get());
 	report_timing("_geo_points_part", ctx);
-	return part_result(part, "the geospatial functions");
+	return shard_rows_result(part, "the geospatial functions");
 }
 
 /* The parts of bytea[] argument n, in partition order. */
@@ -300,7 +288,7 @@ Datum merge_geo_points_body(FunctionCallInfo fcinfo)
 	ShardRows points = merge_geo_points(parts_argument(fcinfo, 1), split_user(cluster));
 	if (points.rows() == 0)
 		PG_RETURN_NULL();
-	return part_result(points, "the geospatial functions");
+	return shard_rows_result(points, "the geospatial functions");
 }
 
 /* gpurec_internal._geo_points_users(points): the distinct users of a geo_points part, in id order, and their points */
@@ -347,8 +335,8 @@ Datum merge_similar_users_body(FunctionCallInfo fcinfo)
 	ExecContext ctx = exec_context_from_settings();
 	std::string cluster = text_argument(fcinfo, 0);
 	std::unique_ptr<ShardRows> points = remote_points_argument(fcinfo, 1);
-	std::vector<SimilarUser> rows =
-		merge_similar_users(parts_argument(fcinfo, 2), points ? *points : geo_points_rows(), cluster);
+	ShardRows no_points = geo_points_rows();
+	std::vector<SimilarUser> rows = merge_similar_users(parts_argument(fcinfo, 2), points ? *points : no_points, cluster);
 	ResultWriter out(fcinfo, ctx, "_merge_similar_users");
 	for (const SimilarUser &row : rows)
 	{
@@ -428,7 +416,7 @@ Datum similar_users_part_body(FunctionCallInfo fcinfo)
 		similar_users_rows(fcinfo, ctx, PG_GETARG_INT32(4), PG_GETARG_INT32(5), {remote.get(), nullptr});
 	require_integer_ids(ctx);
 	report_timing("_similar_users_part", ctx);
-	return part_result(similar_users_part(rows), "similar_users");
+	return shard_rows_result(similar_users_part(rows), "similar_users");
 }
 
 /* predict_strength's candidates (their ids for the result) and their strengths, in the candidates' order */
@@ -492,7 +480,7 @@ Datum predict_strength_part_body(FunctionCallInfo fcinfo)
 	CandidateStrengths result = candidate_strengths(fcinfo, ctx, {remote.get(), &main_user});
 	require_integer_ids(ctx);
 	report_timing("_predict_strength_part", ctx);
-	return part_result(strengths_part(result.strengths), "predict_strength");
+	return shard_rows_result(strengths_part(result.strengths), "predict_strength");
 }
 
 /* fit_exponent's continuous search: its tolerance, NULL for none */
