@@ -512,7 +512,15 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION gpurec_internal._similar_users_part(text, integer, text, float8, integer, integer, bytea) IS
 'Internal (gpurec_shards): similar_users'' lists of part part of parts of the users, against the partition''s and remote_points'' points, for _merge_similar_users.';
 
-CREATE FUNCTION gpurec_internal._predict_strength_part(points_query text, main_user bigint, candidates_query text,
+CREATE FUNCTION gpurec_internal._candidates_part(ids bigint[], xs float8[], ys float8[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_candidates_part'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._candidates_part(bigint[], float8[], float8[]) IS
+'Internal (gpurec_shards): candidates (candidate_id, x, y, in their order) as one value for _predict_strength_part.';
+
+CREATE FUNCTION gpurec_internal._predict_strength_part(points_query text, main_user bigint, candidates bytea,
                                                        exponent float8, max_distance float8,
                                                        min_similarity float8, metric text, epsilon float8,
                                                        remote_points bytea)
@@ -520,8 +528,8 @@ RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_predict_strength_part'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION gpurec_internal._predict_strength_part(text, bigint, text, float8, float8, float8, text, float8, bytea) IS
-'Internal (gpurec_shards): the strengths a partition''s users give each candidate, in the candidates'' order, for _merge_strengths.';
+COMMENT ON FUNCTION gpurec_internal._predict_strength_part(text, bigint, bytea, float8, float8, float8, text, float8, bytea) IS
+'Internal (gpurec_shards): the strengths a partition''s users give each candidate of candidates (a _candidates_part), in their order, for _merge_strengths.';
 
 CREATE FUNCTION gpurec_internal._merge_user_similarity(cluster text, parts bytea[])
 RETURNS TABLE(user_id bigint, similarity float8, mean_min_distance float8)

@@ -348,10 +348,10 @@ RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
                                                q_remote) AS part;
 $$;
 
--- the strengths a partition's users give the candidates, in the
--- candidates query's order
+-- the strengths a partition's users give the candidates (a part of
+-- _candidates_part), in their order
 CREATE FUNCTION gpurec_shards_internal.predict_strength_part(cluster text, parts integer[], q_points text,
-                                                             q_main_user bigint, q_candidates text,
+                                                             q_main_user bigint, q_candidates bytea,
                                                              q_exponent float8, q_max_distance float8,
                                                              q_min_similarity float8, q_metric text,
                                                              q_epsilon float8, q_remote bytea)
@@ -369,7 +369,7 @@ $$;
 -- users, as a part (_predict_strength_part, u the main user, its points
 -- from q_remote where the partition holds none)
 CREATE FUNCTION gpurec_shards_internal.fit_strengths(cluster text, parts integer[], q_points text, q_users bigint[],
-                                                     q_exponents float8[], q_candidates text,
+                                                     q_exponents float8[], q_candidates bytea,
                                                      q_max_distance float8, q_min_similarity float8,
                                                      q_metric text, q_epsilon float8, q_remote bytea)
 RETURNS TABLE(shard integer, u bigint, e bigint, part bytea) LANGUAGE plproxy AS $$
@@ -602,9 +602,10 @@ COMMENT ON FUNCTION roc_auc(text, text, boolean[]) IS
 
 -- ------------------------------------------------------------- geospatial --
 
--- The candidates query's rows, read on the coordinator in their order, as a
--- query every partition can run to get the same rows in the same order.
-CREATE FUNCTION gpurec_shards_internal.candidates(candidates_query text, OUT query text, OUT ids bigint[])
+-- The candidates query's rows, read on the coordinator in their order, as
+-- one part every partition reads in that order (_candidates_part: ids and
+-- coordinates in binary, every bit of a float8), and their ids.
+CREATE FUNCTION gpurec_shards_internal.candidates(candidates_query text, OUT part bytea, OUT ids bigint[])
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     xs float8[];
@@ -614,9 +615,7 @@ BEGIN
                    'FROM %s AS c WHERE c.candidate_id IS NOT NULL AND c.x IS NOT NULL AND c.y IS NOT NULL',
                    gpurec_shards_internal.subquery(candidates_query))
        INTO ids, xs, ys;
-    query := format('SELECT c.candidate_id, c.x, c.y FROM unnest(%L::bigint[], %L::float8[], %L::float8[]) '
-                    'WITH ORDINALITY AS c(candidate_id, x, y, n) ORDER BY c.n',
-                    coalesce(ids, '{}'), coalesce(xs, '{}'), coalesce(ys, '{}'));
+    part := gpurec_internal._candidates_part(coalesce(ids, '{}'), coalesce(xs, '{}'), coalesce(ys, '{}'));
 END $$;
 
 CREATE FUNCTION user_similarity(cluster text, points_query text, main_user bigint,
@@ -743,7 +742,7 @@ BEGIN
     FROM gpurec_internal._merge_strengths(
              ARRAY(SELECT t.part
                    FROM gpurec_shards_internal.predict_strength_part(cluster, parts, points_query, main_user,
-                                                                     cands.query, exponent, max_distance,
+                                                                     cands.part, exponent, max_distance,
                                                                      min_similarity, metric, epsilon,
                                                                      main_points) AS t
                    ORDER BY t.shard)) AS s
@@ -754,7 +753,7 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 
 COMMENT ON FUNCTION predict_strength(text, text, bigint, text, float8, float8, float8, text, float8) IS
-'gpurec.predict_strength over points sharded by user; candidates_query runs on the coordinator.';
+'gpurec.predict_strength over points sharded by user; candidates_query runs on the coordinator, and its rows reach the partitions in binary.';
 
 -- For each of q_exponents (e: its place), the mean AUC over the evaluated
 -- users (q_users, their points in q_remote) and their count: each
@@ -763,7 +762,7 @@ COMMENT ON FUNCTION predict_strength(text, text, bigint, text, float8, float8, f
 -- takes each user's AUC with gpurec's own (gpurec.roc_auc: the engine's
 -- AUC, ties counting half), summed in user order as the engine sums them.
 CREATE FUNCTION gpurec_shards_internal.mean_aucs(cluster text, parts integer[], q_points text, q_users bigint[],
-                                                 q_remote bytea, q_exponents float8[], q_candidates text,
+                                                 q_remote bytea, q_exponents float8[], q_candidates bytea,
                                                  q_visit_users bigint[], q_visit_rows bigint[],
                                                  q_max_distance float8, q_min_similarity float8, q_metric text,
                                                  q_epsilon float8)
@@ -862,7 +861,7 @@ BEGIN
     -- the same means give the same fit as on one server
     SELECT array_agg(m.mean_auc ORDER BY m.e), array_agg(m.users ORDER BY m.e) INTO grid_means, grid_users
       FROM gpurec_shards_internal.mean_aucs(cluster, parts, points_query, evaluated, visit_points, exponents,
-                                            cands.query, visit_users, visit_rows, max_distance, min_similarity,
+                                            cands.part, visit_users, visit_rows, max_distance, min_similarity,
                                             metric, epsilon) AS m;
     IF tolerance IS NOT NULL THEN
         LOOP
@@ -875,7 +874,7 @@ BEGIN
             probed_means := probed_means
                 || ARRAY(SELECT m.mean_auc
                          FROM gpurec_shards_internal.mean_aucs(cluster, parts, points_query, evaluated,
-                                                               visit_points, probes, cands.query, visit_users,
+                                                               visit_points, probes, cands.part, visit_users,
                                                                visit_rows, max_distance, min_similarity, metric,
                                                                epsilon) AS m
                          ORDER BY m.e);

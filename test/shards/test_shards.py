@@ -787,6 +787,46 @@ def carts_parts(rnd):
     check("carts-parts-optimize-carts-null-shipping-no-rows", got == ["0"], f"got {got}")
 
 
+def candidates_parts(rnd):
+    """predict_strength's and fit_exponent's candidates reach the partitions
+    as one part read on the coordinator: with every point on one partition
+    (the others add 0), the strengths equal one server's bit for bit, for
+    candidates whose coordinates differ in the 17th digit, tiny, subnormal,
+    -0 and huge ones, ids at both ends of 64 bits, NULLs skipped, and in
+    the candidates query's order."""
+    points = [[u, f"{rnd.uniform(-1, 1):.6f}", rnd.uniform(-1, 1)] for u in range(1, 30) for _ in range(3)]
+    schema = ("DROP TABLE IF EXISTS cand_points;"
+              "CREATE TABLE cand_points (user_id bigint, x numeric, y float8);")
+    for i, (host, db) in enumerate(SHARD_DBS):
+        run(host, db, schema)
+        if i == 0:
+            copy_rows(host, db, "cand_points", points)
+    run(*WHOLE, schema)
+    copy_rows(*WHOLE, "cand_points", points)
+    coords = ["0.3", "0.30000000000000004", "0.29999999999999999", "1e-300", "5e-324", "-0", "1e+150",
+              "-0.7", "0.1", "0.10000000000000002"]
+    cands = [[rnd.choice([-9223372036854775808, 9223372036854775807, 0, 1, 2, 3]), rnd.choice(coords),
+              rnd.choice(coords)] for _ in range(30)]
+    cands += [[None, "1", "1"], [5, None, "1"], [6, "1", None]]
+    for where in (COORD, WHOLE):
+        run(*where, "DROP TABLE IF EXISTS edge_cands;"
+                    "CREATE TABLE edge_cands (candidate_id bigint, x float8, y float8);")
+        copy_rows(*where, "edge_cands", cands)
+    for args in ("2", "1.5, 30, 0.01", "3, NULL, 0"):
+        compare(f"candidates-part-predict-strength-bit-for-bit-{args.split(',')[0]}",
+                f"gpurec.predict_strength('SELECT * FROM cand_points', 7, 'SELECT * FROM edge_cands', {args})",
+                f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM cand_points', 7, "
+                f"'SELECT * FROM edge_cands', {args})")
+    reversed_order = "SELECT * FROM edge_cands ORDER BY candidate_id DESC, x, y"
+    compare("candidates-part-predict-strength-in-the-query-order",
+            f"gpurec.predict_strength('SELECT * FROM cand_points', 7, '{reversed_order}')",
+            f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM cand_points', 7, '{reversed_order}')")
+    too_far = "SELECT * FROM edge_cands UNION ALL SELECT 99, 1e300, 0"
+    same_error("candidates-part-predict-strength-too-far-22003",
+               f"gpurec.predict_strength('SELECT * FROM cand_points', 7, '{too_far}')",
+               f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM cand_points', 7, '{too_far}')", "22003")
+
+
 def query_texts(data):
     """Query texts that end with a comment or a semicolon, as gpurec takes
     them, through every function: the same answer as one server given the
@@ -910,8 +950,11 @@ def geo_merge():
     run(*WHOLE, "CREATE TABLE IF NOT EXISTS points_candidates AS "
                 "SELECT user_id + 1000 AS candidate_id, x + 0.5 AS x, y - 0.25 AS y FROM points "
                 "WHERE x IS NOT NULL AND y IS NOT NULL AND user_id IS NOT NULL LIMIT 40;")
-    strength = ("gpurec_internal._predict_strength_part('{q}', {main}, '" + cands +
-                "', 2, NULL, 0, 'euclidean', NULL, {remote})")
+    # the candidates as the coordinator sends them: one part, in the query's order
+    cands_part = ("(SELECT gpurec_internal._candidates_part(array_agg(c.candidate_id), array_agg(c.x::float8), "
+                  "array_agg(c.y::float8)) FROM ({}) AS c)")
+    strength = ("gpurec_internal._predict_strength_part('{q}', {main}, " + cands_part.format(cands) +
+                ", 2, NULL, 0, 'euclidean', NULL, {remote})")
     want = rows(*WHOLE, f"SELECT strength FROM gpurec.predict_strength('SELECT * FROM points', {main}, '{cands}');")
     got = rows(*WHOLE, "SELECT s.strength FROM gpurec_internal._merge_strengths(ARRAY["
                + ", ".join(strength.format(q=q.format(r=r), main=main, remote=remote) for r in (0, 1))
@@ -936,7 +979,7 @@ def geo_merge():
         ("geo-merge-strengths-of-other-lengths-XX000", "XX000",
          f"_merge_strengths(ARRAY[{strength.format(q=q.format(r=0), main=main, remote=remote)}, "
          f"gpurec_internal._predict_strength_part('SELECT * FROM points', {main}, "
-         f"'{cands} LIMIT 3', 2, NULL, 0, 'euclidean', NULL, NULL)])", "strengths"),
+         f"{cands_part.format(cands + ' LIMIT 3')}, 2, NULL, 0, 'euclidean', NULL, NULL)])", "strengths"),
         ("geo-merge-null-part-22004", "22004", "_merge_user_similarity('c', ARRAY[NULL::bytea])", ""),
     ]
     for name, state, call, words in bad:
@@ -1047,6 +1090,7 @@ def main():
         carts_merge()
         edge_values(rnd)
         carts_parts(rnd)
+        candidates_parts(rnd)
         merge(rnd)
         cpu_threads()
         timing_notices()
