@@ -365,8 +365,8 @@ COMMENT ON FUNCTION gpurec_internal.raise_error(text, text, text, text) IS
 -- optimize_carts prices a product at each store), as the engine ranks them
 -- (price, then store, then fewest decimals), as one part of
 -- _offers_part: prices in their own type with every digit and bit, for
--- the coordinator to pass on to every partition (_improve_carts_of_parts,
--- _optimize_carts_of_parts).
+-- the coordinator to pass on to every partition (_improve_carts_part,
+-- _optimize_carts_part).
 CREATE FUNCTION gpurec_internal.shard_cart_offers(offers_query text, products bigint[], pair_products bigint[],
                                                   pair_stores bigint[])
 RETURNS bytea
@@ -390,36 +390,64 @@ $$;
 COMMENT ON FUNCTION gpurec_internal.shard_cart_offers(text, bigint[], bigint[], bigint[]) IS
 'Internal (gpurec_shards): the offers improve_carts'' and optimize_carts'' lines depend on, as one _offers_part.';
 
--- The carts functions over partitions, in gpurec's binary form: every
--- offer of a query as one part (an OffersPart), and improve_carts and
--- optimize_carts of a partition's carts against the offers of the
--- partitions' parts (offers_parts, in partition order).
+-- The carts functions over partitions, in gpurec's binary form (one bytea
+-- a part; src/cart_shards.hpp): every offer of a query as one part (an
+-- OffersPart), a shipping query read as optimize_carts reads it, and
+-- improve_carts' and optimize_carts' rows of a partition's carts against
+-- the offers of the partitions' parts (offers_parts, in partition order)
+-- and that shipping, prices in their own type with every digit and bit;
+-- the coordinator's merges of the partitions' rows (in partition order)
+-- into one server's rows in its order.
 CREATE FUNCTION gpurec_internal._offers_part(offers_query text)
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_offers_part'
 LANGUAGE C VOLATILE STRICT;
 
 COMMENT ON FUNCTION gpurec_internal._offers_part(text) IS
-'Internal (gpurec_shards): every offer of offers_query (product_id, store_id, price) as one value for _improve_carts_of_parts and _optimize_carts_of_parts.';
+'Internal (gpurec_shards): every offer of offers_query (product_id, store_id, price) as one value for _improve_carts_part and _optimize_carts_part.';
 
-CREATE FUNCTION gpurec_internal._improve_carts_of_parts(carts_query text, offers_parts bytea[])
-RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
-              current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
-AS 'MODULE_PATHNAME', 'gpurec_improve_carts_of_parts'
+CREATE FUNCTION gpurec_internal._shipping_part(shipping_query text)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_shipping_part'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION gpurec_internal._improve_carts_of_parts(text, bytea[]) IS
-'Internal (gpurec_shards): improve_carts of carts_query against the offers of the partitions'' _offers_part.';
+COMMENT ON FUNCTION gpurec_internal._shipping_part(text) IS
+'Internal (gpurec_shards): shipping_query (store_id, fee, free_from) as optimize_carts reads it, as one value for _optimize_carts_part.';
 
-CREATE FUNCTION gpurec_internal._optimize_carts_of_parts(carts_query text, offers_parts bytea[], shipping_query text)
+CREATE FUNCTION gpurec_internal._improve_carts_part(carts_query text, offers_parts bytea[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_improve_carts_part'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._improve_carts_part(text, bytea[]) IS
+'Internal (gpurec_shards): improve_carts of carts_query against the offers of the partitions'' _offers_part, as one value for _merge_improve_carts.';
+
+CREATE FUNCTION gpurec_internal._optimize_carts_part(carts_query text, offers_parts bytea[], shipping_part bytea)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_optimize_carts_part'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._optimize_carts_part(text, bytea[], bytea) IS
+'Internal (gpurec_shards): optimize_carts of carts_query against the offers of the partitions'' _offers_part and the shipping of _shipping_part, as one value for _merge_optimize_carts.';
+
+CREATE FUNCTION gpurec_internal._merge_improve_carts(parts bytea[])
+RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
+              current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
+AS 'MODULE_PATHNAME', 'gpurec_merge_improve_carts'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._merge_improve_carts(bytea[]) IS
+'Internal (gpurec_shards): improve_carts'' rows of the partitions'' _improve_carts_part, in one server''s order.';
+
+CREATE FUNCTION gpurec_internal._merge_optimize_carts(parts bytea[])
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
               total numeric, shipping numeric, stores_used integer, complete boolean,
               current_total numeric, saving numeric)
-AS 'MODULE_PATHNAME', 'gpurec_optimize_carts_of_parts'
+AS 'MODULE_PATHNAME', 'gpurec_merge_optimize_carts'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION gpurec_internal._optimize_carts_of_parts(text, bytea[], text) IS
-'Internal (gpurec_shards): optimize_carts of carts_query against the offers of the partitions'' _offers_part.';
+COMMENT ON FUNCTION gpurec_internal._merge_optimize_carts(bytea[]) IS
+'Internal (gpurec_shards): optimize_carts'' rows of the partitions'' _optimize_carts_part, in one server''s order.';
 
 -- The distinct users of a points query as the geospatial functions read it:
 -- the coordinator refuses a user that two shards hold.
@@ -484,7 +512,15 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION gpurec_internal._similar_users_part(text, integer, text, float8, integer, integer, bytea) IS
 'Internal (gpurec_shards): similar_users'' lists of part part of parts of the users, against the partition''s and remote_points'' points, for _merge_similar_users.';
 
-CREATE FUNCTION gpurec_internal._predict_strength_part(points_query text, main_user bigint, candidates_query text,
+CREATE FUNCTION gpurec_internal._candidates_part(ids bigint[], xs float8[], ys float8[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_candidates_part'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._candidates_part(bigint[], float8[], float8[]) IS
+'Internal (gpurec_shards): candidates (candidate_id, x, y, in their order) as one value for _predict_strength_part.';
+
+CREATE FUNCTION gpurec_internal._predict_strength_part(points_query text, main_user bigint, candidates bytea,
                                                        exponent float8, max_distance float8,
                                                        min_similarity float8, metric text, epsilon float8,
                                                        remote_points bytea)
@@ -492,8 +528,8 @@ RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_predict_strength_part'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION gpurec_internal._predict_strength_part(text, bigint, text, float8, float8, float8, text, float8, bytea) IS
-'Internal (gpurec_shards): the strengths a partition''s users give each candidate, in the candidates'' order, for _merge_strengths.';
+COMMENT ON FUNCTION gpurec_internal._predict_strength_part(text, bigint, bytea, float8, float8, float8, text, float8, bytea) IS
+'Internal (gpurec_shards): the strengths a partition''s users give each candidate of candidates (a _candidates_part), in their order, for _merge_strengths.';
 
 CREATE FUNCTION gpurec_internal._merge_user_similarity(cluster text, parts bytea[])
 RETURNS TABLE(user_id bigint, similarity float8, mean_min_distance float8)

@@ -257,28 +257,26 @@ RETURNS TABLE(shard integer, cart_id bigint, product_id bigint) LANGUAGE plproxy
     SELECT (parts)[1] AS shard, c.* FROM gpurec_internal.shard_cart_products(q_carts) AS c;
 $$;
 
--- q_offers: the partitions' parts of the offers the carts depend on
--- (cart_offer_parts), passed on unread to every partition
-CREATE FUNCTION gpurec_shards_internal.optimize_carts(cluster text, parts integer[], q_carts text, q_offers bytea[],
-                                                      q_shipping text)
-RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
-              total numeric, shipping numeric, stores_used integer, complete boolean,
-              current_total numeric, saving numeric)
-LANGUAGE plproxy AS $$
+-- each partition's rows of improve_carts and optimize_carts as one part:
+-- q_offers is the partitions' parts of the offers the carts depend on
+-- (cart_offer_parts), q_shipping the shipping the coordinator read
+-- (_shipping_part), both passed on unread to every partition
+CREATE FUNCTION gpurec_shards_internal.optimize_carts_part(cluster text, parts integer[], q_carts text,
+                                                           q_offers bytea[], q_shipping bytea)
+RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.* FROM gpurec_internal._optimize_carts_of_parts(q_carts, q_offers, q_shipping) AS c;
+    SELECT (parts)[1] AS shard, gpurec_internal._optimize_carts_part(q_carts, q_offers, q_shipping) AS part;
 $$;
 
-CREATE FUNCTION gpurec_shards_internal.improve_carts(cluster text, parts integer[], q_carts text, q_offers bytea[])
-RETURNS TABLE(shard integer, cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
-              current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
-LANGUAGE plproxy AS $$
+CREATE FUNCTION gpurec_shards_internal.improve_carts_part(cluster text, parts integer[], q_carts text,
+                                                          q_offers bytea[])
+RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.* FROM gpurec_internal._improve_carts_of_parts(q_carts, q_offers) AS c;
+    SELECT (parts)[1] AS shard, gpurec_internal._improve_carts_part(q_carts, q_offers) AS part;
 $$;
 
 -- each partition's roc_fitness as one bytea (labels NULL: of a scores
@@ -350,10 +348,10 @@ RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
                                                q_remote) AS part;
 $$;
 
--- the strengths a partition's users give the candidates, in the
--- candidates query's order
+-- the strengths a partition's users give the candidates (a part of
+-- _candidates_part), in their order
 CREATE FUNCTION gpurec_shards_internal.predict_strength_part(cluster text, parts integer[], q_points text,
-                                                             q_main_user bigint, q_candidates text,
+                                                             q_main_user bigint, q_candidates bytea,
                                                              q_exponent float8, q_max_distance float8,
                                                              q_min_similarity float8, q_metric text,
                                                              q_epsilon float8, q_remote bytea)
@@ -371,7 +369,7 @@ $$;
 -- users, as a part (_predict_strength_part, u the main user, its points
 -- from q_remote where the partition holds none)
 CREATE FUNCTION gpurec_shards_internal.fit_strengths(cluster text, parts integer[], q_points text, q_users bigint[],
-                                                     q_exponents float8[], q_candidates text,
+                                                     q_exponents float8[], q_candidates bytea,
                                                      q_max_distance float8, q_min_similarity float8,
                                                      q_metric text, q_epsilon float8, q_remote bytea)
 RETURNS TABLE(shard integer, u bigint, e bigint, part bytea) LANGUAGE plproxy AS $$
@@ -446,14 +444,19 @@ BEGIN
     --    the cheapest offer of each product, and the cheapest offer of each
     --    pair at its current store, as every partition's part in gpurec's
     --    binary form; 3. every partition improves its own carts against
-    --    the offers of all those parts, each price in its own type
+    --    the offers of all those parts and sends its rows as one part, each
+    --    price in its own type; the engine orders the partitions' rows as
+    --    one server does
     RETURN QUERY
-    SELECT t.cart_id, t.product_id, t.quantity, t.current_store_id, t.current_price,
-           t.best_store_id, t.best_price, t.saving
-    FROM gpurec_shards_internal.improve_carts(cluster, parts, carts_query,
-             gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, products,
-                                                     pair_products, pair_stores)) AS t
-    ORDER BY t.cart_id, t.product_id, t.current_store_id, t.quantity;
+    SELECT m.cart_id, m.product_id, m.quantity, m.current_store_id, m.current_price,
+           m.best_store_id, m.best_price, m.saving
+    FROM gpurec_internal._merge_improve_carts(
+             ARRAY(SELECT t.part
+                   FROM gpurec_shards_internal.improve_carts_part(
+                            cluster, parts, carts_query,
+                            gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, products,
+                                                                    pair_products, pair_stores)) AS t
+                   ORDER BY t.shard)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
@@ -489,12 +492,7 @@ DECLARE
     line_shards integer[];
     line_carts bigint[];
     products bigint[];
-    stores bigint[];
-    fees text[];
-    fee_types text[];
-    frees text[];
-    free_types text[];
-    shipping text;
+    shipping bytea;
     st text; msg text; det text; hnt text;
 BEGIN
     -- 1. every partition's carts' products; a cart two partitions hold is
@@ -503,44 +501,32 @@ BEGIN
       INTO line_shards, line_carts, products
       FROM gpurec_shards_internal.cart_products(cluster, parts, carts_query) AS c;
     PERFORM gpurec_shards_internal.unsplit(cluster, 'cart', line_shards, line_carts);
-    -- 2. shipping, read on the coordinator (a small table every partition
-    --    needs whole), each value as the text of its own type; free_from
-    --    is optional
-    EXECUTE format('SELECT array_agg(s.store_id::bigint), array_agg(s.fee::text), '
-                   'array_agg(DISTINCT pg_typeof(s.fee)::text) FROM %s AS s',
-                   gpurec_shards_internal.subquery(shipping_query))
-       INTO stores, fees, fee_types;
-    BEGIN
-        EXECUTE format('SELECT array_agg(s.free_from::text), array_agg(DISTINCT pg_typeof(s.free_from)::text) '
-                       'FROM %s AS s', gpurec_shards_internal.subquery(shipping_query))
-           INTO frees, free_types;
-    EXCEPTION WHEN undefined_column THEN
-        frees := NULL;
-    END;
-    shipping := format('SELECT s.store_id, s.fee%s FROM unnest(%L::bigint[], %L::%s[]%s) AS s(store_id, fee%s)',
-                       CASE WHEN free_types IS NOT NULL THEN ', s.free_from' ELSE '' END,
-                       coalesce(stores, '{}'), coalesce(fees, '{}'),
-                       coalesce(fee_types[1]::regtype, 'numeric'::regtype),
-                       CASE WHEN free_types IS NOT NULL
-                            THEN format(', %L::%s[]', frees, free_types[1]::regtype) ELSE '' END,
-                       CASE WHEN free_types IS NOT NULL THEN ', free_from' ELSE '' END);
+    -- 2. shipping, read once on the coordinator as optimize_carts reads it
+    --    (a small table every partition needs whole), as one part in
+    --    gpurec's binary form: fee and free_from in their own types
+    shipping := gpurec_internal._shipping_part(shipping_query);
     -- 3. every partition optimizes its own carts against every store's
-    --    offer of their products, from every partition
+    --    offer of their products, from every partition, and sends its rows
+    --    as one part; the engine orders the partitions' rows as one server
+    --    does
     RETURN QUERY
-    SELECT t.cart_id, t.product_id, t.quantity, t.store_id, t.price, t.total, t.shipping, t.stores_used,
-           t.complete, t.current_total, t.saving
-    FROM gpurec_shards_internal.optimize_carts(cluster, parts, carts_query,
-             gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, coalesce(products, '{}'),
-                                                     NULL, NULL),
-             shipping) AS t
-    ORDER BY t.cart_id, t.product_id, t.quantity;
+    SELECT m.cart_id, m.product_id, m.quantity, m.store_id, m.price, m.total, m.shipping, m.stores_used,
+           m.complete, m.current_total, m.saving
+    FROM gpurec_internal._merge_optimize_carts(
+             ARRAY(SELECT t.part
+                   FROM gpurec_shards_internal.optimize_carts_part(
+                            cluster, parts, carts_query,
+                            gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query,
+                                                                    coalesce(products, '{}'), NULL, NULL),
+                            shipping) AS t
+                   ORDER BY t.shard)) AS m;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
 COMMENT ON FUNCTION optimize_carts(text, text, text, text) IS
-'gpurec.optimize_carts over carts sharded by cart and offers sharded by any column; shipping_query runs on the coordinator.';
+'gpurec.optimize_carts over carts sharded by cart and offers sharded by any column; shipping_query runs on the coordinator, and reaches the partitions in binary.';
 
 -- ------------------------------------------------------------ ROC fitness --
 
@@ -616,9 +602,10 @@ COMMENT ON FUNCTION roc_auc(text, text, boolean[]) IS
 
 -- ------------------------------------------------------------- geospatial --
 
--- The candidates query's rows, read on the coordinator in their order, as a
--- query every partition can run to get the same rows in the same order.
-CREATE FUNCTION gpurec_shards_internal.candidates(candidates_query text, OUT query text, OUT ids bigint[])
+-- The candidates query's rows, read on the coordinator in their order, as
+-- one part every partition reads in that order (_candidates_part: ids and
+-- coordinates in binary, every bit of a float8), and their ids.
+CREATE FUNCTION gpurec_shards_internal.candidates(candidates_query text, OUT part bytea, OUT ids bigint[])
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     xs float8[];
@@ -628,9 +615,7 @@ BEGIN
                    'FROM %s AS c WHERE c.candidate_id IS NOT NULL AND c.x IS NOT NULL AND c.y IS NOT NULL',
                    gpurec_shards_internal.subquery(candidates_query))
        INTO ids, xs, ys;
-    query := format('SELECT c.candidate_id, c.x, c.y FROM unnest(%L::bigint[], %L::float8[], %L::float8[]) '
-                    'WITH ORDINALITY AS c(candidate_id, x, y, n) ORDER BY c.n',
-                    coalesce(ids, '{}'), coalesce(xs, '{}'), coalesce(ys, '{}'));
+    part := gpurec_internal._candidates_part(coalesce(ids, '{}'), coalesce(xs, '{}'), coalesce(ys, '{}'));
 END $$;
 
 CREATE FUNCTION user_similarity(cluster text, points_query text, main_user bigint,
@@ -757,7 +742,7 @@ BEGIN
     FROM gpurec_internal._merge_strengths(
              ARRAY(SELECT t.part
                    FROM gpurec_shards_internal.predict_strength_part(cluster, parts, points_query, main_user,
-                                                                     cands.query, exponent, max_distance,
+                                                                     cands.part, exponent, max_distance,
                                                                      min_similarity, metric, epsilon,
                                                                      main_points) AS t
                    ORDER BY t.shard)) AS s
@@ -768,7 +753,7 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 
 COMMENT ON FUNCTION predict_strength(text, text, bigint, text, float8, float8, float8, text, float8) IS
-'gpurec.predict_strength over points sharded by user; candidates_query runs on the coordinator.';
+'gpurec.predict_strength over points sharded by user; candidates_query runs on the coordinator, and its rows reach the partitions in binary.';
 
 -- For each of q_exponents (e: its place), the mean AUC over the evaluated
 -- users (q_users, their points in q_remote) and their count: each
@@ -777,7 +762,7 @@ COMMENT ON FUNCTION predict_strength(text, text, bigint, text, float8, float8, f
 -- takes each user's AUC with gpurec's own (gpurec.roc_auc: the engine's
 -- AUC, ties counting half), summed in user order as the engine sums them.
 CREATE FUNCTION gpurec_shards_internal.mean_aucs(cluster text, parts integer[], q_points text, q_users bigint[],
-                                                 q_remote bytea, q_exponents float8[], q_candidates text,
+                                                 q_remote bytea, q_exponents float8[], q_candidates bytea,
                                                  q_visit_users bigint[], q_visit_rows bigint[],
                                                  q_max_distance float8, q_min_similarity float8, q_metric text,
                                                  q_epsilon float8)
@@ -876,7 +861,7 @@ BEGIN
     -- the same means give the same fit as on one server
     SELECT array_agg(m.mean_auc ORDER BY m.e), array_agg(m.users ORDER BY m.e) INTO grid_means, grid_users
       FROM gpurec_shards_internal.mean_aucs(cluster, parts, points_query, evaluated, visit_points, exponents,
-                                            cands.query, visit_users, visit_rows, max_distance, min_similarity,
+                                            cands.part, visit_users, visit_rows, max_distance, min_similarity,
                                             metric, epsilon) AS m;
     IF tolerance IS NOT NULL THEN
         LOOP
@@ -889,7 +874,7 @@ BEGIN
             probed_means := probed_means
                 || ARRAY(SELECT m.mean_auc
                          FROM gpurec_shards_internal.mean_aucs(cluster, parts, points_query, evaluated,
-                                                               visit_points, probes, cands.query, visit_users,
+                                                               visit_points, probes, cands.part, visit_users,
                                                                visit_rows, max_distance, min_similarity, metric,
                                                                epsilon) AS m
                          ORDER BY m.e);

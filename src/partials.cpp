@@ -7,7 +7,9 @@
 
 #include "partials.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "byte_stream.hpp"
 #include "errors.hpp"
@@ -117,20 +119,43 @@ constexpr uint8_t kShardPartVersion = 1;
 
 } // namespace
 
+ShardRows::ShardRows(const char *kind, size_t columns, std::vector<size_t> number_columns)
+	: kind_(kind), columns_(columns), number_columns_(std::move(number_columns)), numbers_(number_columns_.size())
+{
+}
+
+size_t ShardRows::number_index(size_t column) const
+{
+	for (size_t n = 0; n < number_columns_.size(); ++n)
+		if (number_columns_[n] == column)
+			return n;
+	throw Error(sqlstate::internal_error, std::string("column ") + std::to_string(column) + " of a " + kind_ +
+											  " part is not a number column");
+}
+
+void ShardRows::put_number(const NumberColumn &from, size_t row)
+{
+	NumberColumn &numbers = this->numbers(words_.size() % columns_);
+	if (numbers.size() == 0)
+		numbers.set_type(from.type());
+	put(static_cast<int64_t>(numbers.size()));
+	numbers.push_row_of(from, row);
+}
+
 std::vector<uint8_t> ShardRows::bytes() const
 {
-	size_t name = std::strlen(kind_);
-	std::vector<uint8_t> out(sizeof kShardPartMagic + 1 + 1 + name + 1 + sizeof(uint64_t) +
-							 words_.size() * sizeof(uint64_t));
-	ByteWriter writer(out.data(), out.size());
-	writer.put(kShardPartMagic);
-	writer.put(kShardPartVersion);
-	writer.put(static_cast<uint8_t>(name));
-	writer.write(kind_, name);
-	writer.put(static_cast<uint8_t>(columns_));
-	writer.put(static_cast<uint64_t>(rows()));
-	writer.write(words_.data(), words_.size() * sizeof(uint64_t));
-	return out;
+	return written_bytes([&](ByteWriter &writer) {
+		size_t name = std::strlen(kind_);
+		writer.put(kShardPartMagic);
+		writer.put(kShardPartVersion);
+		writer.put(static_cast<uint8_t>(name));
+		writer.write(kind_, name);
+		writer.put(static_cast<uint8_t>(columns_));
+		writer.put(static_cast<uint64_t>(rows()));
+		writer.write(words_.data(), words_.size() * sizeof(uint64_t));
+		for (const NumberColumn &numbers : numbers_)
+			numbers.serialize(writer);
+	});
 }
 
 void ShardRows::append(const uint8_t *data, size_t size, size_t part)
@@ -152,7 +177,69 @@ void ShardRows::append(const uint8_t *data, size_t size, size_t part)
 		size_t at = words_.size();
 		words_.resize(at + words);
 		std::memcpy(words_.data() + at, values, words * sizeof(uint64_t));
+		append_numbers(reader, at / columns_, part);
 	}
+}
+
+void ShardRows::append_numbers(ByteReader &reader, size_t first_row, size_t part)
+{
+	for (size_t n = 0; n < number_columns_.size(); ++n)
+	{
+		NumberColumn numbers;
+		try
+		{
+			ByteReader peek = reader;
+			uint8_t type = peek.get<uint8_t>();
+			if (type > static_cast<uint8_t>(NumberType::Numeric))
+				not_a_part(kind_, part, "Its numbers are of an unknown type.");
+			numbers.set_type(static_cast<NumberType>(type));
+			numbers.append_serialized(reader);
+		}
+		catch (const Error &e)
+		{
+			if (std::string(e.sqlstate()) != sqlstate::internal_error)
+				throw;
+			not_a_part(kind_, part, std::string("Its numbers do not read: ") + e.what() + ".");
+		}
+		NumberColumn &into = numbers_[n];
+		size_t before = into.size();
+		if (before == 0)
+		{
+			numbers.set_description(into.description());
+			into = std::move(numbers); /* its type too: a part of no numbers still says it */
+		}
+		else if (numbers.size() != 0 && numbers.type() != into.type())
+			not_a_part(kind_, part, "Its numbers are of another type than those of the parts before.");
+		else
+			for (size_t row = 0; row < numbers.size(); ++row)
+				into.push_row_of(numbers, row);
+		size_t added = into.size() - before;
+		for (size_t row = first_row; row < rows(); ++row)
+		{
+			int64_t &place = reinterpret_cast<int64_t &>(words_[row * columns_ + number_columns_[n]]);
+			if (place == -1)
+				continue;
+			if (place < 0 || static_cast<uint64_t>(place) >= added)
+				not_a_part(kind_, part, "A row names a number the part does not hold.");
+			place += static_cast<int64_t>(before);
+		}
+	}
+}
+
+void ShardRows::sort_rows(const std::vector<size_t> &columns)
+{
+	std::vector<size_t> order(rows());
+	std::iota(order.begin(), order.end(), size_t(0));
+	std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+		for (size_t column : columns)
+			if (int64(a, column) != int64(b, column))
+				return int64(a, column) < int64(b, column);
+		return false;
+	});
+	std::vector<uint64_t> sorted(words_.size());
+	for (size_t r = 0; r < order.size(); ++r)
+		std::memcpy(&sorted[r * columns_], &words_[order[r] * columns_], columns_ * sizeof(uint64_t));
+	words_ = std::move(sorted);
 }
 
 } // namespace gpurec

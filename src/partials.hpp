@@ -22,7 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "byte_stream.hpp"
 #include "input_table.hpp"
+#include "number_column.hpp"
 
 namespace gpurec {
 
@@ -132,16 +134,21 @@ class PartialBuilder
  * the coordinator a partition, as one bytea, in gpurec's binary form: rows
  * of a named kind ("geo_points", "user_similarity", ...), each `columns`
  * 8-byte values (an int64, or a float8 with every bit: -0, NaN and
- * infinities included).  Parts concatenate: the bytes of several parts one
- * after the other read as one part of all their rows (append), so that
- * the coordinator can pass on the partitions' parts without reading them.
- * Bytes that are not a part of the kind (another version of gpurec on one
- * side, truncated or foreign bytes): ERROR 22P03.
+ * infinities included).  A kind may name some of its columns number
+ * columns: each value of such a column is the place of an exact number in
+ * that column's numbers(), or -1 for NULL, and those numbers travel with
+ * the part in their own type (a price: numeric with its scales, an integer,
+ * or a float with every bit; NumberColumn), their type too where there are
+ * none.  Parts concatenate: the bytes of several parts one after the other
+ * read as one part of all their rows (append), so that the coordinator can
+ * pass on the partitions' parts without reading them.  Bytes that are not
+ * a part of the kind (another version of gpurec on one side, truncated or
+ * foreign bytes): ERROR 22P03.
  */
 class ShardRows
 {
   public:
-	ShardRows(const char *kind, size_t columns) : kind_(kind), columns_(columns) {}
+	ShardRows(const char *kind, size_t columns, std::vector<size_t> number_columns = {});
 
 	const char *kind() const { return kind_; }
 	size_t columns() const { return columns_; }
@@ -155,6 +162,16 @@ class ShardRows
 		std::memcpy(&word, &value, sizeof word);
 		words_.push_back(word);
 	}
+	/*
+	 * The next value, of a number column: row `row` of `from`.  The first
+	 * number of the column gives it its type (set_number_type, else
+	 * integers); every later one is of that type.
+	 */
+	void put_number(const NumberColumn &from, size_t row);
+	/* The next value, of a number column: NULL. */
+	void put_no_number() { put(int64_t(-1)); }
+	/* The type of number column `column`'s numbers, for a part that may have none. */
+	void set_number_type(size_t column, NumberType type) { numbers(column).set_type(type); }
 	int64_t int64(size_t row, size_t column) const { return static_cast<int64_t>(words_[row * columns_ + column]); }
 	double float8(size_t row, size_t column) const
 	{
@@ -162,6 +179,12 @@ class ShardRows
 		std::memcpy(&value, &words_[row * columns_ + column], sizeof value);
 		return value;
 	}
+	/* The numbers of number column `column`, which int64(row, column) places (-1: NULL). */
+	const NumberColumn &numbers(size_t column) const { return numbers_[number_index(column)]; }
+	NumberColumn &numbers(size_t column) { return numbers_[number_index(column)]; }
+
+	/* The rows reordered by the int64 values of `columns`, the first deciding first; equal rows keep their order. */
+	void sort_rows(const std::vector<size_t> &columns);
 
 	/* The rows as one part. */
 	std::vector<uint8_t> bytes() const;
@@ -169,9 +192,16 @@ class ShardRows
 	void append(const uint8_t *data, size_t size, size_t part);
 
   private:
+	size_t number_index(size_t column) const;
+	/* Appends the numbers of a part whose rows begin at first_row, moving their places past the numbers before. */
+	void append_numbers(ByteReader &reader, size_t first_row, size_t part);
+
 	const char *kind_;
 	size_t columns_;
+	std::vector<size_t> number_columns_;
 	std::vector<uint64_t> words_;
+	/* one per number column, in the order of number_columns_ */
+	std::vector<NumberColumn> numbers_;
 };
 
 } // namespace gpurec

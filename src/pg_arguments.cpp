@@ -18,6 +18,7 @@ extern "C" {
 
 #include "errors.hpp"
 #include "key_dictionary.hpp"
+#include "partials.hpp"
 
 namespace gpurec {
 
@@ -220,6 +221,13 @@ int64_t id_argument(FunctionCallInfo fcinfo, int n, const ExecContext &ctx, cons
 					"Similarity to a user is measured from that user's points.");
 	}
 	return code;
+}
+
+void append_parts_argument(ShardRows &rows, FunctionCallInfo fcinfo, int n, const char *name)
+{
+	size_t part = 0;
+	for (const ByteSpan &bytes : bytea_list_argument(fcinfo, n, name))
+		rows.append(bytes.data, bytes.size, part++);
 }
 
 } // namespace gpurec

@@ -22,6 +22,8 @@ extern "C" {
 
 namespace gpurec {
 
+class ShardRows;
+
 /* The text argument n as a C string (callers answer NULL arguments first). */
 const char *text_argument(FunctionCallInfo fcinfo, int n);
 
@@ -46,6 +48,9 @@ ByteSpan bytea_argument(FunctionCallInfo fcinfo, int n);
 
 /* A bytea[] argument; a NULL element is ERROR 22004. */
 std::vector<ByteSpan> bytea_list_argument(FunctionCallInfo fcinfo, int n, const char *name);
+
+/* The parts of gpurec_shards in bytea[] argument n (named `name`), appended to `rows` in partition order. */
+void append_parts_argument(ShardRows &rows, FunctionCallInfo fcinfo, int n, const char *name);
 
 /*
  * A labels argument as -1 (NULL), 0, 1: boolean[], an array of integers 0

@@ -5,10 +5,13 @@
  */
 #include "pg_boundary.hpp"
 
+#include <algorithm>
+
 extern "C" {
 #include "utils/numeric.h"
 }
 
+#include "cart_shards.hpp"
 #include "carts.hpp"
 #include "number_column.hpp"
 #include "offers_input.hpp"
@@ -24,16 +27,73 @@ namespace gpurec {
 namespace {
 
 /*
- * optimize_carts(carts_query, offers_query, shipping_query), and
- * gpurec_internal._optimize_carts_of_parts(carts_query, offers_parts,
- * shipping_query): the offers of the partitions' parts (_offers_part), on
- * a partition of gpurec_shards.
+ * optimize_carts' rows: for optimize_carts, and for
+ * gpurec_shards.optimize_carts the partitions' rows merged.
  */
-Datum optimize_carts_rows(FunctionCallInfo fcinfo, bool offers_of_parts)
+class OptimizedLinesWriter
+{
+  public:
+	OptimizedLinesWriter(FunctionCallInfo fcinfo, ExecContext &ctx, const char *function)
+		: out_(fcinfo, ctx, function), cart_id_(out_, 0, ctx, "cart_id"), product_id_(out_, 1, ctx, "product_id"),
+		  store_id_(out_, 3, ctx, "store_id")
+	{
+	}
+
+	/* A row, its price a row of `prices`. */
+	void put(const OptimizedLine &line, const NumberColumn &prices)
+	{
+		Datum values[11];
+		bool nulls[11] = {false, false, false, true, true, false, false, false, false, true, true};
+		values[0] = cart_id_(line.cart_id);
+		values[1] = product_id_(line.product_id);
+		values[2] = Int64GetDatum(line.quantity);
+		if (line.price >= 0)
+		{
+			values[3] = store_id_(line.store_id);
+			values[4] = number_as_numeric(prices, static_cast<size_t>(line.price));
+			nulls[3] = nulls[4] = false;
+		}
+		values[5] = units_as_numeric(line.total.units, line.scale, line.total.display_scale);
+		values[6] = units_as_numeric(line.shipping.units, line.scale, line.shipping.display_scale);
+		values[7] = Int32GetDatum(line.stores_used);
+		values[8] = BoolGetDatum(line.complete);
+		if (line.has_current)
+		{
+			values[9] = units_as_numeric(line.current_total.units, line.scale, line.current_total.display_scale);
+			/* both within +-2^62: their difference fits */
+			values[10] = units_as_numeric(line.current_total.units - line.total.units, line.scale,
+										  std::max(line.current_total.display_scale, line.total.display_scale));
+			nulls[9] = nulls[10] = false;
+		}
+		out_.put(values, nulls);
+	}
+	void finish() { out_.finish(); }
+
+  private:
+	ResultWriter out_;
+	ResultIds cart_id_, product_id_, store_id_;
+};
+
+/* A NULL store skips the row; a NULL fee is an error; a NULL (or absent) free_from is never free. */
+InputTable shipping_input()
+{
+	return InputTable("shipping query", {id_spec("store_id"),
+										 {"fee", ColumnKind::Number, false, true, 0, true},
+										 {"free_from", ColumnKind::Number, true, false, kFallbackInfinity}});
+}
+
+/*
+ * optimize_carts(carts_query, offers_query, shipping_query), and
+ * gpurec_internal._optimize_carts_part(carts_query, offers_parts,
+ * shipping_part): on a partition of gpurec_shards, against the offers of
+ * the partitions' parts (_offers_part) and the shipping the coordinator
+ * read (_shipping_part), its rows as one part (cart_shards.hpp) for
+ * _merge_optimize_carts.
+ */
+Datum optimize_carts_rows(FunctionCallInfo fcinfo, bool of_parts)
 {
 	ExecContext ctx = exec_context_from_settings();
 	const char *carts_query = text_argument(fcinfo, 0);
-	const char *shipping_query = text_argument(fcinfo, 2);
 
 	/*
 	 * A cart line with a NULL cart or product is skipped; a NULL quantity
@@ -52,64 +112,44 @@ Datum optimize_carts_rows(FunctionCallInfo fcinfo, bool offers_of_parts)
 	auto carts_products = std::make_shared<const KeyFilter>(carts.int64(1).to_vector());
 	OffersInput input(ctx, 0, std::move(carts_products));
 	std::unique_ptr<MergedOffers> merged;
-	if (offers_of_parts)
+	InputTable shipping_table = shipping_input();
+	ShardRows shipping_rows_of_part = shipping_rows();
+	Int64Column shipping_stores;
+	std::unique_ptr<Shipping> shipping;
+	if (of_parts)
+	{
 		merged = merged_offers_argument(fcinfo, 1, ctx);
+		ByteSpan bytes = bytea_argument(fcinfo, 2);
+		shipping_rows_of_part.append(bytes.data, bytes.size, 0);
+		shipping = std::make_unique<Shipping>(
+			shipping_of_part(shipping_rows_of_part, shipping_stores, shipping_table.what()));
+	}
 	else
+	{
 		read_inner_query(text_argument(fcinfo, 1), input.table, ctx);
-	/* a NULL store skips the row; a NULL fee is an error; a NULL (or absent) free_from is never free */
-	InputTable shipping_table("shipping query", {id_spec("store_id"),
-												 {"fee", ColumnKind::Number, false, true, 0, true},
-												 {"free_from", ColumnKind::Number, true, false, kFallbackInfinity}});
-	read_inner_query(shipping_query, shipping_table, ctx);
+		read_inner_query(text_argument(fcinfo, 2), shipping_table, ctx);
+		shipping = std::make_unique<Shipping>(
+			Shipping{shipping_table.int64(0), shipping_table.number(1), shipping_table.number(2)});
+	}
 
 	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
-	Shipping shipping = {shipping_table.int64(0), shipping_table.number(1), shipping_table.number(2)};
 	const Offers &offers = merged ? merged->offers() : input.offers;
-	CartsAnswer answer = optimize_carts(lines, offers, shipping, ctx);
-
-	ResultWriter out(fcinfo, ctx, "optimize_carts");
-	ResultIds cart_id(out, 0, ctx, "cart_id"), product_id(out, 1, ctx, "product_id"), store_id(out, 3, ctx, "store_id");
-	for (const CartAnswer &cart : answer.carts)
+	CartsAnswer answer = optimize_carts(lines, offers, *shipping, ctx);
+	if (!of_parts)
 	{
-		Datum total = units_as_numeric(cart.total.units, answer.scale, cart.total.display_scale);
-		Datum shipping_cost = units_as_numeric(cart.shipping.units, answer.scale, cart.shipping.display_scale);
-		Datum current_total = 0, saving = 0;
-		if (cart.has_current)
-		{
-			current_total = units_as_numeric(cart.current_total.units, answer.scale, cart.current_total.display_scale);
-			/* both within +-2^62: their difference fits */
-			saving = units_as_numeric(cart.current_total.units - cart.total.units, answer.scale,
-									  std::max(cart.current_total.display_scale, cart.total.display_scale));
-		}
-		for (size_t l = cart.first_line; l < cart.end_line; ++l)
-		{
-			const CartAnswerLine &line = answer.lines[l];
-			Datum values[11];
-			bool nulls[11] = {false, false, false, true, true, false, false, false, false, true, true};
-			values[0] = cart_id(cart.cart_id);
-			values[1] = product_id(lines.product[line.line]);
-			values[2] = Int64GetDatum(lines.quantity[line.line]);
-			if (line.offer_row >= 0)
-			{
-				values[3] = store_id(offers.store[line.offer_row]);
-				values[4] = number_as_numeric(offers.price, static_cast<size_t>(line.offer_row));
-				nulls[3] = nulls[4] = false;
-			}
-			values[5] = total;
-			values[6] = shipping_cost;
-			values[7] = Int32GetDatum(cart.stores_used);
-			values[8] = BoolGetDatum(cart.complete);
-			if (cart.has_current)
-			{
-				values[9] = current_total;
-				values[10] = saving;
-				nulls[9] = nulls[10] = false;
-			}
-			out.put(values, nulls);
-		}
+		OptimizedLinesWriter out(fcinfo, ctx, "optimize_carts");
+		for (const CartAnswer &cart : answer.carts)
+			for (size_t l = cart.first_line; l < cart.end_line; ++l)
+				out.put(optimized_line(lines, answer, cart, l, offers), offers.price);
+		out.finish();
+		return (Datum) 0;
 	}
-	out.finish();
-	return (Datum) 0;
+	require_integer_cart_ids(ctx);
+	Stopwatch clock;
+	Datum part = shard_rows_result(optimized_lines_part(lines, answer, offers), "optimize_carts");
+	ctx.times.output_ms += clock.elapsed_ms();
+	report_timing("_optimize_carts_part", ctx);
+	return part;
 }
 
 Datum optimize_carts_body(FunctionCallInfo fcinfo)
@@ -119,10 +159,52 @@ Datum optimize_carts_body(FunctionCallInfo fcinfo)
 	return optimize_carts_rows(fcinfo, false);
 }
 
-Datum optimize_carts_of_parts_body(FunctionCallInfo fcinfo) { return optimize_carts_rows(fcinfo, true); }
+Datum optimize_carts_part_body(FunctionCallInfo fcinfo) { return optimize_carts_rows(fcinfo, true); }
+
+/*
+ * gpurec_internal._shipping_part(shipping_query): the shipping query read
+ * as optimize_carts reads it, as one part for every partition of
+ * gpurec_shards.optimize_carts (_optimize_carts_part): fee and free_from
+ * in their own types with every digit.
+ */
+Datum shipping_part_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	InputTable shipping_table = shipping_input();
+	read_inner_query(text_argument(fcinfo, 0), shipping_table, ctx);
+	require_integer_cart_ids(ctx);
+	Stopwatch clock;
+	Datum part = shard_rows_result(
+		shipping_part({shipping_table.int64(0), shipping_table.number(1), shipping_table.number(2)}), "shipping");
+	ctx.times.output_ms += clock.elapsed_ms();
+	report_timing("_shipping_part", ctx);
+	return part;
+}
+
+/*
+ * gpurec_internal._merge_optimize_carts(parts): gpurec_shards.optimize_carts
+ * on the coordinator, the partitions' parts (in partition order) merged
+ * into the rows one server holding every cart gives.
+ */
+Datum merge_optimize_carts_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	ShardRows parts = optimized_lines_rows();
+	Stopwatch clock;
+	append_parts_argument(parts, fcinfo, 0, "parts");
+	ctx.times.read_ms += clock.elapsed_ms();
+	MergedOptimizedLines merged = merge_optimized_lines(parts);
+	OptimizedLinesWriter out(fcinfo, ctx, "_merge_optimize_carts");
+	for (const OptimizedLine &line : merged.lines)
+		out.put(line, merged.prices);
+	out.finish();
+	return (Datum) 0;
+}
 
 } // namespace
 } // namespace gpurec
 
 GPUREC_SQL_FUNCTION(gpurec_optimize_carts, gpurec::optimize_carts_body)
-GPUREC_SQL_FUNCTION(gpurec_optimize_carts_of_parts, gpurec::optimize_carts_of_parts_body)
+GPUREC_SQL_FUNCTION(gpurec_optimize_carts_part, gpurec::optimize_carts_part_body)
+GPUREC_SQL_FUNCTION(gpurec_shipping_part, gpurec::shipping_part_body)
+GPUREC_SQL_FUNCTION(gpurec_merge_optimize_carts, gpurec::merge_optimize_carts_body)

@@ -164,10 +164,12 @@ struct StrengthArguments
 	GeoOptions options;
 };
 
-StrengthArguments strength_arguments(FunctionCallInfo fcinfo, const std::vector<double> &exponents)
+/* candidates_query: null where argument 2 is not a query (a partition's candidates part) */
+StrengthArguments strength_arguments(FunctionCallInfo fcinfo, const std::vector<double> &exponents,
+									 bool candidates_query = true)
 {
-	StrengthArguments args{text_argument(fcinfo, 0), text_argument(fcinfo, 2), StrengthOptions{},
-						   options_arguments(fcinfo, 6)};
+	StrengthArguments args{text_argument(fcinfo, 0), candidates_query ? text_argument(fcinfo, 2) : nullptr,
+						   StrengthOptions{}, options_arguments(fcinfo, 6)};
 	if (!PG_ARGISNULL(kMaxDistanceArgument))
 		args.strength.max_distance = PG_GETARG_FLOAT8(kMaxDistanceArgument);
 	args.strength.min_similarity = PG_GETARG_FLOAT8(kMaxDistanceArgument + 1);
@@ -218,18 +220,6 @@ std::unique_ptr<ShardRows> remote_points_argument(FunctionCallInfo fcinfo, int n
 	return remote;
 }
 
-/* A part as the bytea the call returns. */
-Datum part_result(const ShardRows &part, const char *function)
-{
-	std::vector<uint8_t> bytes = part.bytes();
-	if (bytes.size() > MaxAllocSize - VARHDRSZ)
-		throw Error(sqlstate::program_limit_exceeded,
-					std::string("a partition's answer to ") + function + " is larger than 1 GB");
-	bytea *out = new_bytea(bytes.size());
-	memcpy(VARDATA(out), bytes.data(), bytes.size());
-	PG_RETURN_BYTEA_P(out);
-}
-
 /*
  * gpurec_internal._user_similarity_part(points_query, main_user, metric,
  * epsilon, remote_points): a partition's user_similarity, the main user's
@@ -245,7 +235,7 @@ Datum user_similarity_part_body(FunctionCallInfo fcinfo)
 	std::vector<UserSimilarity> rows = user_similarity_rows(fcinfo, ctx, {remote.get(), &main_user});
 	require_integer_ids(ctx);
 	report_timing("_user_similarity_part", ctx);
-	return part_result(user_similarity_part(rows), "user_similarity");
+	return shard_rows_result(user_similarity_part(rows), "user_similarity");
 }
 
 /*
@@ -270,7 +260,7 @@ Datum geo_points_part_body(FunctionCallInfo fcinfo)
 	require_integer_ids(ctx);
 	ShardRows part = geo_points_part(points, users.get());
 	report_timing("_geo_points_part", ctx);
-	return part_result(part, "the geospatial functions");
+	return shard_rows_result(part, "the geospatial functions");
 }
 
 /* The parts of bytea[] argument n, in partition order. */
@@ -300,7 +290,7 @@ Datum merge_geo_points_body(FunctionCallInfo fcinfo)
 	ShardRows points = merge_geo_points(parts_argument(fcinfo, 1), split_user(cluster));
 	if (points.rows() == 0)
 		PG_RETURN_NULL();
-	return part_result(points, "the geospatial functions");
+	return shard_rows_result(points, "the geospatial functions");
 }
 
 /* gpurec_internal._geo_points_users(points): the distinct users of a geo_points part, in id order, and their points */
@@ -347,8 +337,8 @@ Datum merge_similar_users_body(FunctionCallInfo fcinfo)
 	ExecContext ctx = exec_context_from_settings();
 	std::string cluster = text_argument(fcinfo, 0);
 	std::unique_ptr<ShardRows> points = remote_points_argument(fcinfo, 1);
-	std::vector<SimilarUser> rows =
-		merge_similar_users(parts_argument(fcinfo, 2), points ? *points : geo_points_rows(), cluster);
+	ShardRows no_points = geo_points_rows();
+	std::vector<SimilarUser> rows = merge_similar_users(parts_argument(fcinfo, 2), points ? *points : no_points, cluster);
 	ResultWriter out(fcinfo, ctx, "_merge_similar_users");
 	for (const SimilarUser &row : rows)
 	{
@@ -428,7 +418,7 @@ Datum similar_users_part_body(FunctionCallInfo fcinfo)
 		similar_users_rows(fcinfo, ctx, PG_GETARG_INT32(4), PG_GETARG_INT32(5), {remote.get(), nullptr});
 	require_integer_ids(ctx);
 	report_timing("_similar_users_part", ctx);
-	return part_result(similar_users_part(rows), "similar_users");
+	return shard_rows_result(similar_users_part(rows), "similar_users");
 }
 
 /* predict_strength's candidates (their ids for the result) and their strengths, in the candidates' order */
@@ -438,13 +428,36 @@ struct CandidateStrengths
 	std::vector<double> strengths;
 };
 
-CandidateStrengths candidate_strengths(FunctionCallInfo fcinfo, ExecContext &ctx, RemotePoints remote)
+/* candidate_id, x, y: the candidates of predict_strength over partitions, in their order */
+ShardRows candidates_rows() { return ShardRows("candidates", 3); }
+
+/* A candidates table, in its rows' order, of a candidates part (id, x, y: _candidates_part). */
+InputTable candidates_of_part(const ShardRows &part)
+{
+	InputTable candidates("candidates query", {id_spec("candidate_id"), point_spec("x", 0), point_spec("y", 1)});
+	candidates.keep_row_order();
+	Int64Column &id = candidates.int64(0);
+	FloatColumn &x = candidates.floats(1), &y = candidates.floats(2);
+	for (size_t r = 0; r < part.rows(); ++r)
+	{
+		id.push_back(part.int64(r, 0));
+		x.push_back(part.float8(r, 1));
+		y.push_back(part.float8(r, 2));
+	}
+	candidates.count_rows(part.rows(), 0);
+	return candidates;
+}
+
+/* candidates: the partition's candidates part (_candidates_part), else null: argument 2 is a query */
+CandidateStrengths candidate_strengths(FunctionCallInfo fcinfo, ExecContext &ctx, RemotePoints remote,
+									   const ShardRows *candidates_part = nullptr)
 {
 	double exponent = PG_GETARG_FLOAT8(3);
-	StrengthArguments args = strength_arguments(fcinfo, {exponent});
+	StrengthArguments args = strength_arguments(fcinfo, {exponent}, candidates_part == nullptr);
 
 	InputTable points = read_points(args.points_query, ctx, args.options, gpu_pairs_from(ctx), remote);
-	InputTable candidates = read_candidates(args.candidates_query, ctx, args.options, points);
+	InputTable candidates = candidates_part ? candidates_of_part(*candidates_part)
+											: read_candidates(args.candidates_query, ctx, args.options, points);
 	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
 	std::vector<double> strengths = predict_strength(points_of(points), main_user, candidates_of(candidates),
 													 exponent, args.strength, args.options, ctx);
@@ -489,10 +502,34 @@ Datum predict_strength_part_body(FunctionCallInfo fcinfo)
 		PG_RETURN_NULL();
 	std::unique_ptr<ShardRows> remote = remote_points_argument(fcinfo, 8);
 	int64_t main_user = PG_GETARG_INT64(1);
-	CandidateStrengths result = candidate_strengths(fcinfo, ctx, {remote.get(), &main_user});
+	ShardRows candidates = candidates_rows();
+	ByteSpan bytes = bytea_argument(fcinfo, 2);
+	candidates.append(bytes.data, bytes.size, 0);
+	CandidateStrengths result = candidate_strengths(fcinfo, ctx, {remote.get(), &main_user}, &candidates);
 	require_integer_ids(ctx);
 	report_timing("_predict_strength_part", ctx);
-	return part_result(strengths_part(result.strengths), "predict_strength");
+	return shard_rows_result(strengths_part(result.strengths), "predict_strength");
+}
+
+/*
+ * gpurec_internal._candidates_part(ids, xs, ys): the candidates the
+ * coordinator of gpurec_shards read, in their order, as one part for every
+ * partition's _predict_strength_part.
+ */
+Datum candidates_part_body(FunctionCallInfo fcinfo)
+{
+	std::vector<int64_t> ids = int8_list_argument(fcinfo, 0, "ids");
+	std::vector<double> xs = float8_list_argument(fcinfo, 1, "xs"), ys = float8_list_argument(fcinfo, 2, "ys");
+	if (xs.size() != ids.size() || ys.size() != ids.size())
+		throw Error(sqlstate::array_subscript_error, "_candidates_part needs as many ids, xs and ys");
+	ShardRows part = candidates_rows();
+	for (size_t r = 0; r < ids.size(); ++r)
+	{
+		part.put(ids[r]);
+		part.put(xs[r]);
+		part.put(ys[r]);
+	}
+	return shard_rows_result(part, "predict_strength");
 }
 
 /* fit_exponent's continuous search: its tolerance, NULL for none */
@@ -605,5 +642,6 @@ GPUREC_SQL_FUNCTION(gpurec_merge_user_similarity, gpurec::merge_user_similarity_
 GPUREC_SQL_FUNCTION(gpurec_merge_similar_users, gpurec::merge_similar_users_body)
 GPUREC_SQL_FUNCTION(gpurec_merge_strengths, gpurec::merge_strengths_body)
 GPUREC_SQL_FUNCTION(gpurec_predict_strength, gpurec::predict_strength_body)
+GPUREC_SQL_FUNCTION(gpurec_candidates_part, gpurec::candidates_part_body)
 GPUREC_SQL_FUNCTION(gpurec_fit_exponent, gpurec::fit_exponent_body)
 GPUREC_SQL_FUNCTION(gpurec_exponent_search, gpurec::exponent_search_body)

@@ -12,6 +12,7 @@ extern "C" {
 }
 
 #include "byte_stream.hpp"
+#include "cart_shards.hpp"
 #include "marketplace.hpp"
 #include "number_column.hpp"
 #include "offers_input.hpp"
@@ -210,9 +211,7 @@ Datum offers_part_body(FunctionCallInfo fcinfo)
 	const char *offers_query = text_argument(fcinfo, 0);
 	OffersInput input(ctx);
 	read_inner_query(offers_query, input.table, ctx);
-	if (ctx.keys && ctx.keys->codes_values())
-		throw Error(sqlstate::feature_not_supported, "gpurec_shards' carts functions take integer product and store ids",
-					"A shard's offers query gives uuid or text ids.");
+	require_integer_cart_ids(ctx);
 	Stopwatch clock;
 	const Offers &offers = input.offers;
 	NumericReach reach;
@@ -227,10 +226,66 @@ Datum offers_part_body(FunctionCallInfo fcinfo)
 }
 
 /*
+ * improve_carts' rows: for improve_carts, and for
+ * gpurec_shards.improve_carts the partitions' rows merged.
+ */
+class ImprovedLinesWriter
+{
+  public:
+	ImprovedLinesWriter(FunctionCallInfo fcinfo, ExecContext &ctx, const char *function)
+		: out_(fcinfo, ctx, function), cart_id_(out_, 0, ctx, "cart_id"), product_id_(out_, 1, ctx, "product_id"),
+		  current_store_id_(out_, 3, ctx, "store_id"), store_id_(out_, 5, ctx, "store_id")
+	{
+	}
+
+	/* A row, its current and best prices rows of current_prices and best_prices. */
+	void put(const ImprovedLine &line, const NumberColumn &current_prices, const NumberColumn &best_prices)
+	{
+		Datum values[8];
+		bool nulls[8] = {false, false, false, false, true, true, true, true};
+		values[0] = cart_id_(line.cart_id);
+		values[1] = product_id_(line.product_id);
+		values[2] = Int64GetDatum(line.quantity);
+		values[3] = current_store_id_(line.current_store_id);
+		if (line.current_price >= 0)
+		{
+			values[4] = number_as_numeric(current_prices, static_cast<size_t>(line.current_price));
+			nulls[4] = false;
+		}
+		if (line.best_price >= 0)
+		{
+			values[5] = store_id_(line.best_store_id);
+			values[6] = number_as_numeric(best_prices, static_cast<size_t>(line.best_price));
+			nulls[5] = nulls[6] = false;
+		}
+		if (!nulls[4] && !nulls[6])
+		{
+			/* (current - best) * quantity in numeric, exactly as SQL computes it */
+			Datum current = values[4], best = values[6];
+			int64 quantity = line.quantity;
+			values[7] = pg_call([=] {
+				Numeric difference = numeric_sub_opt_error(DatumGetNumeric(current),
+														   DatumGetNumeric(best), nullptr);
+				return NumericGetDatum(
+					numeric_mul_opt_error(difference, int64_to_numeric(quantity), nullptr));
+			});
+			nulls[7] = false;
+		}
+		out_.put(values, nulls);
+	}
+	void finish() { out_.finish(); }
+
+  private:
+	ResultWriter out_;
+	ResultIds cart_id_, product_id_, current_store_id_, store_id_;
+};
+
+/*
  * improve_carts(carts_query, offers_query), and
- * gpurec_internal._improve_carts_of_parts(carts_query, offers_parts): the
- * offers of the partitions' parts (_offers_part), on a partition of
- * gpurec_shards.
+ * gpurec_internal._improve_carts_part(carts_query, offers_parts): on a
+ * partition of gpurec_shards, against the offers of the partitions' parts
+ * (_offers_part), its rows as one part (cart_shards.hpp) for
+ * _merge_improve_carts.
  */
 Datum improve_carts_rows(FunctionCallInfo fcinfo, bool offers_of_parts)
 {
@@ -253,46 +308,20 @@ Datum improve_carts_rows(FunctionCallInfo fcinfo, bool offers_of_parts)
 	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
 	std::vector<CartImprovement> improvements =
 		improve_carts(lines, offers, ctx, merged ? nullptr : input.streamer.get()); /* a streamer of the query's offers */
-
-	ResultWriter out(fcinfo, ctx, "improve_carts");
-	ResultIds cart_id(out, 0, ctx, "cart_id"), product_id(out, 1, ctx, "product_id"),
-		current_store_id(out, 3, ctx, "store_id"), store_id(out, 5, ctx, "store_id");
-	for (const CartImprovement &line : improvements)
+	if (!offers_of_parts)
 	{
-		Datum values[8];
-		bool nulls[8] = {false, false, false, false, true, true, true, true};
-		int64 quantity = lines.quantity[line.line];
-		values[0] = cart_id(lines.cart[line.line]);
-		values[1] = product_id(lines.product[line.line]);
-		values[2] = Int64GetDatum(quantity);
-		values[3] = current_store_id(lines.store[line.line]);
-		if (line.current_row >= 0)
-		{
-			values[4] = number_as_numeric(offers.price, line.current_row);
-			nulls[4] = false;
-		}
-		if (line.best_row >= 0)
-		{
-			values[5] = store_id(offers.store[line.best_row]);
-			values[6] = number_as_numeric(offers.price, line.best_row);
-			nulls[5] = nulls[6] = false;
-		}
-		if (!nulls[4] && !nulls[6])
-		{
-			/* (current - best) * quantity in numeric, exactly as SQL computes it */
-			Datum current = values[4], best = values[6];
-			values[7] = pg_call([=] {
-				Numeric difference = numeric_sub_opt_error(DatumGetNumeric(current),
-														   DatumGetNumeric(best), nullptr);
-				return NumericGetDatum(
-					numeric_mul_opt_error(difference, int64_to_numeric(quantity), nullptr));
-			});
-			nulls[7] = false;
-		}
-		out.put(values, nulls);
+		ImprovedLinesWriter out(fcinfo, ctx, "improve_carts");
+		for (const CartImprovement &improvement : improvements)
+			out.put(improved_line(lines, improvement, offers), offers.price, offers.price);
+		out.finish();
+		return (Datum) 0;
 	}
-	out.finish();
-	return (Datum) 0;
+	require_integer_cart_ids(ctx);
+	Stopwatch clock;
+	Datum part = shard_rows_result(improved_lines_part(lines, improvements, offers), "improve_carts");
+	ctx.times.output_ms += clock.elapsed_ms();
+	report_timing("_improve_carts_part", ctx);
+	return part;
 }
 
 Datum improve_carts_body(FunctionCallInfo fcinfo)
@@ -302,7 +331,27 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 	return improve_carts_rows(fcinfo, false);
 }
 
-Datum improve_carts_of_parts_body(FunctionCallInfo fcinfo) { return improve_carts_rows(fcinfo, true); }
+Datum improve_carts_part_body(FunctionCallInfo fcinfo) { return improve_carts_rows(fcinfo, true); }
+
+/*
+ * gpurec_internal._merge_improve_carts(parts): gpurec_shards.improve_carts
+ * on the coordinator, the partitions' parts (in partition order) merged
+ * into the rows one server holding every cart gives.
+ */
+Datum merge_improve_carts_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	ShardRows parts = improved_lines_rows();
+	Stopwatch clock;
+	append_parts_argument(parts, fcinfo, 0, "parts");
+	ctx.times.read_ms += clock.elapsed_ms();
+	MergedImprovedLines merged = merge_improved_lines(parts);
+	ImprovedLinesWriter out(fcinfo, ctx, "_merge_improve_carts");
+	for (const ImprovedLine &line : merged.lines)
+		out.put(line, merged.current_prices, merged.best_prices);
+	out.finish();
+	return (Datum) 0;
+}
 
 } // namespace
 } // namespace gpurec
@@ -311,5 +360,6 @@ GPUREC_SQL_FUNCTION(gpurec_cheapest_offers, gpurec::cheapest_offers_body)
 GPUREC_SQL_FUNCTION(gpurec_cheapest_offers_part, gpurec::cheapest_offers_part_body)
 GPUREC_SQL_FUNCTION(gpurec_merge_cheapest_offers, gpurec::merge_cheapest_offers_body)
 GPUREC_SQL_FUNCTION(gpurec_improve_carts, gpurec::improve_carts_body)
-GPUREC_SQL_FUNCTION(gpurec_improve_carts_of_parts, gpurec::improve_carts_of_parts_body)
+GPUREC_SQL_FUNCTION(gpurec_improve_carts_part, gpurec::improve_carts_part_body)
+GPUREC_SQL_FUNCTION(gpurec_merge_improve_carts, gpurec::merge_improve_carts_body)
 GPUREC_SQL_FUNCTION(gpurec_offers_part, gpurec::offers_part_body)

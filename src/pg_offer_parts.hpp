@@ -2,7 +2,8 @@
  * pg_offer_parts.hpp: the offers a partition of gpurec_shards' carts
  * functions receives, as the partitions' parts (gpurec_internal._offers_part,
  * an OffersPart each) in a bytea[] argument, read into one MergedOffers:
- * prices in their type with every digit and bit, as one server reads them.
+ * prices in their type with every digit and bit, as one server reads them;
+ * and the carts functions' refusal of ids a part cannot carry.
  */
 #pragma once
 
@@ -12,6 +13,17 @@
 #include "pg_arguments.hpp"
 
 namespace gpurec {
+
+/*
+ * A part of the carts functions carries integer ids: a dictionary's codes
+ * of uuid or text ids would mean nothing on another server (0A000).
+ */
+inline void require_integer_cart_ids(const ExecContext &ctx)
+{
+	if (ctx.keys && ctx.keys->codes_values())
+		throw Error(sqlstate::feature_not_supported, "gpurec_shards' carts functions take integer ids",
+					"A shard's carts or offers query gives uuid or text ids.");
+}
 
 /*
  * The offers of the parts in bytea[] argument n.  Parts whose prices differ

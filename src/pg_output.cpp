@@ -11,6 +11,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
 }
@@ -18,6 +19,7 @@ extern "C" {
 #include <algorithm>
 #include <cstring>
 
+#include "partials.hpp"
 #include "pg_settings.hpp"
 
 namespace gpurec {
@@ -216,6 +218,17 @@ Datum ResultIds::operator()(int64_t id)
 		}
 	}
 	return (Datum) 0;
+}
+
+Datum shard_rows_result(const ShardRows &part, const char *function)
+{
+	std::vector<uint8_t> bytes = part.bytes();
+	if (bytes.size() > MaxAllocSize - VARHDRSZ)
+		throw Error(sqlstate::program_limit_exceeded,
+					std::string("a partition's answer to ") + function + " is larger than 1 GB");
+	bytea *out = new_bytea(bytes.size());
+	memcpy(VARDATA(out), bytes.data(), bytes.size());
+	PG_RETURN_BYTEA_P(out);
 }
 
 } // namespace gpurec

@@ -73,6 +73,15 @@ bool answered_null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int>
 /* Whether an argument other than those that may be NULL is NULL: for a function of one value, which then returns NULL. */
 bool null_as_strict(FunctionCallInfo fcinfo, std::initializer_list<int> may_be_null);
 
+class ShardRows;
+
+/*
+ * A part of gpurec_shards (ShardRows, partials.hpp) as the bytea a
+ * partition's function returns; ERROR 54000 naming `function` where it is
+ * larger than a bytea can be.
+ */
+Datum shard_rows_result(const ShardRows &part, const char *function);
+
 /* A bytea result of `size` bytes, to be filled (palloc'd in the current memory context). */
 bytea *new_bytea(size_t size);
 

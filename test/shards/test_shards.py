@@ -675,6 +675,158 @@ def edge_values(rnd):
             f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM edge_carts', '{tiny}')")
 
 
+def same_error(name, local_call, shard_call, state=None):
+    """The call raises the single server's error (its SQLSTATE, and its
+    message, which a partition's error prefixes with the partition's name)."""
+    e_one = error_of(*WHOLE, f"SELECT * FROM {local_call};")
+    e = error_of(*COORD, f"SELECT * FROM {shard_call};")
+    check(name, e_one is not None and e is not None and e[0] == e_one[0] and e[1].endswith(e_one[1])
+          and (state is None or e[0] == state), f"one server {e_one}; partitions {e}")
+
+
+def carts_parts(rnd):
+    """improve_carts' and optimize_carts' rows travel from each partition as
+    one part and merge in the engine, and optimize_carts' shipping reaches
+    the partitions as one part read on the coordinator: against one server
+    holding every row, on `four` with carts on every partition, on one
+    partition alone (the others answer no rows) and on none; shipping fees
+    and free_from of every exact type and scale, NULL and infinite
+    free_from, absent free_from, and the single server's errors for float,
+    NULL, negative, NaN, huge and repeated fees (float ones with no row
+    too)."""
+    ids = [-9223372036854775808, 9223372036854775807, -1, 0, 1, 2, 3, 1 << 40]
+    prices = ["7", "7.0", "7.50", "7.125", "7.0001", "0.0001", "0", "123456789012.5", "3", "3.00", None]
+    offers = [[rnd.choice(list(range(12)) + [None]), rnd.choice(ids + [None]), rnd.choice(prices)]
+              for _ in range(600)]
+    carts = []
+    for cart in ids + list(range(10, 50)):
+        for _ in range(rnd.randint(1, 5)):
+            carts.append([cart, rnd.choice(list(range(13)) + [None]), rnd.choice(ids + [None]),
+                          rnd.choice([1, 2, 7, None])])
+    schema = ("DROP TABLE IF EXISTS cp_offers, cp_carts;"
+              "CREATE TABLE cp_offers (product_id bigint, store_id bigint, price numeric);"
+              "CREATE TABLE cp_carts (cart_id bigint, product_id bigint, store_id bigint, quantity integer);")
+    offer_parts = [[] for _ in SHARD_DBS]
+    cart_parts = [[] for _ in SHARD_DBS]
+    for row in offers:
+        offer_parts[rnd.randrange(len(SHARD_DBS))].append(row)
+    for row in carts:
+        cart_parts[row[0] % len(SHARD_DBS)].append(row)
+    check("carts-parts-every-partition-holds-carts", all(cart_parts), f"{[len(p) for p in cart_parts]}")
+    for (host, db), o, c in zip(SHARD_DBS, offer_parts, cart_parts):
+        run(host, db, schema)
+        copy_rows(host, db, "cp_offers", o)
+        copy_rows(host, db, "cp_carts", c)
+    run(*WHOLE, schema)
+    copy_rows(*WHOLE, "cp_offers", offers)
+    copy_rows(*WHOLE, "cp_carts", carts)
+    ship = ("DROP TABLE IF EXISTS cp_ship;"
+            "CREATE TABLE cp_ship (store_id bigint, nfee numeric, nfree numeric, ifee bigint, ifree integer, "
+            "ffee float8, ffree float8);")
+    fees = ["0", "1.5", "0.25", "2.125", "0.0001", "3", "10.00"]
+    frees = [None, "Infinity", "20.5", "0", "14.0001", "123456789012.5"]
+    ship_rows = [[store, rnd.choice(fees), rnd.choice(frees), rnd.randint(0, 4),
+                  rnd.choice([None, 0, 15, 2147483647]), rnd.choice(["0.30000000000000004", "0.3", "1e-300"]),
+                  rnd.choice([None, "Infinity", "20.000000000000004"])] for store in ids]
+    ship_rows.append([None, "1", "1", 1, 1, "1", "1"])  # a NULL store: skipped
+    for where in (COORD, WHOLE):
+        run(*where, ship)
+        copy_rows(*where, "cp_ship", ship_rows)
+    carts_query = "SELECT * FROM cp_carts"
+    offers_query = "SELECT * FROM cp_offers"
+    improve = "gpurec{}.improve_carts({}'{}', '{}')"
+    optimize = "gpurec{}.optimize_carts({}'{}', '{}', '{}')"
+
+    def both(template, *queries):
+        return template.format("", "", *queries), template.format("_shards", SHARDS + ", ", *queries)
+
+    compare("carts-parts-improve-carts-every-partition", *both(improve, carts_query, offers_query))
+    shipping_queries = {
+        "numeric-fee-numeric-free-from": "SELECT store_id, nfee AS fee, nfree AS free_from FROM cp_ship",
+        "numeric-fee-no-free-from": "SELECT store_id, nfee AS fee FROM cp_ship",
+        "integer-fee-integer-free-from": "SELECT store_id, ifee AS fee, ifree AS free_from FROM cp_ship",
+        "numeric-fee-integer-free-from": "SELECT store_id, nfee AS fee, ifree AS free_from FROM cp_ship",
+        "integer-fee-numeric-free-from": "SELECT store_id, ifee::smallint AS fee, nfree AS free_from FROM cp_ship",
+        "no-shipping-row": "SELECT store_id, nfee AS fee, nfree AS free_from FROM cp_ship WHERE false",
+    }
+    for name, shipping in shipping_queries.items():
+        compare(f"carts-parts-optimize-carts-{name}", *both(optimize, carts_query, offers_query, shipping))
+    errors = {
+        "float8-fee-42804": ("SELECT store_id, ffee AS fee FROM cp_ship", "42804"),
+        "float8-free-from-42804": ("SELECT store_id, nfee AS fee, ffree AS free_from FROM cp_ship", "42804"),
+        "float8-fee-no-row-42804": ("SELECT store_id, ffee AS fee FROM cp_ship WHERE false", "42804"),
+        "real-free-from-no-row-42804": ("SELECT store_id, nfee AS fee, ffree::real AS free_from FROM cp_ship "
+                                        "WHERE false", "42804"),
+        "null-fee": ("SELECT store_id, CASE WHEN store_id = 0 THEN NULL ELSE nfee END AS fee FROM cp_ship", None),
+        "negative-fee": ("SELECT store_id, -nfee - 1 AS fee FROM cp_ship", None),
+        "nan-fee": ("SELECT store_id, ''NaN''::numeric AS fee FROM cp_ship", None),
+        "huge-fee": ("SELECT store_id, 92233720368547758.07 AS fee FROM cp_ship", None),
+        "repeated-store": ("SELECT store_id, nfee AS fee FROM cp_ship UNION ALL SELECT 1, 2", None),
+    }
+    for name, (shipping, state) in errors.items():
+        same_error(f"carts-parts-optimize-carts-shipping-{name}",
+                   *both(optimize, carts_query, offers_query, shipping), state)
+    # carts on one partition alone: the other partitions send empty parts
+    shipping = shipping_queries["numeric-fee-numeric-free-from"]
+    for p, part in enumerate(cart_parts):
+        alone = f"SELECT * FROM cp_carts WHERE cart_id IN ({', '.join(str(r[0]) for r in part)})"
+        compare(f"carts-parts-improve-carts-partition-{p}-alone", *both(improve, alone, offers_query))
+        compare(f"carts-parts-optimize-carts-partition-{p}-alone",
+                *both(optimize, alone, offers_query, shipping))
+    # no cart anywhere: no rows, as one server
+    for name, template, queries in [("improve", improve, ("SELECT * FROM cp_carts WHERE false", offers_query)),
+                                    ("optimize", optimize, ("SELECT * FROM cp_carts WHERE false", offers_query,
+                                                            shipping))]:
+        local, shard = both(template, *queries)
+        want = rows(*WHOLE, f"SELECT * FROM {local};")
+        got = rows(*COORD, f"SELECT * FROM {shard};")
+        check(f"carts-parts-{name}-carts-no-cart", got == want == [], f"got {got}, want {want}")
+    # NULL arguments other than the cluster: no rows, as gpurec's STRICT functions
+    got = rows(*COORD, f"SELECT count(*) FROM gpurec_shards.optimize_carts({SHARDS}, '{carts_query}', "
+               f"'{offers_query}', NULL);")
+    check("carts-parts-optimize-carts-null-shipping-no-rows", got == ["0"], f"got {got}")
+
+
+def candidates_parts(rnd):
+    """predict_strength's and fit_exponent's candidates reach the partitions
+    as one part read on the coordinator: with every point on one partition
+    (the others add 0), the strengths equal one server's bit for bit, for
+    candidates whose coordinates differ in the 17th digit, tiny, subnormal,
+    -0 and huge ones, ids at both ends of 64 bits, NULLs skipped, and in
+    the candidates query's order."""
+    points = [[u, f"{rnd.uniform(-1, 1):.6f}", rnd.uniform(-1, 1)] for u in range(1, 30) for _ in range(3)]
+    schema = ("DROP TABLE IF EXISTS cand_points;"
+              "CREATE TABLE cand_points (user_id bigint, x numeric, y float8);")
+    for i, (host, db) in enumerate(SHARD_DBS):
+        run(host, db, schema)
+        if i == 0:
+            copy_rows(host, db, "cand_points", points)
+    run(*WHOLE, schema)
+    copy_rows(*WHOLE, "cand_points", points)
+    coords = ["0.3", "0.30000000000000004", "0.29999999999999999", "1e-300", "5e-324", "-0", "1e+150",
+              "-0.7", "0.1", "0.10000000000000002"]
+    cands = [[rnd.choice([-9223372036854775808, 9223372036854775807, 0, 1, 2, 3]), rnd.choice(coords),
+              rnd.choice(coords)] for _ in range(30)]
+    cands += [[None, "1", "1"], [5, None, "1"], [6, "1", None]]
+    for where in (COORD, WHOLE):
+        run(*where, "DROP TABLE IF EXISTS edge_cands;"
+                    "CREATE TABLE edge_cands (candidate_id bigint, x float8, y float8);")
+        copy_rows(*where, "edge_cands", cands)
+    for args in ("2", "1.5, 30, 0.01", "3, NULL, 0"):
+        compare(f"candidates-part-predict-strength-bit-for-bit-{args.split(',')[0]}",
+                f"gpurec.predict_strength('SELECT * FROM cand_points', 7, 'SELECT * FROM edge_cands', {args})",
+                f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM cand_points', 7, "
+                f"'SELECT * FROM edge_cands', {args})")
+    reversed_order = "SELECT * FROM edge_cands ORDER BY candidate_id DESC, x, y"
+    compare("candidates-part-predict-strength-in-the-query-order",
+            f"gpurec.predict_strength('SELECT * FROM cand_points', 7, '{reversed_order}')",
+            f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM cand_points', 7, '{reversed_order}')")
+    too_far = "SELECT * FROM edge_cands UNION ALL SELECT 99, 1e300, 0"
+    same_error("candidates-part-predict-strength-too-far-22003",
+               f"gpurec.predict_strength('SELECT * FROM cand_points', 7, '{too_far}')",
+               f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM cand_points', 7, '{too_far}')", "22003")
+
+
 def query_texts(data):
     """Query texts that end with a comment or a semicolon, as gpurec takes
     them, through every function: the same answer as one server given the
@@ -798,8 +950,11 @@ def geo_merge():
     run(*WHOLE, "CREATE TABLE IF NOT EXISTS points_candidates AS "
                 "SELECT user_id + 1000 AS candidate_id, x + 0.5 AS x, y - 0.25 AS y FROM points "
                 "WHERE x IS NOT NULL AND y IS NOT NULL AND user_id IS NOT NULL LIMIT 40;")
-    strength = ("gpurec_internal._predict_strength_part('{q}', {main}, '" + cands +
-                "', 2, NULL, 0, 'euclidean', NULL, {remote})")
+    # the candidates as the coordinator sends them: one part, in the query's order
+    cands_part = ("(SELECT gpurec_internal._candidates_part(array_agg(c.candidate_id), array_agg(c.x::float8), "
+                  "array_agg(c.y::float8)) FROM ({}) AS c)")
+    strength = ("gpurec_internal._predict_strength_part('{q}', {main}, " + cands_part.format(cands) +
+                ", 2, NULL, 0, 'euclidean', NULL, {remote})")
     want = rows(*WHOLE, f"SELECT strength FROM gpurec.predict_strength('SELECT * FROM points', {main}, '{cands}');")
     got = rows(*WHOLE, "SELECT s.strength FROM gpurec_internal._merge_strengths(ARRAY["
                + ", ".join(strength.format(q=q.format(r=r), main=main, remote=remote) for r in (0, 1))
@@ -824,7 +979,7 @@ def geo_merge():
         ("geo-merge-strengths-of-other-lengths-XX000", "XX000",
          f"_merge_strengths(ARRAY[{strength.format(q=q.format(r=0), main=main, remote=remote)}, "
          f"gpurec_internal._predict_strength_part('SELECT * FROM points', {main}, "
-         f"'{cands} LIMIT 3', 2, NULL, 0, 'euclidean', NULL, NULL)])", "strengths"),
+         f"{cands_part.format(cands + ' LIMIT 3')}, 2, NULL, 0, 'euclidean', NULL, NULL)])", "strengths"),
         ("geo-merge-null-part-22004", "22004", "_merge_user_similarity('c', ARRAY[NULL::bytea])", ""),
     ]
     for name, state, call, words in bad:
@@ -836,7 +991,8 @@ def carts_merge():
     """The carts functions' parts, made and read where they run: the offers
     of two parts (a split of the offers by store) give improve_carts' and
     optimize_carts' rows of one server reading every offer, prices of every
-    type bit for bit; parts whose prices differ in type are 42804; bytes
+    type bit for bit, once each partition's rows travel as a part and the
+    engine merges them; parts whose prices differ in type are 42804; bytes
     that are not a part, 22P03."""
     carts = "SELECT * FROM carts"
     shipping = "SELECT DISTINCT store_id, 1.5 AS fee, 40 AS free_from FROM offers WHERE store_id IS NOT NULL"
@@ -844,18 +1000,20 @@ def carts_merge():
         query = f"SELECT product_id, store_id, {price} AS price FROM offers"
         parts = ", ".join(f"gpurec_internal._offers_part('{query} WHERE store_id % 2 = {r}')" for r in (0, 1))
         compare(f"carts-merge-improve-carts-{name}", f"gpurec.improve_carts('{carts}', '{query}')",
-                f"gpurec_internal._improve_carts_of_parts('{carts}', ARRAY[{parts}])", where=WHOLE)
+                f"gpurec_internal._merge_improve_carts(ARRAY[gpurec_internal._improve_carts_part("
+                f"'{carts}', ARRAY[{parts}])])", where=WHOLE)
         if name == "numeric":
             compare(f"carts-merge-optimize-carts-{name}",
                     f"gpurec.optimize_carts('{carts}', '{query}', '{shipping}')",
-                    f"gpurec_internal._optimize_carts_of_parts('{carts}', ARRAY[{parts}], '{shipping}')", where=WHOLE)
+                    f"gpurec_internal._merge_optimize_carts(ARRAY[gpurec_internal._optimize_carts_part("
+                    f"'{carts}', ARRAY[{parts}], gpurec_internal._shipping_part('{shipping}'))])", where=WHOLE)
     numeric = "gpurec_internal._offers_part('SELECT product_id, store_id, price FROM offers')"
     floats = "gpurec_internal._offers_part('SELECT product_id, store_id, price::float8 AS price FROM offers')"
     bad = [("carts-merge-prices-of-two-types-42804", "42804", f"ARRAY[{numeric}, {floats}]"),
            ("carts-merge-bad-bytes-22P03", "22P03", "ARRAY['\\x0102'::bytea]"),
            ("carts-merge-truncated-part-22P03", "22P03", f"ARRAY[substr({numeric}, 1, 20)]")]
     for name, state, parts in bad:
-        e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec_internal._improve_carts_of_parts('{carts}', {parts});")
+        e = error_of(*WHOLE, f"SELECT count(*) FROM gpurec_internal._improve_carts_part('{carts}', {parts});")
         check(name, e is not None and e[0] == state, f"got {e}")
 
 
@@ -931,6 +1089,8 @@ def main():
         geo_merge()
         carts_merge()
         edge_values(rnd)
+        carts_parts(rnd)
+        candidates_parts(rnd)
         merge(rnd)
         cpu_threads()
         timing_notices()

@@ -1,0 +1,229 @@
+/*
+ * test_cart_shards.cpp: ShardRows' number columns (partials.hpp) and the
+ * carts family's parts and merge (cart_shards.hpp): numbers keep their
+ * type, scales and bits across parts of different scales, NULLs and empty
+ * parts; the merge orders rows as one server does, equal keys in
+ * partition order; bytes that name numbers a part lacks are refused;
+ * shipping travels whole, its type even with no row.
+ */
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "../../src/cart_shards.hpp"
+#include "../../src/partials.hpp"
+
+namespace gpurec {
+namespace {
+
+/* A numeric column of (unscaled, scale) values, special values by their marker as scale. */
+NumberColumn numerics(const std::vector<std::pair<int64_t, int>> &values)
+{
+	NumberColumn column(NumberType::Numeric);
+	for (auto [unscaled, scale] : values)
+		if (scale < 0)
+			column.push_numeric_special(static_cast<int16_t>(scale));
+		else
+			column.push_numeric(unscaled, scale);
+	return column;
+}
+
+/* The value of a numeric row as (unscaled at its display scale, display scale), or (0, marker). */
+std::pair<int64_t, int> numeric_value(const NumberColumn &column, size_t row)
+{
+	int display = column.display_scale(row);
+	if (display < 0)
+		return {0, display};
+	return {column.unscaled_at_display_scale(row), display};
+}
+
+ShardRows kind_with_price() { return ShardRows("priced", 2, {1}); }
+
+std::vector<uint8_t> concatenated(const std::vector<const ShardRows *> &parts)
+{
+	std::vector<uint8_t> bytes;
+	for (const ShardRows *part : parts)
+	{
+		std::vector<uint8_t> more = part->bytes();
+		bytes.insert(bytes.end(), more.begin(), more.end());
+	}
+	return bytes;
+}
+
+TEST(ShardRowsNumbers, NumericsKeepTheirScalesAcrossPartsAndNulls)
+{
+	/* part 0 at scale 1, part 1 at scale 4 (its keys rescale when they meet), specials and NULLs between */
+	NumberColumn first = numerics({{15, 1}, {-7, 0}, {0, NumberColumn::kScaleNaN}, {30, 1}});
+	NumberColumn second = numerics({{12345, 4}, {0, NumberColumn::kScalePosInf}, {5, 2},
+									{std::numeric_limits<int64_t>::max() / 100000, 4}});
+	ShardRows a = kind_with_price(), b = kind_with_price(), empty = kind_with_price();
+	for (size_t r = 0; r < first.size(); ++r)
+	{
+		a.put(int64_t(r));
+		a.put_number(first, r);
+		a.put(int64_t(100 + r));
+		a.put_no_number();
+	}
+	for (size_t r = 0; r < second.size(); ++r)
+	{
+		b.put(int64_t(10 + r));
+		b.put_number(second, r);
+	}
+	std::vector<uint8_t> bytes = concatenated({&empty, &a, &empty, &b});
+	ShardRows read = kind_with_price();
+	read.append(bytes.data(), bytes.size(), 0);
+	ASSERT_EQ(read.rows(), 2 * first.size() + second.size());
+	EXPECT_EQ(read.numbers(1).type(), NumberType::Numeric);
+	size_t row = 0;
+	for (size_t r = 0; r < first.size(); ++r, row += 2)
+	{
+		ASSERT_GE(read.int64(row, 1), 0);
+		EXPECT_EQ(numeric_value(read.numbers(1), static_cast<size_t>(read.int64(row, 1))), numeric_value(first, r));
+		EXPECT_EQ(read.int64(row + 1, 1), -1);
+	}
+	for (size_t r = 0; r < second.size(); ++r, ++row)
+		EXPECT_EQ(numeric_value(read.numbers(1), static_cast<size_t>(read.int64(row, 1))), numeric_value(second, r));
+}
+
+TEST(ShardRowsNumbers, FloatsKeepEveryBit)
+{
+	NumberColumn prices(NumberType::Float8);
+	for (double v : {0.30000000000000004, 0.3, 0.0001 / 3, 1e308, -0.0, std::numeric_limits<double>::infinity(),
+					 -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::denorm_min()})
+		prices.push_double(v);
+	ShardRows part = kind_with_price();
+	for (size_t r = 0; r < prices.size(); ++r)
+	{
+		part.put(int64_t(r));
+		part.put_number(prices, r);
+	}
+	std::vector<uint8_t> bytes = part.bytes();
+	ShardRows read = kind_with_price();
+	read.append(bytes.data(), bytes.size(), 0);
+	ASSERT_EQ(read.numbers(1).type(), NumberType::Float8);
+	for (size_t r = 0; r < prices.size(); ++r)
+		EXPECT_EQ(read.numbers(1).key(static_cast<size_t>(read.int64(r, 1))), prices.key(r));
+}
+
+TEST(ShardRowsNumbers, AnEmptyPartSaysItsType)
+{
+	ShardRows part = kind_with_price();
+	part.set_number_type(1, NumberType::Float4);
+	std::vector<uint8_t> bytes = part.bytes();
+	ShardRows read = kind_with_price();
+	read.append(bytes.data(), bytes.size(), 0);
+	EXPECT_EQ(read.rows(), 0u);
+	EXPECT_EQ(read.numbers(1).type(), NumberType::Float4);
+}
+
+TEST(ShardRowsNumbers, RefusesPlacesOutsideThePartAndTypesThatDiffer)
+{
+	NumberColumn one = numerics({{1, 0}});
+	ShardRows part = kind_with_price();
+	part.put(int64_t(1));
+	part.put(int64_t(1)); /* names the second number of a part of one */
+	part.set_number_type(1, NumberType::Numeric);
+	part.numbers(1).push_row_of(one, 0);
+	std::vector<uint8_t> bytes = part.bytes();
+	ShardRows read = kind_with_price();
+	try
+	{
+		read.append(bytes.data(), bytes.size(), 3);
+		FAIL() << "no error";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_binary_representation);
+		EXPECT_NE(std::string(e.what()).find("part 3"), std::string::npos) << e.what();
+	}
+	NumberColumn floats(NumberType::Float8);
+	floats.push_double(1.5);
+	ShardRows numeric_part = kind_with_price(), float_part = kind_with_price();
+	numeric_part.put(int64_t(1));
+	numeric_part.put_number(one, 0);
+	float_part.put(int64_t(2));
+	float_part.put_number(floats, 0);
+	bytes = concatenated({&numeric_part, &float_part});
+	ShardRows mixed = kind_with_price();
+	EXPECT_THROW(mixed.append(bytes.data(), bytes.size(), 0), Error);
+	/* truncated inside the numbers */
+	bytes = numeric_part.bytes();
+	ShardRows truncated = kind_with_price();
+	try
+	{
+		truncated.append(bytes.data(), bytes.size() - 3, 0);
+		FAIL() << "no error";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_binary_representation);
+	}
+}
+
+TEST(ShardRows, SortRowsIsStableOverItsColumns)
+{
+	std::mt19937_64 rnd(7);
+	ShardRows rows("sorted", 3);
+	std::vector<std::tuple<int64_t, int64_t, int64_t>> want;
+	for (int64_t r = 0; r < 500; ++r)
+	{
+		int64_t a = static_cast<int64_t>(rnd() % 5) - 2, b = static_cast<int64_t>(rnd() % 3);
+		if (r % 50 == 0)
+			a = r % 100 == 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+		rows.put(a);
+		rows.put(b);
+		rows.put(r);
+		want.emplace_back(a, b, r); /* r: the input order, which equal keys keep */
+	}
+	std::sort(want.begin(), want.end());
+	rows.sort_rows({0, 1});
+	for (size_t r = 0; r < want.size(); ++r)
+		EXPECT_EQ(std::make_tuple(rows.int64(r, 0), rows.int64(r, 1), rows.int64(r, 2)), want[r]) << r;
+}
+
+TEST(CartShards, ShippingTravelsWholeWithItsTypes)
+{
+	Int64Column stores;
+	NumberColumn fee = numerics({{150, 2}, {0, 0}, {7, 1}});
+	NumberColumn free_from(NumberType::Integer);
+	for (int64_t store : {int64_t(5), int64_t(-3), std::numeric_limits<int64_t>::max()})
+		stores.push_back(store);
+	for (int64_t v : {int64_t(40), int64_t(0), std::numeric_limits<int64_t>::max()})
+		free_from.push_integer(v);
+	std::vector<uint8_t> bytes = shipping_part({stores, fee, free_from}).bytes();
+	ShardRows read = shipping_rows();
+	read.append(bytes.data(), bytes.size(), 0);
+	Int64Column read_stores;
+	Shipping shipping = shipping_of_part(read, read_stores, "shipping query");
+	ASSERT_EQ(shipping.store.size(), 3u);
+	EXPECT_EQ(shipping.fee.type(), NumberType::Numeric);
+	EXPECT_EQ(shipping.fee.scale(), fee.scale());
+	EXPECT_EQ(shipping.free_from.type(), NumberType::Integer);
+	EXPECT_EQ(shipping.fee.description(), "column \"fee\" of the shipping query");
+	for (size_t r = 0; r < 3; ++r)
+	{
+		EXPECT_EQ(shipping.store[r], stores[r]);
+		EXPECT_EQ(numeric_value(shipping.fee, r), numeric_value(fee, r));
+		EXPECT_EQ(shipping.free_from.key(r), free_from.key(r));
+	}
+	/* no row: the types still travel (optimize_carts refuses a float fee of an empty table too) */
+	Int64Column none;
+	NumberColumn float_fee(NumberType::Float8), numeric_free(NumberType::Numeric);
+	bytes = shipping_part({none, float_fee, numeric_free}).bytes();
+	ShardRows empty = shipping_rows();
+	empty.append(bytes.data(), bytes.size(), 0);
+	Int64Column empty_stores;
+	Shipping nothing = shipping_of_part(empty, empty_stores, "shipping query");
+	EXPECT_EQ(nothing.fee.type(), NumberType::Float8);
+	EXPECT_EQ(nothing.free_from.type(), NumberType::Numeric);
+	EXPECT_EQ(nothing.store.size(), 0u);
+}
+
+} // namespace
+} // namespace gpurec
