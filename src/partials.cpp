@@ -176,7 +176,8 @@ void ShardRows::append(const uint8_t *data, size_t size, size_t part)
 		const uint8_t *values = reader.take(words * sizeof(uint64_t));
 		size_t at = words_.size();
 		words_.resize(at + words);
-		std::memcpy(words_.data() + at, values, words * sizeof(uint64_t));
+		if (words > 0) /* an empty part leaves words_ possibly without storage: memcpy takes no null */
+			std::memcpy(words_.data() + at, values, words * sizeof(uint64_t));
 		append_numbers(reader, at / columns_, part);
 	}
 }
