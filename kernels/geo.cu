@@ -61,14 +61,12 @@ constexpr double kHaversinePairsPerLaunch = 3e9;
 constexpr int32_t kListedBatch = 16384;
 
 /*
- * Threads the best-others search wants in flight, per thread the device
- * can hold at once: a user's thread waits on its loads, so the search also
- * splits the other users into columns until the device is full (a split
- * call's part, a quarter of the users, left an H200 a quarter idle).
+ * The threads the current device holds at once: what the best-others
+ * search wants in flight.  A user's thread waits on its loads, so the
+ * search also splits the other users into columns until the device is full
+ * (a split call's part, a quarter of the users, left an H200 a quarter
+ * idle at a fixed 65,536 threads).
  */
-constexpr double kWantedThreadsPerResident = 1.0;
-
-/* The threads the current device holds at once. */
 double resident_threads()
 {
 	int device = 0, sms = 0, per_sm = 0;
@@ -1001,7 +999,7 @@ void GeoSession::similar_users(int k, double epsilon, int part, int parts, std::
 		 */
 		size_t entry_bytes = sizeof(SimilarityEntry) * static_cast<size_t>(k) + sizeof(int);
 		size_t budget = free_bytes() / 2;
-		double wanted_threads = kWantedThreadsPerResident * resident_threads();
+		double wanted_threads = resident_threads();
 		for (int32_t lo = class_lo; lo < class_hi;)
 		{
 			int columns = static_cast<int>(

@@ -160,6 +160,13 @@ class ListsOfSearch final : public gpu::GeoOtherLists
 	ExecContext &ctx_;
 };
 
+/* Whether the GPU's similar_users, a part of `parts`, compares every pair whatever the points' places (brute_force_by_size). */
+bool gpu_compares_every_pair(const GeoRows &points, const GeoWork &work, int parts)
+{
+	return brute_force_by_size(static_cast<int64_t>(points.codes.size()), static_cast<int32_t>(points.user_ids.size()),
+							   work.kept, work.pruning, PrunedFor::Gpu, parts);
+}
+
 /*
  * similar_users on the GPU session: pruned where best_others_search says
  * (the CPU's index lists each user's possible others, the GPU compares
@@ -169,8 +176,7 @@ void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const
 						  const Prepared &prepared, std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 						  ExecContext &ctx)
 {
-	if (!brute_force_by_size(static_cast<int64_t>(points.codes.size()), static_cast<int32_t>(points.user_ids.size()),
-							 work.kept, work.pruning, PrunedFor::Gpu, work.parts))
+	if (!gpu_compares_every_pair(points, work, work.parts))
 	{
 		std::unique_ptr<GeoPointSet> own;
 		if (!prepared.grouped)
@@ -554,9 +560,7 @@ std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &pa
 	 * similar_users where it may prune (made once for the parts)
 	 */
 	if (ctx.mode == DeviceMode::Cpu ||
-		(whole.kind == GeoWork::Kind::SimilarUsers &&
-		 !brute_force_by_size(static_cast<int64_t>(call.codes.size()), static_cast<int32_t>(call.user_ids.size()),
-							  whole.kept, whole.pruning, PrunedFor::Gpu, part.count)))
+		(whole.kind == GeoWork::Kind::SimilarUsers && !gpu_compares_every_pair(points, whole, part.count)))
 		prepared.grouped = &call.grouped_set(ctx);
 	if (part.count > 1 && whole.kind == GeoWork::Kind::Strengths)
 	{
