@@ -22,7 +22,7 @@ size_t mapped_bytes(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage *
 
 } // namespace
 
-void *allocate_chunk(size_t bytes)
+void *allocate_chunk(size_t bytes, bool small_pages_first)
 {
 	size_t rounded = mapped_bytes(bytes);
 	/* map one huge page more, then unmap what lies before and after the aligned part */
@@ -36,7 +36,9 @@ void *allocate_chunk(size_t bytes)
 	if (size_t after = start + kHugePage - aligned)
 		munmap(reinterpret_cast<void *>(aligned + rounded), after);
 	void *chunk = reinterpret_cast<void *>(aligned);
-	madvise(chunk, rounded, MADV_HUGEPAGE); /* advice only: failure is harmless */
+	size_t small = small_pages_first ? kHugePage : 0;
+	if (rounded > small) /* advice only: failure is harmless */
+		madvise(static_cast<uint8_t *>(chunk) + small, rounded - small, MADV_HUGEPAGE);
 	return chunk;
 }
 
@@ -60,6 +62,7 @@ ChunkSource &mapped_chunks()
 	struct Mapped final : ChunkSource
 	{
 		void *allocate(size_t bytes) override { return allocate_chunk(bytes); }
+		void *allocate_first(size_t bytes) override { return allocate_chunk(bytes, true); }
 		void release(void *chunk, size_t bytes) noexcept override { free_chunk(chunk, bytes); }
 	};
 	static Mapped source;

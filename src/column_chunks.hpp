@@ -36,9 +36,15 @@ namespace gpurec {
  * bytes), not taken from malloc: glibc raises its mmap threshold after the
  * first such block is freed, and later blocks then came from the brk heap,
  * where they fragmented it and kept a backend's resident memory growing over
- * thousands of small calls.  Throws std::bad_alloc.
+ * thousands of small calls.  With small_pages_first, the chunk's first 2 MiB
+ * stay on 4 KiB pages: a column's first chunk, so that a column of a few
+ * rows faults in a page or two, where its first touch of a huge page had
+ * the kernel zero all 2 MiB (about 0.2 ms a column: most of a small call's
+ * time, and most of a sharded call's overhead, in every shard and in the
+ * merge).  A column that fills them pays about 512 small faults once.
+ * Throws std::bad_alloc.
  */
-void *allocate_chunk(size_t bytes);
+void *allocate_chunk(size_t bytes, bool small_pages_first = false);
 void free_chunk(void *chunk, size_t bytes) noexcept;
 /*
  * Hands the whole pages inside [memory, memory + bytes) of a shared mapping
@@ -98,6 +104,8 @@ class ChunkSource
   public:
 	/* Throws (std::bad_alloc, or an Error) when it cannot. */
 	virtual void *allocate(size_t bytes) = 0;
+	/* A column's first chunk: one that may hold a few rows only (see allocate_chunk). */
+	virtual void *allocate_first(size_t bytes) { return allocate(bytes); }
 	virtual void release(void *chunk, size_t bytes) noexcept = 0;
 	/*
 	 * A name that another process's ChunkResolver turns back into the
@@ -479,7 +487,9 @@ template <typename T> class ChunkedColumn
 	void add_chunk()
 	{
 		chunks_.reserve(chunks_.size() + 1);
-		chunks_.push_back(Chunk{static_cast<T *>(source_->allocate(kChunkRows * sizeof(T))), source_});
+		size_t bytes = kChunkRows * sizeof(T);
+		void *chunk = chunks_.empty() ? source_->allocate_first(bytes) : source_->allocate(bytes);
+		chunks_.push_back(Chunk{static_cast<T *>(chunk), source_});
 	}
 	void release_chunks() noexcept
 	{

@@ -427,12 +427,8 @@ class LeaseChunks final : public ChunkSource
   public:
 	LeaseChunks(const service::Lease &lease, pg_atomic_uint64 *used) : lease_(lease), used_(used) {}
 
-	void *allocate(size_t bytes) override
-	{
-		uint64_t reference;
-		void *address = take_from_lease(lease_, used_, bytes, &reference);
-		return address != nullptr ? address : mapped_chunks().allocate(bytes);
-	}
+	void *allocate(size_t bytes) override { return allocate(bytes, false); }
+	void *allocate_first(size_t bytes) override { return allocate(bytes, true); }
 	void release(void *chunk, size_t bytes) noexcept override
 	{
 		auto *at = static_cast<uint8_t *>(chunk);
@@ -441,6 +437,15 @@ class LeaseChunks final : public ChunkSource
 	}
 
   private:
+	void *allocate(size_t bytes, bool first)
+	{
+		uint64_t reference;
+		void *address = take_from_lease(lease_, used_, bytes, &reference);
+		if (address != nullptr)
+			return address;
+		return first ? mapped_chunks().allocate_first(bytes) : mapped_chunks().allocate(bytes);
+	}
+
 	const service::Lease &lease_;
 	pg_atomic_uint64 *used_;
 };
