@@ -8,7 +8,8 @@
 #             INDIVIDUALS x EXAMPLES real[] scores; one cluster's local call
 #             on its part against the distributed call on all parts;
 #   strong scaling (PARTS "similar"): similar_users on USERS users (default
-#             100,000) of POINTS points each (default 4), on one cluster
+#             100,000) of POINTS points each (default 20, the size issues 30
+#             and 31 measure), on one cluster
 #             holding them all against the distributed call over CLUSTERS
 #             clusters holding a part each; on the CPU, the first CPU_USERS
 #             of them (default 5,000: the CPU's brute force at 100,000
@@ -42,7 +43,7 @@ per_shard=${PER_SHARD:-256}
 individuals=${INDIVIDUALS:-250}
 examples=${EXAMPLES:-100000}
 users=${USERS:-100000}
-points=${POINTS:-4}
+points=${POINTS:-20}
 cpu_users=${CPU_USERS:-5000}
 share=$(( $(nproc) / clusters > 0 ? $(nproc) / clusters : 1 ))
 workers=${WORKERS:-$(( share - 1 ))}
@@ -263,5 +264,8 @@ for label in $devices; do
 		all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.similar_users('shards', '$points_sql', 10)")
 		echo "strong scaling ($label): similar_users, $n users x $points points, k = 10: one cluster $one ms;" \
 			"$clusters clusters $all ms: $(ratio "$all" "$one")x (target: at most 0.35x)"
+		notices "$base-1" whole "$set_device SELECT count(*) FROM gpurec.similar_users('$points_sql', 10)"
+		notices "$base-1" coord "SELECT count(*) FROM gpurec_shards.similar_users('shards', '$points_sql', 10)" "$((2 * clusters + 1))" |
+			sed 's/^  /  coordinator: /'
 	fi
 done
