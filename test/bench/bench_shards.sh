@@ -34,7 +34,9 @@
 # client, and the phases of each of the local calls made at once.  DEVICES names the devices (default cpu): cpu, gpu, and gpu-mps
 # (below).  HUGE_PAGES=on starts the clusters with huge_pages = on, their
 # shared buffers on 2 MB pages (as root, the pages the clusters need are
-# reserved first); the default, try, finds none reserved on most machines.
+# reserved first); the default, try, finds none reserved on most machines.  KEEP=1 leaves the
+# clusters running at the end, with their data, for measurements of one's
+# own (stop them with test/cluster.sh stop $BENCH_DIR-N).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 clusters=${CLUSTERS:-4}
@@ -150,7 +152,7 @@ cleanup() {
 	stop_mps
 	[ "$reserved_huge_pages" = 0 ] || echo 0 >/proc/sys/vm/nr_hugepages
 }
-trap cleanup EXIT
+[ "${KEEP:-0}" = 1 ] || trap cleanup EXIT
 # With a GPU for every cluster (a machine of several GPUs), each cluster's
 # server sees its own alone, as servers of their own would; otherwise
 # they share the machine's.
@@ -264,6 +266,16 @@ for label in $devices; do
 		all=$(runs 3 "$base-1" coord "SELECT count(*) FROM gpurec_shards.similar_users('shards', '$points_sql', 10)")
 		echo "strong scaling ($label): similar_users, $n users x $points points, k = 10: one cluster $one ms;" \
 			"$clusters clusters $all ms: $(ratio "$all" "$one")x (target: at most 0.35x)"
+		if [ "$timing" = 1 ]; then
+			# the distributed call by steps: the points gathered (and merged);
+			# those and the partitions' ranking (the points sent to each,
+			# ranked, the lists back); the whole adds the lists' merge and rows
+			gather="gpurec_shards_internal.points_part('shards', gpurec_shards_internal.partitions('shards'), '$points_sql', NULL, 'euclidean', NULL)"
+			gathered=$(runs 3 "$base-1" coord "SELECT length($gather)")
+			ranked=$(runs 3 "$base-1" coord "SELECT sum(length(part)) FROM gpurec_shards_internal.similar_users_part('shards',
+				gpurec_shards_internal.partitions('shards'), '$points_sql', $clusters, 10, 'euclidean', NULL, $gather)")
+			echo "  by steps: the points gathered $gathered ms; and ranked on the partitions $ranked ms; the whole $all ms"
+		fi
 		notices "$base-1" whole "$set_device SELECT count(*) FROM gpurec.similar_users('$points_sql', 10)"
 		notices "$base-1" coord "SELECT count(*) FROM gpurec_shards.similar_users('shards', '$points_sql', 10)" "$((2 * clusters + 1))" |
 			sed 's/^  /  coordinator: /'
