@@ -28,30 +28,25 @@ ShardRows read_parts(ShardRows rows, const std::vector<PartBytes> &parts, std::v
 	return rows;
 }
 
-/* The partition of each row. */
-std::vector<size_t> part_of_rows(const std::vector<size_t> &first_rows)
-{
-	std::vector<size_t> part(first_rows.back());
-	for (size_t p = 0; p + 1 < first_rows.size(); ++p)
-		std::fill(part.begin() + first_rows[p], part.begin() + first_rows[p + 1], p);
-	return part;
-}
-
 /* Refuses the least key of column `column` that rows of two partitions hold (split). */
 void refuse_split_keys(const ShardRows &rows, size_t column, const std::vector<size_t> &first_rows,
 					   const SplitKey &split)
 {
-	std::vector<size_t> part = part_of_rows(first_rows);
 	std::unordered_map<int64_t, std::pair<size_t, size_t>> parts_of_key; /* least and greatest partition */
-	for (size_t r = 0; r < rows.rows(); ++r)
-	{
-		auto [at, fresh] = parts_of_key.try_emplace(rows.int64(r, column), part[r], part[r]);
-		if (!fresh)
+	for (size_t p = 0; p + 1 < first_rows.size(); ++p)
+		for (size_t r = first_rows[p]; r < first_rows[p + 1]; ++r)
 		{
-			at->second.first = std::min(at->second.first, part[r]);
-			at->second.second = std::max(at->second.second, part[r]);
+			int64_t key = rows.int64(r, column);
+			/* a key's rows mostly come one after another (a user's points): one look for each run */
+			if (r > first_rows[p] && key == rows.int64(r - 1, column))
+				continue;
+			auto [at, fresh] = parts_of_key.try_emplace(key, p, p);
+			if (!fresh)
+			{
+				at->second.first = std::min(at->second.first, p);
+				at->second.second = std::max(at->second.second, p);
+			}
 		}
-	}
 	const std::pair<const int64_t, std::pair<size_t, size_t>> *least = nullptr;
 	for (const auto &entry : parts_of_key)
 		if (entry.second.first != entry.second.second && (least == nullptr || entry.first < least->first))
@@ -90,10 +85,13 @@ void append_remote_points(InputTable &points, const ShardRows &remote, const int
 			own.insert(user.value_of(static_cast<int32_t>(code)));
 	FloatColumn &x = points.floats(1), &y = points.floats(2);
 	size_t appended = 0;
+	bool skip = false; /* the last row's user's: a user's points come one after another, one look for each run */
 	for (size_t r = 0; r < remote.rows(); ++r)
 	{
 		int64_t id = remote.int64(r, 0);
-		if (own.count(id) != 0 || (only_user && id != *only_user))
+		if (r == 0 || id != remote.int64(r - 1, 0))
+			skip = own.count(id) != 0 || (only_user && id != *only_user);
+		if (skip)
 			continue;
 		user.push_back(id);
 		x.push_back(remote.float8(r, 1));
@@ -177,19 +175,24 @@ std::vector<SimilarUser> merge_similar_users(const std::vector<PartBytes> &parts
 {
 	std::vector<size_t> first_rows;
 	ShardRows rows = read_parts(ShardRows("similar_users", 4), parts, first_rows);
+	/* (a user's points, and a user's list, come one row after another: one look for each run) */
 	std::unordered_set<int64_t> users_with_points;
 	for (size_t r = 0; r < points.rows(); ++r)
-		users_with_points.insert(points.int64(r, 0));
+		if (r == 0 || points.int64(r, 0) != points.int64(r - 1, 0))
+			users_with_points.insert(points.int64(r, 0));
 	size_t expected = users_with_points.size() >= 2 ? users_with_points.size() : 0;
 	/* each user's list whole from one partition: the distinct (user, partition) pairs are as many as the users */
-	std::vector<size_t> part = part_of_rows(first_rows);
 	std::unordered_map<int64_t, size_t> part_of_user;
+	part_of_user.reserve(users_with_points.size());
 	size_t lists = 0;
-	for (size_t r = 0; r < rows.rows(); ++r)
-	{
-		auto [at, fresh] = part_of_user.try_emplace(rows.int64(r, 0), part[r]);
-		lists += fresh || at->second != part[r];
-	}
+	for (size_t p = 0; p + 1 < first_rows.size(); ++p)
+		for (size_t r = first_rows[p]; r < first_rows[p + 1]; ++r)
+		{
+			if (r > first_rows[p] && rows.int64(r, 0) == rows.int64(r - 1, 0))
+				continue;
+			auto [at, fresh] = part_of_user.try_emplace(rows.int64(r, 0), p);
+			lists += fresh || at->second != p;
+		}
 	if (part_of_user.size() != expected || lists != part_of_user.size())
 		throw Error(sqlstate::internal_error,
 					"the partitions of cluster \"" + cluster + "\" divided the users differently",
@@ -200,9 +203,12 @@ std::vector<SimilarUser> merge_similar_users(const std::vector<PartBytes> &parts
 	std::vector<SimilarUser> merged(rows.rows());
 	for (size_t r = 0; r < rows.rows(); ++r)
 		merged[r] = {rows.int64(r, 0), static_cast<int32_t>(rows.int64(r, 1)), rows.int64(r, 2), rows.float8(r, 3)};
-	std::stable_sort(merged.begin(), merged.end(), [](const SimilarUser &a, const SimilarUser &b) {
+	auto before = [](const SimilarUser &a, const SimilarUser &b) {
 		return a.user_id != b.user_id ? a.user_id < b.user_id : a.rank < b.rank;
-	});
+	};
+	/* the partitions rank ranges of the users in id order: their lists come sorted, but for a check */
+	if (!std::is_sorted(merged.begin(), merged.end(), before))
+		std::stable_sort(merged.begin(), merged.end(), before);
 	return merged;
 }
 
