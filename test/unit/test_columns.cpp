@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -20,6 +21,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -1047,6 +1049,92 @@ TEST(ChunkMemory, GiveBackPagesEmptiesOnlyWholePagesInside)
 	}
 	give_back_pages(memory + 10, page - 20); /* no whole page inside: nothing */
 	EXPECT_EQ(memory[page / 2], 0xAB);
+	munmap(mapped, bytes);
+}
+
+/* The VmFlags line of /proc/self/smaps for the mapping that holds `at` ("" when none does). */
+std::string vm_flags_at(const void *at)
+{
+	std::FILE *smaps = std::fopen("/proc/self/smaps", "r");
+	if (smaps == nullptr)
+		return "";
+	auto address = reinterpret_cast<uintptr_t>(at);
+	char line[512];
+	bool inside = false;
+	std::string flags;
+	while (std::fgets(line, sizeof line, smaps))
+	{
+		unsigned long long begin, end;
+		if (std::sscanf(line, "%llx-%llx ", &begin, &end) == 2 && std::strchr(line, ':') != nullptr &&
+			std::strncmp(line, "VmFlags", 7) != 0)
+		{
+			char *dash = std::strchr(line, '-');
+			if (dash != nullptr && dash < std::strchr(line, ' '))
+				inside = address >= begin && address < end;
+		}
+		else if (inside && std::strncmp(line, "VmFlags:", 8) == 0)
+		{
+			flags = line + 8;
+			break;
+		}
+	}
+	std::fclose(smaps);
+	return flags;
+}
+
+/*
+ * A column's first chunk leaves its first 2 MiB on small pages (no huge
+ * page advice there), the rest of it and every later chunk advised onto
+ * huge pages: a column of a few rows faults in a page, not 2 MiB zeroed.
+ */
+TEST(ChunkMemory, FirstChunkStartsOnSmallPages)
+{
+	constexpr size_t kHuge = size_t(2) << 20, kBytes = 4 * kHuge;
+	auto *first = static_cast<uint8_t *>(allocate_chunk(kBytes, true));
+	auto *later = static_cast<uint8_t *>(allocate_chunk(kBytes));
+	first[0] = 1;
+	first[kHuge] = 1;
+	later[0] = 1;
+	std::string small = vm_flags_at(first), rest = vm_flags_at(first + kHuge), whole = vm_flags_at(later);
+	ASSERT_FALSE(small.empty());
+	EXPECT_EQ(small.find(" hg"), std::string::npos) << small;
+	EXPECT_NE(rest.find(" hg"), std::string::npos) << rest;
+	EXPECT_NE(whole.find(" hg"), std::string::npos) << whole;
+	free_chunk(first, kBytes);
+	free_chunk(later, kBytes);
+}
+
+/*
+ * map_pages_now: every page of a shared mapping the range touches is there
+ * afterwards (mincore), with the bytes it held; the pages outside it are not.
+ */
+TEST(ChunkMemory, MapPagesNowBringsInTheRangesPages)
+{
+	size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+	size_t pages = 3 * (size_t(2) << 20) / page + 5; /* several slices, the last partial */
+	size_t bytes = pages * page;
+	void *mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(mapped, MAP_FAILED);
+	auto *memory = static_cast<uint8_t *>(mapped);
+#ifndef MADV_POPULATE_WRITE
+	constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+	if (madvise(memory + (pages - 1) * page, page, MADV_POPULATE_WRITE) != 0)
+	{
+		munmap(mapped, bytes);
+		GTEST_SKIP() << "the kernel lacks MADV_POPULATE_WRITE";
+	}
+	memory[page + 7] = 0xAB;
+	std::vector<unsigned char> resident(pages);
+	/* from the middle of page 1 to the middle of page pages - 3 */
+	map_pages_now(memory + page + page / 2, (pages - 4) * page, run_serially);
+	ASSERT_EQ(mincore(memory, bytes, resident.data()), 0);
+	for (size_t p = 1; p < pages - 2; ++p)
+		ASSERT_TRUE(resident[p] & 1) << "page " << p << " of " << pages;
+	EXPECT_FALSE(resident[0] & 1);
+	EXPECT_FALSE(resident[pages - 2] & 1);
+	EXPECT_EQ(memory[page + 7], 0xAB);
+	EXPECT_EQ(memory[2 * page], 0);
 	munmap(mapped, bytes);
 }
 
