@@ -583,6 +583,25 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION gpurec_internal._roc_fitness_part(text, anycompatiblearray) IS
 'Internal (gpurec_shards): roc_fitness(query) (labels NULL) or roc_fitness(query, labels) as one value for _merge_roc_fitness and _merge_roc_auc.';
 
+-- labels as gpurec_shards sends them to every partition: two bits a
+-- label, where PL/Proxy would send a boolean[] as its text, two bytes a
+-- label that every partition parses
+CREATE FUNCTION gpurec_internal._labels_pack(labels boolean[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpurec_labels_pack'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpurec_internal._labels_pack(boolean[]) IS
+'Internal (gpurec_shards): labels (NULLs kept) as a bytea that _labels_unpack turns back into them.';
+
+CREATE FUNCTION gpurec_internal._labels_unpack(packed bytea)
+RETURNS boolean[]
+AS 'MODULE_PATHNAME', 'gpurec_labels_unpack'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpurec_internal._labels_unpack(bytea) IS
+'Internal (gpurec_shards): the labels _labels_pack was given, as a boolean[] with lower bound 1.';
+
 CREATE FUNCTION gpurec_internal._merge_roc_fitness(cluster text, parts bytea[])
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)

@@ -280,14 +280,15 @@ RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
 $$;
 
 -- each partition's roc_fitness as one bytea (labels NULL: of a scores
--- query; else of a population query)
+-- query; else of a population query, the labels packed: _labels_pack)
 CREATE FUNCTION gpurec_shards_internal.roc_fitness_part(cluster text, parts integer[], q_query text,
-                                                        q_labels boolean[])
+                                                        q_labels bytea)
 RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, gpurec_internal._roc_fitness_part(q_query, q_labels) AS part;
+    SELECT (parts)[1] AS shard,
+           gpurec_internal._roc_fitness_part(q_query, gpurec_internal._labels_unpack(q_labels)) AS part;
 $$;
 
 -- the partitions' parts of roc_fitness, in partition order
@@ -295,7 +296,7 @@ CREATE FUNCTION gpurec_shards_internal.roc_fitness_parts(cluster text, query tex
 RETURNS bytea[] LANGUAGE sql AS $$
     SELECT ARRAY(SELECT t.part
                  FROM gpurec_shards_internal.roc_fitness_part(cluster, gpurec_shards_internal.partitions(cluster),
-                                                              query, labels) AS t
+                                                              query, gpurec_internal._labels_pack(labels)) AS t
                  ORDER BY t.shard);
 $$;
 

@@ -188,9 +188,49 @@ Datum roc_auc_body(FunctionCallInfo fcinfo)
 	return Float8GetDatum(results[0].auc);
 }
 
+/* _labels_pack(labels boolean[]): the labels as gpurec_shards sends them to its partitions (pack_labels) */
+Datum labels_pack_body(FunctionCallInfo fcinfo)
+{
+	std::vector<uint8_t> packed = pack_labels(label_list_argument(fcinfo, 0, "labels"));
+	if (packed.size() > MaxAllocSize - VARHDRSZ)
+		throw Error(sqlstate::program_limit_exceeded, "too many labels to pack into one bytea");
+	bytea *out = new_bytea(packed.size());
+	memcpy(VARDATA(out), packed.data(), packed.size());
+	PG_RETURN_BYTEA_P(out);
+}
+
+/* _labels_unpack(packed bytea): the boolean[] that _labels_pack was given, with lower bound 1 */
+Datum labels_unpack_body(FunctionCallInfo fcinfo)
+{
+	bytea *packed = pg_call([&] { return PG_GETARG_BYTEA_PP(0); });
+	std::vector<int8_t> labels =
+		unpack_labels(reinterpret_cast<const uint8_t *>(VARDATA_ANY(packed)), VARSIZE_ANY_EXHDR(packed));
+	if (labels.size() > MaxArraySize)
+		throw Error(sqlstate::program_limit_exceeded, "too many packed labels for one array");
+	int count = static_cast<int>(labels.size());
+	const int8_t *given = labels.data();
+	ArrayType *array = pg_call([count, given] {
+		if (count == 0)
+			return construct_empty_array(BOOLOID);
+		auto *values = static_cast<Datum *>(palloc(count * sizeof(Datum)));
+		auto *nulls = static_cast<bool *>(palloc(count * sizeof(bool)));
+		for (int i = 0; i < count; ++i)
+		{
+			values[i] = BoolGetDatum(given[i] == 1);
+			nulls[i] = given[i] < 0;
+		}
+		int lower_bound = 1;
+		return construct_md_array(values, nulls, 1, const_cast<int *>(&count), &lower_bound, BOOLOID, 1, true,
+								  TYPALIGN_CHAR);
+	});
+	PG_RETURN_ARRAYTYPE_P(array);
+}
+
 } // namespace
 } // namespace gpurec
 
+GPUREC_SQL_FUNCTION(gpurec_labels_pack, gpurec::labels_pack_body)
+GPUREC_SQL_FUNCTION(gpurec_labels_unpack, gpurec::labels_unpack_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_rows, gpurec::roc_fitness_rows_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_arrays, gpurec::roc_fitness_arrays_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_typed, gpurec::roc_fitness_typed_body)

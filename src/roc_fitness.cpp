@@ -916,4 +916,48 @@ std::vector<RocResult> RocPartsMerge::rows(const std::function<void(int64_t, siz
 	return results_of(ids, counts);
 }
 
+namespace {
+
+constexpr uint8_t kLabelsFormat = 1;
+constexpr size_t kLabelsHeader = 1 + sizeof(uint64_t);
+
+} // namespace
+
+std::vector<uint8_t> pack_labels(const std::vector<int8_t> &labels)
+{
+	size_t n = labels.size(), bitmap = (n + 7) / 8;
+	std::vector<uint8_t> out(kLabelsHeader + 2 * bitmap, 0);
+	out[0] = kLabelsFormat;
+	uint64_t count = n;
+	std::memcpy(out.data() + 1, &count, sizeof count);
+	uint8_t *values = out.data() + kLabelsHeader, *nulls = values + bitmap;
+	for (size_t i = 0; i < n; ++i)
+		if (labels[i] < 0)
+			nulls[i / 8] |= uint8_t(1u << (i % 8));
+		else if (labels[i] > 0)
+			values[i / 8] |= uint8_t(1u << (i % 8));
+	return out;
+}
+
+std::vector<int8_t> unpack_labels(const uint8_t *data, size_t size)
+{
+	uint64_t count = 0;
+	if (size >= kLabelsHeader)
+		std::memcpy(&count, data + 1, sizeof count);
+	/* the count first bounds the bitmaps' size, so that (count + 7) / 8 cannot wrap */
+	if (size < kLabelsHeader || data[0] != kLabelsFormat || count > 8 * (size - kLabelsHeader) ||
+		size != kLabelsHeader + 2 * ((count + 7) / 8))
+		throw Error(sqlstate::invalid_binary_representation, "malformed packed labels",
+					"gpurec_internal._labels_unpack reads only what gpurec_internal._labels_pack wrote.");
+	size_t bitmap = (count + 7) / 8;
+	const uint8_t *values = data + kLabelsHeader, *nulls = values + bitmap;
+	std::vector<int8_t> labels(count);
+	for (size_t i = 0; i < count; ++i)
+	{
+		auto bit = uint8_t(1u << (i % 8));
+		labels[i] = (nulls[i / 8] & bit) ? -1 : (values[i / 8] & bit) ? 1 : 0;
+	}
+	return labels;
+}
+
 } // namespace gpurec

@@ -121,4 +121,15 @@ class RocPartsMerge
 	size_t parts_ = 0;
 };
 
+/*
+ * Labels (-1 NULL, 0, 1) as gpurec_shards sends them to every partition:
+ * two bits a label (a value bitmap, then a NULL bitmap) after a format
+ * byte and the count.  PL/Proxy sends a boolean[] as its text, two bytes
+ * a label that each partition parses element by element (100,000 labels:
+ * 200 kB); packed they are 25 kB, 50 kB of hex.  unpack_labels refuses
+ * bytes that pack_labels did not write (22P03).
+ */
+std::vector<uint8_t> pack_labels(const std::vector<int8_t> &labels);
+std::vector<int8_t> unpack_labels(const uint8_t *data, size_t size);
+
 } // namespace gpurec

@@ -1052,5 +1052,40 @@ TEST_F(RocFitnessGpu, ReportsTransferAndCompute)
 	EXPECT_GT(gpu.times.compute_ms, 0);
 }
 
+/*
+ * Packed labels: every length around the bitmaps' byte boundaries, each
+ * label true, false or NULL at random, comes back as it was; bytes that
+ * pack_labels did not write are 22P03.
+ */
+TEST(PackedLabels, RoundTripAndMalformed)
+{
+	std::mt19937_64 rng(20261128);
+	for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(9), size_t(63), size_t(64), size_t(65), size_t(100000)})
+	{
+		std::vector<int8_t> labels(n);
+		for (int8_t &label : labels)
+			label = static_cast<int8_t>(static_cast<int>(rng() % 3) - 1);
+		std::vector<uint8_t> packed = pack_labels(labels);
+		EXPECT_EQ(packed.size(), 9 + 2 * ((n + 7) / 8)) << n;
+		EXPECT_EQ(unpack_labels(packed.data(), packed.size()), labels) << n;
+		if (n == 0)
+			continue;
+		for (std::vector<uint8_t> bad : {std::vector<uint8_t>(packed.begin(), packed.end() - 1),
+										 [&] { auto b = packed; b[0] = 2; return b; }(),
+										 [&] { auto b = packed; b[1] ^= 0x80; return b; }()})
+		{
+			try
+			{
+				unpack_labels(bad.data(), bad.size());
+				ADD_FAILURE() << "malformed packed labels of " << n << " accepted";
+			}
+			catch (const Error &e)
+			{
+				EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_binary_representation) << n;
+			}
+		}
+	}
+}
+
 } // namespace
 } // namespace gpurec
