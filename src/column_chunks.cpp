@@ -10,7 +10,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <new>
 
 namespace gpurec {
@@ -56,23 +55,6 @@ void give_back_pages(void *memory, size_t bytes) noexcept
 	uintptr_t end = (reinterpret_cast<uintptr_t>(memory) + bytes) & ~(page - 1);
 	if (first < end)
 		madvise(reinterpret_cast<void *>(first), end - first, MADV_REMOVE);
-}
-
-void map_pages_now(void *memory, size_t bytes, const PieceRunner &run)
-{
-#ifndef MADV_POPULATE_WRITE
-	constexpr int MADV_POPULATE_WRITE = 23; /* <linux/mman.h>, Linux 5.14 */
-#endif
-	auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-	uintptr_t first = reinterpret_cast<uintptr_t>(memory) & ~(page - 1);
-	uintptr_t end = reinterpret_cast<uintptr_t>(memory) + bytes;
-	if (bytes == 0)
-		return;
-	size_t slices = (end - first + kHugePage - 1) / kHugePage;
-	run(slices, [&](size_t slice) {
-		uintptr_t at = first + slice * kHugePage;
-		madvise(reinterpret_cast<void *>(at), std::min<uintptr_t>(kHugePage, end - at), MADV_POPULATE_WRITE);
-	});
 }
 
 ChunkSource &mapped_chunks()

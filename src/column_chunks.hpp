@@ -141,18 +141,6 @@ inline void run_serially(size_t pieces, const std::function<void(size_t)> &run_p
 }
 
 /*
- * Maps the pages of [memory, memory + bytes), a writable shared mapping,
- * into this process before it touches them (MADV_POPULATE_WRITE, Linux
- * 5.14), a slice of 2 MiB at a time through run (perhaps on several
- * threads).  A new backend's first touch of each 4 KiB page of the GPU
- * service's memory was a fault of its own: 16 of the 71 ms of a new
- * session's 3.07M-offer call went to joining its workers' columns there
- * (2x H200).  Where the pages are mapped already, a walk of their entries.
- * Advice: where the kernel lacks it, the pages fault as before.
- */
-void map_pages_now(void *memory, size_t bytes, const PieceRunner &run);
-
-/*
  * Rows in chunks of kChunkRows, every chunk full but the last.  A chunk is
  * owned (its source releases it with the column) or borrowed: a chunk of
  * another process's column, read by reference from its flat form, which

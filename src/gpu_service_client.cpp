@@ -19,7 +19,6 @@
 #include <set>
 #include <thread>
 
-#include "cpu_parallel.hpp"
 #include "gpu_service.hpp"
 #include "gpu_service_wire.hpp"
 
@@ -483,7 +482,6 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 	{
 		try
 		{
-			map_pages_now(shared_ + shared_offset, input_bytes, pieces_on_threads(ctx, Phase::Read));
 			write_at(shared_ + shared_offset);
 		}
 		catch (...)

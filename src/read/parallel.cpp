@@ -425,12 +425,7 @@ void append_parts(void *arg)
 					active_read->ctx->keys->learn_lane(b.specs[c].name, lane, b.keys[c]->intern_serialized(in));
 		}
 	/* the work runs on the CPU's threads; the backend's own checks for cancel */
-	PieceRunner run = pieces_on_threads(*active_read->ctx, Phase::Read);
-	/* the workers' chunks in the lease, read and rewritten in place: their pages mapped at once */
-	if (active_read->lease != nullptr && active_read->lease_used != nullptr)
-		map_pages_now(active_read->lease->at(),
-					  std::min<size_t>(pg_atomic_read_u64(active_read->lease_used), active_read->lease->bytes), run);
-	active_read->table->append_parts(readers, run);
+	active_read->table->append_parts(readers, pieces_on_threads(*active_read->ctx, Phase::Read));
 	active_read->join_ms += clock.elapsed_ms();
 }
 
@@ -675,7 +670,7 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 		address.lease_service_pid = leasing.lease->service_pid;
 	}
 	ActiveRead read{table, ctx, area, worker_areas, static_cast<int>(chunk_areas->count), 0, ArrivedParts{nullptr, 0},
-					0, spi_context, 0, false, &lanes, leasing.lease, leasing.used};
+					0, spi_context, 0, false, &lanes, leasing.lease};
 	ActiveRead *outer = active_read;
 	active_read = &read;
 	PG_TRY();

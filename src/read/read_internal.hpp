@@ -313,7 +313,6 @@ struct ActiveRead
 	bool partials;	/* the processes sent partial results (InputTable::partials), not columns */
 	const ColumnBinding *binding; /* the calling backend's: which columns the workers code apart (keys) */
 	const service::Lease *lease;  /* where the workers write their chunks for the GPU service; null: none */
-	pg_atomic_uint64 *lease_used; /* the lease's bytes the processes took */
 };
 
 extern ActiveRead *active_read;

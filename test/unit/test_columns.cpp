@@ -1104,39 +1104,5 @@ TEST(ChunkMemory, FirstChunkStartsOnSmallPages)
 	free_chunk(later, kBytes);
 }
 
-/*
- * map_pages_now: every page of a shared mapping the range touches is there
- * afterwards (mincore), with the bytes it held; the pages outside it are not.
- */
-TEST(ChunkMemory, MapPagesNowBringsInTheRangesPages)
-{
-	size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-	size_t pages = 3 * (size_t(2) << 20) / page + 5; /* several slices, the last partial */
-	size_t bytes = pages * page;
-	void *mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(mapped, MAP_FAILED);
-	auto *memory = static_cast<uint8_t *>(mapped);
-#ifndef MADV_POPULATE_WRITE
-	constexpr int MADV_POPULATE_WRITE = 23;
-#endif
-	if (madvise(memory + (pages - 1) * page, page, MADV_POPULATE_WRITE) != 0)
-	{
-		munmap(mapped, bytes);
-		GTEST_SKIP() << "the kernel lacks MADV_POPULATE_WRITE";
-	}
-	memory[page + 7] = 0xAB;
-	std::vector<unsigned char> resident(pages);
-	/* from the middle of page 1 to the middle of page pages - 3 */
-	map_pages_now(memory + page + page / 2, (pages - 4) * page, run_serially);
-	ASSERT_EQ(mincore(memory, bytes, resident.data()), 0);
-	for (size_t p = 1; p < pages - 2; ++p)
-		ASSERT_TRUE(resident[p] & 1) << "page " << p << " of " << pages;
-	EXPECT_FALSE(resident[0] & 1);
-	EXPECT_FALSE(resident[pages - 2] & 1);
-	EXPECT_EQ(memory[page + 7], 0xAB);
-	EXPECT_EQ(memory[2 * page], 0);
-	munmap(mapped, bytes);
-}
-
 } // namespace
 } // namespace gpurec
