@@ -220,15 +220,18 @@ Datum ResultIds::operator()(int64_t id)
 	return (Datum) 0;
 }
 
-Datum shard_rows_result(const ShardRows &part, const char *function)
+Datum bytes_result(const std::vector<uint8_t> &bytes, const std::string &too_large)
 {
-	std::vector<uint8_t> bytes = part.bytes();
 	if (bytes.size() > MaxAllocSize - VARHDRSZ)
-		throw Error(sqlstate::program_limit_exceeded,
-					std::string("a partition's answer to ") + function + " is larger than 1 GB");
+		throw Error(sqlstate::program_limit_exceeded, too_large);
 	bytea *out = new_bytea(bytes.size());
 	memcpy(VARDATA(out), bytes.data(), bytes.size());
 	PG_RETURN_BYTEA_P(out);
+}
+
+Datum shard_rows_result(const ShardRows &part, const char *function)
+{
+	return bytes_result(part.bytes(), std::string("a partition's answer to ") + function + " is larger than 1 GB");
 }
 
 } // namespace gpurec

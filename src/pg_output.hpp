@@ -7,6 +7,7 @@
 #include "pg_boundary.hpp"
 
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "device.hpp"
@@ -84,6 +85,9 @@ Datum shard_rows_result(const ShardRows &part, const char *function);
 
 /* A bytea result of `size` bytes, to be filled (palloc'd in the current memory context). */
 bytea *new_bytea(size_t size);
+
+/* `bytes` as a bytea result; ERROR 54000 saying `too_large` where they are larger than a bytea can be. */
+Datum bytes_result(const std::vector<uint8_t> &bytes, const std::string &too_large);
 
 /*
  * The gpurec.timing NOTICE of one call of `function`, when that setting is

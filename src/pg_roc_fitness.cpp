@@ -105,13 +105,9 @@ Datum roc_fitness_part_body(FunctionCallInfo fcinfo)
 	if (ctx.keys && ctx.keys->codes_values())
 		throw Error(sqlstate::feature_not_supported, "gpurec_shards' roc_fitness takes integer individual ids",
 					"A partition's query gives uuid or text ids.");
-	std::vector<uint8_t> part = roc_part(results);
-	if (part.size() > MaxAllocSize - VARHDRSZ)
-		throw Error(sqlstate::program_limit_exceeded, "a partition's answer to roc_fitness is larger than 1 GB");
-	bytea *out = new_bytea(part.size());
-	memcpy(VARDATA(out), part.data(), part.size());
+	Datum part = bytes_result(roc_part(results), "a partition's answer to roc_fitness is larger than 1 GB");
 	report_timing("_roc_fitness_part", ctx);
-	PG_RETURN_BYTEA_P(out);
+	return part;
 }
 
 /*
@@ -191,12 +187,7 @@ Datum roc_auc_body(FunctionCallInfo fcinfo)
 /* _labels_pack(labels boolean[]): the labels as gpurec_shards sends them to its partitions (pack_labels) */
 Datum labels_pack_body(FunctionCallInfo fcinfo)
 {
-	std::vector<uint8_t> packed = pack_labels(label_list_argument(fcinfo, 0, "labels"));
-	if (packed.size() > MaxAllocSize - VARHDRSZ)
-		throw Error(sqlstate::program_limit_exceeded, "too many labels to pack into one bytea");
-	bytea *out = new_bytea(packed.size());
-	memcpy(VARDATA(out), packed.data(), packed.size());
-	PG_RETURN_BYTEA_P(out);
+	return bytes_result(pack_labels(label_list_argument(fcinfo, 0, "labels")), "too many labels to pack into one bytea");
 }
 
 /* _labels_unpack(packed bytea): the boolean[] that _labels_pack was given, with lower bound 1 */
