@@ -235,41 +235,42 @@ struct OtherList
 };
 
 /*
- * Offers user a's heap (of `size` entries) each of `others` but a itself,
- * with its similarity to a.  a's points sit in registers R at a time (all
- * of them when it has at most R), each with the running minimum of its key
- * against the streaming user b; the floored distances add up in a's point
- * order, as on the CPU.
+ * User a's points in registers, R at a time (all of them when it has at
+ * most R), and its floored sum against another user: over a's points in
+ * order, the distance to b's nearest point floored at epsilon, added up as
+ * on the CPU.  b's points stream past, each against every register point.
  */
-template <Metric M, int R, typename Others>
-__device__ __forceinline__ void rank_others(const DevicePoints &pts, const int64_t *__restrict__ ids, int32_t a,
-											Others others, double epsilon, int k, SimilarityEntry *heap, int &size)
+template <Metric M, int R>
+struct RegisterUser
 {
-	long long a0 = pts.offsets[a], na = pts.offsets[a + 1] - a0;
-	SimilarityEntry worst = size == k ? heap[0] : SimilarityEntry{0, 0}; /* the root, once full */
-
+	long long a0, na;
+	bool one_chunk;
 	double ax[R], ay[R], ac[R];
-	auto load_chunk = [&](long long c0) {
+
+	__device__ __forceinline__ RegisterUser(const DevicePoints &pts, int32_t a)
+		: a0(pts.offsets[a]), na(pts.offsets[a + 1] - a0), one_chunk(na <= R)
+	{
+		if (one_chunk)
+			load_chunk(pts, 0);
+	}
+
+	/* a's points [c0, c0 + R), padded with copies of its last (which change no minimum) */
+	__device__ __forceinline__ void load_chunk(const DevicePoints &pts, long long c0)
+	{
 		long long last = min(na - c0, static_cast<long long>(R)) - 1;
 #pragma unroll
 		for (int j = 0; j < R; ++j)
 			load_point<M>(pts, a0 + c0 + (j < last ? j : last), ax[j], ay[j], ac[j]);
-	};
-	bool one_chunk = na <= R;
-	if (one_chunk)
-		load_chunk(0);
+	}
 
-	for (long long i = 0; i < others.count(); ++i)
+	__device__ __forceinline__ double floored_sum(const DevicePoints &pts, int32_t b, double epsilon)
 	{
-		int32_t b = others[i];
-		if (b == a)
-			continue;
 		long long p0 = __ldg(pts.offsets + b), p1 = __ldg(pts.offsets + b + 1);
 		double f = 0.0;
 		for (long long c0 = 0; c0 < na; c0 += R)
 		{
 			if (!one_chunk)
-				load_chunk(c0);
+				load_chunk(pts, c0);
 			double mn[R];
 			nearest_keys<M>(pts, p0, p1, ax, ay, ac, mn);
 #pragma unroll
@@ -277,7 +278,26 @@ __device__ __forceinline__ void rank_others(const DevicePoints &pts, const int64
 				if (c0 + j < na)
 					f = geo::add(f, geo::greater(geo::key_distance(M == Metric::Haversine, mn[j]), epsilon));
 		}
-		SimilarityEntry e{geo::similarity_of(na, f), __ldg(ids + b)};
+		return f;
+	}
+};
+
+/*
+ * Offers user a's heap (of `size` entries) each of `others` but a itself,
+ * with its similarity to a.
+ */
+template <Metric M, int R, typename Others>
+__device__ __forceinline__ void rank_others(const DevicePoints &pts, const int64_t *__restrict__ ids, int32_t a,
+											Others others, double epsilon, int k, SimilarityEntry *heap, int &size)
+{
+	RegisterUser<M, R> user(pts, a);
+	SimilarityEntry worst = size == k ? heap[0] : SimilarityEntry{0, 0}; /* the root, once full */
+	for (long long i = 0; i < others.count(); ++i)
+	{
+		int32_t b = others[i];
+		if (b == a)
+			continue;
+		SimilarityEntry e{geo::similarity_of(user.na, user.floored_sum(pts, b, epsilon)), __ldg(ids + b)};
 		if (size < k || geo::better(e, worst))
 		{
 			geo::heap_offer(heap, size, k, e);
@@ -329,6 +349,338 @@ __global__ void __launch_bounds__(kBlock)
 	rank_others<M, R>(pts, ids, users[t], OtherList{others + offsets[t], offsets[t + 1] - offsets[t]}, epsilon, k,
 					  heaps + static_cast<size_t>(t) * k, size);
 	sizes[t] = size;
+}
+
+/* ---- the bounded search: users' boxes ------------------------------------- */
+
+/* A user's points go into at most this many boxes: a box per place (city) it goes. */
+constexpr int kUserBoxes = 4;
+
+/* Points' box: x (longitude) and y (latitude) from the least to the greatest. */
+struct Box
+{
+	double x_lo, x_hi, y_lo, y_hi;
+};
+
+/*
+ * Every user's boxes, box[u * kUserBoxes + j] for j < count[u], with
+ * points[...] of u's points in each and, under haversine, cos_lo[...] the
+ * least cos(latitude) of them; and the users in the order of where they
+ * go (at[i], by a Morton code of each user's main box), place[u] being u's
+ * position in it.
+ */
+struct UserBoxes
+{
+	const Box *__restrict__ box;
+	const double *__restrict__ cos_lo;
+	const int32_t *__restrict__ points;
+	const int32_t *__restrict__ count;
+	const int32_t *__restrict__ at;
+	const int32_t *__restrict__ place;
+};
+
+/*
+ * The bounds are lowered by this share before they rule a user out, so
+ * that rounding can never lift one above the sum the comparison computes
+ * (their arithmetic differs from point_key's and key_distance's, each
+ * within a few ulps).
+ */
+constexpr double kBoundMargin = 1.0 - 1e-9;
+
+/*
+ * A lower bound of the square of the distance between any point of box a
+ * and any point of box b: euclidean, from the gaps between them;
+ * great-circle, from the least latitude and (circular) longitude gaps,
+ * with sin(t) >= 2t/pi for t in [0, pi/2] and asin(s) >= s, so that
+ * d >= 2R sqrt(h) >= 2R sqrt((dlat/180)^2 + cos_a cos_b (dlon/180)^2) in
+ * degrees, cos_a and cos_b the least cos(latitude) of each box's points.
+ */
+template <Metric M>
+__device__ __forceinline__ double box_gap_square(const Box &a, double a_cos, const Box &b, double b_cos)
+{
+	double dy = fmax(fmax(b.y_lo - a.y_hi, a.y_lo - b.y_hi), 0.0);
+	if constexpr (M == Metric::Euclidean)
+	{
+		double dx = fmax(fmax(b.x_lo - a.x_hi, a.x_lo - b.x_hi), 0.0);
+		return dx * dx + dy * dy;
+	}
+	else
+	{
+		double dx = 0.0; /* around the circle, whichever way is shorter */
+		if (b.x_lo > a.x_hi)
+			dx = fmin(b.x_lo - a.x_hi, a.x_lo + 360.0 - b.x_hi);
+		else if (a.x_lo > b.x_hi)
+			dx = fmin(a.x_lo - b.x_hi, b.x_lo + 360.0 - a.x_hi);
+		double h = (dy / 180.0) * (dy / 180.0) + a_cos * b_cos * ((dx / 180.0) * (dx / 180.0));
+		return 4.0 * geo::kEarthRadius * geo::kEarthRadius * h;
+	}
+}
+
+/* A user's boxes, in registers: unused ones repeat the first and count no points. */
+template <Metric M>
+struct RegisterBoxes
+{
+	Box box[kUserBoxes];
+	double cos_lo[kUserBoxes], points[kUserBoxes];
+
+	__device__ __forceinline__ RegisterBoxes(const UserBoxes &boxes, int32_t u)
+	{
+		int n = boxes.count[u];
+#pragma unroll
+		for (int i = 0; i < kUserBoxes; ++i)
+		{
+			int slot = u * kUserBoxes + (i < n ? i : 0);
+			box[i] = boxes.box[slot];
+			cos_lo[i] = M == Metric::Haversine ? boxes.cos_lo[slot] : 0.0;
+			points[i] = i < n ? boxes.points[slot] : 0.0;
+		}
+	}
+
+	/*
+	 * Whether user b's floored sum to these boxes' user, lowered by the
+	 * margin, exceeds `over` (so that b's similarity is below the heap's
+	 * worst): each of the user's points is at least its box's gap from
+	 * b's nearest box, so the boxes' floored gaps, times their points,
+	 * bound the sum from below.  First each box's term alone, squared (one
+	 * term above the bound is enough), then their sum.
+	 */
+	__device__ __forceinline__ bool rule_out(const UserBoxes &boxes, int32_t b, double epsilon, double over) const
+	{
+		double least[kUserBoxes];
+#pragma unroll
+		for (int i = 0; i < kUserBoxes; ++i)
+			least[i] = INFINITY;
+		int n = __ldg(boxes.count + b);
+		for (int j = 0; j < n; ++j)
+		{
+			int slot = b * kUserBoxes + j;
+			Box other{__ldg(&boxes.box[slot].x_lo), __ldg(&boxes.box[slot].x_hi), __ldg(&boxes.box[slot].y_lo),
+					  __ldg(&boxes.box[slot].y_hi)};
+			double other_cos = M == Metric::Haversine ? __ldg(boxes.cos_lo + slot) : 0.0;
+#pragma unroll
+			for (int i = 0; i < kUserBoxes; ++i)
+				least[i] = fmin(least[i], box_gap_square<M>(box[i], cos_lo[i], other, other_cos));
+		}
+		double floor_square = epsilon * epsilon, over_square = (over / kBoundMargin) * (over / kBoundMargin);
+#pragma unroll
+		for (int i = 0; i < kUserBoxes; ++i)
+			if (points[i] * points[i] * fmax(least[i], floor_square) > over_square)
+				return true;
+		double sum = 0.0;
+#pragma unroll
+		for (int i = 0; i < kUserBoxes; ++i)
+			sum += points[i] * fmax(sqrt(least[i]), epsilon);
+		return sum * kBoundMargin > over;
+	}
+};
+
+/* extents[block]: the least and greatest x and y of the points that the grid's block `block` visits. */
+__global__ void __launch_bounds__(kBlock) point_extents(const double *__restrict__ x, const double *__restrict__ y,
+														long long n, Box *extents)
+{
+	Box e{INFINITY, -INFINITY, INFINITY, -INFINITY};
+	for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+		 i += static_cast<long long>(gridDim.x) * blockDim.x)
+	{
+		e.x_lo = fmin(e.x_lo, x[i]);
+		e.x_hi = fmax(e.x_hi, x[i]);
+		e.y_lo = fmin(e.y_lo, y[i]);
+		e.y_hi = fmax(e.y_hi, y[i]);
+	}
+	for (int offset = 16; offset > 0; offset /= 2)
+	{
+		e.x_lo = fmin(e.x_lo, __shfl_down_sync(0xffffffffu, e.x_lo, offset));
+		e.x_hi = fmax(e.x_hi, __shfl_down_sync(0xffffffffu, e.x_hi, offset));
+		e.y_lo = fmin(e.y_lo, __shfl_down_sync(0xffffffffu, e.y_lo, offset));
+		e.y_hi = fmax(e.y_hi, __shfl_down_sync(0xffffffffu, e.y_hi, offset));
+	}
+	__shared__ Box warps[kBlock / 32];
+	if (threadIdx.x % 32 == 0)
+		warps[threadIdx.x / 32] = e;
+	__syncthreads();
+	if (threadIdx.x != 0)
+		return;
+	for (int w = 1; w < kBlock / 32; ++w)
+	{
+		e.x_lo = fmin(e.x_lo, warps[w].x_lo);
+		e.x_hi = fmax(e.x_hi, warps[w].x_hi);
+		e.y_lo = fmin(e.y_lo, warps[w].y_lo);
+		e.y_hi = fmax(e.y_hi, warps[w].y_hi);
+	}
+	extents[blockIdx.x] = e;
+}
+
+/*
+ * Groups each user's points into boxes: a point joins the first box whose
+ * first point lies within reach_x and reach_y of it, else opens a box while
+ * there are fewer than kUserBoxes, else joins the box whose first point is
+ * nearest.  Any grouping gives true bounds; this one gives a user a box
+ * per city it goes to.  home[u]: the centre of u's box of most points (the
+ * first of them), where the user is placed.
+ */
+template <Metric M>
+__global__ void group_boxes(DevicePoints pts, int32_t n_users, double reach_x, double reach_y, Box *box,
+							double *cos_lo, int32_t *points, int32_t *count, double *home_x, double *home_y)
+{
+	for (int32_t u = blockIdx.x * blockDim.x + threadIdx.x; u < n_users; u += gridDim.x * blockDim.x)
+	{
+		Box b[kUserBoxes];
+		double first_x[kUserBoxes], first_y[kUserBoxes], c[kUserBoxes];
+		int32_t in[kUserBoxes];
+		int n = 0;
+		for (long long p = pts.offsets[u]; p < pts.offsets[u + 1]; ++p)
+		{
+			double x, y, cl;
+			load_point<M>(pts, p, x, y, cl);
+			int j = -1;
+			for (int i = 0; i < n && j < 0; ++i)
+				if (fabs(x - first_x[i]) <= reach_x && fabs(y - first_y[i]) <= reach_y)
+					j = i;
+			if (j < 0 && n < kUserBoxes)
+			{
+				j = n++;
+				first_x[j] = x, first_y[j] = y;
+				b[j] = Box{x, x, y, y};
+				c[j] = cl;
+				in[j] = 0;
+			}
+			if (j < 0)
+			{
+				j = 0;
+				double nearest = INFINITY;
+				for (int i = 0; i < n; ++i)
+				{
+					double dx = (x - first_x[i]) / reach_x, dy = (y - first_y[i]) / reach_y;
+					if (dx * dx + dy * dy < nearest)
+						nearest = dx * dx + dy * dy, j = i;
+				}
+			}
+			b[j] = Box{fmin(b[j].x_lo, x), fmax(b[j].x_hi, x), fmin(b[j].y_lo, y), fmax(b[j].y_hi, y)};
+			c[j] = fmin(c[j], cl);
+			++in[j];
+		}
+		int main_box = 0;
+		for (int j = 0; j < n; ++j)
+		{
+			box[u * kUserBoxes + j] = b[j];
+			cos_lo[u * kUserBoxes + j] = c[j];
+			points[u * kUserBoxes + j] = in[j];
+			if (in[j] > in[main_box])
+				main_box = j;
+		}
+		count[u] = n;
+		home_x[u] = n ? 0.5 * (b[main_box].x_lo + b[main_box].x_hi) : 0.0;
+		home_y[u] = n ? 0.5 * (b[main_box].y_lo + b[main_box].y_hi) : 0.0;
+	}
+}
+
+/*
+ * Best others bounded by the users' boxes: warp t keeps, for user
+ * a = users[t], the k (at most kMostBoundedOthers) most similar of all
+ * other users in heaps[t * k ...] with sizes[t].  The warp goes through the
+ * others in the order of where they go, outwards from a's own place, so
+ * that its heap soon holds near users; each lane tests one other against
+ * a's boxes, and those that may still enter the heap queue until the
+ * warp's 32 lanes compare 32 of them point by point at once.  compared:
+ * the point pairs compared, added up.
+ */
+template <Metric M, int R>
+__global__ void __launch_bounds__(kBlock)
+	best_others_bounded(DevicePoints pts, const int64_t *__restrict__ ids, const int32_t *__restrict__ users, int n,
+						UserBoxes boxes, int32_t n_users, double epsilon, int k, SimilarityEntry *heaps, int *sizes,
+						unsigned long long *compared)
+{
+	constexpr int kWarps = kBlock / 32;
+	constexpr unsigned kAll = 0xffffffffu;
+	__shared__ SimilarityEntry heap_of[kWarps][kMostBoundedOthers];
+	__shared__ int32_t queue_of[kWarps][64];
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+	int t = blockIdx.x * kWarps + w;
+	if (t >= n)
+		return; /* the whole warp */
+	SimilarityEntry *heap = heap_of[w];
+	int32_t *queue = queue_of[w];
+	int32_t a = users[t];
+	RegisterUser<M, R> user(pts, a);
+	RegisterBoxes<M> a_boxes(boxes, a);
+	int size = 0;
+	SimilarityEntry worst{0, 0};
+	double over = INFINITY; /* once the heap is full: the floored sum of its worst */
+	unsigned long long pairs = 0;
+
+	/* lanes [0, m) compare queue[lane] with a; who enters the heap enters in lane order */
+	auto compare_queued = [&](int m) {
+		SimilarityEntry e{0, 0};
+		bool enters = false;
+		if (lane < m)
+		{
+			int32_t b = queue[lane];
+			e = SimilarityEntry{geo::similarity_of(user.na, user.floored_sum(pts, b, epsilon)), __ldg(ids + b)};
+			pairs += static_cast<unsigned long long>(user.na * (__ldg(pts.offsets + b + 1) - __ldg(pts.offsets + b)));
+			enters = size < k || geo::better(e, worst);
+		}
+		for (unsigned entering = __ballot_sync(kAll, enters); entering; entering &= entering - 1)
+		{
+			int from = __ffs(entering) - 1;
+			SimilarityEntry offered{__shfl_sync(kAll, e.similarity, from), __shfl_sync(kAll, e.user_id, from)};
+			if (size == k && !geo::better(offered, worst))
+				continue;
+			if (lane == 0)
+				geo::heap_offer(heap, size, k, offered);
+			else if (size < k)
+				++size;
+			__syncwarp();
+			if (size == k)
+			{
+				worst = heap[0];
+				over = static_cast<double>(user.na) / worst.similarity;
+			}
+			__syncwarp();
+		}
+	};
+
+	long long home = boxes.place[a], others = static_cast<long long>(n_users) - 1;
+	int queued = 0;
+	for (long long i0 = 0; i0 < others; i0 += 32)
+	{
+		/* the i-th other: places home + 1, home - 1, home + 2, ..., around the circle of places */
+		long long i = i0 + lane;
+		bool listed = false;
+		int32_t b = 0;
+		if (i < others)
+		{
+			long long step = (i >> 1) + 1, at = (i & 1) ? home - step : home + step;
+			at %= n_users;
+			b = __ldg(boxes.at + (at < 0 ? at + n_users : at));
+			listed = size < k || !a_boxes.rule_out(boxes, b, epsilon, over);
+		}
+		unsigned listing = __ballot_sync(kAll, listed);
+		if (listed)
+			queue[queued + __popc(listing & ((1u << lane) - 1))] = b;
+		queued += __popc(listing);
+		__syncwarp();
+		if (queued >= 32)
+		{
+			compare_queued(32);
+			__syncwarp();
+			if (lane < queued - 32)
+				queue[lane] = queue[32 + lane];
+			queued -= 32;
+			__syncwarp();
+		}
+	}
+	if (queued > 0)
+		compare_queued(queued);
+	__syncwarp();
+	for (int j = lane; j < size; j += 32)
+		heaps[static_cast<size_t>(t) * k + j] = heap[j];
+	for (int offset = 16; offset > 0; offset /= 2)
+		pairs += __shfl_down_sync(kAll, pairs, offset);
+	if (lane == 0)
+	{
+		sizes[t] = size;
+		atomicAdd(compared, pairs);
+	}
 }
 
 /* The weight of each point: its user's similarity to the main user, or 0. */
@@ -735,10 +1087,14 @@ class GeoSession
 	}
 
 	void similarity_sums(int32_t main_user, double epsilon);
+	/* from by_count_ position `from` of class first_class on, where a bounded search gave up */
 	void similar_users(int k, double epsilon, int part, int parts, std::vector<SimilarityEntry> &heaps,
-					   std::vector<int32_t> &sizes);
+					   std::vector<int32_t> &sizes, size_t first_class = 0, int32_t from = 0);
 	void similar_users_listed(int k, double epsilon, int part, int parts, GeoOtherLists &lists,
 							  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs);
+	void similar_users_bounded(int k, double epsilon, int part, int parts, bool give_up,
+							   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs,
+							   double &all_pairs);
 	std::vector<std::vector<double>> strengths(int32_t main_user, double min_similarity,
 											   const StrengthParams &params,
 											   const std::vector<PowerPlan> &powers, const ReachGrid *reach);
@@ -927,6 +1283,21 @@ class GeoSession
 	DeviceBuffer<double> cand_x_, cand_y_, cand_cos_;
 	std::vector<double> cand_host_x_, cand_host_y_;
 	std::unique_ptr<ReachIndex> reach_;
+
+	/* The users' boxes of the bounded search (UserBoxes), made once per session. */
+	struct BoxIndex
+	{
+		DeviceBuffer<Box> box;
+		DeviceBuffer<double> cos_lo;
+		DeviceBuffer<int32_t> points, count, at, place;
+
+		UserBoxes view() const
+		{
+			return {box.get(), cos_lo.get(), points.get(), count.get(), at.get(), place.get()};
+		}
+	};
+	void build_boxes();
+	std::unique_ptr<BoxIndex> boxes_;
 };
 
 void GeoSessionDeleter::operator()(GeoSession *session) const noexcept { delete session; }
@@ -972,17 +1343,18 @@ void GeoSession::similarity_sums(int32_t main_user, double epsilon)
 }
 
 void GeoSession::similar_users(int k, double epsilon, int part, int parts, std::vector<SimilarityEntry> &heaps,
-							   std::vector<int32_t> &sizes)
+							   std::vector<int32_t> &sizes, size_t first_class, int32_t from)
 {
 	heaps.assign(static_cast<size_t>(n_users_) * k, SimilarityEntry{0, 0});
 	sizes.assign(n_users_, 0);
 	double total_points = static_cast<double>(n_points_);
 	double mean_points = total_points / std::max(1, n_users_);
 
-	for (size_t c = 0; c + 1 < class_begin_.size(); ++c)
+	for (size_t c = first_class; c + 1 < class_begin_.size(); ++c)
 	{
 		auto [class_lo, class_hi] = part_of_class(c, part, parts);
-		if (class_lo == class_hi)
+		class_lo = std::max(class_lo, from);
+		if (class_lo >= class_hi)
 			continue;
 		int tile = best_others_tile(c);
 		/* pairs a user of this class evaluates per point of another user */
@@ -1155,6 +1527,186 @@ void GeoSession::similar_users_listed(int k, double epsilon, int part, int parts
 	/* the lists' making, overlapped with the GPU's comparing, counts as compute */
 	ctx_.times.transfer_ms += transfer_ms;
 	ctx_.times.compute_ms += std::max(0.0, whole.elapsed_ms() - transfer_ms);
+}
+
+/* Of the points' extent, the reach within which a user's points share a box (a few cities of the world apart). */
+constexpr double kBoxReachShare = 1.0 / 64;
+
+/* Blocks of point_extents: a partial extent each, the host takes their union. */
+constexpr unsigned kExtentBlocks = 256;
+
+/*
+ * The users' boxes (group_boxes), and the users in the order of a Morton
+ * code of their main box's centre, so that users near each other are near
+ * in that order.
+ */
+void GeoSession::build_boxes()
+{
+	auto index = std::make_unique<BoxIndex>();
+	size_t slots = static_cast<size_t>(n_users_) * kUserBoxes;
+	index->box = DeviceBuffer<Box>(slots, ctx_);
+	index->cos_lo = DeviceBuffer<double>(slots, ctx_);
+	index->points = DeviceBuffer<int32_t>(slots, ctx_);
+	index->count = DeviceBuffer<int32_t>(n_users_, ctx_);
+	index->at = DeviceBuffer<int32_t>(n_users_, ctx_);
+	index->place = DeviceBuffer<int32_t>(n_users_, ctx_);
+	/* the slots past a user's boxes are read as copies of its first: zeroed, none is uninitialised (initcheck) */
+	check(cudaMemsetAsync(index->box.get(), 0, slots * sizeof(Box), stream_), "cudaMemsetAsync");
+	check(cudaMemsetAsync(index->cos_lo.get(), 0, slots * sizeof(double), stream_), "cudaMemsetAsync");
+	check(cudaMemsetAsync(index->points.get(), 0, slots * sizeof(int32_t), stream_), "cudaMemsetAsync");
+
+	DeviceBuffer<Box> extents(kExtentBlocks, ctx_);
+	point_extents<<<kExtentBlocks, kBlock, 0, stream_>>>(x_.get(), y_.get(), n_points_, extents.get());
+	check_launch("point_extents");
+	std::vector<Box> parts;
+	download(parts, extents, kExtentBlocks, stream_);
+	stream_.synchronize();
+	Box whole{INFINITY, -INFINITY, INFINITY, -INFINITY};
+	for (const Box &e : parts)
+		whole = Box{std::min(whole.x_lo, e.x_lo), std::max(whole.x_hi, e.x_hi), std::min(whole.y_lo, e.y_lo),
+					std::max(whole.y_hi, e.y_hi)};
+
+	DeviceBuffer<double> home_x(n_users_, ctx_), home_y(n_users_, ctx_);
+	with_metric(metric_, [&](auto metric) {
+		group_boxes<decltype(metric)::value><<<blocks_for(n_users_), kBlock, 0, stream_>>>(
+			device_points(), n_users_, (whole.x_hi - whole.x_lo) * kBoxReachShare,
+			(whole.y_hi - whole.y_lo) * kBoxReachShare, index->box.get(), index->cos_lo.get(), index->points.get(),
+			index->count.get(), home_x.get(), home_y.get());
+	});
+	check_launch("group_boxes");
+	std::vector<double> hx, hy;
+	download(hx, home_x, n_users_, stream_);
+	download(hy, home_y, n_users_, stream_);
+	stream_.synchronize();
+
+	auto cell = [](double v, double lo, double hi) {
+		double at = hi > lo ? (v - lo) / (hi - lo) * 65535.0 : 0.0;
+		return static_cast<uint32_t>(std::clamp(at, 0.0, 65535.0));
+	};
+	auto spread = [](uint32_t v) { /* v's 16 bits to the even bits of 32 */
+		v = (v | (v << 8)) & 0x00FF00FFu;
+		v = (v | (v << 4)) & 0x0F0F0F0Fu;
+		v = (v | (v << 2)) & 0x33333333u;
+		return (v | (v << 1)) & 0x55555555u;
+	};
+	std::vector<uint64_t> keyed(n_users_); /* Morton code above, user below: one sort, ties by user */
+	for (int32_t u = 0; u < n_users_; ++u)
+		keyed[u] = (static_cast<uint64_t>(spread(cell(hx[u], whole.x_lo, whole.x_hi)) |
+										  (spread(cell(hy[u], whole.y_lo, whole.y_hi)) << 1))
+					<< 32) |
+				   static_cast<uint32_t>(u);
+	std::sort(keyed.begin(), keyed.end());
+	std::vector<int32_t> at(n_users_), place(n_users_);
+	for (int32_t i = 0; i < n_users_; ++i)
+	{
+		at[i] = static_cast<int32_t>(keyed[i] & 0xFFFFFFFFu);
+		place[at[i]] = i;
+	}
+	upload(index->at, at, stream_, ctx_);
+	upload(index->place, place, stream_, ctx_);
+	stream_.synchronize();
+	boxes_ = std::move(index);
+}
+
+/*
+ * The users of each class of the part in launches of a few times the warps
+ * the device holds at once.  With give_up, after each launch the search
+ * goes on only while its users so far compared at most
+ * kBoundedGiveUpShare of their pairs; the users left are compared with
+ * every other (similar_users), their heaps merged in.
+ */
+void GeoSession::similar_users_bounded(int k, double epsilon, int part, int parts, bool give_up,
+									   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs,
+									   double &all_pairs)
+{
+	constexpr double kBoundedGiveUpShare = 0.25;
+	constexpr double kLaunchesOfResidentWarps = 2;
+	heaps.assign(static_cast<size_t>(n_users_) * k, SimilarityEntry{0, 0});
+	sizes.assign(n_users_, 0);
+	pairs = all_pairs = 0;
+	if (!boxes_)
+		build_boxes();
+	UserBoxes boxes = boxes_->view();
+	auto batch = static_cast<int32_t>(std::max(1.0, kLaunchesOfResidentWarps * resident_threads() / 32));
+	DeviceBuffer<SimilarityEntry> d_heaps(static_cast<size_t>(batch) * k, ctx_);
+	DeviceBuffer<int> d_sizes(batch, ctx_);
+	DeviceBuffer<unsigned long long> d_compared(1, ctx_);
+	check(cudaMemsetAsync(d_compared.get(), 0, sizeof(unsigned long long), stream_), "cudaMemsetAsync");
+	/* heaps are downloaded whole though only sizes[] entries of each are written: zeroed (initcheck) */
+	check(cudaMemsetAsync(d_heaps.get(), 0, d_heaps.size() * sizeof(SimilarityEntry), stream_), "cudaMemsetAsync");
+	std::vector<SimilarityEntry> h_heaps;
+	std::vector<int> h_sizes;
+	std::vector<unsigned long long> h_compared;
+	bool bounded = true;
+	EventTimer compute(stream_);
+	for (size_t c = 0; c + 1 < class_begin_.size() && bounded; ++c)
+	{
+		auto [class_lo, class_hi] = part_of_class(c, part, parts);
+		for (int32_t lo = class_lo; lo < class_hi && bounded;)
+		{
+			/* the first launch an eighth of the others, so that giving up costs little */
+			int32_t n = std::min(all_pairs == 0 ? std::max(1, batch / 8) : batch, class_hi - lo);
+			with_metric(metric_, [&](auto metric) {
+				constexpr Metric M = decltype(metric)::value;
+				with_tile<M>(best_others_tile(c), [&](auto r) {
+					best_others_bounded<M, decltype(r)::value>
+						<<<blocks_for(static_cast<size_t>(n) * 32), kBlock, 0, stream_>>>(
+							device_points(), ids_.get(), by_count_.get() + lo, n, boxes, n_users_, epsilon, k,
+							d_heaps.get(), d_sizes.get(), d_compared.get());
+				});
+			});
+			check_launch("best_others_bounded");
+			between_launches();
+			download(h_heaps, d_heaps, static_cast<size_t>(n) * k, stream_);
+			download(h_sizes, d_sizes, n, stream_);
+			download(h_compared, d_compared, 1, stream_);
+			stream_.synchronize();
+			for (int32_t t = 0; t < n; ++t)
+			{
+				int32_t a = by_count_host_[lo + t];
+				std::copy(h_heaps.begin() + static_cast<size_t>(t) * k,
+						  h_heaps.begin() + static_cast<size_t>(t) * k + h_sizes[t],
+						  heaps.begin() + static_cast<size_t>(a) * k);
+				sizes[a] = h_sizes[t];
+			}
+			double searched = static_cast<double>(count_prefix_[lo + n] - count_prefix_[lo]) *
+							  static_cast<double>(n_points_);
+			all_pairs += searched;
+			pairs = static_cast<double>(h_compared[0]);
+			lo += n;
+			if (give_up && pairs > kBoundedGiveUpShare * all_pairs)
+			{
+				bounded = false;
+				/* the rest of this class and the classes after it compare every pair */
+				std::vector<SimilarityEntry> rest_heaps;
+				std::vector<int32_t> rest_sizes;
+				ctx_.times.compute_ms += compute.stop_ms();
+				similar_users(k, epsilon, part, parts, rest_heaps, rest_sizes, c, lo);
+				for (size_t rest = c; rest + 1 < class_begin_.size(); ++rest)
+				{
+					auto [rest_lo, rest_hi] = part_of_class(rest, part, parts);
+					rest_lo = std::max(rest_lo, lo);
+					if (rest_lo < rest_hi)
+					{
+						double every = static_cast<double>(count_prefix_[rest_hi] - count_prefix_[rest_lo]) *
+									   static_cast<double>(n_points_);
+						pairs += every;
+						all_pairs += every;
+					}
+				}
+				for (int32_t u = 0; u < n_users_; ++u)
+					if (rest_sizes[u] > 0)
+					{
+						std::copy(rest_heaps.begin() + static_cast<size_t>(u) * k,
+								  rest_heaps.begin() + static_cast<size_t>(u) * k + rest_sizes[u],
+								  heaps.begin() + static_cast<size_t>(u) * k);
+						sizes[u] = rest_sizes[u];
+					}
+				return;
+			}
+		}
+	}
+	ctx_.times.compute_ms += compute.stop_ms();
 }
 
 std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double min_similarity,
@@ -1406,6 +1958,16 @@ void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int
 					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes)
 {
 	session.similar_users(k, epsilon, part, parts, heaps, sizes);
+}
+
+void geo_similar_users_bounded(GeoSession &session, int k, double epsilon, int part, int parts, bool give_up,
+							   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs,
+							   double &all_pairs)
+{
+	if (k < 1 || k > kMostBoundedOthers)
+		throw Failure(Failure::Kind::Internal, "a bounded search keeps at most " +
+												   std::to_string(kMostBoundedOthers) + " others");
+	session.similar_users_bounded(k, epsilon, part, parts, give_up, heaps, sizes, pairs, all_pairs);
 }
 
 void geo_similar_users_listed(GeoSession &session, int k, double epsilon, int part, int parts,

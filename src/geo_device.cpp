@@ -160,23 +160,48 @@ class ListsOfSearch final : public gpu::GeoOtherLists
 	ExecContext &ctx_;
 };
 
-/* Whether the GPU's similar_users, a part of `parts`, compares every pair whatever the points' places (brute_force_by_size). */
-bool gpu_compares_every_pair(const GeoRows &points, const GeoWork &work, int parts)
+/* Whether the GPU's similar_users goes by the bounded search (gpu_bounded_by_size). */
+bool gpu_bounded(const GeoRows &points, const GeoWork &work)
 {
-	return brute_force_by_size(static_cast<int64_t>(points.codes.size()), static_cast<int32_t>(points.user_ids.size()),
-							   work.kept, work.pruning, PrunedFor::Gpu, parts);
+	return gpu_bounded_by_size(static_cast<int64_t>(points.codes.size()), static_cast<int32_t>(points.user_ids.size()),
+							   work.kept, work.pruning);
 }
 
 /*
- * similar_users on the GPU session: pruned where best_others_search says
- * (the CPU's index lists each user's possible others, the GPU compares
- * them), else every pair.
+ * Whether the GPU's similar_users, a part of `parts`, may take the CPU's
+ * lists (best_others_search), and so needs the CPU's grouping of the points:
+ * neither bounded nor every pair whatever the places (brute_force_by_size).
+ */
+bool gpu_may_list_on_cpu(const GeoRows &points, const GeoWork &work, int parts)
+{
+	return !gpu_bounded(points, work) &&
+		   !brute_force_by_size(static_cast<int64_t>(points.codes.size()),
+								static_cast<int32_t>(points.user_ids.size()), work.kept, work.pruning, PrunedFor::Gpu,
+								parts);
+}
+
+/*
+ * similar_users on the GPU session: bounded by the users' boxes where k is
+ * small; else pruned where best_others_search says (the CPU's index lists
+ * each user's possible others, the GPU compares them); else every pair.
  */
 void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const GeoWork &work,
 						  const Prepared &prepared, std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes,
 						  ExecContext &ctx)
 {
-	if (!gpu_compares_every_pair(points, work, work.parts))
+	if (gpu_bounded(points, work))
+	{
+		double pairs = 0, all = 0;
+		gpu::geo_similar_users_bounded(session, work.kept, work.epsilon, work.part, work.parts,
+									   work.pruning == GeoPruning::Auto, heaps, sizes, pairs, all);
+		char note[200];
+		snprintf(note, sizeof note,
+				 "; pruned on the GPU by the users' boxes: %.3g of %.3g point pairs compared (%.2f%%)", pairs, all,
+				 all > 0 ? 100 * pairs / all : 0.0);
+		ctx.device_choice += note;
+		return;
+	}
+	if (gpu_may_list_on_cpu(points, work, work.parts))
 	{
 		std::unique_ptr<GeoPointSet> own;
 		if (!prepared.grouped)
@@ -560,7 +585,7 @@ std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &pa
 	 * similar_users where it may prune (made once for the parts)
 	 */
 	if (ctx.mode == DeviceMode::Cpu ||
-		(whole.kind == GeoWork::Kind::SimilarUsers && !gpu_compares_every_pair(points, whole, part.count)))
+		(whole.kind == GeoWork::Kind::SimilarUsers && gpu_may_list_on_cpu(points, whole, part.count)))
 		prepared.grouped = &call.grouped_set(ctx);
 	if (part.count > 1 && whole.kind == GeoWork::Kind::Strengths)
 	{

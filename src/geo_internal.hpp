@@ -169,6 +169,15 @@ bool brute_force_by_size(int64_t n_points, int32_t n_users, int k, GeoPruning pr
 						 int parts);
 
 /*
+ * Whether the GPU's similar_users goes by its search bounded by the users'
+ * boxes (gpu::geo_similar_users_bounded), with no index on the CPU: k of
+ * at most gpu::kMostBoundedOthers, pruning Always, or Auto on an input
+ * worth pruning (under Auto the search may still give up for the brute
+ * force).
+ */
+bool gpu_bounded_by_size(int64_t n_points, int32_t n_users, int k, GeoPruning pruning);
+
+/*
  * The pruned search for similar_users' part `part` of `parts`, with its
  * index built, or null where every pair is to be compared: pruning Never,
  * k at least the other users, or under Auto a small input or a sample of

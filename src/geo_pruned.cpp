@@ -844,6 +844,14 @@ bool brute_force_by_size(int64_t n_points, int32_t n_users, int k, GeoPruning pr
 					  kPrunedOverIndex * kIndexNsPerPoint * points;
 }
 
+bool gpu_bounded_by_size(int64_t n_points, int32_t n_users, int k, GeoPruning pruning)
+{
+	auto points = static_cast<double>(n_points);
+	if (pruning == GeoPruning::Never || k >= n_users - 1 || k > gpu::kMostBoundedOthers)
+		return false;
+	return pruning == GeoPruning::Always || points * points >= kLeastGpuPrunedPairs;
+}
+
 std::unique_ptr<BestOthers> best_others_search(const GeoPointSet &s, int k, double epsilon, GeoPruning pruning,
 											   PrunedFor device, int part, int parts, ExecContext &ctx)
 {

@@ -75,6 +75,21 @@ void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int
 					   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes);
 
 /*
+ * The same heaps, by a search bounded by the users' boxes: each user's
+ * points are grouped into at most a few boxes (a box per place it goes),
+ * and another user whose boxes are too far from u's to enter u's heap,
+ * once full, is never compared point by point.  For k of at most
+ * kMostBoundedOthers.  While `give_up` is set, the search returns to
+ * comparing every pair where its first users compared more than a quarter
+ * of their pairs anyway (points spread evenly).  pairs: the point pairs
+ * compared; all_pairs: every pair of the users searched.
+ */
+constexpr int kMostBoundedOthers = 32;
+void geo_similar_users_bounded(GeoSession &session, int k, double epsilon, int part, int parts, bool give_up,
+							   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs,
+							   double &all_pairs);
+
+/*
  * The others that each user may rank where a pruned search has ruled the
  * rest out (src/geo_pruned.cpp): lists(users, n, offsets, others) gives,
  * for users[0, n) (codes), others[offsets[i], offsets[i + 1]) (n + 1

@@ -1357,11 +1357,11 @@ TEST_P(GeoGpu, SimilarUsersBitIdentical)
 }
 
 /*
- * similar_users pruned on the GPU (the CPU's index lists each user's
- * possible others, the GPU compares them) gives the CPU brute force's rows
- * to the bit: users of places far apart, a few of points everywhere,
- * clustered and uniform check-ins with ties, duplicates and users of one
- * point, every tile class.
+ * similar_users pruned on the GPU gives the CPU brute force's rows to the
+ * bit, both ways it prunes: bounded by the users' boxes (k up to
+ * gpu::kMostBoundedOthers) and from the CPU's lists (larger k); users of
+ * places far apart, a few of points everywhere, clustered and uniform
+ * check-ins with ties, duplicates and users of one point, every tile class.
  */
 TEST_P(GeoGpu, PrunedSimilarUsersAreTheBruteForceToTheBit)
 {
@@ -1376,13 +1376,14 @@ TEST_P(GeoGpu, PrunedSimilarUsersAreTheBruteForceToTheBit)
 	{
 		PointColumns in(inputs[input]);
 		for (double epsilon : {1e-9, metric == GeoMetric::Haversine ? 150.0 : 3.0})
-			for (int k : {1, 4, 10})
+			for (int k : {1, 4, 10, gpu::kMostBoundedOthers, gpu::kMostBoundedOthers + 1})
 			{
 				ExecContext cpu = cpu_context(), gpu = gpu_context();
 				std::vector<SimilarUser> want = similar_users(in.view(), k, {metric, epsilon, GeoPruning::Never}, cpu);
 				std::vector<SimilarUser> got = similar_users(in.view(), k, {metric, epsilon, GeoPruning::Always}, gpu);
 				EXPECT_TRUE(gpu.used_gpu);
-				EXPECT_NE(gpu.device_choice.find("pruned on the GPU"), std::string::npos) << gpu.device_choice;
+				const char *how = k <= gpu::kMostBoundedOthers ? "pruned on the GPU by the users' boxes" : "pruned on the GPU:";
+				EXPECT_NE(gpu.device_choice.find(how), std::string::npos) << gpu.device_choice;
 				ASSERT_EQ(got.size(), want.size()) << "input " << input << " k " << k;
 				for (size_t i = 0; i < got.size(); ++i)
 				{
@@ -1393,6 +1394,47 @@ TEST_P(GeoGpu, PrunedSimilarUsersAreTheBruteForceToTheBit)
 					ASSERT_EQ(std::memcmp(&got[i].similarity, &want[i].similarity, sizeof(double)), 0);
 				}
 			}
+	}
+}
+
+/*
+ * Under auto, an input worth pruning goes by the bounded search: on
+ * check-ins around cities it prunes to the end, on points spread evenly
+ * it gives up for the brute force after its first users.  Both give the
+ * GPU brute force's rows (the CPU's, above) to the bit.
+ */
+TEST_P(GeoGpu, BoundedSimilarUsersUnderAutoAreTheBruteForceToTheBit)
+{
+	GeoMetric metric = GetParam();
+	bool haversine = metric == GeoMetric::Haversine;
+	std::mt19937_64 rng(41);
+	std::vector<std::pair<double, double>> cities;
+	for (int c = 0; c < 40; ++c)
+		cities.push_back(haversine ? std::make_pair(-180.0 + (rng() % 3600) * 0.1, -80.0 + (rng() % 1600) * 0.1)
+								   : std::make_pair(1000.0 * (rng() % 5000), 1000.0 * (rng() % 5000)));
+	for (bool even : {false, true})
+	{
+		std::vector<Point> rows;
+		for (int u = 0; u < 6000; ++u)
+			add_user_points(rng, rows, u * 3 - 9000, 14 + static_cast<int>(rng() % 14), cities, haversine,
+							even ? 1e5 : 0.0);
+		std::shuffle(rows.begin(), rows.end(), rng);
+		PointColumns in(rows);
+		for (int k : {1, 10})
+		{
+			ExecContext brute = gpu_context(), bounded = gpu_context();
+			std::vector<SimilarUser> want = similar_users(in.view(), k, {metric, 1e-9, GeoPruning::Never}, brute);
+			std::vector<SimilarUser> got = similar_users(in.view(), k, {metric, 1e-9, GeoPruning::Auto}, bounded);
+			EXPECT_TRUE(bounded.used_gpu);
+			EXPECT_NE(bounded.device_choice.find("by the users' boxes"), std::string::npos) << bounded.device_choice;
+			ASSERT_EQ(got.size(), want.size()) << "even " << even << " k " << k;
+			for (size_t i = 0; i < got.size(); ++i)
+			{
+				ASSERT_EQ(got[i].user_id, want[i].user_id) << "even " << even << " k " << k << " row " << i;
+				ASSERT_EQ(got[i].other_user_id, want[i].other_user_id) << "even " << even << " k " << k << " row " << i;
+				ASSERT_EQ(std::memcmp(&got[i].similarity, &want[i].similarity, sizeof(double)), 0);
+			}
+		}
 	}
 }
 
