@@ -365,9 +365,11 @@ struct Box
 /*
  * Every user's boxes, box[u * kUserBoxes + j] for j < count[u], with
  * points[...] of u's points in each and, under haversine, cos_lo[...] the
- * least cos(latitude) of them; and the users in the order of where they
- * go (at[i], by a Morton code of each user's main box), place[u] being u's
- * position in it.
+ * least cos(latitude) of them.  And every box again as an entry, in the
+ * order of a Morton code of its centre (entry_slot: its u * kUserBoxes +
+ * j), so that boxes near each other are near in that order; the entries in
+ * tiles of 32 with the box around each tile's (tile_box), and home_entry[u]
+ * the entry of u's main box (its box of most points, the first of them).
  */
 struct UserBoxes
 {
@@ -375,9 +377,23 @@ struct UserBoxes
 	const double *__restrict__ cos_lo;
 	const int32_t *__restrict__ points;
 	const int32_t *__restrict__ count;
-	const int32_t *__restrict__ at;
-	const int32_t *__restrict__ place;
+	const Box *__restrict__ entry_box;
+	const double *__restrict__ entry_cos;
+	const int32_t *__restrict__ entry_slot;
+	long long entries;
+	const Box *__restrict__ tile_box;
+	const double *__restrict__ tile_cos;
+	long long tiles;
+	const int32_t *__restrict__ home_entry;
 };
+
+/* Entries per tile of UserBoxes: a warp's lanes. */
+constexpr int kTileEntries = 32;
+
+__device__ __forceinline__ Box load_box(const Box *box)
+{
+	return Box{__ldg(&box->x_lo), __ldg(&box->x_hi), __ldg(&box->y_lo), __ldg(&box->y_hi)};
+}
 
 /*
  * The bounds are lowered by this share before they rule a user out, so
@@ -423,6 +439,8 @@ struct RegisterBoxes
 	Box box[kUserBoxes];
 	double cos_lo[kUserBoxes], points[kUserBoxes];
 
+	int main_box = 0;
+
 	__device__ __forceinline__ RegisterBoxes(const UserBoxes &boxes, int32_t u)
 	{
 		int n = boxes.count[u];
@@ -433,7 +451,58 @@ struct RegisterBoxes
 			box[i] = boxes.box[slot];
 			cos_lo[i] = M == Metric::Haversine ? boxes.cos_lo[slot] : 0.0;
 			points[i] = i < n ? boxes.points[slot] : 0.0;
+			if (points[i] > points[main_box])
+				main_box = i;
 		}
+	}
+
+	/* The square of the least gap from the main box to `other`. */
+	__device__ __forceinline__ double main_gap_square(const Box &other, double other_cos) const
+	{
+		Box mine = box[0];
+		double mine_cos = cos_lo[0];
+#pragma unroll
+		for (int i = 1; i < kUserBoxes; ++i)
+			if (i == main_box)
+				mine = box[i], mine_cos = cos_lo[i];
+		return box_gap_square<M>(mine, mine_cos, other, other_cos);
+	}
+
+	/*
+	 * Whether a user with a box at gap_square from the main box, and none
+	 * nearer, has a floored sum whose bound (the main box's term alone),
+	 * lowered by the margin, exceeds `over`.
+	 */
+	__device__ __forceinline__ bool main_term_over(double gap_square, double epsilon, double over) const
+	{
+		double n = points[0];
+#pragma unroll
+		for (int i = 1; i < kUserBoxes; ++i)
+			if (i == main_box)
+				n = points[i];
+		double over_square = (over / kBoundMargin) * (over / kBoundMargin);
+		return n * n * fmax(gap_square, epsilon * epsilon) > over_square;
+	}
+
+	/*
+	 * Whether entry (b, j) is the one that lists b: the first of b's boxes
+	 * at the least gap from the main box.  Each other thus comes up once,
+	 * and where any of its boxes is near enough, that one is.
+	 */
+	__device__ __forceinline__ bool lists_its_user(const UserBoxes &boxes, int32_t b, int j, double gap_square) const
+	{
+		int n = __ldg(boxes.count + b);
+		for (int other = 0; other < n; ++other)
+		{
+			if (other == j)
+				continue;
+			int slot = b * kUserBoxes + other;
+			double g = main_gap_square(load_box(boxes.box + slot),
+									   M == Metric::Haversine ? __ldg(boxes.cos_lo + slot) : 0.0);
+			if (g < gap_square || (g == gap_square && other < j))
+				return false;
+		}
+		return true;
 	}
 
 	/*
@@ -454,8 +523,7 @@ struct RegisterBoxes
 		for (int j = 0; j < n; ++j)
 		{
 			int slot = b * kUserBoxes + j;
-			Box other{__ldg(&boxes.box[slot].x_lo), __ldg(&boxes.box[slot].x_hi), __ldg(&boxes.box[slot].y_lo),
-					  __ldg(&boxes.box[slot].y_hi)};
+			Box other = load_box(boxes.box + slot);
 			double other_cos = M == Metric::Haversine ? __ldg(boxes.cos_lo + slot) : 0.0;
 #pragma unroll
 			for (int i = 0; i < kUserBoxes; ++i)
@@ -515,12 +583,11 @@ __global__ void __launch_bounds__(kBlock) point_extents(const double *__restrict
  * first point lies within reach_x and reach_y of it, else opens a box while
  * there are fewer than kUserBoxes, else joins the box whose first point is
  * nearest.  Any grouping gives true bounds; this one gives a user a box
- * per city it goes to.  home[u]: the centre of u's box of most points (the
- * first of them), where the user is placed.
+ * per city it goes to.
  */
 template <Metric M>
 __global__ void group_boxes(DevicePoints pts, int32_t n_users, double reach_x, double reach_y, Box *box,
-							double *cos_lo, int32_t *points, int32_t *count, double *home_x, double *home_y)
+							double *cos_lo, int32_t *points, int32_t *count)
 {
 	for (int32_t u = blockIdx.x * blockDim.x + threadIdx.x; u < n_users; u += gridDim.x * blockDim.x)
 	{
@@ -559,18 +626,13 @@ __global__ void group_boxes(DevicePoints pts, int32_t n_users, double reach_x, d
 			c[j] = fmin(c[j], cl);
 			++in[j];
 		}
-		int main_box = 0;
 		for (int j = 0; j < n; ++j)
 		{
 			box[u * kUserBoxes + j] = b[j];
 			cos_lo[u * kUserBoxes + j] = c[j];
 			points[u * kUserBoxes + j] = in[j];
-			if (in[j] > in[main_box])
-				main_box = j;
 		}
 		count[u] = n;
-		home_x[u] = n ? 0.5 * (b[main_box].x_lo + b[main_box].x_hi) : 0.0;
-		home_y[u] = n ? 0.5 * (b[main_box].y_lo + b[main_box].y_hi) : 0.0;
 	}
 }
 
@@ -639,21 +701,9 @@ __global__ void __launch_bounds__(kBlock)
 		}
 	};
 
-	long long home = boxes.place[a], others = static_cast<long long>(n_users) - 1;
+	/* who may enter the heap queues; 32 queued, the lanes compare them */
 	int queued = 0;
-	for (long long i0 = 0; i0 < others; i0 += 32)
-	{
-		/* the i-th other: places home + 1, home - 1, home + 2, ..., around the circle of places */
-		long long i = i0 + lane;
-		bool listed = false;
-		int32_t b = 0;
-		if (i < others)
-		{
-			long long step = (i >> 1) + 1, at = (i & 1) ? home - step : home + step;
-			at %= n_users;
-			b = __ldg(boxes.at + (at < 0 ? at + n_users : at));
-			listed = size < k || !a_boxes.rule_out(boxes, b, epsilon, over);
-		}
+	auto queue_listed = [&](bool listed, int32_t b) {
 		unsigned listing = __ballot_sync(kAll, listed);
 		if (listed)
 			queue[queued + __popc(listing & ((1u << lane) - 1))] = b;
@@ -667,6 +717,46 @@ __global__ void __launch_bounds__(kBlock)
 				queue[lane] = queue[32 + lane];
 			queued -= 32;
 			__syncwarp();
+		}
+	};
+
+	/*
+	 * The tiles outwards from the one of a's main box: tiles home, home + 1,
+	 * home - 1, home + 2, ..., around the circle of tiles; a lane tests one
+	 * tile's box, then the warp goes through the tiles not ruled out, a lane
+	 * an entry.
+	 */
+	long long home = boxes.home_entry[a] / kTileEntries;
+	for (long long s0 = 0; s0 < boxes.tiles; s0 += 32)
+	{
+		long long step = s0 + lane, tile = 0;
+		bool near = false;
+		if (step < boxes.tiles)
+		{
+			long long out = (step + 1) >> 1;
+			tile = ((step & 1) ? home + out : home - out) % boxes.tiles;
+			tile += tile < 0 ? boxes.tiles : 0;
+			near = size < k || !a_boxes.main_term_over(
+									a_boxes.main_gap_square(load_box(boxes.tile_box + tile),
+															M == Metric::Haversine ? __ldg(boxes.tile_cos + tile) : 0.0),
+									epsilon, over);
+		}
+		for (unsigned nears = __ballot_sync(kAll, near); nears; nears &= nears - 1)
+		{
+			long long e = __shfl_sync(kAll, tile, __ffs(nears) - 1) * kTileEntries + lane;
+			bool listed = false;
+			int32_t b = 0;
+			if (e < boxes.entries)
+			{
+				int32_t slot = __ldg(boxes.entry_slot + e);
+				b = slot / kUserBoxes;
+				double gap = a_boxes.main_gap_square(load_box(boxes.entry_box + e),
+													 M == Metric::Haversine ? __ldg(boxes.entry_cos + e) : 0.0);
+				listed = b != a && (size < k || !a_boxes.main_term_over(gap, epsilon, over)) &&
+						 a_boxes.lists_its_user(boxes, b, slot % kUserBoxes, gap) &&
+						 (size < k || !a_boxes.rule_out(boxes, b, epsilon, over));
+			}
+			queue_listed(listed, b);
 		}
 	}
 	if (queued > 0)
@@ -1287,13 +1377,24 @@ class GeoSession
 	/* The users' boxes of the bounded search (UserBoxes), made once per session. */
 	struct BoxIndex
 	{
-		DeviceBuffer<Box> box;
-		DeviceBuffer<double> cos_lo;
-		DeviceBuffer<int32_t> points, count, at, place;
+		DeviceBuffer<Box> box, entry_box, tile_box;
+		DeviceBuffer<double> cos_lo, entry_cos, tile_cos;
+		DeviceBuffer<int32_t> points, count, entry_slot, home_entry;
 
 		UserBoxes view() const
 		{
-			return {box.get(), cos_lo.get(), points.get(), count.get(), at.get(), place.get()};
+			return {box.get(),
+					cos_lo.get(),
+					points.get(),
+					count.get(),
+					entry_box.get(),
+					entry_cos.get(),
+					entry_slot.get(),
+					static_cast<long long>(entry_slot.size()),
+					tile_box.get(),
+					tile_cos.get(),
+					static_cast<long long>(tile_box.size()),
+					home_entry.get()};
 		}
 	};
 	void build_boxes();
@@ -1536,9 +1637,8 @@ constexpr double kBoxReachShare = 1.0 / 64;
 constexpr unsigned kExtentBlocks = 256;
 
 /*
- * The users' boxes (group_boxes), and the users in the order of a Morton
- * code of their main box's centre, so that users near each other are near
- * in that order.
+ * The users' boxes (group_boxes), then their entries in the order of a
+ * Morton code of each box's centre, in tiles (UserBoxes).
  */
 void GeoSession::build_boxes()
 {
@@ -1548,8 +1648,6 @@ void GeoSession::build_boxes()
 	index->cos_lo = DeviceBuffer<double>(slots, ctx_);
 	index->points = DeviceBuffer<int32_t>(slots, ctx_);
 	index->count = DeviceBuffer<int32_t>(n_users_, ctx_);
-	index->at = DeviceBuffer<int32_t>(n_users_, ctx_);
-	index->place = DeviceBuffer<int32_t>(n_users_, ctx_);
 	/* the slots past a user's boxes are read as copies of its first: zeroed, none is uninitialised (initcheck) */
 	check(cudaMemsetAsync(index->box.get(), 0, slots * sizeof(Box), stream_), "cudaMemsetAsync");
 	check(cudaMemsetAsync(index->cos_lo.get(), 0, slots * sizeof(double), stream_), "cudaMemsetAsync");
@@ -1566,17 +1664,20 @@ void GeoSession::build_boxes()
 		whole = Box{std::min(whole.x_lo, e.x_lo), std::max(whole.x_hi, e.x_hi), std::min(whole.y_lo, e.y_lo),
 					std::max(whole.y_hi, e.y_hi)};
 
-	DeviceBuffer<double> home_x(n_users_, ctx_), home_y(n_users_, ctx_);
 	with_metric(metric_, [&](auto metric) {
 		group_boxes<decltype(metric)::value><<<blocks_for(n_users_), kBlock, 0, stream_>>>(
 			device_points(), n_users_, (whole.x_hi - whole.x_lo) * kBoxReachShare,
 			(whole.y_hi - whole.y_lo) * kBoxReachShare, index->box.get(), index->cos_lo.get(), index->points.get(),
-			index->count.get(), home_x.get(), home_y.get());
+			index->count.get());
 	});
 	check_launch("group_boxes");
-	std::vector<double> hx, hy;
-	download(hx, home_x, n_users_, stream_);
-	download(hy, home_y, n_users_, stream_);
+	std::vector<Box> box;
+	std::vector<double> cos_lo;
+	std::vector<int32_t> points, count;
+	download(box, index->box, slots, stream_);
+	download(cos_lo, index->cos_lo, slots, stream_);
+	download(points, index->points, slots, stream_);
+	download(count, index->count, n_users_, stream_);
 	stream_.synchronize();
 
 	auto cell = [](double v, double lo, double hi) {
@@ -1589,21 +1690,53 @@ void GeoSession::build_boxes()
 		v = (v | (v << 2)) & 0x33333333u;
 		return (v | (v << 1)) & 0x55555555u;
 	};
-	std::vector<uint64_t> keyed(n_users_); /* Morton code above, user below: one sort, ties by user */
+	std::vector<uint64_t> keyed; /* Morton code above, slot below: one sort, ties by slot */
 	for (int32_t u = 0; u < n_users_; ++u)
-		keyed[u] = (static_cast<uint64_t>(spread(cell(hx[u], whole.x_lo, whole.x_hi)) |
-										  (spread(cell(hy[u], whole.y_lo, whole.y_hi)) << 1))
-					<< 32) |
-				   static_cast<uint32_t>(u);
+		for (int j = 0; j < count[u]; ++j)
+		{
+			size_t slot = static_cast<size_t>(u) * kUserBoxes + j;
+			const Box &b = box[slot];
+			uint64_t morton = spread(cell(0.5 * (b.x_lo + b.x_hi), whole.x_lo, whole.x_hi)) |
+							  (spread(cell(0.5 * (b.y_lo + b.y_hi), whole.y_lo, whole.y_hi)) << 1);
+			keyed.push_back(morton << 32 | static_cast<uint32_t>(slot));
+		}
 	std::sort(keyed.begin(), keyed.end());
-	std::vector<int32_t> at(n_users_), place(n_users_);
-	for (int32_t i = 0; i < n_users_; ++i)
+
+	size_t entries = keyed.size(), tiles = (entries + kTileEntries - 1) / kTileEntries;
+	std::vector<Box> entry_box(entries), tile_box(tiles, Box{INFINITY, -INFINITY, INFINITY, -INFINITY});
+	std::vector<double> entry_cos(entries), tile_cos(tiles, INFINITY);
+	std::vector<int32_t> entry_slot(entries), home_entry(n_users_, 0);
+	for (size_t e = 0; e < entries; ++e)
 	{
-		at[i] = static_cast<int32_t>(keyed[i] & 0xFFFFFFFFu);
-		place[at[i]] = i;
+		auto slot = static_cast<int32_t>(keyed[e] & 0xFFFFFFFFu);
+		int32_t u = slot / kUserBoxes;
+		entry_slot[e] = slot;
+		entry_box[e] = box[slot];
+		entry_cos[e] = cos_lo[slot];
+		Box &t = tile_box[e / kTileEntries];
+		t = Box{std::min(t.x_lo, box[slot].x_lo), std::max(t.x_hi, box[slot].x_hi), std::min(t.y_lo, box[slot].y_lo),
+				std::max(t.y_hi, box[slot].y_hi)};
+		tile_cos[e / kTileEntries] = std::min(tile_cos[e / kTileEntries], cos_lo[slot]);
+		/* the main box: the first of most points */
+		int32_t main_slot = u * kUserBoxes;
+		for (int j = 1; j < count[u]; ++j)
+			if (points[u * kUserBoxes + j] > points[main_slot])
+				main_slot = u * kUserBoxes + j;
+		if (slot == main_slot)
+			home_entry[u] = static_cast<int32_t>(e);
 	}
-	upload(index->at, at, stream_, ctx_);
-	upload(index->place, place, stream_, ctx_);
+	index->entry_box = DeviceBuffer<Box>(entries, ctx_);
+	index->entry_cos = DeviceBuffer<double>(entries, ctx_);
+	index->entry_slot = DeviceBuffer<int32_t>(entries, ctx_);
+	index->tile_box = DeviceBuffer<Box>(tiles, ctx_);
+	index->tile_cos = DeviceBuffer<double>(tiles, ctx_);
+	index->home_entry = DeviceBuffer<int32_t>(n_users_, ctx_);
+	upload(index->entry_box, entry_box, stream_, ctx_);
+	upload(index->entry_cos, entry_cos, stream_, ctx_);
+	upload(index->entry_slot, entry_slot, stream_, ctx_);
+	upload(index->tile_box, tile_box, stream_, ctx_);
+	upload(index->tile_cos, tile_cos, stream_, ctx_);
+	upload(index->home_entry, home_entry, stream_, ctx_);
 	stream_.synchronize();
 	boxes_ = std::move(index);
 }
