@@ -17,6 +17,10 @@
  *                               memory, touched only when a user enters.
  *   strengths of candidates     a thread per 4 candidates and slice of
  *                               points; the slice's points stream.
+ *   best others, bounded        a warp per user A: its lanes rule others
+ *                               out by boxes around their points, then
+ *                               compare 32 of those left at once, A's
+ *                               points in every lane's registers.
  *
  * Register tiles are compiled for 4, 8, ..., 32 points (16 under
  * haversine, whose pairs hold three values per point); users are sorted by
@@ -640,16 +644,18 @@ __global__ void group_boxes(DevicePoints pts, int32_t n_users, double reach_x, d
  * Best others bounded by the users' boxes: warp t keeps, for user
  * a = users[t], the k (at most kMostBoundedOthers) most similar of all
  * other users in heaps[t * k ...] with sizes[t].  The warp goes through the
- * others in the order of where they go, outwards from a's own place, so
- * that its heap soon holds near users; each lane tests one other against
- * a's boxes, and those that may still enter the heap queue until the
- * warp's 32 lanes compare 32 of them point by point at once.  compared:
- * the point pairs compared, added up.
+ * tiles of boxes outwards from the one of a's main box, so that its heap
+ * soon holds near users: a tile too far from a's main box rules out its 32
+ * boxes at once; in the others, each lane takes a box, and the users that
+ * may still enter the heap (by a's main box, then by all of a's boxes
+ * against all of theirs) queue until the warp's 32 lanes compare 32 of
+ * them point by point at once.  compared: the point pairs compared, added
+ * up.
  */
 template <Metric M, int R>
 __global__ void __launch_bounds__(kBlock)
 	best_others_bounded(DevicePoints pts, const int64_t *__restrict__ ids, const int32_t *__restrict__ users, int n,
-						UserBoxes boxes, int32_t n_users, double epsilon, int k, SimilarityEntry *heaps, int *sizes,
+						UserBoxes boxes, double epsilon, int k, SimilarityEntry *heaps, int *sizes,
 						unsigned long long *compared)
 {
 	constexpr int kWarps = kBlock / 32;
@@ -1784,7 +1790,7 @@ void GeoSession::similar_users_bounded(int k, double epsilon, int part, int part
 				with_tile<M>(best_others_tile(c), [&](auto r) {
 					best_others_bounded<M, decltype(r)::value>
 						<<<blocks_for(static_cast<size_t>(n) * 32), kBlock, 0, stream_>>>(
-							device_points(), ids_.get(), by_count_.get() + lo, n, boxes, n_users_, epsilon, k,
+							device_points(), ids_.get(), by_count_.get() + lo, n, boxes, epsilon, k,
 							d_heaps.get(), d_sizes.get(), d_compared.get());
 				});
 			});
