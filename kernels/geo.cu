@@ -1759,6 +1759,16 @@ void GeoSession::similar_users_bounded(int k, double epsilon, int part, int part
 									   double &all_pairs)
 {
 	constexpr double kBoundedGiveUpShare = 0.25;
+	/*
+	 * Users of the first launch: enough for the decision, and few, so that
+	 * on points spread evenly (every pair compared, a warp's lanes each on
+	 * its own other, slower than the brute force's threads) they cost about
+	 * one user's time: with a first launch of 2,112 users (a quarter of an
+	 * H200's resident warps), uniform 100k users cost 1.04-1.07x the brute
+	 * force, and a quarter of them (a part of a call split over 4 GPUs)
+	 * would have paid that launch each.
+	 */
+	constexpr int32_t kBoundedSampleUsers = 256;
 	constexpr double kLaunchesOfResidentWarps = 2;
 	heaps.assign(static_cast<size_t>(n_users_) * k, SimilarityEntry{0, 0});
 	sizes.assign(n_users_, 0);
@@ -1783,8 +1793,8 @@ void GeoSession::similar_users_bounded(int k, double epsilon, int part, int part
 		auto [class_lo, class_hi] = part_of_class(c, part, parts);
 		for (int32_t lo = class_lo; lo < class_hi && bounded;)
 		{
-			/* the first launch an eighth of the others, so that giving up costs little */
-			int32_t n = std::min(all_pairs == 0 ? std::max(1, batch / 8) : batch, class_hi - lo);
+			/* the first launch a sample of users, so that giving up costs a few milliseconds */
+			int32_t n = std::min(all_pairs == 0 ? std::min(batch, kBoundedSampleUsers) : batch, class_hi - lo);
 			with_metric(metric_, [&](auto metric) {
 				constexpr Metric M = decltype(metric)::value;
 				with_tile<M>(best_others_tile(c), [&](auto r) {
