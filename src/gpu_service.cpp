@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <linux/memfd.h> /* MFD_HUGE_2MB */
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -183,6 +184,32 @@ int create_shared(size_t bytes, uint8_t **address)
 		throw;
 	}
 	return fd;
+}
+
+int create_shared_on_huge_pages(size_t bytes, uint8_t **address)
+{
+#if defined(MFD_HUGETLB) && defined(MFD_HUGE_2MB)
+	if (bytes == 0 || bytes % kHugePage != 0)
+		return -1;
+	int fd = memfd_create("gpurec-shared", MFD_CLOEXEC | MFD_HUGETLB | MFD_HUGE_2MB);
+	if (fd < 0)
+		return -1;
+	/* the mapping reserves its huge pages: it fails here, not with a SIGBUS at a later first touch */
+	void *at = MAP_FAILED;
+	if (ftruncate(fd, static_cast<off_t>(bytes)) == 0)
+		at = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (at == MAP_FAILED)
+	{
+		close(fd);
+		return -1;
+	}
+	*address = static_cast<uint8_t *>(at);
+	return fd;
+#else
+	(void) bytes;
+	(void) address;
+	return -1;
+#endif
 }
 
 uint8_t *map_shared(int fd, size_t bytes, bool writable)
@@ -724,13 +751,19 @@ void Service::make_shared_area()
 		return;
 	try
 	{
-		area_.create(static_cast<size_t>(options_.shared_memory_bytes));
+		area_.create(static_cast<size_t>(options_.shared_memory_bytes), options_.huge_pages);
 	}
 	catch (const std::exception &e)
 	{
 		log_line("%s", std::string("runs without shared memory (every call brings its own): ") + e.what());
 		return;
 	}
+	char made[160];
+	std::snprintf(made, sizeof made, "%.0f MB of shared memory on %s", static_cast<double>(area_.bytes()) / 1e6,
+				  area_.on_huge_pages() ? "2 MB huge pages"
+				  : options_.huge_pages ? "4 kB pages (not enough free huge pages: vm.nr_hugepages)"
+										: "4 kB pages (huge_pages = off)");
+	log_line("%s", made);
 	if (devices_.empty() || devices_.front()->stand_in)
 		return;
 	auto started = std::chrono::steady_clock::now();

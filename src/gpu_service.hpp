@@ -160,6 +160,8 @@ struct Options
 	int64_t stand_in_memory = 0;
 	/* the shared memory calls put their input in (gpu_service_memory.hpp), bytes; 0: none */
 	int64_t shared_memory_bytes = 0;
+	/* whether that memory goes on the system's huge pages where it has enough (PostgreSQL's huge_pages not off) */
+	bool huge_pages = true;
 };
 
 /*

@@ -21,12 +21,23 @@ SharedArea::~SharedArea()
 		close(fd_);
 }
 
-void SharedArea::create(size_t bytes)
+void SharedArea::create(size_t bytes, bool huge_pages)
 {
 	bytes = bytes / 4096 * 4096;
 	if (bytes == 0)
 		return;
-	fd_ = wire::create_shared(bytes, &base_);
+	if (huge_pages)
+	{
+		size_t whole = (bytes + wire::kHugePage - 1) / wire::kHugePage * wire::kHugePage;
+		fd_ = wire::create_shared_on_huge_pages(whole, &base_);
+		if (fd_ >= 0)
+		{
+			bytes = whole;
+			huge_pages_ = true;
+		}
+	}
+	if (fd_ < 0)
+		fd_ = wire::create_shared(bytes, &base_);
 	bytes_ = bytes;
 	free_[0] = bytes;
 }

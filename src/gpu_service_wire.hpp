@@ -199,6 +199,16 @@ size_t receive_message(int socket, void *buffer, size_t capacity, int *fd);
 /* A memfd of `bytes` bytes, mapped read-write at *address; throws 53200 when memory runs out. */
 int create_shared(size_t bytes, uint8_t **address);
 
+/* The huge pages create_shared_on_huge_pages asks for: the x86-64 and arm64 default size. */
+constexpr size_t kHugePage = size_t(2) << 20;
+
+/*
+ * The same on the system's huge pages of kHugePage (bytes a whole number
+ * of them), their room reserved at once; -1 where there are not enough
+ * free (vm.nr_hugepages) or the kernel has none.
+ */
+int create_shared_on_huge_pages(size_t bytes, uint8_t **address);
+
 /* Maps `bytes` of fd; throws on failure. */
 uint8_t *map_shared(int fd, size_t bytes, bool writable);
 

@@ -428,6 +428,9 @@ service::Options service_options_from_settings()
 	options.stand_in_devices = test_stand_in_devices_setting;
 	options.stand_in_memory = static_cast<int64_t>(test_stand_in_memory_setting) * 1024;
 	options.shared_memory_bytes = static_cast<int64_t>(service_memory_setting) << 20;
+	/* as PostgreSQL's own shared memory: huge pages unless huge_pages = off, falling back where there are none */
+	const char *huge_pages = GetConfigOption("huge_pages", true, false);
+	options.huge_pages = huge_pages == nullptr || strcmp(huge_pages, "off") != 0;
 	return options;
 }
 

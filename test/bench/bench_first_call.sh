@@ -1,20 +1,43 @@
 #!/usr/bin/env bash
-# test/bench/bench_first_call.sh: what a backend's first GPU call costs beyond
-# its later ones (CUDA's start, the kernels' first load), on OFFERS offers
-# (2,000,000 by default, 200,000 products; k = 10, as the old
-# statement-timeout-during-output test called it).  Needs a running cluster
-# with gpurec and a GPU.  In one fresh session: gpurec.devices() (CUDA
-# starts), then three calls with gpurec.timing; in another fresh session
-# three calls without devices() first.
+# test/bench/bench_first_call.sh: what a new session's first call costs more
+# than its later ones, in the calling backend's page faults.  In each of
+# SESSIONS (3) new sessions, cheapest_offers on PRODUCTS x 1,024 offers
+# (3,000: 3.07M) three times, with WORKERS parallel workers (the bench's
+# default: the cores less one) on DEVICE (gpu); per call the backend's
+# minor page faults (its threads' included: /proc/PID/stat), the read and
+# the join of the workers' columns (gpurec.timing).  Needs a running
+# cluster (PGHOST etc.) with gpurec installed, and psql's \! to read /proc
+# on the server's machine (run it there).
 set -euo pipefail
-offers=${OFFERS:-2000000}
-db=gpurec_bench_first
-export PGDATABASE=$db
+products=${PRODUCTS:-3000}
+sessions=${SESSIONS:-3}
+device=${DEVICE:-gpu}
+export PGDATABASE=gpurec_bench_first
 source "$(dirname "$0")/lib.sh"
-fresh_database
-q -c "CREATE UNLOGGED TABLE offers AS SELECT 1 + (random() * 199999)::bigint AS product_id, (random() * 999)::bigint AS store_id, round((random() * 1000)::numeric, 2) AS price FROM generate_series(1, $offers)" -c "VACUUM ANALYZE offers"
-call="SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 10)"
-echo "# a fresh session: devices() first, then three calls"
-q -c "SET gpurec.device = gpu" -c "SET gpurec.timing = on" -c '\timing on' -c "SELECT count(*) FROM gpurec.devices()" -c "$call" -c "$call" -c "$call" 2>&1 | grep -E 'Time|NOTICE' | sed 's/^/  /'
-echo "# a fresh session: three calls"
-q -c "SET gpurec.device = gpu" -c "SET gpurec.timing = on" -c '\timing on' -c "$call" -c "$call" -c "$call" 2>&1 | grep -E 'Time|NOTICE' | sed 's/^/  /'
+if [ "$(q -d postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$PGDATABASE'")" = 0 ]; then
+	fresh_database
+fi
+if [ "$(q -c "SELECT count(*) FROM pg_class WHERE relname = 'offers'")" = 0 ]; then
+	make_carts_data "$products" 1024 0 >/dev/null
+	allow_workers offers
+fi
+call="SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 1)"
+echo "# $(nproc) cores; $workers workers; gpurec.device = $device; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+for session in $(seq "$sessions"); do
+	psql -Xq 2>&1 <<SQL | grep -E '^faults|NOTICE|DETAIL' |
+$parallel SET gpurec.device = $device; SET gpurec.timing = on;
+SELECT pg_backend_pid() AS pid \gset
+\setenv PID :pid
+\! echo "faults \$(awk '{print \$10}' /proc/\$PID/stat)"
+$call;
+\! echo "faults \$(awk '{print \$10}' /proc/\$PID/stat)"
+$call;
+\! echo "faults \$(awk '{print \$10}' /proc/\$PID/stat)"
+$call;
+\! echo "faults \$(awk '{print \$10}' /proc/\$PID/stat)"
+SQL
+		awk -v session="$session" '
+			/^faults/ { if (n++) printf "session %d call %d: %d page faults, read %s ms, join %s ms\n", session, n - 1, $2 - last, read, join; last = $2 }
+			/NOTICE/ { match($0, /read [0-9.]+/); read = substr($0, RSTART + 5, RLENGTH - 5) }
+			/DETAIL/ { join = "-"; if (match($0, /(joined in|taken in) [0-9.]+/)) { s = substr($0, RSTART, RLENGTH); sub(/.* /, "", s); join = s } }'
+done

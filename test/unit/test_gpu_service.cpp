@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -384,6 +386,74 @@ TEST(GpuService, SharedAreaReservesFirstFitAndJoinsWhatComesBack)
 	EXPECT_EQ(area.in_use(), 0u);
 	/* what came back is joined: the whole area fits one reservation again */
 	EXPECT_EQ(area.reserve(size_t(16) << 12, &a), 0u);
+}
+
+/* A /proc/meminfo field, in its unit (kB or pages); 0 where absent. */
+long meminfo(const std::string &field)
+{
+	std::ifstream in("/proc/meminfo");
+	std::string name;
+	long value = 0;
+	while (in >> name >> value)
+	{
+		if (name == field + ":")
+			return value;
+		in.ignore(256, '\n');
+	}
+	return 0;
+}
+
+/* The kernel's page size, in kB, of the mapping holding `address` (/proc/self/smaps); 0 where not found. */
+long mapping_page_kb(const void *address)
+{
+	std::ifstream in("/proc/self/smaps");
+	std::string line;
+	auto at = reinterpret_cast<uintptr_t>(address);
+	bool inside = false;
+	while (std::getline(in, line))
+	{
+		unsigned long lo = 0, hi = 0;
+		if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find('-') < 17)
+			inside = at >= lo && at < hi;
+		else if (inside && line.rfind("KernelPageSize:", 0) == 0)
+			return std::stol(line.substr(15));
+	}
+	return 0;
+}
+
+/*
+ * The service's memory lies on the system's huge pages where it has
+ * enough free (rounded up to whole ones), else on ordinary pages; and it
+ * works either way, read and written through a second mapping of its fd as
+ * a backend maps it.  Which of the two runs depends on the host's
+ * vm.nr_hugepages: each is checked as it comes, and asking for more huge
+ * pages than are free always takes the ordinary ones.
+ */
+TEST(GpuService, SharedAreaOnHugePagesWhereThereAreEnough)
+{
+	long free_huge = meminfo("HugePages_Free"), huge_kb = meminfo("Hugepagesize");
+	bool enough = free_huge >= 2 && huge_kb == 2048;
+	for (bool huge : {true, false})
+	{
+		service::SharedArea area;
+		area.create(size_t(3) << 20, huge);
+		ASSERT_NE(area.base(), nullptr);
+		bool expected = huge && enough;
+		EXPECT_EQ(area.on_huge_pages(), expected) << "free huge pages " << free_huge << " of " << huge_kb << " kB";
+		EXPECT_EQ(area.bytes(), expected ? size_t(4) << 20 : size_t(3) << 20);
+		EXPECT_EQ(mapping_page_kb(area.base()), expected ? 2048 : 4);
+		uint8_t *other = service::wire::map_shared(area.fd(), area.bytes(), true);
+		for (size_t at = 0; at < area.bytes(); at += 4096)
+			area.base()[at] = static_cast<uint8_t>(at >> 12);
+		for (size_t at = 0; at < area.bytes(); at += 4096)
+			ASSERT_EQ(other[at], static_cast<uint8_t>(at >> 12)) << at;
+		service::wire::unmap_shared(other, area.bytes());
+	}
+	/* more than the free huge pages: ordinary ones (the memfd is sparse: nothing of it is touched here) */
+	service::SharedArea beyond;
+	beyond.create(static_cast<size_t>(free_huge + 1) << 21, true);
+	EXPECT_FALSE(beyond.on_huge_pages());
+	EXPECT_EQ(beyond.bytes(), static_cast<size_t>(free_huge + 1) << 21);
 }
 
 TEST(GpuService, SharedAreaLeasesGoBackWithTheirLastHolder)
