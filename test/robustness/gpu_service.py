@@ -337,6 +337,34 @@ def gpus_setting():
           "cannot be changed" in (r.stderr or ""), f"{r}")
 
 
+def free_huge_pages():
+    """The system's free huge pages of 2 MB (/proc/meminfo); 0 where its huge pages are of another size."""
+    fields = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            fields[name] = int(rest.split()[0])
+    return fields.get("HugePages_Free", 0) if fields.get("Hugepagesize") == 2048 else 0
+
+
+def memory_pages_logged(cluster, service_memory_mb, free_before, tag):
+    """The service's log line says what pages its shared memory went on: huge pages where the host had
+    plenty free (vm.nr_hugepages, beyond PostgreSQL's own), ordinary ones where it had too few."""
+    logged = re.compile(r"(\d+) MB of shared memory on (2 MB huge pages|4 kB pages)")
+    wait_for(lambda: logged.search(cluster.log()))
+    line = logged.search(cluster.log())
+    needed = service_memory_mb // 2 + 1
+    if not line:
+        ok = False
+    elif free_before >= needed + 256:
+        ok = line.group(2) == "2 MB huge pages"
+    elif free_before < needed:
+        ok = line.group(2) == "4 kB pages"
+    else:
+        ok = True  # PostgreSQL's own shared memory may have taken what the service needed
+    check(f"service-memory-pages{tag}", ok, f"free huge pages before the start {free_before}: {line and line.group(0)}")
+
+
 def parallel_reads_in_place(service_memory_mb=160):
     """A parallel read whose call goes to the service: its workers and the calling backend write their
     chunks into a lease of the service's shared memory, which the call reads where they are.  Answers
@@ -345,9 +373,11 @@ def parallel_reads_in_place(service_memory_mb=160):
     shared memory for the whole input (service_memory_mb 24), what does not fit comes the usual way."""
     whole = service_memory_mb >= 160
     tag = "" if whole else "-lease-too-small"
+    free_before = free_huge_pages()
     cluster = Cluster(settings_for({"gpurec.service_memory": str(service_memory_mb), "max_worker_processes": "16",
                                     "max_parallel_workers": "8"}))
     try:
+        memory_pages_logged(cluster, service_memory_mb, free_before, tag)
         db = robust_lib.Database("service_lease" + tag.replace("-", "_"))
         try:
             db.sql("""
