@@ -28,6 +28,7 @@
 #include "../../src/column_chunks.hpp"
 #include "../../src/id_column.hpp"
 #include "../../src/number_column.hpp"
+#include "proc_smaps.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {
@@ -1052,36 +1053,6 @@ TEST(ChunkMemory, GiveBackPagesEmptiesOnlyWholePagesInside)
 	munmap(mapped, bytes);
 }
 
-/* The VmFlags line of /proc/self/smaps for the mapping that holds `at` ("" when none does). */
-std::string vm_flags_at(const void *at)
-{
-	std::FILE *smaps = std::fopen("/proc/self/smaps", "r");
-	if (smaps == nullptr)
-		return "";
-	auto address = reinterpret_cast<uintptr_t>(at);
-	char line[512];
-	bool inside = false;
-	std::string flags;
-	while (std::fgets(line, sizeof line, smaps))
-	{
-		unsigned long long begin, end;
-		if (std::sscanf(line, "%llx-%llx ", &begin, &end) == 2 && std::strchr(line, ':') != nullptr &&
-			std::strncmp(line, "VmFlags", 7) != 0)
-		{
-			char *dash = std::strchr(line, '-');
-			if (dash != nullptr && dash < std::strchr(line, ' '))
-				inside = address >= begin && address < end;
-		}
-		else if (inside && std::strncmp(line, "VmFlags:", 8) == 0)
-		{
-			flags = line + 8;
-			break;
-		}
-	}
-	std::fclose(smaps);
-	return flags;
-}
-
 /*
  * A column's first chunk leaves its first 2 MiB on small pages (no huge
  * page advice there), the rest of it and every later chunk advised onto
@@ -1095,7 +1066,8 @@ TEST(ChunkMemory, FirstChunkStartsOnSmallPages)
 	first[0] = 1;
 	first[kHuge] = 1;
 	later[0] = 1;
-	std::string small = vm_flags_at(first), rest = vm_flags_at(first + kHuge), whole = vm_flags_at(later);
+	std::string small = smaps_field(first, "VmFlags"), rest = smaps_field(first + kHuge, "VmFlags"),
+				whole = smaps_field(later, "VmFlags");
 	ASSERT_FALSE(small.empty());
 	EXPECT_EQ(small.find(" hg"), std::string::npos) << small;
 	EXPECT_NE(rest.find(" hg"), std::string::npos) << rest;

@@ -31,6 +31,7 @@
 #include "../../src/number_column.hpp"
 #include "../../src/roc_fitness.hpp"
 #include "cart_answers.hpp"
+#include "proc_smaps.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {
@@ -403,24 +404,6 @@ long meminfo(const std::string &field)
 	return 0;
 }
 
-/* The kernel's page size, in kB, of the mapping holding `address` (/proc/self/smaps); 0 where not found. */
-long mapping_page_kb(const void *address)
-{
-	std::ifstream in("/proc/self/smaps");
-	std::string line;
-	auto at = reinterpret_cast<uintptr_t>(address);
-	bool inside = false;
-	while (std::getline(in, line))
-	{
-		unsigned long lo = 0, hi = 0;
-		if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find('-') < 17)
-			inside = at >= lo && at < hi;
-		else if (inside && line.rfind("KernelPageSize:", 0) == 0)
-			return std::stol(line.substr(15));
-	}
-	return 0;
-}
-
 /*
  * The service's memory lies on the system's huge pages where it has
  * enough free (rounded up to whole ones), else on ordinary pages; and it
@@ -441,7 +424,7 @@ TEST(GpuService, SharedAreaOnHugePagesWhereThereAreEnough)
 		bool expected = huge && enough;
 		EXPECT_EQ(area.on_huge_pages(), expected) << "free huge pages " << free_huge << " of " << huge_kb << " kB";
 		EXPECT_EQ(area.bytes(), expected ? size_t(4) << 20 : size_t(3) << 20);
-		EXPECT_EQ(mapping_page_kb(area.base()), expected ? 2048 : 4);
+		EXPECT_EQ(std::atol(smaps_field(area.base(), "KernelPageSize").c_str()), expected ? 2048 : 4);
 		uint8_t *other = service::wire::map_shared(area.fd(), area.bytes(), true);
 		for (size_t at = 0; at < area.bytes(); at += 4096)
 			area.base()[at] = static_cast<uint8_t>(at >> 12);
