@@ -394,6 +394,17 @@ struct UserBoxes
 /* Entries per tile of UserBoxes: a warp's lanes. */
 constexpr int kTileEntries = 32;
 
+/*
+ * What the service's queue asks for the boxes (geo_kernels.hpp) covers a
+ * user's share of UserBoxes: its slots, as many entries, its count and
+ * home_entry, and its entries' share of the tiles.
+ */
+static_assert(kBoundedBytesPerUser >=
+				  2 * kUserBoxes * static_cast<int64_t>(sizeof(Box) + sizeof(double) + sizeof(int32_t)) +
+					  2 * static_cast<int64_t>(sizeof(int32_t)) +
+					  (kUserBoxes * static_cast<int64_t>(sizeof(Box) + sizeof(double)) + kTileEntries - 1) / kTileEntries,
+			  "kBoundedBytesPerUser must cover a user's share of UserBoxes");
+
 __device__ __forceinline__ Box load_box(const Box *box)
 {
 	return Box{__ldg(&box->x_lo), __ldg(&box->x_hi), __ldg(&box->y_lo), __ldg(&box->y_hi)};

@@ -392,15 +392,13 @@ GeoWorkResult result_of(const std::vector<uint8_t> &bytes, const GeoWork &work, 
 
 /*
  * GPU memory a call needs, for the service's queue: the points and their
- * grouping, candidates, results, and a bounded search's boxes (up to 4 a
- * user, each held twice, as the user's and as an entry: 44 bytes each).
+ * grouping, candidates, results, and a bounded search's boxes.
  */
 int64_t device_bytes(const GeoRows &points, const GeoCandidateSet *cands, const GeoWork &work)
 {
-	constexpr int64_t kBoxesBytesPerUser = 2 * 4 * 44 + 8;
 	auto n = static_cast<int64_t>(points.codes.size()), users = static_cast<int64_t>(points.user_ids.size());
 	int64_t candidates = cands ? static_cast<int64_t>(cands->size()) : 0;
-	int64_t boxes = work.kind == GeoWork::Kind::SimilarUsers && gpu_bounded(points, work) ? kBoxesBytesPerUser : 0;
+	int64_t boxes = work.kind == GeoWork::Kind::SimilarUsers && gpu_bounded(points, work) ? gpu::kBoundedBytesPerUser : 0;
 	return n * 48 + users * (32 + 16 * std::max<int64_t>(1, work.kept) + boxes) +
 		   candidates * 24 * static_cast<int64_t>(std::max<size_t>(1, work.powers.size()));
 }

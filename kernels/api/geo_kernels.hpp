@@ -85,6 +85,8 @@ void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int
  * compared; all_pairs: every pair of the users searched.
  */
 constexpr int kMostBoundedOthers = 32;
+/* GPU memory a bounded search's boxes take, at most, per user (kernels/geo.cu checks it against its layout). */
+constexpr int64_t kBoundedBytesPerUser = 2 * 4 * 44 + 8 + 8;
 void geo_similar_users_bounded(GeoSession &session, int k, double epsilon, int part, int parts, bool give_up,
 							   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs,
 							   double &all_pairs);
