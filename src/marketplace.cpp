@@ -410,7 +410,8 @@ bool codes_agree_with_counts(const ChunkedColumn<int32_t> &codes, const std::vec
 {
 	constexpr size_t kBlockRows = size_t(1) << 16;
 	size_t n = codes.size(), n_products = counts.size();
-	size_t threads = parallel_workers((n + kBlockRows - 1) / kBlockRows, ctx);
+	/* at least one: no rows (an empty query) still compares every product's count, all 0 */
+	size_t threads = std::max<size_t>(1, parallel_workers((n + kBlockRows - 1) / kBlockRows, ctx));
 	bool own_counts = n_products * threads <= n;
 	std::vector<std::vector<int64_t>> counted(own_counts ? threads : 1, std::vector<int64_t>(n_products, 0));
 	std::atomic<bool> out_of_range{false};

@@ -192,6 +192,24 @@ def identical_answers(db):
     s.close()
 
 
+def empty_inputs(db, service_pid):
+    """Every function the service runs, its inner queries returning no rows: the CPU's answer (no rows, or
+    the same error), and the service still the one that started (an empty cheapest_offers crashed it)."""
+    s = db.session()
+    for name, call in CALLS.items():
+        empty = re.sub(r"FROM (population|examples|points|candidates|holdout|offers|carts|shipping)'",
+                       r"FROM \1 WHERE false'", call)
+        s.run("SET gpurec.device = 'cpu';")
+        cpu = s.run(empty + ";")
+        s.run("SET gpurec.device = 'gpu';")
+        gpu = s.run(empty + ";")
+        check(f"service-empty-input-{name}", empty != call and gpu.rows == cpu.rows and
+              gpu.sqlstates() == cpu.sqlstates(), f"cpu {cpu.describe()[:300]} gpu {gpu.describe()[:300]}")
+    pids = {r[4] for r in devices(s)}
+    check("service-empty-inputs-no-restart", pids == {service_pid}, f"service pids {pids}, started as {service_pid}")
+    s.close()
+
+
 def devices_view(db, expected_ids):
     s = db.session()
     rows = devices(s)
@@ -453,8 +471,9 @@ def body():
             expected = list(range(STAND_INS)) if not REAL_GPUS else None
             if expected is None:
                 expected = [int(r[0]) for r in db.sql("SELECT device_id FROM gpurec.devices() ORDER BY 1")]
-            devices_view(db, expected)
+            service_pid = devices_view(db, expected)
             identical_answers(db)
+            empty_inputs(db, service_pid)
             fault_and_errors(db)
             queue_and_cancel(db)
             kill_service(db, cluster)
