@@ -409,6 +409,15 @@ def workers_read(notices):
 def check_parallel(key_type, devices):
     """Each process of a parallel read codes its own rows; the call's codes must come out as one read's."""
     ids = make_marketplace(key_type)
+    # Random carts may all sit at their cheapest stores, and an empty answer
+    # would agree with any read: one line always has a cheaper store.  0.5
+    # is below every generated price, so only store s1 offers it.
+    p = ids["product_id"].pick()
+    s1, s2 = rng.sample(ids["store_id"].keys, 2)
+    c = ids["cart_id"].pick()
+    sql(f"""INSERT INTO offers VALUES ({p[0]}, {p[1]}, {quote(s1)}, {ids['store_id'].integer[s1]}, 0.5),
+                          ({p[0]}, {p[1]}, {quote(s2)}, {ids['store_id'].integer[s2]}, 10);
+INSERT INTO carts VALUES ({c[0]}, {c[1]}, {p[0]}, {p[1]}, {quote(s2)}, {ids['store_id'].integer[s2]}, 1);""")
     sql("""DROP TABLE IF EXISTS offers_big, points_big;
 CREATE TABLE offers_big AS SELECT product_key, store_key, price + g % 7 AS price FROM offers, generate_series(1, 120) g;
 ANALYZE offers_big;""")
