@@ -447,14 +447,33 @@ __device__ __forceinline__ double box_gap_square(const Box &a, double a_cos, con
 	}
 }
 
+/* cos_lo of a box slot where the metric needs it (haversine); 0 for euclidean, never loaded. */
+template <Metric M>
+__device__ __forceinline__ double box_cos(const double *cos_lo, long long slot)
+{
+	return M == Metric::Haversine ? __ldg(cos_lo + slot) : 0.0;
+}
+
+/*
+ * Whether a box of `points` points whose squared gap from another user's
+ * points is at least gap_square bounds the floored sum above `over`: its
+ * term alone, lowered by the margin, squared on both sides.
+ */
+__device__ __forceinline__ bool term_over(double points, double gap_square, double epsilon, double over)
+{
+	double over_square = (over / kBoundMargin) * (over / kBoundMargin);
+	return points * points * fmax(gap_square, epsilon * epsilon) > over_square;
+}
+
 /* A user's boxes, in registers: unused ones repeat the first and count no points. */
 template <Metric M>
 struct RegisterBoxes
 {
 	Box box[kUserBoxes];
 	double cos_lo[kUserBoxes], points[kUserBoxes];
-
-	int main_box = 0;
+	/* the first box of the most points, chosen once (build_boxes' home entries too): a register array takes no index known only at run time */
+	Box main_box;
+	double main_cos, main_points;
 
 	__device__ __forceinline__ RegisterBoxes(const UserBoxes &boxes, int32_t u)
 	{
@@ -466,21 +485,18 @@ struct RegisterBoxes
 			box[i] = boxes.box[slot];
 			cos_lo[i] = M == Metric::Haversine ? boxes.cos_lo[slot] : 0.0;
 			points[i] = i < n ? boxes.points[slot] : 0.0;
-			if (points[i] > points[main_box])
-				main_box = i;
 		}
+		main_box = box[0], main_cos = cos_lo[0], main_points = points[0];
+#pragma unroll
+		for (int i = 1; i < kUserBoxes; ++i)
+			if (points[i] > main_points)
+				main_box = box[i], main_cos = cos_lo[i], main_points = points[i];
 	}
 
 	/* The square of the least gap from the main box to `other`. */
 	__device__ __forceinline__ double main_gap_square(const Box &other, double other_cos) const
 	{
-		Box mine = box[0];
-		double mine_cos = cos_lo[0];
-#pragma unroll
-		for (int i = 1; i < kUserBoxes; ++i)
-			if (i == main_box)
-				mine = box[i], mine_cos = cos_lo[i];
-		return box_gap_square<M>(mine, mine_cos, other, other_cos);
+		return box_gap_square<M>(main_box, main_cos, other, other_cos);
 	}
 
 	/*
@@ -490,13 +506,7 @@ struct RegisterBoxes
 	 */
 	__device__ __forceinline__ bool main_term_over(double gap_square, double epsilon, double over) const
 	{
-		double n = points[0];
-#pragma unroll
-		for (int i = 1; i < kUserBoxes; ++i)
-			if (i == main_box)
-				n = points[i];
-		double over_square = (over / kBoundMargin) * (over / kBoundMargin);
-		return n * n * fmax(gap_square, epsilon * epsilon) > over_square;
+		return term_over(main_points, gap_square, epsilon, over);
 	}
 
 	/*
@@ -512,8 +522,7 @@ struct RegisterBoxes
 			if (other == j)
 				continue;
 			int slot = b * kUserBoxes + other;
-			double g = main_gap_square(load_box(boxes.box + slot),
-									   M == Metric::Haversine ? __ldg(boxes.cos_lo + slot) : 0.0);
+			double g = main_gap_square(load_box(boxes.box + slot), box_cos<M>(boxes.cos_lo, slot));
 			if (g < gap_square || (g == gap_square && other < j))
 				return false;
 		}
@@ -539,15 +548,14 @@ struct RegisterBoxes
 		{
 			int slot = b * kUserBoxes + j;
 			Box other = load_box(boxes.box + slot);
-			double other_cos = M == Metric::Haversine ? __ldg(boxes.cos_lo + slot) : 0.0;
+			double other_cos = box_cos<M>(boxes.cos_lo, slot);
 #pragma unroll
 			for (int i = 0; i < kUserBoxes; ++i)
 				least[i] = fmin(least[i], box_gap_square<M>(box[i], cos_lo[i], other, other_cos));
 		}
-		double floor_square = epsilon * epsilon, over_square = (over / kBoundMargin) * (over / kBoundMargin);
 #pragma unroll
 		for (int i = 0; i < kUserBoxes; ++i)
-			if (points[i] * points[i] * fmax(least[i], floor_square) > over_square)
+			if (term_over(points[i], least[i], epsilon, over))
 				return true;
 		double sum = 0.0;
 #pragma unroll
@@ -753,10 +761,10 @@ __global__ void __launch_bounds__(kBlock)
 			long long out = (step + 1) >> 1;
 			tile = ((step & 1) ? home + out : home - out) % boxes.tiles;
 			tile += tile < 0 ? boxes.tiles : 0;
-			near = size < k || !a_boxes.main_term_over(
-									a_boxes.main_gap_square(load_box(boxes.tile_box + tile),
-															M == Metric::Haversine ? __ldg(boxes.tile_cos + tile) : 0.0),
-									epsilon, over);
+			near = size < k ||
+				   !a_boxes.main_term_over(
+					   a_boxes.main_gap_square(load_box(boxes.tile_box + tile), box_cos<M>(boxes.tile_cos, tile)),
+					   epsilon, over);
 		}
 		for (unsigned nears = __ballot_sync(kAll, near); nears; nears &= nears - 1)
 		{
@@ -767,8 +775,7 @@ __global__ void __launch_bounds__(kBlock)
 			{
 				int32_t slot = __ldg(boxes.entry_slot + e);
 				b = slot / kUserBoxes;
-				double gap = a_boxes.main_gap_square(load_box(boxes.entry_box + e),
-													 M == Metric::Haversine ? __ldg(boxes.entry_cos + e) : 0.0);
+				double gap = a_boxes.main_gap_square(load_box(boxes.entry_box + e), box_cos<M>(boxes.entry_cos, e));
 				listed = b != a && (size < k || !a_boxes.main_term_over(gap, epsilon, over)) &&
 						 a_boxes.lists_its_user(boxes, b, slot % kUserBoxes, gap) &&
 						 (size < k || !a_boxes.rule_out(boxes, b, epsilon, over));
@@ -1723,6 +1730,15 @@ void GeoSession::build_boxes()
 	std::vector<Box> entry_box(entries), tile_box(tiles, Box{INFINITY, -INFINITY, INFINITY, -INFINITY});
 	std::vector<double> entry_cos(entries), tile_cos(tiles, INFINITY);
 	std::vector<int32_t> entry_slot(entries), home_entry(n_users_, 0);
+	/* each user's main box: the first of most points, as RegisterBoxes chooses it */
+	std::vector<int32_t> main_slot(n_users_);
+	for (int32_t u = 0; u < n_users_; ++u)
+	{
+		main_slot[u] = u * kUserBoxes;
+		for (int j = 1; j < count[u]; ++j)
+			if (points[u * kUserBoxes + j] > points[main_slot[u]])
+				main_slot[u] = u * kUserBoxes + j;
+	}
 	for (size_t e = 0; e < entries; ++e)
 	{
 		auto slot = static_cast<int32_t>(keyed[e] & 0xFFFFFFFFu);
@@ -1734,12 +1750,7 @@ void GeoSession::build_boxes()
 		t = Box{std::min(t.x_lo, box[slot].x_lo), std::max(t.x_hi, box[slot].x_hi), std::min(t.y_lo, box[slot].y_lo),
 				std::max(t.y_hi, box[slot].y_hi)};
 		tile_cos[e / kTileEntries] = std::min(tile_cos[e / kTileEntries], cos_lo[slot]);
-		/* the main box: the first of most points */
-		int32_t main_slot = u * kUserBoxes;
-		for (int j = 1; j < count[u]; ++j)
-			if (points[u * kUserBoxes + j] > points[main_slot])
-				main_slot = u * kUserBoxes + j;
-		if (slot == main_slot)
+		if (slot == main_slot[u])
 			home_entry[u] = static_cast<int32_t>(e);
 	}
 	index->entry_box = DeviceBuffer<Box>(entries, ctx_);
