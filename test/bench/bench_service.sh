@@ -3,7 +3,9 @@
 # in one run, on a machine with GPUs.  Starts two clusters of its own: one
 # with gpurec in shared_preload_libraries (the service) and one without
 # (every backend its own CUDA context), with the same data.
-#   new session: a fresh backend's first call against the same call warm
+#   new session: a fresh backend's first call against the same call warm, and
+#   for roc_fitness and cheapest_offers plain SQL reading the same rows (a
+#   line "... plain SQL: new session ..."): PostgreSQL's own first query
 #   devices: cpu, gpu and auto for roc_fitness, similar_users, cheapest_offers
 #   (PRODUCTS x PER_PRODUCT offers; 0: none) and optimize_carts (CARTS carts of
 #   10 lines over those offers; 0: none) at three sizes each: auto's target is
@@ -87,6 +89,9 @@ similar() { echo "SELECT count(*) FROM gpurec.similar_users('SELECT user_id, x, 
 cheapest() { echo "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE product_id <= $1', 1)"; }
 similarity() { echo "SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM geo_points', 0)"; }
 strength() { echo "SELECT count(*) FROM gpurec.predict_strength('SELECT user_id, x, y FROM geo_points', 0, 'SELECT candidate_id, x, y FROM candidates')"; }
+# plain SQL reading the same rows: what PostgreSQL's own first query in a new backend costs beside a warm one
+roc_reference() { echo "SELECT sum(cardinality(scores)) FROM population WHERE individual_id <= $1"; }
+cheapest_reference() { echo "SELECT sum(price) FROM offers WHERE product_id <= $1"; }
 optimize() { echo "SELECT count(*) FROM gpurec.optimize_carts('SELECT cart_id, product_id, quantity FROM carts WHERE cart_id <= $1', 'SELECT product_id, store_id, price FROM offers', 'SELECT store_id, fee, free_from FROM shipping')"; }
 
 # three_devices LABEL FUNCTION SIZE SQL [DEVICES]: new session and warm on cpu, gpu and auto (or DEVICES)
@@ -103,14 +108,23 @@ three_devices() {
 		grep -oP '(device gpu, read .*|Read: .*|GPU service: .*)' | paste - - | sed "s/^/$label $what $size gpu, first then second call: /" || true
 }
 
+# reference_sessions LABEL FUNCTION SIZE SQL: plain SQL's new session and warm, beside three_devices' lines
+reference_sessions() {
+	local times
+	read -r -a times <<<"$(new_and_warm 5 "$4" "$parallel")"
+	echo "$1 $2 $3 plain SQL: new session ${times[0]} ms, warm ${times[1]} ms"
+}
+
 devices_and_sessions() { # devices_and_sessions LABEL: cpu/gpu/auto at three sizes, new session vs warm
 	local label=$1 n sql device
 	for n in $((individuals / 100)) $((individuals / 10)) $individuals; do
 		three_devices "$label" roc_fitness "${n}x$examples" "$(roc "$n")"
+		reference_sessions "$label" roc_fitness "${n}x$examples" "$(roc_reference "$n")"
 	done
 	if [ "$products" -gt 0 ]; then
 		for n in $((products / 100)) $((products / 10)) $products; do
 			three_devices "$label" cheapest_offers "$((n * per_product))" "$(cheapest "$n")"
+			reference_sessions "$label" cheapest_offers "$((n * per_product))" "$(cheapest_reference "$n")"
 		done
 		for n in $((carts / 100)) $((carts / 10)) $carts; do
 			[ "$n" -gt 0 ] && three_devices "$label" optimize_carts "${n}carts" "$(optimize "$n")"
