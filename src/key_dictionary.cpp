@@ -153,32 +153,42 @@ int64_t KeyDictionary::intern(const uint8_t *bytes, size_t size) noexcept
 	}
 }
 
+template <typename ValueOf>
+void KeyDictionary::intern_in_batches(size_t n, ValueOf value_of, int64_t *codes, const char *out_of_codes)
+{
+	constexpr size_t kBatch = 256, kAhead = 16;
+	for (size_t first = 0; first < n; first += kBatch)
+	{
+		size_t m = std::min(kBatch, n - first);
+		/* no rebuild amid the batch: a prefetched slot stays where it was */
+		make_room(m);
+		hashes_.resize(m);
+		for (size_t i = 0; i < m; ++i)
+		{
+			Probe probe = value_of(first + i);
+			hashes_[i] = hash_of(probe.bytes, probe.size, probe.head);
+		}
+		for (size_t i = 0; i < std::min(m, kAhead); ++i)
+			__builtin_prefetch(&table_[hashes_[i] & mask_]);
+		for (size_t i = 0; i < m; ++i)
+		{
+			if (i + kAhead < m)
+				__builtin_prefetch(&table_[hashes_[i + kAhead] & mask_]);
+			codes[first + i] = intern_hashed(value_of(first + i), hashes_[i]);
+			if (codes[first + i] < 0)
+				throw Error(sqlstate::out_of_memory, out_of_codes);
+		}
+	}
+}
+
 void KeyDictionary::intern_staged(std::vector<int64_t> &indices)
 {
-	size_t n = indices.size();
-	/* no rebuild amid the batch: a prefetched slot stays where it was */
-	make_room(n);
-	hashes_.resize(n);
-	for (size_t i = 0; i < n; ++i)
-	{
-		int64_t index = indices[i];
+	for (int64_t index : indices)
 		if (index < 0 || static_cast<size_t>(index) >= staged_.size())
 			throw Error(sqlstate::internal_error, "KeyDictionary: a staged value out of range");
-		Probe probe(staged_.value(index), staged_.value_size(index));
-		hashes_[i] = hash_of(probe.bytes, probe.size, probe.head);
-	}
-	constexpr size_t kAhead = 16;
-	for (size_t i = 0; i < std::min(n, kAhead); ++i)
-		__builtin_prefetch(&table_[hashes_[i] & mask_]);
-	for (size_t i = 0; i < n; ++i)
-	{
-		if (i + kAhead < n)
-			__builtin_prefetch(&table_[hashes_[i + kAhead] & mask_]);
-		Probe probe(staged_.value(indices[i]), staged_.value_size(indices[i]));
-		indices[i] = intern_hashed(probe, hashes_[i]);
-		if (indices[i] < 0)
-			throw Error(sqlstate::out_of_memory, "could not code the ids read: more than 2147483647 distinct ids");
-	}
+	intern_in_batches(
+		indices.size(), [&](size_t i) { return Probe(staged_.value(indices[i]), staged_.value_size(indices[i])); },
+		indices.data(), "could not code the ids read: more than 2147483647 distinct ids");
 	staged_.clear();
 }
 
@@ -222,15 +232,18 @@ std::vector<int64_t> KeyDictionary::intern_serialized(ByteReader &in)
 	auto n = in.get<uint64_t>();
 	if (n > in.remaining() / sizeof(uint32_t))
 		throw Error(sqlstate::internal_error, "KeyDictionary: a serialized count out of range");
-	std::vector<int64_t> codes(n);
+	/* where each value lies in the flat form, then the values interned in batches (intern_in_batches) */
+	std::vector<const uint8_t *> values(n);
+	std::vector<uint32_t> sizes(n);
 	for (uint64_t c = 0; c < n; ++c)
 	{
-		auto size = in.get<uint32_t>();
-		codes[c] = intern(in.take(size), size);
-		if (codes[c] < 0)
-			throw Error(sqlstate::out_of_memory, "could not code the ids of a parallel read: out of memory, or more "
-												 "than 2147483647 distinct ids");
+		sizes[c] = in.get<uint32_t>();
+		values[c] = in.take(sizes[c]);
 	}
+	std::vector<int64_t> codes(n);
+	intern_in_batches(
+		n, [&](size_t i) { return Probe(values[i], sizes[i]); }, codes.data(),
+		"could not code the ids of a parallel read: out of memory, or more than 2147483647 distinct ids");
 	return codes;
 }
 

@@ -227,6 +227,14 @@ class KeyDictionary
 	void make_room(size_t more);
 	/* intern() of a probe whose hash is h, the table with room for it; -1 past the codes' limit. */
 	int64_t intern_hashed(const Probe &probe, uint64_t h);
+	/*
+	 * codes[i] = the code of value_of(i) (a Probe), new values interned in
+	 * order, for i < n: in batches whose slots are prefetched a few ahead,
+	 * so that their misses of the core's cache overlap.  ERROR 53200 with
+	 * message out_of_codes past the codes' limit.
+	 */
+	template <typename ValueOf>
+	void intern_in_batches(size_t n, ValueOf value_of, int64_t *codes, const char *out_of_codes);
 
 	std::vector<uint8_t> bytes_;
 	std::vector<uint64_t> offsets_{0};

@@ -116,6 +116,43 @@ TEST(KeyDictionary, StagedBatchesTakeTheCodesOfOneByOne)
 	}
 }
 
+TEST(KeyDictionary, SerializedValuesTakeTheCodesOfOneByOne)
+{
+	/*
+	 * A parallel read's calling backend interns each worker's dictionary in
+	 * its flat form (serialize, intern_serialized), in batches: the codes
+	 * must be those of interning each value in turn, into a dictionary that
+	 * already holds some of them; thousands of values, so that batches end
+	 * amid a part.
+	 */
+	std::mt19937_64 rng = seeded_rng();
+	KeyDictionary call, one_by_one;
+	for (int part = 0; part < 6; ++part)
+	{
+		KeyDictionary worker;
+		std::vector<std::string> values;
+		size_t n = rng() % 3000;
+		for (size_t i = 0; i < n; ++i)
+		{
+			std::string v = random_value(rng) + std::to_string(rng() % 2000);
+			if (worker.intern(bytes_of(v), v.size()) == static_cast<int64_t>(values.size()))
+				values.push_back(v);
+		}
+		std::vector<uint8_t> flat = written_bytes([&](ByteWriter &w) { worker.serialize(w); });
+		ByteReader in(flat.data(), flat.size());
+		std::vector<int64_t> codes = call.intern_serialized(in);
+		EXPECT_TRUE(in.at_end());
+		ASSERT_EQ(codes.size(), values.size());
+		for (size_t i = 0; i < values.size(); ++i)
+		{
+			ASSERT_EQ(codes[i], one_by_one.intern(bytes_of(values[i]), values[i].size()))
+				<< "part " << part << ", value " << i;
+			ASSERT_EQ(value_at(call, codes[i]), values[i]);
+		}
+		ASSERT_EQ(call.size(), one_by_one.size());
+	}
+}
+
 TEST(KeyBytes, HoldsEveryValueAsItCameUntilCleared)
 {
 	std::mt19937_64 rng = seeded_rng();
