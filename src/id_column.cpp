@@ -548,12 +548,26 @@ bool IdColumn::add_parts_of_ids_as_codes(const std::vector<PartDictionary> &part
 	return true;
 }
 
-void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &run, bool take_chunks)
+void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &run, bool take_chunks,
+							const IdRewrite &rewrite)
 {
 	std::vector<PartDictionary> dictionaries;
 	dictionaries.reserve(parts.size());
 	for (ByteReader &in : parts)
 		dictionaries.push_back(read_dictionary(in));
+	/* the rewritten ids of each part's dictionary, held here: a part's bytes are read in place, never written */
+	std::vector<std::vector<int64_t>> rewritten(rewrite ? parts.size() : 0);
+	for (size_t p = 0; p < rewritten.size(); ++p)
+	{
+		PartDictionary &part = dictionaries[p];
+		if (part.ids_as_codes) /* entry d is the id d: such a part keeps its ids */
+			continue;
+		rewritten[p].resize(part.entries);
+		if (part.entries > 0)
+			std::memcpy(rewritten[p].data(), part.values, part.entries * sizeof(int64_t));
+		rewrite(rewritten[p].data(), part.entries);
+		part.values = reinterpret_cast<const uint8_t *>(rewritten[p].data());
+	}
 	if (ids_as_codes_ &&
 		std::all_of(dictionaries.begin(), dictionaries.end(), [](const PartDictionary &part) { return part.ids_as_codes; }) &&
 		add_parts_of_ids_as_codes(dictionaries, parts, run, take_chunks))

@@ -19,6 +19,14 @@
 namespace gpurec {
 
 /*
+ * Rewrites n ids of a part's dictionary in place, before they join a
+ * column's (IdColumn::append_parts): distinct ids must stay distinct.  A
+ * parallel read's uuid and text ids take the call's codes there
+ * (CallKeys::to_lane_zero), so that the workers' dictionaries join as one.
+ */
+using IdRewrite = std::function<void(int64_t *ids, size_t n)>;
+
+/*
  * An integer id column, dictionary-encoded while it is read: each row holds a
  * dense code 0..n_distinct-1 in order of first appearance, so that engines
  * group by plain array indexing (on the CPU and on the GPU alike).
@@ -160,7 +168,8 @@ class IdColumn
 	 * together: no id is interned one by one, and the column comes out
 	 * numbered in id order, so number_in_id_order has nothing left to do.
 	 */
-	void append_parts(std::vector<ByteReader> &parts, const PieceRunner &run = run_serially, bool take_chunks = false);
+	void append_parts(std::vector<ByteReader> &parts, const PieceRunner &run = run_serially, bool take_chunks = false,
+					  const IdRewrite &rewrite = nullptr);
 
   private:
 	/*

@@ -172,7 +172,8 @@ void InputTable::append_serialized(ByteReader &in, const PieceRunner &run)
 	in = parts.front();
 }
 
-void InputTable::append_parts(std::vector<ByteReader> &parts, const PieceRunner &run)
+void InputTable::append_parts(std::vector<ByteReader> &parts, const PieceRunner &run,
+							  const std::function<void(size_t column, int64_t *ids, size_t n)> &rewrite)
 {
 	bool take_chunks = std::none_of(columns_.begin(), columns_.end(), [](const AnyColumn &column) {
 		return std::holds_alternative<FloatArrayColumn>(column);
@@ -186,8 +187,9 @@ void InputTable::append_parts(std::vector<ByteReader> &parts, const PieceRunner 
 		counted.emplace_back(rows, in.get<uint64_t>());
 	}
 	/* column by column, each part's in turn: every column places the parts' rows alike */
-	for (AnyColumn &column : columns_)
+	for (size_t index = 0; index < columns_.size(); ++index)
 	{
+		AnyColumn &column = columns_[index];
 		for (ByteReader &in : parts)
 			if (in.get<uint8_t>() != column.index())
 				throw Error(sqlstate::internal_error, "InputTable: a serialized column of another kind");
@@ -195,7 +197,9 @@ void InputTable::append_parts(std::vector<ByteReader> &parts, const PieceRunner 
 			[&](auto &c) {
 				using Column = std::decay_t<decltype(c)>;
 				if constexpr (std::is_same_v<Column, IdColumn>)
-					c.append_parts(parts, run, take_chunks);
+					c.append_parts(parts, run, take_chunks,
+								   rewrite ? IdRewrite([&](int64_t *ids, size_t n) { rewrite(index, ids, n); })
+										   : IdRewrite());
 				else if constexpr (std::is_same_v<Column, FloatArrayColumn>)
 					for (ByteReader &in : parts)
 						c.append_serialized(in, run);

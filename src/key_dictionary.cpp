@@ -372,6 +372,13 @@ int64_t CallKeys::code_of(const std::vector<const std::vector<int64_t> *> &lanes
 	return (*codes)[static_cast<size_t>(code)];
 }
 
+void CallKeys::to_lane_zero(const std::string &name, int64_t *values, size_t n, int64_t stride) const
+{
+	std::vector<const std::vector<int64_t> *> lanes = lanes_of(name, stride);
+	for (size_t i = 0; i < n; ++i)
+		values[i] = values[i] < 0 ? values[i] : code_of(lanes, values[i], stride) * stride;
+}
+
 void CallKeys::recode_lanes(const std::string &name, IdColumn &column, int64_t stride, const PieceRunner &run)
 {
 	std::vector<const std::vector<int64_t> *> lanes = lanes_of(name, stride);

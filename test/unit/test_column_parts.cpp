@@ -302,6 +302,84 @@ TEST(ColumnParts, IdColumnPartsAtOnceAsIfPushedInOrder)
 	}
 }
 
+TEST(IdColumnParts, RewrittenDictionariesJoinAsOne)
+{
+	/*
+	 * A parallel read's uuid or text ids: each worker (lane l of stride s)
+	 * holds its own code c of a key as c * s + l, its codes numbered as the
+	 * keys came to it; the calling backend rewrites each part's dictionary
+	 * to the call's code of the key times s (CallKeys::to_lane_zero) as the
+	 * parts join.  The column must come out holding, row by row, the key's
+	 * call code times s, with one distinct id per key however many parts
+	 * held it, and the rows' counts summed; keys dense and sparse against
+	 * the stride, NULLs' fallback (-1) kept.
+	 */
+	auto rng = seeded_rng();
+	for (int round = 0; round < 12; ++round)
+	{
+		int64_t stride = round % 2 == 0 ? 4 : 32;
+		size_t keys = 1 + rng() % (round % 3 == 0 ? 40000 : 500);
+		size_t parts = 1 + rng() % 12;
+		std::vector<int64_t> call_code(keys); /* the call's code of each key: any distinct numbers */
+		for (size_t k = 0; k < keys; ++k)
+			call_code[k] = static_cast<int64_t>(k);
+		std::shuffle(call_code.begin(), call_code.end(), rng);
+		std::vector<std::vector<uint8_t>> bytes;
+		std::vector<std::vector<int64_t>> local_key; /* per part: its code c's key */
+		std::vector<int64_t> expected;
+		for (size_t p = 0; p < parts; ++p)
+		{
+			int64_t lane = 1 + static_cast<int64_t>(p % static_cast<size_t>(stride - 1));
+			std::map<size_t, int64_t> code_of_key;
+			local_key.emplace_back();
+			IdColumn part;
+			size_t rows = rng() % 30000;
+			for (size_t r = 0; r < rows; ++r)
+			{
+				if (rng() % 50 == 0)
+				{
+					part.push_back(-1);
+					expected.push_back(-1);
+					continue;
+				}
+				size_t key = rng() % keys;
+				auto [it, added] = code_of_key.emplace(key, static_cast<int64_t>(local_key.back().size()));
+				if (added)
+					local_key.back().push_back(static_cast<int64_t>(key));
+				part.push_back(it->second * stride + lane);
+				expected.push_back(call_code[key] * stride);
+			}
+			bytes.push_back(written_bytes([&](ByteWriter &w) { part.serialize(w); }));
+		}
+		std::vector<ByteReader> readers;
+		for (const std::vector<uint8_t> &b : bytes)
+			readers.emplace_back(b.data(), b.size());
+		IdColumn joined;
+		size_t rewritten_part = 0;
+		joined.append_parts(readers, run_on_threads, false, [&](int64_t *ids, size_t n) {
+			/* parts are rewritten in order, each once */
+			const std::vector<int64_t> &keys_of = local_key[rewritten_part++];
+			for (size_t i = 0; i < n; ++i)
+				if (ids[i] >= 0)
+					ids[i] = call_code[static_cast<size_t>(keys_of[static_cast<size_t>(ids[i] / stride)])] * stride;
+		});
+		EXPECT_EQ(rewritten_part, parts);
+		for (const ByteReader &reader : readers)
+			EXPECT_TRUE(reader.at_end());
+		joined.settle(run_on_threads);
+		ASSERT_EQ(joined.size(), expected.size());
+		std::map<int64_t, int64_t> counts;
+		for (size_t r = 0; r < expected.size(); ++r)
+		{
+			ASSERT_EQ(joined.value_of(joined.code(r)), expected[r]) << "round " << round << ", row " << r;
+			++counts[expected[r]];
+		}
+		ASSERT_EQ(joined.distinct(), counts.size()) << "one id per key, whatever parts held it";
+		for (const auto &[id, count] : counts)
+			EXPECT_EQ(joined.counts()[static_cast<size_t>(joined.find(id))], count) << "id " << id;
+	}
+}
+
 TEST(ColumnParts, IdsAsCodesSettleAsADictionaryNumberedInIdOrder)
 {
 	/*
