@@ -173,7 +173,7 @@ void InputTable::append_serialized(ByteReader &in, const PieceRunner &run)
 }
 
 void InputTable::append_parts(std::vector<ByteReader> &parts, const PieceRunner &run,
-							  const std::function<void(size_t column, int64_t *ids, size_t n)> &rewrite)
+							  const ColumnIdRewrite &rewrite)
 {
 	bool take_chunks = std::none_of(columns_.begin(), columns_.end(), [](const AnyColumn &column) {
 		return std::holds_alternative<FloatArrayColumn>(column);

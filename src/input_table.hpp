@@ -35,6 +35,9 @@
 
 namespace gpurec {
 
+/* An IdRewrite of the id column of index `column` (InputTable::append_parts). */
+using ColumnIdRewrite = std::function<void(size_t column, int64_t *ids, size_t n)>;
+
 enum class ColumnKind
 {
 	Id,		   /* smallint, integer, bigint; dictionary-encoded (IdColumn) */
@@ -294,12 +297,9 @@ class InputTable
 	 */
 	void serialize(ByteWriter &out) const;
 	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially);
-	/*
-	 * rewrite, where given, rewrites the dictionary ids of id column c's
-	 * parts (rewrite(c, ids, n); IdRewrite) before they join its own.
-	 */
+	/* rewrite, where given, rewrites the dictionary ids of each id column's parts before they join its own. */
 	void append_parts(std::vector<ByteReader> &parts, const PieceRunner &run = run_serially,
-					  const std::function<void(size_t column, int64_t *ids, size_t n)> &rewrite = nullptr);
+					  const ColumnIdRewrite &rewrite = nullptr);
 	/*
 	 * Keeps `memory` (what borrowed chunks live in: a parallel read's shared
 	 * memory) until the table is gone; its deleter gives it back.

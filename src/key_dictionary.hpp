@@ -322,6 +322,7 @@ class CallKeys
 	 */
 	void learn_lane(const std::string &name, int64_t lane, std::vector<int64_t> codes);
 	void recode_lanes(const std::string &name, IdColumn &column, int64_t stride, const PieceRunner &run);
+	void recode_lanes(const std::string &name, Int64Column &column, int64_t stride, const PieceRunner &run);
 	/*
 	 * Each of n values (code x stride + lane, from a lane learned) written
 	 * as lane 0 writes its call's code: that code x stride.  recode_lanes
@@ -330,7 +331,6 @@ class CallKeys
 	 * call's codes, not one of every worker's own (InputTable::append_parts).
 	 */
 	void to_lane_zero(const std::string &name, int64_t *values, size_t n, int64_t stride) const;
-	void recode_lanes(const std::string &name, Int64Column &column, int64_t stride, const PieceRunner &run);
 	void forget_lanes() { lanes_.clear(); }
 
   private:

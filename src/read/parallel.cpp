@@ -431,7 +431,7 @@ void append_parts(void *arg)
 	 * ids is then the call's distinct ids, not every worker's of its own
 	 * (31 x 30,000 products for 30,000, interned one at a time).
 	 */
-	std::function<void(size_t, int64_t *, size_t)> in_call_codes;
+	ColumnIdRewrite in_call_codes;
 	if (binds_coded_ids(b))
 		in_call_codes = [&b](size_t column, int64_t *ids, size_t n) {
 			if (coded(b, static_cast<int>(column)))

@@ -302,7 +302,7 @@ TEST(ColumnParts, IdColumnPartsAtOnceAsIfPushedInOrder)
 	}
 }
 
-TEST(IdColumnParts, RewrittenDictionariesJoinAsOne)
+TEST(ColumnParts, RewrittenIdDictionariesJoinAsOne)
 {
 	/*
 	 * A parallel read's uuid or text ids: each worker (lane l of stride s)
