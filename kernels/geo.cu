@@ -471,7 +471,7 @@ struct RegisterBoxes
 {
 	Box box[kUserBoxes];
 	double cos_lo[kUserBoxes], points[kUserBoxes];
-	/* the first box of the most points, chosen once (build_boxes' home entries too): a register array takes no index known only at run time */
+	/* the first box of the most points, chosen once (index_boxes' home entries too): a register array takes no index known only at run time */
 	Box main_box;
 	double main_cos, main_points;
 
@@ -1206,7 +1206,7 @@ class GeoSession
 					   std::vector<int32_t> &sizes, size_t first_class = 0, int32_t from = 0);
 	void similar_users_listed(int k, double epsilon, int part, int parts, GeoOtherLists &lists,
 							  std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs);
-	void similar_users_bounded(int k, double epsilon, int part, int parts, bool give_up,
+	bool similar_users_bounded(int k, double epsilon, int part, int parts, bool give_up,
 							   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs,
 							   double &all_pairs);
 	std::vector<std::vector<double>> strengths(int32_t main_user, double min_similarity,
@@ -1421,8 +1421,21 @@ class GeoSession
 					home_entry.get()};
 		}
 	};
-	void build_boxes();
+	/* The users' boxes as group_boxes makes them, downloaded, and the extent of every point. */
+	struct GroupedBoxes
+	{
+		std::unique_ptr<BoxIndex> index; /* its box, cos_lo, points and count */
+		Box whole;
+		std::vector<Box> box;
+		std::vector<double> cos_lo;
+		std::vector<int32_t> points, count;
+	};
+	GroupedBoxes group_user_boxes();
+	static bool boxes_cover_the_map(const GroupedBoxes &grouped);
+	void index_boxes(GroupedBoxes grouped);
 	std::unique_ptr<BoxIndex> boxes_;
+	/* Every point pair of the part's users from by_count_ position `from` of class first_class on. */
+	double pairs_of_part(int part, int parts, size_t first_class = 0, int32_t from = 0) const;
 };
 
 void GeoSessionDeleter::operator()(GeoSession *session) const noexcept { delete session; }
@@ -1660,13 +1673,12 @@ constexpr double kBoxReachShare = 1.0 / 64;
 /* Blocks of point_extents: a partial extent each, the host takes their union. */
 constexpr unsigned kExtentBlocks = 256;
 
-/*
- * The users' boxes (group_boxes), then their entries in the order of a
- * Morton code of each box's centre, in tiles (UserBoxes).
- */
-void GeoSession::build_boxes()
+/* The users' boxes (group_boxes), on the device and downloaded. */
+GeoSession::GroupedBoxes GeoSession::group_user_boxes()
 {
-	auto index = std::make_unique<BoxIndex>();
+	GroupedBoxes grouped;
+	grouped.index = std::make_unique<BoxIndex>();
+	BoxIndex *index = grouped.index.get();
 	size_t slots = static_cast<size_t>(n_users_) * kUserBoxes;
 	index->box = DeviceBuffer<Box>(slots, ctx_);
 	index->cos_lo = DeviceBuffer<double>(slots, ctx_);
@@ -1695,15 +1707,52 @@ void GeoSession::build_boxes()
 			index->count.get());
 	});
 	check_launch("group_boxes");
-	std::vector<Box> box;
-	std::vector<double> cos_lo;
-	std::vector<int32_t> points, count;
-	download(box, index->box, slots, stream_);
-	download(cos_lo, index->cos_lo, slots, stream_);
-	download(points, index->points, slots, stream_);
-	download(count, index->count, n_users_, stream_);
+	grouped.whole = whole;
+	download(grouped.box, index->box, slots, stream_);
+	download(grouped.cos_lo, index->cos_lo, slots, stream_);
+	download(grouped.points, index->points, slots, stream_);
+	download(grouped.count, index->count, n_users_, stream_);
 	stream_.synchronize();
+	return grouped;
+}
 
+/*
+ * Whether the users' places spread over the whole map: the median user's
+ * boxes cover a tenth of the points' extent or more.  Then nearly every
+ * other user has a box near one of its boxes, and the bounded search,
+ * which rules others out by their boxes, would compare nearly every pair,
+ * slower than the brute force.  On 20 points a user spread evenly the
+ * median covers about half of the extent; on check-ins around cities
+ * (even 500 km around) well under a hundredth, and a user of a few points
+ * anywhere has small boxes too.
+ */
+bool GeoSession::boxes_cover_the_map(const GroupedBoxes &grouped)
+{
+	constexpr double kCoveringShare = 0.1;
+	const Box &whole = grouped.whole;
+	double area = (whole.x_hi - whole.x_lo) * (whole.y_hi - whole.y_lo);
+	if (!(area > 0) || grouped.count.empty())
+		return false;
+	std::vector<double> covered(grouped.count.size(), 0.0);
+	for (size_t u = 0; u < covered.size(); ++u)
+		for (int j = 0; j < grouped.count[u]; ++j)
+		{
+			const Box &b = grouped.box[u * kUserBoxes + j];
+			covered[u] += (b.x_hi - b.x_lo) * (b.y_hi - b.y_lo) / area;
+		}
+	auto median = covered.begin() + covered.size() / 2;
+	std::nth_element(covered.begin(), median, covered.end());
+	return *median >= kCoveringShare;
+}
+
+/* The users' boxes' entries in the order of a Morton code of each box's centre, in tiles (UserBoxes). */
+void GeoSession::index_boxes(GroupedBoxes grouped)
+{
+	std::unique_ptr<BoxIndex> index = std::move(grouped.index);
+	const Box &whole = grouped.whole;
+	const std::vector<Box> &box = grouped.box;
+	const std::vector<double> &cos_lo = grouped.cos_lo;
+	const std::vector<int32_t> &points = grouped.points, &count = grouped.count;
 	auto cell = [](double v, double lo, double hi) {
 		double at = hi > lo ? (v - lo) / (hi - lo) * 65535.0 : 0.0;
 		return static_cast<uint32_t>(std::clamp(at, 0.0, 65535.0));
@@ -1769,14 +1818,28 @@ void GeoSession::build_boxes()
 	boxes_ = std::move(index);
 }
 
+double GeoSession::pairs_of_part(int part, int parts, size_t first_class, int32_t from) const
+{
+	double pairs = 0;
+	for (size_t c = first_class; c + 1 < class_begin_.size(); ++c)
+	{
+		auto [lo, hi] = part_of_class(c, part, parts);
+		lo = std::max(lo, from);
+		if (lo < hi)
+			pairs += static_cast<double>(count_prefix_[hi] - count_prefix_[lo]) * static_cast<double>(n_points_);
+	}
+	return pairs;
+}
+
 /*
  * The users of each class of the part in launches of a few times the warps
- * the device holds at once.  With give_up, after each launch the search
- * goes on only while its users so far compared at most
- * kBoundedGiveUpShare of their pairs; the users left are compared with
- * every other (similar_users), their heaps merged in.
+ * the device holds at once.  With give_up, users whose boxes cover the map
+ * (boxes_cover_the_map) are compared with every other at once; else after
+ * each launch the search goes on only while its users so far compared at
+ * most kBoundedGiveUpShare of their pairs, and the users left are compared
+ * with every other (similar_users), their heaps merged in.
  */
-void GeoSession::similar_users_bounded(int k, double epsilon, int part, int parts, bool give_up,
+bool GeoSession::similar_users_bounded(int k, double epsilon, int part, int parts, bool give_up,
 									   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs,
 									   double &all_pairs)
 {
@@ -1796,7 +1859,18 @@ void GeoSession::similar_users_bounded(int k, double epsilon, int part, int part
 	sizes.assign(n_users_, 0);
 	pairs = all_pairs = 0;
 	if (!boxes_)
-		build_boxes();
+	{
+		GroupedBoxes grouped = group_user_boxes();
+		/* places spread over the map: every pair at once, without indexing boxes to try them first */
+		if (give_up && boxes_cover_the_map(grouped))
+		{
+			grouped = GroupedBoxes();
+			similar_users(k, epsilon, part, parts, heaps, sizes);
+			pairs = all_pairs = pairs_of_part(part, parts);
+			return false;
+		}
+		index_boxes(std::move(grouped));
+	}
 	UserBoxes boxes = boxes_->view();
 	auto batch = static_cast<int32_t>(std::max(1.0, kLaunchesOfResidentWarps * resident_threads() / 32));
 	DeviceBuffer<SimilarityEntry> d_heaps(static_cast<size_t>(batch) * k, ctx_);
@@ -1853,18 +1927,9 @@ void GeoSession::similar_users_bounded(int k, double epsilon, int part, int part
 				std::vector<int32_t> rest_sizes;
 				ctx_.times.compute_ms += compute.stop_ms();
 				similar_users(k, epsilon, part, parts, rest_heaps, rest_sizes, c, lo);
-				for (size_t rest = c; rest + 1 < class_begin_.size(); ++rest)
-				{
-					auto [rest_lo, rest_hi] = part_of_class(rest, part, parts);
-					rest_lo = std::max(rest_lo, lo);
-					if (rest_lo < rest_hi)
-					{
-						double every = static_cast<double>(count_prefix_[rest_hi] - count_prefix_[rest_lo]) *
-									   static_cast<double>(n_points_);
-						pairs += every;
-						all_pairs += every;
-					}
-				}
+				double every = pairs_of_part(part, parts, c, lo);
+				pairs += every;
+				all_pairs += every;
 				for (int32_t u = 0; u < n_users_; ++u)
 					if (rest_sizes[u] > 0)
 					{
@@ -1873,11 +1938,12 @@ void GeoSession::similar_users_bounded(int k, double epsilon, int part, int part
 								  heaps.begin() + static_cast<size_t>(u) * k);
 						sizes[u] = rest_sizes[u];
 					}
-				return;
+				return true;
 			}
 		}
 	}
 	ctx_.times.compute_ms += compute.stop_ms();
+	return true;
 }
 
 std::vector<std::vector<double>> GeoSession::strengths(int32_t main_user, double min_similarity,
@@ -2131,14 +2197,14 @@ void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int
 	session.similar_users(k, epsilon, part, parts, heaps, sizes);
 }
 
-void geo_similar_users_bounded(GeoSession &session, int k, double epsilon, int part, int parts, bool give_up,
+bool geo_similar_users_bounded(GeoSession &session, int k, double epsilon, int part, int parts, bool give_up,
 							   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs,
 							   double &all_pairs)
 {
 	if (k < 1 || k > kMostBoundedOthers)
 		throw Failure(Failure::Kind::Internal, "a bounded search keeps at most " +
 												   std::to_string(kMostBoundedOthers) + " others");
-	session.similar_users_bounded(k, epsilon, part, parts, give_up, heaps, sizes, pairs, all_pairs);
+	return session.similar_users_bounded(k, epsilon, part, parts, give_up, heaps, sizes, pairs, all_pairs);
 }
 
 void geo_similar_users_listed(GeoSession &session, int k, double epsilon, int part, int parts,

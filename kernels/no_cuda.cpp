@@ -71,7 +71,7 @@ void geo_similar_users(GeoSession &, int, double, int, int, std::vector<Similari
 {
 	no_gpu();
 }
-void geo_similar_users_bounded(GeoSession &, int, double, int, int, bool, std::vector<SimilarityEntry> &,
+bool geo_similar_users_bounded(GeoSession &, int, double, int, int, bool, std::vector<SimilarityEntry> &,
 							   std::vector<int32_t> &, double &, double &)
 {
 	no_gpu();

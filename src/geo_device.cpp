@@ -192,12 +192,17 @@ void similar_users_on_gpu(gpu::GeoSession &session, const GeoRows &points, const
 	if (gpu_bounded(points, work))
 	{
 		double pairs = 0, all = 0;
-		gpu::geo_similar_users_bounded(session, work.kept, work.epsilon, work.part, work.parts,
-									   work.pruning == GeoPruning::Auto, heaps, sizes, pairs, all);
+		bool by_boxes = gpu::geo_similar_users_bounded(session, work.kept, work.epsilon, work.part, work.parts,
+													   work.pruning == GeoPruning::Auto, heaps, sizes, pairs, all);
 		char note[200];
-		snprintf(note, sizeof note,
-				 "; pruned on the GPU by the users' boxes: %.3g of %.3g point pairs compared (%.2f%%)", pairs, all,
-				 all > 0 ? 100 * pairs / all : 0.0);
+		if (by_boxes)
+			snprintf(note, sizeof note,
+					 "; pruned on the GPU by the users' boxes: %.3g of %.3g point pairs compared (%.2f%%)", pairs, all,
+					 all > 0 ? 100 * pairs / all : 0.0);
+		else
+			snprintf(note, sizeof note,
+					 "; every point pair compared on the GPU: the users' places spread over the map, too wide for "
+					 "their boxes to prune");
 		ctx.device_choice += note;
 		return;
 	}

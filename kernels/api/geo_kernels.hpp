@@ -79,15 +79,17 @@ void geo_similar_users(GeoSession &session, int k, double epsilon, int part, int
  * points are grouped into at most a few boxes (a box per place it goes),
  * and another user whose boxes are too far from u's to enter u's heap,
  * once full, is never compared point by point.  For k of at most
- * kMostBoundedOthers.  While `give_up` is set, the search returns to
- * comparing every pair where its first users compared more than a quarter
- * of their pairs anyway (points spread evenly).  pairs: the point pairs
- * compared; all_pairs: every pair of the users searched.
+ * kMostBoundedOthers.  While `give_up` is set, the search compares every
+ * pair at once where the users' boxes cover the map (points spread
+ * evenly), and returns to comparing every pair where its first users
+ * compared more than a quarter of their pairs anyway.  pairs: the point
+ * pairs compared; all_pairs: every pair of the users searched.  False
+ * where it compared every pair at once, without the boxes.
  */
 constexpr int kMostBoundedOthers = 32;
 /* GPU memory a bounded search's boxes take, at most, per user (kernels/geo.cu checks it against its layout). */
 constexpr int64_t kBoundedBytesPerUser = 2 * 4 * 44 + 8 + 8;
-void geo_similar_users_bounded(GeoSession &session, int k, double epsilon, int part, int parts, bool give_up,
+bool geo_similar_users_bounded(GeoSession &session, int k, double epsilon, int part, int parts, bool give_up,
 							   std::vector<SimilarityEntry> &heaps, std::vector<int32_t> &sizes, double &pairs,
 							   double &all_pairs);
 

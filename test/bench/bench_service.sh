@@ -194,6 +194,8 @@ if [[ " $phases " == *" split "* ]]; then
 	server service-one-gpu -c shared_preload_libraries=gpurec -c gpurec.gpus=0
 	while read -r name sql; do
 		one_gpu[$name]=$(warm_ms "$sql" "$parallel SET gpurec.device = gpu;")
+		echo "split $name gpu, one GPU:"
+		notice "$sql" "$parallel SET gpurec.device = gpu;"
 	done <<<"$split_calls"
 	server service -c shared_preload_libraries=gpurec
 	gpus=$(q -c "SELECT count(*) FROM gpurec.devices()")

@@ -1399,9 +1399,10 @@ TEST_P(GeoGpu, PrunedSimilarUsersAreTheBruteForceToTheBit)
 
 /*
  * Under auto, an input worth pruning goes by the bounded search: on
- * check-ins around cities it prunes to the end, on points spread evenly
- * it gives up for the brute force after its first users.  Both give the
- * GPU brute force's rows (the CPU's, above) to the bit.
+ * check-ins around cities it prunes to the end; on points spread evenly
+ * the users' boxes cover the map, and every pair is compared at once,
+ * without indexing them.  Both give the GPU brute force's rows (the
+ * CPU's, above) to the bit.
  */
 TEST_P(GeoGpu, BoundedSimilarUsersUnderAutoAreTheBruteForceToTheBit)
 {
@@ -1426,7 +1427,9 @@ TEST_P(GeoGpu, BoundedSimilarUsersUnderAutoAreTheBruteForceToTheBit)
 			std::vector<SimilarUser> want = similar_users(in.view(), k, {metric, 1e-9, GeoPruning::Never}, brute);
 			std::vector<SimilarUser> got = similar_users(in.view(), k, {metric, 1e-9, GeoPruning::Auto}, bounded);
 			EXPECT_TRUE(bounded.used_gpu);
-			EXPECT_NE(bounded.device_choice.find("by the users' boxes"), std::string::npos) << bounded.device_choice;
+			const char *how = even ? "every point pair compared on the GPU: the users' places spread over the map"
+								   : "pruned on the GPU by the users' boxes";
+			EXPECT_NE(bounded.device_choice.find(how), std::string::npos) << bounded.device_choice;
 			ASSERT_EQ(got.size(), want.size()) << "even " << even << " k " << k;
 			for (size_t i = 0; i < got.size(); ++i)
 			{
