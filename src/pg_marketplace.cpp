@@ -28,6 +28,47 @@ namespace gpurec {
 namespace {
 
 /*
+ * The ranked offers of products in a given order, one row after another,
+ * each row's store and price fetched into the cache some rows before it is
+ * written: the offers lie anywhere in the read's columns, and a row's own
+ * work (its tuple) is long enough to hide a miss that started earlier, not
+ * one it waits for.
+ */
+class RankedRowsAhead
+{
+  public:
+	static constexpr int kRowsAhead = 16;
+
+	RankedRowsAhead(const Offers &offers, const RankedOffers &ranked, const std::vector<int32_t> &order)
+		: offers_(offers), ranked_(ranked), order_(order)
+	{
+		if (!order_.empty())
+			row_ = ranked_.offsets[order_[0]];
+		for (int i = 0; i < kRowsAhead; ++i)
+			fetch_next();
+	}
+	/* Once per row written: the row kRowsAhead after it. */
+	void fetch_next()
+	{
+		while (product_ < order_.size() && row_ >= ranked_.offsets[order_[product_] + 1])
+			if (++product_ < order_.size())
+				row_ = ranked_.offsets[order_[product_]];
+		if (product_ == order_.size())
+			return;
+		uint32_t at = ranked_.rows[row_++];
+		__builtin_prefetch(&offers_.store[at]);
+		__builtin_prefetch(&offers_.price.keys()[at]);
+	}
+
+  private:
+	const Offers &offers_;
+	const RankedOffers &ranked_;
+	const std::vector<int32_t> &order_;
+	size_t product_ = 0;
+	int64_t row_ = 0;
+};
+
+/*
  * The rows of cheapest_offers: every product's ranked offers, products in id
  * order, each with its count of offers (n_offers, per product code).
  */
@@ -36,7 +77,9 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 {
 	ResultWriter out(fcinfo, ctx, function);
 	ResultIds product_id(out, 0, ctx, "product_id"), store_id(out, 2, ctx, "store_id");
-	for (int32_t code : offers.product.codes_in_id_order())
+	std::vector<int32_t> in_id_order = offers.product.codes_in_id_order();
+	RankedRowsAhead ahead(offers, ranked, in_id_order);
+	for (int32_t code : in_id_order)
 	{
 		Datum values[5];
 		bool nulls[5] = {false, false, false, false, false};
@@ -49,6 +92,7 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 			values[2] = store_id(offers.store[row]);
 			values[3] = number_as_numeric(offers.price, row);
 			out.put(values, nulls);
+			ahead.fetch_next();
 		}
 	}
 	out.finish();
