@@ -1864,7 +1864,7 @@ bool GeoSession::similar_users_bounded(int k, double epsilon, int part, int part
 		/* places spread over the map: every pair at once, without indexing boxes to try them first */
 		if (give_up && boxes_cover_the_map(grouped))
 		{
-			grouped = GroupedBoxes();
+			grouped = GroupedBoxes(); /* their device memory back: the brute force's batches take half what is free */
 			similar_users(k, epsilon, part, parts, heaps, sizes);
 			pairs = all_pairs = pairs_of_part(part, parts);
 			return false;
