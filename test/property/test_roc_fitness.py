@@ -37,6 +37,14 @@ SQL_ORACLE = """
     FROM r GROUP BY individual_id
 """
 
+# the array format returns every individual of the population, also one whose
+# every position was skipped (a NULL score or label): no example, NULL auc
+ARRAYS_ORACLE = """
+    SELECT p.individual_id::bigint, o.auc, coalesce(o.n_positive, 0) AS n_positive,
+           coalesce(o.n_negative, 0) AS n_negative, o.lowest_positive_rank, o.highest_positive_rank
+    FROM pop p LEFT JOIN ({oracle}) o ON o.individual_id = p.individual_id
+"""
+
 
 def random_long_table():
     rows = []
@@ -98,7 +106,7 @@ def compare_sklearn(name, results, table):
         by_individual[int(individual)][1].append(value)
     worst = 0.0
     for individual, auc in results:
-        labels, scores = by_individual[individual]
+        labels, scores = by_individual.get(individual, ([], []))  # an individual with no example left
         if len(set(labels)) < 2:
             if auc is not None:
                 worst = math.inf
@@ -148,7 +156,8 @@ def main():
                 "(SELECT individual_id, label, score::real::float8 AS score FROM pop_long) t"
             got = (f"SELECT * FROM gpurec.roc_fitness('SELECT individual_id, scores::{scores_type} "
                    f"AS scores FROM pop', {labels_literal})")
-            compare_sql(f"arrays-{scores_type}-{device}-vs-sql", got, SQL_ORACLE.format(table=table), settings)
+            compare_sql(f"arrays-{scores_type}-{device}-vs-sql", got,
+                        ARRAYS_ORACLE.format(oracle=SQL_ORACLE.format(table=table)), settings)
         results = sql(f"SELECT individual_id, gpurec.roc_auc(scores, {labels_literal}) FROM pop",
                       settings=settings)
         compare_sklearn(f"roc-auc-{device}-vs-sklearn", [(int(r[0]), r[1]) for r in results], "pop_long")
@@ -161,8 +170,8 @@ def main():
         for device in devices:
             settings = {"gpurec.device": device}
             got = (f"SELECT * FROM gpurec.roc_fitness('SELECT individual_id, scores FROM pop', {integer_labels})")
-            compare_sql(f"arrays-{label_type}-labels-{device}-vs-sql", got, SQL_ORACLE.format(table="pop_long"),
-                        settings)
+            compare_sql(f"arrays-{label_type}-labels-{device}-vs-sql", got,
+                        ARRAYS_ORACLE.format(oracle=SQL_ORACLE.format(table="pop_long")), settings)
             results = sql(f"SELECT individual_id, gpurec.roc_auc(scores, {integer_labels}) FROM pop",
                           settings=settings)
             compare_sklearn(f"roc-auc-{label_type}-labels-{device}-vs-sklearn",
