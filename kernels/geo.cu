@@ -1855,8 +1855,6 @@ bool GeoSession::similar_users_bounded(int k, double epsilon, int part, int part
 	 */
 	constexpr int32_t kBoundedSampleUsers = 256;
 	constexpr double kLaunchesOfResidentWarps = 2;
-	heaps.assign(static_cast<size_t>(n_users_) * k, SimilarityEntry{0, 0});
-	sizes.assign(n_users_, 0);
 	pairs = all_pairs = 0;
 	if (!boxes_)
 	{
@@ -1871,6 +1869,8 @@ bool GeoSession::similar_users_bounded(int k, double epsilon, int part, int part
 		}
 		index_boxes(std::move(grouped));
 	}
+	heaps.assign(static_cast<size_t>(n_users_) * k, SimilarityEntry{0, 0});
+	sizes.assign(n_users_, 0);
 	UserBoxes boxes = boxes_->view();
 	auto batch = static_cast<int32_t>(std::max(1.0, kLaunchesOfResidentWarps * resident_threads() / 32));
 	DeviceBuffer<SimilarityEntry> d_heaps(static_cast<size_t>(batch) * k, ctx_);
