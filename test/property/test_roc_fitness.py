@@ -37,13 +37,15 @@ SQL_ORACLE = """
     FROM r GROUP BY individual_id
 """
 
-# the array format returns every individual of the population, also one whose
-# every position was skipped (a NULL score or label): no example, NULL auc
-ARRAYS_ORACLE = """
-    SELECT p.individual_id::bigint, o.auc, coalesce(o.n_positive, 0) AS n_positive,
-           coalesce(o.n_negative, 0) AS n_negative, o.lowest_positive_rank, o.highest_positive_rank
-    FROM pop p LEFT JOIN ({oracle}) o ON o.individual_id = p.individual_id
-"""
+
+def arrays_oracle(table):
+    """SQL_ORACLE over `table` for the array format, which returns every individual of the population,
+    also one whose every position was skipped (a NULL score or label): no example, NULL auc."""
+    return f"""
+        SELECT p.individual_id::bigint, o.auc, coalesce(o.n_positive, 0) AS n_positive,
+               coalesce(o.n_negative, 0) AS n_negative, o.lowest_positive_rank, o.highest_positive_rank
+        FROM pop p LEFT JOIN ({SQL_ORACLE.format(table=table)}) o ON o.individual_id = p.individual_id
+    """
 
 
 def random_long_table():
@@ -157,7 +159,7 @@ def main():
             got = (f"SELECT * FROM gpurec.roc_fitness('SELECT individual_id, scores::{scores_type} "
                    f"AS scores FROM pop', {labels_literal})")
             compare_sql(f"arrays-{scores_type}-{device}-vs-sql", got,
-                        ARRAYS_ORACLE.format(oracle=SQL_ORACLE.format(table=table)), settings)
+                        arrays_oracle(table), settings)
         results = sql(f"SELECT individual_id, gpurec.roc_auc(scores, {labels_literal}) FROM pop",
                       settings=settings)
         compare_sklearn(f"roc-auc-{device}-vs-sklearn", [(int(r[0]), r[1]) for r in results], "pop_long")
@@ -171,7 +173,7 @@ def main():
             settings = {"gpurec.device": device}
             got = (f"SELECT * FROM gpurec.roc_fitness('SELECT individual_id, scores FROM pop', {integer_labels})")
             compare_sql(f"arrays-{label_type}-labels-{device}-vs-sql", got,
-                        ARRAYS_ORACLE.format(oracle=SQL_ORACLE.format(table="pop_long")), settings)
+                        arrays_oracle("pop_long"), settings)
             results = sql(f"SELECT individual_id, gpurec.roc_auc(scores, {integer_labels}) FROM pop",
                           settings=settings)
             compare_sklearn(f"roc-auc-{label_type}-labels-{device}-vs-sklearn",
