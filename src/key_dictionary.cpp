@@ -124,12 +124,17 @@ void KeyDictionary::make_room(size_t more)
 		rebuild_table(capacity);
 }
 
-int64_t KeyDictionary::intern_hashed(const Probe &probe, uint64_t h)
+__attribute__((always_inline)) inline int64_t KeyDictionary::intern_hashed(const Probe &probe, uint64_t h)
 {
 	size_t slot = h & mask_;
 	for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
 		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
 			return table_[slot].code;
+	return insert(probe, h, slot);
+}
+
+int64_t KeyDictionary::insert(const Probe &probe, uint64_t h, size_t slot)
+{
 	if (size() >= static_cast<size_t>(INT32_MAX))
 		return -1;
 	auto code = static_cast<int32_t>(size());

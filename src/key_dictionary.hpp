@@ -184,9 +184,10 @@ class KeyDictionary
 	 * lookup is one look into memory, where the arena's offsets and bytes
 	 * took two more, each a miss of the core's own cache for every row
 	 * (the most of a uuid read's coding).  Longer values compare their
-	 * rest in the arena.
+	 * rest in the arena.  Aligned to its size: a slot never straddles two
+	 * cache lines, so that the one line a batch prefetches holds all of it.
 	 */
-	struct Slot
+	struct alignas(32) Slot
 	{
 		uint32_t hash; /* its top bits: most probes of another value stop here */
 		int32_t code;  /* -1: empty */
@@ -225,8 +226,14 @@ class KeyDictionary
 	void rebuild_table(size_t capacity);
 	/* The table grown, where needed, to take `more` new values at its load limit (a half). */
 	void make_room(size_t more);
-	/* intern() of a probe whose hash is h, the table with room for it; -1 past the codes' limit. */
+	/*
+	 * intern() of a probe whose hash is h, the table with room for it; -1
+	 * past the codes' limit.  Inline in the batches that call it for every
+	 * row; a new value's insertion (insert) is out of line.
+	 */
 	int64_t intern_hashed(const Probe &probe, uint64_t h);
+	/* A new value's code, its slot (empty) taken; -1 past the codes' limit. */
+	int64_t insert(const Probe &probe, uint64_t h, size_t slot);
 	/*
 	 * codes[i] = the code of value_of(i) (a Probe), new values interned in
 	 * order, for i < n: in batches whose slots are prefetched a few ahead,
