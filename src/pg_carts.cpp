@@ -8,6 +8,7 @@
 #include <algorithm>
 
 extern "C" {
+#include "utils/memutils.h"
 #include "utils/numeric.h"
 }
 
@@ -37,6 +38,10 @@ class OptimizedLinesWriter
 		: out_(fcinfo, ctx, function), cart_id_(out_, 0, ctx, "cart_id"), product_id_(out_, 1, ctx, "product_id"),
 		  store_id_(out_, 3, ctx, "store_id")
 	{
+		cart_memory_ = pg_call([] {
+			return AllocSetContextCreate(CurrentMemoryContext, "gpurec cart totals", ALLOCSET_SMALL_SIZES);
+		});
+		out_.build_rows_in_own_memory(); /* each line's numeric price */
 	}
 
 	/* A row, its price a row of `prices`. */
@@ -53,16 +58,15 @@ class OptimizedLinesWriter
 			values[4] = number_as_numeric(prices, static_cast<size_t>(line.price));
 			nulls[3] = nulls[4] = false;
 		}
-		values[5] = units_as_numeric(line.total.units, line.scale, line.total.display_scale);
-		values[6] = units_as_numeric(line.shipping.units, line.scale, line.shipping.display_scale);
+		const CartTotals &totals = totals_of(line);
+		values[5] = totals.total;
+		values[6] = totals.shipping;
 		values[7] = Int32GetDatum(line.stores_used);
 		values[8] = BoolGetDatum(line.complete);
 		if (line.has_current)
 		{
-			values[9] = units_as_numeric(line.current_total.units, line.scale, line.current_total.display_scale);
-			/* both within +-2^62: their difference fits */
-			values[10] = units_as_numeric(line.current_total.units - line.total.units, line.scale,
-										  std::max(line.current_total.display_scale, line.total.display_scale));
+			values[9] = totals.current_total;
+			values[10] = totals.savings;
 			nulls[9] = nulls[10] = false;
 		}
 		out_.put(values, nulls);
@@ -70,8 +74,60 @@ class OptimizedLinesWriter
 	void finish() { out_.finish(); }
 
   private:
+	/*
+	 * The numerics every line of a cart repeats, built once a cart (in
+	 * cart_memory_, emptied for the next cart's), where building them for
+	 * each line was most of the rows' numerics.
+	 */
+	struct CartTotals
+	{
+		/* what they were built from */
+		bool built = false;
+		int scale = 0;
+		bool has_current = false;
+		Amount total_amount, shipping_amount, current_amount;
+		Datum total = 0, shipping = 0, current_total = 0, savings = 0;
+	};
+	static bool same_amount(const Amount &a, const Amount &b)
+	{
+		return a.units == b.units && a.display_scale == b.display_scale;
+	}
+	const CartTotals &totals_of(const OptimizedLine &line)
+	{
+		CartTotals &t = totals_;
+		if (t.built && t.scale == line.scale && t.has_current == line.has_current &&
+			same_amount(t.total_amount, line.total) && same_amount(t.shipping_amount, line.shipping) &&
+			(!line.has_current || same_amount(t.current_amount, line.current_total)))
+			return t;
+		MemoryContext cart_memory = cart_memory_;
+		MemoryContext rows = pg_call([cart_memory] {
+			MemoryContextReset(cart_memory);
+			return MemoryContextSwitchTo(cart_memory);
+		});
+		t.built = false;
+		t.total = units_as_numeric(line.total.units, line.scale, line.total.display_scale);
+		t.shipping = units_as_numeric(line.shipping.units, line.scale, line.shipping.display_scale);
+		if (line.has_current)
+		{
+			t.current_total = units_as_numeric(line.current_total.units, line.scale, line.current_total.display_scale);
+			/* both within +-2^62: their difference fits */
+			t.savings = units_as_numeric(line.current_total.units - line.total.units, line.scale,
+										 std::max(line.current_total.display_scale, line.total.display_scale));
+		}
+		MemoryContextSwitchTo(rows);
+		t.built = true;
+		t.scale = line.scale;
+		t.has_current = line.has_current;
+		t.total_amount = line.total;
+		t.shipping_amount = line.shipping;
+		t.current_amount = line.current_total;
+		return t;
+	}
+
 	ResultWriter out_;
 	ResultIds cart_id_, product_id_, store_id_;
+	MemoryContext cart_memory_ = nullptr;
+	CartTotals totals_;
 };
 
 /* A NULL store skips the row; a NULL fee is an error; a NULL (or absent) free_from is never free. */

@@ -79,6 +79,7 @@ void write_cheapest_offers(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 	ResultIds product_id(out, 0, ctx, "product_id"), store_id(out, 2, ctx, "store_id");
 	std::vector<int32_t> in_id_order = offers.product.codes_in_id_order();
 	RankedRowsAhead ahead(offers, ranked, in_id_order);
+	out.build_rows_in_own_memory(); /* each row's numeric price */
 	for (int32_t code : in_id_order)
 	{
 		Datum values[5];
@@ -280,6 +281,7 @@ class ImprovedLinesWriter
 		: out_(fcinfo, ctx, function), cart_id_(out_, 0, ctx, "cart_id"), product_id_(out_, 1, ctx, "product_id"),
 		  current_store_id_(out_, 3, ctx, "store_id"), store_id_(out_, 5, ctx, "store_id")
 	{
+		out_.build_rows_in_own_memory(); /* three numerics a row */
 	}
 
 	/* A row, its current and best prices rows of current_prices and best_prices. */

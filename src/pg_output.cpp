@@ -87,8 +87,33 @@ ResultWriter::ResultWriter(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 	pg_call([call] { postgres_interrupt_point(*call, Phase::Output); });
 }
 
+ResultWriter::~ResultWriter()
+{
+	leave_row_memory();
+}
+
+void ResultWriter::build_rows_in_own_memory()
+{
+	if (row_memory_)
+		return;
+	row_memory_ = pg_call([] {
+		return AllocSetContextCreate(CurrentMemoryContext, "gpurec result rows", ALLOCSET_DEFAULT_SIZES);
+	});
+	outer_memory_ = MemoryContextSwitchTo(row_memory_);
+}
+
+/* Back to the memory of before build_rows_in_own_memory (also on an error's way out); the row memory goes with its parent. */
+void ResultWriter::leave_row_memory()
+{
+	if (!row_memory_)
+		return;
+	MemoryContextSwitchTo(outer_memory_);
+	row_memory_ = nullptr;
+}
+
 void ResultWriter::finish()
 {
+	leave_row_memory();
 	if (!ctx_)
 		return;
 	ctx_->times.output_ms += clock_.elapsed_ms();
@@ -102,10 +127,14 @@ void ResultWriter::put(const Datum *values, const bool *nulls)
 	bool check = (++rows_ & 4095) == 0;
 	if (check && call)
 		call->progress.reach(rows_);
-	pg_call([fcinfo, call, check, values, nulls] {
+	/* every 32 rows: their values fit the context's first block, used again and again */
+	MemoryContext emptied = (rows_ & 31) == 0 ? row_memory_ : nullptr;
+	pg_call([fcinfo, call, check, values, nulls, emptied] {
 		ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, const_cast<Datum *>(values),
 							 const_cast<bool *>(nulls));
+		if (emptied)
+			MemoryContextReset(emptied);
 		if (check)
 		{
 			if (call)
