@@ -11,6 +11,10 @@
 # table and every build's gpurec.timing NOTICEs.
 #   users x 20 points: user_similarity on the GPU and the CPU (USERS, 1M)
 #   1,000 x EXAMPLES (100k) real[]: roc_fitness (arrays) on the GPU
+# WORK=output instead times the writing of many rows of numerics on the
+# CPU (gpurec.timing's output phase, no GPU needed): optimize_carts over
+# CARTS (100,000) carts of 10 lines, and cheapest_offers with k = 32 over
+# its 30,000 x 32 offers (960,000 rows).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp}
@@ -35,6 +39,26 @@ lib=$($PG_CONFIG --pkglibdir)
 eval "$(test/cluster.sh start /tmp/gpurec-ab -c shared_buffers=4GB -c work_mem=1GB -c max_wal_size=20GB -c jit=off -c max_worker_processes=32 -c max_parallel_workers=32)"
 trap 'test/cluster.sh stop /tmp/gpurec-ab' EXIT
 export PGDATABASE=gpurec_ab
+# a new file, not the old one overwritten: backends still running have it mapped
+use() { cp "/tmp/gpurec_$1.so" "$lib/gpurec.so.new" && mv "$lib/gpurec.so.new" "$lib/gpurec.so"; }
+if [ "${WORK:-}" = output ]; then
+	source test/bench/lib.sh
+	fresh_database && make_carts_data 30000 32 "${CARTS:-100000}" >/dev/null || exit 1
+	optimize="SELECT count(*) FROM gpurec.optimize_carts('SELECT cart_id, product_id, quantity FROM carts', 'SELECT product_id, store_id, price FROM offers', 'SELECT store_id, fee, free_from FROM shipping')"
+	cheapest="SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 32)"
+	# a new session: the call twice; prints both calls' output phases in ms
+	outputs() {
+		psql -X -At -c "SET gpurec.timing = on; SET gpurec.device = cpu;" -c "$1" -c "$1" 2>&1 |
+			sed -nE 's/.*, output ([0-9.]+) ms.*/\1/p' | tr '\n' ' '
+	}
+	for round in $(seq "${ROUNDS:-4}"); do
+		for name in "${names[@]}"; do
+			use "$name"
+			echo "round $round $name: optimize_carts output $(outputs "$optimize")| cheapest_offers output $(outputs "$cheapest")"
+		done
+	done | tee "$out/ab.log"
+	exit 0
+fi
 psql -Xq -d postgres -c "DROP DATABASE IF EXISTS gpurec_ab" -c "CREATE DATABASE gpurec_ab"
 psql -Xq -v ON_ERROR_STOP=1 -c "CREATE EXTENSION gpurec" -c "SET max_parallel_workers_per_gather = 0" \
 	-c "CREATE UNLOGGED TABLE pts AS SELECT u AS user_id, random() * 10000 AS x, random() * 10000 AS y FROM generate_series(1, $users) u, generate_series(1, 20) i UNION ALL SELECT 0, random() * 10000, random() * 10000 FROM generate_series(1, 64)" \
@@ -42,8 +66,6 @@ psql -Xq -v ON_ERROR_STOP=1 -c "CREATE EXTENSION gpurec" -c "SET max_parallel_wo
 	-c "CREATE UNLOGGED TABLE population WITH (fillfactor = 10) AS SELECT i AS individual_id, (SELECT array_agg(((random() * 100)::int / 100.0)::real) FROM generate_series(1, $examples) WHERE i > 0) AS scores FROM generate_series(1, 1000) i" \
 	-c "CREATE UNLOGGED TABLE labels AS SELECT array_agg(random() < 0.3) AS labels FROM generate_series(1, $examples)" \
 	-c "VACUUM ANALYZE population" -c "ALTER TABLE population SET (parallel_workers = 15)" || exit 1
-# a new file, not the old one overwritten: backends still running have it mapped
-use() { cp "/tmp/gpurec_$1.so" "$lib/gpurec.so.new" && mv "$lib/gpurec.so.new" "$lib/gpurec.so"; }
 settings="SET max_parallel_workers_per_gather = 15; SET max_parallel_workers = 15; SET gpurec.timing = on;"
 similarity="SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM pts', 0)"
 roc="SELECT sum(auc) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population', (SELECT labels FROM labels))"
