@@ -71,7 +71,13 @@ class OptimizedLinesWriter
 		}
 		out_.put(values, nulls);
 	}
-	void finish() { out_.finish(); }
+	void finish()
+	{
+		MemoryContext cart_memory = cart_memory_;
+		cart_memory_ = nullptr;
+		pg_call([cart_memory] { MemoryContextDelete(cart_memory); });
+		out_.finish();
+	}
 
   private:
 	/*

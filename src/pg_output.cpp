@@ -89,6 +89,7 @@ ResultWriter::ResultWriter(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 
 ResultWriter::~ResultWriter()
 {
+	/* on an error's way out: the transaction's abort frees the row memory with its parent */
 	leave_row_memory();
 }
 
@@ -102,18 +103,21 @@ void ResultWriter::build_rows_in_own_memory()
 	outer_memory_ = MemoryContextSwitchTo(row_memory_);
 }
 
-/* Back to the memory of before build_rows_in_own_memory (also on an error's way out); the row memory goes with its parent. */
-void ResultWriter::leave_row_memory()
+/* Back to the memory of before build_rows_in_own_memory; the row memory itself stays until its parent goes. */
+MemoryContext ResultWriter::leave_row_memory()
 {
-	if (!row_memory_)
-		return;
-	MemoryContextSwitchTo(outer_memory_);
+	MemoryContext left = row_memory_;
+	if (left)
+		MemoryContextSwitchTo(outer_memory_);
 	row_memory_ = nullptr;
+	return left;
 }
 
 void ResultWriter::finish()
 {
-	leave_row_memory();
+	/* deleted now: a caller's context may outlive many calls (a plpgsql loop's) */
+	if (MemoryContext left = leave_row_memory())
+		pg_call([left] { MemoryContextDelete(left); });
 	if (!ctx_)
 		return;
 	ctx_->times.output_ms += clock_.elapsed_ms();
