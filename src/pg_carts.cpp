@@ -71,19 +71,14 @@ class OptimizedLinesWriter
 		}
 		out_.put(values, nulls);
 	}
-	void finish()
-	{
-		MemoryContext cart_memory = cart_memory_;
-		cart_memory_ = nullptr;
-		pg_call([cart_memory] { MemoryContextDelete(cart_memory); });
-		out_.finish();
-	}
+	void finish() { out_.finish(); }
 
   private:
 	/*
 	 * The numerics every line of a cart repeats, built once a cart (in
-	 * cart_memory_, emptied for the next cart's), where building them for
-	 * each line was most of the rows' numerics.
+	 * cart_memory_, emptied for the next cart's; it goes with the call's
+	 * memory, as the row memory does), where building them for each line
+	 * was most of the rows' numerics.
 	 */
 	struct CartTotals
 	{

@@ -89,8 +89,7 @@ ResultWriter::ResultWriter(FunctionCallInfo fcinfo, ExecContext &ctx, const char
 
 ResultWriter::~ResultWriter()
 {
-	/* on an error's way out: the transaction's abort frees the row memory with its parent */
-	leave_row_memory();
+	leave_row_memory(); /* on an error's way out too */
 }
 
 void ResultWriter::build_rows_in_own_memory()
@@ -103,21 +102,21 @@ void ResultWriter::build_rows_in_own_memory()
 	outer_memory_ = MemoryContextSwitchTo(row_memory_);
 }
 
-/* Back to the memory of before build_rows_in_own_memory; the row memory itself stays until its parent goes. */
-MemoryContext ResultWriter::leave_row_memory()
+/*
+ * Back to the memory of before build_rows_in_own_memory.  The row memory
+ * itself goes with its parent, the call's memory, which PostgreSQL resets
+ * once the function returns (as it did every row's values before).
+ */
+void ResultWriter::leave_row_memory()
 {
-	MemoryContext left = row_memory_;
-	if (left)
+	if (row_memory_)
 		MemoryContextSwitchTo(outer_memory_);
 	row_memory_ = nullptr;
-	return left;
 }
 
 void ResultWriter::finish()
 {
-	/* deleted now: a caller's context may outlive many calls (a plpgsql loop's) */
-	if (MemoryContext left = leave_row_memory())
-		pg_call([left] { MemoryContextDelete(left); });
+	leave_row_memory();
 	if (!ctx_)
 		return;
 	ctx_->times.output_ms += clock_.elapsed_ms();

@@ -57,7 +57,7 @@ class ResultWriter
 	/* build_rows_in_own_memory's context, and the one it replaced as CurrentMemoryContext */
 	MemoryContext row_memory_ = nullptr;
 	MemoryContext outer_memory_ = nullptr;
-	MemoryContext leave_row_memory();
+	void leave_row_memory();
 };
 
 /*
