@@ -65,11 +65,8 @@ constexpr double kHaversinePairsPerLaunch = 3e9;
 constexpr int32_t kListedBatch = 16384;
 
 /*
- * The threads the current device holds at once: what the best-others
- * search wants in flight.  A user's thread waits on its loads, so the
- * search also splits the other users into columns until the device is full
- * (a split call's part, a quarter of the users, left an H200 a quarter
- * idle at a fixed 65,536 threads).
+ * The threads the current device holds at once, at most: what the bounded
+ * search's batches of warps are measured in.
  */
 double resident_threads()
 {
@@ -333,6 +330,30 @@ __global__ void __launch_bounds__(kBlock)
 	int size = sizes[slot];
 	rank_others<M, R>(pts, ids, users[t], OtherRange{b_begin, b_end}, epsilon, k, heaps + slot * k, size);
 	sizes[slot] = size;
+}
+
+/*
+ * The k best of user t's columns' heaps (best_others) into merged[t * k
+ * ...], with merged_sizes[t]: offered column by column, each heap in its
+ * order, as the host merged them before, so the heap is the same entry for
+ * entry.  Only the merged heaps then travel to the host.
+ */
+__global__ void __launch_bounds__(kBlock)
+	merge_columns(const SimilarityEntry *__restrict__ heaps, const int *__restrict__ sizes, int n, int columns, int k,
+				  SimilarityEntry *merged, int *merged_sizes)
+{
+	int t = blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= n)
+		return;
+	SimilarityEntry *heap = merged + static_cast<size_t>(t) * k;
+	int size = 0;
+	for (int column = 0; column < columns; ++column)
+	{
+		size_t slot = static_cast<size_t>(column) * n + t;
+		for (int i = 0; i < sizes[slot]; ++i)
+			geo::heap_offer(heap, size, k, heaps[slot * k + i]);
+	}
+	merged_sizes[t] = size;
 }
 
 /*
@@ -1083,6 +1104,48 @@ unsigned blocks_for(size_t n, unsigned block = kBlock)
 	return static_cast<unsigned>(std::max<size_t>(1, (n + block - 1) / block));
 }
 
+/*
+ * The blocks of `kernel` (of kBlock threads) the current device holds at
+ * once: its multiprocessors times what the kernel's registers leave each.
+ */
+template <typename Kernel> int64_t resident_blocks(Kernel kernel)
+{
+	int device = 0, sms = 0, per_sm = 0;
+	check(cudaGetDevice(&device), "cudaGetDevice");
+	check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+	check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, 0),
+		  "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+	return static_cast<int64_t>(sms) * std::max(1, per_sm);
+}
+
+/*
+ * The columns (1 to 64) of a best-others launch whose users take `blocks`
+ * blocks: enough to fill the device (`resident` blocks at once), then the
+ * fewest whose blocks come within 5% of whole waves of `resident`, else
+ * the nearest.  Every block of a class does the same work, so a launch's
+ * last, partial wave takes as long as a full one: a quarter of 100,000
+ * users in 2.04 waves took the time of 3 (an H200, a call split over 4).
+ */
+int columns_in_whole_waves(int64_t blocks, int64_t resident)
+{
+	auto fill = static_cast<int>(std::clamp<int64_t>((resident + blocks - 1) / blocks, 1, 64));
+	int best = fill;
+	double best_share = 0;
+	for (int columns = fill; columns <= 64; ++columns)
+	{
+		double waves = static_cast<double>(blocks * columns) / static_cast<double>(resident);
+		double share = waves / std::ceil(waves); /* of the waves' time spent working */
+		if (share > best_share + 1e-9)
+		{
+			best = columns;
+			best_share = share;
+		}
+		if (share >= 0.95)
+			break;
+	}
+	return best;
+}
+
 template <typename T>
 void upload(DeviceBuffer<T> &to, const T *from, size_t n, cudaStream_t stream, CallContext &ctx)
 {
@@ -1509,11 +1572,14 @@ void GeoSession::similar_users(int k, double epsilon, int part, int parts, std::
 		 */
 		size_t entry_bytes = sizeof(SimilarityEntry) * static_cast<size_t>(k) + sizeof(int);
 		size_t budget = free_bytes() / 2;
-		double wanted_threads = resident_threads();
+		int64_t resident = 0;
+		with_metric(metric_, [&](auto metric) {
+			constexpr Metric M = decltype(metric)::value;
+			with_tile<M>(tile, [&](auto r) { resident = resident_blocks(best_others<M, decltype(r)::value>); });
+		});
 		for (int32_t lo = class_lo; lo < class_hi;)
 		{
-			int columns = static_cast<int>(
-				std::clamp(std::ceil(wanted_threads / (class_hi - lo)), 1.0, 64.0));
+			int columns = columns_in_whole_waves(blocks_for(class_hi - lo), resident);
 			int32_t n = static_cast<int32_t>(std::min<size_t>(
 				class_hi - lo, std::max<size_t>(1, budget / (entry_bytes * columns))));
 			if (static_cast<size_t>(n) * columns * entry_bytes > budget)
@@ -1521,12 +1587,6 @@ void GeoSession::similar_users(int k, double epsilon, int part, int parts, std::
 			DeviceBuffer<SimilarityEntry> d_heaps(static_cast<size_t>(n) * columns * k, ctx_);
 			DeviceBuffer<int> d_sizes(static_cast<size_t>(n) * columns, ctx_);
 			check(cudaMemsetAsync(d_sizes.get(), 0, d_sizes.size() * sizeof(int), stream_),
-				  "cudaMemsetAsync");
-			/*
-			 * Heaps are downloaded whole though only sizes[] entries of each are
-			 * written; zeroed, no byte of the copy is uninitialised (initcheck).
-			 */
-			check(cudaMemsetAsync(d_heaps.get(), 0, d_heaps.size() * sizeof(SimilarityEntry), stream_),
 				  "cudaMemsetAsync");
 
 			/* other users in launches: each column takes column_width of them per launch */
@@ -1553,31 +1613,33 @@ void GeoSession::similar_users(int k, double epsilon, int part, int parts, std::
 				check_launch("best_others");
 				between_launches();
 			}
+			/*
+			 * the columns' heaps merged: the k best of their union, the same set
+			 * as one search.  Zeroed first, so that no byte of the copy is
+			 * uninitialised (initcheck): only sizes[] entries of each are written.
+			 */
+			DeviceBuffer<SimilarityEntry> d_merged(static_cast<size_t>(n) * k, ctx_);
+			DeviceBuffer<int> d_merged_sizes(static_cast<size_t>(n), ctx_);
+			check(cudaMemsetAsync(d_merged.get(), 0, d_merged.size() * sizeof(SimilarityEntry), stream_),
+				  "cudaMemsetAsync");
+			merge_columns<<<blocks_for(n), kBlock, 0, stream_>>>(d_heaps.get(), d_sizes.get(), n, columns, k,
+																d_merged.get(), d_merged_sizes.get());
+			check_launch("merge_columns");
 			ctx_.times.compute_ms += compute.stop_ms();
 
 			EventTimer transfer(stream_);
 			std::vector<SimilarityEntry> h_heaps;
 			std::vector<int> h_sizes;
-			download(h_heaps, d_heaps, d_heaps.size(), stream_);
-			download(h_sizes, d_sizes, d_sizes.size(), stream_);
+			download(h_heaps, d_merged, d_merged.size(), stream_);
+			download(h_sizes, d_merged_sizes, d_merged_sizes.size(), stream_);
 			ctx_.times.transfer_ms += transfer.stop_ms();
-
-			/* merge the columns' heaps: the k best of their union, the same set as one search */
-			Stopwatch merge;
 			for (int32_t t = 0; t < n; ++t)
 			{
 				int32_t a = by_count_host_[lo + t];
-				SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * k;
-				int size = 0;
-				for (int col = 0; col < columns; ++col)
-				{
-					size_t slot = static_cast<size_t>(col) * n + t;
-					for (int i = 0; i < h_sizes[slot]; ++i)
-						geo::heap_offer(heap, size, k, h_heaps[slot * k + i]);
-				}
-				sizes[a] = size;
+				std::copy_n(h_heaps.begin() + static_cast<size_t>(t) * k, k,
+							heaps.begin() + static_cast<size_t>(a) * k);
+				sizes[a] = h_sizes[t];
 			}
-			ctx_.times.compute_ms += merge.elapsed_ms();
 			lo += n;
 		}
 	}
