@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 
@@ -358,7 +359,7 @@ void put_result(ByteWriter &out, const GeoWorkResult &r, int32_t kept)
 }
 
 /* The result put_result wrote (or the concatenation of its parts') of `work` over `users` users. */
-GeoWorkResult result_of(const std::vector<uint8_t> &bytes, const GeoWork &work, size_t users)
+GeoWorkResult result_of(const service::CallResult &bytes, const GeoWork &work, size_t users)
 {
 	ByteReader in(bytes.data(), bytes.size());
 	GeoWorkResult r;
@@ -366,13 +367,17 @@ GeoWorkResult result_of(const std::vector<uint8_t> &bytes, const GeoWork &work, 
 	r.raw = service::get_field<double>(in);
 	std::vector<int32_t> heap_users = service::get_field<int32_t>(in);
 	std::vector<int32_t> sizes = service::get_field<int32_t>(in);
-	std::vector<SimilarityEntry> heaps = service::get_field<SimilarityEntry>(in);
+	/* the heaps read where they are, each copied once, to its user's place */
+	bool agree = in.get<uint64_t>() == sizeof(SimilarityEntry);
+	uint64_t entries = in.get<uint64_t>();
+	agree = agree && entries <= in.remaining() / sizeof(SimilarityEntry);
+	const uint8_t *heaps = agree ? in.take(entries * sizeof(SimilarityEntry)) : nullptr;
 	auto kept = static_cast<size_t>(std::max(0, work.kept));
-	bool agree = sizes.size() == heap_users.size() && heaps.size() == heap_users.size() * kept;
+	agree = agree && sizes.size() == heap_users.size() && entries == heap_users.size() * kept;
 	if (work.kind == GeoWork::Kind::SimilarUsers && agree)
 	{
 		r.sizes.assign(users, 0);
-		r.heaps.assign(users * kept, SimilarityEntry{0, 0});
+		r.heaps.resize(users * kept);
 		for (size_t i = 0; agree && i < heap_users.size(); ++i)
 		{
 			auto u = static_cast<size_t>(heap_users[i]);
@@ -381,7 +386,8 @@ GeoWorkResult result_of(const std::vector<uint8_t> &bytes, const GeoWork &work, 
 			if (agree)
 			{
 				r.sizes[u] = sizes[i];
-				std::copy(heaps.begin() + i * kept, heaps.begin() + (i + 1) * kept, r.heaps.begin() + u * kept);
+				std::memcpy(r.heaps.data() + u * kept, heaps + i * kept * sizeof(SimilarityEntry),
+							kept * sizeof(SimilarityEntry));
 			}
 		}
 	}
@@ -435,7 +441,7 @@ GeoWorkResult in_service(const GeoRows &points, const GeoCandidateSet *cands, co
 {
 	size_t items = split_items(points, cands, work);
 	int32_t parts = service::split_parts(items, ctx);
-	std::vector<uint8_t> bytes = ctx.service->call(
+	service::CallResult bytes = ctx.service->call(
 		service::Function::GeoWork, device_bytes(points, cands, work),
 		[&](ByteWriter &out) {
 			points.codes.serialize(out);

@@ -10,6 +10,7 @@
 #include "cpu_parallel.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <unordered_map>
 
@@ -101,15 +102,25 @@ std::vector<SimilarUser> similar_users(const GeoPoints &points, int k, const Geo
 	std::vector<SimilarityEntry> &heaps = found.heaps;
 	const std::vector<int32_t> &sizes = found.sizes;
 
-	std::vector<SimilarUser> out;
-	out.reserve(static_cast<size_t>(n_users) * kept);
-	for (int32_t a : points.user.codes_in_id_order())
-	{
-		SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * kept;
-		std::sort(heap, heap + sizes[a], geo::better);
-		for (int r = 0; r < sizes[a]; ++r)
-			out.push_back({points.user.value_of(a), r + 1, heap[r].user_id, heap[r].similarity});
-	}
+	/* each user's rows at their place in user_id order, the users on every core (a million rows: 100k users) */
+	std::vector<int32_t> by_id = points.user.codes_in_id_order();
+	std::vector<size_t> first(by_id.size() + 1, 0);
+	for (size_t i = 0; i < by_id.size(); ++i)
+		first[i + 1] = first[i] + static_cast<size_t>(sizes[by_id[i]]);
+	std::vector<SimilarUser> out(first.back());
+	constexpr size_t kUsersAtATime = 4096;
+	parallel_for((by_id.size() + kUsersAtATime - 1) / kUsersAtATime, ctx,
+				 [&](size_t item, size_t, const std::atomic<bool> &) {
+					 size_t end = std::min(by_id.size(), (item + 1) * kUsersAtATime);
+					 for (size_t i = item * kUsersAtATime; i < end; ++i)
+					 {
+						 int32_t a = by_id[i];
+						 SimilarityEntry *heap = heaps.data() + static_cast<size_t>(a) * kept;
+						 std::sort(heap, heap + sizes[a], geo::better);
+						 for (int r = 0; r < sizes[a]; ++r)
+							 out[first[i] + r] = {points.user.value_of(a), r + 1, heap[r].user_id, heap[r].similarity};
+					 }
+				 });
 	return out;
 }
 

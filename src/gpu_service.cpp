@@ -64,37 +64,40 @@ void register_handler(Function function, Handler handler, bool splits)
 std::vector<uint8_t> concatenate_parts(const std::vector<std::vector<uint8_t>> &parts)
 {
 	/* written twice (counted, then written): each time from the parts' starts */
-	return written_bytes([&](ByteWriter &out) {
-		std::vector<ByteReader> readers;
-		for (const std::vector<uint8_t> &part : parts)
-			readers.emplace_back(part.data(), part.size());
-		if (readers.empty())
-			return;
-		while (!readers.front().at_end())
+	return written_bytes([&](ByteWriter &out) { write_concatenated(out, parts); });
+}
+
+void write_concatenated(ByteWriter &out, const std::vector<std::vector<uint8_t>> &parts)
+{
+	std::vector<ByteReader> readers;
+	for (const std::vector<uint8_t> &part : parts)
+		readers.emplace_back(part.data(), part.size());
+	if (readers.empty())
+		return;
+	while (!readers.front().at_end())
+	{
+		uint64_t element = readers.front().get<uint64_t>();
+		std::vector<std::pair<const uint8_t *, uint64_t>> pieces;
+		uint64_t count = 0;
+		for (size_t p = 0; p < readers.size(); ++p)
 		{
-			uint64_t element = readers.front().get<uint64_t>();
-			std::vector<std::pair<const uint8_t *, uint64_t>> pieces;
-			uint64_t count = 0;
-			for (size_t p = 0; p < readers.size(); ++p)
-			{
-				ByteReader &in = readers[p];
-				if (p > 0 && (in.at_end() || in.get<uint64_t>() != element))
-					throw Error(sqlstate::internal_error, "the parts of a split call disagree");
-				uint64_t n = in.get<uint64_t>();
-				if (element == 0 || n > in.remaining() / element)
-					throw Error(sqlstate::internal_error, "a part of a split call has a field longer than its bytes");
-				pieces.emplace_back(in.take(n * element), n);
-				count += n;
-			}
-			out.put<uint64_t>(element);
-			out.put<uint64_t>(count);
-			for (const auto &piece : pieces)
-				out.write(piece.first, piece.second * element);
-		}
-		for (ByteReader &in : readers)
-			if (!in.at_end())
+			ByteReader &in = readers[p];
+			if (p > 0 && (in.at_end() || in.get<uint64_t>() != element))
 				throw Error(sqlstate::internal_error, "the parts of a split call disagree");
-	});
+			uint64_t n = in.get<uint64_t>();
+			if (element == 0 || n > in.remaining() / element)
+				throw Error(sqlstate::internal_error, "a part of a split call has a field longer than its bytes");
+			pieces.emplace_back(in.take(n * element), n);
+			count += n;
+		}
+		out.put<uint64_t>(element);
+		out.put<uint64_t>(count);
+		for (const auto &piece : pieces)
+			out.write(piece.first, piece.second * element);
+	}
+	for (ByteReader &in : readers)
+		if (!in.at_end())
+			throw Error(sqlstate::internal_error, "the parts of a split call disagree");
 }
 
 /* ---- the wire -------------------------------------------------------------- */
@@ -387,7 +390,9 @@ class Service
 	void answer(Job &job, Outcome outcome);
 	void reply_error(Connection &client, const std::string &sqlstate, const std::string &message,
 					 const std::string &detail = {}, const std::string &hint = {});
-	void reply_result(Connection &client, const Outcome &outcome, int32_t parts);
+	/* the result write_result writes (counting, then copying) into the reply's memory */
+	void reply_result(Connection &client, const Outcome &outcome, int32_t parts,
+					  const std::function<void(ByteWriter &)> &write_result);
 	void answer_status(int fd);
 	void take_call(const std::shared_ptr<Connection> &connection, const wire::CallRequest &request, int input_fd);
 	void forget_connection(const std::shared_ptr<Connection> &connection);
@@ -518,27 +523,37 @@ void Service::reply_error(Connection &client, const std::string &sqlstate, const
 	wire::send_message(client.fd, buffer, at, -1);
 }
 
-void Service::reply_result(Connection &client, const Outcome &outcome, int32_t parts)
+void Service::reply_result(Connection &client, const Outcome &outcome, int32_t parts,
+						   const std::function<void(ByteWriter &)> &write_result)
 {
 	uint8_t *shared = nullptr;
 	int fd = -1;
+	size_t bytes = 0;
 	try
 	{
-		fd = wire::create_shared(outcome.result.size(), &shared);
+		ByteWriter counter;
+		write_result(counter);
+		bytes = counter.size();
+		fd = wire::create_shared(bytes, &shared);
+		ByteWriter writer(shared, bytes);
+		write_result(writer);
 	}
 	catch (const Error &e)
 	{
+		if (fd >= 0)
+		{
+			wire::unmap_shared(shared, bytes);
+			close(fd);
+		}
 		reply_error(client, e.sqlstate(), e.what());
 		return;
 	}
-	if (!outcome.result.empty())
-		std::memcpy(shared, outcome.result.data(), outcome.result.size());
-	wire::unmap_shared(shared, outcome.result.size());
+	wire::unmap_shared(shared, bytes);
 	wire::CallReply reply;
 	reply.ok = 1;
 	reply.device_id = outcome.device_id;
 	reply.parts = parts;
-	reply.result_bytes = outcome.result.size();
+	reply.result_bytes = bytes;
 	reply.transfer_ms = outcome.transfer_ms;
 	reply.compute_ms = outcome.compute_ms;
 	reply.queued_ms = outcome.queued_ms;
@@ -622,6 +637,7 @@ Outcome Service::compute(Device &device, Job &job)
 void Service::answer(Job &job, Outcome outcome)
 {
 	int32_t parts = 1;
+	std::vector<std::vector<uint8_t>> results; /* a split call's parts', in part order */
 	if (job.group)
 	{
 		Group &group = *job.group;
@@ -633,7 +649,6 @@ void Service::answer(Job &job, Outcome outcome)
 		parts = static_cast<int32_t>(group.parts.size());
 		outcome = Outcome();
 		outcome.ok = true;
-		std::vector<std::vector<uint8_t>> results;
 		for (size_t p = 0; p < group.parts.size(); ++p)
 		{
 			Outcome &part = group.parts[p];
@@ -652,24 +667,15 @@ void Service::answer(Job &job, Outcome outcome)
 			outcome.device_id = outcome.device_id < 0 ? part.device_id : outcome.device_id;
 			results.push_back(std::move(part.result));
 		}
-		if (outcome.ok)
-		{
-			try
-			{
-				outcome.result = concatenate_parts(results);
-			}
-			catch (const Error &e)
-			{
-				outcome.ok = false;
-				outcome.sqlstate = e.sqlstate();
-				outcome.message = e.what();
-			}
-		}
 	}
 	if (outcome.client_gone)
 		return;
-	if (outcome.ok)
-		reply_result(*job.client, outcome, parts);
+	/* a split call's parts are concatenated straight into the reply's memory */
+	if (outcome.ok && job.group)
+		reply_result(*job.client, outcome, parts, [&](ByteWriter &out) { write_concatenated(out, results); });
+	else if (outcome.ok)
+		reply_result(*job.client, outcome, parts,
+					 [&](ByteWriter &out) { out.write(outcome.result.data(), outcome.result.size()); });
 	else
 		reply_error(*job.client, outcome.sqlstate, outcome.message, outcome.detail, outcome.hint);
 }

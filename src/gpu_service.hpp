@@ -126,6 +126,8 @@ template <typename T> std::vector<T> get_field(ByteReader &in)
  * the concatenation of the parts' same field, in the form they have.
  */
 std::vector<uint8_t> concatenate_parts(const std::vector<std::vector<uint8_t>> &parts);
+/* The same, written to out (counting or copying). */
+void write_concatenated(ByteWriter &out, const std::vector<std::vector<uint8_t>> &parts);
 
 /* One device as the service sees it (gpurec.devices()). */
 struct DeviceStatus
@@ -197,6 +199,29 @@ struct Lease
 };
 
 /*
+ * A call's result where the service wrote it: its reply's memory, mapped
+ * read-only for as long as the result lives (read in place, not copied).
+ */
+class CallResult
+{
+  public:
+	CallResult() = default;
+	/* Maps `bytes` of the memfd `fd` (which stays the caller's to close). */
+	CallResult(int fd, size_t bytes);
+	~CallResult();
+	CallResult(CallResult &&other) noexcept;
+	CallResult &operator=(CallResult &&other) noexcept;
+	CallResult(const CallResult &) = delete;
+	CallResult &operator=(const CallResult &) = delete;
+	const uint8_t *data() const { return data_; }
+	size_t size() const { return bytes_; }
+
+  private:
+	uint8_t *data_ = nullptr;
+	size_t bytes_ = 0;
+};
+
+/*
  * A backend's connection to the service, kept between calls.  Every method
  * may throw gpurec::Error: 58000 when the service went away during a call
  * (or could not be reached), what the service's call raised otherwise.
@@ -232,9 +257,8 @@ class Client
 	 * of a function registered with a merger may ask to be split in up to
 	 * `parts`, one a device.
 	 */
-	std::vector<uint8_t> call(Function function, int64_t device_memory,
-							  const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx,
-							  int32_t parts = 1);
+	CallResult call(Function function, int64_t device_memory, const std::function<void(ByteWriter &)> &write_input,
+					ExecContext &ctx, int32_t parts = 1);
 
 	/*
 	 * A lease of about `bytes` (less where the shared memory has less room
@@ -304,7 +328,7 @@ std::vector<T> call_for_vector(Function function, int64_t device_memory,
 							   const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx,
 							   int32_t parts = 1)
 {
-	std::vector<uint8_t> bytes = ctx.service->call(function, device_memory, write_input, ctx, parts);
+	CallResult bytes = ctx.service->call(function, device_memory, write_input, ctx, parts);
 	ByteReader in(bytes.data(), bytes.size());
 	std::vector<T> values = get_field<T>(in);
 	if (!in.at_end())

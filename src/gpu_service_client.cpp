@@ -7,6 +7,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -445,9 +446,37 @@ bool Client::stand_ins(ExecContext &ctx)
 	return last_status_.stand_ins;
 }
 
-std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
-								  const std::function<void(ByteWriter &)> &write_input, ExecContext &ctx,
-								  int32_t parts)
+CallResult::CallResult(int fd, size_t bytes) : bytes_(bytes)
+{
+	/* a mapping past the memfd's end would fault when read: its size is checked first */
+	struct stat shared;
+	if (bytes > 0 && (fstat(fd, &shared) != 0 || static_cast<uint64_t>(shared.st_size) < bytes))
+		throw Error(sqlstate::internal_error, "the GPU service's answer is smaller than it says");
+	if (bytes > 0)
+		data_ = wire::map_shared(fd, bytes, false);
+}
+
+CallResult::~CallResult()
+{
+	if (data_)
+		wire::unmap_shared(data_, bytes_);
+}
+
+CallResult::CallResult(CallResult &&other) noexcept : data_(other.data_), bytes_(other.bytes_)
+{
+	other.data_ = nullptr;
+	other.bytes_ = 0;
+}
+
+CallResult &CallResult::operator=(CallResult &&other) noexcept
+{
+	std::swap(data_, other.data_);
+	std::swap(bytes_, other.bytes_);
+	return *this;
+}
+
+CallResult Client::call(Function function, int64_t device_memory, const std::function<void(ByteWriter &)> &write_input,
+						ExecContext &ctx, int32_t parts)
 {
 	/*
 	 * The input's message, then its columns' chunks, each at a page of its
@@ -572,11 +601,7 @@ std::vector<uint8_t> Client::call(Function function, int64_t device_memory,
 		disconnect();
 		throw Error(sqlstate::internal_error, "the GPU service answered without its result");
 	}
-	std::vector<uint8_t> out(reply.result_bytes);
-	uint8_t *mapped = wire::map_shared(result.fd, reply.result_bytes, false);
-	if (!out.empty())
-		std::memcpy(out.data(), mapped, out.size());
-	wire::unmap_shared(mapped, reply.result_bytes);
+	CallResult out(result.fd, reply.result_bytes);
 	ctx.times.transfer_ms += reply.transfer_ms;
 	ctx.times.compute_ms += reply.compute_ms;
 	ctx.service_device = reply.device_id;

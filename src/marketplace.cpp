@@ -376,7 +376,7 @@ constexpr int64_t kServiceBytesPerOffer = 28;
  */
 RankedOffers rank_in_service(const Offers &offers, int k, ExecContext &ctx)
 {
-	std::vector<uint8_t> bytes = ctx.service->call(
+	service::CallResult bytes = ctx.service->call(
 		service::Function::CheapestOffers, static_cast<int64_t>(offers.product.size()) * kServiceBytesPerOffer,
 		[&](ByteWriter &out) {
 			out.put<int32_t>(k);
