@@ -65,9 +65,12 @@ constexpr WorkRates kStrengthTerms{"strength terms", 0.0011, 4, false};
 /*
  * optimize_carts' searches: H100, the kernels search 100,000 carts in 136 ms
  * (a thread per cart, its branch and bound diverging from its warp's); 16
- * CPU threads in 109-116 ms.
+ * CPU threads in 109-116 ms.  The CPU's searches walk each cart's candidate
+ * arrays and stop scaling with threads: on 64 cores (4x H200) the CPU path
+ * took 1,195 ms where the GPU's took 1,061, which searches scaling with
+ * every thread (28 ms) could not explain.
  */
-constexpr WorkRates kCarts{"carts", 1360, 17900, false};
+constexpr WorkRates kCarts{"carts", 1360, 6300, true};
 } // namespace rates
 
 /* A call's work, as it knows it when auto chooses. */
