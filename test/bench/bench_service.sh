@@ -7,9 +7,14 @@
 #   for roc_fitness and cheapest_offers plain SQL reading the same rows (a
 #   line "... plain SQL: new session ..."): PostgreSQL's own first query
 #   devices: cpu, gpu and auto for roc_fitness, similar_users, cheapest_offers
-#   (PRODUCTS x PER_PRODUCT offers; 0: none) and optimize_carts (CARTS carts of
-#   10 lines over those offers; 0: none) at three sizes each: auto's target is
-#   at most 1.1x the faster of cpu and gpu
+#   (PRODUCTS x PER_PRODUCT offers; 0: none), optimize_carts (CARTS carts of
+#   10 lines over those offers; 0: none), and with GEO_USERS users x 20 points
+#   (0: none) user_similarity and predict_strength (CANDIDATES candidates) on
+#   a hundredth, a tenth and all of the users, and fit_exponent on a
+#   hundredth of them (FIT_CANDIDATES candidates, 1, 5 and 25 holdout users
+#   of 5 visits, the default exponents, no continuous search), at three
+#   sizes each: auto's target is at most 1.1x the faster of cpu and gpu (the
+#   CPU does not run predict_strength's full size: minutes)
 #   split: each function whose work splits over the GPUs, on every GPU vs on one (gpurec.gpus = 0), warm, at
 #   its full size: similar_users (SIMILAR_USERS users x 20 points, 0: none), user_similarity and
 #   predict_strength (GEO_USERS users x 20 points, CANDIDATES candidates; GEO_USERS=0: none), roc_fitness
@@ -33,6 +38,7 @@ individuals=${ROC_INDIVIDUALS:-1000}
 examples=${ROC_EXAMPLES:-100000}
 geo_users=${GEO_USERS:-1000000}
 candidates=${CANDIDATES:-10000}
+fit_candidates=${FIT_CANDIDATES:-1000}
 sessions=${SESSIONS:-32}
 load_s=${LOAD_S:-60}
 base=${BENCH_DIR:-/tmp/gpurec-bench-service}
@@ -69,12 +75,15 @@ VACUUM ANALYZE points;
 SQL
 	allow_workers population
 	allow_workers points
-	if [[ " $phases " == *" split "* || -n "${KEEP_DATA:-}" ]] && [ "$geo_users" -gt 0 ]; then
+	if [[ " $phases " == *" split "* || " $phases " == *" service "* || -n "${KEEP_DATA:-}" ]] && [ "$geo_users" -gt 0 ]; then
 		q <<SQL
 CREATE UNLOGGED TABLE geo_points AS
   SELECT (i / 20) AS user_id, random() * 1000 AS x, random() * 1000 AS y FROM generate_series(0, $geo_users * 20 - 1) i;
 CREATE UNLOGGED TABLE candidates AS
   SELECT i AS candidate_id, random() * 1000 AS x, random() * 1000 AS y FROM generate_series(1, $candidates) i;
+CREATE UNLOGGED TABLE visits AS
+  SELECT u AS user_id, 1 + (random() * ($fit_candidates - 1))::int AS candidate_id
+  FROM generate_series(0, 24) u, generate_series(1, 5) v;
 VACUUM ANALYZE geo_points;
 SQL
 		allow_workers geo_points
@@ -87,8 +96,11 @@ SQL
 roc() { echo "SELECT sum(auc) FROM gpurec.roc_fitness('SELECT individual_id, scores FROM population WHERE individual_id <= $1', (SELECT labels FROM labels))"; }
 similar() { echo "SELECT count(*) FROM gpurec.similar_users('SELECT user_id, x, y FROM points WHERE user_id < $1', 10)"; }
 cheapest() { echo "SELECT count(*) FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers WHERE product_id <= $1', 1)"; }
-similarity() { echo "SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM geo_points', 0)"; }
-strength() { echo "SELECT count(*) FROM gpurec.predict_strength('SELECT user_id, x, y FROM geo_points', 0, 'SELECT candidate_id, x, y FROM candidates')"; }
+# similarity [USERS], strength [USERS]: over the first USERS users (all by default)
+similarity() { echo "SELECT count(*) FROM gpurec.user_similarity('SELECT user_id, x, y FROM geo_points WHERE user_id < ${1:-$geo_users}', 0)"; }
+strength() { echo "SELECT count(*) FROM gpurec.predict_strength('SELECT user_id, x, y FROM geo_points WHERE user_id < ${1:-$geo_users}', 0, 'SELECT candidate_id, x, y FROM candidates')"; }
+# fit HOLDOUT: fit_exponent over a hundredth of the users, HOLDOUT of them holding out their visits
+fit() { echo "SELECT sum(mean_auc) FROM gpurec.fit_exponent('SELECT user_id, x, y FROM geo_points WHERE user_id < $((geo_users / 100))', 'SELECT user_id, candidate_id FROM visits WHERE user_id < $1', 'SELECT candidate_id, x, y FROM candidates WHERE candidate_id <= $fit_candidates', tolerance => NULL)"; }
 # plain SQL reading the same rows: what PostgreSQL's own first query in a new backend costs beside a warm one
 roc_reference() { echo "SELECT sum(cardinality(scores)) FROM population WHERE individual_id <= $1"; }
 cheapest_reference() { echo "SELECT sum(price) FROM offers WHERE product_id <= $1"; }
@@ -130,10 +142,20 @@ devices_and_sessions() { # devices_and_sessions LABEL: cpu/gpu/auto at three siz
 			[ "$n" -gt 0 ] && three_devices "$label" optimize_carts "${n}carts" "$(optimize "$n")"
 		done
 	fi
-	[ "$similar_users" -gt 0 ] || return 0
-	for n in $((similar_users / 100)) $((similar_users / 10)) $similar_users; do
-		# the full size takes the CPU minutes
-		three_devices "$label" similar_users "${n}x20" "$(similar "$n")" "$([ "$n" = "$similar_users" ] || echo cpu) gpu auto"
+	if [ "$similar_users" -gt 0 ]; then
+		for n in $((similar_users / 100)) $((similar_users / 10)) $similar_users; do
+			# the full size takes the CPU minutes
+			three_devices "$label" similar_users "${n}x20" "$(similar "$n")" "$([ "$n" = "$similar_users" ] || echo cpu) gpu auto"
+		done
+	fi
+	[ "$geo_users" -ge 100 ] || return 0
+	for n in $((geo_users / 100)) $((geo_users / 10)) $geo_users; do
+		three_devices "$label" user_similarity "${n}x20" "$(similarity "$n")"
+		three_devices "$label" predict_strength "${candidates}x${n}x20" "$(strength "$n")" "$([ "$n" = "$geo_users" ] || echo cpu) gpu auto"
+	done
+	for n in 1 5 25; do
+		[ "$n" -lt $((geo_users / 100)) ] || break # a holdout user needs points
+		three_devices "$label" fit_exponent "${n}holdout_${fit_candidates}x$((geo_users / 100))x20" "$(fit "$n")"
 	done
 }
 
