@@ -73,6 +73,12 @@ struct ExecContext : gpu::CallContext
 	ProgressReport progress;
 	/* Raises a NOTICE. */
 	std::function<void(const std::string &)> notice = [](const std::string &) {};
+	/*
+	 * Says that the calling thread waits on another process (true: the GPU
+	 * service computes its call) or no longer (false): the session's wait
+	 * event in pg_stat_activity.
+	 */
+	std::function<void(bool)> waiting = [](bool) {};
 	/* Filled in while the call runs. */
 	bool used_gpu = false;
 	/* The most worker threads that one parallel_for of the call ran. */

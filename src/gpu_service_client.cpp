@@ -179,6 +179,13 @@ namespace {
  */
 size_t await_reply(int socket, void *buffer, size_t capacity, int *fd, ExecContext &ctx)
 {
+	/* the session shows as waiting (pg_stat_activity's wait_event 'Extension') while the service works */
+	struct Waiting
+	{
+		ExecContext &ctx;
+		explicit Waiting(ExecContext &c) : ctx(c) { ctx.waiting(true); }
+		~Waiting() { ctx.waiting(false); }
+	} waiting(ctx);
 	for (;;)
 	{
 		struct pollfd polled = {socket, POLLIN, 0};

@@ -453,6 +453,13 @@ ExecContext exec_context_from_settings()
 		const char *text = message.c_str();
 		pg_call([text] { ereport(NOTICE, (errmsg("%s", text))); });
 	};
+	/* a store into the backend's PGPROC, which raises nothing */
+	ctx.waiting = [](bool waiting) {
+		if (waiting)
+			pgstat_report_wait_start(PG_WAIT_EXTENSION);
+		else
+			pgstat_report_wait_end();
+	};
 	return ctx;
 }
 

@@ -249,6 +249,11 @@ def queue_and_cancel(db):
     holders = [hold_call(db, f"holder{i}") for i in range(n)]
     running = wait_for(lambda: sum(r[1] for r in devices(watcher)) == n)
     check("service-calls-running-shown", running, f"devices {devices(watcher)}")
+    # a session whose call the service computes waits, as pg_stat_activity shows
+    events = watcher.run("SELECT state, wait_event_type, wait_event FROM pg_stat_activity "
+                         "WHERE application_name = 'holder0';")
+    check("service-call-shows-waiting-in-pg-stat-activity",
+          events.rows == [["active", "Extension", "Extension"]], events.describe())
 
     queued = db.session("queued")
     queued.run("SET gpurec.device = 'gpu';")
