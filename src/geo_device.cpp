@@ -368,12 +368,10 @@ GeoWorkResult result_of(const service::CallResult &bytes, const GeoWork &work, s
 	std::vector<int32_t> heap_users = service::get_field<int32_t>(in);
 	std::vector<int32_t> sizes = service::get_field<int32_t>(in);
 	/* the heaps read where they are, each copied once, to its user's place */
-	bool agree = in.get<uint64_t>() == sizeof(SimilarityEntry);
-	uint64_t entries = in.get<uint64_t>();
-	agree = agree && entries <= in.remaining() / sizeof(SimilarityEntry);
-	const uint8_t *heaps = agree ? in.take(entries * sizeof(SimilarityEntry)) : nullptr;
+	uint64_t entries = 0;
+	const uint8_t *heaps = service::get_field_in_place<SimilarityEntry>(in, entries);
 	auto kept = static_cast<size_t>(std::max(0, work.kept));
-	agree = agree && sizes.size() == heap_users.size() && entries == heap_users.size() * kept;
+	bool agree = sizes.size() == heap_users.size() && entries == heap_users.size() * kept;
 	if (work.kind == GeoWork::Kind::SimilarUsers && agree)
 	{
 		r.sizes.assign(users, 0);

@@ -122,6 +122,20 @@ template <typename T> std::vector<T> get_field(ByteReader &in)
 }
 
 /*
+ * The same field read where it lies, not copied: its `count` elements'
+ * bytes (unaligned: copy them out with memcpy).
+ */
+template <typename T> const uint8_t *get_field_in_place(ByteReader &in, uint64_t &count)
+{
+	if (in.get<uint64_t>() != sizeof(T))
+		throw Error(sqlstate::internal_error, "the GPU service's answer has a field of another type");
+	count = in.get<uint64_t>();
+	if (count > in.remaining() / sizeof(T))
+		throw Error(sqlstate::internal_error, "ByteReader: a serialized vector longer than its bytes");
+	return in.take(count * sizeof(T));
+}
+
+/*
  * The result of a split call from its parts' (in part order): each field
  * the concatenation of the parts' same field, in the form they have.
  */
