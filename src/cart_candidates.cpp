@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "cpu_parallel.hpp"
@@ -214,6 +215,15 @@ void group_by_slot(size_t slices, size_t n_slots, ForEach for_each, std::vector<
 
 } // namespace
 
+NonFinitePrice::NonFinitePrice(int64_t product_id, int64_t store_id)
+	: Error(sqlstate::invalid_parameter_value,
+			"the price of product " + std::to_string(product_id) + " at store " + std::to_string(store_id) +
+				" is not a finite number",
+			"optimize_carts needs a finite price for every offer of a product in a cart."),
+	  product_id(product_id), store_id(store_id)
+{
+}
+
 /*
  * Every needed product's candidates.  The offers are read in row order on
  * every core, not product by product: each product's rows lie all over the
@@ -347,6 +357,8 @@ ProductOffers product_offers(const Offers &offers, std::vector<uint8_t> needed, 
 			return price.display_scale(a) < price.display_scale(b);
 		return a < b;
 	};
+	/* each range's least refused (product, store), for NonFinitePrice */
+	std::vector<std::optional<std::pair<int64_t, int64_t>>> refused(n_ranges);
 	parallel_for(n_ranges, ctx, [&](size_t range, size_t, const std::atomic<bool> &cancelled) {
 		std::vector<ProductOffer> candidates;
 		for (size_t slot = bounds[range]; slot < bounds[range + 1] && !cancelled; ++slot)
@@ -365,10 +377,14 @@ ProductOffers product_offers(const Offers &offers, std::vector<uint8_t> needed, 
 					if (at != begin && offers.store[at[-1]] == offers.store[row])
 						continue;
 					if (!units.finite(row))
-						throw Error(sqlstate::invalid_parameter_value,
-									"the price of product " + std::to_string(offers.product.value_of(code)) +
-										" at store " + std::to_string(offers.store[row]) + " is not a finite number",
-									"optimize_carts needs a finite price for every offer of a product in a cart.");
+					{
+						/* its least store, as the stores come in order; the least product after the join */
+						std::pair<int64_t, int64_t> offer{offers.product.value_of(code), offers.store[row]};
+						if (!refused[range] || offer < *refused[range])
+							refused[range] = offer;
+						candidates.clear();
+						break;
+					}
 					candidates.push_back(offer_at(row));
 				}
 				candidates.resize(drop_dominated(candidates.data(), candidates.size(),
@@ -393,6 +409,12 @@ ProductOffers product_offers(const Offers &offers, std::vector<uint8_t> needed, 
 			range_kept[range].insert(range_kept[range].end(), candidates.begin(), candidates.end());
 		}
 	});
+	std::optional<std::pair<int64_t, int64_t>> least_refused;
+	for (const auto &offer : refused)
+		if (offer && (!least_refused || *offer < *least_refused))
+			least_refused = offer;
+	if (least_refused)
+		throw NonFinitePrice(least_refused->first, least_refused->second);
 	out.kept_offsets.assign(n_codes + 1, 0);
 	std::partial_sum(kept_count.begin(), kept_count.end(), out.kept_offsets.begin() + 1);
 	out.kept.reserve(out.kept_offsets[n_codes]);

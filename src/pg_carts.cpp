@@ -6,6 +6,7 @@
 #include "pg_boundary.hpp"
 
 #include <algorithm>
+#include <optional>
 
 extern "C" {
 #include "utils/memutils.h"
@@ -191,9 +192,9 @@ Datum optimize_carts_rows(FunctionCallInfo fcinfo, bool of_parts)
 
 	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
 	const Offers &offers = merged ? merged->offers() : input.offers;
-	CartsAnswer answer = optimize_carts(lines, offers, *shipping, ctx);
 	if (!of_parts)
 	{
+		CartsAnswer answer = optimize_carts(lines, offers, *shipping, ctx);
 		OptimizedLinesWriter out(fcinfo, ctx, "optimize_carts");
 		for (const CartAnswer &cart : answer.carts)
 			for (size_t l = cart.first_line; l < cart.end_line; ++l)
@@ -202,8 +203,24 @@ Datum optimize_carts_rows(FunctionCallInfo fcinfo, bool of_parts)
 		return (Datum) 0;
 	}
 	require_integer_cart_ids(ctx);
+	/*
+	 * A price that is not finite: a part that says so, in place of the
+	 * error, so that the coordinator names the offer one server would
+	 * (each partition sees only its carts' products).
+	 */
+	CartsAnswer answer;
+	std::optional<ShardRows> refused;
+	try
+	{
+		answer = optimize_carts(lines, offers, *shipping, ctx);
+	}
+	catch (const NonFinitePrice &refusal)
+	{
+		refused = refused_optimized_lines_part(refusal, offers);
+	}
 	Stopwatch clock;
-	Datum part = shard_rows_result(optimized_lines_part(lines, answer, offers), "optimize_carts");
+	Datum part = refused ? shard_rows_result(*refused, "optimize_carts")
+						 : shard_rows_result(optimized_lines_part(lines, answer, offers), "optimize_carts");
 	ctx.times.output_ms += clock.elapsed_ms();
 	report_timing("_optimize_carts_part", ctx);
 	return part;

@@ -675,6 +675,54 @@ def edge_values(rnd):
             f"gpurec_shards.improve_carts({SHARDS}, 'SELECT * FROM edge_carts', '{tiny}')")
 
 
+def refused_offers(rnd):
+    """optimize_carts refuses a store's best offer whose price is not
+    finite, naming the least such product, then store.  Here several such
+    offers lie under carts of every partition, each of which finds only its
+    own: the partitions' call must name the least of them all, as one
+    server does (oracle: the least product, then store, whose every offer is
+    NaN, among the products in a cart)."""
+    products = rnd.sample(range(-50, 50), 24)
+    offers, refused = [], []
+    carted = set(rnd.sample(products, 16))
+    for p in products:
+        for s in rnd.sample(range(-6, 6), 5):
+            nan_only = rnd.random() < 0.2
+            prices = ["NaN"] * rnd.randint(1, 2) if nan_only else \
+                [str(rnd.randint(1, 9)) + "." + str(rnd.randint(0, 99)) for _ in range(rnd.randint(1, 2))] + \
+                ["NaN"] * rnd.randint(0, 1)
+            offers += [[p, s, price] for price in prices]
+            if nan_only and p in carted:
+                refused.append((p, s))
+    if not refused:  # at least one, on a product in a cart
+        p = rnd.choice(sorted(carted))
+        offers.append([p, 99, "NaN"])
+        refused.append((p, 99))
+    rnd.shuffle(offers)
+    carts = [[1000 + i // 2, p, None, 1] for i, p in enumerate(sorted(carted, key=lambda _: rnd.random()))]
+    schema = ("DROP TABLE IF EXISTS refused_offers, refused_carts;"
+              "CREATE TABLE refused_offers (product_id bigint, store_id bigint, price numeric);"
+              "CREATE TABLE refused_carts (cart_id bigint, product_id bigint, store_id bigint, quantity integer);")
+    run(*WHOLE, schema)
+    copy_rows(*WHOLE, "refused_offers", offers)
+    copy_rows(*WHOLE, "refused_carts", carts)
+    for i, (host, db) in enumerate(SHARD_DBS):
+        run(host, db, schema)
+        copy_rows(host, db, "refused_offers", offers[i::len(SHARD_DBS)])
+        copy_rows(host, db, "refused_carts", [c for c in carts if c[0] % len(SHARD_DBS) == i])
+    call = "gpurec{}.optimize_carts({}'SELECT * FROM refused_carts', 'SELECT * FROM refused_offers', " \
+           "'SELECT 1 AS store_id, 1 AS fee')"
+    p, s = min(refused)
+    want = f"the price of product {p} at store {s} is not a finite number"
+    e_one = error_of(*WHOLE, f"SELECT * FROM {call.format('', '')};")
+    check("optimize-carts-refuses-the-least-non-finite-offer", e_one is not None and e_one[:2] == ("22023", want),
+          f"one server {e_one}; want 22023 {want} ({len(refused)} refused offers)")
+    e = error_of(*COORD, f"SELECT * FROM {call.format('_shards', SHARDS + ', ')};")
+    check("optimize-carts-partitions-refuse-the-least-non-finite-offer",
+          e is not None and e[0] == "22023" and e[1].endswith(want),
+          f"partitions {e}; want 22023 {want} ({len(refused)} refused offers)")
+
+
 def same_error(name, local_call, shard_call, state=None):
     """The call raises the single server's error (its SQLSTATE, and its
     message, which a partition's error prefixes with the partition's name)."""
@@ -1089,6 +1137,7 @@ def main():
         geo_merge()
         carts_merge()
         edge_values(rnd)
+        refused_offers(rnd)
         carts_parts(rnd)
         candidates_parts(rnd)
         merge(rnd)

@@ -225,5 +225,87 @@ TEST(CartShards, ShippingTravelsWholeWithItsTypes)
 	EXPECT_EQ(nothing.store.size(), 0u);
 }
 
+/*
+ * A partition whose carts optimize_carts refuses for a price that is not
+ * finite sends a refusal in place of its rows, and the merge raises the
+ * least offer any partition names, whatever their order: the one that one
+ * server holding every cart names.  Each partition sees only its carts'
+ * products, so each names another offer.
+ */
+TEST(CartShards, TheMergeNamesTheLeastRefusedOfferAsOneServerDoes)
+{
+	IdColumn product;
+	Int64Column store;
+	NumberColumn price(NumberType::Numeric);
+	auto offer = [&](int64_t p, int64_t s, int64_t cents) {
+		product.push_back(p);
+		store.push_back(s);
+		if (cents < 0)
+			price.push_numeric_special(NumberColumn::kScaleNaN);
+		else
+			price.push_numeric(cents, 2);
+	};
+	offer(5, 2, -1); /* product 5's best at store 2: NaN */
+	offer(5, 1, 300);
+	offer(3, 9, -1); /* product 3's at stores 9 and 7 */
+	offer(3, 7, -1);
+	offer(3, 7, -1);
+	offer(1, 4, 250);
+	Offers offers{product, store, price};
+	Int64Column no_stores;
+	NumberColumn fees(NumberType::Numeric), free_from(NumberType::Numeric);
+	Shipping shipping{no_stores, fees, free_from};
+	/* a partition's carts: (cart, product) lines */
+	auto part_of = [&](std::vector<std::pair<int64_t, int64_t>> cart_lines) {
+		Int64Column cart, cart_product, current, quantity;
+		for (auto [c, p] : cart_lines)
+		{
+			cart.push_back(c);
+			cart_product.push_back(p);
+			current.push_back(kNoCurrentStore);
+			quantity.push_back(1);
+		}
+		CartLines lines{cart, cart_product, current, quantity};
+		ExecContext ctx;
+		ctx.mode = DeviceMode::Cpu;
+		try
+		{
+			return optimized_lines_part(lines, optimize_carts(lines, offers, shipping, ctx), offers).bytes();
+		}
+		catch (const NonFinitePrice &refusal)
+		{
+			return refused_optimized_lines_part(refusal, offers).bytes();
+		}
+	};
+	std::vector<uint8_t> refused_5 = part_of({{1, 5}, {1, 1}}), refused_3 = part_of({{2, 3}}),
+						 answered = part_of({{3, 1}});
+	for (const auto &order : {std::vector<const std::vector<uint8_t> *>{&refused_5, &answered, &refused_3},
+							  std::vector<const std::vector<uint8_t> *>{&refused_3, &refused_5},
+							  std::vector<const std::vector<uint8_t> *>{&answered, &refused_5}})
+	{
+		ShardRows parts = optimized_lines_rows();
+		for (const std::vector<uint8_t> *part : order)
+			parts.append(part->data(), part->size(), 0);
+		std::pair<int64_t, int64_t> want = order.size() == 3 || order[0] == &refused_3 ? std::make_pair(3, 7)
+																						: std::make_pair(5, 2);
+		try
+		{
+			merge_optimized_lines(parts);
+			ADD_FAILURE() << "no error";
+		}
+		catch (const NonFinitePrice &e)
+		{
+			EXPECT_EQ(std::make_pair(e.product_id, e.store_id), want);
+			EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_parameter_value);
+		}
+	}
+	/* only answers: the rows, no refusal among them */
+	ShardRows parts = optimized_lines_rows();
+	parts.append(answered.data(), answered.size(), 0);
+	MergedOptimizedLines merged = merge_optimized_lines(parts);
+	ASSERT_EQ(merged.lines.size(), 1u);
+	EXPECT_EQ(merged.lines[0].store_id, 4);
+}
+
 } // namespace
 } // namespace gpurec

@@ -388,6 +388,81 @@ TEST(Carts, APriceNotFiniteIsAnErrorWhereItIsItsStoresBest)
 		}
 }
 
+/*
+ * Where several stores' best offers of products in carts are not finite,
+ * the error names the least product, then its least store: whatever order
+ * the products come in and however the work is divided, so that one
+ * server and gpurec_shards' partitions name the same offer.  The products
+ * come from the highest id down, so that their order of appearance runs
+ * against their ids.
+ */
+TEST(Carts, APriceNotFiniteNamesTheLeastProductThenStore)
+{
+	std::mt19937_64 rng = seeded_rng();
+	auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+	for (int round = 0; round < 12; ++round)
+	{
+		Market m;
+		int n_products = draw(1, 4000);
+		int refused_in_1000 = draw(0, 3) == 0 ? 0 : draw(1, 40);
+		std::vector<std::pair<int64_t, int64_t>> refused; /* (product, store): its every offer not finite */
+		std::vector<int64_t> in_cart;
+		for (int64_t p = n_products; p >= 1; --p)
+		{
+			bool carted = draw(0, 1) == 0;
+			if (carted)
+				in_cart.push_back(p);
+			for (int64_t s = -3; s <= 5; ++s)
+			{
+				bool only_not_finite = draw(0, 999) < refused_in_1000;
+				int finite = only_not_finite ? 0 : draw(0, 2) == 0 ? 0 : draw(1, 2);
+				int not_finite = only_not_finite ? draw(1, 2) : finite > 0 && draw(0, 4) == 0;
+				for (int copy = 0; copy < finite + not_finite; ++copy)
+				{
+					m.offer_product.push_back(p);
+					m.offer_store.push_back(s);
+					if (copy < finite)
+						m.offer_price.push_numeric(draw(1, 12) * 50, 2);
+					else /* NaN or +Infinity, each after every finite price */
+						m.offer_price.push_numeric_special(draw(0, 1) ? NumberColumn::kScaleNaN
+																	   : NumberColumn::kScalePosInf);
+				}
+				if (finite == 0 && not_finite > 0 && carted)
+					refused.push_back({p, s});
+			}
+		}
+		std::shuffle(in_cart.begin(), in_cart.end(), rng);
+		for (size_t i = 0; i < in_cart.size(); ++i)
+		{
+			m.cart.push_back(static_cast<int64_t>(i / 3) + 1);
+			m.product.push_back(in_cart[i]);
+			m.store.push_back(draw(0, 3) == 0 ? draw(-3, 5) : kNoCurrentStore);
+			m.quantity.push_back(1);
+		}
+		SCOPED_TRACE("round " + std::to_string(round) + ": " + std::to_string(n_products) + " products, " +
+					 std::to_string(refused.size()) + " refused offers");
+		ExecContext ctx = context(DeviceMode::Cpu);
+		if (refused.empty())
+		{
+			EXPECT_NO_THROW(optimize_carts(m.lines(), m.offers(), m.shipping(), ctx));
+			continue;
+		}
+		std::pair<int64_t, int64_t> least = *std::min_element(refused.begin(), refused.end());
+		try
+		{
+			optimize_carts(m.lines(), m.offers(), m.shipping(), ctx);
+			ADD_FAILURE() << "no error";
+		}
+		catch (const NonFinitePrice &e)
+		{
+			EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_parameter_value);
+			EXPECT_EQ(std::make_pair(e.product_id, e.store_id), least);
+			EXPECT_EQ(std::string(e.what()), "the price of product " + std::to_string(least.first) + " at store " +
+												 std::to_string(least.second) + " is not a finite number");
+		}
+	}
+}
+
 TEST(Carts, CancelStopsTheSearch)
 {
 	std::mt19937_64 rng = seeded_rng();
