@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cpu_parallel.hpp"
+#include "key_dictionary.hpp"
 
 namespace gpurec {
 
@@ -54,7 +55,7 @@ bool units_of(const NumberColumn &column, size_t row, int scale, __int128 *units
 	return true;
 }
 
-ShippingTable read_shipping(const Shipping &shipping, int scale)
+ShippingTable read_shipping(const Shipping &shipping, int scale, const CallKeys *keys)
 {
 	ShippingTable table;
 	size_t n = shipping.store.size();
@@ -63,7 +64,7 @@ ShippingTable read_shipping(const Shipping &shipping, int scale)
 	for (size_t r = 0; r < n; ++r)
 	{
 		int64_t store = shipping.store[r];
-		std::string who = "store " + std::to_string(store);
+		std::string who = "store " + shown_id(keys, "store_id", store);
 		if (!table.index.insert(store, static_cast<int32_t>(r)))
 			throw Error(sqlstate::cardinality_violation, "the shipping query lists " + who + " more than once",
 						"A store has one fee and one free_from.");
@@ -215,10 +216,10 @@ void group_by_slot(size_t slices, size_t n_slots, ForEach for_each, std::vector<
 
 } // namespace
 
-NonFinitePrice::NonFinitePrice(int64_t product_id, int64_t store_id)
+NonFinitePrice::NonFinitePrice(int64_t product_id, int64_t store_id, const CallKeys *keys)
 	: Error(sqlstate::invalid_parameter_value,
-			"the price of product " + std::to_string(product_id) + " at store " + std::to_string(store_id) +
-				" is not a finite number",
+			"the price of product " + shown_id(keys, "product_id", product_id) + " at store " +
+				shown_id(keys, "store_id", store_id) + " is not a finite number",
 			"optimize_carts needs a finite price for every offer of a product in a cart."),
 	  product_id(product_id), store_id(store_id)
 {
@@ -414,7 +415,7 @@ ProductOffers product_offers(const Offers &offers, std::vector<uint8_t> needed, 
 		if (offer && (!least_refused || *offer < *least_refused))
 			least_refused = offer;
 	if (least_refused)
-		throw NonFinitePrice(least_refused->first, least_refused->second);
+		throw NonFinitePrice(least_refused->first, least_refused->second, ctx.keys.get());
 	out.kept_offsets.assign(n_codes + 1, 0);
 	std::partial_sum(kept_count.begin(), kept_count.end(), out.kept_offsets.begin() + 1);
 	out.kept.reserve(out.kept_offsets[n_codes]);

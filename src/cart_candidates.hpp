@@ -71,7 +71,7 @@ struct ShippingTable
  * The call's shipping in units at `scale`, each row checked: a store
  * listed once, a fee finite, >= 0 and summable, a free_from not NaN.
  */
-ShippingTable read_shipping(const Shipping &shipping, int scale);
+ShippingTable read_shipping(const Shipping &shipping, int scale, const CallKeys *keys);
 
 /* One store's best offer of a product: a candidate before costs. */
 struct ProductOffer

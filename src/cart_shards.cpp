@@ -180,8 +180,8 @@ MergedOptimizedLines merge_optimized_lines(ShardRows &parts)
 			if (!least_refused || offer < *least_refused)
 				least_refused = offer;
 		}
-	if (least_refused)
-		throw NonFinitePrice(least_refused->first, least_refused->second);
+	if (least_refused) /* gpurec_shards' carts have integer ids */
+		throw NonFinitePrice(least_refused->first, least_refused->second, nullptr);
 	parts.sort_rows({kOptimizedCart, kOptimizedProduct, kOptimizedQuantity});
 	std::vector<OptimizedLine> lines(parts.rows());
 	for (size_t r = 0; r < parts.rows(); ++r)

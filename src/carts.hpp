@@ -121,7 +121,8 @@ struct CartsAnswer
 class NonFinitePrice : public Error
 {
   public:
-	NonFinitePrice(int64_t product_id, int64_t store_id);
+	/* the ids as the call shows them through keys (shown_id; null: integers) */
+	NonFinitePrice(int64_t product_id, int64_t store_id, const CallKeys *keys);
 
 	int64_t product_id, store_id;
 };

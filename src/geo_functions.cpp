@@ -132,7 +132,7 @@ std::vector<double> predict_strength(const GeoPoints &points, int64_t main_user,
 	check_strength_arguments({exponent}, strength);
 	check_geo_input(points, options, ctx);
 	int32_t main = main_user_code(points, main_user, ctx);
-	GeoCandidateSet cands = candidate_set(candidates, options.metric);
+	GeoCandidateSet cands = candidate_set(candidates, options.metric, ctx.keys.get());
 	if (cands.size() == 0)
 		return {};
 	GeoWork work;
@@ -164,7 +164,7 @@ ExponentSearch search_exponent(const GeoPoints &points, const GeoHoldout &holdou
 	if (tolerance != 0)
 		check_tolerance(tolerance);
 	check_geo_input(points, options, ctx);
-	GeoCandidateSet cands = candidate_set(candidates, options.metric);
+	GeoCandidateSet cands = candidate_set(candidates, options.metric, ctx.keys.get());
 
 	/* the candidate rows of each candidate_id */
 	std::unordered_map<int64_t, std::vector<uint32_t>> rows_of_candidate;

@@ -35,6 +35,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -64,11 +65,20 @@ inline GeoRows rows_of(const GeoPoints &points)
 
 /* ---- geo_validate.cpp --------------------------------------------------- */
 
+/* Whether check_coordinates accepts the point, without building its error. */
+inline bool point_in_range(double x, double y, GeoMetric metric)
+{
+	if (metric == GeoMetric::Haversine)
+		return x >= -180 && x <= 180 && y >= -90 && y <= 90;
+	return std::fabs(x) <= kMaxEuclideanCoordinate && std::fabs(y) <= kMaxEuclideanCoordinate;
+}
+
 /*
  * One point's coordinates: finite; under haversine, longitude and latitude
- * in range.  The ERROR names the point's owner as `what id` ("user 7").
+ * in range.  The ERROR names the point's owner as `what id` ("user 7"),
+ * the id as the call shows its column `what`_id (shown_id).
  */
-void check_coordinates(double x, double y, GeoMetric metric, const char *what, int64_t id);
+void check_coordinates(double x, double y, GeoMetric metric, const char *what, int64_t id, const CallKeys *keys);
 
 /* What every function checks first: epsilon, then every point's coordinates (check_coordinates). */
 void check_geo_input(const GeoPoints &points, const GeoOptions &options, ExecContext &ctx);
@@ -93,7 +103,7 @@ int32_t main_user_code(const GeoPoints &points, int64_t main_user, const ExecCon
 GeoPointSet grouped_on_cpu(const GeoRows &points, GeoMetric metric, ExecContext &ctx);
 
 /* The candidates, validated, with cos(latitude) under haversine. */
-GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric);
+GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric, const CallKeys *keys);
 
 /* ---- geo_cpu.cpp: what gpu::geo_similarity_sums, geo_similar_users and geo_strengths do, on the CPU */
 

@@ -8,6 +8,7 @@
 
 #include "cpu_parallel.hpp"
 #include "geo_internal.hpp"
+#include "key_dictionary.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -150,14 +151,19 @@ GeoPointSet grouped_on_cpu(const GeoRows &points, GeoMetric metric, ExecContext 
 	return set;
 }
 
-GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric)
+GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric, const CallKeys *keys)
 {
 	GeoCandidateSet set;
 	size_t n = candidates.id.size();
 	set.x = candidates.x.to_vector();
 	set.y = candidates.y.to_vector();
+	/* the candidate named: the least id with a bad point, whatever order the rows came in */
+	size_t named = n;
 	for (size_t i = 0; i < n; ++i)
-		check_coordinates(set.x[i], set.y[i], metric, "candidate", candidates.id[i]);
+		if (!point_in_range(set.x[i], set.y[i], metric) && (named == n || candidates.id[i] < candidates.id[named]))
+			named = i;
+	if (named < n)
+		check_coordinates(set.x[named], set.y[named], metric, "candidate", candidates.id[named], keys);
 	if (metric == GeoMetric::Haversine)
 		set.cos_lat = cos_latitudes(set.y);
 	return set;

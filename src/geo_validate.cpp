@@ -69,11 +69,11 @@ void check_strength_options(const StrengthOptions &strength)
 
 /*
  * Every coordinate finite and, under haversine, in range; else the error
- * that names the user of the first bad row.  A branch-free pass over each
- * piece first, on every core (the first pass over a parallel read's points
- * in this process: 20M points took 38-54 ms on one core of the H100 host),
- * then, as bad rows are rare, a pass that names one only in the first
- * piece that has any.
+ * that names the least user with a bad point.  A branch-free pass over
+ * each piece first, on every core (the first pass over a parallel read's
+ * points in this process: 20M points took 38-54 ms on one core of the
+ * H100 host), then, as bad rows are rare, a pass over the pieces that
+ * have any.
  */
 void validate_points(const GeoPoints &points, GeoMetric metric, ExecContext &ctx)
 {
@@ -97,23 +97,43 @@ void validate_points(const GeoPoints &points, GeoMetric metric, ExecContext &ctx
 		bool any = false;
 		if (haversine)
 			for (size_t i = 0; i < rows; ++i)
-				any |= !(x[i] >= -180 && x[i] <= 180 && y[i] >= -90 && y[i] <= 90);
+				any |= !point_in_range(x[i], y[i], GeoMetric::Haversine);
 		else
 			for (size_t i = 0; i < rows; ++i)
-				any |= !(std::fabs(x[i]) <= kMaxEuclideanCoordinate && std::fabs(y[i]) <= kMaxEuclideanCoordinate);
+				any |= !point_in_range(x[i], y[i], GeoMetric::Euclidean);
 		bad[piece] = any;
 	});
-	auto first_bad = std::find(bad.begin(), bad.end(), 1);
-	if (first_bad == bad.end())
+	if (std::find(bad.begin(), bad.end(), 1) == bad.end())
 		return;
-	auto piece = static_cast<size_t>(first_bad - bad.begin());
-	const double *x, *y;
-	size_t rows = rows_of(piece, x, y);
-	for (size_t i = 0; i < rows; ++i)
+	/*
+	 * The point named: the least user's, its least x then y (NaN last),
+	 * the same whatever order a parallel read gave the rows in.
+	 */
+	auto key = [](double v) { return std::make_pair(std::isnan(v), std::isnan(v) ? 0.0 : v); };
+	bool found = false;
+	int64_t user = 0;
+	double bad_x = 0, bad_y = 0;
+	for (size_t piece = 0; piece < pieces; ++piece)
 	{
-		size_t row = piece * kPieceRows + i;
-		check_coordinates(x[i], y[i], metric, "user", points.user.value_of(points.user.code(row)));
+		if (!bad[piece])
+			continue;
+		const double *x, *y;
+		size_t rows = rows_of(piece, x, y);
+		for (size_t i = 0; i < rows; ++i)
+		{
+			if (point_in_range(x[i], y[i], metric))
+				continue;
+			int64_t owner = points.user.value_of(points.user.code(piece * kPieceRows + i));
+			if (found && std::make_tuple(owner, key(x[i]), key(y[i])) >= std::make_tuple(user, key(bad_x), key(bad_y)))
+				continue;
+			found = true;
+			user = owner;
+			bad_x = x[i];
+			bad_y = y[i];
+		}
 	}
+	check_coordinates(bad_x, bad_y, metric, "user", user, ctx.keys.get());
+	throw Error(sqlstate::internal_error, "a piece of points was found bad, and none of its points");
 }
 
 } // namespace
@@ -158,9 +178,9 @@ void check_tolerance(double tolerance)
 
 /* ---- data --------------------------------------------------------------- */
 
-void check_coordinates(double x, double y, GeoMetric metric, const char *what, int64_t id)
+void check_coordinates(double x, double y, GeoMetric metric, const char *what, int64_t id, const CallKeys *keys)
 {
-	auto whose = [&] { return std::string(what) + " " + std::to_string(id); };
+	auto whose = [&] { return std::string(what) + " " + shown_id(keys, std::string(what) + "_id", id); };
 	if (!std::isfinite(x) || !std::isfinite(y))
 		throw Error(sqlstate::data_exception,
 					"a point of " + whose() + " has a non-finite coordinate",
@@ -206,7 +226,7 @@ int32_t main_user_code(const GeoPoints &points, int64_t main_user, const ExecCon
 	int32_t code = points.user.find(main_user);
 	if (code < 0)
 		throw Error(sqlstate::invalid_parameter_value,
-					std::string(role) + " " + (ctx.keys ? ctx.keys->shown("user_id", main_user) : std::to_string(main_user)) +
+					std::string(role) + " " + (shown_id(ctx.keys.get(), "user_id", main_user)) +
 						" has no points",
 					"Similarity to a user is measured from that user's points.");
 	return code;

@@ -276,6 +276,11 @@ std::string CallKeys::shown(const std::string &name, int64_t id) const
 	return shown_key(key->type, key->dictionary->value(id), key->dictionary->value_size(id));
 }
 
+std::string shown_id(const CallKeys *keys, const std::string &name, int64_t id)
+{
+	return keys ? keys->shown(name, id) : std::to_string(id);
+}
+
 const CallKeys::Key *CallKeys::find(const std::string &name) const
 {
 	for (const Key &key : keys_)

@@ -363,4 +363,11 @@ class CallKeys
 	std::vector<Coded> columns_;
 };
 
+/*
+ * An id of the call's column `name` as an error names it: through keys
+ * (CallKeys::shown) where the call has them, a uuid's or text's value in
+ * place of its code; else the integer itself.
+ */
+std::string shown_id(const CallKeys *keys, const std::string &name, int64_t id);
+
 } // namespace gpurec

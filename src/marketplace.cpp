@@ -11,6 +11,7 @@
 #include "marketplace.hpp"
 #include "cpu_parallel.hpp"
 #include "gpu_service.hpp"
+#include "key_dictionary.hpp"
 
 #include <atomic>
 #include <algorithm>
@@ -204,15 +205,15 @@ void check_offer_count(size_t offers)
 					"gpurec ranks at most 4294967295 offers per call.");
 }
 
-void check_quantities(const CartLines &lines)
+void check_quantities(const CartLines &lines, const CallKeys *keys)
 {
 	size_t n_lines = lines.cart.size();
 	for (size_t i = 0; i < n_lines; ++i)
 		if (lines.quantity[i] < 1)
 			throw Error(sqlstate::invalid_parameter_value, "quantity must be at least 1",
-						"Cart " + std::to_string(lines.cart[i]) + " has " +
+						"Cart " + shown_id(keys, "cart_id", lines.cart[i]) + " has " +
 							std::to_string(lines.quantity[i]) + " of product " +
-							std::to_string(lines.product[i]) + ".");
+							shown_id(keys, "product_id", lines.product[i]) + ".");
 }
 
 /*
@@ -883,7 +884,7 @@ RankedOffers merge_cheapest_offers(const MergedOffers &merged, int k, ExecContex
 std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers &offers,
 										   ExecContext &ctx, OfferStreamer *streamer)
 {
-	check_quantities(lines);
+	check_quantities(lines, ctx.keys.get());
 	size_t n_lines = lines.cart.size();
 
 	/* the cheapest offer of every product: the same ranking as cheapest_offers */

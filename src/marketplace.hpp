@@ -296,7 +296,7 @@ struct CartLines
 };
 
 /* Every quantity is at least 1 (ERROR 22023 naming the cart and product). */
-void check_quantities(const CartLines &lines);
+void check_quantities(const CartLines &lines, const CallKeys *keys);
 
 /*
  * A cart line worth showing: a cheaper offer exists (best_row), or the

@@ -28,6 +28,7 @@
 #include "cart_candidates.hpp"
 #include "cpu_parallel.hpp"
 #include "gpu_service.hpp"
+#include "key_dictionary.hpp"
 
 namespace gpurec {
 
@@ -85,6 +86,7 @@ struct CallData
 	const std::vector<Demand> &demands;
 	const std::vector<CartGroup> &carts;
 	int scale;
+	const CallKeys *keys; /* the call's, for the ids its errors name (shown_id) */
 };
 
 /* What add_cart reuses from one cart to the next on a thread. */
@@ -140,8 +142,9 @@ void add_cart(const CallData &call, size_t g, CartProblems &piece, CartScratch &
 			__int128 cost = (__int128) o.unit * demand.quantity;
 			if (cost > kMaxUnits || cost < -kMaxUnits)
 				throw Error(sqlstate::numeric_value_out_of_range,
-							"cart " + std::to_string(cart_id) + ": the cost of product " + std::to_string(product_id) +
-								" at store " + std::to_string(o.store) + " is too large to sum exactly",
+							"cart " + shown_id(call.keys, "cart_id", cart_id) + ": the cost of product " +
+								shown_id(call.keys, "product_id", product_id) + " at store " +
+								shown_id(call.keys, "store_id", o.store) + " is too large to sum exactly",
 							"optimize_carts sums prices x quantities and fees as 64-bit integers at scale " +
 								std::to_string(call.scale) +
 								"; each price x quantity may be at most 2^56 = 72057594037927936 units there.");
@@ -154,7 +157,7 @@ void add_cart(const CallData &call, size_t g, CartProblems &piece, CartScratch &
 	}
 	if (products.size() > static_cast<size_t>(kMaxCartProducts))
 		throw Error(sqlstate::program_limit_exceeded,
-					"cart " + std::to_string(cart_id) + " has " + std::to_string(products.size()) +
+					"cart " + shown_id(call.keys, "cart_id", cart_id) + " has " + std::to_string(products.size()) +
 						" distinct products that stores offer; optimize_carts solves at most " +
 						std::to_string(kMaxCartProducts) + " exactly",
 					"The search is exact, and its time can grow exponentially with the products of a cart.",
@@ -606,11 +609,11 @@ void add_to(__int128 &sum, int &scale, __int128 units, int display_scale)
 	scale = std::max(scale, display_scale);
 }
 
-Amount amount_of(__int128 units, int display_scale, int64_t cart_id, const char *what)
+Amount amount_of(__int128 units, int display_scale, const CallData &call, int64_t cart_id, const char *what)
 {
 	if (units > INT64_MAX || units < INT64_MIN + 1)
 		throw Error(sqlstate::numeric_value_out_of_range,
-					"cart " + std::to_string(cart_id) + ": its " + what + " is too large to hold exactly");
+					"cart " + shown_id(call.keys, "cart_id", cart_id) + ": its " + what + " is too large to hold exactly");
 	return {static_cast<int64_t>(units), display_scale};
 }
 
@@ -676,8 +679,8 @@ void answer_cart(const CallData &call, size_t g, const CartProblems &piece, Cart
 	__int128 shipping = 0;
 	int shipping_scale = 0;
 	add_shipping(call.shipping, by_store, shipping, shipping_scale, &out.stores_used);
-	out.shipping = amount_of(shipping, shipping_scale, out.cart_id, "shipping");
-	out.total = amount_of(items + shipping, std::max(items_scale, shipping_scale), out.cart_id, "total");
+	out.shipping = amount_of(shipping, shipping_scale, call, out.cart_id, "shipping");
+	out.total = amount_of(items + shipping, std::max(items_scale, shipping_scale), call, out.cart_id, "total");
 
 	/* the current stores: every line's own, when each offers the line's product */
 	out.has_current = true;
@@ -705,7 +708,7 @@ void answer_cart(const CallData &call, size_t g, const CartProblems &piece, Cart
 	{
 		std::sort(by_store.begin(), by_store.end());
 		add_shipping(call.shipping, by_store, current, current_scale, nullptr);
-		out.current_total = amount_of(current, current_scale, out.cart_id, "current total");
+		out.current_total = amount_of(current, current_scale, call, out.cart_id, "current total");
 	}
 }
 
@@ -714,7 +717,7 @@ void answer_cart(const CallData &call, size_t g, const CartProblems &piece, Cart
 CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const Shipping &shipping,
 						   ExecContext &ctx)
 {
-	check_quantities(lines);
+	check_quantities(lines, ctx.keys.get());
 	require_exact(offers.price);
 	require_exact(shipping.fee);
 	require_exact(shipping.free_from);
@@ -724,7 +727,7 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 	CartsAnswer answer;
 	int scale = std::max({offers.price.scale(), shipping.fee.scale(), shipping.free_from.scale()});
 	answer.scale = scale;
-	ShippingTable shipping_table = read_shipping(shipping, scale);
+	ShippingTable shipping_table = read_shipping(shipping, scale, ctx.keys.get());
 
 	/*
 	 * Lines by (cart, product, quantity, input order): carts, and demands
@@ -781,8 +784,8 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 		demand.end = i;
 		if (quantity > INT64_MAX)
 			throw Error(sqlstate::numeric_value_out_of_range,
-						"cart " + std::to_string(cart_id) + ": the quantities of product " + std::to_string(product_id) +
-							" add up past bigint");
+						"cart " + shown_id(ctx.keys.get(), "cart_id", cart_id) + ": the quantities of product " +
+							shown_id(ctx.keys.get(), "product_id", product_id) + " add up past bigint");
 		demand.quantity = static_cast<int64_t>(quantity);
 		if (demand.code >= 0)
 			needed[demand.code] |= current ? kNeeded | kNeededByStore : kNeeded;
@@ -791,7 +794,7 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 	}
 	keys = {};
 	ProductOffers products = product_offers(offers, std::move(needed), scale, shipping_table, ctx);
-	CallData call{lines, offers, shipping_table, products, order, demands, cart_groups, scale};
+	CallData call{lines, offers, shipping_table, products, order, demands, cart_groups, scale, ctx.keys.get()};
 
 	/* the search problems, in pieces of about kLinesPerPiece lines, built on every core */
 	std::vector<size_t> bounds = split_by_cost(cart_groups.size(), kLinesPerPiece, [&](size_t g) {

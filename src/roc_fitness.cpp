@@ -33,6 +33,7 @@
 #include "column_chunks.hpp"
 #include "cpu_parallel.hpp"
 #include "gpu_service.hpp"
+#include "key_dictionary.hpp"
 
 namespace gpurec {
 
@@ -503,11 +504,11 @@ std::vector<RocCounts> roc_counts_on_cpu(const std::vector<ScoredSegment> &segme
 		});
 }
 
-void check_examples_per_individual(int64_t id, int64_t examples)
+void check_examples_per_individual(int64_t id, int64_t examples, const CallKeys *keys)
 {
 	if (examples > kMaxExamplesPerIndividual)
 		throw Error(sqlstate::program_limit_exceeded,
-					"individual " + std::to_string(id) + " has " + std::to_string(examples) +
+					"individual " + shown_id(keys, "individual_id", id) + " has " + std::to_string(examples) +
 						" examples, more than roc_fitness can count",
 					"At most " + std::to_string(kMaxExamplesPerIndividual) +
 						" examples per individual are supported.");
@@ -681,7 +682,7 @@ std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelC
 		int32_t code = code_of_segment[s];
 		segment_of_code[code] = static_cast<int32_t>(s);
 		ids_of_segments[s] = individual.value_of(code);
-		check_examples_per_individual(ids_of_segments[s], individual.counts()[code]);
+		check_examples_per_individual(ids_of_segments[s], individual.counts()[code], ctx.keys.get());
 	}
 	RocExamples examples{individual.codes(), individual.counts(), label, score.keys(), keys_are_doubles(score)};
 	std::vector<RocCounts> counts = counts_of_examples(examples, code_of_segment, ctx);
@@ -814,16 +815,16 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 		int64_t id = individual_ids[row];
 		if (s > 0 && ids_of_segments[s - 1] == id)
 			throw Error(sqlstate::invalid_parameter_value,
-						"individual " + std::to_string(id) + " appears more than once",
+						"individual " + shown_id(ctx.keys.get(), "individual_id", id) + " appears more than once",
 						"The population query must return one row per individual.");
 		int64_t length = scores.row_end(row) - scores.row_begin(row);
 		if (length != static_cast<int64_t>(labels.size()))
 			throw Error(sqlstate::invalid_parameter_value,
-						"the scores of individual " + std::to_string(id) + " have " +
+						"the scores of individual " + shown_id(ctx.keys.get(), "individual_id", id) + " have " +
 							std::to_string(length) + " elements, the labels " +
 							std::to_string(labels.size()),
 						"Every scores array must be as long as labels.");
-		check_examples_per_individual(id, length);
+		check_examples_per_individual(id, length, ctx.keys.get());
 		ids_of_segments[s] = id;
 		segment_of_row[row] = static_cast<int32_t>(s);
 	}

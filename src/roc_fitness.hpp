@@ -70,7 +70,7 @@ std::vector<RocCounts> roc_counts_on_cpu(const std::vector<ScoredSegment> &segme
  * Ranks and counts are 32-bit: more than 2^31 - 1 examples of one
  * individual is ERROR 54000 naming it (README, Limits).
  */
-void check_examples_per_individual(int64_t id, int64_t examples);
+void check_examples_per_individual(int64_t id, int64_t examples, const CallKeys *keys);
 
 /*
  * Long format: one row per (individual, example).  Rows with a NULL label or

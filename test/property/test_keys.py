@@ -512,6 +512,138 @@ ANALYZE ties_big;""")
     sql("DROP TABLE ties, ties_big")
 
 
+def check_errors_name_keys(key_type, devices):
+    """An error that names an id names it as the query gave it (the uuid or
+    the text, never gpurec's code for it), and where several ids are at
+    fault, the least in the key's byte order, as the integer call names the
+    least integer (the integers stand for the keys in their order): a NaN
+    coordinate of several users and of several candidates, a NaN price that
+    is its store's best offer of several products in carts, a store listed
+    twice in shipping, an individual twice in a population, a scores array
+    of the wrong length."""
+    cast = "uuid" if key_type == "uuid" else "text"
+    id_type = f"NULL::{cast}"
+
+    def expect(name, call_k, call_i, message, key, integer):
+        """call_k raises 22023/21000 naming key (message % key), call_i the same naming integer."""
+        for device in devices:
+            s = {"gpurec.device": device}
+            got_k = sql_error(call_k, settings=s)
+            got_i = sql_error(call_i, settings=s)
+            check(f"{name} {key_type} {device}: names {message % 'the least id'} by its {key_type}",
+                  got_k is not None and got_k[1] == message % key, f"got {got_k}; want {message % key!r}")
+            check(f"{name} {key_type} {device}: the integer call names the integer of that id",
+                  got_i is not None and got_i[1] == message % integer, f"got {got_i}; want {message % integer!r}")
+
+    # points: several users with a NaN coordinate, rows in random order
+    users = Ids(key_type, rng.randint(4, 30))
+    bad_users = rng.sample(users.keys, rng.randint(2, len(users.keys) - 1))
+    rows = []
+    for key in users.keys:
+        for _ in range(rng.randint(1, 4)):
+            rows.append((key, rng.randint(0, 9), rng.randint(0, 9)))
+        if key in bad_users:
+            rows.append((key, rng.choice(["'NaN'", "'Infinity'", "3"]), rng.choice(["'NaN'", "'-Infinity'"])))
+    rng.shuffle(rows)
+    sql("DROP TABLE IF EXISTS err_points, err_candidates; "
+        f"CREATE TABLE err_points (user_key {cast}, user_int bigint, x float8, y float8); "
+        f"CREATE TABLE err_candidates (candidate_key {cast}, candidate_int bigint, x float8, y float8); "
+        "INSERT INTO err_points VALUES " + ",".join(
+            f"({quote(k)}, {users.integer[k]}, {x}, {y})" for k, x, y in rows) + ";")
+    least = byte_order(key_type, bad_users)[0]
+    expect("similar_users", f"SELECT * FROM gpurec.similar_users({lit('SELECT user_key AS user_id, x, y FROM err_points')}, "
+           f"2, 'euclidean', NULL, {id_type})",
+           f"SELECT * FROM gpurec.similar_users({lit('SELECT user_int AS user_id, x, y FROM err_points')}, 2)",
+           "a point of user %s has a non-finite coordinate", least, users.integer[least])
+    # candidates: several with a NaN coordinate; the users' points all finite
+    cands = Ids(key_type, rng.randint(3, 20))
+    bad_cands = rng.sample(cands.keys, rng.randint(2, len(cands.keys)))
+    sql("DELETE FROM err_points WHERE x = 'NaN' OR y = 'NaN' OR x = 'Infinity' OR y = '-Infinity'; "
+        "INSERT INTO err_candidates VALUES " + ",".join(
+            f"({quote(k)}, {cands.integer[k]}, {rng.randint(0, 9) if k not in bad_cands else chr(39) + 'NaN' + chr(39)}, "
+            f"{rng.randint(0, 9)})" for k in rng.sample(cands.keys, len(cands.keys))) + ";")
+    main = rng.choice(users.keys)
+    least = byte_order(key_type, bad_cands)[0]
+    expect("predict_strength",
+           f"SELECT * FROM gpurec.predict_strength({lit('SELECT user_key AS user_id, x, y FROM err_points')}, "
+           f"{quote(main)}::{cast}, {lit('SELECT candidate_key AS candidate_id, x, y FROM err_candidates')}, 2, NULL, 0, "
+           f"'euclidean', NULL, {id_type})",
+           f"SELECT * FROM gpurec.predict_strength({lit('SELECT user_int AS user_id, x, y FROM err_points')}, "
+           f"{users.integer[main]}, {lit('SELECT candidate_int AS candidate_id, x, y FROM err_candidates')})",
+           "a point of candidate %s has a non-finite coordinate", least, cands.integer[least])
+
+    # offers: some (product, store) whose every offer is NaN, of products in carts
+    products, stores, carts = Ids(key_type, rng.randint(3, 20)), Ids(key_type, rng.randint(2, 8)), \
+        Ids(key_type, rng.randint(2, 10))
+    offers, refused = [], []
+    carted = rng.sample(products.keys, rng.randint(2, len(products.keys)))
+    for p in products.keys:
+        for st in rng.sample(stores.keys, rng.randint(1, len(stores.keys))):
+            nan_only = rng.random() < 0.3
+            prices = ["'NaN'"] * rng.randint(1, 2) if nan_only else [str(rng.randint(1, 9))] + ["'NaN'"] * rng.randint(0, 1)
+            offers += [(p, st, price) for price in prices]
+            if nan_only and p in carted:
+                refused.append((p, st))
+    if not refused:
+        offers.append((carted[0], stores.keys[0], "'NaN'"))
+        refused.append((carted[0], stores.keys[0]))
+        offers = [o for o in offers if (o[0], o[1]) != refused[0] or o[2] == "'NaN'"]
+    rng.shuffle(offers)
+    line_carts = [rng.choice(carts.keys) for _ in carted]
+    sql("DROP TABLE IF EXISTS err_offers, err_carts, err_shipping; "
+        f"CREATE TABLE err_offers (product_key {cast}, product_int bigint, store_key {cast}, store_int bigint, "
+        "price numeric); "
+        f"CREATE TABLE err_carts (cart_key {cast}, cart_int bigint, product_key {cast}, product_int bigint); "
+        f"CREATE TABLE err_shipping (store_key {cast}, store_int bigint, fee numeric); "
+        "INSERT INTO err_offers VALUES " + ",".join(
+            f"({quote(p)}, {products.integer[p]}, {quote(st)}, {stores.integer[st]}, {price})" for p, st, price in offers)
+        + "; INSERT INTO err_carts VALUES " + ",".join(
+            f"({quote(c)}, {carts.integer[c]}, {quote(p)}, {products.integer[p]})" for c, p in zip(line_carts, carted))
+        + ";")
+    rank = {k: i for i, k in enumerate(byte_order(key_type, products.keys))}
+    srank = {k: i for i, k in enumerate(byte_order(key_type, stores.keys))}
+    p, st = min(refused, key=lambda r: (rank[r[0]], srank[r[1]]))
+    typed = ("SELECT * FROM gpurec.optimize_carts({}, {}, {}, " + id_type + ")").format(
+        lit("SELECT cart_key AS cart_id, product_key AS product_id FROM err_carts"),
+        lit("SELECT product_key AS product_id, store_key AS store_id, price FROM err_offers"),
+        lit("SELECT store_key AS store_id, fee FROM err_shipping"))
+    integer = "SELECT * FROM gpurec.optimize_carts({}, {}, {})".format(
+        lit("SELECT cart_int AS cart_id, product_int AS product_id FROM err_carts"),
+        lit("SELECT product_int AS product_id, store_int AS store_id, price FROM err_offers"),
+        lit("SELECT store_int AS store_id, fee FROM err_shipping"))
+    expect("optimize_carts", typed, integer, "the price of product %s is not a finite number",
+           f"{p} at store {st}", f"{products.integer[p]} at store {stores.integer[st]}")
+    # shipping: one store twice (the offers all finite now)
+    twice = rng.choice(stores.keys)
+    sql("UPDATE err_offers SET price = 1 WHERE price = 'NaN'; INSERT INTO err_shipping VALUES " + ",".join(
+        f"({quote(k)}, {stores.integer[k]}, 1)" for k in stores.keys + [twice]) + ";")
+    expect("optimize_carts shipping", typed, integer, "the shipping query lists store %s more than once",
+           twice, stores.integer[twice])
+
+    # population: individuals twice, and arrays of the wrong length
+    people = Ids(key_type, rng.randint(3, 20))
+    twice = rng.sample(people.keys, rng.randint(1, len(people.keys) - 1))
+    rows = [(k, "{1,2}") for k in people.keys + twice]
+    rng.shuffle(rows)
+    sql("DROP TABLE IF EXISTS err_population; "
+        f"CREATE TABLE err_population (individual_key {cast}, individual_int bigint, scores real[]); "
+        "INSERT INTO err_population VALUES " + ",".join(
+            f"({quote(k)}, {people.integer[k]}, '{a}')" for k, a in rows) + ";")
+    least = byte_order(key_type, twice)[0]
+    typed = ("SELECT * FROM gpurec.roc_fitness("
+             + lit("SELECT individual_key AS individual_id, scores FROM err_population") + f", '{{t,f}}', {id_type})")
+    integer = ("SELECT * FROM gpurec.roc_fitness("
+               + lit("SELECT individual_int AS individual_id, scores FROM err_population") + ", '{t,f}')")
+    expect("roc_fitness", typed, integer, "individual %s appears more than once", least, people.integer[least])
+    short = rng.sample(people.keys, rng.randint(1, len(people.keys)))
+    sql("DELETE FROM err_population; INSERT INTO err_population VALUES " + ",".join(
+        f"({quote(k)}, {people.integer[k]}, '{{1,2{',3' if k in short else ''}}}')"
+        for k in rng.sample(people.keys, len(people.keys))) + ";")
+    least = byte_order(key_type, short)[0]
+    expect("roc_fitness", typed, integer, "the scores of individual %s have 3 elements, the labels 2", least,
+           people.integer[least])
+
+
 def main():
     devices = fresh_database(DB)
     sql("CREATE DOMAIN uuid_id AS uuid CHECK (VALUE IS NOT NULL OR true); CREATE DOMAIN text_id AS varchar(200);")
@@ -521,6 +653,7 @@ def main():
         check_roc(key_type, devices)
         check_parallel(key_type, devices)
         check_many_store_ties(key_type, devices)
+        check_errors_name_keys(key_type, devices)
     check_integers_typed(devices)
     drop_database(DB)
 

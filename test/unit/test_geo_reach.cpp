@@ -123,7 +123,7 @@ indexed_and_not(const Rows &rows, const Cands &cands, int64_t main, const std::v
 	ExecContext ctx = cpu_context();
 	GeoOptions options{metric, epsilon};
 	GeoPointSet set = group_points(rows.view(), options);
-	GeoCandidateSet cset = candidate_set(cands.view(), metric);
+	GeoCandidateSet cset = candidate_set(cands.view(), metric, nullptr);
 	StrengthParams sp;
 	sp.haversine = metric == GeoMetric::Haversine;
 	sp.epsilon = epsilon;
@@ -162,7 +162,7 @@ TEST(GeoReach, MissesNoPointWithinReach)
 							  euclid ? 1e-7 : 1e-3, euclid ? 1e4 : 1.5e7};
 			double max_distance = reach[round];
 			GeoPointSet set = group_points(rows.view(), {metric, 1e-9});
-			GeoCandidateSet cset = candidate_set(cands.view(), metric);
+			GeoCandidateSet cset = candidate_set(cands.view(), metric, nullptr);
 			StrengthParams sp{};
 			sp.haversine = !euclid;
 			sp.has_max_distance = true;
@@ -284,7 +284,7 @@ TEST(GeoReach, ReadsAFractionOfThePoints)
 	Cands cands;
 	clustered(rng, 4000, 200, 3.0, GeoMetric::Euclidean, rows, &cands, 500);
 	GeoPointSet set = group_points(rows.view(), {GeoMetric::Euclidean, 1e-9});
-	GeoCandidateSet cset = candidate_set(cands.view(), GeoMetric::Euclidean);
+	GeoCandidateSet cset = candidate_set(cands.view(), GeoMetric::Euclidean, nullptr);
 	StrengthParams sp{};
 	sp.has_max_distance = true;
 	sp.max_key = 10.0 * 10.0;

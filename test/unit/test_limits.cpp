@@ -47,10 +47,10 @@ TEST(Limits, UsersPerCall)
 
 TEST(Limits, ExamplesPerIndividual)
 {
-	expect_limit([](uint64_t n) { check_examples_per_individual(7, static_cast<int64_t>(n)); }, INT32_MAX);
+	expect_limit([](uint64_t n) { check_examples_per_individual(7, static_cast<int64_t>(n), nullptr); }, INT32_MAX);
 	try
 	{
-		check_examples_per_individual(7, int64_t(1) << 40);
+		check_examples_per_individual(7, int64_t(1) << 40, nullptr);
 	}
 	catch (const Error &e)
 	{
