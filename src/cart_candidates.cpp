@@ -223,6 +223,7 @@ NonFinitePrice::NonFinitePrice(int64_t product_id, int64_t store_id, const CallK
 			"optimize_carts needs a finite price for every offer of a product in a cart."),
 	  product_id(product_id), store_id(store_id)
 {
+	set_order({kPriceCheck, product_id, store_id});
 }
 
 /*

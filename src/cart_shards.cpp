@@ -6,9 +6,6 @@
 
 #include "cart_shards.hpp"
 
-#include <optional>
-#include <utility>
-
 #include "errors.hpp"
 
 namespace gpurec {
@@ -57,9 +54,6 @@ enum ShippingColumn : size_t
 };
 
 /* A price of a row: row `row` of `prices`, or NULL. */
-/* The scale of a refusal's row (refused_optimized_lines_part): never a row's. */
-constexpr int64_t kRefusalScale = -1;
-
 void put_price(ShardRows &part, const NumberColumn &prices, int64_t row)
 {
 	if (row < 0)
@@ -143,21 +137,6 @@ ShardRows optimized_lines_part(const CartLines &lines, const CartsAnswer &answer
 	return part;
 }
 
-ShardRows refused_optimized_lines_part(const NonFinitePrice &refusal, const Offers &offers)
-{
-	ShardRows part = optimized_lines_rows();
-	part.set_number_type(kOptimizedPrice, offers.price.type());
-	for (size_t column = 0; column < kOptimizedColumns; ++column)
-		if (column == kOptimizedPrice)
-			part.put_no_number();
-		else
-			part.put(column == kOptimizedProduct ? refusal.product_id
-					 : column == kOptimizedStore ? refusal.store_id
-					 : column == kOptimizedScale ? kRefusalScale
-												 : 0);
-	return part;
-}
-
 MergedImprovedLines merge_improved_lines(ShardRows &parts)
 {
 	parts.sort_rows({kImprovedCart, kImprovedProduct, kImprovedCurrentStore, kImprovedQuantity});
@@ -172,16 +151,6 @@ MergedImprovedLines merge_improved_lines(ShardRows &parts)
 
 MergedOptimizedLines merge_optimized_lines(ShardRows &parts)
 {
-	std::optional<std::pair<int64_t, int64_t>> least_refused;
-	for (size_t r = 0; r < parts.rows(); ++r)
-		if (parts.int64(r, kOptimizedScale) == kRefusalScale)
-		{
-			std::pair<int64_t, int64_t> offer{parts.int64(r, kOptimizedProduct), parts.int64(r, kOptimizedStore)};
-			if (!least_refused || offer < *least_refused)
-				least_refused = offer;
-		}
-	if (least_refused) /* gpurec_shards' carts have integer ids */
-		throw NonFinitePrice(least_refused->first, least_refused->second, nullptr);
 	parts.sort_rows({kOptimizedCart, kOptimizedProduct, kOptimizedQuantity});
 	std::vector<OptimizedLine> lines(parts.rows());
 	for (size_t r = 0; r < parts.rows(); ++r)

@@ -67,14 +67,6 @@ ShardRows improved_lines_part(const CartLines &lines, const std::vector<CartImpr
 							  const Offers &offers);
 ShardRows optimized_lines_part(const CartLines &lines, const CartsAnswer &answer, const Offers &offers);
 
-/*
- * A partition's part where optimize_carts refused its carts for a price
- * that is not finite: one row that names the refusal's offer, in place of
- * the rows.  The merge raises the least offer that any partition names,
- * which is the one one server names.
- */
-ShardRows refused_optimized_lines_part(const NonFinitePrice &refusal, const Offers &offers);
-
 /* Merged rows, and the price columns whose rows they name (columns of the merged parts). */
 struct MergedImprovedLines
 {
@@ -91,8 +83,7 @@ struct MergedOptimizedLines
  * The carts family's merge: the rows of `parts` (every partition's part
  * appended, in partition order) in one server's order, improve_carts' by
  * cart_id, product_id, current_store_id and quantity, optimize_carts' by
- * cart_id, product_id and quantity (optimize_carts': NonFinitePrice where
- * a part is a refusal).
+ * cart_id, product_id and quantity.
  */
 MergedImprovedLines merge_improved_lines(ShardRows &parts);
 MergedOptimizedLines merge_optimized_lines(ShardRows &parts);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace gpurec {
 
@@ -32,6 +33,19 @@ constexpr const char *object_not_in_prerequisite_state = "55000";
 constexpr const char *out_of_memory = "53200";
 constexpr const char *program_limit_exceeded = "54000";
 constexpr const char *internal_error = "XX000";
+
+/* The constant above spelled `code`; null for a code the engine never raises. */
+inline const char *known(const std::string &code)
+{
+	for (const char *state : {invalid_parameter_value, data_exception, numeric_value_out_of_range,
+							  null_value_not_allowed, invalid_binary_representation, array_subscript_error,
+							  cardinality_violation, undefined_column, datatype_mismatch, ambiguous_column,
+							  feature_not_supported, object_not_in_prerequisite_state, out_of_memory,
+							  program_limit_exceeded, internal_error})
+		if (code == state)
+			return state;
+	return nullptr;
+}
 } // namespace sqlstate
 
 class Error : public std::runtime_error
@@ -48,10 +62,31 @@ class Error : public std::runtime_error
 	const std::string &detail() const { return detail_; }
 	const std::string &hint() const { return hint_; }
 
+	/*
+	 * Where the data holds several faults that checks of a call find, the
+	 * one its error names is the least by order(): the check's place in
+	 * the call, then the ids it names (the least in their order).  A
+	 * gpurec_shards partition that raises an ordered error sends it as a
+	 * refusal part instead, and the coordinator raises the least of the
+	 * partitions' refusals, which is the one one server raises
+	 * (ShardRows::refusal_bytes).  Empty: an error about no fault of the
+	 * data's rows.
+	 */
+	const std::vector<int64_t> &order() const { return order_; }
+	Error ordered(std::vector<int64_t> order) &&
+	{
+		order_ = std::move(order);
+		return std::move(*this);
+	}
+
+  protected:
+	void set_order(std::vector<int64_t> order) { order_ = std::move(order); }
+
   private:
 	const char *sqlstate_;
 	std::string detail_;
 	std::string hint_;
+	std::vector<int64_t> order_;
 };
 
 /*

@@ -132,7 +132,14 @@ void validate_points(const GeoPoints &points, GeoMetric metric, ExecContext &ctx
 			bad_y = y[i];
 		}
 	}
-	check_coordinates(bad_x, bad_y, metric, "user", user, ctx.keys.get());
+	try
+	{
+		check_coordinates(bad_x, bad_y, metric, "user", user, ctx.keys.get());
+	}
+	catch (Error &e)
+	{
+		throw std::move(e).ordered({user});
+	}
 	throw Error(sqlstate::internal_error, "a piece of points was found bad, and none of its points");
 }
 

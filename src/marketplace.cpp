@@ -208,12 +208,17 @@ void check_offer_count(size_t offers)
 void check_quantities(const CartLines &lines, const CallKeys *keys)
 {
 	size_t n_lines = lines.cart.size();
+	size_t named = n_lines;
+	auto key = [&](size_t i) { return std::make_tuple(lines.cart[i], lines.product[i], lines.quantity[i]); };
 	for (size_t i = 0; i < n_lines; ++i)
-		if (lines.quantity[i] < 1)
-			throw Error(sqlstate::invalid_parameter_value, "quantity must be at least 1",
-						"Cart " + shown_id(keys, "cart_id", lines.cart[i]) + " has " +
-							std::to_string(lines.quantity[i]) + " of product " +
-							shown_id(keys, "product_id", lines.product[i]) + ".");
+		if (lines.quantity[i] < 1 && (named == n_lines || key(i) < key(named)))
+			named = i;
+	if (named < n_lines)
+		throw Error(sqlstate::invalid_parameter_value, "quantity must be at least 1",
+					"Cart " + shown_id(keys, "cart_id", lines.cart[named]) + " has " +
+						std::to_string(lines.quantity[named]) + " of product " +
+						shown_id(keys, "product_id", lines.product[named]) + ".")
+			.ordered({kQuantityCheck, lines.cart[named], lines.product[named], lines.quantity[named]});
 }
 
 /*

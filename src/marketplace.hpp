@@ -295,7 +295,17 @@ struct CartLines
 	const Int64Column &quantity;
 };
 
-/* Every quantity is at least 1 (ERROR 22023 naming the cart and product). */
+/*
+ * The carts functions' checks of their rows, by their place in a call, the
+ * first value of their errors' order (Error::order): every quantity first,
+ * then (optimize_carts) every price.
+ */
+constexpr int64_t kQuantityCheck = 1, kPriceCheck = 2;
+
+/*
+ * Every quantity is at least 1: else ERROR 22023 naming the least cart,
+ * then product, with one (ordered: kQuantityCheck, cart, product).
+ */
 void check_quantities(const CartLines &lines, const CallKeys *keys);
 
 /*

@@ -132,6 +132,71 @@ constexpr uint8_t kShardPartVersion = 1;
 
 } // namespace
 
+namespace {
+
+/* A refusal's first bytes: "GRSR" and the format's version; then the error's SQLSTATE, texts and order. */
+constexpr uint32_t kRefusalMagic = 0x52535247;
+constexpr uint8_t kRefusalVersion = 1;
+
+} // namespace
+
+std::vector<uint8_t> refusal_bytes(const Error &error)
+{
+	return written_bytes([&](ByteWriter &writer) {
+		writer.put(kRefusalMagic);
+		writer.put(kRefusalVersion);
+		writer.write(error.sqlstate(), 5);
+		for (const std::string &text : {std::string(error.what()), error.detail(), error.hint()})
+		{
+			writer.put(static_cast<uint32_t>(text.size()));
+			writer.write(text.data(), text.size());
+		}
+		writer.put(static_cast<uint32_t>(error.order().size()));
+		for (int64_t value : error.order())
+			writer.put(value);
+	});
+}
+
+bool is_refusal(const uint8_t *data, size_t size)
+{
+	uint32_t magic;
+	if (size < sizeof magic)
+		return false;
+	std::memcpy(&magic, data, sizeof magic);
+	return magic == kRefusalMagic;
+}
+
+Error refused_error(const uint8_t *data, size_t size, size_t part)
+{
+	try
+	{
+		ByteReader reader(data, size);
+		if (reader.get<uint32_t>() != kRefusalMagic || reader.get<uint8_t>() != kRefusalVersion)
+			not_a_part("refusal", part, "Its header is not what this gpurec writes.");
+		const char *state = sqlstate::known(std::string(reinterpret_cast<const char *>(reader.take(5)), 5));
+		std::string texts[3];
+		for (std::string &text : texts)
+		{
+			uint32_t length = reader.get<uint32_t>();
+			text.assign(reinterpret_cast<const char *>(reader.take(length)), length);
+		}
+		std::vector<int64_t> order(reader.get<uint32_t>());
+		if (order.size() > reader.remaining() / sizeof(int64_t))
+			not_a_part("refusal", part, "It ends before its order.");
+		for (int64_t &value : order)
+			value = reader.get<int64_t>();
+		if (!state || !reader.at_end())
+			not_a_part("refusal", part, "Its error is not one this gpurec raises.");
+		return Error(state, texts[0], texts[1], texts[2]).ordered(std::move(order));
+	}
+	catch (const Error &e)
+	{
+		if (std::string(e.sqlstate()) != sqlstate::internal_error)
+			throw;
+		not_a_part("refusal", part, "It ends early.");
+	}
+}
+
 ShardRows::ShardRows(const char *kind, size_t columns, std::vector<size_t> number_columns)
 	: kind_(kind), columns_(columns), number_columns_(std::move(number_columns)), numbers_(number_columns_.size())
 {

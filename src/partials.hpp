@@ -155,6 +155,46 @@ class PartialBuilder
  * a part of the kind (another version of gpurec on one side, truncated or
  * foreign bytes): ERROR 22P03.
  */
+class ShardRows;
+
+/*
+ * A gpurec_shards partition's refusal.  Each partition checks only its own
+ * rows, and PL/Proxy raises whichever partition's error arrives first; so
+ * where a partition's computation raises an ordered error (Error::order:
+ * a fault of the data, of which one server names the least), the
+ * partition sends the error in place of its part, and the coordinator's
+ * merge raises the least of the partitions' refusals before it reads any
+ * part: the error one server holding every row raises.  A refusal is a
+ * part of its own format, whatever the kind it stands in for.
+ */
+std::vector<uint8_t> refusal_bytes(const Error &error);
+/* Whether bytes (a partition's whole part) are a refusal. */
+bool is_refusal(const uint8_t *data, size_t size);
+/* The error of a refusal (is_refusal), its order kept; ERROR 22P03 for one that does not read (`part` names it). */
+Error refused_error(const uint8_t *data, size_t size, size_t part);
+/*
+ * A merge's first step: where any of `parts` (each a partition's whole
+ * part, with .data and .size, in partition order) is a refusal, the least
+ * of them by order is raised (the first of equal ones).
+ */
+template <typename Parts> void raise_least_refusal(const Parts &parts)
+{
+	std::unique_ptr<Error> least;
+	size_t p = 0;
+	for (const auto &part : parts)
+	{
+		if (is_refusal(part.data, part.size))
+		{
+			Error refused = refused_error(part.data, part.size, p);
+			if (!least || refused.order() < least->order())
+				least = std::make_unique<Error>(std::move(refused));
+		}
+		++p;
+	}
+	if (least)
+		throw *least;
+}
+
 class ShardRows
 {
   public:

@@ -223,10 +223,17 @@ int64_t id_argument(FunctionCallInfo fcinfo, int n, const ExecContext &ctx, cons
 	return code;
 }
 
+std::vector<ByteSpan> partition_parts_argument(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	std::vector<ByteSpan> parts = bytea_list_argument(fcinfo, n, name);
+	raise_least_refusal(parts);
+	return parts;
+}
+
 void append_parts_argument(ShardRows &rows, FunctionCallInfo fcinfo, int n, const char *name)
 {
 	size_t part = 0;
-	for (const ByteSpan &bytes : bytea_list_argument(fcinfo, n, name))
+	for (const ByteSpan &bytes : partition_parts_argument(fcinfo, n, name))
 		rows.append(bytes.data, bytes.size, part++);
 }
 

@@ -49,7 +49,14 @@ ByteSpan bytea_argument(FunctionCallInfo fcinfo, int n);
 /* A bytea[] argument; a NULL element is ERROR 22004. */
 std::vector<ByteSpan> bytea_list_argument(FunctionCallInfo fcinfo, int n, const char *name);
 
-/* The parts of gpurec_shards in bytea[] argument n (named `name`), appended to `rows` in partition order. */
+/*
+ * The partitions' parts of gpurec_shards in bytea[] argument n (named
+ * `name`), in partition order, for a merge; where any is a refusal
+ * (refusal_bytes, partials.hpp), the least of them is raised instead.
+ */
+std::vector<ByteSpan> partition_parts_argument(FunctionCallInfo fcinfo, int n, const char *name);
+
+/* The parts of partition_parts_argument, appended to `rows` in partition order. */
 void append_parts_argument(ShardRows &rows, FunctionCallInfo fcinfo, int n, const char *name);
 
 /*

@@ -6,7 +6,6 @@
 #include "pg_boundary.hpp"
 
 #include <algorithm>
-#include <optional>
 
 extern "C" {
 #include "utils/memutils.h"
@@ -202,25 +201,10 @@ Datum optimize_carts_rows(FunctionCallInfo fcinfo, bool of_parts)
 		out.finish();
 		return (Datum) 0;
 	}
+	CartsAnswer answer = optimize_carts(lines, offers, *shipping, ctx);
 	require_integer_cart_ids(ctx);
-	/*
-	 * A price that is not finite: a part that says so, in place of the
-	 * error, so that the coordinator names the offer one server would
-	 * (each partition sees only its carts' products).
-	 */
-	CartsAnswer answer;
-	std::optional<ShardRows> refused;
-	try
-	{
-		answer = optimize_carts(lines, offers, *shipping, ctx);
-	}
-	catch (const NonFinitePrice &refusal)
-	{
-		refused = refused_optimized_lines_part(refusal, offers);
-	}
 	Stopwatch clock;
-	Datum part = refused ? shard_rows_result(*refused, "optimize_carts")
-						 : shard_rows_result(optimized_lines_part(lines, answer, offers), "optimize_carts");
+	Datum part = shard_rows_result(optimized_lines_part(lines, answer, offers), "optimize_carts");
 	ctx.times.output_ms += clock.elapsed_ms();
 	report_timing("_optimize_carts_part", ctx);
 	return part;
@@ -233,7 +217,10 @@ Datum optimize_carts_body(FunctionCallInfo fcinfo)
 	return optimize_carts_rows(fcinfo, false);
 }
 
-Datum optimize_carts_part_body(FunctionCallInfo fcinfo) { return optimize_carts_rows(fcinfo, true); }
+Datum optimize_carts_part_body(FunctionCallInfo fcinfo)
+{
+	return part_or_refusal([fcinfo] { return optimize_carts_rows(fcinfo, true); });
+}
 
 /*
  * gpurec_internal._shipping_part(shipping_query): the shipping query read

@@ -225,7 +225,7 @@ std::unique_ptr<ShardRows> remote_points_argument(FunctionCallInfo fcinfo, int n
  * epsilon, remote_points): a partition's user_similarity, the main user's
  * points from remote_points where the partition holds none.
  */
-Datum user_similarity_part_body(FunctionCallInfo fcinfo)
+Datum user_similarity_part_rows(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
 	if (null_as_strict(fcinfo, {kPairEpsilonArgument, 4}))
@@ -236,6 +236,11 @@ Datum user_similarity_part_body(FunctionCallInfo fcinfo)
 	require_integer_ids(ctx);
 	report_timing("_user_similarity_part", ctx);
 	return shard_rows_result(user_similarity_part(rows), "user_similarity");
+}
+
+Datum user_similarity_part_body(FunctionCallInfo fcinfo)
+{
+	return part_or_refusal([fcinfo] { return user_similarity_part_rows(fcinfo); });
 }
 
 /*
@@ -267,7 +272,7 @@ Datum geo_points_part_body(FunctionCallInfo fcinfo)
 std::vector<PartBytes> parts_argument(FunctionCallInfo fcinfo, int n)
 {
 	std::vector<PartBytes> parts;
-	for (const ByteSpan &part : bytea_list_argument(fcinfo, n, "parts"))
+	for (const ByteSpan &part : partition_parts_argument(fcinfo, n, "parts"))
 		parts.push_back({part.data, part.size});
 	return parts;
 }
@@ -495,7 +500,7 @@ Datum predict_strength_body(FunctionCallInfo fcinfo)
  * candidate, in the candidates' order, the main user's points from
  * remote_points where the partition holds none.
  */
-Datum predict_strength_part_body(FunctionCallInfo fcinfo)
+Datum predict_strength_part_rows(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
 	if (null_as_strict(fcinfo, {kMaxDistanceArgument, kStrengthEpsilonArgument, 8}))
@@ -509,6 +514,11 @@ Datum predict_strength_part_body(FunctionCallInfo fcinfo)
 	require_integer_ids(ctx);
 	report_timing("_predict_strength_part", ctx);
 	return shard_rows_result(strengths_part(result.strengths), "predict_strength");
+}
+
+Datum predict_strength_part_body(FunctionCallInfo fcinfo)
+{
+	return part_or_refusal([fcinfo] { return predict_strength_part_rows(fcinfo); });
 }
 
 /*

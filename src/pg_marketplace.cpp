@@ -377,7 +377,10 @@ Datum improve_carts_body(FunctionCallInfo fcinfo)
 	return improve_carts_rows(fcinfo, false);
 }
 
-Datum improve_carts_part_body(FunctionCallInfo fcinfo) { return improve_carts_rows(fcinfo, true); }
+Datum improve_carts_part_body(FunctionCallInfo fcinfo)
+{
+	return part_or_refusal([fcinfo] { return improve_carts_rows(fcinfo, true); });
+}
 
 /*
  * gpurec_internal._merge_improve_carts(parts): gpurec_shards.improve_carts

@@ -114,6 +114,20 @@ void ResultWriter::leave_row_memory()
 	row_memory_ = nullptr;
 }
 
+Datum part_or_refusal(const std::function<Datum()> &part)
+{
+	try
+	{
+		return part();
+	}
+	catch (const Error &e)
+	{
+		if (e.order().empty())
+			throw;
+		return bytes_result(refusal_bytes(e), "a refusal is larger than 1 GB");
+	}
+}
+
 void ResultWriter::finish()
 {
 	leave_row_memory();

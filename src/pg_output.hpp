@@ -6,6 +6,7 @@
 
 #include "pg_boundary.hpp"
 
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -106,6 +107,14 @@ bytea *new_bytea(size_t size);
 
 /* `bytes` as a bytea result; ERROR 54000 saying `too_large` where they are larger than a bytea can be. */
 Datum bytes_result(const std::vector<uint8_t> &bytes, const std::string &too_large);
+
+/*
+ * A gpurec_shards partition's part, part(), or where it raises an ordered
+ * error (Error::order), the refusal that stands in its place
+ * (refusal_bytes, partials.hpp), for the coordinator to raise the least
+ * of.  part's ordered errors come from the engine, after its reads.
+ */
+Datum part_or_refusal(const std::function<Datum()> &part);
 
 /*
  * The gpurec.timing NOTICE of one call of `function`, when that setting is

@@ -95,7 +95,7 @@ Datum roc_fitness_arrays_body(FunctionCallInfo fcinfo)
  * part gpurec_shards' coordinator merges (roc_part).  Integer ids only: a
  * dictionary's codes would mean nothing on the coordinator.
  */
-Datum roc_fitness_part_body(FunctionCallInfo fcinfo)
+Datum roc_fitness_part_rows(FunctionCallInfo fcinfo)
 {
 	if (PG_ARGISNULL(0))
 		throw Error(sqlstate::null_value_not_allowed, "_roc_fitness_part needs a query");
@@ -110,6 +110,11 @@ Datum roc_fitness_part_body(FunctionCallInfo fcinfo)
 	return part;
 }
 
+Datum roc_fitness_part_body(FunctionCallInfo fcinfo)
+{
+	return part_or_refusal([fcinfo] { return roc_fitness_part_rows(fcinfo); });
+}
+
 /*
  * _merge_roc_fitness(cluster, parts) and _merge_roc_auc(cluster, parts):
  * gpurec_shards' roc_fitness and roc_auc on the coordinator, the
@@ -120,7 +125,7 @@ std::vector<RocResult> merged_roc_parts(FunctionCallInfo fcinfo, ExecContext &ct
 	std::string cluster = text_argument(fcinfo, 0);
 	Stopwatch clock;
 	RocPartsMerge merge;
-	for (const ByteSpan &part : bytea_list_argument(fcinfo, 1, "parts"))
+	for (const ByteSpan &part : partition_parts_argument(fcinfo, 1, "parts"))
 		merge.append_part(part.data, part.size);
 	std::vector<RocResult> rows = merge.rows([&](int64_t id, size_t part, size_t other_part) {
 		throw split_key_error("individual", id, cluster, static_cast<int64_t>(part), static_cast<int64_t>(other_part));

@@ -511,7 +511,8 @@ void check_examples_per_individual(int64_t id, int64_t examples, const CallKeys 
 					"individual " + shown_id(keys, "individual_id", id) + " has " + std::to_string(examples) +
 						" examples, more than roc_fitness can count",
 					"At most " + std::to_string(kMaxExamplesPerIndividual) +
-						" examples per individual are supported.");
+						" examples per individual are supported.")
+			.ordered({id});
 }
 
 double gpu_scores_from(const ExecContext &ctx)
@@ -816,14 +817,16 @@ std::vector<RocResult> roc_fitness_arrays(const Int64Column &individual_ids,
 		if (s > 0 && ids_of_segments[s - 1] == id)
 			throw Error(sqlstate::invalid_parameter_value,
 						"individual " + shown_id(ctx.keys.get(), "individual_id", id) + " appears more than once",
-						"The population query must return one row per individual.");
+						"The population query must return one row per individual.")
+				.ordered({id});
 		int64_t length = scores.row_end(row) - scores.row_begin(row);
 		if (length != static_cast<int64_t>(labels.size()))
 			throw Error(sqlstate::invalid_parameter_value,
 						"the scores of individual " + shown_id(ctx.keys.get(), "individual_id", id) + " have " +
 							std::to_string(length) + " elements, the labels " +
 							std::to_string(labels.size()),
-						"Every scores array must be as long as labels.");
+						"Every scores array must be as long as labels.")
+				.ordered({id});
 		check_examples_per_individual(id, length, ctx.keys.get());
 		ids_of_segments[s] = id;
 		segment_of_row[row] = static_cast<int32_t>(s);

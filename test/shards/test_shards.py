@@ -723,6 +723,73 @@ def refused_offers(rnd):
           f"partitions {e}; want 22023 {want} ({len(refused)} refused offers)")
 
 
+def partition_faults(rnd):
+    """Faults of the data that each partition finds in its own rows, on
+    several partitions at once: a quantity below 1 in carts of several
+    partitions (improve_carts, optimize_carts), a NaN coordinate of users
+    of several partitions (user_similarity, predict_strength), scores
+    arrays of the wrong length of individuals of several partitions
+    (roc_fitness).  Each partition sends its least fault as a refusal, and
+    the call must raise the least of them all, message and detail, as one
+    server does (oracle: the least cart then product, user, individual,
+    computed here); PL/Proxy alone would raise whichever partition failed
+    first."""
+    n = len(SHARD_DBS)
+    carts = [[c, p, None, rnd.choice([1, 2, 0, -1])] for c in range(1, 40) for p in rnd.sample(range(1, 9), 2)]
+    if not any(q < 1 for _, _, _, q in carts):
+        carts[0][3] = 0
+    offers = [[p, s, rnd.randint(1, 9)] for p in range(1, 9) for s in range(1, 4)]
+    bad_lines = sorted((c, p, q) for c, p, _, q in carts if q < 1)
+    users = list(range(1, 60))
+    bad_users = rnd.sample(users, rnd.randint(2, 6))
+    points = [[u, rnd.random() * 10, rnd.random() * 10] for u in users for _ in range(3)]
+    points += [[u, "NaN", rnd.random()] for u in bad_users]
+    rnd.shuffle(points)
+    people = list(range(1, 30))
+    short = rnd.sample(people, rnd.randint(2, 6))
+    population = [[i, "{1,2,3}" if i not in short else "{1,2}"] for i in people]
+    schema = ("DROP TABLE IF EXISTS pf_carts, pf_offers, pf_points, pf_population;"
+              "CREATE TABLE pf_carts (cart_id bigint, product_id bigint, store_id bigint, quantity integer);"
+              "CREATE TABLE pf_offers (product_id bigint, store_id bigint, price numeric);"
+              "CREATE TABLE pf_points (user_id bigint, x float8, y float8);"
+              "CREATE TABLE pf_population (individual_id bigint, scores real[]);")
+    run(*WHOLE, schema)
+    for table, data in (("pf_carts", carts), ("pf_offers", offers), ("pf_points", points),
+                        ("pf_population", population)):
+        copy_rows(*WHOLE, table, data)
+    for i, (host, db) in enumerate(SHARD_DBS):
+        run(host, db, schema)
+        copy_rows(host, db, "pf_carts", [c for c in carts if c[0] % n == i])
+        copy_rows(host, db, "pf_offers", offers[i::n])
+        copy_rows(host, db, "pf_points", [pt for pt in points if pt[0] % n == i])
+        copy_rows(host, db, "pf_population", [r for r in population if r[0] % n == i])
+    cart, product, quantity = bad_lines[0]
+    main = min(set(users) - set(bad_users))
+    calls = [
+        ("improve-carts", "improve_carts({}'SELECT * FROM pf_carts', 'SELECT * FROM pf_offers')",
+         "quantity must be at least 1", f"Cart {cart} has {quantity} of product {product}."),
+        ("optimize-carts", "optimize_carts({}'SELECT * FROM pf_carts', 'SELECT * FROM pf_offers', "
+         "'SELECT 1 AS store_id, 1 AS fee')",
+         "quantity must be at least 1", f"Cart {cart} has {quantity} of product {product}."),
+        ("user-similarity", f"user_similarity({{}}'SELECT * FROM pf_points', {main})",
+         f"a point of user {min(bad_users)} has a non-finite coordinate", None),
+        ("predict-strength", f"predict_strength({{}}'SELECT * FROM pf_points', {main}, "
+         "'SELECT 1 AS candidate_id, 1.0 AS x, 2.0 AS y', 2)",
+         f"a point of user {min(bad_users)} has a non-finite coordinate", None),
+        ("roc-fitness", "roc_fitness({}'SELECT * FROM pf_population', '{{t,f,t}}')",
+         f"the scores of individual {min(short)} have 2 elements, the labels 3", None),
+    ]
+    for name, call, message, detail in calls:
+        one = f"SELECT * FROM gpurec.{call.format('')};"
+        sharded = f"SELECT * FROM gpurec_shards.{call.format(SHARDS + ', ')};"
+        for where, query in (("one-server", (WHOLE, one)), ("partitions", (COORD, sharded))):
+            e = error_of(*query[0], query[1])
+            got_detail = detail_of(*query[0], query[1]) if detail else None
+            check(f"{name}-{where}-names-the-least-fault",
+                  e is not None and e[0] == "22023" and e[1].endswith(message) and got_detail == detail,
+                  f"got {e}, detail {got_detail}; want 22023 {message!r}, detail {detail!r}")
+
+
 def same_error(name, local_call, shard_call, state=None):
     """The call raises the single server's error (its SQLSTATE, and its
     message, which a partition's error prefixes with the partition's name)."""
@@ -1138,6 +1205,7 @@ def main():
         carts_merge()
         edge_values(rnd)
         refused_offers(rnd)
+        partition_faults(rnd)
         carts_parts(rnd)
         candidates_parts(rnd)
         merge(rnd)

@@ -227,12 +227,13 @@ TEST(CartShards, ShippingTravelsWholeWithItsTypes)
 
 /*
  * A partition whose carts optimize_carts refuses for a price that is not
- * finite sends a refusal in place of its rows, and the merge raises the
- * least offer any partition names, whatever their order: the one that one
- * server holding every cart names.  Each partition sees only its carts'
- * products, so each names another offer.
+ * finite sends a refusal in place of its rows, and the merge's first step
+ * raises the least offer any partition names, whatever their order: the
+ * one that one server holding every cart names.  Each partition sees only
+ * its carts' products, so each names another offer.  A quantity below 1
+ * is checked before any price, on one server and so in the merge too.
  */
-TEST(CartShards, TheMergeNamesTheLeastRefusedOfferAsOneServerDoes)
+TEST(CartShards, TheMergeRaisesTheLeastRefusalAsOneServerDoes)
 {
 	IdColumn product;
 	Int64Column store;
@@ -255,15 +256,15 @@ TEST(CartShards, TheMergeNamesTheLeastRefusedOfferAsOneServerDoes)
 	Int64Column no_stores;
 	NumberColumn fees(NumberType::Numeric), free_from(NumberType::Numeric);
 	Shipping shipping{no_stores, fees, free_from};
-	/* a partition's carts: (cart, product) lines */
-	auto part_of = [&](std::vector<std::pair<int64_t, int64_t>> cart_lines) {
+	/* a partition's part of its carts' (cart, product, quantity) lines, or its refusal */
+	auto part_of = [&](std::vector<std::tuple<int64_t, int64_t, int64_t>> cart_lines) {
 		Int64Column cart, cart_product, current, quantity;
-		for (auto [c, p] : cart_lines)
+		for (auto [c, p, q] : cart_lines)
 		{
 			cart.push_back(c);
 			cart_product.push_back(p);
 			current.push_back(kNoCurrentStore);
-			quantity.push_back(1);
+			quantity.push_back(q);
 		}
 		CartLines lines{cart, cart_product, current, quantity};
 		ExecContext ctx;
@@ -272,39 +273,68 @@ TEST(CartShards, TheMergeNamesTheLeastRefusedOfferAsOneServerDoes)
 		{
 			return optimized_lines_part(lines, optimize_carts(lines, offers, shipping, ctx), offers).bytes();
 		}
-		catch (const NonFinitePrice &refusal)
+		catch (const Error &e)
 		{
-			return refused_optimized_lines_part(refusal, offers).bytes();
+			EXPECT_FALSE(e.order().empty()) << e.what();
+			return refusal_bytes(e);
 		}
 	};
-	std::vector<uint8_t> refused_5 = part_of({{1, 5}, {1, 1}}), refused_3 = part_of({{2, 3}}),
-						 answered = part_of({{3, 1}});
-	for (const auto &order : {std::vector<const std::vector<uint8_t> *>{&refused_5, &answered, &refused_3},
-							  std::vector<const std::vector<uint8_t> *>{&refused_3, &refused_5},
-							  std::vector<const std::vector<uint8_t> *>{&answered, &refused_5}})
+	struct Bytes
 	{
-		ShardRows parts = optimized_lines_rows();
+		const uint8_t *data;
+		size_t size;
+	};
+	auto merge = [&](std::vector<const std::vector<uint8_t> *> order) {
+		std::vector<Bytes> parts;
 		for (const std::vector<uint8_t> *part : order)
-			parts.append(part->data(), part->size(), 0);
-		std::pair<int64_t, int64_t> want = order.size() == 3 || order[0] == &refused_3 ? std::make_pair(3, 7)
-																						: std::make_pair(5, 2);
+			parts.push_back({part->data(), part->size()});
+		raise_least_refusal(parts);
+		ShardRows rows = optimized_lines_rows();
+		for (const Bytes &part : parts)
+			rows.append(part.data, part.size, 0);
+		return merge_optimized_lines(rows);
+	};
+	std::vector<uint8_t> refused_5 = part_of({{1, 5, 1}, {1, 1, 1}}), refused_3 = part_of({{2, 3, 1}}),
+						 answered = part_of({{3, 1, 1}}), no_quantity = part_of({{4, 5, 0}, {4, 1, 2}});
+	struct Case
+	{
+		std::vector<const std::vector<uint8_t> *> parts;
+		const char *message;
+	};
+	for (const Case &c : {Case{{&refused_5, &answered, &refused_3}, "the price of product 3 at store 7 is not a finite number"},
+						  Case{{&refused_3, &refused_5}, "the price of product 3 at store 7 is not a finite number"},
+						  Case{{&answered, &refused_5}, "the price of product 5 at store 2 is not a finite number"},
+						  Case{{&refused_3, &no_quantity, &answered}, "quantity must be at least 1"}})
+	{
 		try
 		{
-			merge_optimized_lines(parts);
+			merge(c.parts);
 			ADD_FAILURE() << "no error";
 		}
-		catch (const NonFinitePrice &e)
+		catch (const Error &e)
 		{
-			EXPECT_EQ(std::make_pair(e.product_id, e.store_id), want);
+			EXPECT_EQ(std::string(e.what()), c.message);
 			EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_parameter_value);
+			EXPECT_EQ(e.detail(), std::string(c.message[0] == 'q' ? "Cart 4 has 0 of product 5."
+																	 : "optimize_carts needs a finite price for every "
+																	   "offer of a product in a cart."));
 		}
 	}
-	/* only answers: the rows, no refusal among them */
-	ShardRows parts = optimized_lines_rows();
-	parts.append(answered.data(), answered.size(), 0);
-	MergedOptimizedLines merged = merge_optimized_lines(parts);
+	/* only answers: the rows */
+	MergedOptimizedLines merged = merge({&answered});
 	ASSERT_EQ(merged.lines.size(), 1u);
 	EXPECT_EQ(merged.lines[0].store_id, 4);
+	/* a refusal that does not read is 22P03 */
+	std::vector<uint8_t> cut(refused_3.begin(), refused_3.end() - 3);
+	try
+	{
+		merge({&answered, &cut});
+		ADD_FAILURE() << "no error";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_binary_representation) << e.what();
+	}
 }
 
 } // namespace

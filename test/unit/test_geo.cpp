@@ -1219,18 +1219,27 @@ TEST(Geo, Errors)
 	EXPECT_NO_THROW(user_similarity(wide_lon.view(), 1, {}, ctx));
 
 	/*
-	 * Among many points, checked on every core, the first bad one in row
-	 * order is named, however many come after it, in this chunk or the next.
+	 * Among many points, checked on every core, the least user with a bad
+	 * point is named, wherever its rows lie among the others, in this
+	 * chunk or the next: the same whatever order the rows came in.
 	 */
 	std::mt19937_64 rng = seeded_rng();
 	std::vector<Point> many = random_points(rng, 120000, 12, GeoMetric::Euclidean, 1000);
 	size_t first_bad = 70000 + rng() % 500000;
+	int64_t least_bad = INT64_MAX;
 	for (size_t at : {first_bad, first_bad + 1 + rng() % 1000, first_bad + 70000, size_t(1) << 20, many.size() - 1})
-		if (at < many.size())
+		if (at < many.size() && many[at].user != many[0].user)
+		{
 			many[at].x = kNaN;
+			least_bad = std::min(least_bad, many[at].user);
+		}
 	PointColumns bad_many(many);
 	expect_error([&] { user_similarity(bad_many.view(), many[0].user, {}, ctx); }, sqlstate::data_exception,
-				 "user " + std::to_string(many[first_bad].user));
+				 "a point of user " + std::to_string(least_bad) + " has");
+	std::reverse(many.begin(), many.end());
+	PointColumns reversed(many);
+	expect_error([&] { user_similarity(reversed.view(), many.back().user, {}, ctx); }, sqlstate::data_exception,
+				 "a point of user " + std::to_string(least_bad) + " has");
 }
 
 TEST(Geo, CancelStopsTheCpuPath)
