@@ -735,7 +735,8 @@ def partition_faults(rnd):
     computed here); PL/Proxy alone would raise whichever partition failed
     first."""
     n = len(SHARD_DBS)
-    carts = [[c, p, None, rnd.choice([1, 2, 0, -1])] for c in range(1, 40) for p in rnd.sample(range(1, 9), 2)]
+    carts = [[c, p, rnd.randint(1, 3), rnd.choice([1, 2, 0, -1])] for c in range(1, 40)
+             for p in rnd.sample(range(1, 9), 2)]
     if not any(q < 1 for _, _, _, q in carts):
         carts[0][3] = 0
     offers = [[p, s, rnd.randint(1, 9)] for p in range(1, 9) for s in range(1, 4)]
@@ -767,27 +768,27 @@ def partition_faults(rnd):
     main = min(set(users) - set(bad_users))
     calls = [
         ("improve-carts", "improve_carts({}'SELECT * FROM pf_carts', 'SELECT * FROM pf_offers')",
-         "quantity must be at least 1", f"Cart {cart} has {quantity} of product {product}."),
+         "22023", "quantity must be at least 1", f"Cart {cart} has {quantity} of product {product}."),
         ("optimize-carts", "optimize_carts({}'SELECT * FROM pf_carts', 'SELECT * FROM pf_offers', "
          "'SELECT 1 AS store_id, 1 AS fee')",
-         "quantity must be at least 1", f"Cart {cart} has {quantity} of product {product}."),
+         "22023", "quantity must be at least 1", f"Cart {cart} has {quantity} of product {product}."),
         ("user-similarity", f"user_similarity({{}}'SELECT * FROM pf_points', {main})",
-         f"a point of user {min(bad_users)} has a non-finite coordinate", None),
+         "22000", f"a point of user {min(bad_users)} has a non-finite coordinate", None),
         ("predict-strength", f"predict_strength({{}}'SELECT * FROM pf_points', {main}, "
          "'SELECT 1 AS candidate_id, 1.0 AS x, 2.0 AS y', 2)",
-         f"a point of user {min(bad_users)} has a non-finite coordinate", None),
+         "22000", f"a point of user {min(bad_users)} has a non-finite coordinate", None),
         ("roc-fitness", "roc_fitness({}'SELECT * FROM pf_population', '{{t,f,t}}')",
-         f"the scores of individual {min(short)} have 2 elements, the labels 3", None),
+         "22023", f"the scores of individual {min(short)} have 2 elements, the labels 3", None),
     ]
-    for name, call, message, detail in calls:
+    for name, call, state, message, detail in calls:
         one = f"SELECT * FROM gpurec.{call.format('')};"
         sharded = f"SELECT * FROM gpurec_shards.{call.format(SHARDS + ', ')};"
-        for where, query in (("one-server", (WHOLE, one)), ("partitions", (COORD, sharded))):
-            e = error_of(*query[0], query[1])
-            got_detail = detail_of(*query[0], query[1]) if detail else None
+        for where, (host_db, query) in (("one-server", (WHOLE, one)), ("partitions", (COORD, sharded))):
+            e = error_of(*host_db, query)
+            got_detail = detail_of(*host_db, query) if detail else None
             check(f"{name}-{where}-names-the-least-fault",
-                  e is not None and e[0] == "22023" and e[1].endswith(message) and got_detail == detail,
-                  f"got {e}, detail {got_detail}; want 22023 {message!r}, detail {detail!r}")
+                  e is not None and e[0] == state and e[1].endswith(message) and got_detail == detail,
+                  f"got {e}, detail {got_detail}; want {state} {message!r}, detail {detail!r}")
 
 
 def same_error(name, local_call, shard_call, state=None):

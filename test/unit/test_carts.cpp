@@ -463,6 +463,51 @@ TEST(Carts, APriceNotFiniteNamesTheLeastProductThenStore)
 	}
 }
 
+/*
+ * Several lines with a quantity below 1, in random order: the error names
+ * the least cart, then product (then quantity), and says so in its order,
+ * for gpurec_shards' coordinator to compare partitions' refusals by.
+ */
+TEST(Carts, AQuantityBelowOneNamesTheLeastCartThenProduct)
+{
+	std::mt19937_64 rng = seeded_rng();
+	auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+	for (int round = 0; round < 20; ++round)
+	{
+		Int64Column cart, product, store, quantity;
+		std::vector<std::tuple<int64_t, int64_t, int64_t>> bad;
+		int n = draw(1, 3000);
+		for (int i = 0; i < n; ++i)
+		{
+			int64_t c = draw(-50, 50), p = draw(-5, 5), q = draw(0, 9) == 0 ? draw(-3, 0) : draw(1, 4);
+			cart.push_back(c);
+			product.push_back(p);
+			store.push_back(kNoCurrentStore);
+			quantity.push_back(q);
+			if (q < 1)
+				bad.push_back({c, p, q});
+		}
+		CartLines lines{cart, product, store, quantity};
+		if (bad.empty())
+		{
+			EXPECT_NO_THROW(check_quantities(lines, nullptr));
+			continue;
+		}
+		auto [c, p, q] = *std::min_element(bad.begin(), bad.end());
+		try
+		{
+			check_quantities(lines, nullptr);
+			ADD_FAILURE() << "no error";
+		}
+		catch (const Error &e)
+		{
+			EXPECT_EQ(e.detail(), "Cart " + std::to_string(c) + " has " + std::to_string(q) + " of product " +
+									  std::to_string(p) + ".");
+			EXPECT_EQ(e.order(), (std::vector<int64_t>{kQuantityCheck, c, p, q}));
+		}
+	}
+}
+
 TEST(Carts, CancelStopsTheSearch)
 {
 	std::mt19937_64 rng = seeded_rng();
