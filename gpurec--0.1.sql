@@ -414,6 +414,14 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION gpurec_internal._shipping_part(text) IS
 'Internal (gpurec_shards): shipping_query (store_id, fee, free_from) as optimize_carts reads it, as one value for _optimize_carts_part.';
 
+CREATE FUNCTION gpurec_internal._cart_pairs(carts_query text)
+RETURNS TABLE(product_id bigint, store_id bigint)
+AS 'MODULE_PATHNAME', 'gpurec_cart_pairs'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._cart_pairs(text) IS
+'Internal (gpurec_shards): the distinct (product_id, store_id) of the lines improve_carts reads from carts_query.';
+
 CREATE FUNCTION gpurec_internal._improve_carts_part(carts_query text, offers_parts bytea[])
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_improve_carts_part'

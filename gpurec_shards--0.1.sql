@@ -221,8 +221,7 @@ RETURNS TABLE(shard integer, product_id bigint, store_id bigint) LANGUAGE plprox
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT DISTINCT (parts)[1] AS shard, c.product_id, c.current_store_id AS store_id
-    FROM gpurec.improve_carts(q_carts, 'SELECT 1::bigint AS product_id, 1::bigint AS store_id, 1::numeric AS price WHERE false') AS c;
+    SELECT (parts)[1] AS shard, c.product_id, c.store_id FROM gpurec_internal._cart_pairs(q_carts) AS c;
 $$;
 
 -- each product's cheapest offer, and each (product, store) pair's, as a
@@ -431,7 +430,8 @@ DECLARE
     st text; msg text; det text; hnt text;
 BEGIN
     -- 1. the (product, current store) pairs of every partition's carts, as
-    --    the engine reads them (with no offers every cart line comes back)
+    --    improve_carts reads them (_cart_pairs; the lines' quantities are
+    --    checked in step 3, where a partition's fault is a refusal)
     SELECT array_agg(p.product_id ORDER BY p.product_id, p.store_id),
            array_agg(p.store_id ORDER BY p.product_id, p.store_id),
            array_agg(DISTINCT p.product_id)

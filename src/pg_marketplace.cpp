@@ -333,17 +333,21 @@ class ImprovedLinesWriter
  * (_offers_part), its rows as one part (cart_shards.hpp) for
  * _merge_improve_carts.
  */
-Datum improve_carts_rows(FunctionCallInfo fcinfo, bool offers_of_parts)
+/* improve_carts' lines: a line with a NULL id is skipped; a NULL quantity counts as 1 */
+InputTable improve_carts_lines(const char *carts_query, ExecContext &ctx)
 {
-	ExecContext ctx = exec_context_from_settings();
-	const char *carts_query = text_argument(fcinfo, 0);
-
-	/* a cart line with a NULL id is skipped; a NULL quantity counts as 1 */
 	InputTable carts("carts query", {id_spec("cart_id"),
 									 id_spec("product_id"),
 									 id_spec("store_id"),
 									 {"quantity", ColumnKind::Int64, true, false, 1}});
 	read_inner_query(carts_query, carts, ctx);
+	return carts;
+}
+
+Datum improve_carts_rows(FunctionCallInfo fcinfo, bool offers_of_parts)
+{
+	ExecContext ctx = exec_context_from_settings();
+	InputTable carts = improve_carts_lines(text_argument(fcinfo, 0), ctx);
 	OffersInput input(ctx, 1);
 	std::unique_ptr<MergedOffers> merged;
 	if (offers_of_parts)
@@ -383,6 +387,36 @@ Datum improve_carts_part_body(FunctionCallInfo fcinfo)
 }
 
 /*
+ * gpurec_internal._cart_pairs(carts_query): the distinct (product_id,
+ * store_id) of the lines improve_carts reads, for gpurec_shards'
+ * coordinator to ask every partition for the offers they depend on.  The
+ * lines' own checks (quantities) are _improve_carts_part's, whose
+ * refusals the merge compares, as one server's improve_carts checks every
+ * line.
+ */
+Datum cart_pairs_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	InputTable carts = improve_carts_lines(text_argument(fcinfo, 0), ctx);
+	require_integer_cart_ids(ctx);
+	const Int64Column &product = carts.int64(1), &store = carts.int64(2);
+	std::vector<std::pair<int64_t, int64_t>> pairs(product.size());
+	for (size_t i = 0; i < pairs.size(); ++i)
+		pairs[i] = {product[i], store[i]};
+	std::sort(pairs.begin(), pairs.end());
+	pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+	ResultWriter out(fcinfo);
+	for (const auto &[product_id, store_id] : pairs)
+	{
+		Datum values[2] = {Int64GetDatum(product_id), Int64GetDatum(store_id)};
+		bool nulls[2] = {false, false};
+		out.put(values, nulls);
+	}
+	out.finish();
+	return (Datum) 0;
+}
+
+/*
  * gpurec_internal._merge_improve_carts(parts): gpurec_shards.improve_carts
  * on the coordinator, the partitions' parts (in partition order) merged
  * into the rows one server holding every cart gives.
@@ -410,5 +444,6 @@ GPUREC_SQL_FUNCTION(gpurec_cheapest_offers_part, gpurec::cheapest_offers_part_bo
 GPUREC_SQL_FUNCTION(gpurec_merge_cheapest_offers, gpurec::merge_cheapest_offers_body)
 GPUREC_SQL_FUNCTION(gpurec_improve_carts, gpurec::improve_carts_body)
 GPUREC_SQL_FUNCTION(gpurec_improve_carts_part, gpurec::improve_carts_part_body)
+GPUREC_SQL_FUNCTION(gpurec_cart_pairs, gpurec::cart_pairs_body)
 GPUREC_SQL_FUNCTION(gpurec_merge_improve_carts, gpurec::merge_improve_carts_body)
 GPUREC_SQL_FUNCTION(gpurec_offers_part, gpurec::offers_part_body)
