@@ -69,8 +69,8 @@ class Error : public std::runtime_error
 	 * gpurec_shards partition that raises an ordered error sends it as a
 	 * refusal part instead, and the coordinator raises the least of the
 	 * partitions' refusals, which is the one one server raises
-	 * (ShardRows::refusal_bytes).  Empty: an error about no fault of the
-	 * data's rows.
+	 * (refusal_bytes, partials.hpp).  Empty: an error about no fault of
+	 * the data's rows.
 	 */
 	const std::vector<int64_t> &order() const { return order_; }
 	Error ordered(std::vector<int64_t> order) &&

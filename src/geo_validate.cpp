@@ -233,8 +233,7 @@ int32_t main_user_code(const GeoPoints &points, int64_t main_user, const ExecCon
 	int32_t code = points.user.find(main_user);
 	if (code < 0)
 		throw Error(sqlstate::invalid_parameter_value,
-					std::string(role) + " " + (shown_id(ctx.keys.get(), "user_id", main_user)) +
-						" has no points",
+					std::string(role) + " " + shown_id(ctx.keys.get(), "user_id", main_user) + " has no points",
 					"Similarity to a user is measured from that user's points.");
 	return code;
 }

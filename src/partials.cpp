@@ -124,19 +124,15 @@ namespace {
 constexpr uint32_t kShardPartMagic = 0x50535247;
 constexpr uint8_t kShardPartVersion = 1;
 
+/* A refusal's first bytes: "GRSR" and the format's version; then the error's SQLSTATE, texts and order. */
+constexpr uint32_t kRefusalMagic = 0x52535247;
+constexpr uint8_t kRefusalVersion = 1;
+
 [[noreturn]] void not_a_part(const char *kind, size_t part, const std::string &why)
 {
 	throw Error(sqlstate::invalid_binary_representation, std::string("malformed ") + kind + " part " + std::to_string(part),
 				why + " The coordinator and the partitions must run the same version of gpurec.");
 }
-
-} // namespace
-
-namespace {
-
-/* A refusal's first bytes: "GRSR" and the format's version; then the error's SQLSTATE, texts and order. */
-constexpr uint32_t kRefusalMagic = 0x52535247;
-constexpr uint8_t kRefusalVersion = 1;
 
 } // namespace
 
@@ -180,13 +176,16 @@ Error refused_error(const uint8_t *data, size_t size, size_t part)
 			uint32_t length = reader.get<uint32_t>();
 			text.assign(reinterpret_cast<const char *>(reader.take(length)), length);
 		}
-		std::vector<int64_t> order(reader.get<uint32_t>());
-		if (order.size() > reader.remaining() / sizeof(int64_t))
+		uint32_t count = reader.get<uint32_t>();
+		if (count > reader.remaining() / sizeof(int64_t))
 			not_a_part("refusal", part, "It ends before its order.");
+		std::vector<int64_t> order(count);
 		for (int64_t &value : order)
 			value = reader.get<int64_t>();
-		if (!state || !reader.at_end())
-			not_a_part("refusal", part, "Its error is not one this gpurec raises.");
+		if (!state)
+			not_a_part("refusal", part, "Its SQLSTATE is not one this gpurec raises.");
+		if (!reader.at_end())
+			not_a_part("refusal", part, "It goes on past its error.");
 		return Error(state, texts[0], texts[1], texts[2]).ordered(std::move(order));
 	}
 	catch (const Error &e)
