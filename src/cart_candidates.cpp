@@ -214,17 +214,22 @@ void group_by_slot(size_t slices, size_t n_slots, ForEach for_each, std::vector<
 	});
 }
 
-} // namespace
-
-NonFinitePrice::NonFinitePrice(int64_t product_id, int64_t store_id, const CallKeys *keys)
-	: Error(sqlstate::invalid_parameter_value,
-			"the price of product " + shown_id(keys, "product_id", product_id) + " at store " +
-				shown_id(keys, "store_id", store_id) + " is not a finite number",
-			"optimize_carts needs a finite price for every offer of a product in a cart."),
-	  product_id(product_id), store_id(store_id)
+/*
+ * The refusal of an offer whose price is not finite where it is its
+ * store's best for a product in some cart (22023), the ids as the call
+ * shows them; ordered (kPriceCheck, product, store), for the least to be
+ * named wherever several are found.
+ */
+Error non_finite_price(int64_t product_id, int64_t store_id, const CallKeys *keys)
 {
-	set_order({kPriceCheck, product_id, store_id});
+	return Error(sqlstate::invalid_parameter_value,
+				 "the price of product " + shown_id(keys, "product_id", product_id) + " at store " +
+					 shown_id(keys, "store_id", store_id) + " is not a finite number",
+				 "optimize_carts needs a finite price for every offer of a product in a cart.")
+		.ordered({kPriceCheck, product_id, store_id});
 }
+
+} // namespace
 
 /*
  * Every needed product's candidates.  The offers are read in row order on
@@ -359,7 +364,7 @@ ProductOffers product_offers(const Offers &offers, std::vector<uint8_t> needed, 
 			return price.display_scale(a) < price.display_scale(b);
 		return a < b;
 	};
-	/* each range's least refused (product, store), for NonFinitePrice */
+	/* each range's least refused (product, store), for non_finite_price */
 	std::vector<std::optional<std::pair<int64_t, int64_t>>> refused(n_ranges);
 	parallel_for(n_ranges, ctx, [&](size_t range, size_t, const std::atomic<bool> &cancelled) {
 		std::vector<ProductOffer> candidates;
@@ -416,7 +421,7 @@ ProductOffers product_offers(const Offers &offers, std::vector<uint8_t> needed, 
 		if (offer && (!least_refused || *offer < *least_refused))
 			least_refused = offer;
 	if (least_refused)
-		throw NonFinitePrice(least_refused->first, least_refused->second, ctx.keys.get());
+		throw non_finite_price(least_refused->first, least_refused->second, ctx.keys.get());
 	out.kept_offsets.assign(n_codes + 1, 0);
 	std::partial_sum(kept_count.begin(), kept_count.end(), out.kept_offsets.begin() + 1);
 	out.kept.reserve(out.kept_offsets[n_codes]);

@@ -10,7 +10,6 @@
 
 #include "../kernels/api/cart_kernels.hpp"
 #include "device.hpp"
-#include "errors.hpp"
 #include "marketplace.hpp"
 #include "number_column.hpp"
 
@@ -113,28 +112,13 @@ struct CartsAnswer
 };
 
 /*
- * optimize_carts' refusal of an offer whose price is not finite where it
- * is its store's best for a product in some cart (22023).  It names the
- * least such product, then store, so that one server and the partitions of
- * gpurec_shards, each of which finds only some of them, name the same one.
- */
-class NonFinitePrice : public Error
-{
-  public:
-	/* the ids as the call shows them through keys (shown_id; null: integers) */
-	NonFinitePrice(int64_t product_id, int64_t store_id, const CallKeys *keys);
-
-	int64_t product_id, store_id;
-};
-
-/*
  * The cheapest assignment of every cart (see README, optimize_carts):
  * exact, on the GPU or on every core by the context's mode, the same answer
  * either way.  Errors: quantity < 1, a fee < 0 or not finite, a price that
- * is not finite (NonFinitePrice), a store twice in shipping (22023 / 21000); a price or fee
- * column of a floating-point type (42804); a cart of more than
- * kMaxCartProducts offered products (54000); an amount past the exact range
- * (22003).
+ * is not finite (the least product, then store), a store twice in shipping
+ * (22023 / 21000); a price or fee column of a floating-point type (42804);
+ * a cart of more than kMaxCartProducts offered products (54000); an amount
+ * past the exact range (22003).
  */
 CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const Shipping &shipping,
 						   ExecContext &ctx);

@@ -79,9 +79,6 @@ class Error : public std::runtime_error
 		return std::move(*this);
 	}
 
-  protected:
-	void set_order(std::vector<int64_t> order) { order_ = std::move(order); }
-
   private:
 	const char *sqlstate_;
 	std::string detail_;

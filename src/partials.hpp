@@ -140,24 +140,6 @@ class PartialBuilder
 };
 
 /*
- * A part of gpurec_shards: rows that a partition sends the coordinator, or
- * the coordinator a partition, as one bytea, in gpurec's binary form: rows
- * of a named kind ("geo_points", "user_similarity", ...), each `columns`
- * 8-byte values (an int64, or a float8 with every bit: -0, NaN and
- * infinities included).  A kind may name some of its columns number
- * columns: each value of such a column is the place of an exact number in
- * that column's numbers(), or -1 for NULL, and those numbers travel with
- * the part in their own type (a price: numeric with its scales, an integer,
- * or a float with every bit; NumberColumn), their type too where there are
- * none.  Parts concatenate: the bytes of several parts one after the other
- * read as one part of all their rows (append), so that the coordinator can
- * pass on the partitions' parts without reading them.  Bytes that are not
- * a part of the kind (another version of gpurec on one side, truncated or
- * foreign bytes): ERROR 22P03.
- */
-class ShardRows;
-
-/*
  * A gpurec_shards partition's refusal.  Each partition checks only its own
  * rows, and PL/Proxy raises whichever partition's error arrives first; so
  * where a partition's computation raises an ordered error (Error::order:
@@ -195,6 +177,22 @@ template <typename Parts> void raise_least_refusal(const Parts &parts)
 		throw *least;
 }
 
+/*
+ * A part of gpurec_shards: rows that a partition sends the coordinator, or
+ * the coordinator a partition, as one bytea, in gpurec's binary form: rows
+ * of a named kind ("geo_points", "user_similarity", ...), each `columns`
+ * 8-byte values (an int64, or a float8 with every bit: -0, NaN and
+ * infinities included).  A kind may name some of its columns number
+ * columns: each value of such a column is the place of an exact number in
+ * that column's numbers(), or -1 for NULL, and those numbers travel with
+ * the part in their own type (a price: numeric with its scales, an integer,
+ * or a float with every bit; NumberColumn), their type too where there are
+ * none.  Parts concatenate: the bytes of several parts one after the other
+ * read as one part of all their rows (append), so that the coordinator can
+ * pass on the partitions' parts without reading them.  Bytes that are not
+ * a part of the kind (another version of gpurec on one side, truncated or
+ * foreign bytes): ERROR 22P03.
+ */
 class ShardRows
 {
   public:

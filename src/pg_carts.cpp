@@ -191,9 +191,9 @@ Datum optimize_carts_rows(FunctionCallInfo fcinfo, bool of_parts)
 
 	CartLines lines = {carts.int64(0), carts.int64(1), carts.int64(2), carts.int64(3)};
 	const Offers &offers = merged ? merged->offers() : input.offers;
+	CartsAnswer answer = optimize_carts(lines, offers, *shipping, ctx);
 	if (!of_parts)
 	{
-		CartsAnswer answer = optimize_carts(lines, offers, *shipping, ctx);
 		OptimizedLinesWriter out(fcinfo, ctx, "optimize_carts");
 		for (const CartAnswer &cart : answer.carts)
 			for (size_t l = cart.first_line; l < cart.end_line; ++l)
@@ -201,7 +201,6 @@ Datum optimize_carts_rows(FunctionCallInfo fcinfo, bool of_parts)
 		out.finish();
 		return (Datum) 0;
 	}
-	CartsAnswer answer = optimize_carts(lines, offers, *shipping, ctx);
 	require_integer_cart_ids(ctx);
 	Stopwatch clock;
 	Datum part = shard_rows_result(optimized_lines_part(lines, answer, offers), "optimize_carts");

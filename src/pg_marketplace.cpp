@@ -326,13 +326,6 @@ class ImprovedLinesWriter
 	ResultIds cart_id_, product_id_, current_store_id_, store_id_;
 };
 
-/*
- * improve_carts(carts_query, offers_query), and
- * gpurec_internal._improve_carts_part(carts_query, offers_parts): on a
- * partition of gpurec_shards, against the offers of the partitions' parts
- * (_offers_part), its rows as one part (cart_shards.hpp) for
- * _merge_improve_carts.
- */
 /* improve_carts' lines: a line with a NULL id is skipped; a NULL quantity counts as 1 */
 InputTable improve_carts_lines(const char *carts_query, ExecContext &ctx)
 {
@@ -344,6 +337,13 @@ InputTable improve_carts_lines(const char *carts_query, ExecContext &ctx)
 	return carts;
 }
 
+/*
+ * improve_carts(carts_query, offers_query), and
+ * gpurec_internal._improve_carts_part(carts_query, offers_parts): on a
+ * partition of gpurec_shards, against the offers of the partitions' parts
+ * (_offers_part), its rows as one part (cart_shards.hpp) for
+ * _merge_improve_carts.
+ */
 Datum improve_carts_rows(FunctionCallInfo fcinfo, bool offers_of_parts)
 {
 	ExecContext ctx = exec_context_from_settings();

@@ -453,10 +453,10 @@ TEST(Carts, APriceNotFiniteNamesTheLeastProductThenStore)
 			optimize_carts(m.lines(), m.offers(), m.shipping(), ctx);
 			ADD_FAILURE() << "no error";
 		}
-		catch (const NonFinitePrice &e)
+		catch (const Error &e)
 		{
 			EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_parameter_value);
-			EXPECT_EQ(std::make_pair(e.product_id, e.store_id), least);
+			EXPECT_EQ(e.order(), (std::vector<int64_t>{kPriceCheck, least.first, least.second}));
 			EXPECT_EQ(std::string(e.what()), "the price of product " + std::to_string(least.first) + " at store " +
 												 std::to_string(least.second) + " is not a finite number");
 		}
