@@ -20,7 +20,7 @@ namespace gpurec {
 namespace {
 
 /*
- * Random byte strings: short ones from a few bytes (prefixes of one another,
+ * Random byte strings: short ones of up to 15 bytes (prefixes of one another,
  * equal ones, ones that differ in a trailing zero byte), 16-byte ones, the
  * empty one, and longer ones that share their first 16 bytes (the part a
  * slot of the dictionary holds) and differ past them.
@@ -28,7 +28,7 @@ namespace {
 std::string random_value(std::mt19937_64 &rng)
 {
 	static const char bytes[] = {'\0', 'a', 'b', 'B', '\x7f', '\x80', '\xc3', '\xff'};
-	size_t size = rng() % 4 == 0 ? 16 : rng() % 6;
+	size_t size = rng() % 4 == 0 ? 16 : rng() % (rng() % 2 == 0 ? 6 : 16);
 	std::string value = rng() % 5 == 0 ? std::string("shared 16 bytes.") : std::string();
 	for (size_t i = 0; i < size; ++i)
 		value.push_back(bytes[rng() % sizeof bytes]);
