@@ -27,6 +27,48 @@ const char *key_type_name(KeyType type)
 	return "";
 }
 
+namespace {
+
+/*
+ * Two words mixed by one multiply, 64 x 64 bits into 128, its halves
+ * folded (wyhash's): every bit of either word reaches the folded result's
+ * bits, low and high, which the table's mask and hash tag take.
+ */
+inline uint64_t multiply_fold(uint64_t a, uint64_t b)
+{
+	unsigned __int128 product = static_cast<unsigned __int128>(a) * b;
+	return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
+}
+
+/*
+ * A value's hash from its size and its first 16 bytes as two words (zero
+ * past its end: KeyDictionary::Probe), then 16 bytes at a time past them:
+ * a uuid, or a text id of up to 16 bytes, is one multiply, where the
+ * lookup of every row of a read spends on it.  Inline, in this file: a
+ * call per row through the library's PLT cost more than its work.
+ */
+inline uint64_t hash_of(const uint8_t *bytes, size_t size, const uint64_t head[2])
+{
+	constexpr uint64_t k0 = 0xA0761D6478BD642Full, k1 = 0xE7037ED1A0B428DBull, k2 = 0x8EBC6AF09C88C6E3ull;
+	uint64_t h = multiply_fold(head[0] ^ k0, head[1] ^ k1 ^ size);
+	for (size_t i = 16; i < size; i += 16)
+	{
+		uint64_t word[2] = {0, 0};
+		size_t n = std::min<size_t>(16, size - i);
+		if (n > 8)
+		{
+			std::memcpy(&word[0], bytes + i, 8);
+			word[1] = bytes_as_word(bytes + i + 8, n - 8);
+		}
+		else
+			word[0] = bytes_as_word(bytes + i, n);
+		h = multiply_fold(word[0] ^ h ^ k2, word[1] ^ k1);
+	}
+	return h;
+}
+
+} // namespace
+
 void KeyDictionary::rebuild_table(size_t capacity)
 {
 	table_.assign(capacity, Slot{0, -1, 0, {0, 0}});
@@ -35,7 +77,7 @@ void KeyDictionary::rebuild_table(size_t capacity)
 	{
 		auto c = static_cast<int64_t>(code);
 		Probe probe(value(c), value_size(c));
-		uint64_t h = key_hash(probe.bytes, probe.size, probe.head);
+		uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
 		size_t slot = h & mask_;
 		while (table_[slot].code >= 0)
 			slot = (slot + 1) & mask_;
@@ -49,7 +91,7 @@ int64_t KeyDictionary::find(const uint8_t *bytes, size_t size) const
 	if (table_.empty())
 		return -1;
 	Probe probe(bytes, size);
-	uint64_t h = key_hash(probe.bytes, probe.size, probe.head);
+	uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
 	for (size_t slot = h & mask_; table_[slot].code >= 0; slot = (slot + 1) & mask_)
 		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
 			return table_[slot].code;
@@ -107,7 +149,7 @@ int64_t KeyDictionary::intern(const uint8_t *bytes, size_t size) noexcept
 	{
 		make_room(1);
 		Probe probe(bytes, size);
-		return intern_hashed(probe, key_hash(probe.bytes, probe.size, probe.head));
+		return intern_hashed(probe, hash_of(probe.bytes, probe.size, probe.head));
 	}
 	catch (const std::bad_alloc &)
 	{
@@ -128,7 +170,7 @@ void KeyDictionary::intern_in_batches(size_t n, ValueOf value_of, int64_t *codes
 		for (size_t i = 0; i < m; ++i)
 		{
 			Probe probe = value_of(first + i);
-			hashes_[i] = key_hash(probe.bytes, probe.size, probe.head);
+			hashes_[i] = hash_of(probe.bytes, probe.size, probe.head);
 		}
 		for (size_t i = 0; i < std::min(m, kAhead); ++i)
 			__builtin_prefetch(&table_[hashes_[i] & mask_]);
@@ -143,44 +185,15 @@ void KeyDictionary::intern_in_batches(size_t n, ValueOf value_of, int64_t *codes
 	}
 }
 
-bool KeyDictionary::grow_staged() noexcept
-{
-	try
-	{
-		staged_.resize(std::max<size_t>(2 * staged_.size(), 256));
-		return true;
-	}
-	catch (const std::bad_alloc &)
-	{
-		return false;
-	}
-}
-
 void KeyDictionary::intern_staged(std::vector<int64_t> &indices)
 {
 	for (int64_t index : indices)
-		if (index < 0 || static_cast<size_t>(index) >= staged_count_)
+		if (index < 0 || static_cast<size_t>(index) >= staged_.size())
 			throw Error(sqlstate::internal_error, "KeyDictionary: a staged value out of range");
-	/*
-	 * The slots stage prefetched stay where they are unless the table
-	 * grows here; each is prefetched again a few rows ahead, for a large
-	 * dictionary whose slots the batch's other rows pushed out of the
-	 * core's cache since.
-	 */
-	make_room(indices.size());
-	constexpr size_t kAhead = 8;
-	for (size_t i = 0; i < indices.size(); ++i)
-	{
-		if (i + kAhead < indices.size())
-			__builtin_prefetch(&table_[staged_[static_cast<size_t>(indices[i + kAhead])].hash & mask_]);
-		int64_t &index = indices[i];
-		const Staged &staged = staged_[static_cast<size_t>(index)];
-		index = intern_hashed(Probe(staged, staged_long_), staged.hash);
-		if (index < 0)
-			throw Error(sqlstate::out_of_memory, "could not code the ids read: more than 2147483647 distinct ids");
-	}
-	staged_count_ = 0;
-	staged_long_.clear();
+	intern_in_batches(
+		indices.size(), [&](size_t i) { return Probe(staged_.value(indices[i]), staged_.value_size(indices[i])); },
+		indices.data(), "could not code the ids read: more than 2147483647 distinct ids");
+	staged_.clear();
 }
 
 std::vector<int64_t> KeyDictionary::number_in_key_order()
@@ -189,9 +202,9 @@ std::vector<int64_t> KeyDictionary::number_in_key_order()
 	/*
 	 * Each value's first 16 bytes as two words that compare as the bytes
 	 * do (big-endian, zero past its end): most comparisons end there,
-	 * where a call of memcmp each made the sort of a call's 30,000 uuids a
-	 * few ms of its serial end.  Equal words fall back to less (a longer
-	 * value, or one that ends in zero bytes).
+	 * where a call of memcmp each made the sort of a call's 100,000 uuids
+	 * tens of ms of its serial end.  Equal words fall back to less (a
+	 * longer value, or one that ends in zero bytes).
 	 */
 	struct Ranked
 	{
@@ -228,7 +241,10 @@ std::vector<int64_t> KeyDictionary::number_in_key_order()
 	}
 	bytes_ = std::move(bytes);
 	offsets_ = std::move(offsets);
-	rebuild_table(table_.size());
+	/* a slot's place comes from its value's hash alone: its code changes, the table's shape does not */
+	for (Slot &slot : table_)
+		if (slot.code >= 0)
+			slot.code = static_cast<int32_t>(new_code[static_cast<size_t>(slot.code)]);
 	numbered_ = n;
 	return new_code;
 }
@@ -258,6 +274,8 @@ std::vector<int64_t> KeyDictionary::intern_serialized(ByteReader &in)
 		values[c] = in.take(sizes[c]);
 	}
 	std::vector<int64_t> codes(n);
+	/* room for every value at once, where batch after batch grew the table (and rehashed it) many times */
+	make_room(n);
 	intern_in_batches(
 		n, [&](size_t i) { return Probe(values[i], sizes[i]); }, codes.data(),
 		"could not code the ids of a parallel read: out of memory, or more than 2147483647 distinct ids");

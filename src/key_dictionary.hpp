@@ -48,45 +48,6 @@ inline uint64_t bytes_as_word(const uint8_t *p, size_t n)
 	return word;
 }
 
-/*
- * Two words mixed by one multiply, 64 x 64 bits into 128, its halves
- * folded (wyhash's): every bit of either word reaches the folded result's
- * bits, low and high, which the table's mask and hash tag take.
- */
-inline uint64_t multiply_fold(uint64_t a, uint64_t b)
-{
-	unsigned __int128 product = static_cast<unsigned __int128>(a) * b;
-	return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
-}
-
-/*
- * A value's hash from its size and its first 16 bytes as two words (zero
- * past its end: KeyDictionary::Probe), then 16 bytes at a time past them:
- * a uuid, or a text id of up to 16 bytes, is one multiply, where the
- * lookup of every row of a read spends on it.  Inline: a read stages every
- * row's id (KeyDictionary::stage), where a call per row cost more than
- * its work.
- */
-inline uint64_t key_hash(const uint8_t *bytes, size_t size, const uint64_t head[2])
-{
-	constexpr uint64_t k0 = 0xA0761D6478BD642Full, k1 = 0xE7037ED1A0B428DBull, k2 = 0x8EBC6AF09C88C6E3ull;
-	uint64_t h = multiply_fold(head[0] ^ k0, head[1] ^ k1 ^ size);
-	for (size_t i = 16; i < size; i += 16)
-	{
-		uint64_t word[2] = {0, 0};
-		size_t n = std::min<size_t>(16, size - i);
-		if (n > 8)
-		{
-			std::memcpy(&word[0], bytes + i, 8);
-			word[1] = bytes_as_word(bytes + i + 8, n - 8);
-		}
-		else
-			word[0] = bytes_as_word(bytes + i, n);
-		h = multiply_fold(word[0] ^ h ^ k2, word[1] ^ k1);
-	}
-	return h;
-}
-
 /* What an id column's values are: integers (the codes are the ids), or values coded through a KeyDictionary. */
 enum class KeyType : uint8_t
 {
@@ -179,31 +140,12 @@ class KeyDictionary
 	/*
 	 * A value read, held for the next intern_staged: the index to give it
 	 * there; -1 when memory runs out (for PostgreSQL code).  A read codes
-	 * a batch of rows at once, not each row as it comes, and takes each
-	 * value's hash here, while the row's bytes are in the core's cache,
-	 * and prefetches its slot: by the batch's intern_staged, a few hundred
-	 * rows later, the slots wait in the cache, where a lookup per row
-	 * between two tuples' fetches met each miss alone.  A value of up to
-	 * 16 bytes (a uuid, most text ids) is held in its staged record alone,
-	 * as a slot holds it; only a longer one's bytes are copied aside.
+	 * a batch of rows at once, not each row as it comes: between two rows'
+	 * lookups lie a tuple's fetch and conversion, so that each lookup's
+	 * miss of the core's cache came alone, where a batch's lookups, their
+	 * slots prefetched a few ahead, overlap theirs.
 	 */
-	int64_t stage(const uint8_t *bytes, size_t size) noexcept
-	{
-		if (staged_count_ == staged_.size() && !grow_staged())
-			return -1;
-		Staged &staged = staged_[staged_count_];
-		Probe probe(bytes, size);
-		staged.hash = key_hash(bytes, size, probe.head);
-		staged.size = size;
-		staged.head[0] = probe.head[0];
-		staged.head[1] = probe.head[1];
-		staged.long_value = size > 16 ? staged_long_.hold(bytes, size) : 0;
-		if (staged.long_value < 0)
-			return -1;
-		if (!table_.empty())
-			__builtin_prefetch(&table_[staged.hash & mask_]);
-		return static_cast<int64_t>(staged_count_++);
-	}
+	int64_t stage(const uint8_t *bytes, size_t size) noexcept { return staged_.hold(bytes, size); }
 	/*
 	 * Each index given by stage since the last call replaced by the code
 	 * of its value, new values interned in the indices' order; then the
@@ -252,14 +194,6 @@ class KeyDictionary
 		uint64_t size;
 		uint64_t head[2];
 	};
-	/* a value staged: its hash, size and head as a Probe takes them; a value past 16 bytes, its index in staged_long_ */
-	struct Staged
-	{
-		uint64_t hash;
-		uint64_t size;
-		uint64_t head[2];
-		int64_t long_value;
-	};
 	/* A value's size and first 16 bytes, as a slot holds them, to compare with slots. */
 	struct Probe
 	{
@@ -281,18 +215,6 @@ class KeyDictionary
 				head[0] = bytes_as_word(bytes, size);
 				head[1] = 0;
 			}
-		}
-		/*
-		 * A probe of a value as it was staged: its bytes, where it has
-		 * no more than 16, its head (the words hold them in order, zero
-		 * past them, on a little-endian machine)
-		 */
-		Probe(const Staged &staged, const KeyBytes &long_values)
-			: bytes(staged.size > 16 ? long_values.value(staged.long_value)
-									 : reinterpret_cast<const uint8_t *>(staged.head)),
-			  size(staged.size), head{staged.head[0], staged.head[1]}
-		{
-			static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "a staged head is its value's bytes in order");
 		}
 	};
 	bool equals(const Slot &slot, const Probe &probe) const
@@ -326,12 +248,8 @@ class KeyDictionary
 	std::vector<Slot> table_;
 	size_t mask_ = 0;
 	size_t numbered_ = 0;
-	/* Room for one more staged value; false when memory runs out.  Out of line: rare. */
-	bool grow_staged() noexcept;
-	std::vector<Staged> staged_; /* its size is its room; staged_count_ are in use */
-	size_t staged_count_ = 0;
-	KeyBytes staged_long_;
-	std::vector<uint64_t> hashes_; /* intern_in_batches', kept for the next batch */
+	KeyBytes staged_;
+	std::vector<uint64_t> hashes_; /* intern_staged's, kept for the next batch */
 };
 
 /*
