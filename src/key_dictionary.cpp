@@ -71,18 +71,18 @@ inline uint64_t hash_of(const uint8_t *bytes, size_t size, const uint64_t head[2
 
 void KeyDictionary::rebuild_table(size_t capacity)
 {
-	table_.assign(capacity, Slot{0, -1, 0, {0, 0}});
+	std::vector<Slot> old(capacity, Slot{0, -1, 0, {0, 0}});
+	old.swap(table_);
 	mask_ = capacity - 1;
-	for (size_t code = 0; code < size(); ++code)
+	/* each slot moves by the hash it keeps: no value is hashed again, nor read from the arena */
+	for (const Slot &slot : old)
 	{
-		auto c = static_cast<int64_t>(code);
-		Probe probe(value(c), value_size(c));
-		uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
-		size_t slot = h & mask_;
-		while (table_[slot].code >= 0)
-			slot = (slot + 1) & mask_;
-		table_[slot] = Slot{static_cast<uint32_t>(h >> 32), static_cast<int32_t>(code), probe.size,
-							{probe.head[0], probe.head[1]}};
+		if (slot.code < 0)
+			continue;
+		size_t at = slot.hash & mask_;
+		while (table_[at].code >= 0)
+			at = (at + 1) & mask_;
+		table_[at] = slot;
 	}
 }
 
@@ -93,7 +93,7 @@ int64_t KeyDictionary::find(const uint8_t *bytes, size_t size) const
 	Probe probe(bytes, size);
 	uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
 	for (size_t slot = h & mask_; table_[slot].code >= 0; slot = (slot + 1) & mask_)
-		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
+		if (table_[slot].hash == h && equals(table_[slot], probe))
 			return table_[slot].code;
 	return -1;
 }
@@ -127,19 +127,19 @@ __attribute__((always_inline)) inline int64_t KeyDictionary::intern_hashed(const
 {
 	size_t slot = h & mask_;
 	for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
-		if (table_[slot].hash == static_cast<uint32_t>(h >> 32) && equals(table_[slot], probe))
+		if (table_[slot].hash == h && equals(table_[slot], probe))
 			return table_[slot].code;
 	return insert(probe, h, slot);
 }
 
 int64_t KeyDictionary::insert(const Probe &probe, uint64_t h, size_t slot)
 {
-	if (size() >= static_cast<size_t>(INT32_MAX))
+	if (size() >= static_cast<size_t>(INT32_MAX) || probe.size > UINT32_MAX)
 		return -1;
 	auto code = static_cast<int32_t>(size());
 	bytes_.insert(bytes_.end(), probe.bytes, probe.bytes + probe.size);
 	offsets_.push_back(bytes_.size());
-	table_[slot] = Slot{static_cast<uint32_t>(h >> 32), code, probe.size, {probe.head[0], probe.head[1]}};
+	table_[slot] = Slot{h, code, static_cast<uint32_t>(probe.size), {probe.head[0], probe.head[1]}};
 	return code;
 }
 

@@ -189,9 +189,10 @@ class KeyDictionary
 	 */
 	struct alignas(32) Slot
 	{
-		uint32_t hash; /* its top bits: most probes of another value stop here */
-		int32_t code;  /* -1: empty */
-		uint64_t size;
+		/* the value's hash, whole: most probes of another value stop here, and a table grows by moving its slots */
+		uint64_t hash;
+		int32_t code; /* -1: empty */
+		uint32_t size;
 		uint64_t head[2];
 	};
 	/* A value's size and first 16 bytes, as a slot holds them, to compare with slots. */
