@@ -8,6 +8,7 @@
 #include "key_dictionary.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "errors.hpp"
 
@@ -71,8 +72,7 @@ inline uint64_t hash_of(const uint8_t *bytes, size_t size, const uint64_t head[2
 
 void KeyDictionary::rebuild_table(size_t capacity)
 {
-	std::vector<Slot> old(capacity, Slot{0, -1, 0, {0, 0}});
-	old.swap(table_);
+	std::vector<Slot> old = std::exchange(table_, std::vector<Slot>(capacity, Slot{0, -1, 0, {0, 0}}));
 	mask_ = capacity - 1;
 	/* each slot moves by the hash it keeps: no value is hashed again, nor read from the arena */
 	for (const Slot &slot : old)
@@ -225,9 +225,6 @@ std::vector<int64_t> KeyDictionary::number_in_key_order()
 			return a.low < b.low;
 		return less(a.code, b.code);
 	});
-	std::vector<int64_t> order(n);
-	for (size_t r = 0; r < n; ++r)
-		order[r] = ranked[r].code;
 	std::vector<int64_t> new_code(n);
 	std::vector<uint8_t> bytes;
 	bytes.reserve(bytes_.size());
@@ -235,8 +232,9 @@ std::vector<int64_t> KeyDictionary::number_in_key_order()
 	offsets.reserve(n + 1);
 	for (size_t r = 0; r < n; ++r)
 	{
-		new_code[static_cast<size_t>(order[r])] = static_cast<int64_t>(r);
-		bytes.insert(bytes.end(), value(order[r]), value(order[r]) + value_size(order[r]));
+		int64_t code = ranked[r].code;
+		new_code[static_cast<size_t>(code)] = static_cast<int64_t>(r);
+		bytes.insert(bytes.end(), value(code), value(code) + value_size(code));
 		offsets.push_back(bytes.size());
 	}
 	bytes_ = std::move(bytes);
@@ -274,8 +272,6 @@ std::vector<int64_t> KeyDictionary::intern_serialized(ByteReader &in)
 		values[c] = in.take(sizes[c]);
 	}
 	std::vector<int64_t> codes(n);
-	/* room for every value at once, where batch after batch grew the table (and rehashed it) many times */
-	make_room(n);
 	intern_in_batches(
 		n, [&](size_t i) { return Probe(values[i], sizes[i]); }, codes.data(),
 		"could not code the ids of a parallel read: out of memory, or more than 2147483647 distinct ids");
