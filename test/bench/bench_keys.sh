@@ -10,10 +10,14 @@
 # installed; the tables stay in gpurec_bench_keys for the next run of the
 # same sizes.
 #
-# One table holds all three kinds side by side, so every kind reads the same
-# rows: offers in store order, each store's offers over every product (a
-# product's offers spread over the whole table, as in a shuffled one),
-# uuids md5 of the integer, text 'SKU-00000001' and 'store-1'.
+# Each kind has a table of its own, all three alike, (product_id, store_id,
+# price), holding the same rows: a kind's call reads its
+# ids as the table's first columns, as a table keyed by them holds them (in
+# one table of all three, the uuid and text calls alone would walk past the
+# columns before theirs in every row).  Offers in store order, each store's
+# offers over every product (a product's offers spread over the whole
+# table, as in a shuffled one); uuids md5 of the integer, text
+# 'SKU-00000001' and 'store-1'.
 set -euo pipefail
 products=${PRODUCTS:-30000}
 per_product=${OFFERS_PER_PRODUCT:-1024}
@@ -28,27 +32,32 @@ if [ "$(q -d postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$PGD
 	fresh_database
 fi
 rows=$((products * per_product))
-if [ "$(q -c "SELECT count(*) FROM pg_class WHERE relname = 'offers_keys'")" = 0 ] ||
-	[ "$(q -c "SELECT count(*) FROM offers_keys")" != "$rows" ]; then
-	echo "# loading $rows offers ($products products x $per_product stores) with integer, uuid and text ids"
-	# on up to 16 sessions at once, a share of the stores each: serially, 30.72M rows take minutes
-	q -c "DROP TABLE IF EXISTS offers_keys" -c "CREATE UNLOGGED TABLE offers_keys (product_id int, store_id int,
-	  price numeric(10,2), product_uuid uuid, store_uuid uuid, product_sku text, store_sku text)"
+loaded() { [ "$(q -c "SELECT count(*) FROM pg_class WHERE relname = 'offers_keys_$1'")" = 1 ] &&
+	[ "$(q -c "SELECT count(*) FROM offers_keys_$1")" = "$rows" ]; }
+if ! loaded integer || ! loaded uuid || ! loaded text; then
+	echo "# loading $rows offers ($products products x $per_product stores) thrice: integer, uuid and text ids"
+	q -c "DROP TABLE IF EXISTS offers_keys, offers_keys_integer, offers_keys_uuid, offers_keys_text" \
+		-c "CREATE UNLOGGED TABLE offers_keys_integer (product_id int, store_id int, price numeric(10,2))" \
+		-c "CREATE UNLOGGED TABLE offers_keys_uuid (product_id uuid, store_id uuid, price numeric(10,2))" \
+		-c "CREATE UNLOGGED TABLE offers_keys_text (product_id text, store_id text, price numeric(10,2))"
+	# on up to 16 sessions at once, a share of the stores each: serially, 30.72M rows take minutes;
+	# each session's rows go into the three tables alike (a CTE read thrice is made once)
 	loaders=$(($(nproc) < 16 ? $(nproc) : 16))
 	pids=()
 	for share in $(seq 0 $((loaders - 1))); do
-		q -c "INSERT INTO offers_keys
-		  SELECT p.id, s.id, round((1 + random() * 999)::numeric, 2), p.uuid, s.uuid, p.sku, s.sku
-		  FROM (SELECT id, md5('store ' || id)::uuid AS uuid, 'store-' || id AS sku
-		        FROM generate_series(1, $per_product) id WHERE id % $loaders = $share) s
-		  CROSS JOIN (SELECT id, md5(id::text)::uuid AS uuid, 'SKU-' || lpad(id::text, 8, '0') AS sku
-		              FROM generate_series(1, $products) id) p" &
+		q -c "WITH o AS (
+		  SELECT p.id AS product, s.id AS store, round((1 + random() * 999)::numeric, 2) AS price
+		  FROM (SELECT id FROM generate_series(1, $per_product) id WHERE id % $loaders = $share) s
+		  CROSS JOIN generate_series(1, $products) p(id)),
+		i AS (INSERT INTO offers_keys_integer SELECT product, store, price FROM o),
+		u AS (INSERT INTO offers_keys_uuid SELECT md5(product::text)::uuid, md5('store ' || store)::uuid, price FROM o)
+		INSERT INTO offers_keys_text SELECT 'SKU-' || lpad(product::text, 8, '0'), 'store-' || store, price FROM o" &
 		pids+=($!)
 	done
 	for pid in "${pids[@]}"; do wait "$pid"; done
-	q -c "VACUUM ANALYZE offers_keys"
+	for kind in integer uuid text; do q -c "VACUUM ANALYZE offers_keys_$kind"; done
 fi
-allow_workers offers_keys
+for kind in integer uuid text; do allow_workers "offers_keys_$kind"; done
 
 # measure NAME SQL_INTEGER SQL_UUID SQL_TEXT: the three kinds on every device
 measure() {
@@ -74,9 +83,9 @@ measure() {
 
 offers="FROM gpurec.cheapest_offers('SELECT"
 measure "cheapest_offers $rows" \
-	"SELECT count(*) $offers product_id, store_id, price FROM offers_keys', 1, NULL::bigint)" \
-	"SELECT count(*) $offers product_uuid AS product_id, store_uuid AS store_id, price FROM offers_keys', 1, NULL::uuid)" \
-	"SELECT count(*) $offers product_sku AS product_id, store_sku AS store_id, price FROM offers_keys', 1, NULL::text)"
+	"SELECT count(*) $offers product_id, store_id, price FROM offers_keys_integer', 1, NULL::bigint)" \
+	"SELECT count(*) $offers product_id, store_id, price FROM offers_keys_uuid', 1, NULL::uuid)" \
+	"SELECT count(*) $offers product_id, store_id, price FROM offers_keys_text', 1, NULL::text)"
 
 all_devices=$devices
 for device in $all_devices; do
