@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -708,30 +709,68 @@ TEST(MarketplaceShards, MergedPartsAreTheWholeRanking)
 	EXPECT_GT(empty_shards, 0) << "no shard was empty";
 }
 
+/* A store id as bytes that order as the ids do: its bits, the sign's flipped, most significant first. */
+std::array<uint8_t, 8> store_as_bytes(int64_t store)
+{
+	uint64_t bits = static_cast<uint64_t>(store) ^ (uint64_t(1) << 63);
+	std::array<uint8_t, 8> out;
+	for (int i = 0; i < 8; ++i)
+		out[static_cast<size_t>(i)] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+	return out;
+}
+
+int64_t store_of_bytes(const uint8_t *bytes)
+{
+	uint64_t bits = 0;
+	for (int i = 0; i < 8; ++i)
+		bits = bits << 8 | bytes[i];
+	return static_cast<int64_t>(bits ^ (uint64_t(1) << 63));
+}
+
 /*
  * A process's part as a parallel read builds it (PartialBuilder): its rows
  * pushed into one set of columns in pieces of `piece_rows`, each piece
  * ranked in (RunningCheapestOffers::absorb) and then forgotten, the
- * dictionary of product ids kept.
+ * dictionary of product ids kept.  as_bytes: ids as the read gives uuid
+ * or text ids (store_as_bytes' of the ids): the products coded through a
+ * dictionary of the process's own, the stores held as they came in each
+ * piece (Offers::store_bytes).
  */
-std::vector<uint8_t> running_part_bytes(const Market &process, int k, size_t piece_rows, size_t compact_from)
+std::vector<uint8_t> running_part_bytes(const Market &process, int k, size_t piece_rows, size_t compact_from,
+										bool as_bytes = false)
 {
 	RunningCheapestOffers running(k, compact_from);
 	Market piece(process.type());
+	KeyDictionary products;
+	KeyOrder product_order{&products, 1};
+	KeyBytes held;
+	Int64Column held_at;
+	auto offers = [&] {
+		return as_bytes ? Offers{piece.product, held_at, piece.price, &product_order, nullptr, &held} : piece.offers();
+	};
 	auto absorb = [&] {
-		running.absorb(piece.offers());
+		running.absorb(offers());
 		piece.product.forget_rows();
 		piece.store.forget_rows();
 		piece.price.forget_rows();
+		held.clear();
+		held_at.forget_rows();
 	};
 	for (size_t i = 0; i < process.size(); ++i)
 	{
-		piece.add(process.product_id[i], process.store[i], process.truth[i], unscaled_of(process.truth[i], process.type()));
+		int64_t product = process.product_id[i];
+		if (as_bytes)
+		{
+			std::array<uint8_t, 8> product_bytes = store_as_bytes(product), store = store_as_bytes(process.store[i]);
+			product = products.intern(product_bytes.data(), product_bytes.size());
+			held_at.push_back(held.hold(store.data(), store.size()));
+		}
+		piece.add(product, process.store[i], process.truth[i], unscaled_of(process.truth[i], process.type()));
 		if (piece.product.size() == piece_rows)
 			absorb();
 	}
 	absorb();
-	return running.finish(piece.offers());
+	return running.finish(offers());
 }
 
 TEST(MarketplaceShards, RunningPartsAreTheWholeRanking)
@@ -741,10 +780,12 @@ TEST(MarketplaceShards, RunningPartsAreTheWholeRanking)
 	 * by piece (the scales of a numeric piece differing from the next's),
 	 * compacting what it keeps now and then; the processes' parts merged
 	 * show the whole ranking, n_offers summed.  Some markets come in
-	 * descending price order, so that every offer enters its heap.
+	 * descending price order, so that every offer enters its heap.  Half
+	 * the time the ids come as bytes, as uuid or text ids do, which the
+	 * parts carry and the merge codes (their order the ids').
 	 */
 	auto rng = seeded_rng();
-	int descending = 0;
+	int descending = 0, as_bytes = 0;
 	for_random_markets([&](const Market &m, int k) {
 		const Market *input = &m;
 		Market sorted(m.type());
@@ -760,20 +801,46 @@ TEST(MarketplaceShards, RunningPartsAreTheWholeRanking)
 			input = &sorted;
 			++descending;
 		}
+		bool ids_as_bytes = rng() % 2 == 0;
+		as_bytes += ids_as_bytes;
+		std::shared_ptr<CallKeys> keys = ids_as_bytes ? std::make_shared<CallKeys>() : nullptr;
+		if (keys)
+		{
+			keys->key("product_id", KeyType::Uuid);
+			keys->key("store_id", KeyType::Uuid);
+		}
 		size_t processes = 1 + rng() % 4;
-		MergedOffers merged;
+		MergedOffers merged("a numeric column", keys);
 		for (const Market &process : deal(rng, *input, processes))
 		{
-			std::vector<uint8_t> bytes = running_part_bytes(process, k, 1 + rng() % 300, 1 + rng() % 64);
+			std::vector<uint8_t> bytes = running_part_bytes(process, k, 1 + rng() % 300, 1 + rng() % 64, ids_as_bytes);
 			merged.append_part(bytes.data(), bytes.size(), k);
 		}
+		if (keys)
+			merged.settle_keys();
 		ExecContext whole_ctx = context(DeviceMode::Cpu), merge_ctx = context(DeviceMode::Cpu);
 		RankedOffers whole = cheapest_offers(input->offers(), k, whole_ctx);
 		RankedOffers got = merge_cheapest_offers(merged, k, merge_ctx);
-		EXPECT_EQ(shown(merged.offers(), got, merged.n_offers()), shown(input->offers(), whole, input->product.counts()))
-			<< processes << " processes";
+		auto got_shown = shown(merged.offers(), got, merged.n_offers());
+		if (keys) /* the merge's ids are codes of the call's dictionaries: back to the ids */
+		{
+			auto id_of = [&keys](const char *name, int64_t code) {
+				return store_of_bytes(keys->find(name)->dictionary->value(code));
+			};
+			std::map<int64_t, std::pair<int64_t, std::vector<ShownOffer>>> by_id;
+			for (auto &[product, ranked] : got_shown)
+			{
+				for (ShownOffer &offer : ranked.second)
+					std::get<0>(offer) = id_of("store_id", std::get<0>(offer));
+				by_id[id_of("product_id", product)] = ranked;
+			}
+			got_shown = by_id;
+		}
+		EXPECT_EQ(got_shown, shown(input->offers(), whole, input->product.counts()))
+			<< processes << " processes" << (ids_as_bytes ? ", ids as bytes" : "");
 	});
 	EXPECT_GT(descending, 0);
+	EXPECT_GT(as_bytes, 0);
 }
 
 TEST(MarketplaceShards, ARunningPartIsTheWholeProcesssPart)

@@ -152,100 +152,134 @@ std::string random_key(std::mt19937_64 &rng)
 	return key;
 }
 
-TEST(PartialBuilders, ProcessesRankTextIdsByTheirBytesAndTheirSurvivorsCarryThem)
+struct TextRow
 {
-	/*
-	 * Each process codes its text ids through a dictionary of its own, as
-	 * they come (the calling backend through the call's, lane 0; a worker
-	 * through its own, code x stride + lane): its codes are not the ids'
-	 * order, yet ties at the k-th price must rank the lower store_id by
-	 * its bytes.  The merge takes the parts' values into the call's
-	 * dictionaries, numbered in key order.  Oracle: the rows sorted on
-	 * (price, store's bytes) per product, as std::string orders bytes.
-	 */
-	auto rng = seeded_rng();
+	std::string product, store;
+	int64_t price;
+};
+
+/*
+ * Processes rank rows of text ids as a parallel read's do, merged: each
+ * codes its products through a dictionary of its own, as they come (the
+ * calling backend through the call's, lane 0; a worker through its own,
+ * code x stride + lane), so that its codes are not the ids' order, yet
+ * ties at the k-th price must rank the lower store_id by its bytes.  Its
+ * stores too (stores_held false), or held as they came, in the piece's
+ * bytes (stores_held: the read's late key column), as the read holds them.
+ * The merge takes the parts' values into the call's dictionaries, numbered
+ * in key order.  Oracle: the rows sorted on (price, store's bytes) per
+ * product, as std::string orders bytes.
+ */
+void expect_text_ids_ranked(std::mt19937_64 &rng, const std::vector<TextRow> &rows, int k, bool stores_held,
+							 int64_t processes)
+{
 	ExecContext shape_ctx;
 	OffersInput shape(shape_ctx);
+	std::map<std::string, std::vector<std::pair<int64_t, std::string>>> by_product;
+	for (const TextRow &row : rows)
+		by_product[row.product].emplace_back(row.price, row.store);
+	std::vector<std::tuple<std::string, int64_t, int64_t, std::string, int64_t>> expected;
+	for (auto &[product, offers] : by_product)
+	{
+		std::sort(offers.begin(), offers.end());
+		for (size_t r = 0; r < offers.size() && r < static_cast<size_t>(k); ++r)
+			expected.emplace_back(product, static_cast<int64_t>(offers.size()), static_cast<int64_t>(r + 1),
+								  offers[r].second, offers[r].first);
+	}
+
+	auto keys = std::make_shared<CallKeys>();
+	KeyDictionary &call_products = *keys->key("product_id", KeyType::Text).dictionary;
+	KeyDictionary &call_stores = *keys->key("store_id", KeyType::Text).dictionary;
+	std::vector<std::vector<TextRow>> shares(static_cast<size_t>(processes));
+	for (const TextRow &row : rows)
+		shares[rng() % shares.size()].push_back(row);
+	MergedOffers merged("a numeric column", keys);
+	auto bytes = [](const std::string &v) { return reinterpret_cast<const uint8_t *>(v.data()); };
+	for (int64_t lane = 0; lane < processes; ++lane)
+	{
+		KeyDictionary own_products, own_stores;
+		KeyDictionary &product_codes = lane == 0 ? call_products : own_products;
+		KeyDictionary &store_codes = lane == 0 ? call_stores : own_stores;
+		PartialBuilder builder(PartialRequest{find_partial_kind("cheapest_offers"), k}, shape.table.what(),
+							   shape.table.specs(), [&](InputTable &piece) {
+								   piece.order_ids_by(0, KeyOrder{&product_codes, processes});
+								   if (stores_held)
+									   piece.hold_key_bytes(1);
+								   else
+									   piece.order_ids_by(1, KeyOrder{&store_codes, processes});
+							   });
+		const std::vector<TextRow> &share = shares[static_cast<size_t>(lane)];
+		auto code = [&](KeyDictionary &d, const std::string &v) { return d.intern(bytes(v), v.size()) * processes + lane; };
+		for (size_t at = 0; at < share.size();)
+		{
+			/* a batch's stores held in the piece it goes to (forgotten with its rows when it is absorbed) */
+			size_t batch = std::min<size_t>(share.size() - at, 1 + rng() % 256);
+			std::vector<Row> coded;
+			for (size_t i = at; i < at + batch; ++i)
+				coded.push_back(Row{code(product_codes, share[i].product),
+									stores_held ? builder.piece().hold_key_bytes(1).hold(bytes(share[i].store), share[i].store.size())
+												: code(store_codes, share[i].store),
+									share[i].price});
+			append(builder.piece(), coded.data(), batch);
+			builder.absorb_if_full();
+			at += batch;
+		}
+		std::vector<uint8_t> part = builder.finish();
+		merged.append_part(part.data(), part.size(), k);
+	}
+	merged.settle_keys();
+	ExecContext merge_ctx;
+	merge_ctx.mode = DeviceMode::Cpu;
+	RankedOffers ranked = merge_cheapest_offers(merged, k, merge_ctx);
+	auto text = [](const KeyDictionary &d, int64_t code) {
+		return std::string(reinterpret_cast<const char *>(d.value(code)), d.value_size(code));
+	};
+	std::vector<std::tuple<std::string, int64_t, int64_t, std::string, int64_t>> got;
+	for (const auto &[product, count, rank, store, price] : shown(merged.offers(), ranked, merged.n_offers()))
+		got.emplace_back(text(call_products, product), count, rank, text(call_stores, store), price);
+	EXPECT_EQ(got, expected) << rows.size() << " rows, " << processes << " processes, k = " << k
+							 << (stores_held ? ", stores held" : ", stores coded");
+}
+
+/* n rows of random text ids, from few products and stores, prices 0-3 (ties at every rank). */
+std::vector<TextRow> random_text_rows(std::mt19937_64 &rng, size_t n)
+{
+	std::vector<std::string> products(1 + rng() % 30), stores(1 + rng() % 12);
+	for (std::string &key : products)
+		key = random_key(rng);
+	for (std::string &key : stores)
+		key = random_key(rng);
+	std::vector<TextRow> rows(n);
+	for (TextRow &row : rows)
+		row = TextRow{products[rng() % products.size()], stores[rng() % stores.size()], static_cast<int64_t>(rng() % 4)};
+	return rows;
+}
+
+TEST(PartialBuilders, ProcessesRankTextIdsByTheirBytesAndTheirSurvivorsCarryThem)
+{
+	auto rng = seeded_rng();
 	for (int round = 0; round < 30; ++round)
 	{
-		int k = 1 + static_cast<int>(rng() % 4);
-		size_t n = rng() % 3000;
-		std::vector<std::string> products(1 + rng() % 30), stores(1 + rng() % 12);
-		for (std::string &key : products)
-			key = random_key(rng);
-		for (std::string &key : stores)
-			key = random_key(rng);
-		struct TextRow
-		{
-			std::string product, store;
-			int64_t price;
-		};
-		std::vector<TextRow> rows(n);
-		for (TextRow &row : rows)
-			row = TextRow{products[rng() % products.size()], stores[rng() % stores.size()],
-						  static_cast<int64_t>(rng() % 4)};
-
-		std::map<std::string, std::vector<std::pair<int64_t, std::string>>> by_product;
-		for (const TextRow &row : rows)
-			by_product[row.product].emplace_back(row.price, row.store);
-		std::vector<std::tuple<std::string, int64_t, int64_t, std::string, int64_t>> expected;
-		for (auto &[product, offers] : by_product)
-		{
-			std::sort(offers.begin(), offers.end());
-			for (size_t r = 0; r < offers.size() && r < static_cast<size_t>(k); ++r)
-				expected.emplace_back(product, static_cast<int64_t>(offers.size()), static_cast<int64_t>(r + 1),
-									  offers[r].second, offers[r].first);
-		}
-
-		auto keys = std::make_shared<CallKeys>();
-		KeyDictionary &call_products = *keys->key("product_id", KeyType::Text).dictionary;
-		KeyDictionary &call_stores = *keys->key("store_id", KeyType::Text).dictionary;
-		int64_t processes = 1 + static_cast<int64_t>(rng() % 4);
-		std::vector<std::vector<TextRow>> shares(static_cast<size_t>(processes));
-		for (const TextRow &row : rows)
-			shares[rng() % shares.size()].push_back(row);
-		MergedOffers merged("a numeric column", keys);
-		for (int64_t lane = 0; lane < processes; ++lane)
-		{
-			KeyDictionary own_products, own_stores;
-			KeyDictionary &product_codes = lane == 0 ? call_products : own_products;
-			KeyDictionary &store_codes = lane == 0 ? call_stores : own_stores;
-			PartialBuilder builder(PartialRequest{find_partial_kind("cheapest_offers"), k}, shape.table.what(),
-								   shape.table.specs(), [&](InputTable &piece) {
-									   piece.order_ids_by(0, KeyOrder{&product_codes, processes});
-									   piece.order_ids_by(1, KeyOrder{&store_codes, processes});
-								   });
-			const std::vector<TextRow> &share = shares[static_cast<size_t>(lane)];
-			std::vector<Row> coded;
-			for (const TextRow &row : share)
-			{
-				auto code = [&](KeyDictionary &d, const std::string &v) {
-					return d.intern(reinterpret_cast<const uint8_t *>(v.data()), v.size()) * processes + lane;
-				};
-				coded.push_back(Row{code(product_codes, row.product), code(store_codes, row.store), row.price});
-			}
-			for (size_t at = 0; at < coded.size();)
-			{
-				size_t batch = std::min<size_t>(coded.size() - at, 1 + rng() % 256);
-				append(builder.piece(), coded.data() + at, batch);
-				builder.absorb_if_full();
-				at += batch;
-			}
-			std::vector<uint8_t> part = builder.finish();
-			merged.append_part(part.data(), part.size(), k);
-		}
-		merged.settle_keys();
-		ExecContext merge_ctx;
-		merge_ctx.mode = DeviceMode::Cpu;
-		RankedOffers ranked = merge_cheapest_offers(merged, k, merge_ctx);
-		auto text = [](const KeyDictionary &d, int64_t code) {
-			return std::string(reinterpret_cast<const char *>(d.value(code)), d.value_size(code));
-		};
-		std::vector<std::tuple<std::string, int64_t, int64_t, std::string, int64_t>> got;
-		for (const auto &[product, count, rank, store, price] : shown(merged.offers(), ranked, merged.n_offers()))
-			got.emplace_back(text(call_products, product), count, rank, text(call_stores, store), price);
-		EXPECT_EQ(got, expected) << n << " rows, " << processes << " processes, k = " << k;
+		bool stores_held = round % 2 == 1;
+		expect_text_ids_ranked(rng, random_text_rows(rng, rng() % 3000), 1 + static_cast<int>(rng() % 4), stores_held,
+							   1 + static_cast<int64_t>(rng() % 4));
 	}
+}
+
+TEST(PartialBuilders, StoresHeldAsBytesSurviveTheCompactionOfWhatIsKept)
+{
+	/*
+	 * Prices falling in runs of 8, so that a product's first offer of a
+	 * run enters its heap, and the others of the run tie with it on price
+	 * and rank by the stores' bytes: each of the two processes keeps
+	 * more than the 65,536 offers past which it compacts what it keeps,
+	 * the stores' bytes among it, and ties go on being ranked after.
+	 */
+	auto rng = seeded_rng();
+	std::vector<TextRow> rows = random_text_rows(rng, 400000);
+	for (size_t i = 0; i < rows.size(); ++i)
+		rows[i].price = static_cast<int64_t>((rows.size() - i) / 8);
+	expect_text_ids_ranked(rng, rows, 1 + static_cast<int>(rng() % 4), true, 2);
 }
 
 TEST(PartialBuilders, ARequestOfNoKindIsRefused)
