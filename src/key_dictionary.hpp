@@ -92,21 +92,6 @@ class KeyBytes
 		return offsets_[static_cast<size_t>(index) + 1] - offsets_[static_cast<size_t>(index)];
 	}
 	size_t size() const { return count_; }
-	/* Whether value a orders before value b: bytewise, a prefix first (as KeyDictionary::less). */
-	bool less(int64_t a, int64_t b) const { return compare(a, b) < 0; }
-	/* <0, 0 or >0 as value a orders before, as, or after value b. */
-	int compare(int64_t a, int64_t b) const
-	{
-		size_t na = value_size(a), nb = value_size(b);
-		int c = std::memcmp(value(a), value(b), std::min(na, nb));
-		return c != 0 ? c : (na > nb) - (na < nb);
-	}
-	/* Forgets the last value held (its index is free for the next). */
-	void drop_last()
-	{
-		if (count_ > 0)
-			used_ = offsets_[--count_];
-	}
 	/* Forgets every value, keeping the room they took. */
 	void clear()
 	{

@@ -746,32 +746,32 @@ void RunningCheapestOffers::absorb(const Offers &piece)
 	}
 	NumberType type = piece.price.type();
 	int scale = piece.price.scale();
-	Ranking ranking = ranking_of(piece);
+	KeyOrder held = held_order();
+	Ranking ranking{piece.store_bytes ? &held : piece.store_keys};
 	for (size_t row = 0; row < n; ++row)
 	{
 		int32_t product = piece.product.code(row);
 		__int128 price = NumberColumn::comparable(piece.price.key(row), type, scale);
 		if (price > worst_[product])
 			continue;
-		int64_t store = piece.store_bytes ? keep_store_bytes(piece, row) : piece.store[row];
-		if (!offer(product, Candidate{price, store, piece.price.display_scale(row), kNotKept}, piece, row, ranking) &&
-			piece.store_bytes)
-			kept_store_bytes_.drop_last(); /* lost a tie with the heap's worst: its copy is the last one */
+		int64_t store = piece.store_bytes ? code_held_store(piece, row) : piece.store[row];
+		offer(product, Candidate{price, store, piece.price.display_scale(row), kNotKept}, piece, row, ranking);
 	}
 }
 
-int64_t RunningCheapestOffers::keep_store_bytes(const Offers &piece, size_t row)
+int64_t RunningCheapestOffers::code_held_store(const Offers &piece, size_t row)
 {
 	int64_t index = piece.store[row];
 	if (index < 0 || static_cast<size_t>(index) >= piece.store_bytes->size())
 		throw Error(sqlstate::internal_error, "RunningCheapestOffers: a store outside its piece's values");
-	int64_t kept = kept_store_bytes_.hold(piece.store_bytes->value(index), piece.store_bytes->value_size(index));
-	if (kept < 0)
-		throw std::bad_alloc();
-	return kept;
+	int64_t code = held_stores_.intern(piece.store_bytes->value(index), piece.store_bytes->value_size(index));
+	if (code < 0)
+		throw Error(sqlstate::out_of_memory, "could not code the store ids of a parallel read: out of memory, or "
+											 "more than 2147483647 distinct ids");
+	return code;
 }
 
-bool RunningCheapestOffers::offer(int32_t product, Candidate candidate, const Offers &piece, size_t row,
+void RunningCheapestOffers::offer(int32_t product, Candidate candidate, const Offers &piece, size_t row,
 								  Ranking ranking)
 {
 	std::vector<Candidate> &heap = heaps_[static_cast<size_t>(product)];
@@ -779,7 +779,7 @@ bool RunningCheapestOffers::offer(int32_t product, Candidate candidate, const Of
 	if (heap.size() == k)
 	{
 		if (!ranking(candidate, heap.front()))
-			return false;
+			return;
 		std::pop_heap(heap.begin(), heap.end(), ranking);
 		heap.pop_back();
 		--in_heaps_;
@@ -799,7 +799,6 @@ bool RunningCheapestOffers::offer(int32_t product, Candidate candidate, const Of
 		worst_[static_cast<size_t>(product)] = heap.front().price;
 	if (kept_store_.size() >= std::max(compact_from_, 2 * in_heaps_))
 		compact();
-	return true;
 }
 
 void RunningCheapestOffers::compact()
@@ -812,34 +811,18 @@ void RunningCheapestOffers::compact()
 	Int64Column store;
 	NumberColumn price(kept_price_.type());
 	price.set_description(kept_price_.description());
-	/* stores held as they came: the kept ones' bytes copied too, their indices those of the copies */
-	bool bytes = kept_store_bytes_.size() > 0;
-	KeyBytes store_bytes;
 	for (size_t at = 0; at < moved.size(); ++at)
 		if (moved[at] != kNotKept)
 		{
 			moved[at] = static_cast<uint32_t>(store.size());
-			int64_t stored = kept_store_[at];
-			if (bytes)
-			{
-				stored = store_bytes.hold(kept_store_bytes_.value(stored), kept_store_bytes_.value_size(stored));
-				if (stored < 0)
-					throw std::bad_alloc();
-			}
-			store.push_back(stored);
+			store.push_back(kept_store_[at]);
 			price.push_row_of(kept_price_, at);
 		}
 	for (std::vector<Candidate> &heap : heaps_)
 		for (Candidate &candidate : heap)
-		{
 			candidate.kept = moved[candidate.kept];
-			if (bytes)
-				candidate.store = store[candidate.kept];
-		}
 	kept_store_ = std::move(store);
 	kept_price_ = std::move(price);
-	if (bytes)
-		kept_store_bytes_ = std::move(store_bytes);
 }
 
 std::vector<uint8_t> RunningCheapestOffers::finish(const Offers &piece)
@@ -847,7 +830,9 @@ std::vector<uint8_t> RunningCheapestOffers::finish(const Offers &piece)
 	reach_.check(piece.price.description());
 	OffersPart part(k_, piece.price.type(), reach_);
 	const std::vector<int64_t> &counts = piece.product.counts();
-	Ranking ranking = ranking_of(piece);
+	KeyOrder held = held_order();
+	const KeyOrder *stores = piece.store_bytes ? &held : piece.store_keys;
+	Ranking ranking{stores};
 	for (size_t product = 0; product < heaps_.size(); ++product)
 	{
 		std::vector<Candidate> &heap = heaps_[product];
@@ -856,30 +841,28 @@ std::vector<uint8_t> RunningCheapestOffers::finish(const Offers &piece)
 			part.add_offer(piece.product.value_of(static_cast<int32_t>(product)), i == 0 ? counts[product] : 0,
 						   kept_store_[heap[i].kept], kept_price_, heap[i].kept);
 	}
-	if (piece.store_bytes)
-		part.carry_keys(piece.product_keys, kept_store_bytes_);
-	else
-		part.carry_keys(piece.product_keys, piece.store_keys);
+	part.carry_keys(piece.product_keys, stores);
 	return serialized_bytes(part);
 }
 
 namespace {
 
 /*
- * The values a part's ids stand for, as a dictionary of their own
+ * The values of the codes a part holds, as a dictionary of their own
  * (numbered as they first come): each id rewritten to its code there.
  * Only the survivors' values travel, not the process's whole dictionary.
- * bytes_of(id) is an id's value, as {bytes, size}.
  */
-template <typename BytesOf> std::unique_ptr<KeyDictionary> carried_values(BytesOf bytes_of, Int64Column &ids)
+std::unique_ptr<KeyDictionary> carried_values(const KeyOrder *order, Int64Column &ids)
 {
+	if (!order)
+		return nullptr;
 	auto carried = std::make_unique<KeyDictionary>();
 	ids.visit_in_pieces(
 		[&](int64_t *rows, size_t, size_t count) {
 			for (size_t i = 0; i < count; ++i)
 			{
-				std::pair<const uint8_t *, size_t> value = bytes_of(rows[i]);
-				rows[i] = carried->intern(value.first, value.second);
+				int64_t code = order->code(rows[i]);
+				rows[i] = carried->intern(order->dictionary->value(code), order->dictionary->value_size(code));
 				if (rows[i] < 0)
 					throw std::bad_alloc();
 			}
@@ -888,33 +871,12 @@ template <typename BytesOf> std::unique_ptr<KeyDictionary> carried_values(BytesO
 	return carried;
 }
 
-/* carried_values of ids that are codes of a process's own dictionary; none for integers (no order) */
-std::unique_ptr<KeyDictionary> carried_values(const KeyOrder *order, Int64Column &ids)
-{
-	if (!order)
-		return nullptr;
-	return carried_values(
-		[order](int64_t id) {
-			int64_t code = order->code(id);
-			return std::make_pair(order->dictionary->value(code), order->dictionary->value_size(code));
-		},
-		ids);
-}
-
 } // namespace
 
 void OffersPart::carry_keys(const KeyOrder *product_keys, const KeyOrder *store_keys)
 {
 	product_keys_ = carried_values(product_keys, product_);
 	store_keys_ = carried_values(store_keys, store_);
-}
-
-void OffersPart::carry_keys(const KeyOrder *product_keys, const KeyBytes &store_bytes)
-{
-	product_keys_ = carried_values(product_keys, product_);
-	store_keys_ = carried_values(
-		[&store_bytes](int64_t index) { return std::make_pair(store_bytes.value(index), store_bytes.value_size(index)); },
-		store_);
 }
 
 RankedOffers merge_cheapest_offers(const MergedOffers &merged, int k, ExecContext &ctx)

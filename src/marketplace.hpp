@@ -123,8 +123,6 @@ class OffersPart
 	 * rewritten as codes there.  Once, after the last add_offer.
 	 */
 	void carry_keys(const KeyOrder *product_keys, const KeyOrder *store_keys);
-	/* carry_keys() where the stores are indices of values in store_bytes. */
-	void carry_keys(const KeyOrder *product_keys, const KeyBytes &store_bytes);
 	/*
 	 * The next ranked offer: a product's offers come together, cheapest
 	 * first, the first with the product's count of offers, the others with 0.
@@ -211,10 +209,9 @@ class MergedOffers
  * rank_on_cpu's with settle_ties (price, store, fewest decimals), so
  * finish() gives the OffersPart of the same rows ranked at once, read in
  * any order and cut into any pieces.  Stores held as they came
- * (Offers::store_bytes) are kept as bytes, copied for the offers that
- * pass the product's k-th cheapest, and compared bytewise where prices
- * tie; only the survivors' are coded, by finish().  No row costs a lookup
- * of its store.
+ * (Offers::store_bytes) are coded here, in a dictionary of the stores
+ * kept, only for the offers that pass the product's k-th cheapest: the
+ * rows dropped at that first comparison, most of them, cost no lookup.
  */
 class RunningCheapestOffers
 {
@@ -241,9 +238,8 @@ class RunningCheapestOffers
   private:
 	/*
 	 * An offer in a heap: its price as a value comparable across scales
-	 * (NumberColumn::comparable), store (for stores held as they came, the
-	 * index of its bytes in kept_store_bytes_), display scale, and where
-	 * its price and store are kept.  Ordered as the ranking is.
+	 * (NumberColumn::comparable), store, display scale, and where its price and
+	 * store are kept.  Ordered as the ranking is.
 	 */
 	struct Candidate
 	{
@@ -252,39 +248,25 @@ class RunningCheapestOffers
 		int16_t display_scale;
 		uint32_t kept;
 	};
-	/*
-	 * The ranking's order of candidates: stores compare as their ids do
-	 * (stores, for uuid or text ids coded; store_bytes, for those held as
-	 * they came, whose equal values have indices of their own).
-	 */
+	/* The ranking's order of candidates: stores compare as their ids do (stores, for uuid or text ids). */
 	struct Ranking
 	{
 		const KeyOrder *stores;
-		const KeyBytes *store_bytes;
 		bool operator()(const Candidate &a, const Candidate &b) const
 		{
 			if (a.price != b.price)
 				return a.price < b.price;
-			if (store_bytes)
-			{
-				if (int c = a.store == b.store ? 0 : store_bytes->compare(a.store, b.store); c != 0)
-					return c < 0;
-			}
-			else if (a.store != b.store)
+			if (a.store != b.store)
 				return stores ? stores->less(a.store, b.store) : a.store < b.store;
 			return std::tie(a.display_scale, a.kept) < std::tie(b.display_scale, b.kept);
 		}
 	};
 
-	/* Whether the candidate entered its product's heap. */
-	bool offer(int32_t product, Candidate candidate, const Offers &piece, size_t row, Ranking ranking);
-	/* How the piece's stores compare in the heaps: by its order, or by the bytes kept where it holds them as they came. */
-	Ranking ranking_of(const Offers &piece) const
-	{
-		return piece.store_bytes ? Ranking{nullptr, &kept_store_bytes_} : Ranking{piece.store_keys, nullptr};
-	}
-	/* The index in kept_store_bytes_ of a copy of the piece's store at row (one of Offers::store_bytes). */
-	int64_t keep_store_bytes(const Offers &piece, size_t row);
+	void offer(int32_t product, Candidate candidate, const Offers &piece, size_t row, Ranking ranking);
+	/* How the stores of the heaps compare: the piece's order, or that of held_stores_ where the piece holds stores as they came. */
+	KeyOrder held_order() const { return KeyOrder{&held_stores_, 1}; }
+	/* The code in held_stores_ of the piece's store at row (one of Offers::store_bytes). */
+	int64_t code_held_store(const Offers &piece, size_t row);
 	/* The kept offers, rewritten with those in a heap only, once most are out of every heap. */
 	void compact();
 
@@ -297,8 +279,8 @@ class RunningCheapestOffers
 	size_t compact_from_;
 	Int64Column kept_store_;
 	NumberColumn kept_price_;
-	/* the stores of the kept offers, where the pieces hold stores as they came (kept_store_ holds their indices) */
-	KeyBytes kept_store_bytes_;
+	/* the stores of the offers that passed their product's k-th cheapest, where the pieces hold stores as they came */
+	KeyDictionary held_stores_;
 };
 
 /* The k cheapest of every product among the parts' offers, on the CPU (a merge is few rows). */
