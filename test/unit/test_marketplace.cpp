@@ -709,17 +709,17 @@ TEST(MarketplaceShards, MergedPartsAreTheWholeRanking)
 	EXPECT_GT(empty_shards, 0) << "no shard was empty";
 }
 
-/* A store id as bytes that order as the ids do: its bits, the sign's flipped, most significant first. */
-std::array<uint8_t, 8> store_as_bytes(int64_t store)
+/* An integer id as bytes that order as the ids do: its bits, the sign's flipped, most significant first. */
+std::array<uint8_t, 8> id_as_bytes(int64_t id)
 {
-	uint64_t bits = static_cast<uint64_t>(store) ^ (uint64_t(1) << 63);
+	uint64_t bits = static_cast<uint64_t>(id) ^ (uint64_t(1) << 63);
 	std::array<uint8_t, 8> out;
 	for (int i = 0; i < 8; ++i)
 		out[static_cast<size_t>(i)] = static_cast<uint8_t>(bits >> (56 - 8 * i));
 	return out;
 }
 
-int64_t store_of_bytes(const uint8_t *bytes)
+int64_t id_of_bytes(const uint8_t *bytes)
 {
 	uint64_t bits = 0;
 	for (int i = 0; i < 8; ++i)
@@ -732,7 +732,7 @@ int64_t store_of_bytes(const uint8_t *bytes)
  * pushed into one set of columns in pieces of `piece_rows`, each piece
  * ranked in (RunningCheapestOffers::absorb) and then forgotten, the
  * dictionary of product ids kept.  as_bytes: ids as the read gives uuid
- * or text ids (store_as_bytes' of the ids): the products coded through a
+ * or text ids (id_as_bytes' of the ids): the products coded through a
  * dictionary of the process's own, the stores held as they came in each
  * piece (Offers::store_bytes).
  */
@@ -761,7 +761,7 @@ std::vector<uint8_t> running_part_bytes(const Market &process, int k, size_t pie
 		int64_t product = process.product_id[i];
 		if (as_bytes)
 		{
-			std::array<uint8_t, 8> product_bytes = store_as_bytes(product), store = store_as_bytes(process.store[i]);
+			std::array<uint8_t, 8> product_bytes = id_as_bytes(product), store = id_as_bytes(process.store[i]);
 			product = products.intern(product_bytes.data(), product_bytes.size());
 			held_at.push_back(held.hold(store.data(), store.size()));
 		}
@@ -825,7 +825,7 @@ TEST(MarketplaceShards, RunningPartsAreTheWholeRanking)
 		if (keys) /* the merge's ids are codes of the call's dictionaries: back to the ids */
 		{
 			auto id_of = [&keys](const char *name, int64_t code) {
-				return store_of_bytes(keys->find(name)->dictionary->value(code));
+				return id_of_bytes(keys->find(name)->dictionary->value(code));
 			};
 			std::map<int64_t, std::pair<int64_t, std::vector<ShownOffer>>> by_id;
 			for (auto &[product, ranked] : got_shown)

@@ -273,7 +273,7 @@ TEST(PartialBuilders, StoresHeldAsBytesSurviveTheCompactionOfWhatIsKept)
 	 * run enters its heap, and the others of the run tie with it on price
 	 * and rank by the stores' bytes: each of the two processes keeps
 	 * more than the 65,536 offers past which it compacts what it keeps,
-	 * the stores' bytes among it, and ties go on being ranked after.
+	 * and ties go on being ranked by those bytes after.
 	 */
 	auto rng = seeded_rng();
 	std::vector<TextRow> rows = random_text_rows(rng, 400000);
