@@ -203,16 +203,23 @@ template <typename Column> void append_by_reference(Column &into, const Column &
 
 /*
  * Where taking chunks puts each row: [the column's full chunks] [the part's
- * full chunks] [the column's partial chunk] [the part's last rows].
+ * full chunks], then of the two last chunks' rows (the column's and the
+ * part's), the more (the column's on a tie) with as many of the other's
+ * last rows as a chunk has room for, then the other's rows left.
  */
 template <typename T> void place_like_taken_chunks(std::vector<T> &rows, const std::vector<T> &part)
 {
 	constexpr size_t kRows = ChunkedColumn<T>::kChunkRows;
 	size_t full = rows.size() / kRows * kRows, taken = part.size() / kRows * kRows;
+	std::vector<T> mine(rows.begin() + full, rows.end()), theirs(part.begin() + taken, part.end());
 	std::vector<T> placed(rows.begin(), rows.begin() + full);
 	placed.insert(placed.end(), part.begin(), part.begin() + taken);
-	placed.insert(placed.end(), rows.begin() + full, rows.end());
-	placed.insert(placed.end(), part.begin() + taken, part.end());
+	std::vector<T> &more = mine.size() >= theirs.size() ? mine : theirs, &fewer = &more == &mine ? theirs : mine;
+	size_t moved = std::min(fewer.size(), kRows - more.size());
+	more.insert(more.end(), fewer.end() - moved, fewer.end());
+	fewer.resize(fewer.size() - moved);
+	placed.insert(placed.end(), more.begin(), more.end());
+	placed.insert(placed.end(), fewer.begin(), fewer.end());
 	rows = std::move(placed);
 }
 
@@ -562,6 +569,76 @@ TEST(ColumnParts, ChunksTakenByReferenceKeepRowsAlignedAcrossColumns)
 		++counts[static_cast<size_t>(row.id)];
 	for (size_t code = 0; code < ids.distinct(); ++code)
 		EXPECT_EQ(ids.counts()[code], counts[static_cast<size_t>(ids.value_of(static_cast<int32_t>(code)))]);
+}
+
+TEST(ColumnParts, PartsAsBytesLandWhereChunksByReferenceDo)
+{
+	/*
+	 * One column's parts come with their chunks by reference, another's
+	 * as bytes, a third's packed, all taking chunks: each row must land at
+	 * one index in all three, as the placement of taken chunks says, for
+	 * parts short of a chunk, just under one, just over one and of several,
+	 * after column rows that end anywhere in a chunk (none included).
+	 */
+	auto rng = seeded_rng();
+	constexpr size_t kRows = Int64Column::kChunkRows;
+	auto some_rows = [&rng]() -> size_t {
+		switch (rng() % 6)
+		{
+			case 0: return 0;
+			case 1: return rng() % 3000;
+			case 2: return kRows - 1 - rng() % 3000;
+			case 3: return kRows + rng() % 3000;
+			case 4: return kRows / 2 + rng() % kRows;
+			default: return rng() % (2 * kRows);
+		}
+	};
+	for (int round = 0; round < 6; ++round)
+	{
+		Arena arena;
+		Int64Column by_reference, as_bytes, packed;
+		std::vector<int64_t> expected;
+		int64_t next = 0;
+		for (size_t r = 0, own = some_rows(); r < own; ++r, ++next)
+		{
+			by_reference.push_back(next);
+			as_bytes.push_back(next);
+			packed.push_back(next);
+			expected.push_back(next);
+		}
+		for (int p = 0; p < 5; ++p)
+		{
+			Int64Column part;
+			part.use_chunk_source(arena);
+			std::vector<int64_t> rows;
+			for (size_t r = 0, n = some_rows(); r < n; ++r, ++next)
+			{
+				part.push_back(next);
+				rows.push_back(next);
+			}
+			append_by_reference(by_reference, part, arena);
+			for (bool pack : {false, true})
+			{
+				std::vector<uint8_t> bytes = serialized_bytes(part, [pack](ByteWriter &w) {
+					if (pack)
+						w.pack_integers();
+				});
+				ByteReader reader(bytes.data(), bytes.size());
+				(pack ? packed : as_bytes).append_serialized(reader, run_on_threads, true);
+				EXPECT_TRUE(reader.at_end());
+			}
+			place_like_taken_chunks(expected, rows);
+		}
+		ASSERT_EQ(by_reference.size(), expected.size());
+		ASSERT_EQ(as_bytes.size(), expected.size());
+		ASSERT_EQ(packed.size(), expected.size());
+		for (size_t r = 0; r < expected.size(); ++r)
+		{
+			ASSERT_EQ(by_reference[r], expected[r]) << "round " << round << ", row " << r;
+			ASSERT_EQ(as_bytes[r], expected[r]) << "round " << round << ", row " << r;
+			ASSERT_EQ(packed[r], expected[r]) << "round " << round << ", row " << r;
+		}
+	}
 }
 
 TEST(ColumnParts, ChunksByReferenceNeedAResolver)
