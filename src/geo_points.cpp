@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 namespace gpurec {
 
@@ -69,6 +70,70 @@ double coordinate_of(uint64_t key)
 	return v;
 }
 
+/* Rows a pass of place_points counts or places as one item of parallel_for. */
+constexpr size_t kBlockRows = size_t(1) << 16;
+
+/*
+ * Each user's points together in set (its offsets made), in any order
+ * within a user: a counting sort of the rows by owner, an owner being a
+ * range of users holding about as many points as the others.  Each block
+ * of rows counts its rows of each owner; then writes their indices (of
+ * type Index) where that owner's points go, after the blocks before it;
+ * then each owner moves its users' points to their places, reading only
+ * its own rows.  Every row is read a fixed number of times, whatever the
+ * threads and whatever order the rows come in: where each thread scanned
+ * every row for its own users, users numbered in another order than the
+ * rows' (uuid or text ids, numbered in their values' order) had each
+ * thread read nearly every line of x and y.
+ */
+template <typename Index> void place_points(const GeoRows &points, GeoPointSet &set, ExecContext &ctx)
+{
+	size_t n = points.codes.size(), n_users = points.user_ids.size();
+	const std::vector<int64_t> &counts = points.counts;
+	size_t threads = parallel_workers(n_users, ctx);
+	std::vector<size_t> owners =
+		split_by_cost(n_users, static_cast<double>(n) / static_cast<double>(std::max<size_t>(1, threads)),
+					  [&](size_t u) { return static_cast<double>(counts[u]); });
+	size_t n_owners = owners.size() - 1, blocks = (n + kBlockRows - 1) / kBlockRows;
+	std::vector<uint32_t> owner_of(n_users);
+	for (size_t o = 0; o < n_owners; ++o)
+		std::fill(owner_of.begin() + static_cast<std::ptrdiff_t>(owners[o]),
+				  owner_of.begin() + static_cast<std::ptrdiff_t>(owners[o + 1]), static_cast<uint32_t>(o));
+	/* each block's rows of each owner; then where the first of them goes */
+	std::vector<int64_t> at(blocks * n_owners, 0);
+	parallel_for(blocks, ctx, [&](size_t block, size_t, const std::atomic<bool> &) {
+		int64_t *count = &at[block * n_owners];
+		for (size_t row = block * kBlockRows, end = std::min(n, row + kBlockRows); row < end; ++row)
+			++count[owner_of[static_cast<size_t>(points.codes[row])]];
+	});
+	for (size_t o = 0; o < n_owners; ++o)
+	{
+		int64_t next = set.offsets[owners[o]];
+		for (size_t block = 0; block < blocks; ++block)
+			next += std::exchange(at[block * n_owners + o], next);
+	}
+	BulkVector<Index> rows(n);
+	parallel_for(blocks, ctx, [&](size_t block, size_t, const std::atomic<bool> &) {
+		int64_t *place = &at[block * n_owners];
+		for (size_t row = block * kBlockRows, end = std::min(n, row + kBlockRows); row < end; ++row)
+			rows[static_cast<size_t>(place[owner_of[static_cast<size_t>(points.codes[row])]]++)] = static_cast<Index>(row);
+	});
+	parallel_for(n_owners, ctx, [&](size_t owner, size_t, const std::atomic<bool> &cancelled) {
+		size_t lo = owners[owner], hi = owners[owner + 1];
+		std::vector<int64_t> fill(set.offsets.begin() + static_cast<std::ptrdiff_t>(lo),
+								  set.offsets.begin() + static_cast<std::ptrdiff_t>(hi));
+		for (auto i = static_cast<size_t>(set.offsets[lo]), end = static_cast<size_t>(set.offsets[hi]); i < end; ++i)
+		{
+			if ((i & (kCheckRows - 1)) == 0 && cancelled.load(std::memory_order_relaxed))
+				return;
+			size_t row = rows[i];
+			auto place = static_cast<size_t>(fill[static_cast<size_t>(points.codes[row]) - lo]++);
+			set.x[place] = points.x[row];
+			set.y[place] = points.y[row];
+		}
+	});
+}
+
 /*
  * The CSR of valid points: users by code (ascending ids), each user's
  * points by (x, y) in point order (geo::point_order_key), so that every sum
@@ -87,32 +152,10 @@ GeoPointSet build_point_set(const GeoRows &points, GeoMetric metric, ExecContext
 	std::partial_sum(counts.begin(), counts.end(), set.offsets.begin() + 1);
 	set.x.resize(n);
 	set.y.resize(n);
-	/*
-	 * Each user's points together: each worker thread owns a range of users
-	 * holding about as many points as the others and scans every row for
-	 * them, so no slot is written by two threads and no counter is shared;
-	 * the rows' order within a user does not matter, as the sort below
-	 * settles it.
-	 */
-	size_t threads = parallel_workers(n_users, ctx);
-	std::vector<size_t> owners =
-		split_by_cost(n_users, static_cast<double>(n) / static_cast<double>(std::max<size_t>(1, threads)),
-					  [&](size_t u) { return static_cast<double>(counts[u]); });
-	parallel_for(owners.size() - 1, ctx, [&](size_t part, size_t, const std::atomic<bool> &cancelled) {
-		auto lo = static_cast<int32_t>(owners[part]), hi = static_cast<int32_t>(owners[part + 1]);
-		std::vector<int64_t> fill(set.offsets.begin() + lo, set.offsets.begin() + hi);
-		for (size_t row = 0; row < n; ++row)
-		{
-			if ((row & (kCheckRows - 1)) == 0 && cancelled.load(std::memory_order_relaxed))
-				return;
-			int32_t u = points.codes[row];
-			if (u < lo || u >= hi)
-				continue;
-			auto at = static_cast<size_t>(fill[u - lo]++);
-			set.x[at] = points.x[row];
-			set.y[at] = points.y[row];
-		}
-	});
+	if (n <= UINT32_MAX)
+		place_points<uint32_t>(points, set, ctx);
+	else
+		place_points<uint64_t>(points, set, ctx);
 	/* then each user's points in point order */
 	std::vector<size_t> bounds =
 		split_by_cost(n_users, 1 << 16, [&](size_t u) { return static_cast<double>(counts[u]); });

@@ -1630,6 +1630,48 @@ TEST(GeoPointOrder, UsersNotNumberedInIdOrderAreRefused)
 	EXPECT_EQ(user_similarity(points, 4, {}, ctx).size(), 2u);
 }
 
+TEST(GeoPointOrder, GroupingOnAnyThreadsIsEachUsersPointsInPointOrder)
+{
+	/*
+	 * The CPU's grouping against one written plainly (each user's points
+	 * gathered, then ordered by their x, then y), over rows spanning many
+	 * of its blocks of rows, in an order unrelated to the users' ids (as
+	 * uuid users' rows are), on 1 to 13 threads: every user's points in
+	 * point order, -0 before +0.
+	 */
+	std::mt19937_64 rng = seeded_rng();
+	for (size_t threads : {size_t(1), size_t(2), size_t(5), size_t(13)})
+	{
+		std::vector<Point> rows = random_points(rng, 1 + static_cast<int>(rng() % 40000), 12, GeoMetric::Euclidean, 50);
+		for (size_t r = 0; r < rows.size(); r += 11)
+			rows[r].x = rows[r].x == 0 ? -0.0 : -rows[r].x;
+		PointColumns in(rows);
+		ExecContext ctx = cpu_context();
+		ctx.cpu_threads = threads;
+		GeoPointSet set = grouped_on_cpu(rows_of(in.view()), GeoMetric::Euclidean, ctx);
+
+		std::map<int64_t, std::vector<std::pair<uint64_t, uint64_t>>> want;
+		for (const Point &p : rows)
+			want[p.user].push_back({geo::point_order_key(p.x), geo::point_order_key(p.y)});
+		ASSERT_EQ(set.user_ids.size(), want.size());
+		ASSERT_EQ(set.points(), static_cast<int64_t>(rows.size()));
+		size_t u = 0;
+		for (auto &[user, keys] : want)
+		{
+			std::sort(keys.begin(), keys.end());
+			ASSERT_EQ(set.user_ids[u], user);
+			ASSERT_EQ(set.count(static_cast<int32_t>(u)), static_cast<int64_t>(keys.size())) << "user " << user;
+			for (size_t i = 0; i < keys.size(); ++i)
+			{
+				auto at = static_cast<size_t>(set.offsets[u]) + i;
+				ASSERT_EQ(geo::point_order_key(set.x[at]), keys[i].first) << "user " << user << ", point " << i;
+				ASSERT_EQ(geo::point_order_key(set.y[at]), keys[i].second) << "user " << user << ", point " << i;
+			}
+			++u;
+		}
+	}
+}
+
 TEST(GeoPointOrder, ShuffledRowsGiveTheSameBits)
 {
 	/*
