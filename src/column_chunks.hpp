@@ -353,66 +353,31 @@ template <typename T> class ChunkedColumn
 		return part;
 	}
 	/*
-	 * Appends the rows of part, which is left empty.  With take_chunks, no
-	 * full chunk is copied: part's full chunks join this column's as they
-	 * are, and of the two last, partly filled chunks (this column's and
-	 * part's), the fuller one (this column's on a tie) takes from the end
-	 * of the other the rows it has room for; the other comes last if rows
-	 * are left in it, and is dropped if not.  So at most the fewer of the
-	 * two's rows are copied, where copying all of part's last rows copied
-	 * every row of a parallel read whose workers each read less than a
-	 * chunk.  The rows end up as [this column's full chunks] [part's full
-	 * chunks] [the fuller last chunk, topped up] [the rest of the other],
-	 * a place for each row that depends on the two lengths alone: columns
-	 * of equal length that take parts of equal length stay aligned row for
-	 * row.  Without take_chunks every row is copied, in order.  Copies run
-	 * through run.
+	 * Appends the rows of part, which is left empty.  With take_chunks,
+	 * part's full chunks join this column as they are, before this column's
+	 * last (partial) chunk, and only part's remaining rows are copied: the
+	 * rows end up as [this column's full chunks] [part's full chunks] [this
+	 * column's partial chunk] [part's last rows].  Columns of equal length
+	 * that take parts of equal length so stay aligned row for row.  Without
+	 * take_chunks every row is copied, in order.  Copies run through run.
 	 */
 	void append_column(ChunkedColumn &&part, bool take_chunks, const PieceRunner &run)
 	{
-		if (!take_chunks)
+		size_t taken = take_chunks ? part.size_ / kChunkRows : 0;
+		if (taken > 0)
 		{
-			append_in_pieces(
-				part.size_, [&part](T *out, size_t first, size_t count) { part.copy_out(first, first + count, out); },
-				run);
-			part = ChunkedColumn();
-			return;
+			chunks_.insert(chunks_.begin() + static_cast<std::ptrdiff_t>(size_ / kChunkRows), part.chunks_.begin(),
+						   part.chunks_.begin() + static_cast<std::ptrdiff_t>(taken));
+			for (size_t c = 0; c < taken; ++c)
+				part.chunks_[c] = Chunk{nullptr, nullptr}; /* this column's now */
+			size_ += taken * kChunkRows;
 		}
-		release_spare_chunks();
-		part.release_spare_chunks();
-		size_t full = size_ / kChunkRows, mine = size_ & (kChunkRows - 1);
-		size_t taken = part.size_ / kChunkRows, theirs = part.size_ & (kChunkRows - 1);
-		chunks_.reserve(chunks_.size() + part.chunks_.size()); /* nothing below allocates */
-		/* this column's last chunk after the part's full ones, and then the part's last: every chunk held here */
-		chunks_.insert(chunks_.begin() + static_cast<std::ptrdiff_t>(full), part.chunks_.begin(),
-					   part.chunks_.begin() + static_cast<std::ptrdiff_t>(taken));
-		if (theirs > 0)
-			chunks_.push_back(part.chunks_[taken]);
-		part.chunks_.clear();
-		part.size_ = 0;
-		size_ = (full + taken) * kChunkRows;
-		if (mine == 0 || theirs == 0)
-		{
-			size_ += mine + theirs; /* the one last chunk with rows is last already */
-			return;
-		}
-		size_t last = chunks_.size() - 1;
-		if (theirs > mine)
-			std::swap(chunks_[last - 1], chunks_[last]);
-		size_t fuller = std::max(mine, theirs), other = std::min(mine, theirs);
-		size_t moved = std::min(other, kChunkRows - fuller);
-		T *to = chunks_[last - 1].data + fuller;
-		const T *from = chunks_[last].data + (other - moved);
-		run((moved + kPieceRows - 1) / kPieceRows, [&](size_t piece) {
-			size_t first = piece * kPieceRows, count = std::min(moved - first, kPieceRows);
-			std::memcpy(to + first, from + first, count * sizeof(T));
-		});
-		size_ += fuller + other; /* the same rows, the other's last `moved` now in the fuller chunk */
-		if (moved == other)
-		{
-			release(chunks_[last]);
-			chunks_.pop_back();
-		}
+		size_t from = taken * kChunkRows;
+		append_in_pieces(
+			part.size_ - from,
+			[&part, from](T *out, size_t first, size_t count) { part.copy_out(from + first, from + first + count, out); },
+			run);
+		part = ChunkedColumn();
 	}
 	/*
 	 * Appends what serialize() wrote, copying no chunk that came by
@@ -447,21 +412,16 @@ template <typename T> class ChunkedColumn
 	}
 	/*
 	 * append_column() of what serialize() wrote.  Rows written as bytes or
-	 * packed go from the bytes straight into this column where
-	 * append_column would put them after this column's rows, in order
-	 * (always without take_chunks; with it, a part of no full chunk whose
-	 * rows fit after this column's last ones, or after a full chunk): a
-	 * column between would cost a chunk's mapping and first touch, more
-	 * than the rows when they are few.
+	 * packed, of which no full chunk is to be taken, go from the bytes
+	 * straight into this column: a column between would cost a chunk's
+	 * mapping and first touch, more than the rows when they are few.
 	 */
 	void append_serialized(ByteReader &in, const PieceRunner &run = run_serially, bool take_chunks = false)
 	{
 		ByteReader ahead = in;
 		size_t n = ahead.get<uint64_t>();
 		uint8_t form = n <= SIZE_MAX / sizeof(T) ? ahead.get<uint8_t>() : 0xff;
-		size_t mine = size_ & (kChunkRows - 1);
-		bool in_order = !take_chunks || (n < kChunkRows && (mine == 0 || (mine >= n && mine + n <= kChunkRows)));
-		if ((form == 0 || (form == 2 && std::is_integral_v<T>)) && in_order)
+		if ((form == 0 || (form == 2 && std::is_integral_v<T>)) && (!take_chunks || n < kChunkRows))
 		{
 			in = ahead;
 			if (form == 0)
@@ -531,26 +491,13 @@ template <typename T> class ChunkedColumn
 		void *chunk = chunks_.empty() ? source_->allocate_first(bytes) : source_->allocate(bytes);
 		chunks_.push_back(Chunk{static_cast<T *>(chunk), source_});
 	}
-	static void release(const Chunk &chunk) noexcept
-	{
-		if (chunk.source != nullptr)
-			chunk.source->release(chunk.data, kChunkRows * sizeof(T));
-	}
 	void release_chunks() noexcept
 	{
 		for (const Chunk &chunk : chunks_)
-			release(chunk);
+			if (chunk.source != nullptr)
+				chunk.source->release(chunk.data, kChunkRows * sizeof(T));
 		chunks_.clear();
 		size_ = 0;
-	}
-	/* The chunks past the last row (forget_rows keeps them), given back. */
-	void release_spare_chunks() noexcept
-	{
-		while (chunks_.size() > chunk_count())
-		{
-			release(chunks_.back());
-			chunks_.pop_back();
-		}
 	}
 
 	std::vector<Chunk> chunks_;

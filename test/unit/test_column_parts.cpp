@@ -203,23 +203,16 @@ template <typename Column> void append_by_reference(Column &into, const Column &
 
 /*
  * Where taking chunks puts each row: [the column's full chunks] [the part's
- * full chunks], then of the two last chunks' rows (the column's and the
- * part's), the more (the column's on a tie) with as many of the other's
- * last rows as a chunk has room for, then the other's rows left.
+ * full chunks] [the column's partial chunk] [the part's last rows].
  */
 template <typename T> void place_like_taken_chunks(std::vector<T> &rows, const std::vector<T> &part)
 {
 	constexpr size_t kRows = ChunkedColumn<T>::kChunkRows;
 	size_t full = rows.size() / kRows * kRows, taken = part.size() / kRows * kRows;
-	std::vector<T> mine(rows.begin() + full, rows.end()), theirs(part.begin() + taken, part.end());
 	std::vector<T> placed(rows.begin(), rows.begin() + full);
 	placed.insert(placed.end(), part.begin(), part.begin() + taken);
-	std::vector<T> &more = mine.size() >= theirs.size() ? mine : theirs, &fewer = &more == &mine ? theirs : mine;
-	size_t moved = std::min(fewer.size(), kRows - more.size());
-	more.insert(more.end(), fewer.end() - moved, fewer.end());
-	fewer.resize(fewer.size() - moved);
-	placed.insert(placed.end(), more.begin(), more.end());
-	placed.insert(placed.end(), fewer.begin(), fewer.end());
+	placed.insert(placed.end(), rows.begin() + full, rows.end());
+	placed.insert(placed.end(), part.begin() + taken, part.end());
 	rows = std::move(placed);
 }
 
