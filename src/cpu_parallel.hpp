@@ -123,15 +123,16 @@ void for_each_in_blocks(size_t n, size_t block_size, ExecContext &ctx, Body body
 }
 
 /*
- * Sorts v by less on every core: slices sorted at once, then merged in
- * pairs, each round's merges at once.  For a total order, the very order
- * std::sort gives.  Below min_slice items a slice, fewer threads.
+ * Sorts v by less in `slices` slices sorted at once through run, then
+ * merged in pairs, each round's merges at once: where the caller has a
+ * PieceRunner (pieces_on_threads).  Fewer than 2 slices: std::sort.  For a
+ * total order, the very order std::sort gives.
  */
 template <typename T, typename Less>
-void parallel_sort(std::vector<T> &v, ExecContext &ctx, Less less, size_t min_slice = size_t(1) << 15)
+void parallel_sort(std::vector<T> &v, size_t slices, const PieceRunner &run, Less less)
 {
 	size_t n = v.size();
-	size_t slices = std::min(parallel_workers(n, ctx), n / min_slice);
+	slices = std::min(slices, n);
 	if (slices < 2)
 	{
 		std::sort(v.begin(), v.end(), less);
@@ -140,15 +141,13 @@ void parallel_sort(std::vector<T> &v, ExecContext &ctx, Less less, size_t min_sl
 	std::vector<size_t> bounds(slices + 1);
 	for (size_t s = 0; s <= slices; ++s)
 		bounds[s] = n * s / slices;
-	parallel_for(slices, ctx, [&](size_t s, size_t, const std::atomic<bool> &) {
-		std::sort(v.begin() + bounds[s], v.begin() + bounds[s + 1], less);
-	});
+	run(slices, [&](size_t s) { std::sort(v.begin() + bounds[s], v.begin() + bounds[s + 1], less); });
 	std::vector<T> other(n);
 	std::vector<T> *from = &v, *to = &other;
 	while (bounds.size() > 2)
 	{
 		size_t runs = bounds.size() - 1, pairs = (runs + 1) / 2;
-		parallel_for(pairs, ctx, [&](size_t p, size_t, const std::atomic<bool> &) {
+		run(pairs, [&](size_t p) {
 			size_t begin = bounds[2 * p], middle = bounds[std::min(2 * p + 1, runs)], end = bounds[std::min(2 * p + 2, runs)];
 			std::merge(from->begin() + begin, from->begin() + middle, from->begin() + middle, from->begin() + end,
 					   to->begin() + begin, less);
@@ -163,6 +162,17 @@ void parallel_sort(std::vector<T> &v, ExecContext &ctx, Less less, size_t min_sl
 	}
 	if (from != &v)
 		v.swap(other);
+}
+
+/*
+ * Sorts v by less on every core of the call ctx (parallel_sort above, a
+ * slice a thread).  Below min_slice items a slice, fewer threads.
+ */
+template <typename T, typename Less>
+void parallel_sort(std::vector<T> &v, ExecContext &ctx, Less less, size_t min_slice = size_t(1) << 15)
+{
+	parallel_sort(v, std::min(parallel_workers(v.size(), ctx), v.size() / min_slice), pieces_on_threads(ctx, Phase::Compute),
+				  less);
 }
 
 } // namespace gpurec

@@ -555,20 +555,39 @@ void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &r
 	dictionaries.reserve(parts.size());
 	for (ByteReader &in : parts)
 		dictionaries.push_back(read_dictionary(in));
-	/* the rewritten ids of each part's dictionary, held here: a part's bytes are read in place, never written */
+	/*
+	 * The rewritten ids of each part's dictionary, held here: a part's
+	 * bytes are read in place, never written.  A part of ids as codes has
+	 * its held ids rewritten (the others, entries without rows, are no id
+	 * of the part's); its rows keep their codes, its entries' ids change.
+	 */
 	std::vector<std::vector<int64_t>> rewritten(rewrite ? parts.size() : 0);
 	for (size_t p = 0; p < rewritten.size(); ++p)
 	{
 		PartDictionary &part = dictionaries[p];
-		if (part.ids_as_codes) /* entry d is the id d: such a part keeps its ids */
-			continue;
-		rewritten[p].resize(part.entries);
-		if (part.entries > 0)
-			std::memcpy(rewritten[p].data(), part.values, part.entries * sizeof(int64_t));
-		rewrite(rewritten[p].data(), part.entries);
-		part.values = reinterpret_cast<const uint8_t *>(rewritten[p].data());
+		std::vector<int64_t> &ids = rewritten[p];
+		if (part.ids_as_codes)
+		{
+			std::vector<int64_t> held;
+			for (size_t d = 0; d < part.entries; ++d)
+				if (part.holds(d))
+					held.push_back(static_cast<int64_t>(d));
+			std::vector<int64_t> entry = held;
+			rewrite(held.data(), held.size());
+			ids.assign(part.entries, -1);
+			for (size_t i = 0; i < held.size(); ++i)
+				ids[static_cast<size_t>(entry[i])] = held[i];
+		}
+		else
+		{
+			ids.resize(part.entries);
+			if (part.entries > 0)
+				std::memcpy(ids.data(), part.values, part.entries * sizeof(int64_t));
+			rewrite(ids.data(), part.entries);
+		}
+		part.rewritten = ids.data();
 	}
-	if (ids_as_codes_ &&
+	if (ids_as_codes_ && !rewrite &&
 		std::all_of(dictionaries.begin(), dictionaries.end(), [](const PartDictionary &part) { return part.ids_as_codes; }) &&
 		add_parts_of_ids_as_codes(dictionaries, parts, run, take_chunks))
 		return;

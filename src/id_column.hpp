@@ -22,7 +22,7 @@ namespace gpurec {
  * Rewrites n ids of a part's dictionary in place, before they join a
  * column's (IdColumn::append_parts): distinct ids must stay distinct.  A
  * parallel read's uuid and text ids take the call's codes there
- * (CallKeys::to_lane_zero), so that the workers' dictionaries join as one.
+ * (CallKeys::to_call_codes), so that the workers' dictionaries join as one.
  */
 using IdRewrite = std::function<void(int64_t *ids, size_t n)>;
 
@@ -176,6 +176,7 @@ class IdColumn
 	 * A part's dictionary as serialize() wrote it, read in place: entries
 	 * d = 0 .. entries - 1, each an id with its rows; for a part of ids as
 	 * codes, entry d is the id d, which the part holds where it has rows.
+	 * Rewritten (append_parts' rewrite), entry d's id is rewritten[d].
 	 */
 	struct PartDictionary
 	{
@@ -184,8 +185,11 @@ class IdColumn
 		size_t held; /* the entries with rows */
 		const uint8_t *values;
 		const uint8_t *counts;
+		const int64_t *rewritten = nullptr;
 		int64_t id(size_t d) const
 		{
+			if (rewritten)
+				return rewritten[d];
 			if (ids_as_codes)
 				return static_cast<int64_t>(d);
 			int64_t id;

@@ -168,8 +168,13 @@ class KeyDictionary
 	}
 	/* Whether the codes ascend with the values: the last number_in_key_order came after the last new value. */
 	bool numbered_in_key_order() const { return numbered_ == size(); }
-	/* Renumbers the codes so that they ascend with the values (less): returns the new code of each old code. */
-	std::vector<int64_t> number_in_key_order();
+	/*
+	 * Renumbers the codes so that they ascend with the values (less):
+	 * returns the new code of each old code.  The work runs through run,
+	 * the sort in `slices` slices (parallel_sort: as many as run has
+	 * threads; 1 where run is serial).
+	 */
+	std::vector<int64_t> number_in_key_order(const PieceRunner &run = run_serially, size_t slices = 1);
 
 	/* The flat form: the count, then each value's size and bytes, in code order. */
 	void serialize(ByteWriter &out) const;
@@ -315,9 +320,10 @@ class CallKeys
 	 * After a read: every dictionary that took new values numbered in
 	 * key order, and every column coded from it rewritten (an IdColumn's
 	 * distinct ids, an Int64Column's rows, through run; a value outside
-	 * the codes, a column's fallback for NULL, stays as it is).
+	 * the codes, a column's fallback for NULL, stays as it is).  slices:
+	 * KeyDictionary::number_in_key_order's.
 	 */
-	void settle(const PieceRunner &run = run_serially);
+	void settle(const PieceRunner &run = run_serially, size_t slices = 1);
 
 	/*
 	 * A parallel read of such ids: each process codes its rows apart, the
@@ -332,13 +338,13 @@ class CallKeys
 	void recode_lanes(const std::string &name, IdColumn &column, int64_t stride, const PieceRunner &run);
 	void recode_lanes(const std::string &name, Int64Column &column, int64_t stride, const PieceRunner &run);
 	/*
-	 * Each of n values (code x stride + lane, from a lane learned) written
-	 * as lane 0 writes its call's code: that code x stride.  recode_lanes
-	 * takes it as it takes lane 0's; a value below 0 stays.  So that a
-	 * parallel read's parts join an id column as one dictionary of the
-	 * call's codes, not one of every worker's own (InputTable::append_parts).
+	 * Each of n values (code x stride + lane, from a lane learned)
+	 * written as the call's code of its value; a value below 0 stays.  So
+	 * that a parallel read's parts join an id column as one dictionary of
+	 * the call's codes, not one of every worker's own
+	 * (InputTable::append_parts).
 	 */
-	void to_lane_zero(const std::string &name, int64_t *values, size_t n, int64_t stride) const;
+	void to_call_codes(const std::string &name, int64_t *values, size_t n, int64_t stride) const;
 	void forget_lanes() { lanes_.clear(); }
 
   private:

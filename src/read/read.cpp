@@ -252,7 +252,7 @@ void read_inner_query(const char *query, InputTable &table, ExecContext &ctx)
 	ctx.progress.reach(done_before + (table.rows() + table.skipped_rows() - rows_before));
 	table.settle_ids(pieces_on_threads(ctx, Phase::Read));
 	/* uuid and text ids numbered in their order, in this table and in the call's earlier ones */
-	ctx.keys->settle(pieces_on_threads(ctx, Phase::Read));
+	ctx.keys->settle(pieces_on_threads(ctx, Phase::Read), parallel_workers(SIZE_MAX, ctx));
 	outcome.join_ms += settling.elapsed_ms();
 	ctx.times.read_ms += clock.elapsed_ms();
 

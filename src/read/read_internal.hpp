@@ -313,6 +313,7 @@ struct ActiveRead
 	bool partials;	/* the processes sent partial results (InputTable::partials), not columns */
 	const ColumnBinding *binding; /* the calling backend's: which columns the workers code apart (keys) */
 	const service::Lease *lease;  /* where the workers write their chunks for the GPU service; null: none */
+	bool ids_in_call_codes;		  /* the table's uuid and text id columns hold the call's codes (append_parts) */
 };
 
 extern ActiveRead *active_read;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../../src/key_dictionary.hpp"
+#include "run_on_threads.hpp"
 #include "test_random.hpp"
 
 namespace gpurec {
@@ -74,6 +75,48 @@ TEST(KeyDictionary, CodesAreDenseAndNumberedInByteOrder)
 	int64_t code = d.intern(bytes_of(absent), absent.size());
 	EXPECT_EQ(code, static_cast<int64_t>(first_code.size()));
 	EXPECT_FALSE(d.numbered_in_key_order());
+}
+
+TEST(KeyDictionary, ManyValuesNumberedInByteOrderOnThreads)
+{
+	/*
+	 * Enough values that their sort runs in slices on threads and is merged
+	 * (number_in_key_order's parallel_sort): uuid-like random 16 bytes,
+	 * text of up to 40 bytes, and the short and shared-prefix ones above,
+	 * against std::map's byte order.
+	 */
+	std::mt19937_64 rng = seeded_rng();
+	KeyDictionary d;
+	std::map<std::string, int64_t> first_code;
+	for (int i = 0; i < 300000; ++i)
+	{
+		std::string v;
+		switch (rng() % 3)
+		{
+			case 0: v = random_value(rng); break;
+			case 1:
+				for (int b = 0; b < 16; ++b)
+					v.push_back(static_cast<char>(rng() & 0xff));
+				break;
+			default:
+				v = "SKU-" + std::to_string(rng() % 200000);
+				v.append(rng() % 30, static_cast<char>('a' + rng() % 3));
+		}
+		int64_t code = d.intern(bytes_of(v), v.size());
+		auto it = first_code.emplace(v, static_cast<int64_t>(first_code.size())).first;
+		ASSERT_EQ(code, it->second);
+	}
+	std::vector<int64_t> new_code = d.number_in_key_order(run_on_threads, 7);
+	ASSERT_TRUE(d.numbered_in_key_order());
+	ASSERT_EQ(new_code.size(), first_code.size());
+	int64_t rank = 0;
+	for (const auto &[value, code] : first_code)
+	{
+		ASSERT_EQ(new_code[static_cast<size_t>(code)], rank) << "renumbered in byte order";
+		ASSERT_EQ(value_at(d, rank), value);
+		ASSERT_EQ(d.find(bytes_of(value), value.size()), rank);
+		++rank;
+	}
 }
 
 TEST(KeyDictionary, StagedBatchesTakeTheCodesOfOneByOne)
