@@ -4,7 +4,9 @@
 # x 1,024 = 30.72M) and similar_users on USERS users x 20 points (100,000;
 # CPU_USERS on the CPU, 5,000 by default: its brute force at 100,000 takes
 # minutes), each with integer, uuid and text ids, on each of DEVICES (gpu
-# cpu).  Every call in a fresh backend, the kinds interleaved in each of
+# cpu).  With GEO_USERS (0: none), user_similarity on GEO_USERS users x 20
+# points too, on each device: a read of many distinct ids, whose join of
+# the workers' columns codes them all.  Every call in a fresh backend, the kinds interleaved in each of
 # ROUNDS rounds (3), medians; each kind's ratio to the integer time (the
 # target: at most 1.15x).  Needs a running cluster (PGHOST etc.) with gpurec
 # installed; the tables stay in gpurec_bench_keys for the next run of the
@@ -87,24 +89,39 @@ measure "cheapest_offers $rows" \
 	"SELECT count(*) $offers product_id, store_id, price FROM offers_keys_uuid', 1, NULL::uuid)" \
 	"SELECT count(*) $offers product_id, store_id, price FROM offers_keys_text', 1, NULL::text)"
 
+# points_table N: the table of N users x 20 points, each user's id as an integer, a uuid and a text, loaded once
+points_table() {
+	if [ "$(q -c "SELECT count(*) FROM pg_class WHERE relname = 'points_keys_$1'")" = 0 ]; then
+		echo "# loading $1 users x 20 points with integer, uuid and text ids"
+		q <<SQL
+CREATE UNLOGGED TABLE points_keys_$1 AS
+  SELECT u AS user_id, md5(u::text)::uuid AS user_uuid, 'user-' || u AS user_text,
+         random() * 10000 AS x, random() * 10000 AS y
+  FROM generate_series(1, $1) u, generate_series(1, 20) i;
+VACUUM ANALYZE points_keys_$1;
+SQL
+	fi
+	allow_workers "points_keys_$1"
+}
+
 all_devices=$devices
 for device in $all_devices; do
 	n=$users
 	[ "$device" = cpu ] && n=$cpu_users
-	if [ "$(q -c "SELECT count(*) FROM pg_class WHERE relname = 'points_keys_$n'")" = 0 ]; then
-		echo "# loading $n users x 20 points with integer, uuid and text ids"
-		q <<SQL
-CREATE UNLOGGED TABLE points_keys_$n AS
-  SELECT u AS user_id, md5(u::text)::uuid AS user_uuid, 'user-' || u AS user_text,
-         random() * 10000 AS x, random() * 10000 AS y
-  FROM generate_series(1, $n) u, generate_series(1, 20) i;
-VACUUM ANALYZE points_keys_$n;
-SQL
-	fi
-	allow_workers "points_keys_$n"
+	points_table "$n"
 	similar="FROM gpurec.similar_users('SELECT"
 	devices=$device measure "similar_users $n users" \
 		"SELECT count(*) $similar user_id, x, y FROM points_keys_$n', 10, 'euclidean', NULL, NULL::bigint)" \
 		"SELECT count(*) $similar user_uuid AS user_id, x, y FROM points_keys_$n', 10, 'euclidean', NULL, NULL::uuid)" \
 		"SELECT count(*) $similar user_text AS user_id, x, y FROM points_keys_$n', 10, 'euclidean', NULL, NULL::text)"
 done
+
+geo_users=${GEO_USERS:-0}
+if [ "$geo_users" -gt 0 ]; then
+	points_table "$geo_users"
+	similarity="FROM gpurec.user_similarity('SELECT"
+	devices=$all_devices measure "user_similarity $geo_users users" \
+		"SELECT count(*) $similarity user_id, x, y FROM points_keys_$geo_users', 1)" \
+		"SELECT count(*) $similarity user_uuid AS user_id, x, y FROM points_keys_$geo_users', md5('1')::uuid, 'euclidean', NULL, NULL::uuid)" \
+		"SELECT count(*) $similarity user_text AS user_id, x, y FROM points_keys_$geo_users', 'user-1'::text, 'euclidean', NULL, NULL::text)"
+fi
