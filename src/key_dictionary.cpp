@@ -268,23 +268,69 @@ void KeyDictionary::serialize(ByteWriter &out) const
 	}
 }
 
-std::vector<int64_t> KeyDictionary::intern_serialized(ByteReader &in)
+KeyDictionary::SerializedValues KeyDictionary::read_serialized(ByteReader &in)
 {
 	auto n = in.get<uint64_t>();
 	if (n > in.remaining() / sizeof(uint32_t))
 		throw Error(sqlstate::internal_error, "KeyDictionary: a serialized count out of range");
-	/* where each value lies in the flat form, then the values interned in batches (intern_in_batches) */
-	std::vector<const uint8_t *> values(n);
-	std::vector<uint32_t> sizes(n);
+	SerializedValues part;
+	part.values.resize(n);
+	part.sizes.resize(n);
 	for (uint64_t c = 0; c < n; ++c)
 	{
-		sizes[c] = in.get<uint32_t>();
-		values[c] = in.take(sizes[c]);
+		part.sizes[c] = in.get<uint32_t>();
+		part.values[c] = in.take(part.sizes[c]);
 	}
-	std::vector<int64_t> codes(n);
-	intern_in_batches(
-		n, [&](size_t i) { return Probe(values[i], sizes[i]); }, codes.data(),
-		"could not code the ids of a parallel read: out of memory, or more than 2147483647 distinct ids");
+	return part;
+}
+
+std::vector<int64_t> KeyDictionary::intern_serialized(ByteReader &in)
+{
+	std::vector<SerializedValues> parts;
+	parts.push_back(read_serialized(in));
+	return std::move(intern_parts(parts, run_serially).front());
+}
+
+std::vector<std::vector<int64_t>> KeyDictionary::intern_parts(const std::vector<SerializedValues> &parts,
+															  const PieceRunner &run)
+{
+	constexpr size_t kPiece = size_t(1) << 14;
+	std::vector<std::vector<int64_t>> codes(parts.size());
+	std::vector<std::pair<size_t, size_t>> pieces; /* (part, piece) */
+	for (size_t p = 0; p < parts.size(); ++p)
+	{
+		codes[p].assign(parts[p].values.size(), -1);
+		for (size_t piece = 0; piece * kPiece < codes[p].size(); ++piece)
+			pieces.emplace_back(p, piece);
+	}
+	/* find only reads the table: every part's pieces at once, each noting the values it lacks */
+	std::vector<std::vector<uint32_t>> missing(pieces.size());
+	run(pieces.size(), [&](size_t item) {
+		auto [p, piece] = pieces[item];
+		const SerializedValues &part = parts[p];
+		for (size_t i = piece * kPiece, last = std::min(part.values.size(), i + kPiece); i < last; ++i)
+			if ((codes[p][i] = find(part.values[i], part.sizes[i])) < 0)
+				missing[item].push_back(static_cast<uint32_t>(i - piece * kPiece));
+	});
+	/* then the lacking ones interned in the parts' order, as one by one */
+	std::vector<size_t> lacking;
+	std::vector<int64_t> interned;
+	for (size_t first = 0; first < pieces.size();)
+	{
+		size_t p = pieces[first].first, last = first;
+		lacking.clear();
+		for (; last < pieces.size() && pieces[last].first == p; ++last)
+			for (uint32_t i : missing[last])
+				lacking.push_back(pieces[last].second * kPiece + i);
+		const SerializedValues &part = parts[p];
+		interned.resize(lacking.size());
+		intern_in_batches(
+			lacking.size(), [&](size_t j) { return Probe(part.values[lacking[j]], part.sizes[lacking[j]]); },
+			interned.data(), "could not code the ids of a parallel read: out of memory, or more than 2147483647 distinct ids");
+		for (size_t j = 0; j < lacking.size(); ++j)
+			codes[p][lacking[j]] = interned[j];
+		first = last;
+	}
 	return codes;
 }
 

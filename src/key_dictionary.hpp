@@ -180,6 +180,23 @@ class KeyDictionary
 	void serialize(ByteWriter &out) const;
 	/* Interns every value of a flat form (serialize): the code here of each of its codes.  ERROR 53200 past the limits. */
 	std::vector<int64_t> intern_serialized(ByteReader &in);
+	/* A flat form (serialize) read in place: each value's address and size; the reader moves past it. */
+	struct SerializedValues
+	{
+		std::vector<const uint8_t *> values;
+		std::vector<uint32_t> sizes;
+	};
+	static SerializedValues read_serialized(ByteReader &in);
+	/*
+	 * The code here of every value of each of `parts`, in order, as
+	 * intern_serialized of each in turn gives them: the values known
+	 * already are found first, every part's at once through run (in a
+	 * parallel read that does not cluster the ids, each worker meets most
+	 * of the ids, and interning them one by one on the calling backend's
+	 * thread took most of the read); then the others interned, part after
+	 * part.  ERROR 53200 past the limits.
+	 */
+	std::vector<std::vector<int64_t>> intern_parts(const std::vector<SerializedValues> &parts, const PieceRunner &run);
 
   private:
 	/*

@@ -416,14 +416,27 @@ void append_parts(void *arg)
 	}
 	/* before each part's columns, its uuid and text ids' dictionaries (write_worker_keys) */
 	const ColumnBinding &b = *active_read->binding;
+	PieceRunner run = pieces_on_threads(*active_read->ctx, Phase::Read);
 	if (binds_coded_ids(b))
-		for (ByteReader &in : readers)
-		{
-			auto lane = in.get<int64_t>();
+	{
+		/* each part's dictionaries read in place, the parts at once */
+		std::vector<int64_t> lanes(readers.size());
+		std::vector<std::vector<KeyDictionary::SerializedValues>> values(static_cast<size_t>(b.ncolumns),
+																		 std::vector<KeyDictionary::SerializedValues>(readers.size()));
+		run(readers.size(), [&](size_t p) {
+			lanes[p] = readers[p].get<int64_t>();
 			for (int c = 0; c < b.ncolumns; ++c)
 				if (coded(b, c))
-					active_read->ctx->keys->learn_lane(b.specs[c].name, lane, b.keys[c]->intern_serialized(in));
-		}
+					values[static_cast<size_t>(c)][p] = KeyDictionary::read_serialized(readers[p]);
+		});
+		for (int c = 0; c < b.ncolumns; ++c)
+			if (coded(b, c))
+			{
+				std::vector<std::vector<int64_t>> codes = b.keys[c]->intern_parts(values[static_cast<size_t>(c)], run);
+				for (size_t p = 0; p < lanes.size(); ++p)
+					active_read->ctx->keys->learn_lane(b.specs[c].name, lanes[p], std::move(codes[p]));
+			}
+	}
 	/*
 	 * The work runs on the CPU's threads; the backend's own checks for
 	 * cancel.  The table's uuid and text id columns hold the call's codes
@@ -436,7 +449,6 @@ void append_parts(void *arg)
 	 * stride apart outgrew it past a few hundred thousand ids and joined
 	 * one id at a time (a fifth of a second for a million uuid users).
 	 */
-	PieceRunner run = pieces_on_threads(*active_read->ctx, Phase::Read);
 	ColumnIdRewrite in_call_codes;
 	if (binds_coded_ids(b) && !active_read->ids_in_call_codes)
 	{

@@ -196,6 +196,65 @@ TEST(KeyDictionary, SerializedValuesTakeTheCodesOfOneByOne)
 	}
 }
 
+TEST(KeyDictionary, PartsTakeTheCodesOfOneByOne)
+{
+	/*
+	 * A parallel read's calling backend interns all its workers'
+	 * dictionaries at once (intern_parts): the known values found on
+	 * threads, the others interned part after part.  The codes must be
+	 * those of interning each part's values in turn, one by one, into a
+	 * dictionary that holds some of them already (or none); parts that
+	 * share most of their values, as a read whose rows do not cluster the
+	 * ids gives, and parts of their own; empty parts.
+	 */
+	std::mt19937_64 rng = seeded_rng();
+	for (int round = 0; round < 6; ++round)
+	{
+		KeyDictionary call, one_by_one;
+		for (size_t i = 0, held = round % 3 == 0 ? 0 : rng() % 40000; i < held; ++i)
+		{
+			std::string v = "id " + std::to_string(rng() % 60000);
+			call.intern(bytes_of(v), v.size());
+			one_by_one.intern(bytes_of(v), v.size());
+		}
+		std::vector<std::vector<std::string>> values;
+		std::vector<std::vector<uint8_t>> flats;
+		for (size_t p = 0, parts = 1 + rng() % 9; p < parts; ++p)
+		{
+			KeyDictionary worker;
+			values.emplace_back();
+			bool shared = rng() % 3 != 0;
+			for (size_t i = 0, n = rng() % 5 == 0 ? 0 : rng() % 50000; i < n; ++i)
+			{
+				std::string v = shared ? "id " + std::to_string(rng() % 60000) : random_value(rng) + std::to_string(p);
+				if (worker.intern(bytes_of(v), v.size()) == static_cast<int64_t>(values.back().size()))
+					values.back().push_back(v);
+			}
+			flats.push_back(written_bytes([&](ByteWriter &w) { worker.serialize(w); }));
+		}
+		std::vector<KeyDictionary::SerializedValues> parts;
+		for (const std::vector<uint8_t> &flat : flats)
+		{
+			ByteReader in(flat.data(), flat.size());
+			parts.push_back(KeyDictionary::read_serialized(in));
+			EXPECT_TRUE(in.at_end());
+		}
+		std::vector<std::vector<int64_t>> codes = call.intern_parts(parts, run_on_threads);
+		ASSERT_EQ(codes.size(), values.size());
+		for (size_t p = 0; p < values.size(); ++p)
+		{
+			ASSERT_EQ(codes[p].size(), values[p].size());
+			for (size_t i = 0; i < values[p].size(); ++i)
+			{
+				ASSERT_EQ(codes[p][i], one_by_one.intern(bytes_of(values[p][i]), values[p][i].size()))
+					<< "round " << round << ", part " << p << ", value " << i;
+				ASSERT_EQ(value_at(call, codes[p][i]), values[p][i]);
+			}
+		}
+		ASSERT_EQ(call.size(), one_by_one.size());
+	}
+}
+
 TEST(KeyBytes, HoldsEveryValueAsItCameUntilCleared)
 {
 	std::mt19937_64 rng = seeded_rng();
