@@ -191,10 +191,10 @@ class KeyDictionary
 	 * The code here of every value of each of `parts`, in order, as
 	 * intern_serialized of each in turn gives them: the values known
 	 * already are found first, every part's at once through run (in a
-	 * parallel read that does not cluster the ids, each worker meets most
-	 * of the ids, and interning them one by one on the calling backend's
-	 * thread took most of the read); then the others interned, part after
-	 * part.  ERROR 53200 past the limits.
+	 * parallel read whose rows do not cluster the ids, each worker meets
+	 * most of them, and interning them one by one on the calling backend's
+	 * thread took a third of the read); then the others interned, part
+	 * after part.  ERROR 53200 past the limits.
 	 */
 	std::vector<std::vector<int64_t>> intern_parts(const std::vector<SerializedValues> &parts, const PieceRunner &run);
 
