@@ -244,7 +244,8 @@ std::vector<int64_t> KeyDictionary::number_in_key_order(const PieceRunner &run, 
 		{
 			int64_t code = ranked[r].code;
 			new_code[static_cast<size_t>(code)] = static_cast<int64_t>(r);
-			std::memcpy(bytes.data() + offsets[r], value(code), value_size(code));
+			if (value_size(code) > 0) /* the empty text: no bytes, and perhaps no arena at all */
+				std::memcpy(bytes.data() + offsets[r], value(code), value_size(code));
 		}
 	});
 	bytes_ = std::move(bytes);
