@@ -285,11 +285,21 @@ KeyDictionary::SerializedValues KeyDictionary::read_serialized(ByteReader &in)
 	return part;
 }
 
+namespace {
+
+constexpr const char *kOutOfPartCodes =
+	"could not code the ids of a parallel read: out of memory, or more than 2147483647 distinct ids";
+
+} // namespace
+
 std::vector<int64_t> KeyDictionary::intern_serialized(ByteReader &in)
 {
-	std::vector<SerializedValues> parts;
-	parts.push_back(read_serialized(in));
-	return std::move(intern_parts(parts, run_serially).front());
+	/* one pass, each value hashed once: a lone part gains nothing from finding the known values first */
+	SerializedValues part = read_serialized(in);
+	std::vector<int64_t> codes(part.values.size());
+	intern_in_batches(
+		codes.size(), [&](size_t i) { return Probe(part.values[i], part.sizes[i]); }, codes.data(), kOutOfPartCodes);
+	return codes;
 }
 
 std::vector<std::vector<int64_t>> KeyDictionary::intern_parts(const std::vector<SerializedValues> &parts,
@@ -327,7 +337,7 @@ std::vector<std::vector<int64_t>> KeyDictionary::intern_parts(const std::vector<
 		interned.resize(lacking.size());
 		intern_in_batches(
 			lacking.size(), [&](size_t j) { return Probe(part.values[lacking[j]], part.sizes[lacking[j]]); },
-			interned.data(), "could not code the ids of a parallel read: out of memory, or more than 2147483647 distinct ids");
+			interned.data(), kOutOfPartCodes);
 		for (size_t j = 0; j < lacking.size(); ++j)
 			codes[p][lacking[j]] = interned[j];
 		first = last;
