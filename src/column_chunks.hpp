@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -68,17 +69,20 @@ template <typename T> struct BulkAllocator
 	BulkAllocator() = default;
 	template <typename U> BulkAllocator(const BulkAllocator<U> &) {}
 
+	/* huge blocks are aligned to their pages; smaller ones as T asks (a slot aligned to a cache line's part) */
+	static constexpr std::align_val_t kAlignment{alignof(T)};
+
 	T *allocate(size_t n)
 	{
 		size_t bytes = n * sizeof(T);
-		return static_cast<T *>(bytes >= kHugeBytes ? allocate_chunk(bytes) : ::operator new(bytes));
+		return static_cast<T *>(bytes >= kHugeBytes ? allocate_chunk(bytes) : ::operator new(bytes, kAlignment));
 	}
 	void deallocate(T *p, size_t n) noexcept
 	{
 		if (n * sizeof(T) >= kHugeBytes)
 			free_chunk(p, n * sizeof(T));
 		else
-			::operator delete(p);
+			::operator delete(p, kAlignment);
 	}
 	/* resize() leaves new elements uninitialised */
 	template <typename U> void construct(U *p) noexcept { ::new (static_cast<void *>(p)) U; }

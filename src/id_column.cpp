@@ -562,8 +562,8 @@ void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &r
 	 * of the part's); its rows keep their codes, its entries' ids change.
 	 */
 	std::vector<std::vector<int64_t>> rewritten(rewrite ? parts.size() : 0);
-	for (size_t p = 0; p < rewritten.size(); ++p)
-	{
+	/* the parts at once: in a read whose rows do not cluster the ids, each part holds most of them */
+	run(rewritten.size(), [&](size_t p) {
 		PartDictionary &part = dictionaries[p];
 		std::vector<int64_t> &ids = rewritten[p];
 		if (part.ids_as_codes)
@@ -573,7 +573,7 @@ void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &r
 				if (part.holds(d))
 					held.push_back(static_cast<int64_t>(d));
 			std::vector<int64_t> entry = held;
-			rewrite(held.data(), held.size());
+			rewrite(p, held.data(), held.size());
 			ids.assign(part.entries, -1);
 			for (size_t i = 0; i < held.size(); ++i)
 				ids[static_cast<size_t>(entry[i])] = held[i];
@@ -583,10 +583,10 @@ void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &r
 			ids.resize(part.entries);
 			if (part.entries > 0)
 				std::memcpy(ids.data(), part.values, part.entries * sizeof(int64_t));
-			rewrite(ids.data(), part.entries);
+			rewrite(p, ids.data(), part.entries);
 		}
 		part.rewritten = ids.data();
-	}
+	});
 	if (ids_as_codes_ && !rewrite &&
 		std::all_of(dictionaries.begin(), dictionaries.end(), [](const PartDictionary &part) { return part.ids_as_codes; }) &&
 		add_parts_of_ids_as_codes(dictionaries, parts, run, take_chunks))

@@ -198,7 +198,7 @@ void InputTable::append_parts(std::vector<ByteReader> &parts, const PieceRunner 
 				using Column = std::decay_t<decltype(c)>;
 				if constexpr (std::is_same_v<Column, IdColumn>)
 					c.append_parts(parts, run, take_chunks,
-								   rewrite ? IdRewrite([&](int64_t *ids, size_t n) { rewrite(index, ids, n); })
+								   rewrite ? IdRewrite([&](size_t part, int64_t *ids, size_t n) { rewrite(index, part, ids, n); })
 										   : IdRewrite());
 				else if constexpr (std::is_same_v<Column, FloatArrayColumn>)
 					for (ByteReader &in : parts)

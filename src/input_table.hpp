@@ -36,7 +36,7 @@
 namespace gpurec {
 
 /* An IdRewrite of the id column of index `column` (InputTable::append_parts). */
-using ColumnIdRewrite = std::function<void(size_t column, int64_t *ids, size_t n)>;
+using ColumnIdRewrite = std::function<void(size_t column, size_t part, int64_t *ids, size_t n)>;
 
 enum class ColumnKind
 {

@@ -74,7 +74,7 @@ inline uint64_t hash_of(const uint8_t *bytes, size_t size, const uint64_t head[2
 
 void KeyDictionary::rebuild_table(size_t capacity)
 {
-	std::vector<Slot> old = std::exchange(table_, std::vector<Slot>(capacity, Slot{0, -1, 0, {0, 0}}));
+	BulkVector<Slot> old = std::exchange(table_, BulkVector<Slot>(capacity, Slot{0, -1, 0, {0, 0}}));
 	mask_ = capacity - 1;
 	/* each slot moves by the hash it keeps: no value is hashed again, nor read from the arena */
 	for (const Slot &slot : old)
@@ -93,7 +93,11 @@ int64_t KeyDictionary::find(const uint8_t *bytes, size_t size) const
 	if (table_.empty())
 		return -1;
 	Probe probe(bytes, size);
-	uint64_t h = hash_of(probe.bytes, probe.size, probe.head);
+	return find_hashed(probe, hash_of(probe.bytes, probe.size, probe.head));
+}
+
+__attribute__((always_inline)) inline int64_t KeyDictionary::find_hashed(const Probe &probe, uint64_t h) const
+{
 	for (size_t slot = h & mask_; table_[slot].code >= 0; slot = (slot + 1) & mask_)
 		if (table_[slot].hash == h && equals(table_[slot], probe))
 			return table_[slot].code;
@@ -159,32 +163,53 @@ int64_t KeyDictionary::intern(const uint8_t *bytes, size_t size) noexcept
 	}
 }
 
-template <typename ValueOf>
-void KeyDictionary::intern_in_batches(size_t n, ValueOf value_of, int64_t *codes, const char *out_of_codes)
+template <typename Self, typename ValueOf, typename BeforeBatch, typename Look>
+void KeyDictionary::in_batches(Self &self, size_t n, ValueOf value_of, BeforeBatch before_batch, Look look)
 {
 	constexpr size_t kBatch = 256, kAhead = 16;
+	uint64_t hashes[kBatch];
 	for (size_t first = 0; first < n; first += kBatch)
 	{
 		size_t m = std::min(kBatch, n - first);
-		/* no rebuild amid the batch: a prefetched slot stays where it was */
-		make_room(m);
-		hashes_.resize(m);
+		before_batch(m);
 		for (size_t i = 0; i < m; ++i)
 		{
 			Probe probe = value_of(first + i);
-			hashes_[i] = hash_of(probe.bytes, probe.size, probe.head);
+			hashes[i] = hash_of(probe.bytes, probe.size, probe.head);
 		}
 		for (size_t i = 0; i < std::min(m, kAhead); ++i)
-			__builtin_prefetch(&table_[hashes_[i] & mask_]);
+			__builtin_prefetch(&self.table_[hashes[i] & self.mask_]);
 		for (size_t i = 0; i < m; ++i)
 		{
 			if (i + kAhead < m)
-				__builtin_prefetch(&table_[hashes_[i + kAhead] & mask_]);
-			codes[first + i] = intern_hashed(value_of(first + i), hashes_[i]);
-			if (codes[first + i] < 0)
-				throw Error(sqlstate::out_of_memory, out_of_codes);
+				__builtin_prefetch(&self.table_[hashes[i + kAhead] & self.mask_]);
+			look(first + i, value_of(first + i), hashes[i]);
 		}
 	}
+}
+
+template <typename ValueOf>
+void KeyDictionary::intern_in_batches(size_t n, ValueOf value_of, int64_t *codes, const char *out_of_codes)
+{
+	/* no rebuild amid a batch: a prefetched slot stays where it was */
+	in_batches(
+		*this, n, value_of, [this](size_t m) { make_room(m); },
+		[&](size_t i, const Probe &probe, uint64_t h) {
+			if ((codes[i] = intern_hashed(probe, h)) < 0)
+				throw Error(sqlstate::out_of_memory, out_of_codes);
+		});
+}
+
+template <typename ValueOf> void KeyDictionary::find_in_batches(size_t n, ValueOf value_of, int64_t *codes) const
+{
+	if (table_.empty())
+	{
+		std::fill(codes, codes + n, -1);
+		return;
+	}
+	in_batches(
+		*this, n, value_of, [](size_t) {},
+		[&](size_t i, const Probe &probe, uint64_t h) { codes[i] = find_hashed(probe, h); });
 }
 
 void KeyDictionary::intern_staged(std::vector<int64_t> &indices)
@@ -198,6 +223,105 @@ void KeyDictionary::intern_staged(std::vector<int64_t> &indices)
 	staged_.clear();
 }
 
+namespace {
+
+/*
+ * A value's first 16 bytes as two words that compare as the bytes do
+ * (big-endian, zero past its end), and its code: most comparisons end at
+ * the words, where a call of memcmp each made the sort of a call's
+ * 100,000 uuids tens of ms of its serial end.  Equal words fall back to
+ * the dictionary's less (a longer value, or one that ends in zero bytes).
+ */
+struct RankedValue
+{
+	uint64_t high, low;
+	int64_t code;
+};
+
+/*
+ * Sorts ranked by less (which orders by high, then low, first) in two
+ * steps: into 2^16 buckets by 16 bits of the first word in which the
+ * values differ, the bits just below the highest bit that differs (those
+ * above it are the same in every value, so the buckets come in the
+ * values' order), each slice of rows counting, then placing, its own; then
+ * each bucket sorted alone, the buckets spread over the threads.  Random
+ * uuids fall about 15 to a bucket.  False, ranked untouched, where that
+ * would not divide the work: every value shares its first 16 bytes, or one
+ * bucket holds more than a slice's share (text ids of one long prefix).
+ */
+template <typename Less>
+bool sort_in_buckets(std::vector<RankedValue> &ranked, size_t slices, const PieceRunner &run, Less less)
+{
+	constexpr int kBits = 16;
+	constexpr size_t kBuckets = size_t(1) << kBits;
+	size_t n = ranked.size();
+	slices = std::max<size_t>(1, std::min(slices, n));
+	std::vector<size_t> bounds(slices + 1);
+	for (size_t s = 0; s <= slices; ++s)
+		bounds[s] = n * s / slices;
+	std::vector<uint64_t> differs_high(slices, 0), differs_low(slices, 0);
+	run(slices, [&](size_t s) {
+		for (size_t i = bounds[s]; i < bounds[s + 1]; ++i)
+		{
+			differs_high[s] |= ranked[i].high ^ ranked[0].high;
+			differs_low[s] |= ranked[i].low ^ ranked[0].low;
+		}
+	});
+	uint64_t high = 0, low = 0;
+	for (size_t s = 0; s < slices; ++s)
+	{
+		high |= differs_high[s];
+		low |= differs_low[s];
+	}
+	bool by_high = high != 0;
+	uint64_t differs = by_high ? high : low;
+	if (differs == 0)
+		return false;
+	int shift = std::max(0, 64 - __builtin_clzll(differs) - kBits);
+	auto bucket_of = [by_high, shift](const RankedValue &v) {
+		return static_cast<size_t>(((by_high ? v.high : v.low) >> shift) & (kBuckets - 1));
+	};
+	/* at[s * kBuckets + b]: slice s's rows in bucket b, then where the first of them goes */
+	std::vector<uint32_t> at(slices * kBuckets, 0);
+	run(slices, [&](size_t s) {
+		uint32_t *count = &at[s * kBuckets];
+		for (size_t i = bounds[s]; i < bounds[s + 1]; ++i)
+			++count[bucket_of(ranked[i])];
+	});
+	std::vector<size_t> starts(kBuckets + 1, 0);
+	size_t largest = 0;
+	for (size_t b = 0; b < kBuckets; ++b)
+	{
+		size_t next = starts[b];
+		for (size_t s = 0; s < slices; ++s)
+			next += std::exchange(at[s * kBuckets + b], static_cast<uint32_t>(next));
+		starts[b + 1] = next;
+		largest = std::max(largest, next - starts[b]);
+	}
+	if (largest > n / slices && slices > 1)
+		return false;
+	std::vector<RankedValue> placed(n);
+	run(slices, [&](size_t s) {
+		uint32_t *place = &at[s * kBuckets];
+		for (size_t i = bounds[s]; i < bounds[s + 1]; ++i)
+			placed[place[bucket_of(ranked[i])]++] = ranked[i];
+	});
+	/* the buckets in runs of about a slice's rows each, a run a thread */
+	std::vector<size_t> runs{0};
+	for (size_t b = 1; b <= kBuckets; ++b)
+		if (starts[b] - starts[runs.back()] >= n / (4 * slices) || b == kBuckets)
+			runs.push_back(b);
+	run(runs.size() - 1, [&](size_t r) {
+		for (size_t b = runs[r]; b < runs[r + 1]; ++b)
+			std::sort(placed.begin() + static_cast<std::ptrdiff_t>(starts[b]),
+					  placed.begin() + static_cast<std::ptrdiff_t>(starts[b + 1]), less);
+	});
+	ranked.swap(placed);
+	return true;
+}
+
+} // namespace
+
 std::vector<int64_t> KeyDictionary::number_in_key_order(const PieceRunner &run, size_t slices)
 {
 	constexpr size_t kPiece = size_t(1) << 16;
@@ -205,35 +329,25 @@ std::vector<int64_t> KeyDictionary::number_in_key_order(const PieceRunner &run, 
 	auto in_pieces = [&](const std::function<void(size_t first, size_t last)> &work) {
 		run(pieces, [&](size_t p) { work(p * kPiece, std::min(n, (p + 1) * kPiece)); });
 	};
-	/*
-	 * Each value's first 16 bytes as two words that compare as the bytes
-	 * do (big-endian, zero past its end): most comparisons end there,
-	 * where a call of memcmp each made the sort of a call's 100,000 uuids
-	 * tens of ms of its serial end.  Equal words fall back to less (a
-	 * longer value, or one that ends in zero bytes).
-	 */
-	struct Ranked
-	{
-		uint64_t high, low;
-		int64_t code;
-	};
-	std::vector<Ranked> ranked(n);
+	std::vector<RankedValue> ranked(n);
 	in_pieces([&](size_t first, size_t last) {
 		for (size_t code = first; code < last; ++code)
 		{
 			auto c = static_cast<int64_t>(code);
 			Probe probe(value(c), value_size(c));
-			ranked[code] = Ranked{__builtin_bswap64(probe.head[0]), __builtin_bswap64(probe.head[1]), c};
+			ranked[code] = RankedValue{__builtin_bswap64(probe.head[0]), __builtin_bswap64(probe.head[1]), c};
 		}
 	});
-	/* a million users' uuids: about a tenth of a second on one core */
-	parallel_sort(ranked, n >= 4 * kPiece ? slices : 1, run, [this](const Ranked &a, const Ranked &b) {
+	auto ranked_less = [this](const RankedValue &a, const RankedValue &b) {
 		if (a.high != b.high)
 			return a.high < b.high;
 		if (a.low != b.low)
 			return a.low < b.low;
 		return less(a.code, b.code);
-	});
+	};
+	/* a million users' uuids took about a tenth of a second on one core in a comparison sort alone */
+	if (n < 4 * kPiece || !sort_in_buckets(ranked, slices, run, ranked_less))
+		parallel_sort(ranked, n >= 4 * kPiece ? slices : 1, run, ranked_less);
 	std::vector<int64_t> new_code(n);
 	std::vector<uint64_t> offsets(n + 1, 0);
 	for (size_t r = 0; r < n; ++r)
@@ -251,9 +365,12 @@ std::vector<int64_t> KeyDictionary::number_in_key_order(const PieceRunner &run, 
 	bytes_ = std::move(bytes);
 	offsets_ = std::move(offsets);
 	/* a slot's place comes from its value's hash alone: its code changes, the table's shape does not */
-	for (Slot &slot : table_)
-		if (slot.code >= 0)
-			slot.code = static_cast<int32_t>(new_code[static_cast<size_t>(slot.code)]);
+	size_t slot_pieces = (table_.size() + kPiece - 1) / kPiece;
+	run(slot_pieces, [&](size_t p) {
+		for (size_t i = p * kPiece, last = std::min(table_.size(), (p + 1) * kPiece); i < last; ++i)
+			if (table_[i].code >= 0)
+				table_[i].code = static_cast<int32_t>(new_code[static_cast<size_t>(table_[i].code)]);
+	});
 	numbered_ = n;
 	return new_code;
 }
@@ -319,9 +436,12 @@ std::vector<std::vector<int64_t>> KeyDictionary::intern_parts(const std::vector<
 	run(pieces.size(), [&](size_t item) {
 		auto [p, piece] = pieces[item];
 		const SerializedValues &part = parts[p];
-		for (size_t i = piece * kPiece, last = std::min(part.values.size(), i + kPiece); i < last; ++i)
-			if ((codes[p][i] = find(part.values[i], part.sizes[i])) < 0)
-				missing[item].push_back(static_cast<uint32_t>(i - piece * kPiece));
+		size_t first = piece * kPiece, n = std::min(part.values.size() - first, kPiece);
+		int64_t *found = codes[p].data() + first;
+		find_in_batches(n, [&](size_t i) { return Probe(part.values[first + i], part.sizes[first + i]); }, found);
+		for (size_t i = 0; i < n; ++i)
+			if (found[i] < 0)
+				missing[item].push_back(static_cast<uint32_t>(i));
 	});
 	/* then the lacking ones interned in the parts' order, as one by one */
 	std::vector<size_t> lacking;
@@ -466,7 +586,7 @@ int64_t CallKeys::code_of(const std::vector<const std::vector<int64_t> *> &lanes
 {
 	if (value < 0)
 		return value;
-	int64_t lane = value % stride, code = value / stride;
+	int64_t code = value / stride, lane = value - code * stride;
 	if (lane == 0)
 		return code;
 	const std::vector<int64_t> *codes = lanes[static_cast<size_t>(lane)];
@@ -480,6 +600,24 @@ void CallKeys::to_call_codes(const std::string &name, int64_t *values, size_t n,
 	std::vector<const std::vector<int64_t> *> lanes = lanes_of(name, stride);
 	for (size_t i = 0; i < n; ++i)
 		values[i] = values[i] < 0 ? values[i] : code_of(lanes, values[i], stride);
+}
+
+void CallKeys::lane_to_call_codes(const std::string &name, int64_t lane, int64_t *values, size_t n) const
+{
+	const std::vector<int64_t> *codes = nullptr;
+	for (const Lane &learned : lanes_)
+		if (learned.name == name && learned.lane == lane)
+			codes = &learned.codes;
+	if (!codes)
+		throw Error(sqlstate::internal_error, "CallKeys: a parallel read's part without its worker's dictionary");
+	for (size_t i = 0; i < n; ++i)
+	{
+		if (values[i] < 0)
+			continue;
+		if (static_cast<uint64_t>(values[i]) >= codes->size())
+			throw Error(sqlstate::internal_error, "CallKeys: a parallel read's code past its worker's dictionary");
+		values[i] = (*codes)[static_cast<size_t>(values[i])];
+	}
 }
 
 void CallKeys::recode_lanes(const std::string &name, IdColumn &column, int64_t stride, const PieceRunner &run)

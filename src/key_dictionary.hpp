@@ -257,22 +257,32 @@ class KeyDictionary
 	int64_t intern_hashed(const Probe &probe, uint64_t h);
 	/* A new value's code, its slot (empty) taken; -1 past the codes' limit. */
 	int64_t insert(const Probe &probe, uint64_t h, size_t slot);
+	/* find() of a probe whose hash is h, the table not empty */
+	int64_t find_hashed(const Probe &probe, uint64_t h) const;
+	/*
+	 * look(i, value_of(i), its hash) for i < n, in batches of rows whose
+	 * slots are prefetched a few ahead, so that their misses of the core's
+	 * cache overlap; before_batch(rows) runs before each batch's hashes and
+	 * prefetches.  Self is KeyDictionary or const KeyDictionary.
+	 */
+	template <typename Self, typename ValueOf, typename BeforeBatch, typename Look>
+	static void in_batches(Self &self, size_t n, ValueOf value_of, BeforeBatch before_batch, Look look);
 	/*
 	 * codes[i] = the code of value_of(i) (a Probe), new values interned in
-	 * order, for i < n: in batches whose slots are prefetched a few ahead,
-	 * so that their misses of the core's cache overlap.  ERROR 53200 with
-	 * message out_of_codes past the codes' limit.
+	 * order, for i < n, in batches (in_batches).  ERROR 53200 with message
+	 * out_of_codes past the codes' limit.
 	 */
 	template <typename ValueOf>
 	void intern_in_batches(size_t n, ValueOf value_of, int64_t *codes, const char *out_of_codes);
+	/* codes[i] = find() of value_of(i) for i < n, in batches (in_batches): reads only, so any threads may at once */
+	template <typename ValueOf> void find_in_batches(size_t n, ValueOf value_of, int64_t *codes) const;
 
 	std::vector<uint8_t> bytes_;
 	std::vector<uint64_t> offsets_{0};
-	std::vector<Slot> table_;
+	BulkVector<Slot> table_;
 	size_t mask_ = 0;
 	size_t numbered_ = 0;
 	KeyBytes staged_;
-	std::vector<uint64_t> hashes_; /* intern_staged's, kept for the next batch */
 };
 
 /*
@@ -362,6 +372,13 @@ class CallKeys
 	 * (InputTable::append_parts).
 	 */
 	void to_call_codes(const std::string &name, int64_t *values, size_t n, int64_t stride) const;
+	/*
+	 * Each of n values, a code of the dictionary of lane `lane` (learned),
+	 * written as the call's code of its value; a value below 0 stays.  For
+	 * the parts of a read whose ids keep each process's own codes
+	 * (ColumnBinding::ids_in_own_codes).
+	 */
+	void lane_to_call_codes(const std::string &name, int64_t lane, int64_t *values, size_t n) const;
 	void forget_lanes() { lanes_.clear(); }
 
   private:

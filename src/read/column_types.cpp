@@ -584,6 +584,7 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 		}
 	b.key_stride = 1;
 	b.key_lane = 0;
+	b.ids_in_own_codes = false;
 	for (int c = 0; c < b.ncolumns; ++c)
 	{
 		const ColumnSpec &spec = specs[c];
@@ -667,7 +668,8 @@ void set_column_types(InputTable &table, const ColumnBinding &binding, const std
 		if (keys && binding.keys[c])
 			table.code_ids_with(keys, static_cast<size_t>(c));
 		else if (binding.keys[c]) /* a process's own table or piece: its codes are its dictionary's */
-			table.order_ids_by(static_cast<size_t>(c), KeyOrder{binding.keys[c], binding.key_stride});
+			table.order_ids_by(static_cast<size_t>(c),
+							   KeyOrder{binding.keys[c], binding.ids_in_own_codes ? 1 : binding.key_stride});
 		else if (table.specs()[c].kind == ColumnKind::Number)
 			table.number(c).set_type(number_type_for(binding.conversion[c]));
 		else if (table.specs()[c].kind == ColumnKind::FloatArray)
@@ -810,7 +812,7 @@ void code_staged_ids(const ColumnBinding &b, RowValues *rows, int n)
 		size_t next = 0;
 		for (int k = 0; k < n; ++k)
 			if (rows[k].i[c] >= 0)
-				rows[k].i[c] = ids[next++] * b.key_stride + b.key_lane;
+				rows[k].i[c] = b.ids_in_own_codes ? ids[next++] : ids[next++] * b.key_stride + b.key_lane;
 	}
 }
 

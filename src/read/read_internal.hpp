@@ -89,6 +89,17 @@ struct ColumnBinding
 	int64 key_stride;
 	int64 key_lane;
 	/*
+	 * Every coded column an IdColumn, in a parallel read without partial
+	 * results or a key filter: each process holds its dictionary's own
+	 * codes c, not c x key_stride + key_lane, and its part names its lane
+	 * (write_worker_keys), through which the calling backend rewrites the
+	 * part's ids (CallKeys::lane_to_call_codes).  Dense codes keep a
+	 * process's ids as codes (IdColumn::take_ids_as_codes), where a lane's,
+	 * stride apart, outgrew its direct array past a few hundred thousand
+	 * ids and every row paid a hash lookup more (a million uuid users).
+	 */
+	bool ids_in_own_codes;
+	/*
 	 * Uuid, Text: where not null, the column's values are held as they
 	 * came, a row holding its value's index there, not coded through keys
 	 * (a piece's late key column: hold_late_keys)

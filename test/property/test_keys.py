@@ -442,6 +442,11 @@ ANALYZE points_big;""")
             + f", {lit(big)}, " + lit("SELECT store_key AS store_id, fee, free_from FROM shipping") + f", {id_type})",
         "similar_users": "SELECT * FROM gpurec.similar_users("
             + lit("SELECT user_key AS user_id, x, y FROM points_big") + f", 3, 'euclidean', NULL, {id_type})",
+        # every coded column an id column: each process keeps its own codes, the parts rewritten by lane
+        "similar_users, the query's parallel plan": "SELECT * FROM gpurec.similar_users("
+            + lit("SELECT user_key AS user_id, x, y FROM points_big UNION ALL "
+                  "SELECT user_key, y, x FROM points_big WHERE x > 0.5")
+            + f", 3, 'euclidean', NULL, {id_type})",
     }
     for device in devices:
         for name, query in calls.items():

@@ -6,6 +6,7 @@
  * parts, and NULL array elements appear in some parts only.
  */
 #include <algorithm>
+#include <atomic>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -300,15 +301,19 @@ TEST(ColumnParts, RewrittenIdDictionariesJoinAsOne)
 	 * holds its own code c of a key as c * s + l, its codes numbered as the
 	 * keys came to it; the calling backend rewrites each part's dictionary
 	 * to the call's code of the key (CallKeys::to_call_codes) as the parts
-	 * join.  The column must come out holding, row by row, the key's call
-	 * code, with one distinct id per key however many parts held it, and
-	 * the rows' counts summed; few keys and many, parts of ids as codes and
-	 * dictionaries, NULLs' fallback (-1) kept.
+	 * join.  Or a part holds its own codes c themselves (a read whose ids
+	 * keep each process's own codes, ColumnBinding::ids_in_own_codes), and
+	 * the rewrite of part p goes through part p's codes.  The column must
+	 * come out holding, row by row, the key's call code, with one distinct
+	 * id per key however many parts held it, and the rows' counts summed;
+	 * few keys and many, parts of ids as codes and dictionaries, NULLs'
+	 * fallback (-1) kept, the parts rewritten at once.
 	 */
 	auto rng = seeded_rng();
 	for (int round = 0; round < 12; ++round)
 	{
 		int64_t stride = round % 2 == 0 ? 4 : 32;
+		bool own_codes = round % 4 >= 2;
 		size_t keys = 1 + rng() % (round % 3 == 0 ? 40000 : 500);
 		size_t parts = 1 + rng() % 12;
 		std::vector<int64_t> call_code(keys); /* the call's code of each key: any distinct numbers */
@@ -339,7 +344,7 @@ TEST(ColumnParts, RewrittenIdDictionariesJoinAsOne)
 				auto [it, added] = code_of_key.emplace(key, static_cast<int64_t>(local_key.back().size()));
 				if (added)
 					local_key.back().push_back(static_cast<int64_t>(key));
-				part.push_back(it->second * stride + lane);
+				part.push_back(own_codes ? it->second : it->second * stride + lane);
 				expected.push_back(call_code[key]);
 			}
 			bytes.push_back(written_bytes([&](ByteWriter &w) { part.serialize(w); }));
@@ -348,15 +353,16 @@ TEST(ColumnParts, RewrittenIdDictionariesJoinAsOne)
 		for (const std::vector<uint8_t> &b : bytes)
 			readers.emplace_back(b.data(), b.size());
 		IdColumn joined;
-		size_t rewritten_part = 0;
-		joined.append_parts(readers, run_on_threads, false, [&](int64_t *ids, size_t n) {
-			/* parts are rewritten in order, each once */
-			const std::vector<int64_t> &keys_of = local_key[rewritten_part++];
+		std::vector<std::atomic<int>> rewrites(parts);
+		joined.append_parts(readers, run_on_threads, false, [&](size_t part, int64_t *ids, size_t n) {
+			++rewrites.at(part);
+			const std::vector<int64_t> &keys_of = local_key[part];
 			for (size_t i = 0; i < n; ++i)
 				if (ids[i] >= 0)
-					ids[i] = call_code[static_cast<size_t>(keys_of[static_cast<size_t>(ids[i] / stride)])];
+					ids[i] = call_code[static_cast<size_t>(keys_of[static_cast<size_t>(own_codes ? ids[i] : ids[i] / stride)])];
 		});
-		EXPECT_EQ(rewritten_part, parts);
+		for (const std::atomic<int> &n : rewrites)
+			EXPECT_EQ(n.load(), 1) << "each part rewritten once";
 		for (const ByteReader &reader : readers)
 			EXPECT_TRUE(reader.at_end());
 		joined.settle(run_on_threads);

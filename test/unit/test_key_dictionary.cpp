@@ -77,13 +77,37 @@ TEST(KeyDictionary, CodesAreDenseAndNumberedInByteOrder)
 	EXPECT_FALSE(d.numbered_in_key_order());
 }
 
+/* d's values interned in first_code's order (their codes), then numbered on 7 threads: in byte order? */
+void expect_numbered_on_threads_in_byte_order(KeyDictionary &d, const std::map<std::string, int64_t> &first_code)
+{
+	std::vector<int64_t> new_code = d.number_in_key_order(run_on_threads, 7);
+	ASSERT_TRUE(d.numbered_in_key_order());
+	ASSERT_EQ(new_code.size(), first_code.size());
+	int64_t rank = 0;
+	for (const auto &[value, code] : first_code)
+	{
+		ASSERT_EQ(new_code[static_cast<size_t>(code)], rank) << "renumbered in byte order";
+		ASSERT_EQ(value_at(d, rank), value);
+		ASSERT_EQ(d.find(bytes_of(value), value.size()), rank);
+		++rank;
+	}
+}
+
+void intern_as_first_coded(KeyDictionary &d, std::map<std::string, int64_t> &first_code, const std::string &v)
+{
+	int64_t code = d.intern(bytes_of(v), v.size());
+	auto it = first_code.emplace(v, static_cast<int64_t>(first_code.size())).first;
+	ASSERT_EQ(code, it->second);
+}
+
 TEST(KeyDictionary, ManyValuesNumberedInByteOrderOnThreads)
 {
 	/*
 	 * Enough values that their sort runs in slices on threads and is merged
-	 * (number_in_key_order's parallel_sort): uuid-like random 16 bytes,
-	 * text of up to 40 bytes, and the short and shared-prefix ones above,
-	 * against std::map's byte order.
+	 * (number_in_key_order's parallel_sort: a third of them share the
+	 * prefix "SKU-", too many for one bucket of its sort_in_buckets):
+	 * uuid-like random 16 bytes, text of up to 40 bytes, and the short and
+	 * shared-prefix ones above, against std::map's byte order.
 	 */
 	std::mt19937_64 rng = seeded_rng();
 	KeyDictionary d;
@@ -102,20 +126,49 @@ TEST(KeyDictionary, ManyValuesNumberedInByteOrderOnThreads)
 				v = "SKU-" + std::to_string(rng() % 200000);
 				v.append(rng() % 30, static_cast<char>('a' + rng() % 3));
 		}
-		int64_t code = d.intern(bytes_of(v), v.size());
-		auto it = first_code.emplace(v, static_cast<int64_t>(first_code.size())).first;
-		ASSERT_EQ(code, it->second);
+		intern_as_first_coded(d, first_code, v);
 	}
-	std::vector<int64_t> new_code = d.number_in_key_order(run_on_threads, 7);
-	ASSERT_TRUE(d.numbered_in_key_order());
-	ASSERT_EQ(new_code.size(), first_code.size());
-	int64_t rank = 0;
-	for (const auto &[value, code] : first_code)
+	expect_numbered_on_threads_in_byte_order(d, first_code);
+}
+
+TEST(KeyDictionary, ManyValuesNumberedInByteOrderThroughBuckets)
+{
+	/*
+	 * Values spread enough that the sort goes through buckets of the
+	 * first bits in which they differ (sort_in_buckets), with ties in a
+	 * bucket that only the whole value breaks: groups of values that
+	 * share their first 8 or all 16 bytes and differ past them (longer
+	 * ones, ones that end in zero bytes).  Three kinds of set: the
+	 * buckets taken from the first word; every value sharing its first 8
+	 * bytes, so that they come from the second; and every value sharing
+	 * its first 16 bytes, where no bucket divides them.
+	 */
+	for (int kind = 0; kind < 3; ++kind)
 	{
-		ASSERT_EQ(new_code[static_cast<size_t>(code)], rank) << "renumbered in byte order";
-		ASSERT_EQ(value_at(d, rank), value);
-		ASSERT_EQ(d.find(bytes_of(value), value.size()), rank);
-		++rank;
+		SCOPED_TRACE(kind);
+		std::mt19937_64 rng = seeded_rng();
+		KeyDictionary d;
+		std::map<std::string, int64_t> first_code;
+		auto random_bytes = [&rng](size_t n) {
+			std::string v;
+			for (size_t b = 0; b < n; ++b)
+				v.push_back(static_cast<char>(rng() % 8 == 0 ? 0 : rng() & 0xff));
+			return v;
+		};
+		std::string common = kind == 0 ? "" : random_bytes(kind == 1 ? 8 : 16);
+		std::vector<std::string> heads;
+		for (int i = 0; i < 5000; ++i)
+			heads.push_back(random_bytes(16 - common.size()));
+		for (int i = 0; i < 280000; ++i)
+		{
+			std::string v = common;
+			if (rng() % 4 == 0) /* a head shared with others, a tail of 0-20 bytes */
+				v += heads[rng() % heads.size()] + random_bytes(rng() % 21);
+			else
+				v += random_bytes(16 - common.size() + (rng() % 8 == 0 ? rng() % 5 : 0));
+			intern_as_first_coded(d, first_code, v);
+		}
+		expect_numbered_on_threads_in_byte_order(d, first_code);
 	}
 }
 
@@ -335,6 +388,60 @@ TEST(CallKeys, SettleRenumbersEveryColumnCodedFromADictionary)
 	int64_t before = rows[0];
 	keys.settle();
 	EXPECT_EQ(rows[0], before) << "a forgotten column is no longer renumbered";
+}
+
+TEST(CallKeys, PartsOfEitherCodingTakeTheCallsCodesOfTheirValues)
+{
+	/*
+	 * A parallel read's worker codes its values through a dictionary of
+	 * its own, and holds code c as c x stride + lane (to_call_codes) or,
+	 * where its ids keep their own codes, c itself (lane_to_call_codes,
+	 * told the part's lane).  Either way each value comes out as the
+	 * call's code of its value; a NULL's fallback stays; a code past the
+	 * lane's dictionary, or a lane never learned, is an internal error.
+	 */
+	std::mt19937_64 rng = seeded_rng();
+	CallKeys keys;
+	KeyDictionary &call = *keys.key("user_id", KeyType::Uuid).dictionary;
+	constexpr int64_t kStride = 5;
+	std::vector<KeyDictionary> workers(kStride - 1);
+	std::vector<std::vector<std::string>> values(workers.size());
+	for (size_t w = 0; w < workers.size(); ++w)
+	{
+		for (int i = 0; i < 3000; ++i)
+		{
+			std::string v = random_value(rng);
+			if (workers[w].intern(bytes_of(v), v.size()) == static_cast<int64_t>(values[w].size()))
+				values[w].push_back(v);
+		}
+		std::vector<int64_t> codes;
+		for (const std::string &v : values[w])
+			codes.push_back(call.intern(bytes_of(v), v.size()));
+		keys.learn_lane("user_id", static_cast<int64_t>(w) + 1, codes);
+	}
+	for (size_t w = 0; w < workers.size(); ++w)
+	{
+		int64_t lane = static_cast<int64_t>(w) + 1;
+		std::vector<int64_t> own, strided;
+		for (size_t c = 0; c < values[w].size(); ++c)
+		{
+			own.push_back(static_cast<int64_t>(c));
+			strided.push_back(static_cast<int64_t>(c) * kStride + lane);
+		}
+		own.push_back(-1);
+		strided.push_back(-1);
+		keys.lane_to_call_codes("user_id", lane, own.data(), own.size());
+		keys.to_call_codes("user_id", strided.data(), strided.size(), kStride);
+		EXPECT_EQ(own, strided);
+		EXPECT_EQ(own.back(), -1) << "a NULL's fallback stays";
+		for (size_t c = 0; c < values[w].size(); ++c)
+			ASSERT_EQ(value_at(call, own[c]), values[w][c]);
+		int64_t past = static_cast<int64_t>(values[w].size());
+		EXPECT_THROW(keys.lane_to_call_codes("user_id", lane, &past, 1), Error);
+	}
+	int64_t code = 0;
+	EXPECT_THROW(keys.lane_to_call_codes("user_id", kStride, &code, 1), Error);
+	EXPECT_THROW(keys.lane_to_call_codes("product_id", 1, &code, 1), Error);
 }
 
 TEST(IdColumn, MapIdsKeepsCodesAndCounts)
