@@ -443,25 +443,99 @@ std::vector<std::vector<int64_t>> KeyDictionary::intern_parts(const std::vector<
 			if (found[i] < 0)
 				missing[item].push_back(static_cast<uint32_t>(i));
 	});
-	/* then the lacking ones interned in the parts' order, as one by one */
-	std::vector<size_t> lacking;
-	std::vector<int64_t> interned;
-	for (size_t first = 0; first < pieces.size();)
+	/*
+	 * Then the lacking ones, which many parts share (in a read whose rows
+	 * do not cluster the ids, each worker met most of those the calling
+	 * backend did not): told apart on every core first, each occurrence
+	 * taken to the bucket of its hash, where a dictionary of the bucket's
+	 * own finds the first occurrence of each value in the parts' order.
+	 * Only those are interned here, in that order (the codes of one by
+	 * one); every other occurrence takes its first's code.
+	 */
+	struct Occurrence
 	{
-		size_t p = pieces[first].first, last = first;
-		lacking.clear();
-		for (; last < pieces.size() && pieces[last].first == p; ++last)
-			for (uint32_t i : missing[last])
-				lacking.push_back(pieces[last].second * kPiece + i);
-		const SerializedValues &part = parts[p];
-		interned.resize(lacking.size());
-		intern_in_batches(
-			lacking.size(), [&](size_t j) { return Probe(part.values[lacking[j]], part.sizes[lacking[j]]); },
-			interned.data(), kOutOfPartCodes);
-		for (size_t j = 0; j < lacking.size(); ++j)
-			codes[p][lacking[j]] = interned[j];
-		first = last;
+		uint32_t part, index;
+	};
+	std::vector<size_t> start(pieces.size() + 1, 0);
+	for (size_t item = 0; item < pieces.size(); ++item)
+		start[item + 1] = start[item] + missing[item].size();
+	size_t total = start.back();
+	if (total == 0)
+		return codes;
+	constexpr size_t kBuckets = 256;
+	std::vector<Occurrence> occurrences(total);
+	std::vector<uint8_t> bucket_of(total);
+	std::vector<size_t> at(pieces.size() * kBuckets, 0); /* each piece's occurrences in each bucket, then where they go */
+	run(pieces.size(), [&](size_t item) {
+		auto [p, piece] = pieces[item];
+		size_t *count = &at[item * kBuckets];
+		for (size_t j = 0; j < missing[item].size(); ++j)
+		{
+			auto i = static_cast<uint32_t>(piece * kPiece + missing[item][j]);
+			Probe probe(parts[p].values[i], parts[p].sizes[i]);
+			auto bucket = static_cast<uint8_t>(hash_of(probe.bytes, probe.size, probe.head) >> 56);
+			occurrences[start[item] + j] = Occurrence{static_cast<uint32_t>(p), i};
+			bucket_of[start[item] + j] = bucket;
+			++count[bucket];
+		}
+	});
+	std::vector<size_t> bucket_start(kBuckets + 1, 0);
+	for (size_t b = 0, next = 0; b < kBuckets; ++b)
+	{
+		bucket_start[b] = next;
+		for (size_t item = 0; item < pieces.size(); ++item)
+			next += std::exchange(at[item * kBuckets + b], next);
+		bucket_start[b + 1] = next;
 	}
+	std::vector<size_t> by_bucket(total); /* each bucket's occurrences, in the parts' order */
+	run(pieces.size(), [&](size_t item) {
+		size_t *place = &at[item * kBuckets];
+		for (size_t o = start[item]; o < start[item + 1]; ++o)
+			by_bucket[place[bucket_of[o]]++] = o;
+	});
+	std::vector<size_t> first_of(total);
+	std::vector<uint8_t> is_first(total, 0);
+	run(kBuckets, [&](size_t b) {
+		KeyDictionary seen;
+		std::vector<size_t> first;
+		for (size_t k = bucket_start[b]; k < bucket_start[b + 1]; ++k)
+		{
+			size_t o = by_bucket[k];
+			const Occurrence &at_o = occurrences[o];
+			int64_t local = seen.intern(parts[at_o.part].values[at_o.index], parts[at_o.part].sizes[at_o.index]);
+			if (local < 0)
+				throw Error(sqlstate::out_of_memory, kOutOfPartCodes);
+			if (static_cast<size_t>(local) == first.size())
+			{
+				first.push_back(o);
+				is_first[o] = 1;
+			}
+			first_of[o] = first[static_cast<size_t>(local)];
+		}
+	});
+	std::vector<size_t> firsts;
+	for (size_t o = 0; o < total; ++o)
+		if (is_first[o])
+			firsts.push_back(o);
+	std::vector<int64_t> interned(firsts.size());
+	intern_in_batches(
+		firsts.size(),
+		[&](size_t j) {
+			const Occurrence &o = occurrences[firsts[j]];
+			return Probe(parts[o.part].values[o.index], parts[o.part].sizes[o.index]);
+		},
+		interned.data(), kOutOfPartCodes);
+	for (size_t j = 0; j < firsts.size(); ++j)
+		codes[occurrences[firsts[j]].part][occurrences[firsts[j]].index] = interned[j];
+	run(pieces.size(), [&](size_t item) {
+		for (size_t o = start[item]; o < start[item + 1]; ++o)
+		{
+			if (first_of[o] == o) /* its code interned above */
+				continue;
+			const Occurrence &first = occurrences[first_of[o]];
+			codes[occurrences[o].part][occurrences[o].index] = codes[first.part][first.index];
+		}
+	});
 	return codes;
 }
 
