@@ -128,8 +128,8 @@ void for_each_in_blocks(size_t n, size_t block_size, ExecContext &ctx, Body body
  * PieceRunner (pieces_on_threads).  Fewer than 2 slices: std::sort.  For a
  * total order, the very order std::sort gives.
  */
-template <typename T, typename Less>
-void parallel_sort(std::vector<T> &v, size_t slices, const PieceRunner &run, Less less)
+template <typename Vector, typename Less>
+void parallel_sort(Vector &v, size_t slices, const PieceRunner &run, Less less)
 {
 	size_t n = v.size();
 	slices = std::min(slices, n);
@@ -142,8 +142,8 @@ void parallel_sort(std::vector<T> &v, size_t slices, const PieceRunner &run, Les
 	for (size_t s = 0; s <= slices; ++s)
 		bounds[s] = n * s / slices;
 	run(slices, [&](size_t s) { std::sort(v.begin() + bounds[s], v.begin() + bounds[s + 1], less); });
-	std::vector<T> other(n);
-	std::vector<T> *from = &v, *to = &other;
+	Vector other(n);
+	Vector *from = &v, *to = &other;
 	while (bounds.size() > 2)
 	{
 		size_t runs = bounds.size() - 1, pairs = (runs + 1) / 2;

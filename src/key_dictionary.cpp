@@ -250,7 +250,7 @@ struct RankedValue
  * bucket holds more than a slice's share (text ids of one long prefix).
  */
 template <typename Less>
-bool sort_in_buckets(std::vector<RankedValue> &ranked, size_t slices, const PieceRunner &run, Less less)
+bool sort_in_buckets(BulkVector<RankedValue> &ranked, size_t slices, const PieceRunner &run, Less less)
 {
 	constexpr int kBits = 16;
 	constexpr size_t kBuckets = size_t(1) << kBits;
@@ -300,7 +300,7 @@ bool sort_in_buckets(std::vector<RankedValue> &ranked, size_t slices, const Piec
 	}
 	if (largest > n / slices && slices > 1)
 		return false;
-	std::vector<RankedValue> placed(n);
+	BulkVector<RankedValue> placed(n);
 	run(slices, [&](size_t s) {
 		uint32_t *place = &at[s * kBuckets];
 		for (size_t i = bounds[s]; i < bounds[s + 1]; ++i)
@@ -329,7 +329,7 @@ std::vector<int64_t> KeyDictionary::number_in_key_order(const PieceRunner &run, 
 	auto in_pieces = [&](const std::function<void(size_t first, size_t last)> &work) {
 		run(pieces, [&](size_t p) { work(p * kPiece, std::min(n, (p + 1) * kPiece)); });
 	};
-	std::vector<RankedValue> ranked(n);
+	BulkVector<RankedValue> ranked(n); /* filled on every core: no serial zeroing (BulkVector) */
 	in_pieces([&](size_t first, size_t last) {
 		for (size_t code = first; code < last; ++code)
 		{
@@ -424,13 +424,12 @@ std::vector<std::vector<int64_t>> KeyDictionary::intern_parts(const std::vector<
 {
 	constexpr size_t kPiece = size_t(1) << 14;
 	std::vector<std::vector<int64_t>> codes(parts.size());
+	/* each part's codes filled on a thread of its own: a million values a part are 8 MB to touch */
+	run(parts.size(), [&](size_t p) { codes[p].resize(parts[p].values.size()); });
 	std::vector<std::pair<size_t, size_t>> pieces; /* (part, piece) */
 	for (size_t p = 0; p < parts.size(); ++p)
-	{
-		codes[p].assign(parts[p].values.size(), -1);
 		for (size_t piece = 0; piece * kPiece < codes[p].size(); ++piece)
 			pieces.emplace_back(p, piece);
-	}
 	/* find only reads the table: every part's pieces at once, each noting the values it lacks */
 	std::vector<std::vector<uint32_t>> missing(pieces.size());
 	run(pieces.size(), [&](size_t item) {
@@ -463,8 +462,9 @@ std::vector<std::vector<int64_t>> KeyDictionary::intern_parts(const std::vector<
 	if (total == 0)
 		return codes;
 	constexpr size_t kBuckets = 256;
-	std::vector<Occurrence> occurrences(total);
-	std::vector<uint8_t> bucket_of(total);
+	/* scratch of every occurrence, written before it is read: no serial zeroing of it (BulkVector) */
+	BulkVector<Occurrence> occurrences(total);
+	BulkVector<uint8_t> bucket_of(total), is_first(total);
 	std::vector<size_t> at(pieces.size() * kBuckets, 0); /* each piece's occurrences in each bucket, then where they go */
 	run(pieces.size(), [&](size_t item) {
 		auto [p, piece] = pieces[item];
@@ -476,6 +476,7 @@ std::vector<std::vector<int64_t>> KeyDictionary::intern_parts(const std::vector<
 			auto bucket = static_cast<uint8_t>(hash_of(probe.bytes, probe.size, probe.head) >> 56);
 			occurrences[start[item] + j] = Occurrence{static_cast<uint32_t>(p), i};
 			bucket_of[start[item] + j] = bucket;
+			is_first[start[item] + j] = 0;
 			++count[bucket];
 		}
 	});
@@ -487,14 +488,13 @@ std::vector<std::vector<int64_t>> KeyDictionary::intern_parts(const std::vector<
 			next += std::exchange(at[item * kBuckets + b], next);
 		bucket_start[b + 1] = next;
 	}
-	std::vector<size_t> by_bucket(total); /* each bucket's occurrences, in the parts' order */
+	BulkVector<size_t> by_bucket(total); /* each bucket's occurrences, in the parts' order */
 	run(pieces.size(), [&](size_t item) {
 		size_t *place = &at[item * kBuckets];
 		for (size_t o = start[item]; o < start[item + 1]; ++o)
 			by_bucket[place[bucket_of[o]]++] = o;
 	});
-	std::vector<size_t> first_of(total);
-	std::vector<uint8_t> is_first(total, 0);
+	BulkVector<size_t> first_of(total);
 	run(kBuckets, [&](size_t b) {
 		KeyDictionary seen;
 		std::vector<size_t> first;
