@@ -654,6 +654,11 @@ void bind_key_filter(ColumnBinding *binding, const InputTable &table)
 	binding->key_column = table.key_column();
 }
 
+bool in_own_codes(const ColumnBinding &binding, int c)
+{
+	return binding.ids_in_own_codes && binding.specs[c].kind == ColumnKind::Id;
+}
+
 bool binds_coded_ids(const ColumnBinding &binding)
 {
 	for (int c = 0; c < binding.ncolumns; ++c)
@@ -668,8 +673,7 @@ void set_column_types(InputTable &table, const ColumnBinding &binding, const std
 		if (keys && binding.keys[c])
 			table.code_ids_with(keys, static_cast<size_t>(c));
 		else if (binding.keys[c]) /* a process's own table or piece: its codes are its dictionary's */
-			table.order_ids_by(static_cast<size_t>(c),
-							   KeyOrder{binding.keys[c], binding.ids_in_own_codes ? 1 : binding.key_stride});
+			table.order_ids_by(static_cast<size_t>(c), KeyOrder{binding.keys[c], in_own_codes(binding, c) ? 1 : binding.key_stride});
 		else if (table.specs()[c].kind == ColumnKind::Number)
 			table.number(c).set_type(number_type_for(binding.conversion[c]));
 		else if (table.specs()[c].kind == ColumnKind::FloatArray)
@@ -812,7 +816,7 @@ void code_staged_ids(const ColumnBinding &b, RowValues *rows, int n)
 		size_t next = 0;
 		for (int k = 0; k < n; ++k)
 			if (rows[k].i[c] >= 0)
-				rows[k].i[c] = b.ids_in_own_codes ? ids[next++] : ids[next++] * b.key_stride + b.key_lane;
+				rows[k].i[c] = in_own_codes(b, c) ? ids[next++] : ids[next++] * b.key_stride + b.key_lane;
 	}
 }
 

@@ -218,15 +218,6 @@ bool coded(const ColumnBinding &b, int c)
 	return b.keys[c] != nullptr;
 }
 
-/* Whether every coded column of the binding is an IdColumn (ColumnBinding::ids_in_own_codes). */
-bool binds_only_coded_id_columns(const ColumnBinding &b)
-{
-	for (int c = 0; c < b.ncolumns; ++c)
-		if (coded(b, c) && b.specs[c].kind != ColumnKind::Id)
-			return false;
-	return true;
-}
-
 /*
  * Before a worker's columns: its lane, then the dictionary of each of its
  * uuid and text id columns, for the calling backend to make the codes the
@@ -481,7 +472,7 @@ void append_parts(void *arg)
 			if (!coded(b, static_cast<int>(column)))
 				return;
 			const CallKeys &keys = *active_read->ctx->keys;
-			if (b.ids_in_own_codes)
+			if (in_own_codes(b, static_cast<int>(column)))
 				keys.lane_to_call_codes(b.specs[column].name, lanes[part], ids, n);
 			else
 				keys.to_call_codes(b.specs[column].name, ids, n, b.key_stride);
@@ -705,7 +696,7 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	/* each process codes its uuid and text ids in a lane of its own (CallKeys::learn_lane) */
 	ColumnBinding lanes = binding;
 	lanes.key_stride = outcome.planned_workers + 1;
-	lanes.ids_in_own_codes = partial.kind == nullptr && binds_only_coded_id_columns(binding);
+	lanes.ids_in_own_codes = partial.kind == nullptr;
 	auto *chunk_areas = static_cast<ChunkAreas *>(dsa_get_address(area, address.chunk_areas_at));
 	chunk_areas->count = static_cast<uint32>(std::min(outcome.planned_workers, most_workers));
 	MemoryContextSwitchTo(call_context);

@@ -89,14 +89,16 @@ struct ColumnBinding
 	int64 key_stride;
 	int64 key_lane;
 	/*
-	 * Every coded column an IdColumn, in a parallel read without partial
-	 * results or a key filter: each process holds its dictionary's own
-	 * codes c, not c x key_stride + key_lane, and its part names its lane
-	 * (write_worker_keys), through which the calling backend rewrites the
-	 * part's ids (CallKeys::lane_to_call_codes).  Dense codes keep a
-	 * process's ids as codes (IdColumn::take_ids_as_codes), where a lane's,
-	 * stride apart, outgrew its direct array past a few hundred thousand
-	 * ids and every row paid a hash lookup more (a million uuid users).
+	 * In a parallel read without partial results: each process's
+	 * IdColumns hold its dictionary's own codes c, not c x key_stride +
+	 * key_lane, and its part names its lane (write_worker_keys), through
+	 * which the calling backend rewrites the part's ids
+	 * (CallKeys::lane_to_call_codes).  Dense codes keep a process's ids as
+	 * codes (IdColumn::take_ids_as_codes), where a lane's, stride apart,
+	 * outgrew its direct array or were too sparse for it, and every row
+	 * paid a hash lookup more (a million uuid users; 30,000 products over
+	 * 16 processes).  A coded Int64Column keeps c x key_stride + key_lane:
+	 * its parts' rows join as they are, recoded after the read.
 	 */
 	bool ids_in_own_codes;
 	/*
@@ -135,6 +137,9 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 
 /* Whether some column of the binding holds uuid or text ids. */
 bool binds_coded_ids(const ColumnBinding &binding);
+
+/* Whether column c's uuid or text ids are held in its process's own codes (ColumnBinding::ids_in_own_codes). */
+bool in_own_codes(const ColumnBinding &binding, int c);
 
 /* Whether the binding reads PostGIS points. */
 bool binds_postgis_points(const ColumnBinding &binding);
