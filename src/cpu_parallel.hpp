@@ -123,6 +123,57 @@ void for_each_in_blocks(size_t n, size_t block_size, ExecContext &ctx, Body body
 }
 
 /*
+ * A counting sort's placing, on the threads of run: the items 0 .. n - 1
+ * in groups (group g the items bounds[g] .. bounds[g + 1] - 1), item i in
+ * bucket bucket_of(i) < buckets.  Constructing it counts every group's
+ * items of each bucket, the groups at once; starts() then says where each
+ * bucket begins, and place(put) calls put(i, position) for every item, the
+ * groups at once: positions in bucket order, a bucket's items in the
+ * items' order.  bucket_of is called twice an item.
+ */
+template <typename BucketOf> class BucketPlacement
+{
+  public:
+	BucketPlacement(std::vector<size_t> bounds, size_t buckets, BucketOf bucket_of, const PieceRunner &run)
+		: bounds_(std::move(bounds)), buckets_(buckets), bucket_of_(bucket_of), run_(run),
+		  next_((bounds_.size() - 1) * buckets, 0), starts_(buckets + 1, 0)
+	{
+		size_t groups = bounds_.size() - 1;
+		run_(groups, [&](size_t g) {
+			size_t *count = &next_[g * buckets_];
+			for (size_t i = bounds_[g]; i < bounds_[g + 1]; ++i)
+				++count[bucket_of_(i)];
+		});
+		/* a group's count of a bucket becomes where its first item there goes */
+		for (size_t b = 0, at = 0; b < buckets_; ++b)
+		{
+			starts_[b] = at;
+			for (size_t g = 0; g < groups; ++g)
+				at += std::exchange(next_[g * buckets_ + b], at);
+			starts_[b + 1] = at;
+		}
+	}
+	/* buckets + 1 entries: bucket b's items go to starts()[b] .. starts()[b + 1] - 1 */
+	const std::vector<size_t> &starts() const { return starts_; }
+	template <typename Put> void place(Put put)
+	{
+		run_(bounds_.size() - 1, [&](size_t g) {
+			size_t *next = &next_[g * buckets_];
+			for (size_t i = bounds_[g]; i < bounds_[g + 1]; ++i)
+				put(i, next[bucket_of_(i)]++);
+		});
+	}
+
+  private:
+	std::vector<size_t> bounds_;
+	size_t buckets_;
+	BucketOf bucket_of_;
+	const PieceRunner &run_;
+	std::vector<size_t> next_; /* group g's next position in bucket b at [g * buckets + b] */
+	std::vector<size_t> starts_;
+};
+
+/*
  * Sorts v by less in `slices` slices sorted at once through run, then
  * merged in pairs, each round's merges at once: where the caller has a
  * PieceRunner (pieces_on_threads).  Fewer than 2 slices: std::sort.  For a

@@ -99,25 +99,16 @@ template <typename Index> void place_points(const GeoRows &points, GeoPointSet &
 	for (size_t o = 0; o < n_owners; ++o)
 		std::fill(owner_of.begin() + static_cast<std::ptrdiff_t>(owners[o]),
 				  owner_of.begin() + static_cast<std::ptrdiff_t>(owners[o + 1]), static_cast<uint32_t>(o));
-	/* each block's rows of each owner; then where the first of them goes */
-	std::vector<int64_t> at(blocks * n_owners, 0);
-	parallel_for(blocks, ctx, [&](size_t block, size_t, const std::atomic<bool> &) {
-		int64_t *count = &at[block * n_owners];
-		for (size_t row = block * kBlockRows, end = std::min(n, row + kBlockRows); row < end; ++row)
-			++count[owner_of[static_cast<size_t>(points.codes[row])]];
-	});
-	for (size_t o = 0; o < n_owners; ++o)
-	{
-		int64_t next = set.offsets[owners[o]];
-		for (size_t block = 0; block < blocks; ++block)
-			next += std::exchange(at[block * n_owners + o], next);
-	}
+	/* each block's rows placed where its owner's rows go (owner o's from set.offsets[owners[o]]) */
+	std::vector<size_t> block_bounds(blocks + 1);
+	for (size_t block = 0; block <= blocks; ++block)
+		block_bounds[block] = std::min(n, block * kBlockRows);
+	PieceRunner run = pieces_on_threads(ctx, Phase::Compute);
+	BucketPlacement by_owner(
+		std::move(block_bounds), n_owners, [&](size_t row) { return owner_of[static_cast<size_t>(points.codes[row])]; },
+		run);
 	BulkVector<Index> rows(n);
-	parallel_for(blocks, ctx, [&](size_t block, size_t, const std::atomic<bool> &) {
-		int64_t *place = &at[block * n_owners];
-		for (size_t row = block * kBlockRows, end = std::min(n, row + kBlockRows); row < end; ++row)
-			rows[static_cast<size_t>(place[owner_of[static_cast<size_t>(points.codes[row])]]++)] = static_cast<Index>(row);
-	});
+	by_owner.place([&](size_t row, size_t position) { rows[position] = static_cast<Index>(row); });
 	parallel_for(n_owners, ctx, [&](size_t owner, size_t, const std::atomic<bool> &cancelled) {
 		size_t lo = owners[owner], hi = owners[owner + 1];
 		std::vector<int64_t> fill(set.offsets.begin() + static_cast<std::ptrdiff_t>(lo),

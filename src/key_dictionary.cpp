@@ -281,31 +281,15 @@ bool sort_in_buckets(BulkVector<RankedValue> &ranked, size_t slices, const Piece
 	auto bucket_of = [by_high, shift](const RankedValue &v) {
 		return static_cast<size_t>(((by_high ? v.high : v.low) >> shift) & (kBuckets - 1));
 	};
-	/* at[s * kBuckets + b]: slice s's rows in bucket b, then where the first of them goes */
-	std::vector<uint32_t> at(slices * kBuckets, 0);
-	run(slices, [&](size_t s) {
-		uint32_t *count = &at[s * kBuckets];
-		for (size_t i = bounds[s]; i < bounds[s + 1]; ++i)
-			++count[bucket_of(ranked[i])];
-	});
-	std::vector<size_t> starts(kBuckets + 1, 0);
+	BucketPlacement buckets(std::move(bounds), kBuckets, [&](size_t i) { return bucket_of(ranked[i]); }, run);
+	const std::vector<size_t> &starts = buckets.starts();
 	size_t largest = 0;
 	for (size_t b = 0; b < kBuckets; ++b)
-	{
-		size_t next = starts[b];
-		for (size_t s = 0; s < slices; ++s)
-			next += std::exchange(at[s * kBuckets + b], static_cast<uint32_t>(next));
-		starts[b + 1] = next;
-		largest = std::max(largest, next - starts[b]);
-	}
+		largest = std::max(largest, starts[b + 1] - starts[b]);
 	if (largest > n / slices && slices > 1)
 		return false;
 	BulkVector<RankedValue> placed(n);
-	run(slices, [&](size_t s) {
-		uint32_t *place = &at[s * kBuckets];
-		for (size_t i = bounds[s]; i < bounds[s + 1]; ++i)
-			placed[place[bucket_of(ranked[i])]++] = ranked[i];
-	});
+	buckets.place([&](size_t i, size_t position) { placed[position] = ranked[i]; });
 	/* the buckets in runs of about a slice's rows each, a run a thread */
 	std::vector<size_t> runs{0};
 	for (size_t b = 1; b <= kBuckets; ++b)
@@ -465,35 +449,21 @@ std::vector<std::vector<int64_t>> KeyDictionary::intern_parts(const std::vector<
 	/* scratch of every occurrence, written before it is read: no serial zeroing of it (BulkVector) */
 	BulkVector<Occurrence> occurrences(total);
 	BulkVector<uint8_t> bucket_of(total), is_first(total);
-	std::vector<size_t> at(pieces.size() * kBuckets, 0); /* each piece's occurrences in each bucket, then where they go */
 	run(pieces.size(), [&](size_t item) {
 		auto [p, piece] = pieces[item];
-		size_t *count = &at[item * kBuckets];
 		for (size_t j = 0; j < missing[item].size(); ++j)
 		{
 			auto i = static_cast<uint32_t>(piece * kPiece + missing[item][j]);
 			Probe probe(parts[p].values[i], parts[p].sizes[i]);
-			auto bucket = static_cast<uint8_t>(hash_of(probe.bytes, probe.size, probe.head) >> 56);
 			occurrences[start[item] + j] = Occurrence{static_cast<uint32_t>(p), i};
-			bucket_of[start[item] + j] = bucket;
+			bucket_of[start[item] + j] = static_cast<uint8_t>(hash_of(probe.bytes, probe.size, probe.head) >> 56);
 			is_first[start[item] + j] = 0;
-			++count[bucket];
 		}
 	});
-	std::vector<size_t> bucket_start(kBuckets + 1, 0);
-	for (size_t b = 0, next = 0; b < kBuckets; ++b)
-	{
-		bucket_start[b] = next;
-		for (size_t item = 0; item < pieces.size(); ++item)
-			next += std::exchange(at[item * kBuckets + b], next);
-		bucket_start[b + 1] = next;
-	}
+	BucketPlacement buckets(start, kBuckets, [&](size_t o) { return bucket_of[o]; }, run);
+	const std::vector<size_t> &bucket_start = buckets.starts();
 	BulkVector<size_t> by_bucket(total); /* each bucket's occurrences, in the parts' order */
-	run(pieces.size(), [&](size_t item) {
-		size_t *place = &at[item * kBuckets];
-		for (size_t o = start[item]; o < start[item + 1]; ++o)
-			by_bucket[place[bucket_of[o]]++] = o;
-	});
+	buckets.place([&](size_t o, size_t position) { by_bucket[position] = o; });
 	BulkVector<size_t> first_of(total);
 	run(kBuckets, [&](size_t b) {
 		KeyDictionary seen;
