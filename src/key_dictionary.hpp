@@ -171,8 +171,9 @@ class KeyDictionary
 	/*
 	 * Renumbers the codes so that they ascend with the values (less):
 	 * returns the new code of each old code.  The work runs through run,
-	 * the sort in `slices` slices (parallel_sort: as many as run has
-	 * threads; 1 where run is serial).
+	 * the sort in `slices` slices (sort_in_buckets, or parallel_sort where
+	 * buckets would not divide it: as many as run has threads; 1 where run
+	 * is serial).
 	 */
 	std::vector<int64_t> number_in_key_order(const PieceRunner &run = run_serially, size_t slices = 1);
 
@@ -193,8 +194,9 @@ class KeyDictionary
 	 * already are found first, every part's at once through run (in a
 	 * parallel read whose rows do not cluster the ids, each worker meets
 	 * most of them, and interning them one by one on the calling backend's
-	 * thread took a third of the read); then the others interned, part
-	 * after part.  ERROR 53200 past the limits.
+	 * thread took a third of the read); then the others' occurrences told
+	 * apart on every core, and only each value's first occurrence in the
+	 * parts' order interned.  ERROR 53200 past the limits.
 	 */
 	std::vector<std::vector<int64_t>> intern_parts(const std::vector<SerializedValues> &parts, const PieceRunner &run);
 
