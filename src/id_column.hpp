@@ -22,8 +22,8 @@ namespace gpurec {
  * Rewrites n ids of the dictionary of part `part` (its index among the
  * parts) in place, before they join a column's (IdColumn::append_parts):
  * distinct ids must stay distinct.  A parallel read's uuid and text ids
- * take the call's codes there (CallKeys::to_call_codes,
- * lane_to_call_codes), so that the workers' dictionaries join as one.
+ * take the call's codes there (CallKeys::lane_to_call_codes), so that
+ * the workers' dictionaries join as one.
  * Called for several parts at once, from the threads of the PieceRunner.
  */
 using IdRewrite = std::function<void(size_t part, int64_t *ids, size_t n)>;

@@ -30,48 +30,6 @@ const char *key_type_name(KeyType type)
 	return "";
 }
 
-namespace {
-
-/*
- * Two words mixed by one multiply, 64 x 64 bits into 128, its halves
- * folded (wyhash's): every bit of either word reaches the folded result's
- * bits, low and high, which the table's mask and hash tag take.
- */
-inline uint64_t multiply_fold(uint64_t a, uint64_t b)
-{
-	unsigned __int128 product = static_cast<unsigned __int128>(a) * b;
-	return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
-}
-
-/*
- * A value's hash from its size and its first 16 bytes as two words (zero
- * past its end: KeyDictionary::Probe), then 16 bytes at a time past them:
- * a uuid, or a text id of up to 16 bytes, is one multiply, where the
- * lookup of every row of a read spends on it.  Inline, in this file: a
- * call per row through the library's PLT cost more than its work.
- */
-inline uint64_t hash_of(const uint8_t *bytes, size_t size, const uint64_t head[2])
-{
-	constexpr uint64_t k0 = 0xA0761D6478BD642Full, k1 = 0xE7037ED1A0B428DBull, k2 = 0x8EBC6AF09C88C6E3ull;
-	uint64_t h = multiply_fold(head[0] ^ k0, head[1] ^ k1 ^ size);
-	for (size_t i = 16; i < size; i += 16)
-	{
-		uint64_t word[2] = {0, 0};
-		size_t n = std::min<size_t>(16, size - i);
-		if (n > 8)
-		{
-			std::memcpy(&word[0], bytes + i, 8);
-			word[1] = bytes_as_word(bytes + i + 8, n - 8);
-		}
-		else
-			word[0] = bytes_as_word(bytes + i, n);
-		h = multiply_fold(word[0] ^ h ^ k2, word[1] ^ k1);
-	}
-	return h;
-}
-
-} // namespace
-
 void KeyDictionary::rebuild_table(size_t capacity)
 {
 	BulkVector<Slot> old = std::exchange(table_, BulkVector<Slot>(capacity, Slot{0, -1, 0, {0, 0}}));
@@ -93,13 +51,13 @@ int64_t KeyDictionary::find(const uint8_t *bytes, size_t size) const
 	if (table_.empty())
 		return -1;
 	Probe probe(bytes, size);
-	return find_hashed(probe, hash_of(probe.bytes, probe.size, probe.head));
+	return find_hashed(probe);
 }
 
-__attribute__((always_inline)) inline int64_t KeyDictionary::find_hashed(const Probe &probe, uint64_t h) const
+__attribute__((always_inline)) inline int64_t KeyDictionary::find_hashed(const Probe &probe) const
 {
-	for (size_t slot = h & mask_; table_[slot].code >= 0; slot = (slot + 1) & mask_)
-		if (table_[slot].hash == h && equals(table_[slot], probe))
+	for (size_t slot = probe.hash & mask_; table_[slot].code >= 0; slot = (slot + 1) & mask_)
+		if (table_[slot].hash == probe.hash && equals(table_[slot], probe))
 			return table_[slot].code;
 	return -1;
 }
@@ -120,6 +78,19 @@ bool KeyBytes::grow(size_t size) noexcept
 	}
 }
 
+bool KeyDictionary::grow_staged() noexcept
+{
+	try
+	{
+		staged_.resize(std::max<size_t>(2 * staged_.size(), 256));
+		return true;
+	}
+	catch (const std::bad_alloc &)
+	{
+		return false;
+	}
+}
+
 void KeyDictionary::make_room(size_t more)
 {
 	size_t capacity = table_.empty() ? 1024 : table_.size();
@@ -129,23 +100,23 @@ void KeyDictionary::make_room(size_t more)
 		rebuild_table(capacity);
 }
 
-__attribute__((always_inline)) inline int64_t KeyDictionary::intern_hashed(const Probe &probe, uint64_t h)
+__attribute__((always_inline)) inline int64_t KeyDictionary::intern_hashed(const Probe &probe)
 {
-	size_t slot = h & mask_;
+	size_t slot = probe.hash & mask_;
 	for (; table_[slot].code >= 0; slot = (slot + 1) & mask_)
-		if (table_[slot].hash == h && equals(table_[slot], probe))
+		if (table_[slot].hash == probe.hash && equals(table_[slot], probe))
 			return table_[slot].code;
-	return insert(probe, h, slot);
+	return insert(probe, slot);
 }
 
-int64_t KeyDictionary::insert(const Probe &probe, uint64_t h, size_t slot)
+int64_t KeyDictionary::insert(const Probe &probe, size_t slot)
 {
 	if (size() >= static_cast<size_t>(INT32_MAX) || probe.size > UINT32_MAX)
 		return -1;
 	auto code = static_cast<int32_t>(size());
 	bytes_.insert(bytes_.end(), probe.bytes, probe.bytes + probe.size);
 	offsets_.push_back(bytes_.size());
-	table_[slot] = Slot{h, code, static_cast<uint32_t>(probe.size), {probe.head[0], probe.head[1]}};
+	table_[slot] = Slot{probe.hash, code, static_cast<uint32_t>(probe.size), {probe.head[0], probe.head[1]}};
 	return code;
 }
 
@@ -155,7 +126,7 @@ int64_t KeyDictionary::intern(const uint8_t *bytes, size_t size) noexcept
 	{
 		make_room(1);
 		Probe probe(bytes, size);
-		return intern_hashed(probe, hash_of(probe.bytes, probe.size, probe.head));
+		return intern_hashed(probe);
 	}
 	catch (const std::bad_alloc &)
 	{
@@ -163,27 +134,36 @@ int64_t KeyDictionary::intern(const uint8_t *bytes, size_t size) noexcept
 	}
 }
 
+/*
+ * The lines of the first two slots a lookup of hash h probes: a slot is
+ * half a line, and four lookups in ten probe past their first slot, half
+ * of them into the next line (a miss not prefetched stalled the batch's
+ * lookups more than all their first slots did).
+ */
+template <typename Self> __attribute__((always_inline)) inline void KeyDictionary::prefetch_probe(Self &self, uint64_t h)
+{
+	__builtin_prefetch(&self.table_[h & self.mask_]);
+	__builtin_prefetch(&self.table_[(h + 1) & self.mask_]);
+}
+
 template <typename Self, typename ValueOf, typename BeforeBatch, typename Look>
 void KeyDictionary::in_batches(Self &self, size_t n, ValueOf value_of, BeforeBatch before_batch, Look look)
 {
 	constexpr size_t kBatch = 256, kAhead = 16;
-	uint64_t hashes[kBatch];
+	Probe probes[kBatch];
 	for (size_t first = 0; first < n; first += kBatch)
 	{
 		size_t m = std::min(kBatch, n - first);
 		before_batch(m);
 		for (size_t i = 0; i < m; ++i)
-		{
-			Probe probe = value_of(first + i);
-			hashes[i] = hash_of(probe.bytes, probe.size, probe.head);
-		}
+			probes[i] = value_of(first + i);
 		for (size_t i = 0; i < std::min(m, kAhead); ++i)
-			__builtin_prefetch(&self.table_[hashes[i] & self.mask_]);
+			prefetch_probe(self, probes[i].hash);
 		for (size_t i = 0; i < m; ++i)
 		{
 			if (i + kAhead < m)
-				__builtin_prefetch(&self.table_[hashes[i + kAhead] & self.mask_]);
-			look(first + i, value_of(first + i), hashes[i]);
+				prefetch_probe(self, probes[i + kAhead].hash);
+			look(first + i, probes[i]);
 		}
 	}
 }
@@ -194,8 +174,8 @@ void KeyDictionary::intern_in_batches(size_t n, ValueOf value_of, int64_t *codes
 	/* no rebuild amid a batch: a prefetched slot stays where it was */
 	in_batches(
 		*this, n, value_of, [this](size_t m) { make_room(m); },
-		[&](size_t i, const Probe &probe, uint64_t h) {
-			if ((codes[i] = intern_hashed(probe, h)) < 0)
+		[&](size_t i, const Probe &probe) {
+			if ((codes[i] = intern_hashed(probe)) < 0)
 				throw Error(sqlstate::out_of_memory, out_of_codes);
 		});
 }
@@ -209,18 +189,19 @@ template <typename ValueOf> void KeyDictionary::find_in_batches(size_t n, ValueO
 	}
 	in_batches(
 		*this, n, value_of, [](size_t) {},
-		[&](size_t i, const Probe &probe, uint64_t h) { codes[i] = find_hashed(probe, h); });
+		[&](size_t i, const Probe &probe) { codes[i] = find_hashed(probe); });
 }
 
 void KeyDictionary::intern_staged(std::vector<int64_t> &indices)
 {
 	for (int64_t index : indices)
-		if (index < 0 || static_cast<size_t>(index) >= staged_.size())
+		if (index < 0 || static_cast<size_t>(index) >= staged_count_)
 			throw Error(sqlstate::internal_error, "KeyDictionary: a staged value out of range");
 	intern_in_batches(
-		indices.size(), [&](size_t i) { return Probe(staged_.value(indices[i]), staged_.value_size(indices[i])); },
+		indices.size(), [&](size_t i) { return Probe(staged_[static_cast<size_t>(indices[i])], staged_tails_); },
 		indices.data(), "could not code the ids read: more than 2147483647 distinct ids");
-	staged_.clear();
+	staged_count_ = 0;
+	staged_tails_.clear();
 }
 
 namespace {
@@ -456,7 +437,7 @@ std::vector<std::vector<int64_t>> KeyDictionary::intern_parts(const std::vector<
 			auto i = static_cast<uint32_t>(piece * kPiece + missing[item][j]);
 			Probe probe(parts[p].values[i], parts[p].sizes[i]);
 			occurrences[start[item] + j] = Occurrence{static_cast<uint32_t>(p), i};
-			bucket_of[start[item] + j] = static_cast<uint8_t>(hash_of(probe.bytes, probe.size, probe.head) >> 56);
+			bucket_of[start[item] + j] = static_cast<uint8_t>(probe.hash >> 56);
 			is_first[start[item] + j] = 0;
 		}
 	});
@@ -639,13 +620,6 @@ int64_t CallKeys::code_of(const std::vector<const std::vector<int64_t> *> &lanes
 	return (*codes)[static_cast<size_t>(code)];
 }
 
-void CallKeys::to_call_codes(const std::string &name, int64_t *values, size_t n, int64_t stride) const
-{
-	std::vector<const std::vector<int64_t> *> lanes = lanes_of(name, stride);
-	for (size_t i = 0; i < n; ++i)
-		values[i] = values[i] < 0 ? values[i] : code_of(lanes, values[i], stride);
-}
-
 void CallKeys::lane_to_call_codes(const std::string &name, int64_t lane, int64_t *values, size_t n) const
 {
 	const std::vector<int64_t> *codes = nullptr;
@@ -662,12 +636,6 @@ void CallKeys::lane_to_call_codes(const std::string &name, int64_t lane, int64_t
 			throw Error(sqlstate::internal_error, "CallKeys: a parallel read's code past its worker's dictionary");
 		values[i] = (*codes)[static_cast<size_t>(values[i])];
 	}
-}
-
-void CallKeys::recode_lanes(const std::string &name, IdColumn &column, int64_t stride, const PieceRunner &run)
-{
-	std::vector<const std::vector<int64_t> *> lanes = lanes_of(name, stride);
-	column.map_ids([&](int64_t id) { return code_of(lanes, id, stride); }, run);
 }
 
 void CallKeys::recode_lanes(const std::string &name, Int64Column &column, int64_t stride, const PieceRunner &run)

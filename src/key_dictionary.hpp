@@ -48,6 +48,44 @@ inline uint64_t bytes_as_word(const uint8_t *p, size_t n)
 	return word;
 }
 
+/*
+ * Two words mixed by one multiply, 64 x 64 bits into 128, its halves
+ * folded (wyhash's): every bit of either word reaches the folded result's
+ * bits, low and high, which the table's mask and hash tag take.
+ */
+inline uint64_t multiply_fold(uint64_t a, uint64_t b)
+{
+	unsigned __int128 product = static_cast<unsigned __int128>(a) * b;
+	return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
+}
+
+/*
+ * A value's hash from its size and its first 16 bytes as two words (zero
+ * past its end: KeyDictionary::Probe), then 16 bytes at a time past them:
+ * a uuid, or a text id of up to 16 bytes, is one multiply, where the
+ * lookup of every row of a read spends on it.  Inline: a read hashes
+ * every row's id as it stages it (KeyDictionary::stage).
+ */
+__attribute__((always_inline)) inline uint64_t key_hash(const uint8_t *bytes, size_t size, const uint64_t head[2])
+{
+	constexpr uint64_t k0 = 0xA0761D6478BD642Full, k1 = 0xE7037ED1A0B428DBull, k2 = 0x8EBC6AF09C88C6E3ull;
+	uint64_t h = multiply_fold(head[0] ^ k0, head[1] ^ k1 ^ size);
+	for (size_t i = 16; i < size; i += 16)
+	{
+		uint64_t word[2] = {0, 0};
+		size_t n = std::min<size_t>(16, size - i);
+		if (n > 8)
+		{
+			std::memcpy(&word[0], bytes + i, 8);
+			word[1] = bytes_as_word(bytes + i + 8, n - 8);
+		}
+		else
+			word[0] = bytes_as_word(bytes + i, n);
+		h = multiply_fold(word[0] ^ h ^ k2, word[1] ^ k1);
+	}
+	return h;
+}
+
 /* What an id column's values are: integers (the codes are the ids), or values coded through a KeyDictionary. */
 enum class KeyType : uint8_t
 {
@@ -145,7 +183,22 @@ class KeyDictionary
 	 * miss of the core's cache came alone, where a batch's lookups, their
 	 * slots prefetched a few ahead, overlap theirs.
 	 */
-	int64_t stage(const uint8_t *bytes, size_t size) noexcept { return staged_.hold(bytes, size); }
+	__attribute__((always_inline)) int64_t stage(const uint8_t *bytes, size_t size) noexcept
+	{
+		if (staged_count_ == staged_.size() && !grow_staged())
+			return -1;
+		Probe probe(bytes, size);
+		uint32_t tail = 0;
+		if (size > 16)
+		{
+			int64_t held = staged_tails_.hold(bytes, size);
+			if (held < 0 || size > UINT32_MAX)
+				return -1;
+			tail = static_cast<uint32_t>(held);
+		}
+		staged_[staged_count_] = StagedValue{{probe.head[0], probe.head[1]}, probe.hash, static_cast<uint32_t>(size), tail};
+		return static_cast<int64_t>(staged_count_++);
+	}
 	/*
 	 * Each index given by stage since the last call replaced by the code
 	 * of its value, new values interned in the indices' order; then the
@@ -219,14 +272,28 @@ class KeyDictionary
 		uint32_t size;
 		uint64_t head[2];
 	};
-	/* A value's size and first 16 bytes, as a slot holds them, to compare with slots. */
+	/*
+	 * A value staged (stage): its size, first 16 bytes and hash, taken as
+	 * it is read, so that its batch only probes the table; the bytes past
+	 * 16 of a longer value are held in staged_tails_, at index tail.
+	 */
+	struct StagedValue
+	{
+		uint64_t head[2];
+		uint64_t hash;
+		uint32_t size;
+		uint32_t tail;
+	};
+	/* A value's size, first 16 bytes and hash (key_hash), as a slot holds them, to compare with slots. */
 	struct Probe
 	{
 		const uint8_t *bytes;
 		size_t size;
 		uint64_t head[2];
+		uint64_t hash;
+		Probe() = default;
 		/* in loads of fixed sizes, not a call of memcpy of a variable size (most text ids) */
-		Probe(const uint8_t *value, size_t value_size) : bytes(value), size(value_size)
+		__attribute__((always_inline)) Probe(const uint8_t *value, size_t value_size) : bytes(value), size(value_size)
 		{
 			if (size >= 16)
 				std::memcpy(head, bytes, 16);
@@ -240,6 +307,18 @@ class KeyDictionary
 				head[0] = bytes_as_word(bytes, size);
 				head[1] = 0;
 			}
+			hash = key_hash(bytes, size, head);
+		}
+		/*
+		 * A staged value's: a value of up to 16 bytes is its head (the
+		 * words hold its bytes in order on a little-endian machine), a
+		 * longer one lies in tails.
+		 */
+		Probe(const StagedValue &staged, const KeyBytes &tails)
+			: bytes(staged.size > 16 ? tails.value(staged.tail) : reinterpret_cast<const uint8_t *>(staged.head)),
+			  size(staged.size), head{staged.head[0], staged.head[1]}, hash(staged.hash)
+		{
+			static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "a short value's bytes are its head's");
 		}
 	};
 	bool equals(const Slot &slot, const Probe &probe) const
@@ -252,19 +331,23 @@ class KeyDictionary
 	/* The table grown, where needed, to take `more` new values at its load limit (a half). */
 	void make_room(size_t more);
 	/*
-	 * intern() of a probe whose hash is h, the table with room for it; -1
-	 * past the codes' limit.  Inline in the batches that call it for every
-	 * row; a new value's insertion (insert) is out of line.
+	 * intern() of a probe, the table with room for it; -1 past the codes'
+	 * limit.  Inline in the batches that call it for every row; a new
+	 * value's insertion (insert) is out of line.
 	 */
-	int64_t intern_hashed(const Probe &probe, uint64_t h);
+	int64_t intern_hashed(const Probe &probe);
 	/* A new value's code, its slot (empty) taken; -1 past the codes' limit. */
-	int64_t insert(const Probe &probe, uint64_t h, size_t slot);
-	/* find() of a probe whose hash is h, the table not empty */
-	int64_t find_hashed(const Probe &probe, uint64_t h) const;
+	int64_t insert(const Probe &probe, size_t slot);
+	/* find() of a probe, the table not empty */
+	int64_t find_hashed(const Probe &probe) const;
+	/* Room for more staged values; false when memory runs out.  Out of line: rare. */
+	bool grow_staged() noexcept;
+	/* Prefetches what a lookup of hash h reads first (in_batches). */
+	template <typename Self> static void prefetch_probe(Self &self, uint64_t h);
 	/*
-	 * look(i, value_of(i), its hash) for i < n, in batches of rows whose
+	 * look(i, value_of(i)) for i < n, a Probe each, in batches of rows whose
 	 * slots are prefetched a few ahead, so that their misses of the core's
-	 * cache overlap; before_batch(rows) runs before each batch's hashes and
+	 * cache overlap; before_batch(rows) runs before each batch's probes and
 	 * prefetches.  Self is KeyDictionary or const KeyDictionary.
 	 */
 	template <typename Self, typename ValueOf, typename BeforeBatch, typename Look>
@@ -284,13 +367,16 @@ class KeyDictionary
 	BulkVector<Slot> table_; /* on huge pages from 2 MiB: a million values' table spans 64 MiB */
 	size_t mask_ = 0;
 	size_t numbered_ = 0;
-	KeyBytes staged_;
+	std::vector<StagedValue> staged_; /* its size is its room: staged_count_ values staged */
+	size_t staged_count_ = 0;
+	KeyBytes staged_tails_;
 };
 
 /*
  * The order of a column whose values are codes of a dictionary that is
  * not numbered in key order yet: a process's own codes while it reads
- * (code x stride + its lane, CallKeys::learn_lane).  So that a process
+ * (an IdColumn's codes themselves, stride 1; an Int64Column's code x
+ * stride + its lane, CallKeys::learn_lane).  So that a process
  * ranks its share by the ids' order before any code is the call's
  * (cheapest_offers' partial results, RunningCheapestOffers): the order of
  * the values is their bytes', which every process knows alike.
@@ -357,28 +443,22 @@ class CallKeys
 	/*
 	 * A parallel read of such ids: each process codes its rows apart, the
 	 * calling backend through the call's dictionary (lane 0), worker w
-	 * through one of its own (lane w + 1), a row holding code x stride +
-	 * lane (so processes never give one code).  learn_lane: lane's code l
-	 * of the ids named name is the call's codes[l].  recode_lanes then
-	 * gives every row of a column its code in the call's dictionary, and
-	 * forgets the lanes; a value below 0 (a NULL's fallback) stays.
+	 * through one of its own (lane w + 1).  learn_lane: lane's code l of
+	 * the ids named name is the call's codes[l].
 	 */
 	void learn_lane(const std::string &name, int64_t lane, std::vector<int64_t> codes);
-	void recode_lanes(const std::string &name, IdColumn &column, int64_t stride, const PieceRunner &run);
+	/*
+	 * An Int64Column's rows hold code x stride + lane (so processes never
+	 * give one value): each made its code in the call's dictionary; a
+	 * value below 0 (a NULL's fallback) stays.
+	 */
 	void recode_lanes(const std::string &name, Int64Column &column, int64_t stride, const PieceRunner &run);
 	/*
-	 * Each of n values (code x stride + lane, from a lane learned)
-	 * written as the call's code of its value; a value below 0 stays.  So
-	 * that a parallel read's parts join an id column as one dictionary of
-	 * the call's codes, not one of every worker's own
-	 * (InputTable::append_parts).
-	 */
-	void to_call_codes(const std::string &name, int64_t *values, size_t n, int64_t stride) const;
-	/*
 	 * Each of n values, a code of the dictionary of lane `lane` (learned),
-	 * written as the call's code of its value; a value below 0 stays.  For
-	 * the parts of a read whose ids keep each process's own codes
-	 * (ColumnBinding::ids_in_own_codes).
+	 * written as the call's code of its value; a value below 0 stays.  An
+	 * IdColumn's part holds its process's own codes: so that a parallel
+	 * read's parts join it as one dictionary of the call's codes, not one
+	 * of every worker's own (InputTable::append_parts).
 	 */
 	void lane_to_call_codes(const std::string &name, int64_t lane, int64_t *values, size_t n) const;
 	void forget_lanes() { lanes_.clear(); }

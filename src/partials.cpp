@@ -99,22 +99,9 @@ void PartialBuilder::absorb_if_full()
 		absorb_piece();
 }
 
-void PartialBuilder::lane_at_finish(std::vector<size_t> columns, int64_t stride, int64_t lane)
-{
-	lane_columns_ = std::move(columns);
-	lane_stride_ = stride;
-	lane_ = lane;
-}
-
 std::vector<uint8_t> PartialBuilder::finish()
 {
 	absorb_piece();
-	for (size_t c : lane_columns_)
-	{
-		const KeyDictionary *dictionary = piece_->key_order(c)->dictionary;
-		piece_->id(c).map_ids([this](int64_t code) { return code * lane_stride_ + lane_; });
-		piece_->order_ids_by(c, KeyOrder{dictionary, lane_stride_});
-	}
 	return running_->finish(*piece_);
 }
 

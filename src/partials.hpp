@@ -116,13 +116,6 @@ class PartialBuilder
 	InputTable &piece() { return *piece_; }
 	/* The kind's late key column (PartialKind::late_key_column), which the read may fill as key_bytes. */
 	int late_key_column() const { return late_key_column_; }
-	/*
-	 * Where the piece's id columns `columns` hold their dictionaries' own
-	 * codes while it reads, not a parallel read's lane (read_internal.hpp):
-	 * finish() makes each code c their lane's c x stride + lane, and orders
-	 * them by their dictionary so (scan_rows, src/read/direct_scan.cpp).
-	 */
-	void lane_at_finish(std::vector<size_t> columns, int64_t stride, int64_t lane);
 	/* Absorbs the piece when it holds kPieceRows rows or more (its rows all appended). */
 	void absorb_if_full();
 	/* The partial result of every row given. */
@@ -134,9 +127,6 @@ class PartialBuilder
 	std::unique_ptr<InputTable> piece_;
 	std::unique_ptr<RunningPartial> running_;
 	int late_key_column_;
-	std::vector<size_t> lane_columns_; /* lane_at_finish */
-	int64_t lane_stride_ = 1;
-	int64_t lane_ = 0;
 };
 
 /*

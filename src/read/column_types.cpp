@@ -584,7 +584,6 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 		}
 	b.key_stride = 1;
 	b.key_lane = 0;
-	b.ids_in_own_codes = false;
 	for (int c = 0; c < b.ncolumns; ++c)
 	{
 		const ColumnSpec &spec = specs[c];
@@ -656,7 +655,7 @@ void bind_key_filter(ColumnBinding *binding, const InputTable &table)
 
 bool in_own_codes(const ColumnBinding &binding, int c)
 {
-	return binding.ids_in_own_codes && binding.specs[c].kind == ColumnKind::Id;
+	return binding.specs[c].kind == ColumnKind::Id;
 }
 
 bool binds_coded_ids(const ColumnBinding &binding)

@@ -177,47 +177,6 @@ void absorb_if_full(void *builder)
 }
 
 /*
- * A builder's pieces take their dictionaries' own codes for their uuid and
- * text ids, not the lane's c x stride + lane (read_internal.hpp), and the
- * builder gives them their lane when it finishes: dense codes are a look
- * into the IdColumn's direct array, where a lane's codes, stride apart, are
- * too sparse for it once a read has more than 8 processes, and every row
- * paid a hash lookup more (about a tenth of a uuid read of 32 processes).
- * Not where a key filter compares the codes, nor for a coded column other
- * than an IdColumn.
- */
-struct PlainPieces
-{
-	ColumnBinding *binding;
-	PartialBuilder *builder;
-};
-
-/* (through cpp_callback_guard) */
-void code_pieces_plainly(void *arg)
-{
-	ColumnBinding *b = static_cast<PlainPieces *>(arg)->binding;
-	PartialBuilder &builder = *static_cast<PlainPieces *>(arg)->builder;
-	if ((b->key_stride == 1 && b->key_lane == 0) || b->key_filter != nullptr)
-		return;
-	std::vector<size_t> columns;
-	for (int c = 0; c < b->ncolumns; ++c)
-	{
-		if (!b->keys[c] || b->held[c])
-			continue;
-		if (builder.piece().specs()[static_cast<size_t>(c)].kind != ColumnKind::Id)
-			return;
-		columns.push_back(static_cast<size_t>(c));
-	}
-	if (columns.empty())
-		return;
-	for (size_t c : columns)
-		builder.piece().order_ids_by(c, KeyOrder{b->keys[c], 1});
-	builder.lane_at_finish(std::move(columns), b->key_stride, b->key_lane);
-	b->key_stride = 1;
-	b->key_lane = 0;
-}
-
-/*
  * Reads rows of the parallel scan into `table`, or `builder`'s pieces
  * (each absorbed once full), until the scan is done: each row that passes
  * `qual`, the table's own columns or, with `outputs`, the row those
@@ -232,11 +191,7 @@ void scan_rows(Relation rel, ParallelTableScanDesc parallel, List *qual, List *o
 	/* a builder's pieces may hold a column as its values came (its late key column) */
 	ColumnBinding rows_binding = binding;
 	if (builder != nullptr)
-	{
 		hold_late_keys(&rows_binding, builder->piece(), builder->late_key_column());
-		PlainPieces plain{&rows_binding, builder};
-		cpp_callback_guard(code_pieces_plainly, &plain);
-	}
 	TableScanDesc scan = table_beginscan_parallel(rel, parallel);
 	TupleTableSlot *slot = table_slot_create(rel, nullptr);
 	auto *batch = static_cast<RowBatch *>(palloc(sizeof(RowBatch)));

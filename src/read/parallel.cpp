@@ -51,8 +51,7 @@ namespace {
  * process: the leader's area, its key filter and chunk areas there
  * (AreaAddress), the partial result a worker computes of its rows (its
  * kind's registered name and its parameter, "-" for none; none in the
- * aggregate), the ids' lane stride and whether ids keep a process's own codes (ColumnBinding::ids_in_own_codes),
- * the lease (AreaAddress), the query's name, then per column its name, kind, null rule
+ * aggregate), the ids' lane stride, the lease (AreaAddress), the query's name, then per column its name, kind, null rule
  * (0 fallback, 1 skip, 2 error), fallback and the conversion the leader
  * bound.  One line per column, fields split by tabs (spec names never
  * hold either).
@@ -61,13 +60,13 @@ char *encode_specs(const ColumnBinding &binding, const AreaAddress &area, const 
 {
 	StringInfoData text;
 	initStringInfo(&text);
-	appendStringInfo(&text, "%u %llu %llu %d %llu %llu %llu %s %lld %lld %d %llu %llu %llu %d %llu\n",
+	appendStringInfo(&text, "%u %llu %llu %d %llu %llu %llu %s %lld %lld %llu %llu %llu %d %llu\n",
 					 static_cast<unsigned>(area.handle), static_cast<unsigned long long>(area.token_at),
 					 static_cast<unsigned long long>(area.token), area.key_column,
 					 static_cast<unsigned long long>(area.keys_at), static_cast<unsigned long long>(area.n_keys),
 					 static_cast<unsigned long long>(area.chunk_areas_at),
 					 partial.kind != nullptr ? partial.kind->name : "-", static_cast<long long>(partial.parameter),
-					 static_cast<long long>(binding.key_stride), binding.ids_in_own_codes ? 1 : 0,
+					 static_cast<long long>(binding.key_stride),
 					 static_cast<unsigned long long>(area.lease_offset),
 					 static_cast<unsigned long long>(area.lease_bytes), static_cast<unsigned long long>(area.lease_token),
 					 static_cast<int>(area.lease_service_pid), static_cast<unsigned long long>(area.lease_used_at));
@@ -120,13 +119,12 @@ void decode_specs(ReadState &state, const std::string &text)
 	unsigned handle;
 	unsigned long long token_at, token, keys_at, n_keys, chunk_areas_at, lease_offset, lease_bytes, lease_token,
 		lease_used_at;
-	int key_column, lease_service_pid, ids_in_own_codes;
+	int key_column, lease_service_pid;
 	char partial_kind[64];
 	long long partial_parameter, key_stride;
-	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu %llu %63s %lld %lld %d %llu %llu %llu %d %llu", &handle,
+	if (std::sscanf(text.c_str(), "%u %llu %llu %d %llu %llu %llu %63s %lld %lld %llu %llu %llu %d %llu", &handle,
 					&token_at, &token, &key_column, &keys_at, &n_keys, &chunk_areas_at, partial_kind, &partial_parameter,
-					&key_stride, &ids_in_own_codes, &lease_offset, &lease_bytes, &lease_token, &lease_service_pid,
-					&lease_used_at) != 16 ||
+					&key_stride, &lease_offset, &lease_bytes, &lease_token, &lease_service_pid, &lease_used_at) != 15 ||
 		key_stride < 1)
 		throw Error(sqlstate::internal_error, "gpurec_internal._read_columns: malformed column specs");
 	/* the kind's code is this process's own: registered as gpurec.so loaded here (partials.hpp) */
@@ -188,7 +186,6 @@ void decode_specs(ReadState &state, const std::string &text)
 	/* uuid and text ids: the calling backend codes them through the call's dictionaries, a worker through its own */
 	b.key_stride = key_stride;
 	b.key_lane = IsParallelWorker() ? ParallelWorkerNumber + 1 : 0;
-	b.ids_in_own_codes = ids_in_own_codes == 1;
 	for (int c = 0; c < b.ncolumns; ++c)
 	{
 		b.keys[c] = nullptr;
@@ -443,41 +440,20 @@ void append_parts(void *arg)
 	}
 	/*
 	 * The work runs on the CPU's threads; the backend's own checks for
-	 * cancel.  The table's uuid and text id columns hold the call's codes
-	 * themselves from here on, not code x stride: the calling backend's
-	 * own ids (lane 0) divided by the stride (where they are not its
-	 * dictionary's codes already: ids_in_own_codes), each part's rewritten
-	 * to the call's codes (CallKeys::to_call_codes, or through its lane's
-	 * codes: lane_to_call_codes).  The union of the parts' ids is then the
-	 * call's distinct ids, not every worker's of its own (31 x 30,000
+	 * cancel.  The table's uuid and text id columns hold the call's codes:
+	 * the calling backend's own ids (lane 0) are its dictionary's, the
+	 * call's, and each part's are rewritten through its lane's codes
+	 * (CallKeys::lane_to_call_codes).  The union of the parts' ids is then
+	 * the call's distinct ids, not every worker's of its own (31 x 30,000
 	 * products for 30,000), and dense: they join through the id column's
-	 * direct array, over every part's rows at once, where codes a stride
-	 * apart outgrew it past a few hundred thousand ids and joined one id at
-	 * a time (a fifth of a second for a million uuid users).
+	 * direct array, over every part's rows at once.
 	 */
 	ColumnIdRewrite in_call_codes;
 	if (binds_coded_ids(b))
-	{
-		int64_t stride = b.key_stride;
-		if (!active_read->ids_in_call_codes && !b.ids_in_own_codes)
-			for (int c = 0; c < b.ncolumns; ++c)
-				if (coded(b, c) && b.specs[c].kind == ColumnKind::Id)
-				{
-					IdColumn &ids = active_read->table->id(static_cast<size_t>(c));
-					ids.settle(run);
-					ids.map_ids([stride](int64_t id) { return id < 0 ? id : id / stride; }, run);
-				}
-		active_read->ids_in_call_codes = true;
 		in_call_codes = [&b, &lanes](size_t column, size_t part, int64_t *ids, size_t n) {
-			if (!coded(b, static_cast<int>(column)))
-				return;
-			const CallKeys &keys = *active_read->ctx->keys;
-			if (in_own_codes(b, static_cast<int>(column)))
-				keys.lane_to_call_codes(b.specs[column].name, lanes[part], ids, n);
-			else
-				keys.to_call_codes(b.specs[column].name, ids, n, b.key_stride);
+			if (coded(b, static_cast<int>(column)))
+				active_read->ctx->keys->lane_to_call_codes(b.specs[column].name, lanes[part], ids, n);
 		};
-	}
 	active_read->table->append_parts(readers, run, in_call_codes);
 	active_read->join_ms += clock.elapsed_ms();
 }
@@ -518,30 +494,22 @@ struct RecodeArgs
 	InputTable *table;
 	ExecContext *ctx;
 	const ColumnBinding *binding;
-	bool ids_in_call_codes; /* the id columns' ids are the call's codes already (append_parts) */
 };
 
-/* Every process's uuid and text ids in the call's codes (CallKeys::recode_lanes), once every part has come. */
+/*
+ * Every process's uuid and text ids of an Int64Column in the call's codes
+ * (CallKeys::recode_lanes), once every part has come; an IdColumn's are
+ * the call's already (append_parts).
+ */
 void recode_lanes(void *arg)
 {
 	auto *a = static_cast<RecodeArgs *>(arg);
 	const ColumnBinding &b = *a->binding;
 	CallKeys &keys = *a->ctx->keys;
 	PieceRunner run = pieces_on_threads(*a->ctx, Phase::Read);
-	a->table->settle_ids(run); /* ids as codes numbered first: map_ids takes a dictionary */
 	for (int c = 0; c < b.ncolumns; ++c)
-	{
-		if (!b.keys[c])
-			continue;
-		if (b.specs[c].kind == ColumnKind::Id)
-		{
-			/* ids in the process's own codes are the calling backend's, the call's, where no part came */
-			if (!a->ids_in_call_codes && !b.ids_in_own_codes)
-				keys.recode_lanes(b.specs[c].name, a->table->id(static_cast<size_t>(c)), b.key_stride, run);
-		}
-		else
+		if (b.keys[c] && b.specs[c].kind != ColumnKind::Id)
 			keys.recode_lanes(b.specs[c].name, a->table->int64(static_cast<size_t>(c)), b.key_stride, run);
-	}
 	keys.forget_lanes();
 }
 
@@ -696,7 +664,6 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	/* each process codes its uuid and text ids in a lane of its own (CallKeys::learn_lane) */
 	ColumnBinding lanes = binding;
 	lanes.key_stride = outcome.planned_workers + 1;
-	lanes.ids_in_own_codes = partial.kind == nullptr;
 	auto *chunk_areas = static_cast<ChunkAreas *>(dsa_get_address(area, address.chunk_areas_at));
 	chunk_areas->count = static_cast<uint32>(std::min(outcome.planned_workers, most_workers));
 	MemoryContextSwitchTo(call_context);
@@ -729,7 +696,7 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 		address.lease_service_pid = leasing.lease->service_pid;
 	}
 	ActiveRead read{table, ctx, area, worker_areas, static_cast<int>(chunk_areas->count), 0, ArrivedParts{nullptr, 0},
-					0, spi_context, 0, false, &lanes, leasing.lease, false};
+					0, spi_context, 0, false, &lanes, leasing.lease};
 	ActiveRead *outer = active_read;
 	active_read = &read;
 	PG_TRY();
@@ -747,7 +714,7 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 	PG_END_TRY();
 	if (binds_coded_ids(lanes))
 	{
-		RecodeArgs recode{table, ctx, &lanes, read.ids_in_call_codes};
+		RecodeArgs recode{table, ctx, &lanes};
 		cpp_callback_guard(recode_lanes, &recode);
 	}
 	/* the workers have ended; the table holds their chunks, and detaches the areas when it is gone */

@@ -81,26 +81,22 @@ struct ColumnBinding
 	Conversion conversion[kMaxColumns];
 	/*
 	 * Uuid, Text: the dictionary that codes the column's values, the
-	 * call's of its name (CallKeys) or a parallel worker's own; a value
-	 * coded c is held as c x key_stride + key_lane (CallKeys::learn_lane:
-	 * 1 and 0 but in a parallel read)
+	 * call's of its name (CallKeys) or a parallel worker's own.  An
+	 * IdColumn holds a value coded c as c, its dictionary's own code; its
+	 * process's part names its lane (write_worker_keys), through which the
+	 * calling backend rewrites the part's ids (CallKeys::lane_to_call_codes),
+	 * and a partial result carries the values themselves.  Dense codes keep
+	 * a process's ids as codes (IdColumn::take_ids_as_codes), where a
+	 * lane's, stride apart, outgrew its direct array or were too sparse
+	 * for it, and every row paid a hash lookup more (a million uuid users;
+	 * 30,000 products over 16 processes).  An Int64Column holds c x
+	 * key_stride + key_lane (CallKeys::learn_lane; 1 and 0 but in a
+	 * parallel read): its parts' rows join as they are, recoded after the
+	 * read.
 	 */
 	KeyDictionary *keys[kMaxColumns];
 	int64 key_stride;
 	int64 key_lane;
-	/*
-	 * In a parallel read without partial results: each process's
-	 * IdColumns hold its dictionary's own codes c, not c x key_stride +
-	 * key_lane, and its part names its lane (write_worker_keys), through
-	 * which the calling backend rewrites the part's ids
-	 * (CallKeys::lane_to_call_codes).  Dense codes keep a process's ids as
-	 * codes (IdColumn::take_ids_as_codes), where a lane's, stride apart,
-	 * outgrew its direct array or were too sparse for it, and every row
-	 * paid a hash lookup more (a million uuid users; 30,000 products over
-	 * 16 processes).  A coded Int64Column keeps c x key_stride + key_lane:
-	 * its parts' rows join as they are, recoded after the read.
-	 */
-	bool ids_in_own_codes;
 	/*
 	 * Uuid, Text: where not null, the column's values are held as they
 	 * came, a row holding its value's index there, not coded through keys
@@ -138,7 +134,7 @@ void bind_columns(ColumnBinding *binding, const InputTable &table, TupleDesc des
 /* Whether some column of the binding holds uuid or text ids. */
 bool binds_coded_ids(const ColumnBinding &binding);
 
-/* Whether column c's uuid or text ids are held in its process's own codes (ColumnBinding::ids_in_own_codes). */
+/* Whether column c's uuid or text ids are held in its process's own codes: an IdColumn's (ColumnBinding::keys). */
 bool in_own_codes(const ColumnBinding &binding, int c);
 
 /* Whether the binding reads PostGIS points. */
@@ -329,7 +325,6 @@ struct ActiveRead
 	bool partials;	/* the processes sent partial results (InputTable::partials), not columns */
 	const ColumnBinding *binding; /* the calling backend's: which columns the workers code apart (keys) */
 	const service::Lease *lease;  /* where the workers write their chunks for the GPU service; null: none */
-	bool ids_in_call_codes;		  /* the table's uuid and text id columns hold the call's codes (append_parts) */
 };
 
 extern ActiveRead *active_read;

@@ -297,17 +297,17 @@ TEST(ColumnParts, IdColumnPartsAtOnceAsIfPushedInOrder)
 TEST(ColumnParts, RewrittenIdDictionariesJoinAsOne)
 {
 	/*
-	 * A parallel read's uuid or text ids: each worker (lane l of stride s)
-	 * holds its own code c of a key as c * s + l, its codes numbered as the
-	 * keys came to it; the calling backend rewrites each part's dictionary
-	 * to the call's code of the key (CallKeys::to_call_codes) as the parts
-	 * join.  Or a part holds its own codes c themselves (a read whose ids
-	 * keep each process's own codes, ColumnBinding::ids_in_own_codes), and
-	 * the rewrite of part p goes through part p's codes.  The column must
-	 * come out holding, row by row, the key's call code, with one distinct
-	 * id per key however many parts held it, and the rows' counts summed;
-	 * few keys and many, parts of ids as codes and dictionaries, NULLs'
-	 * fallback (-1) kept, the parts rewritten at once.
+	 * A parallel read's uuid or text ids: each worker holds its own code c
+	 * of a key, its codes numbered as the keys came to it, and the calling
+	 * backend rewrites part p's dictionary through part p's codes to the
+	 * call's code of the key (CallKeys::lane_to_call_codes) as the parts
+	 * join.  Some rounds' parts hold sparse ids instead, c * s + l (lane l
+	 * of stride s), rewritten through c = id / s: any rewrite that keeps
+	 * distinct ids distinct joins.  The column must come out holding, row
+	 * by row, the key's call code, with one distinct id per key however
+	 * many parts held it, and the rows' counts summed; few keys and many,
+	 * parts of ids as codes and dictionaries, NULLs' fallback (-1) kept,
+	 * the parts rewritten at once.
 	 */
 	auto rng = seeded_rng();
 	for (int round = 0; round < 12; ++round)

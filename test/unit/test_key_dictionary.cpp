@@ -394,11 +394,12 @@ TEST(CallKeys, PartsOfEitherCodingTakeTheCallsCodesOfTheirValues)
 {
 	/*
 	 * A parallel read's worker codes its values through a dictionary of
-	 * its own, and holds code c as c x stride + lane (to_call_codes) or,
-	 * where its ids keep their own codes, c itself (lane_to_call_codes,
-	 * told the part's lane).  Either way each value comes out as the
-	 * call's code of its value; a NULL's fallback stays; a code past the
-	 * lane's dictionary, or a lane never learned, is an internal error.
+	 * its own, and holds code c as c itself in an IdColumn's part
+	 * (lane_to_call_codes, told the part's lane), as c x stride + lane in
+	 * an Int64Column (recode_lanes, the calling backend's lane 0 beside
+	 * the workers').  Either way each value comes out as the call's code of
+	 * its value; a NULL's fallback stays; a code past the lane's
+	 * dictionary, or a lane never learned, is an internal error.
 	 */
 	std::mt19937_64 rng = seeded_rng();
 	CallKeys keys;
@@ -419,10 +420,17 @@ TEST(CallKeys, PartsOfEitherCodingTakeTheCallsCodesOfTheirValues)
 			codes.push_back(call.intern(bytes_of(v), v.size()));
 		keys.learn_lane("user_id", static_cast<int64_t>(w) + 1, codes);
 	}
+	Int64Column strided; /* every lane's rows, the calling backend's (lane 0: the call's own codes) first */
+	std::vector<int64_t> strided_expected;
+	for (int64_t code = 0; code < static_cast<int64_t>(call.size()); code += 7)
+	{
+		strided.push_back(code * kStride);
+		strided_expected.push_back(code);
+	}
 	for (size_t w = 0; w < workers.size(); ++w)
 	{
 		int64_t lane = static_cast<int64_t>(w) + 1;
-		std::vector<int64_t> own, strided;
+		std::vector<int64_t> own;
 		for (size_t c = 0; c < values[w].size(); ++c)
 		{
 			own.push_back(static_cast<int64_t>(c));
@@ -431,17 +439,23 @@ TEST(CallKeys, PartsOfEitherCodingTakeTheCallsCodesOfTheirValues)
 		own.push_back(-1);
 		strided.push_back(-1);
 		keys.lane_to_call_codes("user_id", lane, own.data(), own.size());
-		keys.to_call_codes("user_id", strided.data(), strided.size(), kStride);
-		EXPECT_EQ(own, strided);
+		strided_expected.insert(strided_expected.end(), own.begin(), own.end());
 		EXPECT_EQ(own.back(), -1) << "a NULL's fallback stays";
 		for (size_t c = 0; c < values[w].size(); ++c)
 			ASSERT_EQ(value_at(call, own[c]), values[w][c]);
 		int64_t past = static_cast<int64_t>(values[w].size());
 		EXPECT_THROW(keys.lane_to_call_codes("user_id", lane, &past, 1), Error);
 	}
+	keys.recode_lanes("user_id", strided, kStride, run_on_threads);
+	ASSERT_EQ(strided.size(), strided_expected.size());
+	for (size_t r = 0; r < strided.size(); ++r)
+		ASSERT_EQ(strided[r], strided_expected[r]) << "row " << r;
 	int64_t code = 0;
 	EXPECT_THROW(keys.lane_to_call_codes("user_id", kStride, &code, 1), Error);
 	EXPECT_THROW(keys.lane_to_call_codes("product_id", 1, &code, 1), Error);
+	Int64Column past;
+	past.push_back(static_cast<int64_t>(values[0].size()) * kStride + 1);
+	EXPECT_THROW(keys.recode_lanes("user_id", past, kStride, run_serially), Error);
 }
 
 TEST(IdColumn, MapIdsKeepsCodesAndCounts)
