@@ -194,11 +194,15 @@ template <typename ValueOf> void KeyDictionary::find_in_batches(size_t n, ValueO
 
 void KeyDictionary::intern_staged(std::vector<int64_t> &indices)
 {
-	for (int64_t index : indices)
-		if (index < 0 || static_cast<size_t>(index) >= staged_count_)
-			throw Error(sqlstate::internal_error, "KeyDictionary: a staged value out of range");
+	/* each index checked as its batch reads it, before any of the batch is interned */
 	intern_in_batches(
-		indices.size(), [&](size_t i) { return Probe(staged_[static_cast<size_t>(indices[i])], staged_tails_); },
+		indices.size(),
+		[&](size_t i) {
+			auto index = static_cast<uint64_t>(indices[i]); /* a negative index is past any count */
+			if (__builtin_expect(index >= staged_count_, 0))
+				throw Error(sqlstate::internal_error, "KeyDictionary: a staged value out of range");
+			return Probe(staged_[index], staged_tails_);
+		},
 		indices.data(), "could not code the ids read: more than 2147483647 distinct ids");
 	staged_count_ = 0;
 	staged_tails_.clear();

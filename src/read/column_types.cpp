@@ -807,15 +807,19 @@ void code_staged_ids(const ColumnBinding &b, RowValues *rows, int n)
 	{
 		if (!b.keys[c] || b.held[c] || c == b.key_column)
 			continue;
-		ids.clear();
+		ids.resize(static_cast<size_t>(n));
+		size_t staged = 0;
 		for (int k = 0; k < n; ++k)
 			if (rows[k].i[c] >= 0)
-				ids.push_back(rows[k].i[c]);
+				ids[staged++] = rows[k].i[c];
+		ids.resize(staged);
 		b.keys[c]->intern_staged(ids);
+		/* an IdColumn holds the dictionary's own codes, an Int64Column its lane's (read_internal.hpp) */
+		int64_t stride = in_own_codes(b, c) ? 1 : b.key_stride, lane = in_own_codes(b, c) ? 0 : b.key_lane;
 		size_t next = 0;
 		for (int k = 0; k < n; ++k)
 			if (rows[k].i[c] >= 0)
-				rows[k].i[c] = in_own_codes(b, c) ? ids[next++] : ids[next++] * b.key_stride + b.key_lane;
+				rows[k].i[c] = ids[next++] * stride + lane;
 	}
 }
 

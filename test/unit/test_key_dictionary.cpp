@@ -212,6 +212,31 @@ TEST(KeyDictionary, StagedBatchesTakeTheCodesOfOneByOne)
 	}
 }
 
+TEST(KeyDictionary, AStagedIndexOutsideTheBatchIsAnInternalError)
+{
+	/* an index no stage gave since the last batch, or a negative one, never reads past the staged values */
+	KeyDictionary d;
+	std::string v = "a value";
+	for (int64_t bad : {int64_t(1), int64_t(-2), int64_t(1) << 40})
+	{
+		std::vector<int64_t> indices{d.stage(bytes_of(v), v.size()), bad};
+		ASSERT_EQ(indices[0], 0);
+		try
+		{
+			d.intern_staged(indices);
+			ADD_FAILURE() << "index " << bad << " was taken";
+		}
+		catch (const Error &e)
+		{
+			EXPECT_STREQ(e.sqlstate(), sqlstate::internal_error);
+		}
+		std::vector<int64_t> none;
+		d.intern_staged(none); /* forgets what the failed batch staged */
+	}
+	std::vector<int64_t> stale{0};
+	EXPECT_THROW(d.intern_staged(stale), Error) << "a batch's indices are gone after it";
+}
+
 TEST(KeyDictionary, SerializedValuesTakeTheCodesOfOneByOne)
 {
 	/*
