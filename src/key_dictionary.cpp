@@ -303,8 +303,9 @@ std::vector<int64_t> KeyDictionary::number_in_key_order(const PieceRunner &run, 
 		for (size_t code = first; code < last; ++code)
 		{
 			auto c = static_cast<int64_t>(code);
-			Probe probe(value(c), value_size(c));
-			ranked[code] = RankedValue{__builtin_bswap64(probe.head[0]), __builtin_bswap64(probe.head[1]), c};
+			uint64_t head[2]; /* no hash: the sort wants only the first words */
+			key_head(value(c), value_size(c), head);
+			ranked[code] = RankedValue{__builtin_bswap64(head[0]), __builtin_bswap64(head[1]), c};
 		}
 	});
 	auto ranked_less = [this](const RankedValue &a, const RankedValue &b) {

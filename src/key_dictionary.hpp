@@ -60,8 +60,28 @@ inline uint64_t multiply_fold(uint64_t a, uint64_t b)
 }
 
 /*
- * A value's hash from its size and its first 16 bytes as two words (zero
- * past its end: KeyDictionary::Probe), then 16 bytes at a time past them:
+ * A value's first 16 bytes as two words, zero past its end, in loads of
+ * fixed sizes, not a call of memcpy of a variable size (most text ids).
+ */
+__attribute__((always_inline)) inline void key_head(const uint8_t *bytes, size_t size, uint64_t head[2])
+{
+	if (size >= 16)
+		std::memcpy(head, bytes, 16);
+	else if (size > 8)
+	{
+		std::memcpy(&head[0], bytes, 8);
+		head[1] = bytes_as_word(bytes + 8, size - 8);
+	}
+	else
+	{
+		head[0] = bytes_as_word(bytes, size);
+		head[1] = 0;
+	}
+}
+
+/*
+ * A value's hash from its size and its first 16 bytes as two words
+ * (key_head), then 16 bytes at a time past them:
  * a uuid, or a text id of up to 16 bytes, is one multiply, where the
  * lookup of every row of a read spends on it.  Inline: a read hashes
  * every row's id as it stages it (KeyDictionary::stage).
@@ -185,14 +205,14 @@ class KeyDictionary
 	 */
 	__attribute__((always_inline)) int64_t stage(const uint8_t *bytes, size_t size) noexcept
 	{
-		if (staged_count_ == staged_.size() && !grow_staged())
+		if ((staged_count_ == staged_.size() && !grow_staged()) || size > UINT32_MAX)
 			return -1;
 		Probe probe(bytes, size);
 		uint32_t tail = 0;
 		if (size > 16)
 		{
 			int64_t held = staged_tails_.hold(bytes, size);
-			if (held < 0 || size > UINT32_MAX)
+			if (held < 0)
 				return -1;
 			tail = static_cast<uint32_t>(held);
 		}
@@ -292,21 +312,9 @@ class KeyDictionary
 		uint64_t head[2];
 		uint64_t hash;
 		Probe() = default;
-		/* in loads of fixed sizes, not a call of memcpy of a variable size (most text ids) */
 		__attribute__((always_inline)) Probe(const uint8_t *value, size_t value_size) : bytes(value), size(value_size)
 		{
-			if (size >= 16)
-				std::memcpy(head, bytes, 16);
-			else if (size > 8)
-			{
-				std::memcpy(&head[0], bytes, 8);
-				head[1] = bytes_as_word(bytes + 8, size - 8);
-			}
-			else
-			{
-				head[0] = bytes_as_word(bytes, size);
-				head[1] = 0;
-			}
+			key_head(bytes, size, head);
 			hash = key_hash(bytes, size, head);
 		}
 		/*

@@ -815,7 +815,8 @@ void code_staged_ids(const ColumnBinding &b, RowValues *rows, int n)
 		ids.resize(staged);
 		b.keys[c]->intern_staged(ids);
 		/* an IdColumn holds the dictionary's own codes, an Int64Column its lane's (read_internal.hpp) */
-		int64_t stride = in_own_codes(b, c) ? 1 : b.key_stride, lane = in_own_codes(b, c) ? 0 : b.key_lane;
+		bool own = in_own_codes(b, c);
+		int64_t stride = own ? 1 : b.key_stride, lane = own ? 0 : b.key_lane;
 		size_t next = 0;
 		for (int k = 0; k < n; ++k)
 			if (rows[k].i[c] >= 0)

@@ -508,7 +508,7 @@ void recode_lanes(void *arg)
 	CallKeys &keys = *a->ctx->keys;
 	PieceRunner run = pieces_on_threads(*a->ctx, Phase::Read);
 	for (int c = 0; c < b.ncolumns; ++c)
-		if (b.keys[c] && b.specs[c].kind != ColumnKind::Id)
+		if (b.keys[c] && !in_own_codes(b, c))
 			keys.recode_lanes(b.specs[c].name, a->table->int64(static_cast<size_t>(c)), b.key_stride, run);
 	keys.forget_lanes();
 }
