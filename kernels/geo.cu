@@ -1318,18 +1318,22 @@ class GeoSession
 			++start[std::min(counts[u], kCap) + 1];
 		std::partial_sum(start.begin(), start.end(), start.begin());
 		by_count_host_.resize(n_users_);
+		/* each position's count as it is placed: the passes below then read in order, not counts at random */
+		count_prefix_.assign(n_users_ + 1, 0);
 		for (int32_t u = 0; u < n_users_; ++u)
-			by_count_host_[start[std::min(counts[u], kCap)]++] = u;
+		{
+			int64_t at = start[std::min(counts[u], kCap)]++;
+			by_count_host_[at] = u;
+			count_prefix_[at + 1] = counts[u];
+		}
 
 		int n_classes = max_tile_ / kTileStep + 1;
 		class_begin_.assign(n_classes + 1, n_users_);
 		for (int32_t i = n_users_ - 1; i >= 0; --i)
-			class_begin_[class_of(counts[by_count_host_[i]])] = i;
+			class_begin_[class_of(count_prefix_[i + 1])] = i;
 		for (int c = n_classes - 1; c >= 0; --c)
 			class_begin_[c] = std::min(class_begin_[c], class_begin_[c + 1]);
-		count_prefix_.assign(n_users_ + 1, 0);
-		for (int32_t i = 0; i < n_users_; ++i)
-			count_prefix_[i + 1] = count_prefix_[i] + counts[by_count_host_[i]];
+		std::partial_sum(count_prefix_.begin(), count_prefix_.end(), count_prefix_.begin());
 	}
 
 	/*

@@ -480,12 +480,13 @@ struct GeoCall
 	}
 };
 
-std::unique_ptr<GeoCall> read_geo_call(ByteReader &in)
+std::unique_ptr<GeoCall> read_geo_call(ByteReader &in, ExecContext &ctx)
 {
 	auto call = std::make_unique<GeoCall>();
-	call->codes = ChunkedColumn<int32_t>::read_serialized(in);
-	call->x = ChunkedColumn<double>::read_serialized(in);
-	call->y = ChunkedColumn<double>::read_serialized(in);
+	PieceRunner on_threads = pieces_on_threads(ctx, Phase::Transfer);
+	call->codes = ChunkedColumn<int32_t>::read_serialized(in, on_threads);
+	call->x = ChunkedColumn<double>::read_serialized(in, on_threads);
+	call->y = ChunkedColumn<double>::read_serialized(in, on_threads);
 	call->user_ids = get_vector<int64_t>(in);
 	call->counts = get_vector<int64_t>(in);
 	GeoCandidateSet &cands = call->cands;
@@ -507,8 +508,19 @@ std::unique_ptr<GeoCall> read_geo_call(ByteReader &in)
 	bool agree = in.at_end() && call->x.size() == codes.size() && call->y.size() == codes.size() &&
 				 counts.size() == user_ids.size() && rows == static_cast<int64_t>(codes.size()) &&
 				 cands.y.size() == cands.x.size() && work.positives.size() == work.users.size();
-	for (size_t r = 0; agree && r < codes.size(); ++r)
-		agree = codes[r] >= 0 && static_cast<size_t>(codes[r]) < user_ids.size();
+	/* every row's code a user's: as unsigned, a negative code is past every user too */
+	std::atomic<bool> codes_agree{true};
+	if (agree)
+		call->codes.visit_in_pieces(
+			[&](const int32_t *piece, size_t, size_t count) {
+				uint32_t largest = 0;
+				for (size_t r = 0; r < count; ++r)
+					largest = std::max(largest, static_cast<uint32_t>(piece[r]));
+				if (largest >= user_ids.size())
+					codes_agree.store(false, std::memory_order_relaxed);
+			},
+			on_threads);
+	agree = agree && codes_agree.load();
 	for (int32_t u : work.users)
 		agree = agree && u >= 0 && static_cast<size_t>(u) < user_ids.size();
 	for (const std::vector<uint8_t> &positive : work.positives)
@@ -574,7 +586,7 @@ GeoWorkResult on_device(const GeoRows &points, const GeoCandidateSet *cands, con
 std::vector<uint8_t> geo_work_in_service(ByteReader &in, const service::Part &part, ExecContext &ctx)
 {
 	service::CallState own;
-	GeoCall &call = (part.call ? *part.call : own).once<GeoCall>([&] { return read_geo_call(in); });
+	GeoCall &call = (part.call ? *part.call : own).once<GeoCall>([&] { return read_geo_call(in, ctx); });
 	const GeoWork &whole = call.work;
 	GeoRows points = call.rows();
 	const GeoCandidateSet *cands = call.candidates();
