@@ -347,14 +347,25 @@ template <typename Dictionaries> std::vector<std::pair<uint32_t, uint32_t>> id_p
 
 } // namespace
 
-std::vector<int32_t> IdColumn::known_codes(const PartDictionary &part, const PieceRunner &run)
+std::vector<std::vector<int32_t>> IdColumn::known_codes(const std::vector<PartDictionary> &parts,
+														  const PieceRunner &run)
 {
-	/* through run: find only reads, and a dictionary's ids are distinct, so no two write one count */
-	std::vector<int32_t> code_of(part.entries, -1);
-	run((part.entries + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
-		for (size_t d = piece * kIdsPerPiece, last = std::min(part.entries, d + kIdsPerPiece); d < last; ++d)
-			if (part.holds(d) && (code_of[d] = find(part.id(d))) >= 0)
-				counts_[static_cast<size_t>(code_of[d])] += part.count(d);
+	std::vector<std::vector<int32_t>> code_of(parts.size());
+	for (size_t p = 0; p < parts.size(); ++p)
+		code_of[p].assign(parts[p].entries, -1);
+	/*
+	 * find only reads; parts share ids, so two pieces may count one id's
+	 * rows at once: atomically (a part's pieces alone are too few to keep
+	 * the threads busy, when many workers each met a share of the ids)
+	 */
+	std::vector<std::pair<uint32_t, uint32_t>> pieces = id_pieces(parts);
+	run(pieces.size(), [&](size_t item) {
+		const PartDictionary &part = parts[pieces[item].first];
+		std::vector<int32_t> &codes = code_of[pieces[item].first];
+		size_t first = size_t(pieces[item].second) * kIdsPerPiece, last = std::min(part.entries, first + kIdsPerPiece);
+		for (size_t d = first; d < last; ++d)
+			if (part.holds(d) && (codes[d] = find(part.id(d))) >= 0)
+				__atomic_fetch_add(&counts_[static_cast<size_t>(codes[d])], part.count(d), __ATOMIC_RELAXED);
 	});
 	return code_of;
 }
@@ -366,7 +377,7 @@ void IdColumn::append_part(const PartDictionary &dictionary, ByteReader &in, con
 	 * part's order.  Parts after the first bring mostly known ids: a
 	 * million users read by every worker.
 	 */
-	std::vector<int32_t> code_of = known_codes(dictionary, run);
+	std::vector<int32_t> code_of = std::move(known_codes({dictionary}, run)[0]);
 	for (size_t d = 0; d < dictionary.entries; ++d)
 		if (code_of[d] < 0 && dictionary.holds(d))
 		{
@@ -382,8 +393,12 @@ void IdColumn::append_part(const PartDictionary &dictionary, ByteReader &in, con
 bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts, const PieceRunner &run)
 {
 	std::vector<std::pair<uint32_t, uint32_t>> pieces = id_pieces(parts);
-	/* the largest id, this column's and the parts', as unsigned: a negative one is past every limit */
-	uint64_t largest_held = 0;
+	/*
+	 * the largest id, this column's and the parts', as unsigned: a negative
+	 * one is past every limit (ids as codes, not settled: below the end of
+	 * their counts)
+	 */
+	uint64_t largest_held = ids_as_codes_ && !id_rows_.empty() ? id_rows_.size() - 1 : 0;
 	for (int64_t id : values_)
 		largest_held = std::max(largest_held, static_cast<uint64_t>(id));
 	std::vector<uint64_t> largest(pieces.size(), 0);
@@ -396,7 +411,7 @@ bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts
 				most = std::max(most, static_cast<uint64_t>(part.id(d)));
 		largest[item] = most;
 	});
-	size_t most_distinct = values_.size();
+	size_t most_distinct = ids_as_codes_ ? ids_held_ : values_.size();
 	for (const PartDictionary &part : parts)
 		most_distinct = std::max(most_distinct, part.held);
 	uint64_t most = std::max(largest_held, largest.empty() ? 0 : *std::max_element(largest.begin(), largest.end()));
@@ -408,37 +423,57 @@ bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts
 		return false;
 
 	/*
-	 * Which ids there are: this column's, then each part's in turn, over its
-	 * pieces at once (a part's ids are distinct, so no two threads set one
-	 * byte; parts share most of theirs, so at once they would).
+	 * Which ids there are: this column's, then every part's pieces at once
+	 * (parts share ids, so two threads may mark one: atomically)
 	 */
 	std::vector<uint8_t> present(end, 0);
 	for (int64_t id : values_)
 		present[static_cast<uint64_t>(id)] = 1;
-	for (const PartDictionary &part : parts)
-		run((part.entries + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
-			for (size_t d = piece * kIdsPerPiece, last = std::min(part.entries, d + kIdsPerPiece); d < last; ++d)
-				if (part.holds(d))
-					present[static_cast<uint64_t>(part.id(d))] = 1;
+	if (ids_as_codes_)
+		run((id_rows_.size() + kIdsPerPiece - 1) / kIdsPerPiece, [&](size_t piece) {
+			for (size_t id = piece * kIdsPerPiece, last = std::min(id_rows_.size(), id + kIdsPerPiece); id < last; ++id)
+				present[id] = id_rows_[id] != 0;
 		});
+	run(pieces.size(), [&](size_t item) {
+		const PartDictionary &part = parts[pieces[item].first];
+		size_t first = size_t(pieces[item].second) * kIdsPerPiece, last = std::min(part.entries, first + kIdsPerPiece);
+		for (size_t d = first; d < last; ++d)
+			if (part.holds(d))
+				__atomic_store_n(&present[static_cast<uint64_t>(part.id(d))], uint8_t(1), __ATOMIC_RELAXED);
+	});
 	/* each present id's code, its rank among them */
 	std::vector<int32_t> dense;
 	std::vector<int64_t> values;
 	number_present_ids(end, [&present](size_t id) { return present[id] != 0; }, run, dense, values);
 	/* the rows held so far take their ids' new codes */
-	std::vector<int32_t> rank(values_.size());
 	std::vector<int64_t> counts(values.size(), 0);
-	for (size_t code = 0; code < values_.size(); ++code)
+	if (ids_as_codes_)
 	{
-		rank[code] = dense[static_cast<uint64_t>(values_[code])];
-		counts[static_cast<size_t>(rank[code])] = counts_[code];
+		/* each row's code is its id: numbered once here, not settled first */
+		for (size_t id = 0; id < id_rows_.size(); ++id)
+			if (id_rows_[id] != 0)
+				counts[static_cast<size_t>(dense[id])] = id_rows_[id];
+		codes_.visit_in_pieces([&dense](int32_t *codes, size_t, size_t count) { translate_part_codes(codes, count, dense); },
+							   run);
+		ids_as_codes_ = false;
+		id_rows_ = std::vector<uint32_t>();
+		ids_held_ = 0;
 	}
-	codes_.visit_in_pieces(
-		[&rank](int32_t *codes, size_t, size_t count) {
-			for (size_t i = 0; i < count; ++i)
-				codes[i] = rank[codes[i]];
-		},
-		run);
+	else
+	{
+		std::vector<int32_t> rank(values_.size());
+		for (size_t code = 0; code < values_.size(); ++code)
+		{
+			rank[code] = dense[static_cast<uint64_t>(values_[code])];
+			counts[static_cast<size_t>(rank[code])] = counts_[code];
+		}
+		codes_.visit_in_pieces(
+			[&rank](int32_t *codes, size_t, size_t count) {
+				for (size_t i = 0; i < count; ++i)
+					codes[i] = rank[codes[i]];
+			},
+			run);
+	}
 	values_ = std::move(values);
 	counts_ = std::move(counts);
 	dense_ = std::move(dense);
@@ -591,18 +626,15 @@ void IdColumn::append_parts(std::vector<ByteReader> &parts, const PieceRunner &r
 		std::all_of(dictionaries.begin(), dictionaries.end(), [](const PartDictionary &part) { return part.ids_as_codes; }) &&
 		add_parts_of_ids_as_codes(dictionaries, parts, run, take_chunks))
 		return;
-	settle(run);
 	if (!number_union_in_id_order(dictionaries, run))
 	{
+		settle(run);
 		for (size_t p = 0; p < parts.size(); ++p)
 			append_part(dictionaries[p], parts[p], run, take_chunks);
 		return;
 	}
-	/* every id is known now: each part's codes of its ids, its rows counted, a part at a time (parts share ids) */
-	std::vector<std::vector<int32_t>> code_of;
-	code_of.reserve(parts.size());
-	for (const PartDictionary &part : dictionaries)
-		code_of.push_back(known_codes(part, run));
+	/* every id is known now: each part's codes of its ids, its rows counted */
+	std::vector<std::vector<int32_t>> code_of = known_codes(dictionaries, run);
 	/* the parts' codes (in place, where they came by reference), translated over all their pieces at once */
 	std::vector<ChunkedColumn<int32_t>> codes;
 	codes.reserve(parts.size());

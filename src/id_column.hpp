@@ -213,8 +213,11 @@ class IdColumn
 		bool holds(size_t d) const { return !ids_as_codes || count(d) != 0; }
 	};
 	static PartDictionary read_dictionary(ByteReader &in);
-	/* Each of the part's ids' code here, -1 where the column lacks it; the known ones' rows counted. */
-	std::vector<int32_t> known_codes(const PartDictionary &part, const PieceRunner &run);
+	/*
+	 * Each part's ids' codes here, -1 where the column lacks one; the known
+	 * ones' rows counted.  Every part's pieces at once.
+	 */
+	std::vector<std::vector<int32_t>> known_codes(const std::vector<PartDictionary> &parts, const PieceRunner &run);
 	/* append_serialized() once the part's dictionary is read. */
 	void append_part(const PartDictionary &dictionary, ByteReader &in, const PieceRunner &run, bool take_chunks);
 	/* The union of this column's ids and the parts' numbered in id order (append_parts); false, and nothing done, where some id is beyond the direct array. */
