@@ -448,17 +448,7 @@ bool IdColumn::number_union_in_id_order(const std::vector<PartDictionary> &parts
 	/* the rows held so far take their ids' new codes */
 	std::vector<int64_t> counts(values.size(), 0);
 	if (ids_as_codes_)
-	{
-		/* each row's code is its id: numbered once here, not settled first */
-		for (size_t id = 0; id < id_rows_.size(); ++id)
-			if (id_rows_[id] != 0)
-				counts[static_cast<size_t>(dense[id])] = id_rows_[id];
-		codes_.visit_in_pieces([&dense](int32_t *codes, size_t, size_t count) { translate_part_codes(codes, count, dense); },
-							   run);
-		ids_as_codes_ = false;
-		id_rows_ = std::vector<uint32_t>();
-		ids_held_ = 0;
-	}
+		leave_ids_as_codes(dense, counts, run); /* each row's code is its id: numbered once here, not settled first */
 	else
 	{
 		std::vector<int32_t> rank(values_.size());
@@ -521,11 +511,7 @@ void IdColumn::settle(const PieceRunner &run)
 	std::vector<int64_t> values;
 	number_present_ids(id_rows_.size(), [this](size_t id) { return id_rows_[id] != 0; }, run, dense, values);
 	std::vector<int64_t> counts(values.size());
-	for (size_t code = 0; code < values.size(); ++code)
-		counts[code] = id_rows_[static_cast<size_t>(values[code])];
-	/* a code of no id held is a part's bytes gone wrong */
-	codes_.visit_in_pieces([&dense](int32_t *codes, size_t, size_t count) { translate_part_codes(codes, count, dense); },
-						   run);
+	leave_ids_as_codes(dense, counts, run);
 	values_ = std::move(values);
 	counts_ = std::move(counts);
 	dense_ = std::move(dense);
@@ -533,6 +519,16 @@ void IdColumn::settle(const PieceRunner &run)
 	mask_ = 0;
 	hashed_ = 0;
 	numbered_in_id_order_ = true;
+}
+
+void IdColumn::leave_ids_as_codes(const std::vector<int32_t> &dense, std::vector<int64_t> &counts, const PieceRunner &run)
+{
+	for (size_t id = 0; id < id_rows_.size(); ++id)
+		if (id_rows_[id] != 0)
+			counts[static_cast<size_t>(dense[id])] = id_rows_[id];
+	/* a code of no id held is a part's bytes gone wrong */
+	codes_.visit_in_pieces([&dense](int32_t *codes, size_t, size_t count) { translate_part_codes(codes, count, dense); },
+						   run);
 	ids_as_codes_ = false;
 	id_rows_ = std::vector<uint32_t>();
 	ids_held_ = 0;

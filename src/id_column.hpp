@@ -222,6 +222,12 @@ class IdColumn
 	void append_part(const PartDictionary &dictionary, ByteReader &in, const PieceRunner &run, bool take_chunks);
 	/* The union of this column's ids and the parts' numbered in id order (append_parts); false, and nothing done, where some id is beyond the direct array. */
 	bool number_union_in_id_order(const std::vector<PartDictionary> &parts, const PieceRunner &run);
+	/*
+	 * A column of ids as codes becomes one of codes through dense (an id's
+	 * code, -1 for an id not numbered): its rows rewritten, each held id's
+	 * rows counted into counts by code, its counts by id dropped.
+	 */
+	void leave_ids_as_codes(const std::vector<int32_t> &dense, std::vector<int64_t> &counts, const PieceRunner &run);
 
 	/*
 	 * append_parts of parts all of ids as codes, into a column of ids as
