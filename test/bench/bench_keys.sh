@@ -8,7 +8,9 @@
 # points too, on each device: a read of many distinct ids, whose join of
 # the workers' columns codes them all.  Every call in a fresh backend, the kinds interleaved in each of
 # ROUNDS rounds (3), medians; each kind's ratio to the integer time (the
-# target: at most 1.15x).  Needs a running cluster (PGHOST etc.) with gpurec
+# target: at most 1.15x).  Beside them, plain SQL on the same tables: the
+# scan (sum(price)) and the cheapest price of each product (GROUP BY), each
+# kind's ratio to the integer table's.  Needs a running cluster (PGHOST etc.) with gpurec
 # installed; the tables stay in gpurec_bench_keys for the next run of the
 # same sizes.
 #
@@ -62,13 +64,16 @@ fi
 for kind in integer uuid text; do allow_workers "offers_keys_$kind"; done
 
 # measure NAME SQL_INTEGER SQL_UUID SQL_TEXT: the three kinds on every device
+# (the device "plain": plain SQL, which no setting of gpurec touches)
 measure() {
-	local name=$1 device kind round ms integer_ms
+	local name=$1 device kind round ms integer_ms settings
 	declare -A sql=([integer]=$2 [uuid]=$3 [text]=$4) runs=()
 	for device in $devices; do
+		settings="$parallel SET gpurec.device = $device;"
+		[ "$device" = plain ] && settings=$parallel
 		for round in $(seq "$rounds"); do
 			for kind in integer uuid text; do
-				runs[$kind]+="$(run_ms "${sql[$kind]}" "$parallel SET gpurec.device = $device;")"$'\n'
+				runs[$kind]+="$(run_ms "${sql[$kind]}" "$settings")"$'\n'
 			done
 		done
 		integer_ms=$(printf '%s' "${runs[integer]}" | median)
@@ -78,7 +83,7 @@ measure() {
 			echo "$name ($device), $kind ids: $ms ms = $(ratio "$ms" "$integer_ms")x the integer time" \
 				"(rounds: $(printf '%s' "${runs[$kind]}" | tr '\n' ' '))"
 		done
-		notice "${sql[text]}" "$parallel SET gpurec.device = $device;"
+		[ "$device" = plain ] || notice "${sql[text]}" "$settings"
 		runs=()
 	done
 }
@@ -88,6 +93,16 @@ measure "cheapest_offers $rows" \
 	"SELECT count(*) $offers product_id, store_id, price FROM offers_keys_integer', 1, NULL::bigint)" \
 	"SELECT count(*) $offers product_id, store_id, price FROM offers_keys_uuid', 1, NULL::uuid)" \
 	"SELECT count(*) $offers product_id, store_id, price FROM offers_keys_text', 1, NULL::text)"
+# the plain-SQL way on the same tables, in the same rounds' manner: what the
+# kinds' tables cost PostgreSQL itself to scan (a uuid row is 16 bytes an id,
+# an integer 4), and to group by product (its hash of each row's id)
+plain_scan=() plain_group=()
+for kind in integer uuid text; do
+	plain_scan+=("SELECT sum(price) FROM offers_keys_$kind")
+	plain_group+=("SELECT count(*) FROM (SELECT product_id, min(price) FROM offers_keys_$kind GROUP BY product_id) g")
+done
+devices=plain measure "plain SQL's scan, sum(price), $rows offers" "${plain_scan[@]}"
+devices=plain measure "plain SQL's min(price) by product_id, $rows offers" "${plain_group[@]}"
 
 # points_table N: the table of N users x 20 points, each user's id as an integer, a uuid and a text, loaded once
 points_table() {
