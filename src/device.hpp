@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "../kernels/api/kernel_api.hpp"
 #include "column_chunks.hpp"
@@ -126,6 +127,13 @@ struct ExecContext : gpu::CallContext
 	/* The bytes of their input written there, and those read where a parallel read left them (a lease's). */
 	double service_written_bytes = 0;
 	double service_in_place_bytes = 0;
+	/*
+	 * What the call keeps until it ends (release_while_call_goes_on: an
+	 * input whose rows' memory goes back on a CPU thread while the result
+	 * is written).  Last, so that it goes first, while the rest of the
+	 * context is still there.
+	 */
+	std::vector<std::shared_ptr<void>> kept_until_done;
 };
 
 /* Whether a usable GPU is present; the first call initialises CUDA. */

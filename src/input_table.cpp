@@ -98,6 +98,13 @@ void InputTable::release_rows_in_background()
 	});
 }
 
+void release_while_call_goes_on(InputTable &&table, ExecContext &ctx)
+{
+	auto kept = std::make_shared<InputTable>(std::move(table));
+	kept->release_rows_in_background();
+	ctx.kept_until_done.push_back(std::move(kept));
+}
+
 namespace {
 
 /* The first bytes of a serialized table: what it is and in which version of this layout. */

@@ -309,15 +309,14 @@ class InputTable
 	void note_borrowed(void *chunk, size_t bytes) { borrowed_.emplace_back(chunk, bytes); }
 
 	/*
-	 * Gives the rows' memory back on one of the CPU's threads while the
-	 * call goes on (writing its result rows), for a function done with
-	 * this input: the columns are freed there, and the pages of the chunks
-	 * borrowed from a parallel read's shared memory are handed back to the
-	 * kernel (MADV_REMOVE), which is most of what unmapping that memory
-	 * costs later.  Freeing 20M points' columns and their workers' shared
-	 * memory took the H100's user_similarity 120-165 ms after its last row.
-	 * The table then holds no rows; it waits for that work before the
-	 * memory it keeps alive is unmapped.
+	 * Gives the rows' memory back on one of the CPU's threads: the columns
+	 * are freed there, and the pages of the chunks borrowed from a
+	 * parallel read's shared memory are handed back to the kernel
+	 * (MADV_REMOVE), which is most of what unmapping that memory costs
+	 * later.  The table then holds no rows; it waits for that work before
+	 * the memory it keeps alive is unmapped.  Through
+	 * release_while_call_goes_on, so that the work overlaps the writing
+	 * of the result.
 	 */
 	void release_rows_in_background();
 
@@ -349,5 +348,16 @@ class InputTable
 	std::vector<KeyOrder> key_orders_; /* per column (order_ids_by); a null dictionary for the others */
 	std::vector<std::unique_ptr<KeyBytes>> key_bytes_; /* per column (hold_key_bytes); null for the others */
 };
+
+/*
+ * For a function done with its input before it writes its result: the
+ * rows' memory given back on a CPU thread (release_rows_in_background)
+ * while the call goes on, the table kept by ctx until the call ends, which
+ * waits for that work there.  Freeing 20M points' columns and their
+ * workers' shared memory took the H100's user_similarity 120-165 ms; a
+ * table that went at once, at the end of the function that read it,
+ * waited for it before the first row was written.
+ */
+void release_while_call_goes_on(InputTable &&table, ExecContext &ctx);
 
 } // namespace gpurec

@@ -185,7 +185,7 @@ std::vector<UserSimilarity> user_similarity_rows(FunctionCallInfo fcinfo, ExecCo
 	InputTable points = read_points(points_query, ctx, options, gpu_pairs_from(ctx), remote);
 	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
 	std::vector<UserSimilarity> rows = user_similarity(points_of(points), main_user, options, ctx);
-	points.release_rows_in_background();
+	release_while_call_goes_on(std::move(points), ctx);
 	return rows;
 }
 
@@ -382,7 +382,7 @@ std::vector<SimilarUser> similar_users_rows(FunctionCallInfo fcinfo, ExecContext
 
 	InputTable points = read_points(points_query, ctx, options, std::sqrt(gpu_pairs_from(ctx)), remote); /* a pair of points each */
 	std::vector<SimilarUser> rows = similar_users(points_of(points), k, options, ctx, part, parts);
-	points.release_rows_in_background();
+	release_while_call_goes_on(std::move(points), ctx);
 	return rows;
 }
 
@@ -466,7 +466,7 @@ CandidateStrengths candidate_strengths(FunctionCallInfo fcinfo, ExecContext &ctx
 	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
 	std::vector<double> strengths = predict_strength(points_of(points), main_user, candidates_of(candidates),
 													 exponent, args.strength, args.options, ctx);
-	points.release_rows_in_background();
+	release_while_call_goes_on(std::move(points), ctx);
 	return {std::move(candidates), std::move(strengths)};
 }
 
@@ -569,7 +569,7 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 	ExponentSearch fits =
 		search_exponent(points_of(points), {holdout.int64(0), holdout.int64(1)}, candidates_of(candidates),
 						exponents, tolerance, args.strength, args.options, ctx);
-	points.release_rows_in_background();
+	release_while_call_goes_on(std::move(points), ctx);
 
 	ResultWriter out(fcinfo, ctx, "fit_exponent");
 	for (const ExponentFit &fit : fits.grid)

@@ -57,7 +57,7 @@ std::vector<RocResult> results_of_scores_query(FunctionCallInfo fcinfo, ExecCont
 	rows.set_gpu_from_rows(gpu_scores_from(ctx));
 	read_inner_query(scores_query, rows, ctx);
 	std::vector<RocResult> results = roc_fitness_long(rows.id(0), rows.label(1), rows.number(2), ctx);
-	rows.release_rows_in_background();
+	release_while_call_goes_on(std::move(rows), ctx);
 	return results;
 }
 
@@ -71,7 +71,7 @@ std::vector<RocResult> results_of_population_query(FunctionCallInfo fcinfo, Exec
 	population.set_gpu_from_rows(gpu_scores_from(ctx) / static_cast<double>(std::max<size_t>(1, labels.size())));
 	read_inner_query(population_query, population, ctx);
 	std::vector<RocResult> results = roc_fitness_arrays(population.int64(0), population.float_array(1), labels, ctx);
-	population.release_rows_in_background();
+	release_while_call_goes_on(std::move(population), ctx);
 	return results;
 }
 
