@@ -5,8 +5,11 @@
  * points into parts, so dictionaries overlap, numeric scales differ between
  * parts, and NULL array elements appear in some parts only.
  */
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -19,6 +22,7 @@
 #include "../../src/column_chunks.hpp"
 #include "../../src/float_column.hpp"
 #include "../../src/id_column.hpp"
+#include "../../src/input_table.hpp"
 #include "../../src/number_column.hpp"
 #include "chunk_arena.hpp"
 #include "run_on_threads.hpp"
@@ -889,3 +893,39 @@ TEST(ColumnParts, ForgottenRowsLeaveChunksAndDictionaries)
 
 } // namespace
 } // namespace gpurec
+
+/*
+ * release_while_call_goes_on: the table's rows go back on another thread
+ * while the call goes on, and the memory the table kept alive (a parallel
+ * read's shared memory, whose deleter calls PostgreSQL) goes only when the
+ * call's context does, on the calling thread, after that work: a page
+ * handed back after its memory was unmapped would be a fault.
+ */
+TEST(ColumnParts, ReleasedRowsGoWithTheCallAndTheirMemoryAfterThem)
+{
+	const size_t bytes = 1 << 20;
+	void *shared = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(shared, MAP_FAILED);
+	std::memset(shared, 7, bytes);
+	std::atomic<bool> unmapped{false};
+	std::thread::id unmapped_on;
+	auto *ctx = new gpurec::ExecContext;
+	{
+		gpurec::InputTable table("points query", {gpurec::id_spec("user_id")});
+		for (int64_t i = 0; i < 100000; ++i)
+			table.int64(0).push_back(i);
+		table.count_rows(100000, 0);
+		table.keep_alive(std::shared_ptr<void>(shared, [&](void *memory) {
+			unmapped_on = std::this_thread::get_id();
+			munmap(memory, bytes);
+			unmapped = true;
+		}));
+		table.note_borrowed(shared, bytes);
+		gpurec::release_while_call_goes_on(std::move(table), *ctx);
+	}
+	EXPECT_FALSE(unmapped) << "the kept memory went with the function that read it, before the call ended";
+	ASSERT_EQ(ctx->kept_until_done.size(), 1u);
+	delete ctx;
+	EXPECT_TRUE(unmapped);
+	EXPECT_EQ(unmapped_on, std::this_thread::get_id());
+}
