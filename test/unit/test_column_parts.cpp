@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -909,7 +910,8 @@ TEST(ColumnParts, ReleasedRowsGoWithTheCallAndTheirMemoryAfterThem)
 	std::memset(shared, 7, bytes);
 	std::atomic<bool> unmapped{false};
 	std::thread::id unmapped_on;
-	auto *ctx = new gpurec::ExecContext;
+	unsigned char first_byte_when_unmapped = 7;
+	auto ctx = std::make_unique<gpurec::ExecContext>();
 	{
 		gpurec::InputTable table("points query", {gpurec::id_spec("user_id")});
 		for (int64_t i = 0; i < 100000; ++i)
@@ -917,6 +919,8 @@ TEST(ColumnParts, ReleasedRowsGoWithTheCallAndTheirMemoryAfterThem)
 		table.count_rows(100000, 0);
 		table.keep_alive(std::shared_ptr<void>(shared, [&](void *memory) {
 			unmapped_on = std::this_thread::get_id();
+			/* the pages handed back (MADV_REMOVE) read as zeros: the work was done first */
+			first_byte_when_unmapped = *static_cast<unsigned char *>(memory);
 			munmap(memory, bytes);
 			unmapped = true;
 		}));
@@ -925,7 +929,8 @@ TEST(ColumnParts, ReleasedRowsGoWithTheCallAndTheirMemoryAfterThem)
 	}
 	EXPECT_FALSE(unmapped) << "the kept memory went with the function that read it, before the call ended";
 	ASSERT_EQ(ctx->kept_until_done.size(), 1u);
-	delete ctx;
+	ctx.reset();
 	EXPECT_TRUE(unmapped);
 	EXPECT_EQ(unmapped_on, std::this_thread::get_id());
+	EXPECT_EQ(first_byte_when_unmapped, 0) << "the kept memory went before its pages were handed back";
 }
