@@ -4,7 +4,8 @@
 # PostgreSQL 15 that `shared/pg-portable/pack .gpu` made into the git-ignored
 # .gpu/, builds gpurec with nvcc against it, and then
 #   suite: unit tests and the whole SQL suite with gpurec.device = gpu
-#          (GPUREC_SECTIONS="unit property", say, runs a part of it: test/run_all.sh)
+#          (GPUREC_SECTIONS="unit property", say, runs a part of it, and
+#          GPUREC_SCRIPTS=test_roc the scripts whose path matches: test/run_all.sh)
 #   bench: the benchmarks of test/bench, GPU and CPU
 #   service: the GPU service on the machine's GPUs: test/robustness/gpu_service.py
 #            with GPUREC_SERVICE_REAL_GPUS=1, then test/bench/bench_service.sh

@@ -10,6 +10,9 @@
 #   PG_CONFIG           which PostgreSQL to build against (default: pg_config)
 #   GPUREC_SECTIONS     run only these of: unit regress property docs shards
 #                       robustness (default: all; the GPU run splits the suite)
+#   GPUREC_SCRIPTS      of the property, docs, shards and robustness scripts,
+#                       run only those whose path matches this extended regex
+#                       (test_roc, say)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -22,6 +25,8 @@ failures=()
 log() { printf '\n=== %s\n' "$*"; }
 # wanted SECTION: whether GPUREC_SECTIONS asks for it (all when unset)
 wanted() { [ -z "${GPUREC_SECTIONS:-}" ] || [[ " $GPUREC_SECTIONS " == *" $1 "* ]]; }
+# chosen SCRIPT: whether GPUREC_SCRIPTS picks it (all when unset)
+chosen() { [ -z "${GPUREC_SCRIPTS:-}" ] || [[ "$1" =~ $GPUREC_SCRIPTS ]]; }
 record() { # record NAME OK
 	if [ "$2" = 1 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
 }
@@ -148,7 +153,7 @@ python=python3
 log "property tests"
 for t in test/property/test_*.py; do
 	[ -e "$t" ] || continue
-	wanted property || continue
+	wanted property && chosen "$t" || continue
 	echo "--- $t"
 	run_check_script "$python" "$t"
 done
@@ -156,7 +161,7 @@ done
 log "documentation: README.md's tutorial and examples, run as they stand"
 for t in test/docs/test_*.py; do
 	[ -e "$t" ] || continue
-	wanted docs || continue
+	wanted docs && chosen "$t" || continue
 	echo "--- $t"
 	run_check_script "$python" "$t"
 done
@@ -164,7 +169,7 @@ done
 log "scale-out tests (gpurec_shards on PL/Proxy, over three clusters of their own)"
 for t in test/shards/test_*.py; do
 	[ -e "$t" ] || continue
-	wanted shards || continue
+	wanted shards && chosen "$t" || continue
 	echo "--- $t"
 	GPUREC_SHARDS_DIR="$work-shard" run_check_script "$python" "$t"
 done
@@ -172,7 +177,7 @@ done
 log "robustness tests"
 for t in test/robustness/*; do
 	[ -x "$t" ] && [ -f "$t" ] || continue
-	wanted robustness || continue
+	wanted robustness && chosen "$t" || continue
 	echo "--- $t"
 	case "$t" in
 	*.py) run_check_script "$python" "$t" ;;

@@ -16,6 +16,7 @@ the machine's GPUs instead (the GPU run's `service` step).
 import os
 import re
 import signal
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -93,7 +94,9 @@ class Cluster:
             return f.read()
 
     def stop(self):
+        """Stops the cluster and removes its directory (a cluster's is over 100 MB)."""
         subprocess.run(["bash", CLUSTER, "stop", self.dir], capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def settings_for(extra=None):
