@@ -308,19 +308,20 @@ class InputTable
 	/* A borrowed chunk's memory (`bytes` at `chunk`), in what keep_alive keeps: release_rows_in_background gives its pages back. */
 	void note_borrowed(void *chunk, size_t bytes) { borrowed_.emplace_back(chunk, bytes); }
 
+  private:
+	friend void release_while_call_goes_on(InputTable &&table, ExecContext &ctx);
+
 	/*
 	 * Gives the rows' memory back on one of the CPU's threads: the columns
 	 * are freed there, and the pages of the chunks borrowed from a
 	 * parallel read's shared memory are handed back to the kernel
 	 * (MADV_REMOVE), which is most of what unmapping that memory costs
 	 * later.  The table then holds no rows; it waits for that work before
-	 * the memory it keeps alive is unmapped.  Through
-	 * release_while_call_goes_on, so that the work overlaps the writing
-	 * of the result.
+	 * the memory it keeps alive is unmapped.  Private: a table that went
+	 * with the function that read it would wait for this work before the
+	 * result is written; release_while_call_goes_on keeps it with the call.
 	 */
 	void release_rows_in_background();
-
-  private:
 	void add_columns();
 
 	/* first, so that it outlives the columns that borrow from it */
