@@ -157,13 +157,13 @@ COMMENT ON FUNCTION roc_fitness(text, anycompatiblearray) IS
 -- The typed form of both: labels NULL reads a scores query (a form of its
 -- own, roc_fitness(text, anyelement), would make roc_fitness(q, '{t,f}')
 -- ambiguous).
-CREATE FUNCTION roc_fitness(query text, labels boolean[], id_type anyelement)
+CREATE FUNCTION roc_fitness(query text, labels anycompatiblearray, id_type anyelement)
 RETURNS TABLE(individual_id anyelement, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
 AS 'MODULE_PATHNAME', 'gpurec_roc_fitness_typed'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION roc_fitness(text, boolean[], anyelement) IS
+COMMENT ON FUNCTION roc_fitness(text, anycompatiblearray, anyelement) IS
 'roc_fitness with individual ids of any type, returned as id_type (NULL::uuid, NULL::text): labels NULL reads query as a scores query (individual_id, label, score), else as a population query (individual_id, scores).';
 
 CREATE FUNCTION roc_auc(scores float8[], labels anycompatiblearray)
@@ -336,13 +336,16 @@ COMMENT ON FUNCTION gpurec_internal.statement_text(text) IS
 -- The points of the given users (every user where users is NULL) as the
 -- geospatial functions read them: rows with a NULL skipped, coordinates as
 -- double precision.  The inner query sits in a FROM clause, where no
--- data-modifying statement is allowed.
+-- data-modifying statement is allowed.  Here and below, OFFSET 0 keeps the
+-- wrapper's conditions and casts above the inner query, whose own WHERE
+-- filters its rows first: pushed into it, a cast could fail on a row it
+-- filters out.
 CREATE FUNCTION gpurec_internal.shard_points(points_query text, users bigint[])
 RETURNS TABLE(user_id bigint, x float8, y float8)
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     RETURN QUERY EXECUTE format(
-        E'SELECT q.user_id::bigint, q.x::float8, q.y::float8 FROM (%s\n) AS q '
+        E'SELECT q.user_id::bigint, q.x::float8, q.y::float8 FROM (SELECT * FROM (%s\n) AS u OFFSET 0) AS q '
         'WHERE q.user_id IS NOT NULL AND q.x IS NOT NULL AND q.y IS NOT NULL '
         'AND ($1 IS NULL OR q.user_id = ANY ($1))',
         gpurec_internal.statement_text(points_query)) USING users;
@@ -373,7 +376,7 @@ RETURNS bytea
 LANGUAGE sql VOLATILE AS $$
     SELECT gpurec_internal._offers_part(format(
         E'WITH o AS (SELECT q.product_id::bigint AS product_id, q.store_id::bigint AS store_id, q.price '
-        '           FROM (%s' || E'\n' || ') AS q '
+        '           FROM (SELECT * FROM (%s' || E'\n' || ') AS u OFFSET 0) AS q '
         '           WHERE q.product_id IS NOT NULL AND q.store_id IS NOT NULL AND q.price IS NOT NULL) '
         '(SELECT DISTINCT ON (o.product_id) o.product_id, o.store_id, o.price '
         ' FROM o WHERE o.product_id = ANY (%L::bigint[]) '
@@ -520,13 +523,29 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION gpurec_internal._similar_users_part(text, integer, text, float8, integer, integer, bytea) IS
 'Internal (gpurec_shards): similar_users'' lists of part part of parts of the users, against the partition''s and remote_points'' points, for _merge_similar_users.';
 
-CREATE FUNCTION gpurec_internal._candidates_part(ids bigint[], xs float8[], ys float8[])
+CREATE FUNCTION gpurec_internal._candidates_part(candidates_query text, metric text)
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_candidates_part'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION gpurec_internal._candidates_part(bigint[], float8[], float8[]) IS
-'Internal (gpurec_shards): candidates (candidate_id, x, y, in their order) as one value for _predict_strength_part.';
+COMMENT ON FUNCTION gpurec_internal._candidates_part(text, text) IS
+'Internal (gpurec_shards): candidates_query (candidate_id, x, y) read as predict_strength reads it, its points checked, in its order as one value for _predict_strength_part.';
+
+CREATE FUNCTION gpurec_internal._candidate_ids(part bytea)
+RETURNS TABLE(n bigint, candidate_id bigint)
+AS 'MODULE_PATHNAME', 'gpurec_candidate_ids'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._candidate_ids(bytea) IS
+'Internal (gpurec_shards): the candidate ids of a _candidates_part, each with its place n (from 1).';
+
+CREATE FUNCTION gpurec_internal._holdout_rows(holdout_query text)
+RETURNS TABLE(user_id bigint, candidate_id bigint)
+AS 'MODULE_PATHNAME', 'gpurec_holdout_rows'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION gpurec_internal._holdout_rows(text) IS
+'Internal (gpurec_shards): holdout_query (user_id, candidate_id) read as fit_exponent reads it.';
 
 CREATE FUNCTION gpurec_internal._predict_strength_part(points_query text, main_user bigint, candidates bytea,
                                                        exponent float8, max_distance float8,
@@ -570,7 +589,7 @@ RETURNS TABLE(cart_id bigint, product_id bigint)
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     RETURN QUERY EXECUTE format(
-        E'SELECT DISTINCT q.cart_id::bigint, q.product_id::bigint FROM (%s\n) AS q '
+        E'SELECT DISTINCT q.cart_id::bigint, q.product_id::bigint FROM (SELECT * FROM (%s\n) AS u OFFSET 0) AS q '
         'WHERE q.cart_id IS NOT NULL AND q.product_id IS NOT NULL',
         gpurec_internal.statement_text(carts_query));
 END $$;
@@ -594,12 +613,12 @@ COMMENT ON FUNCTION gpurec_internal._roc_fitness_part(text, anycompatiblearray) 
 -- labels as gpurec_shards sends them to every partition: two bits a
 -- label, where PL/Proxy would send a boolean[] as its text, two bytes a
 -- label that every partition parses
-CREATE FUNCTION gpurec_internal._labels_pack(labels boolean[])
+CREATE FUNCTION gpurec_internal._labels_pack(labels anycompatiblearray)
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_labels_pack'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION gpurec_internal._labels_pack(boolean[]) IS
+COMMENT ON FUNCTION gpurec_internal._labels_pack(anycompatiblearray) IS
 'Internal (gpurec_shards): labels (NULLs kept) as a bytea that _labels_unpack turns back into them.';
 
 CREATE FUNCTION gpurec_internal._labels_unpack(packed bytea)

@@ -131,22 +131,30 @@ BEGIN
     HAVING count(*) = 1;
     partition := CASE WHEN part IS NULL THEN format('cluster "%s", a partition of database "%s"', cluster, dbname)
                       ELSE gpurec_shards_internal.partition_name(cluster, part) END;
-    IF m[2] <> '' THEN
+    IF m[2] <> '' AND sqlstate NOT IN ('57P01', '57P02', '57P03') THEN
         message := format('%s: %s', partition, m[3]);
         detail := substring(detail FROM '^Remote detail: (.*)$');
         hint := substring(hint FROM '^Remote hint: (.*)$');
         RETURN;
     END IF;
-    -- libpq's own message, after PL/Proxy's name of the libpq call
-    message := regexp_replace(m[3], '^[A-Za-z]+: ', '');
-    IF message ~ 'password authentication failed' THEN
-        sqlstate := '28P01';
-    ELSIF message ~ 'no password supplied|no pg_hba.conf entry|authentication failed|does not exist' THEN
-        sqlstate := CASE WHEN message ~ 'no password supplied' THEN '08001' ELSE '28000' END;
-    ELSIF message ~ 'closed the connection|terminating connection|connection to server was lost|server conn crashed' THEN
-        sqlstate := '08006';
+    IF m[2] <> '' THEN
+        -- the partition's server shut down or is not yet up: its backend's
+        -- last words are an error, but to the caller the partition is lost
+        message := m[3];
+        sqlstate := CASE WHEN raised_sqlstate = '57P03' THEN '08001' ELSE '08006' END;
+        detail := NULL;
     ELSE
-        sqlstate := '08001';
+        -- libpq's own message, after PL/Proxy's name of the libpq call
+        message := regexp_replace(m[3], '^[A-Za-z]+: ', '');
+        IF message ~ 'password authentication failed' THEN
+            sqlstate := '28P01';
+        ELSIF message ~ 'no password supplied|no pg_hba.conf entry|authentication failed|does not exist' THEN
+            sqlstate := CASE WHEN message ~ 'no password supplied' THEN '08001' ELSE '28000' END;
+        ELSIF message ~ 'closed the connection|terminating connection|connection to server was lost|server conn crashed' THEN
+            sqlstate := '08006';
+        ELSE
+            sqlstate := '08001';
+        END IF;
     END IF;
     detail := coalesce(detail, regexp_replace(message, '\s+$', ''));
     message := format('%s is unreachable: %s', partition,
@@ -164,16 +172,45 @@ BEGIN
                  'names a user: PL/Proxy then uses the connect string alone.' END;
 END $$;
 
+-- A call on every partition that does nothing: PL/Proxy's next call on a
+-- cluster drops the connections whose queries it left running.
+CREATE FUNCTION gpurec_shards_internal.reconnected(cluster text, parts integer[])
+RETURNS SETOF integer LANGUAGE plproxy AS $$
+    CLUSTER gpurec_shards_internal.checked_cluster(cluster);
+    SPLIT parts;
+    RUN ON parts;
+    SELECT (parts)[1];
+$$;
+
+-- After a partition's error PL/Proxy leaves the other partitions' queries
+-- running (it cancels them only when the caller is cancelled); dropping
+-- their connections at once makes each partition's gpurec stop within
+-- about a second, as it finds its client gone.  Best effort: a partition
+-- that cannot be reached runs nothing of the call.
+CREATE FUNCTION gpurec_shards_internal.drop_running_parts(cluster text)
+RETURNS void LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    -- PL/Proxy's NOTICE of each connection it drops is no news to the caller
+    PERFORM set_config('client_min_messages', 'warning', true);
+    PERFORM gpurec_shards_internal.reconnected(cluster, gpurec_shards_internal.partitions(cluster));
+EXCEPTION WHEN OTHERS THEN
+    NULL;
+END $$;
+
 -- The error of a call on `cluster` (raised_*: GET STACKED DIAGNOSTICS' in
 -- the user-facing function's handler), raised translated and without the
 -- internal functions' context.
 CREATE FUNCTION gpurec_shards_internal.raise_translated(cluster text, raised_sqlstate text, raised_message text,
                                                         raised_detail text, raised_hint text)
-RETURNS void LANGUAGE plpgsql STABLE AS $$
+RETURNS void LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     e record;
 BEGIN
     e := gpurec_shards_internal.translated_error(cluster, raised_sqlstate, raised_message, raised_detail, raised_hint);
+    IF e.message IS DISTINCT FROM raised_message AND raised_sqlstate <> '57014' THEN
+        -- a partition's error (translated_error names the partition)
+        PERFORM gpurec_shards_internal.drop_running_parts(cluster);
+    END IF;
     PERFORM gpurec_internal.raise_error(e.sqlstate, e.message, e.detail, e.hint);
 END $$;
 
@@ -196,12 +233,6 @@ CREATE FUNCTION gpurec_shards_internal.refuse_split_users(cluster text, parts in
 RETURNS void LANGUAGE sql AS $$
     SELECT gpurec_shards_internal.unsplit(cluster, 'user', array_agg(t.shard), array_agg(u.user_id))
     FROM gpurec_shards_internal.users(cluster, parts, points_query) AS t, unnest(t.users) AS u(user_id);
-$$;
-
--- A query text placed in a FROM clause, whatever follows its statement.
-CREATE FUNCTION gpurec_shards_internal.subquery(query text)
-RETURNS text LANGUAGE sql STABLE STRICT AS $$
-    SELECT format(E'(%s\n)', gpurec_internal.statement_text(query));
 $$;
 
 -- ------------------------------------------------ what runs on the shards --
@@ -291,7 +322,7 @@ RETURNS TABLE(shard integer, part bytea) LANGUAGE plproxy AS $$
 $$;
 
 -- the partitions' parts of roc_fitness, in partition order
-CREATE FUNCTION gpurec_shards_internal.roc_fitness_parts(cluster text, query text, labels boolean[])
+CREATE FUNCTION gpurec_shards_internal.roc_fitness_parts(cluster text, query text, labels anycompatiblearray)
 RETURNS bytea[] LANGUAGE sql AS $$
     SELECT ARRAY(SELECT t.part
                  FROM gpurec_shards_internal.roc_fitness_part(cluster, gpurec_shards_internal.partitions(cluster),
@@ -409,7 +440,7 @@ BEGIN
                             cluster, gpurec_shards_internal.partitions(cluster), offers_query, k) AS t
                    ORDER BY t.shard),
              k) AS m;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
@@ -458,7 +489,7 @@ BEGIN
                             gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, products,
                                                                     pair_products, pair_stores)) AS t
                    ORDER BY t.shard)) AS m;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
@@ -521,7 +552,7 @@ BEGIN
                                                                     coalesce(products, '{}'), NULL, NULL),
                             shipping) AS t
                    ORDER BY t.shard)) AS m;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
@@ -547,7 +578,7 @@ BEGIN
            m.lowest_positive_rank, m.highest_positive_rank
     FROM gpurec_internal._merge_roc_fitness(
              cluster, gpurec_shards_internal.roc_fitness_parts(cluster, scores_query, NULL)) AS m;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
@@ -555,7 +586,7 @@ END $$;
 COMMENT ON FUNCTION roc_fitness(text, text) IS
 'gpurec.roc_fitness (long format) over examples sharded by individual.';
 
-CREATE FUNCTION roc_fitness(cluster text, population_query text, labels boolean[])
+CREATE FUNCTION roc_fitness(cluster text, population_query text, labels anycompatiblearray)
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
 LANGUAGE plpgsql VOLATILE STRICT
@@ -571,15 +602,15 @@ BEGIN
            m.lowest_positive_rank, m.highest_positive_rank
     FROM gpurec_internal._merge_roc_fitness(
              cluster, gpurec_shards_internal.roc_fitness_parts(cluster, population_query, labels)) AS m;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION roc_fitness(text, text, boolean[]) IS
+COMMENT ON FUNCTION roc_fitness(text, text, anycompatiblearray) IS
 'gpurec.roc_fitness (array format) over a population sharded by individual.';
 
-CREATE FUNCTION roc_auc(cluster text, population_query text, labels boolean[])
+CREATE FUNCTION roc_auc(cluster text, population_query text, labels anycompatiblearray)
 RETURNS TABLE(individual_id bigint, auc float8)
 LANGUAGE plpgsql VOLATILE STRICT
 SET gpurec.timing = off AS $$
@@ -593,30 +624,25 @@ BEGIN
     SELECT m.individual_id, m.auc
     FROM gpurec_internal._merge_roc_auc(
              cluster, gpurec_shards_internal.roc_fitness_parts(cluster, population_query, labels)) AS m;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION roc_auc(text, text, boolean[]) IS
+COMMENT ON FUNCTION roc_auc(text, text, anycompatiblearray) IS
 'gpurec.roc_auc of every individual of population_query (individual_id, scores) on every partition.';
 
 -- ------------------------------------------------------------- geospatial --
 
--- The candidates query's rows, read on the coordinator in their order, as
--- one part every partition reads in that order (_candidates_part: ids and
--- coordinates in binary, every bit of a float8), and their ids.
-CREATE FUNCTION gpurec_shards_internal.candidates(candidates_query text, OUT part bytea, OUT ids bigint[])
+-- The candidates query's rows, read on the coordinator by gpurec's reader
+-- in their order, as one part every partition reads in that order
+-- (_candidates_part: ids and coordinates in binary, every bit of a
+-- float8), and their ids.
+CREATE FUNCTION gpurec_shards_internal.candidates(candidates_query text, metric text, OUT part bytea, OUT ids bigint[])
 LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    xs float8[];
-    ys float8[];
 BEGIN
-    EXECUTE format('SELECT array_agg(c.candidate_id::bigint), array_agg(c.x::float8), array_agg(c.y::float8) '
-                   'FROM %s AS c WHERE c.candidate_id IS NOT NULL AND c.x IS NOT NULL AND c.y IS NOT NULL',
-                   gpurec_shards_internal.subquery(candidates_query))
-       INTO ids, xs, ys;
-    part := gpurec_internal._candidates_part(coalesce(ids, '{}'), coalesce(xs, '{}'), coalesce(ys, '{}'));
+    part := gpurec_internal._candidates_part(candidates_query, metric);
+    ids := ARRAY(SELECT c.candidate_id FROM gpurec_internal._candidate_ids(part) AS c ORDER BY c.n);
 END $$;
 
 CREATE FUNCTION user_similarity(cluster text, points_query text, main_user bigint,
@@ -634,7 +660,7 @@ BEGIN
     END IF;
     parts := gpurec_shards_internal.partitions(cluster);
     -- the engine's argument checks on the main user alone
-    PERFORM gpurec.user_similarity(format('SELECT %s::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', main_user),
+    PERFORM gpurec.user_similarity(format('SELECT %L::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', main_user),
                                    main_user, metric, epsilon);
     main_points := gpurec_shards_internal.points_part(cluster, parts, points_query, ARRAY[main_user], metric, epsilon);
     IF main_points IS NULL THEN
@@ -653,7 +679,7 @@ BEGIN
                             FROM gpurec_shards_internal.user_similarity_part(cluster, parts, points_query, main_user,
                                                                              metric, epsilon, main_points) AS t
                             ORDER BY t.shard)) AS m;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
@@ -693,7 +719,7 @@ BEGIN
                    FROM gpurec_shards_internal.similar_users_part(cluster, parts, points_query, cardinality(parts),
                                                                   k, metric, epsilon, points) AS t
                    ORDER BY t.shard)) AS m;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
@@ -719,7 +745,7 @@ BEGIN
         RETURN;
     END IF;
     parts := gpurec_shards_internal.partitions(cluster);
-    PERFORM gpurec.predict_strength(format('SELECT %s::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', main_user),
+    PERFORM gpurec.predict_strength(format('SELECT %L::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', main_user),
                                     main_user,
                                     'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y WHERE false',
                                     exponent, max_distance, min_similarity, metric, epsilon);
@@ -731,8 +757,8 @@ BEGIN
                                         'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y',
                                         exponent, max_distance, min_similarity, metric, epsilon);
     END IF;
-    cands := gpurec_shards_internal.candidates(candidates_query);
-    IF cardinality(cands.ids) IS NULL THEN
+    cands := gpurec_shards_internal.candidates(candidates_query, metric);
+    IF cardinality(cands.ids) = 0 THEN
         RETURN;
     END IF;
     -- a strength is a sum over users: each partition sums its own users
@@ -748,7 +774,7 @@ BEGIN
                                                                      main_points) AS t
                    ORDER BY t.shard)) AS s
     ORDER BY s.n;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
@@ -824,15 +850,12 @@ BEGIN
                                 'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y',
                                 exponents, max_distance, min_similarity, metric, epsilon, tolerance);
     PERFORM gpurec_shards_internal.refuse_split_users(cluster, parts, points_query);
-    cands := gpurec_shards_internal.candidates(candidates_query);
+    cands := gpurec_shards_internal.candidates(candidates_query, metric);
     -- each holdout user's visited candidate rows (every row of a named id;
     -- an id naming no row leaves the user a holdout user with no visit)
-    EXECUTE format('SELECT array_agg(v.user_id), array_agg(v.n) FROM '
-                   '(SELECT DISTINCT h.user_id::bigint AS user_id, c.n FROM %s AS h '
-                   ' LEFT JOIN unnest(%L::bigint[]) WITH ORDINALITY AS c(id, n) ON c.id = h.candidate_id '
-                   ' WHERE h.user_id IS NOT NULL AND h.candidate_id IS NOT NULL) AS v',
-                   gpurec_shards_internal.subquery(holdout_query), coalesce(cands.ids, '{}'))
-       INTO visit_users, visit_rows;
+    SELECT array_agg(v.user_id), array_agg(v.n) INTO visit_users, visit_rows
+      FROM (SELECT DISTINCT h.user_id, c.n FROM gpurec_internal._holdout_rows(holdout_query) AS h
+            LEFT JOIN unnest(coalesce(cands.ids, '{}')) WITH ORDINALITY AS c(id, n) ON c.id = h.candidate_id) AS v;
     IF visit_users IS NOT NULL THEN
         -- the holdout users' points, in binary, for every partition
         visit_points := gpurec_shards_internal.points_part(cluster, parts, points_query, visit_users, metric, epsilon);
@@ -842,7 +865,7 @@ BEGIN
         IF missing IS NOT NULL THEN
             -- the engine's own error for a holdout user without points
             PERFORM gpurec.fit_exponent('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y WHERE false',
-                                        format('SELECT %s::bigint AS user_id, 1::bigint AS candidate_id', missing),
+                                        format('SELECT %L::bigint AS user_id, 1::bigint AS candidate_id', missing),
                                         'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y',
                                         exponents, max_distance, min_similarity, metric, epsilon);
         END IF;
@@ -885,7 +908,7 @@ BEGIN
     SELECT g.x, g.mean_auc, g.users, found_exponent, found_auc
     FROM unnest(exponents, grid_means, grid_users) WITH ORDINALITY AS g(x, mean_auc, users, n)
     ORDER BY g.x, g.n;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;

@@ -36,7 +36,7 @@ int64_t pow10(int e)
 
 } // namespace
 
-void require_exact(const NumberColumn &column)
+void require_exact(const NumberColumn &column, int64_t place)
 {
 	if (column.type() == NumberType::Float4 || column.type() == NumberType::Float8)
 		throw Error(sqlstate::datatype_mismatch,
@@ -44,7 +44,8 @@ void require_exact(const NumberColumn &column)
 						(column.type() == NumberType::Float4 ? "real" : "double precision") +
 						"; optimize_carts sums prices and fees exactly",
 					"Prices, fees and free_from must be of an integer type or numeric.",
-					"Cast the column to numeric.");
+					"Cast the column to numeric.")
+			.ordered({kExactCheck, place});
 }
 
 bool units_of(const NumberColumn &column, size_t row, int scale, __int128 *units)
@@ -60,31 +61,39 @@ ShippingTable read_shipping(const Shipping &shipping, int scale, const CallKeys 
 	ShippingTable table;
 	size_t n = shipping.store.size();
 	table.index = KeyIndex(n);
-	table.rows.reserve(n);
-	for (size_t r = 0; r < n; ++r)
+	table.rows.resize(n);
+	/* the stores in their order, so that a fault names the least store at fault, whatever the rows' order */
+	std::vector<uint32_t> order(n);
+	std::iota(order.begin(), order.end(), 0u);
+	std::sort(order.begin(), order.end(),
+			  [&](uint32_t a, uint32_t b) { return shipping.store[a] < shipping.store[b]; });
+	for (size_t i = 0; i < n; ++i)
 	{
+		size_t r = order[i];
 		int64_t store = shipping.store[r];
 		std::string who = "store " + shown_id(keys, "store_id", store);
-		if (!table.index.insert(store, static_cast<int32_t>(r)))
-			throw Error(sqlstate::cardinality_violation, "the shipping query lists " + who + " more than once",
-						"A store has one fee and one free_from.");
+		auto at_store = [store](Error error) { return std::move(error).ordered({kShippingCheck, store}); };
+		if (i + 1 < n && shipping.store[order[i + 1]] == store)
+			throw at_store(Error(sqlstate::cardinality_violation, "the shipping query lists " + who + " more than once",
+						"A store has one fee and one free_from."));
+		table.index.insert(store, static_cast<int32_t>(r));
 		__int128 fee;
 		if (!units_of(shipping.fee, r, scale, &fee))
-			throw Error(sqlstate::invalid_parameter_value, "the fee of " + who + " is not a finite number");
+			throw at_store(Error(sqlstate::invalid_parameter_value, "the fee of " + who + " is not a finite number"));
 		if (fee < 0)
-			throw Error(sqlstate::invalid_parameter_value, "the fee of " + who + " is negative",
-						"A fee must be at least 0.");
+			throw at_store(Error(sqlstate::invalid_parameter_value, "the fee of " + who + " is negative",
+						"A fee must be at least 0."));
 		if (fee > kMaxUnits)
-			throw Error(sqlstate::numeric_value_out_of_range, "the fee of " + who + " is too large to sum exactly",
+			throw at_store(Error(sqlstate::numeric_value_out_of_range, "the fee of " + who + " is too large to sum exactly",
 						"optimize_carts sums fees and prices x quantities as 64-bit integers at scale " +
-							std::to_string(scale) + "; a fee may be at most 2^56 = 72057594037927936 units there.");
+							std::to_string(scale) + "; a fee may be at most 2^56 = 72057594037927936 units there."));
 		StoreShipping row{static_cast<int64_t>(fee), carts::kNeverFree, shipping.fee.display_scale(r)};
 		const NumberColumn &free_from = shipping.free_from;
 		if (free_from.type() == NumberType::Numeric && free_from.display_scale(r) < 0)
 		{
 			int16_t marker = free_from.display_scale(r);
 			if (marker == NumberColumn::kScaleNaN)
-				throw Error(sqlstate::invalid_parameter_value, "the free_from of " + who + " is NaN");
+				throw at_store(Error(sqlstate::invalid_parameter_value, "the free_from of " + who + " is NaN"));
 			row.free_from = marker == NumberColumn::kScalePosInf ? carts::kNeverFree : carts::kAlwaysFree;
 		}
 		else
@@ -95,7 +104,7 @@ ShippingTable read_shipping(const Shipping &shipping, int scale, const CallKeys 
 							: threshold < -kThresholdLimit ? carts::kAlwaysFree
 														   : static_cast<int64_t>(threshold);
 		}
-		table.rows.push_back(row);
+		table.rows[r] = row;
 	}
 	return table;
 }

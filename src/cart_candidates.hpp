@@ -33,8 +33,12 @@
 
 namespace gpurec {
 
-/* The column must be exact: integers or numeric. */
-void require_exact(const NumberColumn &column);
+/*
+ * The column must be exact: integers or numeric; else ERROR 42804, ordered
+ * (kExactCheck, place): its place among the columns checked (price 0, fee
+ * 1, free_from 2).
+ */
+void require_exact(const NumberColumn &column, int64_t place);
 
 /* A finite row's value x 10^scale (scale >= the column's); false for NaN and infinities. */
 bool units_of(const NumberColumn &column, size_t row, int scale, __int128 *units);

@@ -275,6 +275,18 @@ void check_strength_arguments(const std::vector<double> &exponents, const Streng
 void check_tolerance(double tolerance);
 
 /*
+ * The input checks of the functions above, for gpurec_shards' coordinator
+ * and partitions, which read parts of the input apart.  check_geo_input:
+ * what every function checks first, epsilon, then every point's
+ * coordinates (finite; under haversine in range): the error names the
+ * least user with a bad point, ordered by it (Error::order) for the
+ * partitions' refusals.  check_candidates: every candidate's point, the
+ * error naming the least candidate id with a bad one.
+ */
+void check_geo_input(const GeoPoints &points, const GeoOptions &options, ExecContext &ctx);
+void check_candidates(const GeoCandidates &candidates, GeoMetric metric, const CallKeys *keys);
+
+/*
  * A building block, exposed for the unit tests: the points grouped per user
  * as the CPU path holds them (validating coordinates).
  */

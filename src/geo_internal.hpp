@@ -80,8 +80,6 @@ inline bool point_in_range(double x, double y, GeoMetric metric)
  */
 void check_coordinates(double x, double y, GeoMetric metric, const char *what, int64_t id, const CallKeys *keys);
 
-/* What every function checks first: epsilon, then every point's coordinates (check_coordinates). */
-void check_geo_input(const GeoPoints &points, const GeoOptions &options, ExecContext &ctx);
 
 /*
  * The 32-bit limits of a call (README, Limits): at most 2^31 - 2 users and

@@ -185,19 +185,25 @@ GeoPointSet grouped_on_cpu(const GeoRows &points, GeoMetric metric, ExecContext 
 	return set;
 }
 
-GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric, const CallKeys *keys)
+void check_candidates(const GeoCandidates &candidates, GeoMetric metric, const CallKeys *keys)
 {
-	GeoCandidateSet set;
-	size_t n = candidates.id.size();
-	set.x = candidates.x.to_vector();
-	set.y = candidates.y.to_vector();
 	/* the candidate named: the least id with a bad point, whatever order the rows came in */
+	size_t n = candidates.id.size();
 	size_t named = n;
 	for (size_t i = 0; i < n; ++i)
-		if (!point_in_range(set.x[i], set.y[i], metric) && (named == n || candidates.id[i] < candidates.id[named]))
+		if (!point_in_range(candidates.x[i], candidates.y[i], metric) &&
+			(named == n || candidates.id[i] < candidates.id[named]))
 			named = i;
 	if (named < n)
-		check_coordinates(set.x[named], set.y[named], metric, "candidate", candidates.id[named], keys);
+		check_coordinates(candidates.x[named], candidates.y[named], metric, "candidate", candidates.id[named], keys);
+}
+
+GeoCandidateSet candidate_set(const GeoCandidates &candidates, GeoMetric metric, const CallKeys *keys)
+{
+	check_candidates(candidates, metric, keys);
+	GeoCandidateSet set;
+	set.x = candidates.x.to_vector();
+	set.y = candidates.y.to_vector();
 	if (metric == GeoMetric::Haversine)
 		set.cos_lat = cos_latitudes(set.y);
 	return set;

@@ -298,9 +298,12 @@ struct CartLines
 /*
  * The carts functions' checks of their rows, by their place in a call, the
  * first value of their errors' order (Error::order): every quantity first,
- * then (optimize_carts) every price.
+ * then (optimize_carts) the exact types of prices, fees and free_from, the
+ * shipping query's stores, and every price.  A gpurec_shards partition
+ * sends such an error as a refusal: the coordinator raises the one one
+ * server raises, whichever partitions found what.
  */
-constexpr int64_t kQuantityCheck = 1, kPriceCheck = 2;
+constexpr int64_t kQuantityCheck = 1, kExactCheck = 2, kShippingCheck = 3, kPriceCheck = 4;
 
 /*
  * Every quantity is at least 1: else ERROR 22023 naming the least cart,

@@ -718,9 +718,9 @@ CartsAnswer optimize_carts(const CartLines &lines, const Offers &offers, const S
 						   ExecContext &ctx)
 {
 	check_quantities(lines, ctx.keys.get());
-	require_exact(offers.price);
-	require_exact(shipping.fee);
-	require_exact(shipping.free_from);
+	require_exact(offers.price, 0);
+	require_exact(shipping.fee, 1);
+	require_exact(shipping.free_from, 2);
 	check_offer_count(offers.product.size());
 
 	Stopwatch clock;

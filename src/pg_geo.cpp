@@ -50,6 +50,13 @@ void check_point_source(const InputTable &table, const GeoOptions &options, cons
 		return;
 	std::string what = std::string("the ") + table.what() + "'s " + (points.geography ? "geography" : "geometry") +
 					   " column \"" + points.column + "\"";
+	/* two SRIDs first: no metric fits both, and the metric's hint would only move the error to the other */
+	if (other && other->points().postgis && points.srid_known && other->points().srid_known &&
+		other->points().srid != points.srid)
+		throw Error(sqlstate::invalid_parameter_value,
+					what + " has SRID " + std::to_string(points.srid) + ", the " + other->what() + "'s " +
+						std::to_string(other->points().srid),
+					{}, "Transform one to the other's SRID (ST_Transform).");
 	bool lon_lat = points.geography || points.srid == 4326;
 	if (points.srid_known && lon_lat != (options.metric == GeoMetric::Haversine))
 		throw Error(sqlstate::invalid_parameter_value,
@@ -59,12 +66,6 @@ void check_point_source(const InputTable &table, const GeoOptions &options, cons
 					"geography, and geometry of SRID 4326, are measured with haversine; other SRIDs with euclidean, "
 					"in their own units.",
 					std::string("Pass metric => '") + (lon_lat ? "haversine" : "euclidean") + "'.");
-	if (other && other->points().postgis && points.srid_known && other->points().srid_known &&
-		other->points().srid != points.srid)
-		throw Error(sqlstate::invalid_parameter_value,
-					what + " has SRID " + std::to_string(points.srid) + ", the " + other->what() + "'s " +
-						std::to_string(other->points().srid),
-					{}, "Transform one to the other's SRID (ST_Transform).");
 }
 
 /*
@@ -124,6 +125,9 @@ InputTable read_candidates(const char *candidates_query, ExecContext &ctx, const
 	check_point_source(candidates, options, &points);
 	return candidates;
 }
+
+/* holdout_query: user_id, candidate_id (fit_exponent's visits to predict) */
+InputTable holdout_input() { return InputTable("holdout query", {id_spec("user_id"), id_spec("candidate_id")}); }
 
 GeoCandidates candidates_of(InputTable &table)
 {
@@ -263,9 +267,16 @@ Datum geo_points_part_body(FunctionCallInfo fcinfo)
 	}
 	InputTable points = read_points(points_query, ctx, options, std::numeric_limits<double>::infinity());
 	require_integer_ids(ctx);
+	/* every point, as one server checks them all: the coordinator raises the least user's fault of all partitions */
+	check_geo_input(points_of(points), options, ctx);
 	ShardRows part = geo_points_part(points, users.get());
 	report_timing("_geo_points_part", ctx);
 	return shard_rows_result(part, "the geospatial functions");
+}
+
+Datum geo_points_part_or_refusal(FunctionCallInfo fcinfo)
+{
+	return part_or_refusal([fcinfo] { return geo_points_part_body(fcinfo); });
 }
 
 /* The parts of bytea[] argument n, in partition order. */
@@ -522,24 +533,73 @@ Datum predict_strength_part_body(FunctionCallInfo fcinfo)
 }
 
 /*
- * gpurec_internal._candidates_part(ids, xs, ys): the candidates the
- * coordinator of gpurec_shards read, in their order, as one part for every
- * partition's _predict_strength_part.
+ * gpurec_internal._candidates_part(candidates_query, metric): the
+ * candidates query read on gpurec_shards' coordinator as predict_strength
+ * and fit_exponent read it (read-only, its columns' types checked, rows
+ * with a NULL skipped, PostGIS points agreeing with the metric), each
+ * point checked, as one part in its rows' order for every partition.
  */
 Datum candidates_part_body(FunctionCallInfo fcinfo)
 {
-	std::vector<int64_t> ids = int8_list_argument(fcinfo, 0, "ids");
-	std::vector<double> xs = float8_list_argument(fcinfo, 1, "xs"), ys = float8_list_argument(fcinfo, 2, "ys");
-	if (xs.size() != ids.size() || ys.size() != ids.size())
-		throw Error(sqlstate::array_subscript_error, "_candidates_part needs as many ids, xs and ys");
+	ExecContext ctx = exec_context_from_settings();
+	const char *metric = text_argument(fcinfo, 1);
+	GeoOptions options = geo_options(metric, default_epsilon(parse_geo_metric(metric)));
+	InputTable candidates("candidates query", {id_spec("candidate_id"), point_spec("x", 0), point_spec("y", 1)});
+	candidates.keep_row_order();
+	read_inner_query(text_argument(fcinfo, 0), candidates, ctx);
+	check_point_source(candidates, options);
+	require_integer_ids(ctx);
+	GeoCandidates read = candidates_of(candidates);
+	check_candidates(read, options.metric, ctx.keys.get());
 	ShardRows part = candidates_rows();
-	for (size_t r = 0; r < ids.size(); ++r)
+	for (size_t r = 0; r < read.id.size(); ++r)
 	{
-		part.put(ids[r]);
-		part.put(xs[r]);
-		part.put(ys[r]);
+		part.put(read.id[r]);
+		part.put(read.x[r]);
+		part.put(read.y[r]);
 	}
 	return shard_rows_result(part, "predict_strength");
+}
+
+/* gpurec_internal._candidate_ids(part): the ids of a _candidates_part, each with its place n (from 1) */
+Datum candidate_ids_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	ShardRows part = candidates_rows();
+	ByteSpan bytes = bytea_argument(fcinfo, 0);
+	part.append(bytes.data, bytes.size, 0);
+	ResultWriter out(fcinfo, ctx, "_candidate_ids");
+	for (size_t r = 0; r < part.rows(); ++r)
+	{
+		Datum values[2] = {Int64GetDatum(static_cast<int64_t>(r + 1)), Int64GetDatum(part.int64(r, 0))};
+		bool nulls[2] = {false, false};
+		out.put(values, nulls);
+	}
+	out.finish();
+	return (Datum) 0;
+}
+
+/*
+ * gpurec_internal._holdout_rows(holdout_query): the holdout query read on
+ * gpurec_shards' coordinator as fit_exponent reads it (read-only, its
+ * columns' types checked, rows with a NULL skipped).
+ */
+Datum holdout_rows_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	InputTable holdout = holdout_input();
+	read_inner_query(text_argument(fcinfo, 0), holdout, ctx);
+	require_integer_ids(ctx);
+	const Int64Column &user = holdout.int64(0), &candidate = holdout.int64(1);
+	ResultWriter out(fcinfo, ctx, "_holdout_rows");
+	for (size_t r = 0; r < user.size(); ++r)
+	{
+		Datum values[2] = {Int64GetDatum(user[r]), Int64GetDatum(candidate[r])};
+		bool nulls[2] = {false, false};
+		out.put(values, nulls);
+	}
+	out.finish();
+	return (Datum) 0;
 }
 
 /* fit_exponent's continuous search: its tolerance, NULL for none */
@@ -562,8 +622,7 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 		check_tolerance(tolerance);
 
 	InputTable points = read_points(args.points_query, ctx, args.options, gpu_pairs_from(ctx));
-	InputTable holdout("holdout query",
-					   {id_spec("user_id"), id_spec("candidate_id")});
+	InputTable holdout = holdout_input();
 	read_inner_query(holdout_query, holdout, ctx);
 	InputTable candidates = read_candidates(args.candidates_query, ctx, args.options, points);
 	ExponentSearch fits =
@@ -645,7 +704,7 @@ GPUREC_SQL_FUNCTION(gpurec_similar_users, gpurec::similar_users_body)
 GPUREC_SQL_FUNCTION(gpurec_similar_users_part, gpurec::similar_users_part_body)
 GPUREC_SQL_FUNCTION(gpurec_user_similarity_part, gpurec::user_similarity_part_body)
 GPUREC_SQL_FUNCTION(gpurec_predict_strength_part, gpurec::predict_strength_part_body)
-GPUREC_SQL_FUNCTION(gpurec_geo_points_part, gpurec::geo_points_part_body)
+GPUREC_SQL_FUNCTION(gpurec_geo_points_part, gpurec::geo_points_part_or_refusal)
 GPUREC_SQL_FUNCTION(gpurec_merge_geo_points, gpurec::merge_geo_points_body)
 GPUREC_SQL_FUNCTION(gpurec_geo_points_users, gpurec::geo_points_users_body)
 GPUREC_SQL_FUNCTION(gpurec_merge_user_similarity, gpurec::merge_user_similarity_body)
@@ -653,5 +712,7 @@ GPUREC_SQL_FUNCTION(gpurec_merge_similar_users, gpurec::merge_similar_users_body
 GPUREC_SQL_FUNCTION(gpurec_merge_strengths, gpurec::merge_strengths_body)
 GPUREC_SQL_FUNCTION(gpurec_predict_strength, gpurec::predict_strength_body)
 GPUREC_SQL_FUNCTION(gpurec_candidates_part, gpurec::candidates_part_body)
+GPUREC_SQL_FUNCTION(gpurec_candidate_ids, gpurec::candidate_ids_body)
+GPUREC_SQL_FUNCTION(gpurec_holdout_rows, gpurec::holdout_rows_body)
 GPUREC_SQL_FUNCTION(gpurec_fit_exponent, gpurec::fit_exponent_body)
 GPUREC_SQL_FUNCTION(gpurec_exponent_search, gpurec::exponent_search_body)

@@ -13,6 +13,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
+#include "utils/typcache.h"
 #include "utils/uuid.h"
 }
 
@@ -211,12 +212,38 @@ bool key_type_of_result(Oid type, KeyType *key_type)
 	}
 }
 
+/*
+ * The hint of ERROR 42804 where a result column's type (`returned`, where
+ * `known`) is not of its ids' kind: the typed form's id_type where the ids
+ * are uuid or text; where they are integers (or the other kind of key), a
+ * cast in the query, as another id_type would not fit the call's other ids.
+ */
+std::string ids_type_hint(KeyType ids, bool known, KeyType returned, const char *name)
+{
+	if (!known)
+		return "Pass an id_type of smallint, integer, bigint, uuid, text or varchar, or a domain over one.";
+	if (returned == KeyType::Integer)
+		return std::string("Call the function's typed form, with NULL::") + (ids == KeyType::Uuid ? "uuid" : "text") +
+			   " as its id_type, the last of all its arguments.";
+	return std::string("Cast \"") + name + "\" to " + (returned == KeyType::Uuid ? "uuid" : "text") +
+		   " in the query: every id the call returns is of id_type's type.";
+}
+
 } // namespace
 
 ResultIds::ResultIds(const ResultWriter &out, int column, const ExecContext &ctx, const char *name) : name_(name)
 {
 	Oid declared = out.column_type(column);
-	type_ = pg_call([declared] { return getBaseType(declared); });
+	declared_ = declared;
+	int32 typmod = -1;
+	type_ = pg_call([declared, &typmod] { return getBaseTypeAndTypmod(declared, &typmod); });
+	if (type_ != declared)
+	{
+		checks_domain_ = pg_call([declared] { return DomainHasConstraints(declared); });
+		if (type_ == VARCHAROID && typmod >= static_cast<int32>(VARHDRSZ))
+			varchar_typmod_ = typmod;
+		domain_memory_ = CurrentMemoryContext;
+	}
 	const CallKeys::Key *key = ctx.keys ? ctx.keys->find(name) : nullptr;
 	KeyType ids = key ? key->type : KeyType::Integer;
 	KeyType result = KeyType::Integer;
@@ -227,10 +254,9 @@ ResultIds::ResultIds(const ResultWriter &out, int column, const ExecContext &ctx
 		throw Error(sqlstate::datatype_mismatch,
 					std::string("the call's \"") + name + "\" ids are " + key_type_name(ids) +
 						", but it returns them as " + type_name,
-					"The ids a function returns take the type of its id_type argument (of main_user where it has "
-					"one), bigint when it is not given.",
-					std::string("Pass id_type => NULL::") +
-						(ids == KeyType::Uuid ? "uuid" : ids == KeyType::Text ? "text" : "bigint") + ".");
+					"The ids a function returns take the type of its id_type argument, bigint when it is not "
+					"given.",
+					ids_type_hint(ids, known, result, name));
 	}
 	key_type_ = ids;
 	if (key)
@@ -238,6 +264,33 @@ ResultIds::ResultIds(const ResultWriter &out, int column, const ExecContext &ctx
 }
 
 Datum ResultIds::operator()(int64_t id)
+{
+	Datum value = value_of(id);
+	return checks_domain_ || varchar_typmod_ >= 0 ? as_domain(value) : value;
+}
+
+Datum ResultIds::as_domain(Datum value)
+{
+	Oid domain = declared_;
+	int32 typmod = varchar_typmod_;
+	bool constraints = checks_domain_;
+	void **cache = &domain_cache_;
+	MemoryContext memory = domain_memory_;
+	/*
+	 * what a cast to the domain does, with its errors: varchar's length
+	 * (22001; trailing spaces past it cut, as the standard says), then the
+	 * constraints
+	 */
+	return pg_call([value, domain, typmod, constraints, cache, memory] {
+		Datum cast = typmod >= 0 ? DirectFunctionCall3(varchar, value, Int32GetDatum(typmod), BoolGetDatum(false))
+								 : value;
+		if (constraints)
+			domain_check(cast, false, domain, cache, memory);
+		return cast;
+	});
+}
+
+Datum ResultIds::value_of(int64_t id)
 {
 	switch (key_type_)
 	{

@@ -67,7 +67,9 @@ class ResultWriter
  * and text ids (key_dictionary.hpp) as their values.  The column's type
  * comes from the call (the function's id_type or main_user argument): one
  * that is not of the ids' kind is ERROR 42804, at construction, before any
- * row.  A Datum it gives lives until the next one it gives.
+ * row.  A domain's constraints hold for every id returned as it (ERROR
+ * 23514 as a cast to it says), and a domain over varchar(n) its length
+ * (22001).  A Datum it gives lives until the next one it gives.
  */
 class ResultIds
 {
@@ -76,7 +78,16 @@ class ResultIds
 	Datum operator()(int64_t id);
 
   private:
+	Datum value_of(int64_t id);
+	/* an id returned as a domain: its varchar's length and its constraints checked */
+	Datum as_domain(Datum value);
+
+	Oid declared_; /* the column's type: type_, or a domain over it */
 	Oid type_;
+	bool checks_domain_ = false;	  /* a domain with constraints */
+	int32 varchar_typmod_ = -1;		  /* a domain over varchar(n): its typmod */
+	void *domain_cache_ = nullptr;	  /* domain_check's, for the call */
+	MemoryContext domain_memory_ = nullptr;
 	KeyType key_type_ = KeyType::Integer;
 	const KeyDictionary *dictionary_ = nullptr;
 	std::vector<uint8_t> value_; /* the last uuid or text given */

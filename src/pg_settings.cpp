@@ -10,11 +10,15 @@
 extern "C" {
 #include "miscadmin.h"
 #include "storage/latch.h"
+#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
+
+/* libpq/libpq.h's, whose header needs GSSAPI's where the server was built with it */
+extern bool pq_check_connection(void);
 }
 
 #include <cstdlib>
@@ -434,6 +438,32 @@ service::Options service_options_from_settings()
 	return options;
 }
 
+namespace {
+
+/*
+ * A client that went away ends the call within about a second, as
+ * client_connection_check_interval would (PostgreSQL's own check, where
+ * that is set): a gpurec_shards partition whose coordinator dropped its
+ * connection, after another partition's error or at its own end, stops
+ * working for no one.  A backend's only: a parallel or background worker
+ * has no client.  ERROR, not FATAL: the call unwinds, and the backend ends
+ * at its next read from the client.
+ */
+void check_client_connection()
+{
+	static TimestampTz last_check = 0;
+	if (MyProcPort == nullptr || whereToSendOutput != DestRemote || client_connection_check_interval > 0)
+		return;
+	TimestampTz now = GetCurrentTimestamp();
+	if (now - last_check < USECS_PER_SEC)
+		return;
+	last_check = now;
+	if (!pq_check_connection())
+		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("connection to client lost")));
+}
+
+} // namespace
+
 ExecContext exec_context_from_settings()
 {
 	ExecContext ctx;
@@ -444,7 +474,10 @@ ExecContext exec_context_from_settings()
 	ctx.fail_gpu_alloc = test_fail_gpu_alloc_setting;
 	ctx.progress = pg_call([] { return progress_for_call(track_progress_setting); });
 	ctx.check_interrupts = [] {
-		pg_call([] { CHECK_FOR_INTERRUPTS(); });
+		pg_call([] {
+			CHECK_FOR_INTERRUPTS();
+			check_client_connection();
+		});
 		publish_progress();
 	};
 	ctx.fault = test_fault;
@@ -493,6 +526,7 @@ void run_test_fault(const TestFault &fault)
 void postgres_interrupt_point(ExecContext &ctx, Phase phase)
 {
 	CHECK_FOR_INTERRUPTS();
+	check_client_connection();
 	publish_progress();
 	if (ctx.fault.due(phase))
 		run_test_fault(ctx.fault);

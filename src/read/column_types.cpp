@@ -10,7 +10,9 @@
 #include "pg_boundary.hpp"
 
 extern "C" {
+#include "catalog/dependency.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -397,7 +399,9 @@ KeyDictionary *key_dictionary_for(CallKeys &keys, const char *name, KeyType key_
 						errdetail("Every inner query of one call gives its \"%s\" in one kind of type: integers, "
 								  "uuid, or text (varchar).",
 								  name),
-						errhint("Cast the column (for example %s::text AS %s).", name, name)));
+						errhint("Give \"%s\" one type in every query of the call (for example %s::text AS %s in "
+								"each).",
+								name, name, name)));
 	KeyArgs args{&keys, name, key_type, nullptr};
 	cpp_callback_guard(add_key, &args);
 	return args.dictionary;
@@ -440,17 +444,26 @@ void notice_unused_columns(const ColumnBinding &b, TupleDesc desc)
 
 namespace {
 
-/* Whether type is PostGIS's geometry or geography (by name: gpurec links nothing of PostGIS); which, in *geography. */
+/*
+ * Whether type is PostGIS's geometry or geography (gpurec links nothing of
+ * PostGIS: a base type of that name that the extension postgis made);
+ * which, in *geography.
+ */
 bool postgis_point_type(Oid type, bool *geography)
 {
 	HeapTuple tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
 	if (!HeapTupleIsValid(tuple))
 		return false;
-	const char *name = NameStr(reinterpret_cast<Form_pg_type>(GETSTRUCT(tuple))->typname);
-	bool found = strcmp(name, "geometry") == 0 || strcmp(name, "geography") == 0;
+	auto *form = reinterpret_cast<Form_pg_type>(GETSTRUCT(tuple));
+	const char *name = NameStr(form->typname);
+	bool named = form->typtype == TYPTYPE_BASE && (strcmp(name, "geometry") == 0 || strcmp(name, "geography") == 0);
 	*geography = strcmp(name, "geography") == 0;
 	ReleaseSysCache(tuple);
-	return found;
+	if (!named)
+		return false;
+	Oid extension = getExtensionOfObject(TypeRelationId, type);
+	const char *made_by = OidIsValid(extension) ? get_extension_name(extension) : nullptr;
+	return made_by != nullptr && strcmp(made_by, "postgis") == 0;
 }
 
 /*

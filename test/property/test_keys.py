@@ -33,7 +33,7 @@ import sys
 import uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
-from pgtest import PSQL, check, drop_database, fresh_database, seeded_random, sql, sql_error  # noqa: E402
+from pgtest import PSQL, check, drop_database, first_difference, fresh_database, seeded_random, sql, sql_error  # noqa: E402
 
 rng = seeded_random()
 DB = "gpurec_property_keys"
@@ -367,6 +367,14 @@ def check_roc(key_type, devices):
                       settings=s)
         compare(f"roc_fitness population {name}: as on integer ids", typed, integer, {0: "individual_id"}, ids,
                 ordered=False)
+        # the typed form takes the labels of every type roc_fitness(query, labels) takes: integers 0 and 1
+        label_type = rng.choice(["smallint", "integer", "bigint"])
+        numbers = labels.replace("t", "1").replace("f", "0")
+        as_integers = sql("SELECT * FROM gpurec.roc_fitness("
+                          + lit("SELECT individual_key AS individual_id, scores FROM population")
+                          + f", '{numbers}'::{label_type}[], {id_type})", settings=s)
+        check(f"roc_fitness population {name}: {label_type} labels 0 and 1 give the boolean labels' rows",
+              sorted(as_integers) == sorted(typed), f"{first_difference(sorted(as_integers), sorted(typed))}")
 
 
 def check_integers_typed(devices):
@@ -380,6 +388,47 @@ INSERT INTO small VALUES (1, 7, 3), (1, 8, 3), (2, 70000, 1);""")
           str(rows))
     err = sql_error("SELECT * FROM gpurec.cheapest_offers(" + lit("SELECT * FROM small") + ", 2, NULL::smallint)")
     check("cheapest_offers: an id beyond id_type's range is 22003", err is not None and err[0] == "22003", str(err))
+
+
+def check_domains(devices):
+    """Ids returned as a domain hold to it, as a cast to it would: its CHECK (23514) and its varchar's length
+    (22001) for every id, an id that fits coming back as the domain."""
+    sql("""DROP TABLE IF EXISTS domain_offers; DROP DOMAIN IF EXISTS positive_id, short_sku, not_bad;
+CREATE DOMAIN positive_id AS integer CHECK (VALUE > 0);
+CREATE DOMAIN short_sku AS varchar(4);
+CREATE DOMAIN not_bad AS text CHECK (VALUE <> 'bad');
+CREATE TABLE domain_offers (product_int int, product_text text, store_id int, price numeric);""")
+    n = rng.randint(3, 40)
+    products = rng.sample(range(1, 1000), n)
+    names = {p: "".join(rng.choice("abcé日") for _ in range(rng.randint(1, 4))) + str(p) for p in products}
+    sql("INSERT INTO domain_offers VALUES " + ",".join(
+        f"({p}, {quote(names[p])}, {rng.randint(1, 5)}, {rng.randint(1, 9)})" for p in products) + ";")
+    fits = all(len(v) <= 4 for v in names.values())
+    for device in devices:
+        s = {"gpurec.device": device}
+        rows = sql("SELECT pg_typeof(product_id)::text, count(*) FROM gpurec.cheapest_offers("
+                   + lit("SELECT product_int AS product_id, store_id, price FROM domain_offers")
+                   + ", 1, NULL::positive_id) GROUP BY 1", settings=s)
+        check(f"domain {device}: ids that satisfy the domain come back as it", rows == [["positive_id", str(n)]],
+              str(rows))
+        err = sql_error("SELECT * FROM gpurec.cheapest_offers("
+                        + lit("SELECT product_int - 500 AS product_id, store_id, price FROM domain_offers")
+                        + ", 1, NULL::positive_id)", settings=s)
+        negative = any(p <= 500 for p in products)
+        check(f"domain {device}: an id that breaks the domain's CHECK is 23514",
+              (err is not None and err[0] == "23514") if negative else err is None, str(err))
+        err = sql_error("SELECT * FROM gpurec.cheapest_offers("
+                        + lit("SELECT product_text AS product_id, store_id::text AS store_id, price FROM domain_offers")
+                        + ", 1, NULL::short_sku)", settings=s)
+        check(f"domain {device}: a text id longer than the domain's varchar(4) is 22001",
+              err is None if fits else (err is not None and err[0] == "22001"), str(err))
+        bad = rng.choice(products)
+        err = sql_error("SELECT * FROM gpurec.cheapest_offers("
+                        + lit(f"SELECT CASE WHEN product_int = {bad} THEN 'bad' ELSE product_text END AS product_id, "
+                              "store_id::text AS store_id, price FROM domain_offers")
+                        + ", 1, NULL::not_bad)", settings=s)
+        check(f"domain {device}: a text id the domain's CHECK refuses is 23514", err is not None and err[0] == "23514",
+              str(err))
 
 
 FORCE = {"parallel_setup_cost": "0", "parallel_tuple_cost": "0", "min_parallel_table_scan_size": "0",
@@ -618,12 +667,15 @@ def check_errors_name_keys(key_type, devices):
         lit("SELECT store_int AS store_id, fee FROM err_shipping"))
     expect("optimize_carts", typed, integer, "the price of product %s is not a finite number",
            f"{p} at store {st}", f"{products.integer[p]} at store {stores.integer[st]}")
-    # shipping: one store twice (the offers all finite now)
-    twice = rng.choice(stores.keys)
+    # shipping: stores twice, in random order (the offers all finite now)
+    twice = rng.sample(stores.keys, rng.randint(1, len(stores.keys)))
+    listed = stores.keys + twice
+    rng.shuffle(listed)
     sql("UPDATE err_offers SET price = 1 WHERE price = 'NaN'; INSERT INTO err_shipping VALUES " + ",".join(
-        f"({quote(k)}, {stores.integer[k]}, 1)" for k in stores.keys + [twice]) + ";")
+        f"({quote(k)}, {stores.integer[k]}, 1)" for k in listed) + ";")
+    least = byte_order(key_type, twice)[0]
     expect("optimize_carts shipping", typed, integer, "the shipping query lists store %s more than once",
-           twice, stores.integer[twice])
+           least, stores.integer[least])
 
     # population: individuals twice, and arrays of the wrong length
     people = Ids(key_type, rng.randint(3, 20))
@@ -660,6 +712,7 @@ def main():
         check_many_store_ties(key_type, devices)
         check_errors_name_keys(key_type, devices)
     check_integers_typed(devices)
+    check_domains(devices)
     drop_database(DB)
 
 
