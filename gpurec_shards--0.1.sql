@@ -123,11 +123,19 @@ BEGIN
         RETURN;
     END IF;
     dbname := m[1];
-    -- the partition: the one whose connect string names this database
+    -- the partition: the one whose connect string names this database;
+    -- where several do (one name on several servers), a connection's
+    -- failure names its server in libpq's message: the one whose host (and
+    -- port, where the connect string gives one) it names
     SELECT min(p.n), count(*) INTO part
-      FROM (SELECT substring(o FROM '^p([0-9]+)=')::integer AS n
+      FROM (SELECT substring(o FROM '^p([0-9]+)=')::integer AS n,
+                   count(*) OVER () AS named,
+                   substring(o FROM 'host=''?([^'' ]*)') AS host, substring(o FROM 'port=''?([0-9]+)') AS port
             FROM pg_catalog.pg_foreign_server s, unnest(s.srvoptions) AS o
             WHERE s.srvname = cluster AND o ~ '^p[0-9]+=' AND substring(o FROM 'dbname=''?([^'' ]*)') = dbname) p
+     WHERE p.named = 1
+        OR (m[2] = '' AND p.host IS NOT NULL AND strpos(m[3], '"' || p.host) > 0
+            AND (p.port IS NULL OR strpos(m[3], 'port ' || p.port) > 0 OR strpos(m[3], '.s.PGSQL.' || p.port) > 0))
     HAVING count(*) = 1;
     partition := CASE WHEN part IS NULL THEN format('cluster "%s", a partition of database "%s"', cluster, dbname)
                       ELSE gpurec_shards_internal.partition_name(cluster, part) END;

@@ -117,6 +117,20 @@ def check_errors():
     expect("points and candidates of two SRIDs are 22023",
            "SELECT * FROM gpurec.predict_strength('SELECT user_id, geom3857 FROM pts', 1, "
            "'SELECT 1 AS candidate_id, ST_SetSRID(ST_MakePoint(1, 1), 3395) AS geom')", "22023", ["3857", "3395"])
+    # longitudes and latitudes against planar coordinates: no metric fits both, so the error names both SRIDs
+    # (the hint ST_Transform), not the metric, whose hint would only move the error to the other query
+    expect("lon/lat points and planar candidates are 22023 naming both SRIDs",
+           "SELECT * FROM gpurec.predict_strength('SELECT user_id, geom4326 FROM pts', 1, "
+           "'SELECT candidate_id, geom3857 FROM cands', 2, NULL, 0, 'haversine')", "22023", ["4326", "3857"])
+    expect("planar points and geography candidates are 22023 naming both SRIDs",
+           "SELECT * FROM gpurec.predict_strength('SELECT user_id, geom3857 FROM pts', 1, "
+           "'SELECT candidate_id, geog FROM cands')", "22023", ["4326", "3857"])
+    # a type of PostGIS's name that PostGIS did not make is no point: the query lacks x and y
+    sql("CREATE SCHEMA IF NOT EXISTS lookalike; DROP TYPE IF EXISTS lookalike.geometry; "
+        "CREATE TYPE lookalike.geometry AS (x float8, y float8);")
+    expect("a composite type named geometry is not PostGIS's: 42703",
+           "SELECT * FROM gpurec.similar_users('SELECT 1 AS user_id, ROW(0, 0)::lookalike.geometry AS g', 2)",
+           "42703", ["x"])
     expect("two PostGIS columns are 42702",
            "SELECT * FROM gpurec.similar_users('SELECT user_id, geom3857, geom4326 FROM pts', 2)", "42702")
 

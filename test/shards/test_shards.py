@@ -1072,6 +1072,20 @@ def partition_error_stops_the_others(users=4000):
     check("partition-error-stops-the-others", failed and active == ["0", "0", "0"], why)
 
 
+def same_database_name():
+    """Partitions of one database name on two servers, as the README lays a
+    cluster out: a partition that cannot be reached is named by its server
+    (08001), where the database's name alone names two."""
+    run(HOSTS[0], "postgres", "DROP DATABASE IF EXISTS shop; CREATE DATABASE shop;")
+    run(HOSTS[0], "shop", "CREATE EXTENSION gpurec;" + TABLES)
+    run(*COORD, "CREATE SERVER same FOREIGN DATA WRAPPER plproxy OPTIONS ("
+        f"p0 '{connstr(HOSTS[0], 'shop')}', p1 '{connstr(BASE + '-nowhere', 'shop')}');"
+        "CREATE USER MAPPING FOR CURRENT_USER SERVER same OPTIONS (user 'postgres');")
+    e = error_of(*COORD, "SELECT * FROM gpurec_shards.cheapest_offers('same', 'SELECT * FROM offers');")
+    check("same-database-name-unreachable-names-the-partition", e is not None and e[0] == "08001"
+          and 'cluster "same", partition 1 (dbname shop) is unreachable' in e[1], f"got {e}")
+
+
 def query_texts(data):
     """Query texts that end with a comment or a semicolon, as gpurec takes
     them, through every function: the same answer as one server given the
@@ -1344,6 +1358,7 @@ def main():
         materialized_view()
         partition_error_stops_the_others()
         credentials()
+        same_database_name()
         faults()
     finally:
         teardown()

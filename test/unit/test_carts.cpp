@@ -16,9 +16,9 @@
 #include <climits>
 #include <map>
 #include <numeric>
-#include <tuple>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include "../../src/carts.hpp"
@@ -505,6 +505,91 @@ TEST(Carts, AQuantityBelowOneNamesTheLeastCartThenProduct)
 									  std::to_string(p) + ".");
 			EXPECT_EQ(e.order(), (std::vector<int64_t>{kQuantityCheck, c, p, q}));
 		}
+	}
+}
+
+/*
+ * The shipping query's faults (a store listed twice, a fee that is not
+ * finite or negative) name the least store at fault, whatever order the
+ * rows came in, ordered (kShippingCheck, store) for gpurec_shards'
+ * refusals; a float fee is ordered (kExactCheck, 1), after the prices.
+ */
+TEST(Carts, AShippingFaultNamesTheLeastStore)
+{
+	std::mt19937_64 rng = seeded_rng();
+	auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+	Int64Column no_cart;
+	CartLines no_lines{no_cart, no_cart, no_cart, no_cart};
+	IdColumn no_product;
+	Int64Column no_store;
+	NumberColumn no_price{NumberType::Numeric};
+	Offers no_offers{no_product, no_store, no_price};
+	for (int round = 0; round < 30; ++round)
+	{
+		int fault = draw(0, 2); /* 0: stores twice, 1: NaN fees, 2: negative fees */
+		std::vector<int64_t> stores(2001);
+		std::iota(stores.begin(), stores.end(), -1000);
+		std::shuffle(stores.begin(), stores.end(), rng);
+		stores.resize(draw(1, 200)); /* distinct */
+		if (fault == 0)
+			for (int twice = draw(0, 3); twice > 0; --twice)
+				stores.push_back(stores[draw(0, static_cast<int>(stores.size()) - 1)]);
+		std::shuffle(stores.begin(), stores.end(), rng);
+		int n = static_cast<int>(stores.size());
+		Int64Column store;
+		NumberColumn fee{NumberType::Numeric}, free_from{NumberType::Numeric};
+		std::vector<int64_t> bad;
+		std::map<int64_t, int> seen;
+		for (int64_t s : stores)
+			++seen[s];
+		for (int i = 0; i < n; ++i)
+		{
+			store.push_back(stores[i]);
+			bool faulty = fault > 0 && draw(0, 3) == 0;
+			if (faulty && fault == 1)
+				fee.push_numeric_special(NumberColumn::kScaleNaN);
+			else
+				fee.push_numeric(faulty ? -draw(1, 9) : draw(0, 9), 0);
+			free_from.push_numeric_special(NumberColumn::kScalePosInf);
+			if (faulty || (fault == 0 && seen[stores[i]] > 1))
+				bad.push_back(stores[i]);
+		}
+		Shipping shipping{store, fee, free_from};
+		ExecContext ctx;
+		if (bad.empty())
+		{
+			EXPECT_NO_THROW(optimize_carts(no_lines, no_offers, shipping, ctx));
+			continue;
+		}
+		int64_t least = *std::min_element(bad.begin(), bad.end());
+		const char *what = fault == 0 ? " more than once" : fault == 1 ? " is not a finite number" : " is negative";
+		try
+		{
+			optimize_carts(no_lines, no_offers, shipping, ctx);
+			ADD_FAILURE() << "no error";
+		}
+		catch (const Error &e)
+		{
+			EXPECT_NE(std::string(e.what()).find("store " + std::to_string(least) + what), std::string::npos)
+				<< e.what();
+			EXPECT_EQ(e.order(), (std::vector<int64_t>{kShippingCheck, least}));
+		}
+	}
+	Int64Column one_store;
+	one_store.push_back(1);
+	NumberColumn float_fee{NumberType::Float8}, no_free_from{NumberType::Numeric};
+	float_fee.push_double(1.5);
+	no_free_from.push_numeric_special(NumberColumn::kScalePosInf);
+	ExecContext ctx;
+	try
+	{
+		optimize_carts(no_lines, no_offers, {one_store, float_fee, no_free_from}, ctx);
+		ADD_FAILURE() << "no error";
+	}
+	catch (const Error &e)
+	{
+		EXPECT_EQ(std::string(e.sqlstate()), "42804");
+		EXPECT_EQ(e.order(), (std::vector<int64_t>{kExactCheck, 1}));
 	}
 }
 
