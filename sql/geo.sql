@@ -133,6 +133,9 @@ SELECT user_id, similarity FROM gpurec.user_similarity(
   'SELECT 1 AS user_id, 0.12345678901234567890::numeric(30,20) AS x, 0::numeric(30,20) AS y
    UNION ALL SELECT 2, 3.12345678901234567890::numeric(30,20), 4::numeric(30,20)', 1);
 
+-- a numeric beyond double precision's range either way is 22003, as numeric::float8 says
+SELECT * FROM gpurec.user_similarity('SELECT 1 AS user_id, 1e-400::numeric AS x, 0 AS y', 1);
+
 -- euclidean coordinates beyond 1e150 would overflow a squared distance: 22003
 SELECT * FROM gpurec.user_similarity('SELECT 1 AS user_id, 1e300::float8 AS x, 0 AS y UNION ALL SELECT 2, -1e300, 0', 1);
 SELECT * FROM gpurec.predict_strength('SELECT user_id, x, y FROM visits', 1, 'SELECT 9 AS candidate_id, 0 AS x, -2e150::float8 AS y');

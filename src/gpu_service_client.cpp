@@ -173,11 +173,17 @@ void Client::connect_waiting(ExecContext &ctx, int wait_ms)
 
 namespace {
 
+/* A status request's answer, at least this long awaited: the service's main thread answers it at once. */
+constexpr int kStatusAnswerMs = 1000;
+
 /*
  * Waits for the service's answer on `socket`, checking for interrupts
- * every kPollMs; returns its size, 0 when the service went away.
+ * every kPollMs; returns its size, 0 when the service went away.  Where
+ * limit_ms >= 0, a service that has not answered by then is ERROR 58000:
+ * it is not running as a service should (stopped, or its main thread
+ * stuck), and waiting longer would hang the call.
  */
-size_t await_reply(int socket, void *buffer, size_t capacity, int *fd, ExecContext &ctx)
+size_t await_reply(int socket, void *buffer, size_t capacity, int *fd, ExecContext &ctx, int limit_ms = -1)
 {
 	/* the session shows as waiting (pg_stat_activity's wait_event 'Extension') while the service works */
 	struct Waiting
@@ -186,6 +192,7 @@ size_t await_reply(int socket, void *buffer, size_t capacity, int *fd, ExecConte
 		explicit Waiting(ExecContext &c) : ctx(c) { ctx.waiting(true); }
 		~Waiting() { ctx.waiting(false); }
 	} waiting(ctx);
+	auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
 	for (;;)
 	{
 		struct pollfd polled = {socket, POLLIN, 0};
@@ -195,6 +202,11 @@ size_t await_reply(int socket, void *buffer, size_t capacity, int *fd, ExecConte
 		if (ready < 0 && errno != EINTR)
 			return 0;
 		ctx.check_interrupts();
+		if (limit_ms >= 0 && std::chrono::steady_clock::now() >= deadline)
+			throw Error(kServiceGone, "the GPU service is not running",
+						"It has not answered for " + std::to_string((limit_ms + 999) / 1000) + " s.",
+						"Its process may be stopped or stuck: the server log says what it last did, and "
+						"gpurec.devices() shows its pid.");
 	}
 }
 
@@ -214,7 +226,7 @@ Status Client::status(ExecContext &ctx, int wait_ms)
 		try
 		{
 			if (wire::send_message(socket_, &request, sizeof request, -1))
-				got = await_reply(socket_, reply.get(), sizeof *reply, &fd, ctx);
+				got = await_reply(socket_, reply.get(), sizeof *reply, &fd, ctx, std::max(wait_ms, kStatusAnswerMs));
 		}
 		catch (...)
 		{

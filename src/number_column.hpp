@@ -283,7 +283,7 @@ namespace numeric_range_text {
 constexpr const char *message = "numeric value %s of %s cannot be held exactly at scale %d";
 constexpr const char *detail = "gpurec holds a numeric column exactly as 64-bit integers at its largest scale "
 							   "(the most decimal places among its values; here %d, at most 18): every value "
-							   "x 10^%d must lie within +-9223372036854775806.";
+							   "x 10^%d must lie from -9223372036854775807 to 9223372036854775805.";
 constexpr const char *hint = "Cast the column to double precision, or round it to fewer decimals.";
 } // namespace numeric_range_text
 

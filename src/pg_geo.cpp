@@ -315,12 +315,8 @@ Datum geo_points_users_body(FunctionCallInfo fcinfo)
 	ExecContext ctx = exec_context_from_settings();
 	std::unique_ptr<ShardRows> points = remote_points_argument(fcinfo, 0);
 	ResultWriter out(fcinfo, ctx, "_geo_points_users");
-	for (const auto &[user, n_points] : users_of_points(*points))
-	{
-		Datum values[2] = {Int64GetDatum(user), Int64GetDatum(n_points)};
-		bool nulls[2] = {false, false};
-		out.put(values, nulls);
-	}
+	std::vector<std::pair<int64_t, int64_t>> users = users_of_points(*points);
+	put_bigint_pairs(out, users.size(), [&](size_t i) { return users[i]; });
 	out.finish();
 	return (Datum) 0;
 }
@@ -569,12 +565,8 @@ Datum candidate_ids_body(FunctionCallInfo fcinfo)
 	ByteSpan bytes = bytea_argument(fcinfo, 0);
 	part.append(bytes.data, bytes.size, 0);
 	ResultWriter out(fcinfo, ctx, "_candidate_ids");
-	for (size_t r = 0; r < part.rows(); ++r)
-	{
-		Datum values[2] = {Int64GetDatum(static_cast<int64_t>(r + 1)), Int64GetDatum(part.int64(r, 0))};
-		bool nulls[2] = {false, false};
-		out.put(values, nulls);
-	}
+	put_bigint_pairs(out, part.rows(),
+					 [&](size_t r) { return std::make_pair(static_cast<int64_t>(r + 1), part.int64(r, 0)); });
 	out.finish();
 	return (Datum) 0;
 }
@@ -592,12 +584,7 @@ Datum holdout_rows_body(FunctionCallInfo fcinfo)
 	require_integer_ids(ctx);
 	const Int64Column &user = holdout.int64(0), &candidate = holdout.int64(1);
 	ResultWriter out(fcinfo, ctx, "_holdout_rows");
-	for (size_t r = 0; r < user.size(); ++r)
-	{
-		Datum values[2] = {Int64GetDatum(user[r]), Int64GetDatum(candidate[r])};
-		bool nulls[2] = {false, false};
-		out.put(values, nulls);
-	}
+	put_bigint_pairs(out, user.size(), [&](size_t r) { return std::make_pair(user[r], candidate[r]); });
 	out.finish();
 	return (Datum) 0;
 }

@@ -16,6 +16,7 @@ extern "C" {
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "utils/ps_status.h"
 #include "utils/wait_event.h"
 }
 
@@ -70,9 +71,20 @@ pid_t start_service(const service::Options &options)
 	pid_t supervisor = getpid();
 	fflush(stdout);
 	fflush(stderr);
+	/*
+	 * The service shows as `postgres: gpurec GPU service`, the worker that
+	 * forks it as `... service supervisor`, so that an operator tells them
+	 * apart: killing the service fails its calls in flight and it starts
+	 * again; killing the worker, a background worker of PostgreSQL's,
+	 * restarts the server.
+	 */
+	set_ps_display("");
 	pid_t pid = fork();
 	if (pid != 0)
+	{
+		set_ps_display("supervisor");
 		return pid;
+	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != supervisor)
 		_exit(1);

@@ -406,12 +406,7 @@ Datum cart_pairs_body(FunctionCallInfo fcinfo)
 	std::sort(pairs.begin(), pairs.end());
 	pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
 	ResultWriter out(fcinfo);
-	for (const auto &[product_id, store_id] : pairs)
-	{
-		Datum values[2] = {Int64GetDatum(product_id), Int64GetDatum(store_id)};
-		bool nulls[2] = {false, false};
-		out.put(values, nulls);
-	}
+	put_bigint_pairs(out, pairs.size(), [&](size_t i) { return pairs[i]; });
 	out.finish();
 	return (Datum) 0;
 }

@@ -61,6 +61,18 @@ class ResultWriter
 	void leave_row_memory();
 };
 
+/* Rows of two bigint columns, pair_of(i) for each i below n (a pair of int64_t), written to out. */
+template <typename PairOf> void put_bigint_pairs(ResultWriter &out, size_t n, PairOf pair_of)
+{
+	for (size_t i = 0; i < n; ++i)
+	{
+		auto [first, second] = pair_of(i);
+		Datum values[2] = {Int64GetDatum(first), Int64GetDatum(second)};
+		bool nulls[2] = {false, false};
+		out.put(values, nulls);
+	}
+}
+
 /*
  * The ids of one result column in its SQL type: integers as smallint,
  * integer or bigint (ERROR 22003 beyond its range), and the codes of uuid

@@ -320,19 +320,23 @@ void check_settings_given_before_loading()
 		if (valid_setting_value(variable->name, value, &known, hint))
 			continue;
 		const char *source = GucSource_Names[variable->source];
+		/* at the server's start the setting is the configuration's: no SET or RESET reaches it */
+		bool starting = process_shared_preload_libraries_in_progress;
 		if (!known)
 			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
 							errmsg("unrecognized configuration parameter \"%s\"", variable->name),
 							errdetail("It was set (%s) before gpurec was loaded, and gpurec has no such setting.",
 									  source),
 							errhint("gpurec's settings are gpurec.device, gpurec.timing, gpurec.parallel_workers, "
-									"gpurec.cpu_threads, gpurec.geo_pruning, gpurec.track_progress, gpurec.gpus and gpurec.service_memory.  RESET %s, or "
-									"correct its name.",
+									"gpurec.cpu_threads, gpurec.geo_pruning, gpurec.track_progress, gpurec.gpus and "
+									"gpurec.service_memory.  %s %s.",
+									starting ? "Correct or remove, in the server's configuration," : "RESET, or correct,",
 									variable->name)));
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("invalid value for parameter \"%s\": \"%s\"", variable->name, value),
 						errdetail("It was set (%s) before gpurec was loaded, which checks it as it loads.", source),
-						errhint("%s  SET it to a valid value, or RESET %s.", hint, variable->name)));
+						starting ? errhint("%s  Correct it in the server's configuration, then start the server.", hint)
+								 : errhint("%s  SET it to a valid value, or RESET %s.", hint, variable->name)));
 	}
 }
 
@@ -458,7 +462,12 @@ void check_client_connection()
 	if (now - last_check < USECS_PER_SEC)
 		return;
 	last_check = now;
-	if (!pq_check_connection())
+	/* its look at the socket ends the wait event the call shows (waiting on the GPU service): show it again */
+	uint32 waiting = *my_wait_event_info;
+	bool connected = pq_check_connection();
+	if (waiting != 0)
+		pgstat_report_wait_start(waiting);
+	if (!connected)
 		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("connection to client lost")));
 }
 

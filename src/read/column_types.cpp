@@ -254,7 +254,8 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 			if (spec.kind == ColumnKind::Float)
 			{
 				v.d[c] = numeric_to_double(parts);
-				if (std::isinf(v.d[c]) && parts.special == 0)
+				/* as numeric::float8: too large, or so small that it would read as 0 */
+				if (parts.special == 0 && (std::isinf(v.d[c]) || (v.d[c] == 0.0 && parts.ndigits > 0)))
 					ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 									errmsg("value of column \"%s\" of the %s is out of range for "
 										   "double precision",

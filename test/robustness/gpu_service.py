@@ -252,11 +252,16 @@ def queue_and_cancel(db):
     holders = [hold_call(db, f"holder{i}") for i in range(n)]
     running = wait_for(lambda: sum(r[1] for r in devices(watcher)) == n)
     check("service-calls-running-shown", running, f"devices {devices(watcher)}")
-    # a session whose call the service computes waits, as pg_stat_activity shows
-    events = watcher.run("SELECT state, wait_event_type, wait_event FROM pg_stat_activity "
-                         "WHERE application_name = 'holder0';")
+    # a session whose call the service computes waits, as pg_stat_activity shows, all along (not only at
+    # first: gpurec's look, once a second, whether the client is still there must not end the wait event)
+    seen = []
+    for _ in range(10):
+        events = watcher.run("SELECT state, wait_event_type, wait_event FROM pg_stat_activity "
+                             "WHERE application_name = 'holder0';")
+        seen.append(events.rows)
+        time.sleep(0.25)
     check("service-call-shows-waiting-in-pg-stat-activity",
-          events.rows == [["active", "Extension", "Extension"]], events.describe())
+          all(rows == [["active", "Extension", "Extension"]] for rows in seen), f"{seen}")
 
     queued = db.session("queued")
     queued.run("SET gpurec.device = 'gpu';")
@@ -321,6 +326,37 @@ def kill_service(db, cluster):
           log[-1500:])
     for s in (watcher, bystander, victim):
         s.close()
+
+
+def stopped_service(db):
+    """A service that stops answering (its process stopped, as a hung driver would leave it): under auto a new
+    session's call computes on the CPU after at most a second or so, under gpu it is 58000 within the 10 s the
+    service is waited for, and neither hangs; the service answers again once it goes on."""
+    watcher = db.session("stop_watcher")
+    pid = devices(watcher)[0][4]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        on_auto = db.session("stopped_auto")
+        began = time.monotonic()
+        res = on_auto.run("SET statement_timeout = '15s'; SELECT count(*) FROM (" + ROC + ") q;")
+        took = time.monotonic() - began
+        check("service-stopped-auto-computes-on-the-cpu", res.rows == [["400"]] and took <= 3.0,
+              f"{res.describe()} after {took:.2f} s")
+        on_gpu = db.session("stopped_gpu")
+        began = time.monotonic()
+        res = on_gpu.run("SET statement_timeout = '15s'; SET gpurec.device = 'gpu'; "
+                         "SELECT count(*) FROM (" + ROC + ") q;")
+        took = time.monotonic() - began
+        check("service-stopped-gpu-is-58000", res.sqlstates() == ["58000"] and
+              any("not running" in t for s_, t, _ in res.errors()) and took <= 10.0 + SLACK_S + 2,
+              f"{res.describe()} after {took:.2f} s")
+        for s in (on_auto, on_gpu):
+            s.close()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    answered = wait_for(lambda: devices(watcher) and devices(watcher)[0][4] == pid)
+    check("service-stopped-answers-again", answered, f"devices {devices(watcher)}")
+    watcher.close()
 
 
 def many_sessions(db, sessions=32, seconds=float(os.environ.get("GPUREC_SERVICE_LOAD_S", 8))):
@@ -495,6 +531,7 @@ def body():
             fault_and_errors(db)
             queue_and_cancel(db)
             kill_service(db, cluster)
+            stopped_service(db)
             many_sessions(db)
             gpus_setting()
             db.check_server_survived("service-no-backend-crashed")

@@ -150,6 +150,9 @@ def shared_preload():
         subprocess.run(["bash", CLUSTER, "stop", directory], capture_output=True, env=env)
     check("shared-preload-bad-value-stops-the-start",
           not started and 'invalid value for parameter "gpurec.device": "gpuu"' in log, log[-600:])
+    # its hint says what fixes it there: the configuration, not a SET that no session could run
+    check("shared-preload-bad-value-hint-names-the-configuration",
+          "Correct it in the server's configuration" in log and "SET it" not in log, log[-600:])
     subprocess.run(["rm", "-rf", directory])
 
 
