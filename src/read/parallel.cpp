@@ -30,7 +30,10 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -114,6 +117,21 @@ class AreaResolver final : public ChunkResolver
 };
 
 /* Parses what encode_specs wrote into state's specs and binding. */
+namespace {
+
+/* A whole decimal number of the specs within [low, high]; else they are malformed (not a read of gpurec's own). */
+long long spec_number(const std::string &field, long long low, long long high)
+{
+	char *end = nullptr;
+	errno = 0;
+	long long value = std::strtoll(field.c_str(), &end, 10);
+	if (field.empty() || *end != '\0' || errno != 0 || value < low || value > high)
+		throw Error(sqlstate::internal_error, "gpurec_internal._read_columns: malformed column specs");
+	return value;
+}
+
+} // namespace
+
 void decode_specs(ReadState &state, const std::string &text)
 {
 	unsigned handle;
@@ -158,14 +176,14 @@ void decode_specs(ReadState &state, const std::string &text)
 		if (fields.size() != 7 || state.names.size() >= static_cast<size_t>(kMaxColumns))
 			throw Error(sqlstate::internal_error, "gpurec_internal._read_columns: malformed column specs");
 		state.names.push_back(fields[0]);
-		ColumnSpec spec{nullptr, static_cast<ColumnKind>(std::stoi(fields[1]))};
+		ColumnSpec spec{nullptr, static_cast<ColumnKind>(spec_number(fields[1], 0, int(ColumnKind::FloatArray)))};
 		spec.optional = fields[2] == "1";
 		spec.null_skips_row = fields[3] == "1";
 		spec.null_is_error = fields[3] == "2";
-		spec.fallback = std::stoll(fields[4]);
+		spec.fallback = spec_number(fields[4], LLONG_MIN, LLONG_MAX);
 		spec.ids = fields[6] == "1";
 		state.specs.push_back(spec);
-		conversions.push_back(std::stoi(fields[5]));
+		conversions.push_back(static_cast<int>(spec_number(fields[5], 0, int(Conversion::PointY))));
 	}
 	for (size_t c = 0; c < state.specs.size(); ++c)
 		state.specs[c].name = state.names[c].c_str();
@@ -240,6 +258,9 @@ void make_state(void *arg)
 	decode_specs(*state, a->specs);
 	if (active_read != nullptr && !IsParallelWorker())
 	{
+		if (state->address.token != active_read->token || state->address.handle != dsa_get_handle(active_read->area))
+			throw Error(sqlstate::feature_not_supported,
+						"gpurec_internal._read_columns is gpurec's own and runs only inside its functions");
 		state->table = active_read->table;
 		bind_key_filter(&state->binding, *state->table);
 	}
@@ -696,7 +717,7 @@ ParallelReadOutcome try_parallel_read(SPIPlanPtr inner, const char *query, const
 		address.lease_service_pid = leasing.lease->service_pid;
 	}
 	ActiveRead read{table, ctx, area, worker_areas, static_cast<int>(chunk_areas->count), 0, ArrivedParts{nullptr, 0},
-					0, spi_context, 0, false, &lanes, leasing.lease};
+					0, spi_context, 0, false, &lanes, leasing.lease, address.token};
 	ActiveRead *outer = active_read;
 	active_read = &read;
 	PG_TRY();

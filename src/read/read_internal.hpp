@@ -325,6 +325,12 @@ struct ActiveRead
 	bool partials;	/* the processes sent partial results (InputTable::partials), not columns */
 	const ColumnBinding *binding; /* the calling backend's: which columns the workers code apart (keys) */
 	const service::Lease *lease;  /* where the workers write their chunks for the GPU service; null: none */
+	/*
+	 * The wrapper's token (AreaAddress): the leader takes rows only from an
+	 * aggregate whose specs carry it, not from one that an inner query
+	 * calls itself while this read runs.
+	 */
+	uint64 token;
 };
 
 extern ActiveRead *active_read;

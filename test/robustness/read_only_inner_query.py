@@ -116,6 +116,20 @@ def run_checks(db):
         r = s.run(cheapest(query))
         check(f"readonly-allowed-{name}", not r.errors() and r.rows == ref, r.describe())
 
+    # an inner query that calls gpurec's own aggregate itself, with specs of its own, while the call's parallel
+    # read runs: no row of it reaches the call (the read takes rows only from the aggregate whose specs carry its
+    # token), and the call fails instead
+    forged = ("E'0 0 0 -1 0 0 0 - 0 1 0 0 0 0 0\\nx\\nproduct_id\\t0\\t0\\t1\\t0\\t2\\t1\\n"
+              "store_id\\t0\\t0\\t1\\t0\\t2\\t1\\nprice\\t2\\t0\\t1\\t0\\t6\\t0'")
+    inner = (f"SELECT {COLS} FROM offers WHERE (SELECT gpurec_internal._read_columns({forged}, 999999, 1, "
+             "0.01::numeric)) IS NOT NULL")
+    r = s.run("SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;"
+              f"SELECT 'injected', count(*) FROM gpurec.cheapest_offers('{quote(inner)}', 1) "
+              "WHERE product_id = 999999;"
+              "RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET min_parallel_table_scan_size;")
+    check("readonly-forged-read-columns-adds-no-row", r.errors() and ["injected", "1"] not in r.rows,
+          r.describe())
+
     # not a check: a SELECT may still call a volatile function that writes
     s.run("CREATE TABLE rob_victim AS SELECT 1 AS x;"
           "CREATE FUNCTION rob_writer() RETURNS int LANGUAGE plpgsql AS "
