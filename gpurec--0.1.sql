@@ -24,6 +24,32 @@ COMMENT ON SCHEMA gpurec_internal IS
 'gpurec''s internals, called by its own functions and by gpurec_shards; not for direct use, and they may change with any version.';
 GRANT USAGE ON SCHEMA gpurec_internal TO PUBLIC;
 
+-- An extension's schema holds what every role calls, from sessions and
+-- scheduled jobs of any role: one that another role made beforehand would
+-- let that role replace the functions (renaming the schema, making another
+-- of its name).  CREATE EXTENSION makes the schema when it is missing; one
+-- that exists must be the installing role's (gpurec's and gpurec_shards'
+-- scripts call this first).
+CREATE FUNCTION gpurec_internal.require_own_schema(schema name)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    owner text := (SELECT pg_catalog.pg_get_userbyid(n.nspowner)
+                   FROM pg_catalog.pg_namespace n WHERE n.nspname = schema);
+BEGIN
+    IF owner IS DISTINCT FROM current_user THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = format('schema %I exists already, owned by role %I', schema, owner),
+            DETAIL = 'An extension installs into a schema of the installing role only: the owner of its schema could replace its functions.',
+            HINT = format('Drop the schema, or make it yours (ALTER SCHEMA %I OWNER TO %I), then create the extension again.',
+                          schema, current_user);
+    END IF;
+END $$;
+
+COMMENT ON FUNCTION gpurec_internal.require_own_schema(name) IS
+'Internal: ERROR 42501 unless the schema is the current role''s (an extension''s install script, before it creates anything there).';
+
+SELECT gpurec_internal.require_own_schema('gpurec');
+
 -- Every function takes its data as inner queries (text), matched by column
 -- name, run read-only with the caller's privileges (SECURITY INVOKER).
 
@@ -331,7 +357,7 @@ AS 'MODULE_PATHNAME', 'gpurec_statement_text'
 LANGUAGE C STABLE STRICT;
 
 COMMENT ON FUNCTION gpurec_internal.statement_text(text) IS
-'Internal (gpurec_shards): the one statement of query, without a trailing semicolon or comment, to place inside another query.';
+'Internal (gpurec_shards): the one statement of query without what follows its semicolon (without one, to the end: a trailing comment stays, for the caller to end with a newline), to place inside another query; a text that is not one statement, unchanged.';
 
 -- The points of the given users (every user where users is NULL) as the
 -- geospatial functions read them: rows with a NULL skipped, coordinates as

@@ -2,6 +2,9 @@
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION gpurec_shards" to load this file. \quit
 
+-- a schema gpurec_shards that another role made beforehand is refused (gpurec's require_own_schema)
+SELECT gpurec_internal.require_own_schema('gpurec_shards');
+
 -- A cluster is a foreign server of PL/Proxy's wrapper `plproxy` whose
 -- options p0, p1, ... are the connect strings of its partitions (the
 -- shards): databases with gpurec installed, each holding a part of the data

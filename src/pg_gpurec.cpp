@@ -87,11 +87,13 @@ Datum devices_body(FunctionCallInfo fcinfo)
 }
 
 /*
- * The one statement of a query's text without what follows it (a
- * semicolon, a comment), as gpurec's own read takes it: gpurec_shards
- * places inner queries inside queries of its own, where a trailing `;` or
- * `-- comment` would end or swallow the rest.  A text that is not one
- * statement comes back unchanged, for the read that runs it to refuse.
+ * The one statement of a query's text without what follows its semicolon,
+ * as gpurec's own read takes it: gpurec_shards places inner queries inside
+ * queries of its own, where a `;` would end the rest.  A statement without
+ * a semicolon comes back to the text's end, a trailing `-- comment`
+ * included (PostgreSQL's parser gives the last statement no length): its
+ * callers go on after a newline.  A text that is not one statement comes
+ * back unchanged, for the read that runs it to refuse.
  */
 Datum statement_text_body(FunctionCallInfo fcinfo)
 {
