@@ -132,7 +132,10 @@ Datum raise_error_body(FunctionCallInfo fcinfo)
 		char *message = text_to_cstring(PG_GETARG_TEXT_PP(1));
 		char *detail = PG_ARGISNULL(2) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(2));
 		char *hint = PG_ARGISNULL(3) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(3));
-		if (strlen(state) != 5)
+		/* as plpgsql's RAISE: five digits or capitals, and not of the classes that are no error (00, 01, 02) */
+		bool valid = strlen(state) == 5 && strspn(state, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ") == 5 &&
+					 !(state[0] == '0' && (state[1] == '0' || state[1] == '1' || state[1] == '2'));
+		if (!valid)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							errmsg("invalid SQLSTATE code \"%s\"", state)));
 		error_context_stack = nullptr;
