@@ -90,12 +90,20 @@ RETURNS integer[] LANGUAGE sql STABLE AS $$
                              WHERE s.srvname = cluster AND o ~ '^p[0-9]+=')) AS n;
 $$;
 
+-- The value of `key` in a partition's connect string (libpq's key=value
+-- form: a value in single quotes may hold spaces, \' and \\), or NULL.
+CREATE FUNCTION gpurec_shards_internal.conninfo_value(conninfo text, key text)
+RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT CASE WHEN m[1] IS NOT NULL THEN regexp_replace(m[1], '\\(.)', '\1', 'g') ELSE m[2] END
+    FROM (SELECT regexp_match(conninfo, '(?:^|[\s=])' || key || $r$\s*=\s*(?:'((?:[^'\\]|\\.)*)'|([^\s']+))$r$) AS m) q;
+$$;
+
 -- How an error names partition `part`: by its number, and its database
 -- where the connect string says it.
 CREATE FUNCTION gpurec_shards_internal.partition_name(cluster text, part integer)
 RETURNS text LANGUAGE sql STABLE AS $$
     SELECT format('cluster "%s", partition %s', cluster, part)
-           || coalesce(format(' (dbname %s)', substring(o FROM 'dbname=''?([^'' ]*)')), '')
+           || coalesce(format(' (dbname %s)', gpurec_shards_internal.conninfo_value(o, 'dbname')), '')
     FROM (SELECT (SELECT o FROM pg_catalog.pg_foreign_server s, unnest(s.srvoptions) AS o
                   WHERE s.srvname = cluster AND o LIKE format('p%s=%%', part)) AS o) p;
 $$;
@@ -133,12 +141,15 @@ BEGIN
     SELECT min(p.n), count(*) INTO part
       FROM (SELECT substring(o FROM '^p([0-9]+)=')::integer AS n,
                    count(*) OVER () AS named,
-                   substring(o FROM 'host=''?([^'' ]*)') AS host, substring(o FROM 'port=''?([0-9]+)') AS port
+                   gpurec_shards_internal.conninfo_value(o, 'host') AS host,
+                   -- libpq's default where the connect string names none
+                   coalesce(gpurec_shards_internal.conninfo_value(o, 'port'), '5432') AS port
             FROM pg_catalog.pg_foreign_server s, unnest(s.srvoptions) AS o
-            WHERE s.srvname = cluster AND o ~ '^p[0-9]+=' AND substring(o FROM 'dbname=''?([^'' ]*)') = dbname) p
+            WHERE s.srvname = cluster AND o ~ '^p[0-9]+='
+              AND gpurec_shards_internal.conninfo_value(o, 'dbname') = dbname) p
      WHERE p.named = 1
         OR (m[2] = '' AND p.host IS NOT NULL AND strpos(m[3], '"' || p.host) > 0
-            AND (p.port IS NULL OR strpos(m[3], 'port ' || p.port) > 0 OR strpos(m[3], '.s.PGSQL.' || p.port) > 0))
+            AND (strpos(m[3], 'port ' || p.port) > 0 OR strpos(m[3], '.s.PGSQL.' || p.port) > 0))
     HAVING count(*) = 1;
     partition := CASE WHEN part IS NULL THEN format('cluster "%s", a partition of database "%s"', cluster, dbname)
                       ELSE gpurec_shards_internal.partition_name(cluster, part) END;

@@ -1084,6 +1084,18 @@ def same_database_name():
     e = error_of(*COORD, "SELECT * FROM gpurec_shards.cheapest_offers('same', 'SELECT * FROM offers');")
     check("same-database-name-unreachable-names-the-partition", e is not None and e[0] == "08001"
           and 'cluster "same", partition 1 (dbname shop) is unreachable' in e[1], f"got {e}")
+    # two on one host, one of libpq's default port (none in its connect string), one of a port nothing serves;
+    # and a database name in quotes, with a space
+    run(*COORD, "CREATE SERVER same_host FOREIGN DATA WRAPPER plproxy OPTIONS ("
+        f"p0 '{connstr(HOSTS[0], 'shop')}', p1 '{connstr(HOSTS[0], 'shop', ' port=5433')}');"
+        "CREATE USER MAPPING FOR CURRENT_USER SERVER same_host OPTIONS (user 'postgres');"
+        "CREATE SERVER quoted FOREIGN DATA WRAPPER plproxy OPTIONS ("
+        f"p0 '{connstr(HOSTS[0], 'shop')}', p1 'host={BASE}-nowhere dbname=''my db''');"
+        "CREATE USER MAPPING FOR CURRENT_USER SERVER quoted OPTIONS (user 'postgres');")
+    for cluster, name in (("same_host", "shop"), ("quoted", "my db")):
+        e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers('{cluster}', 'SELECT * FROM offers');")
+        check(f"unreachable-partition-named-{cluster}", e is not None and e[0] == "08001"
+              and f'cluster "{cluster}", partition 1 (dbname {name}) is unreachable' in e[1], f"got {e}")
 
 
 def query_texts(data):
