@@ -338,7 +338,8 @@ def stopped_service(db):
     try:
         on_auto = db.session("stopped_auto")
         began = time.monotonic()
-        res = on_auto.run("SET statement_timeout = '15s'; SELECT count(*) FROM (" + ROC + ") q;")
+        res = on_auto.run("SET statement_timeout = '15s'; SET gpurec.device = 'auto'; "
+                          "SELECT count(*) FROM (" + ROC + ") q;")
         took = time.monotonic() - began
         check("service-stopped-auto-computes-on-the-cpu", res.rows == [["400"]] and took <= 3.0,
               f"{res.describe()} after {took:.2f} s")
