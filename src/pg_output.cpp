@@ -242,7 +242,7 @@ ResultIds::ResultIds(const ResultWriter &out, int column, const ExecContext &ctx
 		checks_domain_ = pg_call([declared] { return DomainHasConstraints(declared); });
 		if (type_ == VARCHAROID && typmod >= static_cast<int32>(VARHDRSZ))
 			varchar_typmod_ = typmod;
-		domain_memory_ = CurrentMemoryContext;
+		domain_memory_ = out.call_memory();
 	}
 	const CallKeys::Key *key = ctx.keys ? ctx.keys->find(name) : nullptr;
 	KeyType ids = key ? key->type : KeyType::Integer;

@@ -48,9 +48,12 @@ class ResultWriter
 	void finish();
 	/* The SQL type of result column `column` (0-based), as the call resolved it (a polymorphic result). */
 	Oid column_type(int column) const;
+	/* The memory that lasts the call (not build_rows_in_own_memory's): for what the writing keeps across rows. */
+	MemoryContext call_memory() const { return call_memory_; }
 
   private:
 	FunctionCallInfo fcinfo_;
+	MemoryContext call_memory_ = CurrentMemoryContext;
 	uint64 rows_ = 0;
 	ExecContext *ctx_ = nullptr;
 	const char *function_ = nullptr;
@@ -98,7 +101,7 @@ class ResultIds
 	Oid type_;
 	bool checks_domain_ = false;	  /* a domain with constraints */
 	int32 varchar_typmod_ = -1;		  /* a domain over varchar(n): its typmod */
-	void *domain_cache_ = nullptr;	  /* domain_check's, for the call */
+	void *domain_cache_ = nullptr;	  /* domain_check's, for the call, in the writer's call_memory */
 	MemoryContext domain_memory_ = nullptr;
 	KeyType key_type_ = KeyType::Integer;
 	const KeyDictionary *dictionary_ = nullptr;
