@@ -115,14 +115,21 @@ InputTable read_points(const char *points_query, ExecContext &ctx, const GeoOpti
 
 GeoPoints points_of(InputTable &table) { return {table.id(0), table.floats(1), table.floats(2)}; }
 
-/* candidates_query: candidate_id, x, y; each row is a candidate, returned in the query's order */
-InputTable read_candidates(const char *candidates_query, ExecContext &ctx, const GeoOptions &options,
-						   const InputTable &points)
+/* candidates_query: candidate_id, x, y; each row is a candidate, in the query's order */
+InputTable candidates_input()
 {
 	InputTable candidates("candidates query", {id_spec("candidate_id"), point_spec("x", 0), point_spec("y", 1)});
 	candidates.keep_row_order();
+	return candidates;
+}
+
+/* points: the call's, whose PostGIS SRID the candidates' must share; null where none were read (a coordinator's) */
+InputTable read_candidates(const char *candidates_query, ExecContext &ctx, const GeoOptions &options,
+						   const InputTable *points)
+{
+	InputTable candidates = candidates_input();
 	read_inner_query(candidates_query, candidates, ctx);
-	check_point_source(candidates, options, &points);
+	check_point_source(candidates, options, points);
 	return candidates;
 }
 
@@ -446,8 +453,7 @@ ShardRows candidates_rows() { return ShardRows("candidates", 3); }
 /* A candidates table, in its rows' order, of a candidates part (id, x, y: _candidates_part). */
 InputTable candidates_of_part(const ShardRows &part)
 {
-	InputTable candidates("candidates query", {id_spec("candidate_id"), point_spec("x", 0), point_spec("y", 1)});
-	candidates.keep_row_order();
+	InputTable candidates = candidates_input();
 	Int64Column &id = candidates.int64(0);
 	FloatColumn &x = candidates.floats(1), &y = candidates.floats(2);
 	for (size_t r = 0; r < part.rows(); ++r)
@@ -469,7 +475,7 @@ CandidateStrengths candidate_strengths(FunctionCallInfo fcinfo, ExecContext &ctx
 
 	InputTable points = read_points(args.points_query, ctx, args.options, gpu_pairs_from(ctx), remote);
 	InputTable candidates = candidates_part ? candidates_of_part(*candidates_part)
-											: read_candidates(args.candidates_query, ctx, args.options, points);
+											: read_candidates(args.candidates_query, ctx, args.options, &points);
 	int64_t main_user = id_argument(fcinfo, 1, ctx, "user_id", "main user");
 	std::vector<double> strengths = predict_strength(points_of(points), main_user, candidates_of(candidates),
 													 exponent, args.strength, args.options, ctx);
@@ -540,10 +546,7 @@ Datum candidates_part_body(FunctionCallInfo fcinfo)
 	ExecContext ctx = exec_context_from_settings();
 	const char *metric = text_argument(fcinfo, 1);
 	GeoOptions options = geo_options(metric, default_epsilon(parse_geo_metric(metric)));
-	InputTable candidates("candidates query", {id_spec("candidate_id"), point_spec("x", 0), point_spec("y", 1)});
-	candidates.keep_row_order();
-	read_inner_query(text_argument(fcinfo, 0), candidates, ctx);
-	check_point_source(candidates, options);
+	InputTable candidates = read_candidates(text_argument(fcinfo, 0), ctx, options, nullptr);
 	require_integer_ids(ctx);
 	GeoCandidates read = candidates_of(candidates);
 	check_candidates(read, options.metric, ctx.keys.get());
@@ -611,7 +614,7 @@ Datum fit_exponent_body(FunctionCallInfo fcinfo)
 	InputTable points = read_points(args.points_query, ctx, args.options, gpu_pairs_from(ctx));
 	InputTable holdout = holdout_input();
 	read_inner_query(holdout_query, holdout, ctx);
-	InputTable candidates = read_candidates(args.candidates_query, ctx, args.options, points);
+	InputTable candidates = read_candidates(args.candidates_query, ctx, args.options, &points);
 	ExponentSearch fits =
 		search_exponent(points_of(points), {holdout.int64(0), holdout.int64(1)}, candidates_of(candidates),
 						exponents, tolerance, args.strength, args.options, ctx);

@@ -116,7 +116,6 @@ class AreaResolver final : public ChunkResolver
 	InputTable &table_;
 };
 
-/* Parses what encode_specs wrote into state's specs and binding. */
 namespace {
 
 /* A whole decimal number of the specs within [low, high]; else they are malformed (not a read of gpurec's own). */
@@ -132,6 +131,7 @@ long long spec_number(const std::string &field, long long low, long long high)
 
 } // namespace
 
+/* Parses what encode_specs wrote into state's specs and binding. */
 void decode_specs(ReadState &state, const std::string &text)
 {
 	unsigned handle;
