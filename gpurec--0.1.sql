@@ -488,11 +488,17 @@ COMMENT ON FUNCTION gpurec_internal._merge_optimize_carts(bytea[]) IS
 
 -- The distinct users of a points query as the geospatial functions read it:
 -- the coordinator refuses a user that two shards hold.
+-- Like every function a partition runs, it raises a cancel as 57R14
+-- (src/pg_boundary.hpp, partition_entry_guard, says why).
 CREATE FUNCTION gpurec_internal.shard_users(points_query text)
 RETURNS bigint[]
-LANGUAGE sql VOLATILE AS $$
-    SELECT coalesce(array_agg(DISTINCT p.user_id), '{}') FROM gpurec_internal.shard_points(points_query, NULL) AS p;
-$$;
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN (SELECT coalesce(array_agg(DISTINCT p.user_id), '{}')
+            FROM gpurec_internal.shard_points(points_query, NULL) AS p);
+EXCEPTION WHEN query_canceled THEN
+    RAISE EXCEPTION USING ERRCODE = '57R14', MESSAGE = SQLERRM;
+END $$;
 
 COMMENT ON FUNCTION gpurec_internal.shard_users(text) IS
 'Internal (gpurec_shards): the distinct users of points_query, as the geospatial functions read it.';
@@ -609,7 +615,8 @@ COMMENT ON FUNCTION gpurec_internal._merge_strengths(bytea[]) IS
 'Internal (gpurec_shards): each candidate''s (n: its place) strength, the partitions'' _predict_strength_part added in partition order.';
 
 -- The (cart, product) pairs of a carts query's lines: the coordinator
--- refuses a cart that two shards hold, and asks for its products' offers.
+-- refuses a cart that two shards hold, and asks for its products' offers;
+-- a cancel is 57R14, as in shard_users.
 CREATE FUNCTION gpurec_internal.shard_cart_products(carts_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -618,6 +625,8 @@ BEGIN
         E'SELECT DISTINCT q.cart_id::bigint, q.product_id::bigint FROM (SELECT * FROM (%s\n) AS u OFFSET 0) AS q '
         'WHERE q.cart_id IS NOT NULL AND q.product_id IS NOT NULL',
         gpurec_internal.statement_text(carts_query));
+EXCEPTION WHEN query_canceled THEN
+    RAISE EXCEPTION USING ERRCODE = '57R14', MESSAGE = SQLERRM;
 END $$;
 
 COMMENT ON FUNCTION gpurec_internal.shard_cart_products(text) IS

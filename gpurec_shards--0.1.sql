@@ -114,8 +114,9 @@ $$;
 -- not reach, or that broke off, as XX000 with libpq's message.  Those
 -- become the partition's error naming the partition (08001 where it could
 -- not be reached, 08006 where the connection broke, 28P01 or 28000 where
--- the partition refused the credentials), and everything else passes as
--- it is.
+-- the partition refused the credentials), a partition's cancel (57R14,
+-- raised so that PL/Proxy does not take it for its caller's) becomes
+-- 57014, and everything else passes as it is.
 CREATE FUNCTION gpurec_shards_internal.translated_error(cluster text, raised_sqlstate text, raised_message text,
                                              raised_detail text, raised_hint text, OUT sqlstate text, OUT message text, OUT detail text, OUT hint text)
 LANGUAGE plpgsql STABLE AS $$
@@ -125,7 +126,7 @@ DECLARE
     part integer;
     partition text;
 BEGIN
-    sqlstate := raised_sqlstate;
+    sqlstate := CASE raised_sqlstate WHEN '57R14' THEN '57014' ELSE raised_sqlstate END;
     message := raised_message;
     detail := nullif(raised_detail, '');  -- GET STACKED DIAGNOSTICS gives '' for none
     hint := nullif(raised_hint, '');

@@ -143,7 +143,9 @@ Oid outermost_sql_function() { return outermost_function; }
 
 void on_outermost_entry_end(void (*fn)()) { outermost_end = fn; }
 
-Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
+namespace {
+
+Datum guarded_entry(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo), bool on_partition)
 {
 	CaughtError caught;
 	Datum result = (Datum) 0;
@@ -154,7 +156,25 @@ Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
 		outermost_end();
 	if (returned)
 		return result;
+	if (on_partition)
+	{
+		int &code = caught.postgres_error ? caught.postgres_error->sqlerrcode : caught.sqlerrcode;
+		if (code == ERRCODE_QUERY_CANCELED)
+			code = ERRCODE_PARTITION_CANCELED;
+	}
 	raise_caught(caught);
+}
+
+} // namespace
+
+Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
+{
+	return guarded_entry(fcinfo, body, false);
+}
+
+Datum partition_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo))
+{
+	return guarded_entry(fcinfo, body, true);
 }
 
 void cpp_callback_guard(void (*fn)(void *), void *arg)

@@ -69,6 +69,18 @@ template <typename Fn> auto pg_call(Fn &&fn) -> decltype(fn())
 Datum sql_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo));
 
 /*
+ * sql_entry_guard for a function gpurec_shards runs on a partition through
+ * PL/Proxy, which takes a partition's query_canceled (57014) for a cancel
+ * of its own caller and then waits, without end, for partitions that have
+ * answered.  So a cancel raised in body (the partition's own
+ * statement_timeout or pg_cancel_backend; or PL/Proxy's cancel, whose
+ * answer it ignores) leaves the partition as ERRCODE_PARTITION_CANCELED,
+ * which PL/Proxy passes on as any error and gpurec_shards' translation
+ * turns back into 57014 naming the partition.
+ */
+Datum partition_entry_guard(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo));
+
+/*
  * The entry guards running in this backend: 1 inside a gpurec function
  * called from SQL, more inside one that another's inner query calls; and
  * the outermost one's function (InvalidOid outside any).
@@ -97,6 +109,16 @@ void cpp_callback_guard(void (*fn)(void *), void *arg);
 	PG_FUNCTION_INFO_V1(name);                                                                     \
 	Datum name(PG_FUNCTION_ARGS) { return gpurec::sql_entry_guard(fcinfo, body); }                \
 	}
+
+/* GPUREC_SQL_FUNCTION for what a partition runs (partition_entry_guard). */
+#define GPUREC_PARTITION_FUNCTION(name, body)                                                      \
+	extern "C" {                                                                                   \
+	PG_FUNCTION_INFO_V1(name);                                                                     \
+	Datum name(PG_FUNCTION_ARGS) { return gpurec::partition_entry_guard(fcinfo, body); }          \
+	}
+
+/* A partition's cancel on its way to the coordinator (gpurec_shards' translated_error). */
+#define ERRCODE_PARTITION_CANCELED MAKE_SQLSTATE('5', '7', 'R', '1', '4')
 
 /*
  * Declares the V1 SQL function `name` that is PostgreSQL code itself

@@ -265,6 +265,6 @@ Datum merge_optimize_carts_body(FunctionCallInfo fcinfo)
 } // namespace gpurec
 
 GPUREC_SQL_FUNCTION(gpurec_optimize_carts, gpurec::optimize_carts_body)
-GPUREC_SQL_FUNCTION(gpurec_optimize_carts_part, gpurec::optimize_carts_part_body)
+GPUREC_PARTITION_FUNCTION(gpurec_optimize_carts_part, gpurec::optimize_carts_part_body)
 GPUREC_SQL_FUNCTION(gpurec_shipping_part, gpurec::shipping_part_body)
 GPUREC_SQL_FUNCTION(gpurec_merge_optimize_carts, gpurec::merge_optimize_carts_body)

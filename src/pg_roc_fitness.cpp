@@ -226,11 +226,11 @@ Datum labels_unpack_body(FunctionCallInfo fcinfo)
 } // namespace gpurec
 
 GPUREC_SQL_FUNCTION(gpurec_labels_pack, gpurec::labels_pack_body)
-GPUREC_SQL_FUNCTION(gpurec_labels_unpack, gpurec::labels_unpack_body)
+GPUREC_PARTITION_FUNCTION(gpurec_labels_unpack, gpurec::labels_unpack_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_rows, gpurec::roc_fitness_rows_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_arrays, gpurec::roc_fitness_arrays_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_fitness_typed, gpurec::roc_fitness_typed_body)
 GPUREC_SQL_FUNCTION(gpurec_roc_auc, gpurec::roc_auc_body)
-GPUREC_SQL_FUNCTION(gpurec_roc_fitness_part, gpurec::roc_fitness_part_body)
+GPUREC_PARTITION_FUNCTION(gpurec_roc_fitness_part, gpurec::roc_fitness_part_body)
 GPUREC_SQL_FUNCTION(gpurec_merge_roc_fitness, gpurec::merge_roc_fitness_body)
 GPUREC_SQL_FUNCTION(gpurec_merge_roc_auc, gpurec::merge_roc_auc_body)

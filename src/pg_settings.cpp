@@ -287,6 +287,16 @@ bool valid_setting_value(const char *name, const char *value, bool *known, char 
 	return false;
 }
 
+/* The settings PostgreSQL defines only while gpurec is preloaded (define_settings). */
+bool read_at_server_start(const char *name)
+{
+	for (const char *start_only :
+		 {"gpurec.gpus", "gpurec.service_memory", "gpurec.test_stand_in_devices", "gpurec.test_stand_in_memory"})
+		if (strcmp(name, start_only) == 0)
+			return true;
+	return false;
+}
+
 /*
  * Without preloading, a gpurec.* setting given before the library loads
  * (SET, ALTER ROLE or DATABASE ... SET, PGOPTIONS, postgresql.conf) is a
@@ -317,9 +327,25 @@ void check_settings_given_before_loading()
 			value = "";
 		bool known = false;
 		char hint[256] = "";
-		if (valid_setting_value(variable->name, value, &known, hint))
-			continue;
 		const char *source = GucSource_Names[variable->source];
+		if (valid_setting_value(variable->name, value, &known, hint))
+		{
+			/*
+			 * PostgreSQL then removes the placeholder with a WARNING that
+			 * the name is invalid: say first that it is gpurec's, and why
+			 * it has no effect here.
+			 */
+			if (!process_shared_preload_libraries_in_progress && read_at_server_start(variable->name))
+				ereport(WARNING, (errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM),
+								  errmsg("\"%s\" has no effect: gpurec is not in shared_preload_libraries",
+										 variable->name),
+								  errdetail("It was set (%s).  The GPU service's settings are read when the server "
+											"starts with gpurec preloaded, and exist only then.",
+											source),
+								  errhint("Add gpurec to shared_preload_libraries and restart the server, or remove "
+										  "the setting.")));
+			continue;
+		}
 		/* at the server's start the setting is the configuration's: no SET or RESET reaches it */
 		bool starting = process_shared_preload_libraries_in_progress;
 		if (!known)

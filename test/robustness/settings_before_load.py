@@ -99,6 +99,15 @@ def not_preloaded():
         check(f"unknown-name-refused {name}", rc != 0 and sqlstate(err) == "42704" and name in err
               and sqlstate(loaded_err) is not None, f"{err.strip()} / once loaded: {loaded_err.strip()}")
 
+    # a setting of the GPU service's, which exists only where gpurec is preloaded: the call runs, and a
+    # WARNING says why the setting has no effect before PostgreSQL's own removes it
+    for name, value in (("gpurec.gpus", "0,1"), ("gpurec.service_memory", "64MB")):
+        rc, out, err = psql(f"SET {name} = {quote(value)};\nSELECT count(*) >= 0 FROM gpurec.devices();")
+        warnings = [line for line in err.splitlines() if line.startswith("WARNING:")]
+        check(f"start-only-setting-not-preloaded-warns {name}", rc == 0 and out == "t" and warnings and
+              f'"{name}" has no effect: gpurec is not in shared_preload_libraries' in warnings[0]
+              and "55P02" in warnings[0], f"{out!r} {err}")
+
     # the same through the connection's options (PGOPTIONS), a new session each time
     rc, _, err = psql("SELECT 1 FROM gpurec.devices();", {"PGOPTIONS": "-c gpurec.device=gpuu"})
     check("pgoptions-value-refused-on-loading", rc != 0 and sqlstate(err) == "22023" and "gpurec.device" in err,

@@ -1072,6 +1072,57 @@ def partition_error_stops_the_others(users=4000):
     check("partition-error-stops-the-others", failed and active == ["0", "0", "0"], why)
 
 
+def partition_cancel():
+    """A partition's own cancel (pg_cancel_backend there, its database's
+    statement_timeout) that comes after the other partitions answered,
+    in a function of each kind a partition runs (gpurec's part of
+    cheapest_offers; optimize_carts' and predict_strength's first steps,
+    in SQL): the call fails at once with 57014 naming the partition
+    (PL/Proxy 2.10 took a partition's 57014 for a cancel of its own caller
+    and waited without end for partitions that were done), no partition's
+    query is left running, and the next call answers.  The coordinator's
+    own statement_timeout (20 s) only bounds a failure of this check."""
+    stall = "WHERE (SELECT length(pg_sleep(3)::text)) >= 0"
+    for i, (host, db) in enumerate(SHARD_DBS):
+        run(host, db, "".join(f"CREATE OR REPLACE VIEW uneven_{t} AS SELECT * FROM {t} {stall if i == 1 else ''};"
+                              for t in ("offers", "carts", "points")))
+    calls = [("cancel", f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM uneven_offers')"),
+             ("statement_timeout", f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM uneven_offers')"),
+             ("cancel", f"gpurec_shards.optimize_carts({SHARDS}, 'SELECT * FROM uneven_carts', "
+                        "'SELECT * FROM offers', 'SELECT 1 AS store_id, 0 AS fee, NULL AS free_from')"),
+             ("cancel", f"gpurec_shards.predict_strength({SHARDS}, 'SELECT * FROM uneven_points', 1, "
+                        "'SELECT * FROM candidates')")]
+    for how, call in calls:
+        name = f"partition-{how}-{call.split('(')[0].split('.')[1]}"
+        if how == "statement_timeout":
+            run(SHARD_DBS[1][0], "postgres", f"ALTER DATABASE {SHARD_DBS[1][1]} SET statement_timeout = '900ms';")
+        env = dict(os.environ, PGHOST=COORD[0], PGDATABASE=COORD[1], PGUSER="postgres")
+        session = subprocess.Popen([PSQL, "-X", "-q", "-v", "VERBOSITY=verbose", "-c", "SET statement_timeout = '20s'",
+                                    "-c", f"SELECT count(*) FROM {call}"],
+                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # the partition's cancel: at 0.9 s (its timeout) or 1.2 s, while its inner query stalls for 3 s
+        sent = time.monotonic() + 0.9
+        if how == "cancel":
+            time.sleep(1.2)
+            sent = time.monotonic()
+            rows(SHARD_DBS[1][0], "postgres", "SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                 f"WHERE datname = '{SHARD_DBS[1][1]}' AND state = 'active';")
+        _, err = session.communicate(timeout=60)
+        late = time.monotonic() - sent
+        e = next((line.split(":", 2) for line in err.splitlines() if line.startswith("ERROR:")), None)
+        check(f"{name}-57014-names-it", e is not None and e[1].strip() == "57014"
+              and 'cluster "four", partition 1 (dbname four_1)' in e[2] and late < 3.0,
+              f"{late:.1f} s after the partition's cancel: {err.strip()[:400]}")
+        if how == "statement_timeout":
+            run(SHARD_DBS[1][0], "postgres", f"ALTER DATABASE {SHARD_DBS[1][1]} RESET statement_timeout;")
+        time.sleep(0.5)
+        busy = [rows(h, "postgres", "SELECT count(*) FROM pg_stat_activity WHERE datname LIKE 'four_%' "
+                     "AND state = 'active'")[0] for h in HOSTS]
+        check(f"{name}-leaves-nothing-running", busy == ["0", "0", "0"], f"active shard queries: {busy}")
+    compare("partition-cancel-then-usable", "gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers', 2)",
+            f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2)")
+
+
 def same_database_name():
     """Partitions of one database name on two servers, as the README lays a
     cluster out: a partition that cannot be reached is named by its server
@@ -1369,6 +1420,7 @@ def main():
         timing_notices()
         materialized_view()
         partition_error_stops_the_others()
+        partition_cancel()
         credentials()
         same_database_name()
         faults()
