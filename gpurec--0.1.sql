@@ -24,6 +24,12 @@ COMMENT ON SCHEMA gpurec_internal IS
 'gpurec''s internals, called by its own functions and by gpurec_shards; not for direct use, and they may change with any version.';
 GRANT USAGE ON SCHEMA gpurec_internal TO PUBLIC;
 
+-- The functions in SQL and PL/pgSQL below either set search_path =
+-- pg_catalog, pg_temp or, where they run the caller's inner query (which
+-- must find the caller's tables), name pg_catalog's functions in full: a
+-- role that may create objects on the caller's search_path must not be
+-- able to put its own function in the place of one of them.
+
 -- An extension's schema holds what every role calls, from sessions and
 -- scheduled jobs of any role: one that another role made beforehand would
 -- let that role replace the functions (renaming the schema, making another
@@ -31,7 +37,8 @@ GRANT USAGE ON SCHEMA gpurec_internal TO PUBLIC;
 -- that exists must be the installing role's (gpurec's and gpurec_shards'
 -- scripts call this first).
 CREATE FUNCTION gpurec_internal.require_own_schema(schema name)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     owner text := (SELECT pg_catalog.pg_get_userbyid(n.nspowner)
                    FROM pg_catalog.pg_namespace n WHERE n.nspname = schema);
@@ -370,7 +377,7 @@ CREATE FUNCTION gpurec_internal.shard_points(points_query text, users bigint[])
 RETURNS TABLE(user_id bigint, x float8, y float8)
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
-    RETURN QUERY EXECUTE format(
+    RETURN QUERY EXECUTE pg_catalog.format(
         E'SELECT q.user_id::bigint, q.x::float8, q.y::float8 FROM (SELECT * FROM (%s\n) AS u OFFSET 0) AS q '
         'WHERE q.user_id IS NOT NULL AND q.x IS NOT NULL AND q.y IS NOT NULL '
         'AND ($1 IS NULL OR q.user_id = ANY ($1))',
@@ -400,18 +407,18 @@ CREATE FUNCTION gpurec_internal.shard_cart_offers(offers_query text, products bi
                                                   pair_stores bigint[])
 RETURNS bytea
 LANGUAGE sql VOLATILE AS $$
-    SELECT gpurec_internal._offers_part(format(
+    SELECT gpurec_internal._offers_part(pg_catalog.format(
         E'WITH o AS (SELECT q.product_id::bigint AS product_id, q.store_id::bigint AS store_id, q.price '
         '           FROM (SELECT * FROM (%s' || E'\n' || ') AS u OFFSET 0) AS q '
         '           WHERE q.product_id IS NOT NULL AND q.store_id IS NOT NULL AND q.price IS NOT NULL) '
         '(SELECT DISTINCT ON (o.product_id) o.product_id, o.store_id, o.price '
         ' FROM o WHERE o.product_id = ANY (%L::bigint[]) '
-        ' ORDER BY o.product_id, o.price, o.store_id, length(o.price::text)) '
+        ' ORDER BY o.product_id, o.price, o.store_id, pg_catalog.length(o.price::text)) '
         'UNION ALL '
         '(SELECT DISTINCT ON (o.product_id, o.store_id) o.product_id, o.store_id, o.price '
         ' FROM o WHERE CASE WHEN %L::bigint[] IS NULL THEN o.product_id = ANY (%L::bigint[]) '
-        '                   ELSE (o.product_id, o.store_id) IN (SELECT * FROM unnest(%L::bigint[], %L::bigint[])) END '
-        ' ORDER BY o.product_id, o.store_id, o.price, length(o.price::text))',
+        '                   ELSE (o.product_id, o.store_id) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest(%L::bigint[]), pg_catalog.unnest(%L::bigint[]))) END '
+        ' ORDER BY o.product_id, o.store_id, o.price, pg_catalog.length(o.price::text))',
         gpurec_internal.statement_text(offers_query), products, pair_products, products, pair_products,
         pair_stores));
 $$;
@@ -494,7 +501,7 @@ CREATE FUNCTION gpurec_internal.shard_users(points_query text)
 RETURNS bigint[]
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
-    RETURN (SELECT coalesce(array_agg(DISTINCT p.user_id), '{}')
+    RETURN (SELECT coalesce(pg_catalog.array_agg(DISTINCT p.user_id), '{}')
             FROM gpurec_internal.shard_points(points_query, NULL) AS p);
 EXCEPTION WHEN query_canceled THEN
     RAISE EXCEPTION USING ERRCODE = '57R14', MESSAGE = SQLERRM;
@@ -621,7 +628,7 @@ CREATE FUNCTION gpurec_internal.shard_cart_products(carts_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint)
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
-    RETURN QUERY EXECUTE format(
+    RETURN QUERY EXECUTE pg_catalog.format(
         E'SELECT DISTINCT q.cart_id::bigint, q.product_id::bigint FROM (SELECT * FROM (%s\n) AS u OFFSET 0) AS q '
         'WHERE q.cart_id IS NOT NULL AND q.product_id IS NOT NULL',
         gpurec_internal.statement_text(carts_query));

@@ -19,6 +19,11 @@ SELECT gpurec_internal.require_own_schema('gpurec_shards');
 -- function splits the array of partition numbers (SPLIT parts; RUN ON
 -- parts), so that each partition receives its own number and returns it
 -- with its rows: data split across partitions is then refused naming both.
+-- Every function here that runs no user's query text on this server has
+-- search_path = pg_catalog, pg_temp; the others, whose inner queries must
+-- find the caller's tables, name pg_catalog's functions in full: a role
+-- that may create objects on the caller's search_path must not be able to
+-- put its own function in the place of one of them.
 -- The user-facing functions compose the calls and merge the answers, and
 -- each raises any error once, translated (raise_translated), without the
 -- internal functions' context.  They run with gpurec.timing off: their
@@ -49,7 +54,8 @@ GRANT USAGE ON SCHEMA gpurec_shards_internal TO PUBLIC;
 -- cluster: the server exists and is PL/Proxy's, the caller may use it, and
 -- a user mapping (the caller's or PUBLIC's) gives its credentials.
 CREATE FUNCTION gpurec_shards_internal.checked_cluster(cluster text)
-RETURNS text LANGUAGE plpgsql STABLE AS $$
+RETURNS text LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     wrapper text;
 BEGIN
@@ -83,7 +89,8 @@ END $$;
 -- The cluster's partition numbers, 0 to n - 1: the array the internal
 -- functions split, one number to each partition.
 CREATE FUNCTION gpurec_shards_internal.partitions(cluster text)
-RETURNS integer[] LANGUAGE sql STABLE AS $$
+RETURNS integer[] LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(array_agg(n - 1 ORDER BY n), '{}')
     FROM generate_series(1, (SELECT count(*)::integer
                              FROM pg_catalog.pg_foreign_server s, unnest(s.srvoptions) AS o
@@ -93,7 +100,8 @@ $$;
 -- The value of `key` in a partition's connect string (libpq's key=value
 -- form: a value in single quotes may hold spaces, \' and \\), or NULL.
 CREATE FUNCTION gpurec_shards_internal.conninfo_value(conninfo text, key text)
-RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$
+RETURNS text LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN m[1] IS NOT NULL THEN regexp_replace(m[1], '\\(.)', '\1', 'g') ELSE m[2] END
     FROM (SELECT regexp_match(conninfo, '(?:^|[\s=])' || key || $r$\s*=\s*(?:'((?:[^'\\]|\\.)*)'|([^\s']+))$r$) AS m) q;
 $$;
@@ -101,7 +109,8 @@ $$;
 -- How an error names partition `part`: by its number, and its database
 -- where the connect string says it.
 CREATE FUNCTION gpurec_shards_internal.partition_name(cluster text, part integer)
-RETURNS text LANGUAGE sql STABLE AS $$
+RETURNS text LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp AS $$
     SELECT format('cluster "%s", partition %s', cluster, part)
            || coalesce(format(' (dbname %s)', gpurec_shards_internal.conninfo_value(o, 'dbname')), '')
     FROM (SELECT (SELECT o FROM pg_catalog.pg_foreign_server s, unnest(s.srvoptions) AS o
@@ -119,7 +128,8 @@ $$;
 -- 57014, and everything else passes as it is.
 CREATE FUNCTION gpurec_shards_internal.translated_error(cluster text, raised_sqlstate text, raised_message text,
                                              raised_detail text, raised_hint text, OUT sqlstate text, OUT message text, OUT detail text, OUT hint text)
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     m text[];
     dbname text;
@@ -188,7 +198,7 @@ BEGIN
                                                            THEN 'no password supplied'
                                                            ELSE 'could not connect' END END);
     hint := CASE sqlstate
-            WHEN '08006' THEN 'The partition''s server stopped or restarted during the call; the next call connects again.'
+            WHEN '08006' THEN 'The partition''s server stopped or restarted, or its session was ended (pg_terminate_backend), during the call; the next call connects again.'
             WHEN '08001' THEN 'Check that the partition''s server runs, and its connect string (the server''s option p'
                               || coalesce(part::text, 'N') || ').'
             ELSE 'The credentials are the user mapping''s (user, password), unless the partition''s connect string '
@@ -211,7 +221,8 @@ $$;
 -- about a second, as it finds its client gone.  Best effort: a partition
 -- that cannot be reached runs nothing of the call.
 CREATE FUNCTION gpurec_shards_internal.drop_running_parts(cluster text)
-RETURNS void LANGUAGE plpgsql VOLATILE AS $$
+RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     -- PL/Proxy's NOTICE of each connection it drops is no news to the caller
     PERFORM set_config('client_min_messages', 'warning', true);
@@ -225,7 +236,8 @@ END $$;
 -- internal functions' context.
 CREATE FUNCTION gpurec_shards_internal.raise_translated(cluster text, raised_sqlstate text, raised_message text,
                                                         raised_detail text, raised_hint text)
-RETURNS void LANGUAGE plpgsql VOLATILE AS $$
+RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     e record;
 BEGIN
@@ -243,7 +255,8 @@ END $$;
 -- that two or more gave (gpurec_internal.refuse_split, naming its least
 -- and greatest partition).
 CREATE FUNCTION gpurec_shards_internal.unsplit(cluster text, what text, shards integer[], keys bigint[])
-RETURNS boolean LANGUAGE sql AS $$
+RETURNS boolean LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(bool_and(gpurec_internal.refuse_split(what, s.key, cluster, s.part, s.other_part)), true)
     FROM (SELECT k.key, min(k.shard) AS part, max(k.shard) AS other_part
           FROM unnest(shards, keys) AS k(shard, key)
@@ -253,7 +266,8 @@ $$;
 -- Refuses a user whose points two partitions hold (22023): a sum over
 -- users (a strength) would count each part of the user as a user.
 CREATE FUNCTION gpurec_shards_internal.refuse_split_users(cluster text, parts integer[], points_query text)
-RETURNS void LANGUAGE sql AS $$
+RETURNS void LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     SELECT gpurec_shards_internal.unsplit(cluster, 'user', array_agg(t.shard), array_agg(u.user_id))
     FROM gpurec_shards_internal.users(cluster, parts, points_query) AS t, unnest(t.users) AS u(user_id);
 $$;
@@ -346,7 +360,8 @@ $$;
 
 -- the partitions' parts of roc_fitness, in partition order
 CREATE FUNCTION gpurec_shards_internal.roc_fitness_parts(cluster text, query text, labels anycompatiblearray)
-RETURNS bytea[] LANGUAGE sql AS $$
+RETURNS bytea[] LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     SELECT ARRAY(SELECT t.part
                  FROM gpurec_shards_internal.roc_fitness_part(cluster, gpurec_shards_internal.partitions(cluster),
                                                               query, gpurec_internal._labels_pack(labels)) AS t
@@ -370,7 +385,8 @@ $$;
 -- one part (NULL where none); a user two partitions hold is ERROR 22023.
 CREATE FUNCTION gpurec_shards_internal.points_part(cluster text, parts integer[], points_query text, users bigint[],
                                                    metric text, epsilon float8)
-RETURNS bytea LANGUAGE sql AS $$
+RETURNS bytea LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     SELECT gpurec_internal._merge_geo_points(
                cluster, ARRAY(SELECT t.part
                               FROM gpurec_shards_internal.geo_points_part(cluster, parts, points_query, users,
@@ -433,8 +449,8 @@ RETURNS TABLE(shard integer, u bigint, e bigint, part bytea) LANGUAGE plproxy AS
     SELECT (parts)[1] AS shard, a.u, x.n AS e,
            gpurec_internal._predict_strength_part(q_points, a.u, q_candidates, x.exponent, q_max_distance,
                                                   q_min_similarity, q_metric, q_epsilon, q_remote) AS part
-    FROM unnest(q_users) AS a(u)
-    CROSS JOIN unnest(q_exponents) WITH ORDINALITY AS x(exponent, n);
+    FROM pg_catalog.unnest(q_users) AS a(u)
+    CROSS JOIN pg_catalog.unnest(q_exponents) WITH ORDINALITY AS x(exponent, n);
 $$;
 
 -- ------------------------------------------------------------ marketplace --
@@ -486,9 +502,9 @@ BEGIN
     -- 1. the (product, current store) pairs of every partition's carts, as
     --    improve_carts reads them (_cart_pairs; the lines' quantities are
     --    checked in step 3, where a partition's fault is a refusal)
-    SELECT array_agg(p.product_id ORDER BY p.product_id, p.store_id),
-           array_agg(p.store_id ORDER BY p.product_id, p.store_id),
-           array_agg(DISTINCT p.product_id)
+    SELECT pg_catalog.array_agg(p.product_id ORDER BY p.product_id, p.store_id),
+           pg_catalog.array_agg(p.store_id ORDER BY p.product_id, p.store_id),
+           pg_catalog.array_agg(DISTINCT p.product_id)
       INTO pair_products, pair_stores, products
       FROM (SELECT DISTINCT t.product_id, t.store_id
             FROM gpurec_shards_internal.cart_pairs(cluster, parts, carts_query) AS t) p;
@@ -529,7 +545,8 @@ COMMENT ON FUNCTION improve_carts(text, text, text) IS
 CREATE FUNCTION gpurec_shards_internal.cart_offer_parts(cluster text, parts integer[], offers_query text,
                                                         products bigint[], pair_products bigint[],
                                                         pair_stores bigint[])
-RETURNS bytea[] LANGUAGE sql AS $$
+RETURNS bytea[] LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     SELECT ARRAY(SELECT t.part
                  FROM gpurec_shards_internal.cart_offers(cluster, parts, offers_query, products, pair_products,
                                                          pair_stores) AS t
@@ -552,7 +569,7 @@ DECLARE
 BEGIN
     -- 1. every partition's carts' products; a cart two partitions hold is
     --    refused, as its lines must be assigned together
-    SELECT array_agg(c.shard), array_agg(c.cart_id), array_agg(DISTINCT c.product_id)
+    SELECT pg_catalog.array_agg(c.shard), pg_catalog.array_agg(c.cart_id), pg_catalog.array_agg(DISTINCT c.product_id)
       INTO line_shards, line_carts, products
       FROM gpurec_shards_internal.cart_products(cluster, parts, carts_query) AS c;
     PERFORM gpurec_shards_internal.unsplit(cluster, 'cart', line_shards, line_carts);
@@ -683,7 +700,7 @@ BEGIN
     END IF;
     parts := gpurec_shards_internal.partitions(cluster);
     -- the engine's argument checks on the main user alone
-    PERFORM gpurec.user_similarity(format('SELECT %L::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', main_user),
+    PERFORM gpurec.user_similarity(pg_catalog.format('SELECT %L::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', main_user),
                                    main_user, metric, epsilon);
     main_points := gpurec_shards_internal.points_part(cluster, parts, points_query, ARRAY[main_user], metric, epsilon);
     IF main_points IS NULL THEN
@@ -739,7 +756,7 @@ BEGIN
     FROM gpurec_internal._merge_similar_users(
              cluster, points,
              ARRAY(SELECT t.part
-                   FROM gpurec_shards_internal.similar_users_part(cluster, parts, points_query, cardinality(parts),
+                   FROM gpurec_shards_internal.similar_users_part(cluster, parts, points_query, pg_catalog.cardinality(parts),
                                                                   k, metric, epsilon, points) AS t
                    ORDER BY t.shard)) AS m;
 EXCEPTION WHEN OTHERS OR query_canceled THEN
@@ -768,7 +785,7 @@ BEGIN
         RETURN;
     END IF;
     parts := gpurec_shards_internal.partitions(cluster);
-    PERFORM gpurec.predict_strength(format('SELECT %L::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', main_user),
+    PERFORM gpurec.predict_strength(pg_catalog.format('SELECT %L::bigint AS user_id, 0::float8 AS x, 0::float8 AS y', main_user),
                                     main_user,
                                     'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y WHERE false',
                                     exponent, max_distance, min_similarity, metric, epsilon);
@@ -781,7 +798,7 @@ BEGIN
                                         exponent, max_distance, min_similarity, metric, epsilon);
     END IF;
     cands := gpurec_shards_internal.candidates(candidates_query, metric);
-    IF cardinality(cands.ids) = 0 THEN
+    IF pg_catalog.cardinality(cands.ids) = 0 THEN
         RETURN;
     END IF;
     -- a strength is a sum over users: each partition sums its own users
@@ -816,7 +833,8 @@ CREATE FUNCTION gpurec_shards_internal.mean_aucs(cluster text, parts integer[], 
                                                  q_visit_users bigint[], q_visit_rows bigint[],
                                                  q_max_distance float8, q_min_similarity float8, q_metric text,
                                                  q_epsilon float8)
-RETURNS TABLE(e bigint, mean_auc float8, users bigint) LANGUAGE sql AS $$
+RETURNS TABLE(e bigint, mean_auc float8, users bigint) LANGUAGE sql
+SET search_path = pg_catalog, pg_temp AS $$
     WITH strengths AS (
         SELECT p.u, p.e, s.n AS c, s.strength
         FROM (SELECT t.u, t.e, array_agg(t.part ORDER BY t.shard) AS parts
@@ -876,60 +894,62 @@ BEGIN
     cands := gpurec_shards_internal.candidates(candidates_query, metric);
     -- each holdout user's visited candidate rows (every row of a named id;
     -- an id naming no row leaves the user a holdout user with no visit)
-    SELECT array_agg(v.user_id), array_agg(v.n) INTO visit_users, visit_rows
+    SELECT pg_catalog.array_agg(v.user_id), pg_catalog.array_agg(v.n) INTO visit_users, visit_rows
       FROM (SELECT DISTINCT h.user_id, c.n FROM gpurec_internal._holdout_rows(holdout_query) AS h
-            LEFT JOIN unnest(coalesce(cands.ids, '{}')) WITH ORDINALITY AS c(id, n) ON c.id = h.candidate_id) AS v;
+            LEFT JOIN pg_catalog.unnest(coalesce(cands.ids, '{}')) WITH ORDINALITY AS c(id, n) ON c.id = h.candidate_id) AS v;
     IF visit_users IS NOT NULL THEN
         -- the holdout users' points, in binary, for every partition
         visit_points := gpurec_shards_internal.points_part(cluster, parts, points_query, visit_users, metric, epsilon);
-        SELECT min(v.u) INTO missing
-          FROM unnest(visit_users) AS v(u)
+        SELECT pg_catalog.min(v.u) INTO missing
+          FROM pg_catalog.unnest(visit_users) AS v(u)
          WHERE v.u NOT IN (SELECT p.user_id FROM gpurec_internal._geo_points_users(visit_points) AS p);
         IF missing IS NOT NULL THEN
             -- the engine's own error for a holdout user without points
             PERFORM gpurec.fit_exponent('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y WHERE false',
-                                        format('SELECT %L::bigint AS user_id, 1::bigint AS candidate_id', missing),
+                                        pg_catalog.format('SELECT %L::bigint AS user_id, 1::bigint AS candidate_id', missing),
                                         'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y',
                                         exponents, max_distance, min_similarity, metric, epsilon);
         END IF;
     END IF;
     -- the users with a visited and an unvisited candidate row, in id order
-    SELECT array_agg(v.user_id ORDER BY v.user_id) INTO evaluated
-      FROM (SELECT v.user_id, count(DISTINCT v.n) AS visited FROM unnest(visit_users, visit_rows) AS v(user_id, n)
+    SELECT pg_catalog.array_agg(v.user_id ORDER BY v.user_id) INTO evaluated
+      FROM (SELECT v.user_id, pg_catalog.count(DISTINCT v.n) AS visited FROM ROWS FROM (pg_catalog.unnest(visit_users), pg_catalog.unnest(visit_rows)) AS v(user_id, n)
             GROUP BY v.user_id) v
-     WHERE v.visited > 0 AND v.visited < coalesce(cardinality(cands.ids), 0);
+     WHERE v.visited > 0 AND v.visited < coalesce(pg_catalog.cardinality(cands.ids), 0);
     IF evaluated IS NULL THEN
         RETURN QUERY SELECT e.x, NULL::float8, 0::bigint, NULL::float8, NULL::float8
-                     FROM unnest(exponents) WITH ORDINALITY AS e(x, n) ORDER BY e.x, e.n;
+                     FROM pg_catalog.unnest(exponents) WITH ORDINALITY AS e(x, n) ORDER BY e.x, e.n;
         RETURN;
     END IF;
     -- the grid's mean AUCs, then fit_exponent's own search (the engine's,
     -- replayed from the means so far) round by round over the partitions:
     -- the same means give the same fit as on one server
-    SELECT array_agg(m.mean_auc ORDER BY m.e), array_agg(m.users ORDER BY m.e) INTO grid_means, grid_users
+    SELECT pg_catalog.array_agg(m.mean_auc ORDER BY m.e), pg_catalog.array_agg(m.users ORDER BY m.e) INTO grid_means, grid_users
       FROM gpurec_shards_internal.mean_aucs(cluster, parts, points_query, evaluated, visit_points, exponents,
                                             cands.part, visit_users, visit_rows, max_distance, min_similarity,
                                             metric, epsilon) AS m;
     IF tolerance IS NOT NULL THEN
         LOOP
-            SELECT array_agg(z.probe ORDER BY z.n) FILTER (WHERE z.probe IS NOT NULL),
-                   max(z.fitted_exponent), max(z.fitted_mean_auc)
+            SELECT pg_catalog.array_agg(z.probe ORDER BY z.n) FILTER (WHERE z.probe IS NOT NULL),
+                   pg_catalog.max(z.fitted_exponent), pg_catalog.max(z.fitted_mean_auc)
               INTO probes, found_exponent, found_auc
               FROM gpurec_internal._exponent_search(exponents, grid_means, tolerance, probed_means)
                    WITH ORDINALITY AS z(probe, fitted_exponent, fitted_mean_auc, n);
             EXIT WHEN probes IS NULL;
-            probed_means := probed_means
-                || ARRAY(SELECT m.mean_auc
-                         FROM gpurec_shards_internal.mean_aucs(cluster, parts, points_query, evaluated,
-                                                               visit_points, probes, cands.part, visit_users,
-                                                               visit_rows, max_distance, min_similarity, metric,
-                                                               epsilon) AS m
-                         ORDER BY m.e);
+            probed_means := pg_catalog.array_cat(
+                probed_means,
+                ARRAY(SELECT m.mean_auc
+                      FROM gpurec_shards_internal.mean_aucs(cluster, parts, points_query, evaluated,
+                                                            visit_points, probes, cands.part, visit_users,
+                                                            visit_rows, max_distance, min_similarity, metric,
+                                                            epsilon) AS m
+                      ORDER BY m.e));
         END LOOP;
     END IF;
     RETURN QUERY
     SELECT g.x, g.mean_auc, g.users, found_exponent, found_auc
-    FROM unnest(exponents, grid_means, grid_users) WITH ORDINALITY AS g(x, mean_auc, users, n)
+    FROM ROWS FROM (pg_catalog.unnest(exponents), pg_catalog.unnest(grid_means), pg_catalog.unnest(grid_users))
+         WITH ORDINALITY AS g(x, mean_auc, users, n)
     ORDER BY g.x, g.n;
 EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;

@@ -156,8 +156,18 @@ MergedOptimizedLines merge_optimized_lines(ShardRows &parts)
 	for (size_t r = 0; r < parts.rows(); ++r)
 	{
 		auto amount = [&](size_t units, size_t scale) {
-			return Amount{parts.int64(r, units), static_cast<int>(parts.int64(r, scale))};
+			int64_t display_scale = parts.int64(r, scale);
+			if (display_scale < 0 || display_scale > NumberColumn::kMaxDisplayScale)
+				throw Error(sqlstate::invalid_binary_representation, "malformed optimize_carts part",
+							"An amount's display scale is out of range. The coordinator and the partitions must run "
+							"the same version of gpurec.");
+			return Amount{parts.int64(r, units), static_cast<int>(display_scale)};
 		};
+		int64_t scale = parts.int64(r, kOptimizedScale);
+		if (scale < 0 || scale > NumberColumn::kMaxNumericScale)
+			throw Error(sqlstate::invalid_binary_representation, "malformed optimize_carts part",
+						"Its amounts' scale is out of range. The coordinator and the partitions must run the same "
+						"version of gpurec.");
 		lines[r] = {parts.int64(r, kOptimizedCart),
 					parts.int64(r, kOptimizedProduct),
 					parts.int64(r, kOptimizedQuantity),
@@ -169,7 +179,7 @@ MergedOptimizedLines merge_optimized_lines(ShardRows &parts)
 					parts.int64(r, kOptimizedComplete) != 0,
 					parts.int64(r, kOptimizedHasCurrent) != 0,
 					amount(kOptimizedCurrentTotal, kOptimizedCurrentTotalScale),
-					static_cast<int>(parts.int64(r, kOptimizedScale))};
+					static_cast<int>(scale)};
 	}
 	return {std::move(lines), parts.numbers(kOptimizedPrice)};
 }

@@ -295,6 +295,8 @@ void NumberColumn::append_serialized(ByteReader &in, const PieceRunner &run, boo
 	int16_t part_uniform = in.get<int16_t>();
 	if (part_scale < 0 || part_scale > kMaxNumericScale)
 		throw Error(sqlstate::internal_error, "NumberColumn: a serialized scale out of range");
+	if (part_uniform != kMixedScales && !valid_display_scale(part_uniform))
+		throw Error(sqlstate::internal_error, "NumberColumn: a serialized display scale out of range");
 	ChunkedColumn<int64_t> keys = ChunkedColumn<int64_t>::read_serialized(in, run);
 	if (type_ != NumberType::Numeric)
 	{
@@ -308,6 +310,9 @@ void NumberColumn::append_serialized(ByteReader &in, const PieceRunner &run, boo
 		displays = ChunkedColumn<int16_t>::read_serialized(in, run);
 		if (displays.size() != n)
 			throw Error(sqlstate::internal_error, "NumberColumn: serialized keys and scales disagree");
+		for (size_t row = 0; row < n; ++row)
+			if (!valid_display_scale(displays[row]))
+				throw Error(sqlstate::internal_error, "NumberColumn: a serialized display scale out of range");
 	}
 	if (n == 0)
 		return;

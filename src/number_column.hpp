@@ -67,6 +67,10 @@ class NumberColumn
 	/* display_scale() markers of those special values */
 	static constexpr int16_t kScaleNaN = -1, kScalePosInf = -2, kScaleNegInf = -3;
 	static constexpr int kMaxNumericScale = 18;
+	/* the most decimals a numeric shows (PostgreSQL's NUMERIC_DSCALE_MAX) */
+	static constexpr int kMaxDisplayScale = 16383;
+	/* a display scale a numeric can have, or a special value's marker */
+	static bool valid_display_scale(int scale) { return scale >= kScaleNegInf && scale <= kMaxDisplayScale; }
 
 	explicit NumberColumn(NumberType type = NumberType::Integer) : type_(type) {}
 

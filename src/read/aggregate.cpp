@@ -306,7 +306,7 @@ int planned_workers(SPIPlanPtr plan)
  * The specs are a parameter so that the plan says whether workers will
  * read before the area the specs name exists (try_parallel_read).
  */
-SPIPlanPtr prepare_wrapper(const char *query, const ColumnBinding &binding)
+char *wrapper_text(const char *query, const ColumnBinding &binding)
 {
 	StringInfoData sql;
 	initStringInfo(&sql);
@@ -316,8 +316,14 @@ SPIPlanPtr prepare_wrapper(const char *query, const ColumnBinding &binding)
 			appendStringInfo(&sql, ", q.%s", quote_identifier(binding.specs[c].name));
 	/* the newline ends a trailing -- comment of the inner query */
 	appendStringInfo(&sql, ") FROM (%s\n) AS q", query);
+	return sql.data;
+}
+
+SPIPlanPtr prepare_wrapper(const char *query, const ColumnBinding &binding)
+{
 	Oid spec_type = TEXTOID;
-	SPIPlanPtr plan = SPI_prepare_cursor(sql.data, 1, &spec_type, CURSOR_OPT_PARALLEL_OK | CURSOR_OPT_GENERIC_PLAN);
+	SPIPlanPtr plan = SPI_prepare_cursor(wrapper_text(query, binding), 1, &spec_type,
+										 CURSOR_OPT_PARALLEL_OK | CURSOR_OPT_GENERIC_PLAN);
 	if (plan == nullptr)
 		elog(ERROR, "could not prepare the parallel read of the %s: %s", binding.what,
 			 SPI_result_code_string(SPI_result));

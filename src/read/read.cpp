@@ -142,6 +142,56 @@ SPIPlanPtr prepare_inner_query(const char *query, MemoryContext call_context)
 	return plan;
 }
 
+/*
+ * An error's context as the serial read gives it, where the parallel read
+ * gave it otherwise: SPI's line names the statement it runs, there the
+ * wrapper around the inner query (wrapper_text), and the direct scan's and
+ * the workers' errors have none.  The wrapper's line becomes the inner
+ * query's, or the inner query's is added.  PostgreSQL code.
+ */
+char *context_naming_query(const char *context, const char *wrapper, const char *query)
+{
+	char *query_line = psprintf("SQL statement \"%s\"", query);
+	if (context == nullptr)
+		return query_line;
+	char *wrapper_line = psprintf("SQL statement \"%s\"", wrapper);
+	StringInfoData named;
+	initStringInfo(&named);
+	if (const char *at = strstr(context, wrapper_line))
+	{
+		appendBinaryStringInfo(&named, context, static_cast<int>(at - context));
+		appendStringInfoString(&named, query_line);
+		appendStringInfoString(&named, at + strlen(wrapper_line));
+	}
+	else if (strstr(context, query_line) == nullptr)
+		appendStringInfo(&named, "%s\n%s", context, query_line);
+	else
+		appendStringInfoString(&named, context);
+	return named.data;
+}
+
+/* try_parallel_read, its errors' context as the serial read's (context_naming_query).  PostgreSQL code. */
+ParallelReadOutcome read_in_parallel(SPIPlanPtr plan, CachedPlanSource *source, const ColumnBinding &binding,
+									 InputTable *table, ExecContext *ctx, MemoryContext call_context)
+{
+	const char *query = statement_text(source);
+	ParallelReadOutcome outcome;
+	PG_TRY();
+	{
+		outcome = try_parallel_read(plan, query, binding, table, ctx, call_context);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(call_context);
+		ErrorData *error = CopyErrorData();
+		FlushErrorState();
+		error->context = context_naming_query(error->context, wrapper_text(query, binding), source->query_string);
+		ReThrowError(error);
+	}
+	PG_END_TRY();
+	return outcome;
+}
+
 struct ColumnTypesArgs
 {
 	InputTable *table;
@@ -205,7 +255,7 @@ ParallelReadOutcome run_query(const char *query, InputTable *table, ExecContext 
 			/* one SRID for every row: checked as they come, in one process */
 			outcome.why_serial = "its points are PostGIS points";
 		else
-			outcome = try_parallel_read(plan, statement_text(source), binding, table, ctx, call_context);
+			outcome = read_in_parallel(plan, source, binding, table, ctx, call_context);
 		if (!outcome.ran)
 		{
 			memset(&options, 0, sizeof options);

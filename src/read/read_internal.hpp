@@ -549,6 +549,9 @@ void free_arrived_parts(const ArrivedParts &arrived);
  */
 SPIPlanPtr prepare_wrapper(const char *query, const ColumnBinding &binding);
 
+/* The statement prepare_wrapper prepares, palloc'd. */
+char *wrapper_text(const char *query, const ColumnBinding &binding);
+
 /*
  * The workers a plan of prepare_wrapper splits the aggregate over; 0 when
  * it is not split, and the serial path then reads.

@@ -120,6 +120,21 @@ def run_checks(db):
         check("errors-division-by-zero-context-names-inner-query",
               any("product_id = 450" in c for c in contexts),
               f"the CONTEXT should show the inner query: {contexts}")
+    # under a parallel plan, an error found while the plan is made (a constant's) or while the
+    # rows are read: the CONTEXT names the inner query as the serial read's does (the oracle:
+    # the same call with gpurec.parallel_workers = 0), never gpurec's statement around it
+    force = ("SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; "
+             "SET max_parallel_workers_per_gather = 2;")
+    for tag, inner in (("planning", "SELECT 1/0 AS product_id, store_id, price FROM offers"),
+                       ("reading", "SELECT product_id, store_id, CASE WHEN product_id = 450 THEN price / 0 "
+                                   "ELSE price END AS price FROM offers")):
+        serial = s.run("SET gpurec.parallel_workers = 0;" + cheapest(inner) + "RESET gpurec.parallel_workers;")
+        parallel = s.run(force + cheapest(inner) + "RESET ALL;")
+        check(f"errors-parallel-{tag}-context-as-serial", parallel.sqlstates() == serial.sqlstates() == ["22012"]
+              and parallel.contexts() == serial.contexts() and serial.contexts()
+              and not any("_read_columns" in line for line in parallel.lines),
+              f"parallel: {parallel.describe()}; serial: {serial.describe()}")
+        usable(f"errors-parallel-{tag}")
     error_case("errors-bad-cast-22P02",
                cheapest("SELECT product_id, store_id, CASE WHEN product_id = 450 THEN "
                         "'x'::numeric ELSE price END AS price FROM offers"), "22P02")

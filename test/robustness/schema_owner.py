@@ -3,7 +3,8 @@
 beforehand (42501, naming its owner): that role could otherwise replace the
 functions every role, and every scheduled job, calls.  Once the schema is
 the installing role's, the extension installs and answers.  gpurec_shards
-the same, where PL/Proxy is installed.
+the same, where PL/Proxy is installed.  The refusal runs no function that
+the schema's owner put in it.
 """
 import os
 import sys
@@ -19,11 +20,19 @@ def body():
     admin(f"DROP ROLE IF EXISTS {role}; CREATE ROLE {role};")
     db = robust_lib.Database("schema_owner")
     try:
-        db.sql(f"DROP EXTENSION gpurec; DROP SCHEMA gpurec; CREATE SCHEMA gpurec AUTHORIZATION {role};")
+        # the schema's owner put there a function that the refusal's own format() call, were it
+        # unqualified, would take in place of pg_catalog's (its exact argument types win) and run as the
+        # installing superuser
+        db.sql(f"DROP EXTENSION gpurec; DROP SCHEMA gpurec; CREATE SCHEMA gpurec AUTHORIZATION {role};"
+               "CREATE FUNCTION gpurec.format(f text, s name, o text) RETURNS text LANGUAGE sql "
+               "AS $$ SELECT 'hijacked' $$;"
+               f"ALTER FUNCTION gpurec.format(text, name, text) OWNER TO {role};")
         s = db.session()
         r = s.run("CREATE EXTENSION gpurec;")
         check("schema-of-another-role-refused-42501",
-              r.sqlstates() == ["42501"] and any(role in text for _, text, _ in r.errors()), r.describe())
+              r.sqlstates() == ["42501"] and any(role in text for _, text, _ in r.errors())
+              and "hijacked" not in r.describe(), r.describe())
+        db.sql("DROP FUNCTION gpurec.format(text, name, text);")
         r = s.run("SELECT count(*) FROM pg_extension WHERE extname = 'gpurec';")
         check("schema-of-another-role-nothing-installed", r.rows == [["0"]], r.describe())
         r = s.run(f"ALTER SCHEMA gpurec OWNER TO CURRENT_USER; CREATE EXTENSION gpurec;"

@@ -1123,6 +1123,70 @@ def partition_cancel():
             f"gpurec_shards.cheapest_offers({SHARDS}, 'SELECT product_id, store_id, price FROM offers', 2)")
 
 
+HIJACKERS = """
+CREATE TABLE public.hijacked (fn text);
+CREATE FUNCTION public.hijack_note(fn text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.hijacked VALUES (fn); END $$;
+CREATE FUNCTION public.unnest(a text[]) RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('unnest(text[])'); RETURN QUERY SELECT pg_catalog.unnest(a); END $$;
+CREATE FUNCTION public.unnest(a bigint[]) RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('unnest(bigint[])'); RETURN QUERY SELECT pg_catalog.unnest(a); END $$;
+CREATE FUNCTION public.unnest(a integer[]) RETURNS SETOF integer LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('unnest(integer[])'); RETURN QUERY SELECT pg_catalog.unnest(a); END $$;
+CREATE FUNCTION public.unnest(a float8[]) RETURNS SETOF float8 LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('unnest(float8[])'); RETURN QUERY SELECT pg_catalog.unnest(a); END $$;
+CREATE FUNCTION public.format(f text, a text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('format(text, text)'); RETURN pg_catalog.format(f, a); END $$;
+CREATE FUNCTION public.format(f text, a bigint) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('format(text, bigint)'); RETURN pg_catalog.format(f, a); END $$;
+CREATE FUNCTION public.format(f text, a text, b text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('format(text, text, text)'); RETURN pg_catalog.format(f, a, b); END $$;
+CREATE FUNCTION public.format(f text, a text, b integer) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('format(text, text, integer)'); RETURN pg_catalog.format(f, a, b); END $$;
+CREATE FUNCTION public.cardinality(a integer[]) RETURNS integer LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('cardinality(integer[])'); RETURN pg_catalog.cardinality(a); END $$;
+CREATE FUNCTION public.cardinality(a bigint[]) RETURNS integer LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('cardinality(bigint[])'); RETURN pg_catalog.cardinality(a); END $$;
+CREATE FUNCTION public.hijack_cat(a float8[], b float8[]) RETURNS float8[] LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('||(float8[], float8[])'); RETURN pg_catalog.array_cat(a, b); END $$;
+CREATE OPERATOR public.|| (LEFTARG = float8[], RIGHTARG = float8[], FUNCTION = public.hijack_cat);
+CREATE FUNCTION public.hijack_step(s bigint[], v bigint) RETURNS bigint[] LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('array_agg(bigint)'); RETURN pg_catalog.array_append(s, v); END $$;
+CREATE AGGREGATE public.array_agg(bigint) (SFUNC = public.hijack_step, STYPE = bigint[]);
+CREATE FUNCTION public.hijack_int_step(s integer[], v integer) RETURNS integer[] LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijack_note('array_agg(integer)'); RETURN pg_catalog.array_append(s, v); END $$;
+CREATE AGGREGATE public.array_agg(integer) (SFUNC = public.hijack_int_step, STYPE = integer[]);
+"""
+
+
+def search_path_hijack(rnd, data):
+    """Functions, an operator and aggregates that a role able to create
+    objects on the caller's search_path (public, here) could plant, each of
+    which would win over pg_catalog's where gpurec's or gpurec_shards'
+    internal SQL called it unqualified (exact argument types beat
+    pg_catalog's polymorphic and variadic ones), and would then run as the
+    caller: with them on the coordinator, every partition of `two` and the
+    reference server, every function still gives one server's answer and
+    none of them runs."""
+    dbs = [COORD, WHOLE] + CLUSTERS["two"]
+    for host, db in dbs:
+        run(host, db, HIJACKERS)
+    try:
+        functional(rnd, data, by_key=True, cluster="two")
+        ran = [f"{db}: {row}" for host, db in dbs for row in rows(host, db, "SELECT DISTINCT fn FROM public.hijacked")]
+        check("search-path-hijack-runs-nothing", ran == [], f"planted functions ran: {ran}")
+    finally:
+        for host, db in dbs:
+            run(host, db, "DROP TABLE public.hijacked; DROP FUNCTION public.hijack_note(text) CASCADE;"
+                "DROP AGGREGATE public.array_agg(bigint); DROP AGGREGATE public.array_agg(integer);"
+                "DROP OPERATOR public.|| (float8[], float8[]);"
+                "DROP FUNCTION public.unnest(text[]), public.unnest(bigint[]), public.unnest(integer[]), "
+                "public.unnest(float8[]), public.format(text, text), public.format(text, bigint), "
+                "public.format(text, text, text), public.format(text, text, integer), public.cardinality(integer[]), "
+                "public.cardinality(bigint[]), public.hijack_cat(float8[], float8[]), "
+                "public.hijack_step(bigint[], bigint), public.hijack_int_step(integer[], integer);")
+
+
 def same_database_name():
     """Partitions of one database name on two servers, as the README lays a
     cluster out: a partition that cannot be reached is named by its server
@@ -1423,6 +1487,7 @@ def main():
         partition_cancel()
         credentials()
         same_database_name()
+        search_path_hijack(rnd, data)
         faults()
     finally:
         teardown()

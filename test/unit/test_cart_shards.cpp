@@ -166,6 +166,67 @@ TEST(ShardRowsNumbers, RefusesPlacesOutsideThePartAndTypesThatDiffer)
 	}
 }
 
+TEST(ShardRowsNumbers, RefusesDisplayScalesNoNumericHas)
+{
+	for (int display : {16384, 20000, -4})
+	{
+		NumberColumn odd(NumberType::Numeric);
+		odd.push_numeric(5, 0, 0);
+		odd.push_numeric(7, 0, display); /* the part's scales mixed, one beyond numeric's */
+		ShardRows part = kind_with_price();
+		for (size_t row = 0; row < 2; ++row)
+		{
+			part.put(int64_t(row));
+			part.put_number(odd, row);
+		}
+		std::vector<uint8_t> bytes = part.bytes();
+		ShardRows read = kind_with_price();
+		try
+		{
+			read.append(bytes.data(), bytes.size(), 0);
+			ADD_FAILURE() << "no error for display scale " << display;
+		}
+		catch (const Error &e)
+		{
+			EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_binary_representation) << e.what();
+		}
+	}
+}
+
+TEST(CartShards, TheMergeRefusesAmountsOfScalesNoNumericHas)
+{
+	NumberColumn price = numerics({{999, 2}});
+	/* one line: cart, product, quantity, store, price, total and its display scale, shipping and its, stores
+	   used, complete, has_current, current total and its display scale, the amounts' scale */
+	auto merged = [&](int64_t total_display_scale, int64_t scale) {
+		ShardRows part = optimized_lines_rows();
+		part.set_number_type(4, NumberType::Numeric);
+		for (int64_t v : {1, 1, 1, 1})
+			part.put(v);
+		part.put_number(price, 0);
+		for (int64_t v : {int64_t(999), total_display_scale, int64_t(0), int64_t(0), int64_t(1), int64_t(1),
+						  int64_t(0), int64_t(0), int64_t(0), scale})
+			part.put(v);
+		std::vector<uint8_t> bytes = part.bytes();
+		ShardRows rows = optimized_lines_rows();
+		rows.append(bytes.data(), bytes.size(), 0);
+		return merge_optimized_lines(rows);
+	};
+	EXPECT_EQ(merged(2, 2).lines.size(), 1u);
+	for (auto [display, scale] : {std::pair<int64_t, int64_t>{200000000, 2}, {-1, 2}, {16384, 2}, {2, 19}, {2, -1}})
+	{
+		try
+		{
+			merged(display, scale);
+			ADD_FAILURE() << "no error for display scale " << display << ", scale " << scale;
+		}
+		catch (const Error &e)
+		{
+			EXPECT_STREQ(e.sqlstate(), sqlstate::invalid_binary_representation) << e.what();
+		}
+	}
+}
+
 TEST(ShardRows, SortRowsIsStableOverItsColumns)
 {
 	std::mt19937_64 rnd(7);
