@@ -73,7 +73,17 @@ bytea *new_bytea(size_t size)
 
 ResultWriter::ResultWriter(FunctionCallInfo fcinfo) : fcinfo_(fcinfo)
 {
-	pg_call([fcinfo] { InitMaterializedSRF(fcinfo, 0); });
+	/*
+	 * The row type the executor expects, where it gives one: looked up
+	 * from the function's catalog row instead, it leaves that row's
+	 * arrays in the query's memory at every call, which a call per row of
+	 * a LATERAL join adds up until the statement ends.
+	 */
+	auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+	bits32 flags = rsinfo != nullptr && IsA(rsinfo, ReturnSetInfo) && rsinfo->expectedDesc != nullptr
+					   ? MAT_SRF_USE_EXPECTED_DESC
+					   : 0;
+	pg_call([fcinfo, flags] { InitMaterializedSRF(fcinfo, flags); });
 }
 
 ResultWriter::ResultWriter(FunctionCallInfo fcinfo, ExecContext &ctx, const char *function)

@@ -15,8 +15,10 @@ statement.  Memory is sampled after call 100 and after call 1000:
 Phase A runs each call as a statement of its own (its own transaction);
 phase B runs 1,000 calls inside one plpgsql function, so in one
 transaction, where memory kept until the end of the transaction shows as
-growth between call 100 and call 1000.  Every result is also compared with
-a reference computed in another session.
+growth between call 100 and call 1000; phase C runs 10,000 calls in one
+statement, one per row of a LATERAL join or in the select list, where
+memory kept until the statement ends would show.  Every result of phases A
+and B is also compared with a reference computed in another session.
 """
 import os
 import sys
@@ -211,6 +213,23 @@ def run_checks(db):
           f"RssAnon grew {growth} kB over the 1,000 calls of phase B (limit {RSS_LIMIT_KB} kB)")
     check("memory-after-transaction-contexts-flat", ctx_b - ctx_1000 <= CONTEXT_LIMIT,
           f"memory contexts grew {ctx_b - ctx_1000} B across phase B")
+    # phase C: 10,000 calls in one statement, one per row (a LATERAL join, a call in the select
+    # list): the statement's own memory (ExecutorState), sampled at row 2,000 and 10,000, stays flat
+    s.run("CREATE FUNCTION rob_statement_memory() RETURNS bigint VOLATILE LANGUAGE sql AS "
+          "$$ SELECT sum(total_bytes) FROM pg_backend_memory_contexts WHERE name = 'ExecutorState' $$;")
+    one = "format('SELECT %s AS product_id, 1 AS store_id, 1.5 AS price', g)"
+    for how, query in (
+            ("lateral", f"SELECT g, m FROM (SELECT g, CASE WHEN g IN (2000, 10000) THEN rob_statement_memory() END m "
+                        f"FROM generate_series(1, 10000) g, LATERAL gpurec.cheapest_offers({one}, 1) c OFFSET 0) x "
+                        "WHERE m IS NOT NULL ORDER BY g;"),
+            ("select-list", f"SELECT g, m FROM (SELECT g, (gpurec.cheapest_offers({one}, 1)).product_id AS p, "
+                            "CASE WHEN g IN (2000, 10000) THEN rob_statement_memory() END m "
+                            "FROM generate_series(1, 10000) g OFFSET 0) x WHERE m IS NOT NULL AND p = g ORDER BY g;")):
+        r = s.run(query, timeout=600)
+        sampled = [int(row[1]) for row in r.rows if len(row) == 2]
+        check(f"memory-one-statement-{how}-flat", not r.errors() and len(sampled) == 2
+              and sampled[1] - sampled[0] <= CONTEXT_LIMIT,
+              f"the statement's memory at calls 2,000 and 10,000: {sampled} B {r.describe()[:300]}")
     still = s.value(cheapest(3))
     check("memory-session-usable", still == "k3", f"got {still}")
     s.close()
