@@ -24,6 +24,26 @@ SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM ac
 SET gpurec.test_fail_gpu_alloc = on;
 RESET ROLE;
 
+-- gpurec restricted to chosen roles (the README's recipe): a role not
+-- granted reaches neither the functions nor the internals they call
+CREATE ROLE gpurec_outsider;
+GRANT SELECT ON access_offers TO gpurec_outsider;
+REVOKE USAGE ON SCHEMA gpurec, gpurec_internal FROM PUBLIC;
+GRANT USAGE ON SCHEMA gpurec, gpurec_internal TO gpurec_analyst;
+SET ROLE gpurec_analyst;
+SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM access_offers');
+SET ROLE gpurec_outsider;
+\set VERBOSITY sqlstate
+SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM access_offers');
+SELECT * FROM gpurec_internal._merge_cheapest_offers(
+  ARRAY[gpurec_internal._cheapest_offers_part('SELECT product_id, store_id, price FROM access_offers', 1)], 1);
+\set VERBOSITY default
+RESET ROLE;
+GRANT USAGE ON SCHEMA gpurec, gpurec_internal TO PUBLIC;
+REVOKE USAGE ON SCHEMA gpurec, gpurec_internal FROM gpurec_analyst;
+REVOKE SELECT ON access_offers FROM gpurec_outsider;
+DROP ROLE gpurec_outsider;
+
 DROP TABLE access_offers, access_secret;
 DROP ROLE gpurec_analyst;
 
