@@ -91,6 +91,11 @@ SELECT err($e$SELECT * FROM gpurec.optimize_carts('SELECT 1 AS cart_id, 1 AS pro
 -- reads every offer, stops on it
 SELECT cart_id, product_id, store_id, price, total FROM gpurec.optimize_carts('SELECT 1 AS cart_id, 1 AS product_id', $$SELECT * FROM offers UNION ALL SELECT 999, 10, 1e30$$, 'SELECT * FROM shipping');
 SELECT err($e$SELECT * FROM gpurec.cheapest_offers($$SELECT * FROM offers UNION ALL SELECT 999, 10, 1e30$$)$e$);
+-- misspelled optional columns are noticed, every one of them, and each
+-- row then takes the defaults: no current store, quantity 1, never free
+SELECT cart_id, quantity, shipping, total FROM gpurec.optimize_carts(
+  'SELECT 1 AS cart_id, 1 AS product_id, 5 AS qty, 10 AS store',
+  'SELECT * FROM offers', 'SELECT store_id, fee, 50 AS freefrom FROM shipping');
 -- the regression database is shared with the other tests
 DROP TABLE carts, offers, shipping;
 DROP FUNCTION err(text);

@@ -288,6 +288,10 @@ constexpr const char *message = "numeric value %s of %s cannot be held exactly a
 constexpr const char *detail = "gpurec holds a numeric column exactly as 64-bit integers at its largest scale "
 							   "(the most decimal places among its values; here %d, at most 18): every value "
 							   "x 10^%d must lie from -9223372036854775807 to 9223372036854775805.";
+/* the detail where the scale itself is past 18: the value has more decimals than a column may */
+constexpr const char *detail_decimals = "gpurec holds a numeric column exactly as 64-bit integers at its largest "
+										"scale (the most decimal places among its values), which is at most 18 "
+										"decimal places; this value has %d.";
 constexpr const char *hint = "Cast the column to double precision, or round it to fewer decimals.";
 } // namespace numeric_range_text
 

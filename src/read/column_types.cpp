@@ -282,7 +282,9 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 									DatumGetCString(DirectFunctionCall1(numeric_out, PointerGetDatum(plain))),
 									psprintf("column \"%s\" of the %s", spec.name, b.what),
 									scale),
-							 errdetail(numeric_range_text::detail, scale, scale),
+							 scale > NumberColumn::kMaxNumericScale
+								 ? errdetail(numeric_range_text::detail_decimals, scale)
+								 : errdetail(numeric_range_text::detail, scale, scale),
 							 errhint("%s", numeric_range_text::hint)));
 				}
 			}
@@ -409,19 +411,29 @@ KeyDictionary *key_dictionary_for(CallKeys &keys, const char *name, KeyType key_
 }
 
 /*
- * When an optional column is missing and the query returns columns that no
- * spec uses, one of those may be the optional column misspelled (`2 AS qty`
- * for quantity): a NOTICE names both, since every row then silently takes
- * the default.  Extra columns are otherwise fine, and say nothing.
+ * When optional columns are missing and the query returns columns that no
+ * spec uses, one of those may be an optional column misspelled (`2 AS qty`
+ * for quantity): a NOTICE names them all, since every row then silently
+ * takes the defaults.  Extra columns are otherwise fine, and say nothing.
  */
 void notice_unused_columns(const ColumnBinding &b, TupleDesc desc)
 {
-	const ColumnSpec *missing = nullptr;
-	for (int c = 0; c < b.ncolumns && !missing; ++c)
+	StringInfoData missing;
+	initStringInfo(&missing);
+	int n_missing = 0;
+	const ColumnSpec *only = nullptr;
+	for (int c = 0; c < b.ncolumns; ++c)
 		if (b.attno[c] < 0)
-			missing = &b.specs[c];
-	if (!missing)
+		{
+			appendStringInfo(&missing, "%s\"%s\"", n_missing++ ? ", " : "", b.specs[c].name);
+			only = &b.specs[c];
+		}
+	if (n_missing == 0)
 		return;
+	/* a plain value says itself; a sentinel (no current store, never free) is the README's to explain */
+	char value[48] = "";
+	if (n_missing == 1 && only->fallback != INT64_MIN && only->fallback != kFallbackInfinity)
+		snprintf(value, sizeof value, " (%lld)", static_cast<long long>(only->fallback));
 	StringInfoData unused;
 	initStringInfo(&unused);
 	for (int a = 0; a < desc->natts; ++a)
@@ -434,11 +446,14 @@ void notice_unused_columns(const ColumnBinding &b, TupleDesc desc)
 			appendStringInfo(&unused, "%s\"%s\"", unused.len ? ", " : "", NameStr(att->attname));
 	}
 	if (unused.len > 0)
-		ereport(NOTICE, (errmsg("the %s has no column \"%s\", so every row takes its default (%lld)", b.what,
-								missing->name, static_cast<long long>(missing->fallback)),
+		ereport(NOTICE, (n_missing == 1 ? errmsg("the %s has no column %s, so every row takes its default%s", b.what,
+												 missing.data, value)
+										: errmsg("the %s has no columns %s, so every row takes their defaults",
+												 b.what, missing.data),
 						 errdetail("The %s also returns columns gpurec does not use: %s.", b.what, unused.data),
 						 errhint("Columns are matched by name; rename with AS.")));
 	pfree(unused.data);
+	pfree(missing.data);
 }
 
 } // namespace

@@ -12,6 +12,7 @@ extern "C" {
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "storage/ipc.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "utils/memutils.h"
 #include "tcop/utility.h"
@@ -38,6 +39,25 @@ PlanEstimate plan_estimate(SPIPlanPtr plan)
 
 namespace {
 
+/*
+ * Whether a query, or one inside it (a subquery, a view's, a CTE's), locks
+ * rows: SPI would refuse it later, with a message about non-volatile
+ * functions that names none of gpurec's.
+ */
+bool locks_rows(Node *node, void *context)
+{
+	if (node == nullptr)
+		return false;
+	/* PostgreSQL 15's walkers take an unprototyped function; void (*)() converts to it without a warning */
+	auto walker = reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(locks_rows));
+	if (IsA(node, Query))
+	{
+		Query *query = castNode(Query, node);
+		return query->rowMarks != NIL || query_tree_walker(query, walker, context, 0);
+	}
+	return expression_tree_walker(node, walker, context);
+}
+
 /* Refuses anything but one read-only query. */
 void check_read_only(SPIPlanPtr plan, const char *what)
 {
@@ -60,7 +80,7 @@ void check_read_only(SPIPlanPtr plan, const char *what)
 			refused = GetCommandTagName(source->commandTag);
 		else if (query->hasModifyingCTE)
 			refused = "a data-modifying WITH";
-		else if (query->rowMarks != NIL)
+		else if (locks_rows(reinterpret_cast<Node *>(query), nullptr))
 			refused = "SELECT FOR UPDATE/SHARE";
 		if (refused)
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
