@@ -368,14 +368,16 @@ COMMENT ON FUNCTION gpurec_internal.statement_text(text) IS
 
 -- The points of the given users (every user where users is NULL) as the
 -- geospatial functions read them: rows with a NULL skipped, coordinates as
--- double precision.  The inner query sits in a FROM clause, where no
+-- double precision, the inner query read-only as gpurec's reader runs it
+-- (here and in shard_cart_products: transaction_read_only for the call).  The inner query sits in a FROM clause, where no
 -- data-modifying statement is allowed.  Here and below, OFFSET 0 keeps the
 -- wrapper's conditions and casts above the inner query, whose own WHERE
 -- filters its rows first: pushed into it, a cast could fail on a row it
 -- filters out.
 CREATE FUNCTION gpurec_internal.shard_points(points_query text, users bigint[])
 RETURNS TABLE(user_id bigint, x float8, y float8)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET transaction_read_only = on AS $$
 BEGIN
     RETURN QUERY EXECUTE pg_catalog.format(
         E'SELECT q.user_id::bigint, q.x::float8, q.y::float8 FROM (SELECT * FROM (%s\n) AS u OFFSET 0) AS q '
@@ -626,7 +628,8 @@ COMMENT ON FUNCTION gpurec_internal._merge_strengths(bytea[]) IS
 -- a cancel is 57R14, as in shard_users.
 CREATE FUNCTION gpurec_internal.shard_cart_products(carts_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET transaction_read_only = on AS $$
 BEGIN
     RETURN QUERY EXECUTE pg_catalog.format(
         E'SELECT DISTINCT q.cart_id::bigint, q.product_id::bigint FROM (SELECT * FROM (%s\n) AS u OFFSET 0) AS q '

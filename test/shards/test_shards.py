@@ -1187,6 +1187,25 @@ def search_path_hijack(rnd, data):
                 "public.hijack_step(bigint[], bigint), public.hijack_int_step(integer[], integer);")
 
 
+def partition_reads_read_only():
+    """The inner queries a partition runs in SQL (the users of the points,
+    the carts' products) are read-only as gpurec's reader makes them: a
+    function of the query that writes is ERROR 25006 and writes nothing."""
+    for host, db in SHARD_DBS:
+        run(host, db, "DROP TABLE IF EXISTS side_effects; CREATE TABLE side_effects (n bigint);"
+            "CREATE OR REPLACE FUNCTION noted(n bigint) RETURNS bigint LANGUAGE plpgsql AS "
+            "$$ BEGIN INSERT INTO side_effects VALUES (n); RETURN n; END $$;")
+    calls = {"predict-strength": f"gpurec_shards.predict_strength({SHARDS}, 'SELECT noted(user_id) AS user_id, x, y "
+                                 "FROM points', 5, 'SELECT * FROM candidates')",
+             "optimize-carts": f"gpurec_shards.optimize_carts({SHARDS}, 'SELECT noted(cart_id) AS cart_id, product_id, "
+                               "quantity FROM carts', 'SELECT * FROM offers', 'SELECT * FROM shipping')"}
+    for name, call in calls.items():
+        e = error_of(*COORD, f"SELECT count(*) FROM {call};")
+        written = [rows(host, db, "SELECT count(*) FROM side_effects")[0] for host, db in SHARD_DBS]
+        check(f"partition-read-only-{name}-25006", e is not None and e[0] == "25006"
+              and written == ["0"] * len(SHARD_DBS), f"got {e}; rows written on the partitions: {written}")
+
+
 def same_database_name():
     """Partitions of one database name on two servers, as the README lays a
     cluster out: a partition that cannot be reached is named by its server
@@ -1488,6 +1507,7 @@ def main():
         credentials()
         same_database_name()
         search_path_hijack(rnd, data)
+        partition_reads_read_only()
         faults()
     finally:
         teardown()
