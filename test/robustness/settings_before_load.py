@@ -48,7 +48,9 @@ def junk():
 
 def psql(script, env_extra=None, database=None):
     """(returncode, stdout, stderr) of psql -X -q with ON_ERROR_STOP, verbose errors, in DB by default."""
-    env = dict(os.environ, PGDATABASE=database or DB, **(env_extra or {}))
+    # the suite's own PGOPTIONS (gpurec.device = gpu on a GPU machine) would be a setting given before loading
+    env = {k: v for k, v in os.environ.items() if k != "PGOPTIONS"}
+    env.update(PGDATABASE=database or DB, **(env_extra or {}))
     proc = subprocess.run([PSQL, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose"],
                           input="\\set VERBOSITY verbose\n" + script, capture_output=True, text=True, env=env)
     return proc.returncode, proc.stdout.strip(), proc.stderr
