@@ -90,10 +90,7 @@ void NumberColumn::raise_out_of_range(int64_t unscaled, int dscale, int at_scale
 	std::vector<char> message(value.size() + description.size() + 128), detail(512);
 	std::snprintf(message.data(), message.size(), numeric_range_text::message, value.c_str(),
 				  description.c_str(), at_scale);
-	if (at_scale > kMaxNumericScale)
-		std::snprintf(detail.data(), detail.size(), numeric_range_text::detail_decimals, at_scale);
-	else
-		std::snprintf(detail.data(), detail.size(), numeric_range_text::detail, at_scale, at_scale);
+	numeric_range_text::format_detail(detail.data(), detail.size(), at_scale);
 	throw Error(sqlstate::numeric_value_out_of_range, message.data(), detail.data(), numeric_range_text::hint);
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -293,6 +294,14 @@ constexpr const char *detail_decimals = "gpurec holds a numeric column exactly a
 										"scale (the most decimal places among its values), which is at most 18 "
 										"decimal places; this value has %d.";
 constexpr const char *hint = "Cast the column to double precision, or round it to fewer decimals.";
+/* The detail of a value that cannot be held at `scale` (detail, or detail_decimals past 18), into buf. */
+inline void format_detail(char *buf, size_t size, int scale)
+{
+	if (scale > NumberColumn::kMaxNumericScale)
+		std::snprintf(buf, size, detail_decimals, scale);
+	else
+		std::snprintf(buf, size, detail, scale, scale);
+}
 } // namespace numeric_range_text
 
 class Int64Column : public ChunkedColumn<int64_t>

@@ -276,15 +276,15 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 				if (!held)
 				{
 					int scale = parts.dscale;
+					char detail[512];
+					numeric_range_text::format_detail(detail, sizeof detail, scale);
 					ereport(ERROR,
 							(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 							 errmsg(numeric_range_text::message,
 									DatumGetCString(DirectFunctionCall1(numeric_out, PointerGetDatum(plain))),
 									psprintf("column \"%s\" of the %s", spec.name, b.what),
 									scale),
-							 scale > NumberColumn::kMaxNumericScale
-								 ? errdetail(numeric_range_text::detail_decimals, scale)
-								 : errdetail(numeric_range_text::detail, scale, scale),
+							 errdetail("%s", detail),
 							 errhint("%s", numeric_range_text::hint)));
 				}
 			}
