@@ -88,6 +88,7 @@ SELECT * FROM gpurec.user_similarity('SELECT user_id, x, y FROM visits', 99);
 SELECT * FROM gpurec.similar_users('SELECT user_id, x, y FROM visits', 0);
 SELECT * FROM gpurec.predict_strength('SELECT user_id, x, y FROM visits', 1, 'SELECT * FROM places', 0);
 SELECT * FROM gpurec.predict_strength('SELECT user_id, x, y FROM visits', 1, 'SELECT * FROM places', 2, -1);
+SELECT * FROM gpurec.predict_strength('SELECT user_id, x, y FROM visits', 1, 'SELECT * FROM places', 2, 'NaN');
 SELECT * FROM gpurec.predict_strength('SELECT user_id, x, y FROM visits', 99, 'SELECT * FROM places');
 SELECT * FROM gpurec.fit_exponent('SELECT user_id, x, y FROM visits', 'SELECT * FROM later', 'SELECT * FROM places', '{}');
 SELECT * FROM gpurec.fit_exponent('SELECT user_id, x, y FROM visits', 'SELECT * FROM later', 'SELECT * FROM places', '{2, NULL}');

@@ -255,6 +255,13 @@ auto dispatch(ExecContext &ctx, const char *function, const WorkShape &shape, Gp
 		ctx.device_choice = "auto chose the cpu: the GPU gains nothing on work of this shape";
 		return cpu_path();
 	}
+	/* a CPU-only build, or a backend whose CUDA found no GPU: no estimate of a GPU it cannot have */
+	if (!ctx.service && gpu::found_unusable())
+	{
+		(void) gpu_usable(ctx, &why_not);
+		ctx.device_choice = "auto chose the cpu: " + why_not;
+		return cpu_path();
+	}
 	size_t threads = call_threads(ctx);
 	/* a backend's own CUDA is not started for a call the CPU would win anyway; the service's status costs little */
 	CostEstimate guess = estimate_cost(shape, host_profile(ctx, false), threads);

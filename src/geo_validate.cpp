@@ -60,7 +60,8 @@ void check_exponent(double exponent)
 void check_strength_options(const StrengthOptions &strength)
 {
 	if (std::isnan(strength.max_distance) || strength.max_distance < 0)
-		throw Error(sqlstate::invalid_parameter_value, "max_distance must not be negative",
+		throw Error(sqlstate::invalid_parameter_value,
+					std::isnan(strength.max_distance) ? "max_distance must not be NaN" : "max_distance must not be negative",
 					"max_distance = " + number_text(strength.max_distance) + ".",
 					"Pass NULL for no limit.");
 	if (std::isnan(strength.min_similarity))

@@ -21,6 +21,7 @@ extern "C" {
 extern bool pq_check_connection(void);
 }
 
+#include <algorithm>
 #include <cstdlib>
 #include <climits>
 #include <cstring>
@@ -160,16 +161,22 @@ void assign_test_fault(const char *, void *extra)
 	test_fault = extra ? *static_cast<TestFault *>(extra) : TestFault();
 }
 
-/* Parses gpurec.gpus: device ids separated by commas (spaces allowed), '' for every GPU. */
+/*
+ * Parses gpurec.gpus: distinct device ids separated by commas (spaces
+ * around them allowed); '' (or only spaces) for every GPU.
+ */
 bool parse_gpus(const char *value, std::vector<int> *ids)
 {
 	ids->clear();
-	for (const char *c = value ? value : ""; *c;)
+	const char *c = value ? value : "";
+	while (*c == ' ')
+		++c;
+	if (*c == '\0')
+		return true;
+	for (;;)
 	{
-		while (*c == ' ' || *c == ',')
+		while (*c == ' ')
 			++c;
-		if (*c == '\0')
-			break;
 		if (*c < '0' || *c > '9')
 			return false;
 		long id = 0;
@@ -179,13 +186,16 @@ bool parse_gpus(const char *value, std::vector<int> *ids)
 			if (id > 1023)
 				return false;
 		}
-		while (*c == ' ')
-			++c;
-		if (*c != ',' && *c != '\0')
+		if (std::find(ids->begin(), ids->end(), static_cast<int>(id)) != ids->end())
 			return false;
 		ids->push_back(static_cast<int>(id));
+		while (*c == ' ')
+			++c;
+		if (*c == '\0')
+			return true;
+		if (*c++ != ',')
+			return false;
 	}
-	return true;
 }
 
 bool check_gpus(char **newval, void **extra, GucSource)
@@ -194,8 +204,8 @@ bool check_gpus(char **newval, void **extra, GucSource)
 	if (!parse_gpus(*newval, &parsed))
 	{
 		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
-		GUC_check_errdetail("gpurec.gpus is a list of GPU device ids separated by commas, as in '0,2', or empty "
-							"for every GPU.");
+		GUC_check_errdetail("gpurec.gpus is a list of distinct GPU device ids separated by commas, as in '0,2', "
+							"or empty for every GPU.");
 		return false;
 	}
 	return true;

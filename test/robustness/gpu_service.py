@@ -393,8 +393,14 @@ def many_sessions(db, sessions=32, seconds=float(os.environ.get("GPUREC_SERVICE_
 
 def gpus_setting():
     """gpurec.gpus: a list of device ids, checked; the service uses only those listed."""
-    r = robust_lib.admin("ALTER SYSTEM SET gpurec.gpus = '0,x';", check_rc=False)
-    check("service-gpus-setting-checked", not isinstance(r, list) and "gpurec.gpus" in r.stderr, f"{r}")
+    for value in ("0,x", "0,,2", "0,0", "1, 1", "0,", ",0", "-1", "1024"):
+        r = robust_lib.admin(f"\\set VERBOSITY verbose\nALTER SYSTEM SET gpurec.gpus = '{value}';", check_rc=False)
+        check(f"service-gpus-setting-checked {value!r}",
+              not isinstance(r, list) and "gpurec.gpus" in r.stderr and "22023" in r.stderr, f"{r}")
+    for value in ("0, 2", " 3 ,1 ", "", "  "):
+        r = robust_lib.admin(f"ALTER SYSTEM SET gpurec.gpus = '{value}'; ALTER SYSTEM RESET gpurec.gpus;",
+                             check_rc=False)
+        check(f"service-gpus-setting-accepted {value!r}", isinstance(r, list), f"{r}")
     r = robust_lib.admin("SET gpurec.gpus = '1';", check_rc=False)
     check("service-gpus-setting-at-start-only", not isinstance(r, list) and "55P02" in (r.stderr or "") or
           "cannot be changed" in (r.stderr or ""), f"{r}")
