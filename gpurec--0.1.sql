@@ -2,13 +2,21 @@
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION gpurec" to load this file. \quit
 
+-- The script makes its schemas itself, so that they are the extension's:
+-- DROP EXTENSION removes them, pg_dump writes CREATE EXTENSION alone, and a
+-- schema of their name that exists already (made by a role that could
+-- then replace the functions every role calls) fails CREATE SCHEMA (42P06).
+-- A control file's schema PostgreSQL makes outside the extension, which is
+-- why gpurec.control names pg_catalog; every object below names its schema.
+CREATE SCHEMA gpurec;
+
 -- Every role that may read the data may call the functions: the schema is
 -- open to all, as PostGIS's and pgRouting's are, and each inner query runs
 -- with the caller's own privileges (SECURITY INVOKER), so nothing is
 -- reachable through gpurec that the caller could not SELECT itself.
-GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
+GRANT USAGE ON SCHEMA gpurec TO PUBLIC;
 
-COMMENT ON SCHEMA @extschema@ IS
+COMMENT ON SCHEMA gpurec IS
 'gpurec: recommendation and marketplace analytics on the GPU (or every CPU core), each function fed by inner queries; \df+ gpurec.* lists them.';
 
 -- What gpurec's functions and gpurec_shards call, kept out of the user's
@@ -30,82 +38,55 @@ GRANT USAGE ON SCHEMA gpurec_internal TO PUBLIC;
 -- role that may create objects on the caller's search_path must not be
 -- able to put its own function in the place of one of them.
 
--- An extension's schema holds what every role calls, from sessions and
--- scheduled jobs of any role: one that another role made beforehand would
--- let that role replace the functions (renaming the schema, making another
--- of its name).  CREATE EXTENSION makes the schema when it is missing; one
--- that exists must be the installing role's (gpurec's and gpurec_shards'
--- scripts call this first).
-CREATE FUNCTION gpurec_internal.require_own_schema(schema name)
-RETURNS void LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    owner text := (SELECT pg_catalog.pg_get_userbyid(n.nspowner)
-                   FROM pg_catalog.pg_namespace n WHERE n.nspname = schema);
-BEGIN
-    IF owner IS DISTINCT FROM current_user THEN
-        RAISE EXCEPTION USING ERRCODE = '42501',
-            MESSAGE = format('schema %I exists already, owned by role %I', schema, owner),
-            DETAIL = 'An extension installs into a schema of the installing role only: the owner of its schema could replace its functions.',
-            HINT = format('Drop the schema, or make it yours (ALTER SCHEMA %I OWNER TO %I), then create the extension again.',
-                          schema, current_user);
-    END IF;
-END $$;
-
-COMMENT ON FUNCTION gpurec_internal.require_own_schema(name) IS
-'Internal: ERROR 42501 unless the schema is the current role''s (an extension''s install script, before it creates anything there).';
-
-SELECT gpurec_internal.require_own_schema('gpurec');
-
 -- Every function takes its data as inner queries (text), matched by column
 -- name, run read-only with the caller's privileges (SECURITY INVOKER).
 
 -- ---------------------------------------------------------------- devices --
 
-CREATE FUNCTION devices()
+CREATE FUNCTION gpurec.devices()
 RETURNS TABLE(device_id int, name text, compute_capability text,
               total_memory_bytes bigint, free_memory_bytes bigint, multiprocessors int,
               calls_running int, calls_queued int, memory_used bigint, service_pid int)
 AS 'MODULE_PATHNAME', 'gpurec_devices'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION devices() IS
+COMMENT ON FUNCTION gpurec.devices() IS
 'The GPUs gpurec uses, one row each: the GPU service''s with its calls running and queued and the memory they hold (gpurec in shared_preload_libraries), else this backend''s own, the service''s columns NULL; no rows without a GPU.';
 
 -- --------------------------------------------------------------- progress --
 
-CREATE FUNCTION progress()
+CREATE FUNCTION gpurec.progress()
 RETURNS TABLE(pid int, datname name, usename name, function text, phase text,
               units_done bigint, units_total bigint, unit text,
               started timestamptz, phase_started timestamptz)
 AS 'MODULE_PATHNAME', 'gpurec_progress'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION progress() IS
+COMMENT ON FUNCTION gpurec.progress() IS
 'Every running gpurec call the caller may see (as pg_stat_activity: its own role''s, all to members of pg_read_all_stats), one row each: its backend, its function, its phase (starting, reading, indexing, computing, writing rows), the units of the phase done and in all (NULL where not known ahead), their unit, and when the call and its phase began.';
 
 -- ------------------------------------------------------------ marketplace --
 
-CREATE FUNCTION cheapest_offers(offers_query text, k integer DEFAULT 1)
+CREATE FUNCTION gpurec.cheapest_offers(offers_query text, k integer DEFAULT 1)
 RETURNS TABLE(product_id bigint, offer_rank integer, store_id bigint, price numeric,
               n_offers bigint)
 AS 'MODULE_PATHNAME', 'gpurec_cheapest_offers'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION cheapest_offers(text, integer) IS
+COMMENT ON FUNCTION gpurec.cheapest_offers(text, integer) IS
 'For each product of offers_query (product_id, store_id, price), its k cheapest offers.';
 
 -- The typed forms: every argument, then id_type, a value (a NULL) of the type
 -- the ids come back in: bigint, integer, smallint, uuid, text or varchar, as
 -- the inner queries give them (README, "Ids of any type").  Not STRICT, for
 -- id_type is NULL: a NULL in another argument gives no rows, as STRICT would.
-CREATE FUNCTION cheapest_offers(offers_query text, k integer, id_type anyelement)
+CREATE FUNCTION gpurec.cheapest_offers(offers_query text, k integer, id_type anyelement)
 RETURNS TABLE(product_id anyelement, offer_rank integer, store_id anyelement, price numeric,
               n_offers bigint)
 AS 'MODULE_PATHNAME', 'gpurec_cheapest_offers'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION cheapest_offers(text, integer, anyelement) IS
+COMMENT ON FUNCTION gpurec.cheapest_offers(text, integer, anyelement) IS
 'cheapest_offers with product and store ids of any type, returned as id_type (NULL::uuid, NULL::text).';
 
 -- cheapest_offers over shards (extension gpurec_shards): each shard's answer
@@ -129,82 +110,82 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION gpurec_internal._merge_cheapest_offers(bytea[], integer) IS
 'Internal (gpurec_shards): the k cheapest offers per product among the parts of _cheapest_offers_part.';
 
-CREATE FUNCTION improve_carts(carts_query text, offers_query text)
+CREATE FUNCTION gpurec.improve_carts(carts_query text, offers_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
               current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
 AS 'MODULE_PATHNAME', 'gpurec_improve_carts'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION improve_carts(text, text) IS
+COMMENT ON FUNCTION gpurec.improve_carts(text, text) IS
 'Smart cart: the cart lines of carts_query (cart_id, product_id, store_id[, quantity]) that a cheaper store, or any store, can serve better.';
 
-CREATE FUNCTION improve_carts(carts_query text, offers_query text, id_type anyelement)
+CREATE FUNCTION gpurec.improve_carts(carts_query text, offers_query text, id_type anyelement)
 RETURNS TABLE(cart_id anyelement, product_id anyelement, quantity bigint, current_store_id anyelement,
               current_price numeric, best_store_id anyelement, best_price numeric, saving numeric)
 AS 'MODULE_PATHNAME', 'gpurec_improve_carts'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION improve_carts(text, text, anyelement) IS
+COMMENT ON FUNCTION gpurec.improve_carts(text, text, anyelement) IS
 'improve_carts with cart, product and store ids of any type, returned as id_type (NULL::uuid, NULL::text).';
 
-CREATE FUNCTION optimize_carts(carts_query text, offers_query text, shipping_query text)
+CREATE FUNCTION gpurec.optimize_carts(carts_query text, offers_query text, shipping_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
               total numeric, shipping numeric, stores_used integer, complete boolean,
               current_total numeric, saving numeric)
 AS 'MODULE_PATHNAME', 'gpurec_optimize_carts'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION optimize_carts(text, text, text) IS
+COMMENT ON FUNCTION gpurec.optimize_carts(text, text, text) IS
 'Smart cart with shipping: per cart of carts_query (cart_id, product_id[, quantity][, store_id]) the exact cheapest assignment of its lines to stores of offers_query (product_id, store_id, price), items plus the shipping of every store used (shipping_query: store_id, fee[, free_from]); a row per line.';
 
-CREATE FUNCTION optimize_carts(carts_query text, offers_query text, shipping_query text, id_type anyelement)
+CREATE FUNCTION gpurec.optimize_carts(carts_query text, offers_query text, shipping_query text, id_type anyelement)
 RETURNS TABLE(cart_id anyelement, product_id anyelement, quantity bigint, store_id anyelement, price numeric,
               total numeric, shipping numeric, stores_used integer, complete boolean,
               current_total numeric, saving numeric)
 AS 'MODULE_PATHNAME', 'gpurec_optimize_carts'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION optimize_carts(text, text, text, anyelement) IS
+COMMENT ON FUNCTION gpurec.optimize_carts(text, text, text, anyelement) IS
 'optimize_carts with cart, product and store ids of any type, returned as id_type (NULL::uuid, NULL::text).';
 
 -- ----------------------------------------------------------- ROC fitness --
 
-CREATE FUNCTION roc_fitness(scores_query text)
+CREATE FUNCTION gpurec.roc_fitness(scores_query text)
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
 AS 'MODULE_PATHNAME', 'gpurec_roc_fitness_rows'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION roc_fitness(text) IS
+COMMENT ON FUNCTION gpurec.roc_fitness(text) IS
 'ROC fitness (AUC - 0.5) of every individual of scores_query (individual_id, label, score: one row per example).';
 
-CREATE FUNCTION roc_fitness(population_query text, labels anycompatiblearray)
+CREATE FUNCTION gpurec.roc_fitness(population_query text, labels anycompatiblearray)
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
 AS 'MODULE_PATHNAME', 'gpurec_roc_fitness_arrays'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION roc_fitness(text, anycompatiblearray) IS
+COMMENT ON FUNCTION gpurec.roc_fitness(text, anycompatiblearray) IS
 'ROC fitness of every individual of population_query (individual_id, scores real[] or double precision[]) against labels (boolean[], or integers 0 and 1).';
 
 -- The typed form of both: labels NULL reads a scores query (a form of its
 -- own, roc_fitness(text, anyelement), would make roc_fitness(q, '{t,f}')
 -- ambiguous).
-CREATE FUNCTION roc_fitness(query text, labels anycompatiblearray, id_type anyelement)
+CREATE FUNCTION gpurec.roc_fitness(query text, labels anycompatiblearray, id_type anyelement)
 RETURNS TABLE(individual_id anyelement, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
 AS 'MODULE_PATHNAME', 'gpurec_roc_fitness_typed'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION roc_fitness(text, anycompatiblearray, anyelement) IS
+COMMENT ON FUNCTION gpurec.roc_fitness(text, anycompatiblearray, anyelement) IS
 'roc_fitness with individual ids of any type, returned as id_type (NULL::uuid, NULL::text): labels NULL reads query as a scores query (individual_id, label, score), else as a population query (individual_id, scores).';
 
-CREATE FUNCTION roc_auc(scores float8[], labels anycompatiblearray)
+CREATE FUNCTION gpurec.roc_auc(scores float8[], labels anycompatiblearray)
 RETURNS float8
 AS 'MODULE_PATHNAME', 'gpurec_roc_auc'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION roc_auc(float8[], anycompatiblearray) IS
+COMMENT ON FUNCTION gpurec.roc_auc(float8[], anycompatiblearray) IS
 'AUC of one individual''s scores against labels (boolean[], or integers 0 and 1), ties counting half; NULL without a positive or a negative.';
 
 -- ------------------------------------------------------------- geospatial --
@@ -216,42 +197,42 @@ COMMENT ON FUNCTION roc_auc(float8[], anycompatiblearray) IS
 -- under euclidean, 10 metres under haversine.  A NULL in any other argument
 -- but max_distance returns no rows, as STRICT would.
 
-CREATE FUNCTION user_similarity(points_query text, main_user bigint,
+CREATE FUNCTION gpurec.user_similarity(points_query text, main_user bigint,
                                 metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(user_id bigint, similarity float8, mean_min_distance float8)
 AS 'MODULE_PATHNAME', 'gpurec_user_similarity'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION user_similarity(text, bigint, text, float8) IS
+COMMENT ON FUNCTION gpurec.user_similarity(text, bigint, text, float8) IS
 'The similarity of every other user of points_query (user_id, x, y) to main_user, and the raw mean of main_user''s nearest distances to it.';
 
-CREATE FUNCTION user_similarity(points_query text, main_user anyelement, metric text, epsilon float8,
+CREATE FUNCTION gpurec.user_similarity(points_query text, main_user anyelement, metric text, epsilon float8,
                                 id_type anyelement)
 RETURNS TABLE(user_id anyelement, similarity float8, mean_min_distance float8)
 AS 'MODULE_PATHNAME', 'gpurec_user_similarity'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION user_similarity(text, anyelement, text, float8, anyelement) IS
+COMMENT ON FUNCTION gpurec.user_similarity(text, anyelement, text, float8, anyelement) IS
 'user_similarity with user ids of any type: main_user and the user_id returned are of id_type (NULL::uuid, NULL::text).';
 
-CREATE FUNCTION similar_users(points_query text, k integer DEFAULT 10,
+CREATE FUNCTION gpurec.similar_users(points_query text, k integer DEFAULT 10,
                               metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
 AS 'MODULE_PATHNAME', 'gpurec_similar_users'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION similar_users(text, integer, text, float8) IS
+COMMENT ON FUNCTION gpurec.similar_users(text, integer, text, float8) IS
 'For every user of points_query (user_id, x, y), the k other users most similar to it; equal similarities rank the lower other_user_id first.';
 
-CREATE FUNCTION similar_users(points_query text, k integer, metric text, epsilon float8, id_type anyelement)
+CREATE FUNCTION gpurec.similar_users(points_query text, k integer, metric text, epsilon float8, id_type anyelement)
 RETURNS TABLE(user_id anyelement, rank integer, other_user_id anyelement, similarity float8)
 AS 'MODULE_PATHNAME', 'gpurec_similar_users'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION similar_users(text, integer, text, float8, anyelement) IS
+COMMENT ON FUNCTION gpurec.similar_users(text, integer, text, float8, anyelement) IS
 'similar_users with user ids of any type, returned as id_type (NULL::uuid, NULL::text); equal similarities rank the lower other_user_id first, in the ids'' order (uuid bytewise, text bytewise).';
 
-CREATE FUNCTION predict_strength(points_query text, main_user bigint, candidates_query text,
+CREATE FUNCTION gpurec.predict_strength(points_query text, main_user bigint, candidates_query text,
                                  exponent float8 DEFAULT 2, max_distance float8 DEFAULT NULL,
                                  min_similarity float8 DEFAULT 0,
                                  metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
@@ -259,20 +240,20 @@ RETURNS TABLE(candidate_id bigint, strength float8)
 AS 'MODULE_PATHNAME', 'gpurec_predict_strength'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION predict_strength(text, bigint, text, float8, float8, float8, text, float8) IS
+COMMENT ON FUNCTION gpurec.predict_strength(text, bigint, text, float8, float8, float8, text, float8) IS
 'For each row of candidates_query (candidate_id, x, y), in input order: the sum over the other users B at least min_similarity similar to main_user of similarity x the sum over B''s points within max_distance (NULL: all) of max(distance, epsilon)^-exponent.';
 
-CREATE FUNCTION predict_strength(points_query text, main_user anyelement, candidates_query text,
+CREATE FUNCTION gpurec.predict_strength(points_query text, main_user anyelement, candidates_query text,
                                  exponent float8, max_distance float8, min_similarity float8,
                                  metric text, epsilon float8, id_type anycompatible)
 RETURNS TABLE(candidate_id anycompatible, strength float8)
 AS 'MODULE_PATHNAME', 'gpurec_predict_strength'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION predict_strength(text, anyelement, text, float8, float8, float8, text, float8, anycompatible) IS
+COMMENT ON FUNCTION gpurec.predict_strength(text, anyelement, text, float8, float8, float8, text, float8, anycompatible) IS
 'predict_strength with ids of any type: main_user of the user_id type, candidate_id returned as id_type (NULL::uuid, NULL::text).';
 
-CREATE FUNCTION fit_exponent(points_query text, holdout_query text, candidates_query text,
+CREATE FUNCTION gpurec.fit_exponent(points_query text, holdout_query text, candidates_query text,
                              exponents float8[] DEFAULT '{1,1.5,2,2.5,3}',
                              max_distance float8 DEFAULT NULL, min_similarity float8 DEFAULT 0,
                              metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL,
@@ -282,7 +263,7 @@ RETURNS TABLE(exponent float8, mean_auc float8, users bigint,
 AS 'MODULE_PATHNAME', 'gpurec_fit_exponent'
 LANGUAGE C VOLATILE;
 
-COMMENT ON FUNCTION fit_exponent(text, text, text, float8[], float8, float8, text, float8, float8) IS
+COMMENT ON FUNCTION gpurec.fit_exponent(text, text, text, float8[], float8, float8, text, float8, float8) IS
 'For each exponent: the mean, over the users of holdout_query (user_id, candidate_id) with a visited and an unvisited candidate, of the AUC of predict_strength''s ranking of all candidates.  On every row, the same fitted_exponent and its fitted_mean_auc: the best mean AUC found by golden-section search between the grid''s best exponent''s neighbours, to tolerance (NULL: no search).';
 
 -- ---------------------------------------------------------- parallel read --
@@ -358,37 +339,6 @@ REVOKE EXECUTE ON FUNCTION gpurec_internal._read_columns_transition(internal, te
 
 -- What gpurec_shards asks of a shard beyond gpurec's own functions, in the
 -- schema of internal objects: users call none of these.
-CREATE FUNCTION gpurec_internal.statement_text(query text)
-RETURNS text
-AS 'MODULE_PATHNAME', 'gpurec_statement_text'
-LANGUAGE C STABLE STRICT;
-
-COMMENT ON FUNCTION gpurec_internal.statement_text(text) IS
-'Internal (gpurec_shards): the one statement of query without what follows its semicolon (without one, to the end: a trailing comment stays, for the caller to end with a newline), to place inside another query; a text that is not one statement, unchanged.';
-
--- The points of the given users (every user where users is NULL) as the
--- geospatial functions read them: rows with a NULL skipped, coordinates as
--- double precision, the inner query read-only as gpurec's reader runs it
--- (here and in shard_cart_products: transaction_read_only for the call).  The inner query sits in a FROM clause, where no
--- data-modifying statement is allowed.  Here and below, OFFSET 0 keeps the
--- wrapper's conditions and casts above the inner query, whose own WHERE
--- filters its rows first: pushed into it, a cast could fail on a row it
--- filters out.
-CREATE FUNCTION gpurec_internal.shard_points(points_query text, users bigint[])
-RETURNS TABLE(user_id bigint, x float8, y float8)
-LANGUAGE plpgsql VOLATILE
-SET transaction_read_only = on AS $$
-BEGIN
-    RETURN QUERY EXECUTE pg_catalog.format(
-        E'SELECT q.user_id::bigint, q.x::float8, q.y::float8 FROM (SELECT * FROM (%s\n) AS u OFFSET 0) AS q '
-        'WHERE q.user_id IS NOT NULL AND q.x IS NOT NULL AND q.y IS NOT NULL '
-        'AND ($1 IS NULL OR q.user_id = ANY ($1))',
-        gpurec_internal.statement_text(points_query)) USING users;
-END $$;
-
-COMMENT ON FUNCTION gpurec_internal.shard_points(text, bigint[]) IS
-'Internal (gpurec_shards): the points of the given users (all where NULL), as the geospatial functions read them.';
-
 CREATE FUNCTION gpurec_internal.raise_error(sqlstate text, message text, detail text, hint text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'gpurec_raise_error'
@@ -396,37 +346,6 @@ LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION gpurec_internal.raise_error(text, text, text, text) IS
 'Internal (gpurec_shards): raises ERROR sqlstate with message, and detail and hint where not NULL.';
-
--- What the carts' lines depend on among a shard's offers: each of the
--- products' cheapest offer, and each (product, store) pair's cheapest
--- (where pair_products is NULL: every store's of the products, as
--- optimize_carts prices a product at each store), as the engine ranks them
--- (price, then store, then fewest decimals), as one part of
--- _offers_part: prices in their own type with every digit and bit, for
--- the coordinator to pass on to every partition (_improve_carts_part,
--- _optimize_carts_part).
-CREATE FUNCTION gpurec_internal.shard_cart_offers(offers_query text, products bigint[], pair_products bigint[],
-                                                  pair_stores bigint[])
-RETURNS bytea
-LANGUAGE sql VOLATILE AS $$
-    SELECT gpurec_internal._offers_part(pg_catalog.format(
-        E'WITH o AS (SELECT q.product_id::bigint AS product_id, q.store_id::bigint AS store_id, q.price '
-        '           FROM (SELECT * FROM (%s' || E'\n' || ') AS u OFFSET 0) AS q '
-        '           WHERE q.product_id IS NOT NULL AND q.store_id IS NOT NULL AND q.price IS NOT NULL) '
-        '(SELECT DISTINCT ON (o.product_id) o.product_id, o.store_id, o.price '
-        ' FROM o WHERE o.product_id = ANY (%L::bigint[]) '
-        ' ORDER BY o.product_id, o.price, o.store_id, pg_catalog.length(o.price::text)) '
-        'UNION ALL '
-        '(SELECT DISTINCT ON (o.product_id, o.store_id) o.product_id, o.store_id, o.price '
-        ' FROM o WHERE CASE WHEN %L::bigint[] IS NULL THEN o.product_id = ANY (%L::bigint[]) '
-        '                   ELSE (o.product_id, o.store_id) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest(%L::bigint[]), pg_catalog.unnest(%L::bigint[]))) END '
-        ' ORDER BY o.product_id, o.store_id, o.price, pg_catalog.length(o.price::text))',
-        gpurec_internal.statement_text(offers_query), products, pair_products, products, pair_products,
-        pair_stores));
-$$;
-
-COMMENT ON FUNCTION gpurec_internal.shard_cart_offers(text, bigint[], bigint[], bigint[]) IS
-'Internal (gpurec_shards): the offers improve_carts'' and optimize_carts'' lines depend on, as one _offers_part.';
 
 -- The carts functions over partitions, in gpurec's binary form (one bytea
 -- a part; src/cart_shards.hpp): every offer of a query as one part (an
@@ -436,13 +355,22 @@ COMMENT ON FUNCTION gpurec_internal.shard_cart_offers(text, bigint[], bigint[], 
 -- and that shipping, prices in their own type with every digit and bit;
 -- the coordinator's merges of the partitions' rows (in partition order)
 -- into one server's rows in its order.
-CREATE FUNCTION gpurec_internal._offers_part(offers_query text)
+CREATE FUNCTION gpurec_internal._offers_part(offers_query text, products bigint[], pair_products bigint[],
+                                             pair_stores bigint[])
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gpurec_offers_part'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION gpurec_internal._offers_part(text, bigint[], bigint[], bigint[]) IS
+'Internal (gpurec_shards): of offers_query (product_id, store_id, price), read as improve_carts (pairs given) or optimize_carts (pair_products NULL) reads it, each of products'' cheapest offer and the cheapest at each pair''s store (at every store where pair_products is NULL), as one value for _improve_carts_part and _optimize_carts_part.';
+
+CREATE FUNCTION gpurec_internal._cart_products(carts_query text)
+RETURNS TABLE(cart_id bigint, product_id bigint)
+AS 'MODULE_PATHNAME', 'gpurec_cart_products'
 LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION gpurec_internal._offers_part(text) IS
-'Internal (gpurec_shards): every offer of offers_query (product_id, store_id, price) as one value for _improve_carts_part and _optimize_carts_part.';
+COMMENT ON FUNCTION gpurec_internal._cart_products(text) IS
+'Internal (gpurec_shards): the distinct (cart_id, product_id) of the lines optimize_carts reads from carts_query.';
 
 CREATE FUNCTION gpurec_internal._shipping_part(shipping_query text)
 RETURNS bytea
@@ -497,20 +425,13 @@ COMMENT ON FUNCTION gpurec_internal._merge_optimize_carts(bytea[]) IS
 
 -- The distinct users of a points query as the geospatial functions read it:
 -- the coordinator refuses a user that two shards hold.
--- Like every function a partition runs, it raises a cancel as 57R14
--- (src/pg_boundary.hpp, partition_entry_guard, says why).
-CREATE FUNCTION gpurec_internal.shard_users(points_query text)
+CREATE FUNCTION gpurec_internal._points_users(points_query text, metric text)
 RETURNS bigint[]
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-    RETURN (SELECT coalesce(pg_catalog.array_agg(DISTINCT p.user_id), '{}')
-            FROM gpurec_internal.shard_points(points_query, NULL) AS p);
-EXCEPTION WHEN query_canceled THEN
-    RAISE EXCEPTION USING ERRCODE = '57R14', MESSAGE = SQLERRM;
-END $$;
+AS 'MODULE_PATHNAME', 'gpurec_points_users'
+LANGUAGE C VOLATILE STRICT;
 
-COMMENT ON FUNCTION gpurec_internal.shard_users(text) IS
-'Internal (gpurec_shards): the distinct users of points_query, as the geospatial functions read it.';
+COMMENT ON FUNCTION gpurec_internal._points_users(text, text) IS
+'Internal (gpurec_shards): the distinct users of points_query, as the geospatial functions read it, ascending.';
 
 -- The geospatial family over partitions, in gpurec's binary form (one
 -- bytea a part; src/geo_shards.hpp): a partition's points of some users
@@ -622,25 +543,6 @@ LANGUAGE C VOLATILE STRICT;
 
 COMMENT ON FUNCTION gpurec_internal._merge_strengths(bytea[]) IS
 'Internal (gpurec_shards): each candidate''s (n: its place) strength, the partitions'' _predict_strength_part added in partition order.';
-
--- The (cart, product) pairs of a carts query's lines: the coordinator
--- refuses a cart that two shards hold, and asks for its products' offers;
--- a cancel is 57R14, as in shard_users.
-CREATE FUNCTION gpurec_internal.shard_cart_products(carts_query text)
-RETURNS TABLE(cart_id bigint, product_id bigint)
-LANGUAGE plpgsql VOLATILE
-SET transaction_read_only = on AS $$
-BEGIN
-    RETURN QUERY EXECUTE pg_catalog.format(
-        E'SELECT DISTINCT q.cart_id::bigint, q.product_id::bigint FROM (SELECT * FROM (%s\n) AS u OFFSET 0) AS q '
-        'WHERE q.cart_id IS NOT NULL AND q.product_id IS NOT NULL',
-        gpurec_internal.statement_text(carts_query));
-EXCEPTION WHEN query_canceled THEN
-    RAISE EXCEPTION USING ERRCODE = '57R14', MESSAGE = SQLERRM;
-END $$;
-
-COMMENT ON FUNCTION gpurec_internal.shard_cart_products(text) IS
-'Internal (gpurec_shards): the distinct (cart_id, product_id) of carts_query''s lines.';
 
 -- roc_fitness over partitions: each partition's rows as one bytea (ids and
 -- exact counts), and the coordinator's merge of the partitions' parts, in

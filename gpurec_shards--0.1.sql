@@ -2,8 +2,9 @@
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION gpurec_shards" to load this file. \quit
 
--- a schema gpurec_shards that another role made beforehand is refused (gpurec's require_own_schema)
-SELECT gpurec_internal.require_own_schema('gpurec_shards');
+-- The script makes its schemas, the extension's own, as gpurec's does (and
+-- gpurec_shards.control names pg_catalog for the same reason).
+CREATE SCHEMA gpurec_shards;
 
 -- A cluster is a foreign server of PL/Proxy's wrapper `plproxy` whose
 -- options p0, p1, ... are the connect strings of its partitions (the
@@ -31,9 +32,9 @@ SELECT gpurec_internal.require_own_schema('gpurec_shards');
 -- partition's timing NOTICE, where its session has gpurec.timing on,
 -- reaches the caller through PL/Proxy.
 
-GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
+GRANT USAGE ON SCHEMA gpurec_shards TO PUBLIC;
 
-COMMENT ON SCHEMA @extschema@ IS
+COMMENT ON SCHEMA gpurec_shards IS
 'gpurec_shards: gpurec''s functions over data sharded across servers, through PL/Proxy; \df+ gpurec_shards.* lists them.';
 
 -- What the user-facing functions call, kept out of their schema so that
@@ -181,6 +182,8 @@ BEGIN
         message := regexp_replace(m[3], '^[A-Za-z]+: ', '');
         IF message ~ 'password authentication failed' THEN
             sqlstate := '28P01';
+        ELSIF message ~ 'database "[^"]*" does not exist' THEN
+            sqlstate := '08001';
         ELSIF message ~ 'no password supplied|no pg_hba.conf entry|authentication failed|does not exist' THEN
             sqlstate := CASE WHEN message ~ 'no password supplied' THEN '08001' ELSE '28000' END;
         ELSIF message ~ 'closed the connection|terminating connection|connection to server was lost|server conn crashed' THEN
@@ -196,6 +199,8 @@ BEGIN
                                     WHEN '08006' THEN 'the connection broke off'
                                     WHEN '08001' THEN CASE WHEN message ~ 'no password supplied'
                                                            THEN 'no password supplied'
+                                                           WHEN message ~ 'database "[^"]*" does not exist'
+                                                           THEN 'its database does not exist'
                                                            ELSE 'could not connect' END END);
     hint := CASE sqlstate
             WHEN '08006' THEN 'The partition''s server stopped or restarted, or its session was ended (pg_terminate_backend), during the call; the next call connects again.'
@@ -265,11 +270,12 @@ $$;
 
 -- Refuses a user whose points two partitions hold (22023): a sum over
 -- users (a strength) would count each part of the user as a user.
-CREATE FUNCTION gpurec_shards_internal.refuse_split_users(cluster text, parts integer[], points_query text)
+CREATE FUNCTION gpurec_shards_internal.refuse_split_users(cluster text, parts integer[], points_query text,
+                                                         metric text)
 RETURNS void LANGUAGE sql
 SET search_path = pg_catalog, pg_temp AS $$
     SELECT gpurec_shards_internal.unsplit(cluster, 'user', array_agg(t.shard), array_agg(u.user_id))
-    FROM gpurec_shards_internal.users(cluster, parts, points_query) AS t, unnest(t.users) AS u(user_id);
+    FROM gpurec_shards_internal.users(cluster, parts, points_query, metric) AS t, unnest(t.users) AS u(user_id);
 $$;
 
 -- ------------------------------------------------ what runs on the shards --
@@ -293,7 +299,7 @@ RETURNS TABLE(shard integer, product_id bigint, store_id bigint) LANGUAGE plprox
 $$;
 
 -- each product's cheapest offer, and each (product, store) pair's, as a
--- part (gpurec_internal.shard_cart_offers: prices in their type with every
+-- part (gpurec_internal._offers_part: prices in their type with every
 -- digit and bit)
 CREATE FUNCTION gpurec_shards_internal.cart_offers(cluster text, parts integer[], q_offers text,
                                                    q_products bigint[], q_pair_products bigint[],
@@ -304,16 +310,16 @@ LANGUAGE plproxy AS $$
     SPLIT parts;
     RUN ON parts;
     SELECT (parts)[1] AS shard,
-           gpurec_internal.shard_cart_offers(q_offers, q_products, q_pair_products, q_pair_stores) AS part;
+           gpurec_internal._offers_part(q_offers, q_products, q_pair_products, q_pair_stores) AS part;
 $$;
 
 -- each partition's distinct users
-CREATE FUNCTION gpurec_shards_internal.users(cluster text, parts integer[], q_points text)
+CREATE FUNCTION gpurec_shards_internal.users(cluster text, parts integer[], q_points text, q_metric text)
 RETURNS TABLE(shard integer, users bigint[]) LANGUAGE plproxy AS $$
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, gpurec_internal.shard_users(q_points) AS users;
+    SELECT (parts)[1] AS shard, gpurec_internal._points_users(q_points, q_metric) AS users;
 $$;
 
 CREATE FUNCTION gpurec_shards_internal.cart_products(cluster text, parts integer[], q_carts text)
@@ -321,7 +327,7 @@ RETURNS TABLE(shard integer, cart_id bigint, product_id bigint) LANGUAGE plproxy
     CLUSTER gpurec_shards_internal.checked_cluster(cluster);
     SPLIT parts;
     RUN ON parts;
-    SELECT (parts)[1] AS shard, c.* FROM gpurec_internal.shard_cart_products(q_carts) AS c;
+    SELECT (parts)[1] AS shard, c.cart_id, c.product_id FROM gpurec_internal._cart_products(q_carts) AS c;
 $$;
 
 -- each partition's rows of improve_carts and optimize_carts as one part:
@@ -455,7 +461,7 @@ $$;
 
 -- ------------------------------------------------------------ marketplace --
 
-CREATE FUNCTION cheapest_offers(cluster text, offers_query text, k integer DEFAULT 1)
+CREATE FUNCTION gpurec_shards.cheapest_offers(cluster text, offers_query text, k integer DEFAULT 1)
 RETURNS TABLE(product_id bigint, offer_rank integer, store_id bigint, price numeric,
               n_offers bigint)
 LANGUAGE plpgsql VOLATILE STRICT
@@ -484,10 +490,10 @@ EXCEPTION WHEN OTHERS OR query_canceled THEN
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION cheapest_offers(text, text, integer) IS
+COMMENT ON FUNCTION gpurec_shards.cheapest_offers(text, text, integer) IS
 'gpurec.cheapest_offers over offers sharded by any column: each partition''s k cheapest per product, merged by gpurec_internal._merge_cheapest_offers.';
 
-CREATE FUNCTION improve_carts(cluster text, carts_query text, offers_query text)
+CREATE FUNCTION gpurec_shards.improve_carts(cluster text, carts_query text, offers_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, current_store_id bigint,
               current_price numeric, best_store_id bigint, best_price numeric, saving numeric)
 LANGUAGE plpgsql VOLATILE STRICT
@@ -508,9 +514,6 @@ BEGIN
       INTO pair_products, pair_stores, products
       FROM (SELECT DISTINCT t.product_id, t.store_id
             FROM gpurec_shards_internal.cart_pairs(cluster, parts, carts_query) AS t) p;
-    IF products IS NULL THEN
-        RETURN;
-    END IF;
     -- 2. what a line's answer depends on, from every partition's offers:
     --    the cheapest offer of each product, and the cheapest offer of each
     --    pair at its current store, as every partition's part in gpurec's
@@ -525,15 +528,17 @@ BEGIN
              ARRAY(SELECT t.part
                    FROM gpurec_shards_internal.improve_carts_part(
                             cluster, parts, carts_query,
-                            gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query, products,
-                                                                    pair_products, pair_stores)) AS t
+                            gpurec_shards_internal.cart_offer_parts(cluster, parts, offers_query,
+                                                                    coalesce(products, '{}'),
+                                                                    coalesce(pair_products, '{}'),
+                                                                    coalesce(pair_stores, '{}'))) AS t
                    ORDER BY t.shard)) AS m;
 EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION improve_carts(text, text, text) IS
+COMMENT ON FUNCTION gpurec_shards.improve_carts(text, text, text) IS
 'gpurec.improve_carts over carts sharded by cart and offers sharded by any column.';
 
 -- The offers the carts' lines depend on, from every partition (every
@@ -553,7 +558,7 @@ SET search_path = pg_catalog, pg_temp AS $$
                  ORDER BY t.shard);
 $$;
 
-CREATE FUNCTION optimize_carts(cluster text, carts_query text, offers_query text, shipping_query text)
+CREATE FUNCTION gpurec_shards.optimize_carts(cluster text, carts_query text, offers_query text, shipping_query text)
 RETURNS TABLE(cart_id bigint, product_id bigint, quantity bigint, store_id bigint, price numeric,
               total numeric, shipping numeric, stores_used integer, complete boolean,
               current_total numeric, saving numeric)
@@ -597,12 +602,12 @@ EXCEPTION WHEN OTHERS OR query_canceled THEN
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION optimize_carts(text, text, text, text) IS
+COMMENT ON FUNCTION gpurec_shards.optimize_carts(text, text, text, text) IS
 'gpurec.optimize_carts over carts sharded by cart and offers sharded by any column; shipping_query runs on the coordinator, and reaches the partitions in binary.';
 
 -- ------------------------------------------------------------ ROC fitness --
 
-CREATE FUNCTION roc_fitness(cluster text, scores_query text)
+CREATE FUNCTION gpurec_shards.roc_fitness(cluster text, scores_query text)
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
 LANGUAGE plpgsql VOLATILE STRICT
@@ -623,10 +628,10 @@ EXCEPTION WHEN OTHERS OR query_canceled THEN
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION roc_fitness(text, text) IS
+COMMENT ON FUNCTION gpurec_shards.roc_fitness(text, text) IS
 'gpurec.roc_fitness (long format) over examples sharded by individual.';
 
-CREATE FUNCTION roc_fitness(cluster text, population_query text, labels anycompatiblearray)
+CREATE FUNCTION gpurec_shards.roc_fitness(cluster text, population_query text, labels anycompatiblearray)
 RETURNS TABLE(individual_id bigint, auc float8, fitness float8, n_positive bigint,
               n_negative bigint, lowest_positive_rank bigint, highest_positive_rank bigint)
 LANGUAGE plpgsql VOLATILE STRICT
@@ -647,10 +652,10 @@ EXCEPTION WHEN OTHERS OR query_canceled THEN
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION roc_fitness(text, text, anycompatiblearray) IS
+COMMENT ON FUNCTION gpurec_shards.roc_fitness(text, text, anycompatiblearray) IS
 'gpurec.roc_fitness (array format) over a population sharded by individual.';
 
-CREATE FUNCTION roc_auc(cluster text, population_query text, labels anycompatiblearray)
+CREATE FUNCTION gpurec_shards.roc_auc(cluster text, population_query text, labels anycompatiblearray)
 RETURNS TABLE(individual_id bigint, auc float8)
 LANGUAGE plpgsql VOLATILE STRICT
 SET gpurec.timing = off AS $$
@@ -669,7 +674,7 @@ EXCEPTION WHEN OTHERS OR query_canceled THEN
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION roc_auc(text, text, anycompatiblearray) IS
+COMMENT ON FUNCTION gpurec_shards.roc_auc(text, text, anycompatiblearray) IS
 'gpurec.roc_auc of every individual of population_query (individual_id, scores) on every partition.';
 
 -- ------------------------------------------------------------- geospatial --
@@ -685,7 +690,7 @@ BEGIN
     ids := ARRAY(SELECT c.candidate_id FROM gpurec_internal._candidate_ids(part) AS c ORDER BY c.n);
 END $$;
 
-CREATE FUNCTION user_similarity(cluster text, points_query text, main_user bigint,
+CREATE FUNCTION gpurec_shards.user_similarity(cluster text, points_query text, main_user bigint,
                                 metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(user_id bigint, similarity float8, mean_min_distance float8)
 LANGUAGE plpgsql VOLATILE
@@ -724,10 +729,10 @@ EXCEPTION WHEN OTHERS OR query_canceled THEN
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION user_similarity(text, text, bigint, text, float8) IS
+COMMENT ON FUNCTION gpurec_shards.user_similarity(text, text, bigint, text, float8) IS
 'gpurec.user_similarity over points sharded by user: the main user''s points travel to every partition.';
 
-CREATE FUNCTION similar_users(cluster text, points_query text, k integer DEFAULT 10,
+CREATE FUNCTION gpurec_shards.similar_users(cluster text, points_query text, k integer DEFAULT 10,
                               metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
 RETURNS TABLE(user_id bigint, rank integer, other_user_id bigint, similarity float8)
 LANGUAGE plpgsql VOLATILE
@@ -764,10 +769,10 @@ EXCEPTION WHEN OTHERS OR query_canceled THEN
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION similar_users(text, text, integer, text, float8) IS
+COMMENT ON FUNCTION gpurec_shards.similar_users(text, text, integer, text, float8) IS
 'gpurec.similar_users over points sharded by user: every partition gets all points once, in binary, and ranks a part of the users.';
 
-CREATE FUNCTION predict_strength(cluster text, points_query text, main_user bigint, candidates_query text,
+CREATE FUNCTION gpurec_shards.predict_strength(cluster text, points_query text, main_user bigint, candidates_query text,
                                  exponent float8 DEFAULT 2, max_distance float8 DEFAULT NULL,
                                  min_similarity float8 DEFAULT 0,
                                  metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL)
@@ -789,7 +794,7 @@ BEGIN
                                     main_user,
                                     'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y WHERE false',
                                     exponent, max_distance, min_similarity, metric, epsilon);
-    PERFORM gpurec_shards_internal.refuse_split_users(cluster, parts, points_query);
+    PERFORM gpurec_shards_internal.refuse_split_users(cluster, parts, points_query, metric);
     main_points := gpurec_shards_internal.points_part(cluster, parts, points_query, ARRAY[main_user], metric, epsilon);
     IF main_points IS NULL THEN
         PERFORM gpurec.predict_strength('SELECT 1::bigint AS user_id, 0::float8 AS x, 0::float8 AS y WHERE false',
@@ -819,7 +824,7 @@ EXCEPTION WHEN OTHERS OR query_canceled THEN
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION predict_strength(text, text, bigint, text, float8, float8, float8, text, float8) IS
+COMMENT ON FUNCTION gpurec_shards.predict_strength(text, text, bigint, text, float8, float8, float8, text, float8) IS
 'gpurec.predict_strength over points sharded by user; candidates_query runs on the coordinator, and its rows reach the partitions in binary.';
 
 -- For each of q_exponents (e: its place), the mean AUC over the evaluated
@@ -856,7 +861,7 @@ SET search_path = pg_catalog, pg_temp AS $$
     GROUP BY a.e;
 $$;
 
-CREATE FUNCTION fit_exponent(cluster text, points_query text, holdout_query text, candidates_query text,
+CREATE FUNCTION gpurec_shards.fit_exponent(cluster text, points_query text, holdout_query text, candidates_query text,
                              exponents float8[] DEFAULT '{1,1.5,2,2.5,3}',
                              max_distance float8 DEFAULT NULL, min_similarity float8 DEFAULT 0,
                              metric text DEFAULT 'euclidean', epsilon float8 DEFAULT NULL,
@@ -890,7 +895,7 @@ BEGIN
                                 'SELECT 1::bigint AS user_id, 1::bigint AS candidate_id WHERE false',
                                 'SELECT 1::bigint AS candidate_id, 0::float8 AS x, 0::float8 AS y',
                                 exponents, max_distance, min_similarity, metric, epsilon, tolerance);
-    PERFORM gpurec_shards_internal.refuse_split_users(cluster, parts, points_query);
+    PERFORM gpurec_shards_internal.refuse_split_users(cluster, parts, points_query, metric);
     cands := gpurec_shards_internal.candidates(candidates_query, metric);
     -- each holdout user's visited candidate rows (every row of a named id;
     -- an id naming no row leaves the user a holdout user with no visit)
@@ -956,5 +961,5 @@ EXCEPTION WHEN OTHERS OR query_canceled THEN
     PERFORM gpurec_shards_internal.raise_translated(cluster, st, msg, det, hnt);
 END $$;
 
-COMMENT ON FUNCTION fit_exponent(text, text, text, text, float8[], float8, float8, text, float8, float8) IS
+COMMENT ON FUNCTION gpurec_shards.fit_exponent(text, text, text, text, float8[], float8, float8, text, float8, float8) IS
 'gpurec.fit_exponent over points sharded by user, its continuous search included; holdout_query and candidates_query run on the coordinator.';

@@ -6,6 +6,10 @@
 
 #include "cart_shards.hpp"
 
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+
 #include "errors.hpp"
 
 namespace gpurec {
@@ -63,6 +67,58 @@ void put_price(ShardRows &part, const NumberColumn &prices, int64_t row)
 }
 
 } // namespace
+
+std::vector<size_t> cart_offer_rows(const Offers &offers, const std::vector<int64_t> &products,
+									const std::vector<std::pair<int64_t, int64_t>> *pairs, ExecContext &ctx)
+{
+	const IdColumn &product = offers.product;
+	/* whether row a ranks before row b (b < 0: none yet) */
+	auto before = [&](size_t a, int64_t b) {
+		if (b < 0)
+			return true;
+		auto r = static_cast<size_t>(b);
+		if (offers.price.key(a) != offers.price.key(r))
+			return offers.price.key(a) < offers.price.key(r);
+		if (offers.store[a] != offers.store[r])
+			return offers.store[a] < offers.store[r];
+		return offers.price.display_scale(a) < offers.price.display_scale(r);
+	};
+	std::vector<int64_t> cheapest(product.distinct(), -1);
+	std::vector<uint8_t> wanted(product.distinct(), 0);
+	for (int64_t id : products)
+		if (int32_t code = product.find(id); code >= 0)
+			wanted[code] = 1;
+	std::unordered_map<std::pair<int32_t, int64_t>, int64_t, ProductStoreHash> at_store;
+	if (pairs)
+		for (const auto &[id, store] : *pairs)
+			if (int32_t code = product.find(id); code >= 0)
+				at_store.emplace(std::make_pair(code, store), -1);
+	constexpr size_t kCheckEvery = size_t(1) << 18;
+	for (size_t row = 0; row < product.size(); ++row)
+	{
+		if (row % kCheckEvery == 0)
+			ctx.interrupt_point(Phase::Compute);
+		int32_t code = product.code(row);
+		if (!wanted[code])
+			continue;
+		if (before(row, cheapest[code]))
+			cheapest[code] = static_cast<int64_t>(row);
+		auto key = std::make_pair(code, offers.store[row]);
+		auto it = pairs ? at_store.find(key) : at_store.emplace(key, -1).first;
+		if (it != at_store.end() && before(row, it->second))
+			it->second = static_cast<int64_t>(row);
+	}
+	std::vector<size_t> rows;
+	for (int64_t row : cheapest)
+		if (row >= 0)
+			rows.push_back(static_cast<size_t>(row));
+	for (const auto &entry : at_store)
+		if (entry.second >= 0)
+			rows.push_back(static_cast<size_t>(entry.second));
+	std::sort(rows.begin(), rows.end());
+	rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+	return rows;
+}
 
 ImprovedLine improved_line(const CartLines &lines, const CartImprovement &improvement, const Offers &offers)
 {

@@ -24,6 +24,19 @@
 namespace gpurec {
 
 /*
+ * The rows of a partition's offers that the carts functions' lines depend
+ * on, ascending, each once (what gpurec_internal._offers_part sends every
+ * partition): of each of `products`, its cheapest offer; and of each pair
+ * in `pairs` (a product and a store: improve_carts' current stores), or of
+ * every store of those products where `pairs` is null (optimize_carts),
+ * that store's cheapest offer of the product.  Cheapest as every ranking
+ * of the engine ranks (price, then store, then fewer decimals), so that
+ * the partitions' parts hold each answer's offer, whatever the ties.
+ */
+std::vector<size_t> cart_offer_rows(const Offers &offers, const std::vector<int64_t> &products,
+									const std::vector<std::pair<int64_t, int64_t>> *pairs, ExecContext &ctx);
+
+/*
  * A row of improve_carts: a cart line, and its current and best offers as
  * rows of a price column (-1: none; best_store_id is then meaningless).
  */

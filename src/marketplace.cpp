@@ -906,16 +906,7 @@ std::vector<CartImprovement> improve_carts(const CartLines &lines, const Offers 
 	Stopwatch clock;
 	std::vector<int32_t> line_code(n_lines);
 	std::vector<uint8_t> product_in_cart(offers.product.distinct(), 0);
-	struct PairHash
-	{
-		size_t operator()(const std::pair<int32_t, int64_t> &k) const
-		{
-			/* unsigned: store ids span int64, and a signed product would overflow */
-			return std::hash<uint64_t>()(static_cast<uint64_t>(k.second) * 1000003u +
-										 static_cast<uint32_t>(k.first));
-		}
-	};
-	std::unordered_map<std::pair<int32_t, int64_t>, int64_t, PairHash> current;
+	std::unordered_map<std::pair<int32_t, int64_t>, int64_t, ProductStoreHash> current;
 	for (size_t i = 0; i < n_lines; ++i)
 	{
 		line_code[i] = offers.product.find(lines.product[i]);

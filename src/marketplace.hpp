@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "../kernels/api/marketplace_kernels.hpp"
@@ -34,6 +36,16 @@ struct Offers
 	const KeyOrder *product_keys = nullptr;
 	const KeyOrder *store_keys = nullptr;
 	const KeyBytes *store_bytes = nullptr;
+};
+
+/* A hash of (product code, store id), for maps of a product's offers at a store. */
+struct ProductStoreHash
+{
+	size_t operator()(const std::pair<int32_t, int64_t> &k) const
+	{
+		/* unsigned: store ids span int64, and a signed product would overflow */
+		return std::hash<uint64_t>()(static_cast<uint64_t>(k.second) * 1000003u + static_cast<uint32_t>(k.first));
+	}
 };
 
 /*

@@ -140,6 +140,21 @@ InputTable shipping_input()
 }
 
 /*
+ * optimize_carts' lines: a line with a NULL cart or product is skipped; a
+ * NULL quantity counts as 1; a NULL (or absent) store_id is no current
+ * store.
+ */
+InputTable optimize_carts_lines(const char *carts_query, ExecContext &ctx)
+{
+	InputTable carts("carts query", {id_spec("cart_id"),
+									 id_spec("product_id"),
+									 id_spec("store_id", false, kNoCurrentStore),
+									 {"quantity", ColumnKind::Int64, true, false, 1}});
+	read_inner_query(carts_query, carts, ctx);
+	return carts;
+}
+
+/*
  * optimize_carts(carts_query, offers_query, shipping_query), and
  * gpurec_internal._optimize_carts_part(carts_query, offers_parts,
  * shipping_part): on a partition of gpurec_shards, against the offers of
@@ -150,17 +165,7 @@ InputTable shipping_input()
 Datum optimize_carts_rows(FunctionCallInfo fcinfo, bool of_parts)
 {
 	ExecContext ctx = exec_context_from_settings();
-	const char *carts_query = text_argument(fcinfo, 0);
-
-	/*
-	 * A cart line with a NULL cart or product is skipped; a NULL quantity
-	 * counts as 1; a NULL (or absent) store_id is no current store.
-	 */
-	InputTable carts("carts query", {id_spec("cart_id"),
-									 id_spec("product_id"),
-									 id_spec("store_id", false, kNoCurrentStore),
-									 {"quantity", ColumnKind::Int64, true, false, 1}});
-	read_inner_query(carts_query, carts, ctx);
+	InputTable carts = optimize_carts_lines(text_argument(fcinfo, 0), ctx);
 	/*
 	 * Only the offers of products in some cart count: the others are
 	 * dropped as they are read, before their store and price are converted
@@ -222,6 +227,29 @@ Datum optimize_carts_part_body(FunctionCallInfo fcinfo)
 }
 
 /*
+ * gpurec_internal._cart_products(carts_query): the distinct (cart_id,
+ * product_id) of the lines optimize_carts reads from carts_query, for
+ * gpurec_shards' coordinator to refuse a cart two partitions hold and to
+ * ask every partition for its products' offers.
+ */
+Datum cart_products_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	InputTable carts = optimize_carts_lines(text_argument(fcinfo, 0), ctx);
+	require_integer_cart_ids(ctx);
+	const Int64Column &cart = carts.int64(0), &product = carts.int64(1);
+	std::vector<std::pair<int64_t, int64_t>> pairs(cart.size());
+	for (size_t i = 0; i < pairs.size(); ++i)
+		pairs[i] = {cart[i], product[i]};
+	std::sort(pairs.begin(), pairs.end());
+	pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+	ResultWriter out(fcinfo);
+	put_bigint_pairs(out, pairs.size(), [&](size_t i) { return pairs[i]; });
+	out.finish();
+	return (Datum) 0;
+}
+
+/*
  * gpurec_internal._shipping_part(shipping_query): the shipping query read
  * as optimize_carts reads it, as one part for every partition of
  * gpurec_shards.optimize_carts (_optimize_carts_part): fee and free_from
@@ -266,5 +294,6 @@ Datum merge_optimize_carts_body(FunctionCallInfo fcinfo)
 
 GPUREC_SQL_FUNCTION(gpurec_optimize_carts, gpurec::optimize_carts_body)
 GPUREC_PARTITION_FUNCTION(gpurec_optimize_carts_part, gpurec::optimize_carts_part_body)
+GPUREC_PARTITION_FUNCTION(gpurec_cart_products, gpurec::cart_products_body)
 GPUREC_SQL_FUNCTION(gpurec_shipping_part, gpurec::shipping_part_body)
 GPUREC_SQL_FUNCTION(gpurec_merge_optimize_carts, gpurec::merge_optimize_carts_body)

@@ -8,6 +8,8 @@
 #include "pg_boundary.hpp"
 
 extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/memutils.h"
 }
 
@@ -279,6 +281,29 @@ Datum geo_points_part_body(FunctionCallInfo fcinfo)
 	ShardRows part = geo_points_part(points, users.get());
 	report_timing("_geo_points_part", ctx);
 	return shard_rows_result(part, "the geospatial functions");
+}
+
+/*
+ * gpurec_internal._points_users(points_query, metric): the distinct users
+ * of a partition's points query, read as the geospatial functions read it,
+ * ascending: the coordinator refuses a user two partitions hold.
+ */
+Datum points_users_body(FunctionCallInfo fcinfo)
+{
+	ExecContext ctx = exec_context_from_settings();
+	const char *metric = text_argument(fcinfo, 1);
+	GeoOptions options = geo_options(metric, default_epsilon(parse_geo_metric(metric)));
+	InputTable points = read_points(text_argument(fcinfo, 0), ctx, options, std::numeric_limits<double>::infinity());
+	require_integer_ids(ctx);
+	const IdColumn &user = points.id(0);
+	std::vector<Datum> users;
+	for (int32_t code : user.codes_in_id_order())
+		if (user.counts()[code] > 0)
+			users.push_back(Int64GetDatum(user.value_of(code)));
+	report_timing("_points_users", ctx);
+	PG_RETURN_ARRAYTYPE_P(pg_call([&] {
+		return construct_array(users.data(), static_cast<int>(users.size()), INT8OID, 8, FLOAT8PASSBYVAL, 'd');
+	}));
 }
 
 Datum geo_points_part_or_refusal(FunctionCallInfo fcinfo)
@@ -695,6 +720,7 @@ GPUREC_PARTITION_FUNCTION(gpurec_similar_users_part, gpurec::similar_users_part_
 GPUREC_PARTITION_FUNCTION(gpurec_user_similarity_part, gpurec::user_similarity_part_body)
 GPUREC_PARTITION_FUNCTION(gpurec_predict_strength_part, gpurec::predict_strength_part_body)
 GPUREC_PARTITION_FUNCTION(gpurec_geo_points_part, gpurec::geo_points_part_or_refusal)
+GPUREC_PARTITION_FUNCTION(gpurec_points_users, gpurec::points_users_body)
 GPUREC_SQL_FUNCTION(gpurec_merge_geo_points, gpurec::merge_geo_points_body)
 GPUREC_SQL_FUNCTION(gpurec_geo_points_users, gpurec::geo_points_users_body)
 GPUREC_SQL_FUNCTION(gpurec_merge_user_similarity, gpurec::merge_user_similarity_body)

@@ -12,7 +12,6 @@
 
 extern "C" {
 #include "miscadmin.h"
-#include "parser/parser.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/wait_event.h"
@@ -87,35 +86,6 @@ Datum devices_body(FunctionCallInfo fcinfo)
 }
 
 /*
- * The one statement of a query's text without what follows its semicolon,
- * as gpurec's own read takes it: gpurec_shards places inner queries inside
- * queries of its own, where a `;` would end the rest.  A statement without
- * a semicolon comes back to the text's end, a trailing `-- comment`
- * included (PostgreSQL's parser gives the last statement no length): its
- * callers go on after a newline.  A text that is not one statement comes
- * back unchanged, for the read that runs it to refuse.
- */
-Datum statement_text_body(FunctionCallInfo fcinfo)
-{
-	text *query = PG_GETARG_TEXT_PP(0);
-	Datum result;
-	pg_call([&] {
-		char *source = text_to_cstring(query);
-		List *statements = raw_parser(source, RAW_PARSE_DEFAULT);
-		if (list_length(statements) != 1)
-		{
-			result = PointerGetDatum(query);
-			return;
-		}
-		RawStmt *raw = linitial_node(RawStmt, statements);
-		const char *start = source + raw->stmt_location;
-		size_t length = raw->stmt_len > 0 ? size_t(raw->stmt_len) : strlen(start);
-		result = PointerGetDatum(cstring_to_text_with_len(start, int(length)));
-	});
-	PG_RETURN_DATUM(result);
-}
-
-/*
  * Raises the error its arguments describe, with a detail and a hint only
  * where they are not NULL (PL/pgSQL's RAISE refuses a NULL option and shows
  * an empty one), and without the callers' context: gpurec_shards raises its
@@ -159,5 +129,4 @@ Datum refuse_split_body(FunctionCallInfo fcinfo)
 
 GPUREC_SQL_FUNCTION(gpurec_refuse_split, gpurec::refuse_split_body)
 GPUREC_SQL_FUNCTION(gpurec_raise_error, gpurec::raise_error_body)
-GPUREC_SQL_FUNCTION(gpurec_statement_text, gpurec::statement_text_body)
 GPUREC_SQL_FUNCTION(gpurec_devices, gpurec::devices_body)

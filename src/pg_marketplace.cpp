@@ -233,7 +233,7 @@ Datum merge_cheapest_offers_body(FunctionCallInfo fcinfo)
 		bytes += part.size;
 	ctx.times.read_ms += clock.elapsed_ms();
 	ctx.read_notes = std::to_string(parts.size()) + " shards' parts, " + std::to_string(bytes) + " bytes";
-	rank_merged(parts, k, "column \"price\" of the shards' offers queries", ctx,
+	rank_merged(parts, k, "column \"price\" of the offers query", ctx,
 				[&](const Offers &offers, const RankedOffers &ranked, const std::vector<int64_t> &n_offers,
 					const NumericReach &) {
 					write_cheapest_offers(fcinfo, ctx, "_merge_cheapest_offers", offers, ranked, n_offers);
@@ -242,19 +242,40 @@ Datum merge_cheapest_offers_body(FunctionCallInfo fcinfo)
 }
 
 /*
- * gpurec_internal._offers_part(offers_query): every offer of offers_query
- * (product_id, store_id, price, as cheapest_offers reads them) as one
- * bytea, an OffersPart of k = 1 holding each offer with a count of 1, for
- * a coordinator that passes the partitions' parts on unread: what
+ * gpurec_internal._offers_part(offers_query, products, pair_products,
+ * pair_stores): a partition's offers that the carts functions' lines
+ * depend on (cart_offer_rows: of each of products the cheapest, and the
+ * cheapest at each pair's store, or at every store where pair_products is
+ * NULL), as one bytea, an OffersPart of k = 1 holding each with a count of
+ * 1, for a coordinator that passes the partitions' parts on unread: what
  * gpurec_shards' carts functions send each partition (MergedOffers reads
- * them there, prices in their type with every digit and bit).  Integer
- * ids only: a dictionary's codes would mean nothing on another server.
+ * them there, prices in their type with every digit and bit).  The query
+ * is read as the one server's call reads it: improve_carts' (pairs given)
+ * every offer, optimize_carts' those of the products alone, so that its
+ * errors, and the prices one column must hold (NumericReach, checked again
+ * on the partitions over every part), are the one server's.  Integer ids
+ * only: a dictionary's codes would mean nothing on another server.
  */
 Datum offers_part_body(FunctionCallInfo fcinfo)
 {
 	ExecContext ctx = exec_context_from_settings();
+	if (null_as_strict(fcinfo, {2, 3}))
+		PG_RETURN_NULL();
 	const char *offers_query = text_argument(fcinfo, 0);
-	OffersInput input(ctx);
+	std::vector<int64_t> products = int8_list_argument(fcinfo, 1, "products");
+	std::unique_ptr<std::vector<std::pair<int64_t, int64_t>>> pairs;
+	if (!PG_ARGISNULL(2))
+	{
+		std::vector<int64_t> pair_products = int8_list_argument(fcinfo, 2, "pair_products");
+		std::vector<int64_t> pair_stores = PG_ARGISNULL(3) ? std::vector<int64_t>()
+															: int8_list_argument(fcinfo, 3, "pair_stores");
+		if (pair_stores.size() != pair_products.size())
+			throw Error(sqlstate::invalid_parameter_value, "pair_products and pair_stores differ in length");
+		pairs = std::make_unique<std::vector<std::pair<int64_t, int64_t>>>();
+		for (size_t i = 0; i < pair_products.size(); ++i)
+			pairs->emplace_back(pair_products[i], pair_stores[i]);
+	}
+	OffersInput input(ctx, 0, pairs ? nullptr : std::make_shared<const KeyFilter>(products));
 	read_inner_query(offers_query, input.table, ctx);
 	require_integer_cart_ids(ctx);
 	Stopwatch clock;
@@ -262,9 +283,10 @@ Datum offers_part_body(FunctionCallInfo fcinfo)
 	NumericReach reach;
 	reach.add_column(offers.price);
 	OffersPart part(1, offers.price.type(), reach);
-	for (size_t row = 0; row < offers.store.size(); ++row)
-		part.add_offer(offers.product.value_of(offers.product.codes()[row]), 1, offers.store[row], offers.price, row);
-	bytea *out = part_bytea(part, offers.store.size(), "the carts functions", "Call for fewer carts at a time.");
+	std::vector<size_t> rows = cart_offer_rows(offers, products, pairs.get(), ctx);
+	for (size_t row : rows)
+		part.add_offer(offers.product.value_of(offers.product.code(row)), 1, offers.store[row], offers.price, row);
+	bytea *out = part_bytea(part, rows.size(), "the carts functions", "Call for fewer carts at a time.");
 	ctx.times.output_ms += clock.elapsed_ms();
 	report_timing("_offers_part", ctx);
 	PG_RETURN_BYTEA_P(out);

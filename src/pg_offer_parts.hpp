@@ -32,7 +32,7 @@ inline void require_integer_cart_ids(const ExecContext &ctx)
  */
 inline std::unique_ptr<MergedOffers> merged_offers_argument(FunctionCallInfo fcinfo, int n, ExecContext &ctx)
 {
-	const char *description = "column \"price\" of the partitions' offers queries";
+	const char *description = "column \"price\" of the offers query";
 	auto merged = std::make_unique<MergedOffers>(description, ctx.keys);
 	for (const ByteSpan &part : bytea_list_argument(fcinfo, n, "offers_parts"))
 		merged->append_part(part.data, part.size, 1);

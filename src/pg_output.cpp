@@ -52,10 +52,12 @@ void report_timing(const char *function, const ExecContext &ctx)
 				 ctx.service_answered_ms, ctx.service_queued_ms);
 	}
 	std::string why = ctx.device_choice.empty() ? "" : "  Device: " + ctx.device_choice + ".";
+	/* the internal functions (gpurec_shards' parts and merges) are named "_..." in their own schema */
+	const char *schema = function[0] == '_' ? "gpurec_internal" : "gpurec";
 	pg_call([&] {
-		ereport(NOTICE, (errmsg("gpurec.%s: device %s, read %.3f ms, transfer %.3f ms, compute "
+		ereport(NOTICE, (errmsg("%s.%s: device %s, read %.3f ms, transfer %.3f ms, compute "
 								"%.3f ms, output %.3f ms",
-								function, device, t.read_ms, t.transfer_ms, t.compute_ms,
+								schema, function, device, t.read_ms, t.transfer_ms, t.compute_ms,
 								t.output_ms),
 						 errdetail("Read: %s.  CPU worker threads: %zu.%s%s%s", ctx.read_notes.c_str(),
 								   ctx.cpu_threads_used, why.c_str(), start, service)));

@@ -499,7 +499,7 @@ def faults():
              for host, db in SHARD_DBS]
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM scaled');")
     check("prices-no-one-server-holds-22003", alone == [None] * 4 and e is not None and e[0] == "22003"
-          and 'column "price" of the shards\' offers queries' in e[1], f"each shard alone {alone}; all {e}")
+          and 'column "price" of the offers query' in e[1], f"each shard alone {alone}; all {e}")
     # the same where the big prices are a shard's cheapest, so they reach the
     # coordinator's merge, whose column cannot hold them beside the small ones
     prices[SHARD_DBS[0]] = "92233720368547758.0"
@@ -508,7 +508,7 @@ def faults():
             "FROM offers;")
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM scaled');")
     check("prices-the-merge-cannot-hold-22003", e is not None and e[0] == "22003"
-          and 'column "price" of the shards\' offers queries' in e[1] and "92233720368547758" in e[1], f"got {e}")
+          and 'column "price" of the offers query' in e[1] and "92233720368547758" in e[1], f"got {e}")
     # the engine's own argument checks, on the coordinator, before any shard
     e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers({SHARDS}, 'SELECT * FROM offers', 0);")
     check("bad-k-is-the-engines-error", e is not None and e[0] == "22023" and "shard" not in e[1], f"got {e}")
@@ -1206,6 +1206,65 @@ def partition_reads_read_only():
               and written == ["0"] * len(SHARD_DBS), f"got {e}; rows written on the partitions: {written}")
 
 
+def partitions_read_as_one_server():
+    """Every inner query a partition runs goes through gpurec's reader, as
+    on one server: the offers of improve_carts and optimize_carts, their
+    carts and the points whose users are checked for a split are refused
+    with one server's error (ids of a type gpurec does not take are never
+    cast, a missing or repeated column is named, a statement that is not a
+    read-only SELECT is refused), improve_carts checks its offers query
+    with no cart line, and reads every offer: prices that no one column
+    holds are 22003 as on one server, whatever product they are of."""
+    numbers = {0: "(2, '10', 5.00)", 1: "(1.5, '11', 1.00)", 2: "(3, '011', 2)", 3: "(4, '12', 3)"}
+    wide = {0: "(99, 1, 1000000000000)", 1: "(98, 2, 0.0000001)", 2: "(1, 1, 4.5)", 3: "(1, 2, 4.25)"}
+    ddl = ("DROP TABLE IF EXISTS typed_offers, wide_offers;"
+           "CREATE TABLE typed_offers (product_id numeric, store_id text, price numeric);"
+           "CREATE TABLE wide_offers (product_id bigint, store_id bigint, price numeric);")
+    run(*WHOLE, ddl + "INSERT INTO typed_offers VALUES " + ", ".join(numbers.values()) + ";"
+        "INSERT INTO wide_offers VALUES " + ", ".join(wide.values()) + ";")
+    for i, (host, db) in enumerate(SHARD_DBS):
+        run(host, db, ddl + f"INSERT INTO typed_offers VALUES {numbers[i]}; INSERT INTO wide_offers VALUES {wide[i]};")
+    carts, offers, shipping = "SELECT * FROM carts", "SELECT * FROM offers", "SELECT * FROM shipping"
+    cases = {
+        "numeric-product-ids-42804": ("improve_carts", [carts, "SELECT * FROM typed_offers"], "42804"),
+        "numeric-store-ids-42804": ("optimize_carts", [carts, "SELECT product_id::bigint AS product_id, "
+                                                              "store_id::numeric AS store_id, price FROM typed_offers",
+                                                       shipping], "42804"),
+        "missing-column-42703": ("improve_carts", [carts, "SELECT product_id FROM offers"], "42703"),
+        "missing-column-without-carts-42703": ("improve_carts", [carts + " WHERE false", "SELECT product_id FROM offers"],
+                                               "42703"),
+        "repeated-column-42702": ("optimize_carts", ["SELECT cart_id, product_id, quantity, quantity FROM carts",
+                                                     offers, shipping], "42702"),
+        "carts-for-share-0A000": ("optimize_carts", [carts + " FOR SHARE", offers, shipping], "0A000"),
+        "offers-delete-0A000": ("improve_carts", [carts, "DELETE FROM offers WHERE false RETURNING *"], "0A000"),
+        "two-statements-42601": ("improve_carts", [carts, offers + "; SELECT 1"], "42601"),
+        "empty-offers-query-42601": ("optimize_carts", [carts, "", shipping], "42601"),
+        "points-missing-column-42703": ("predict_strength", ["SELECT user_id, x FROM points", 12,
+                                                             "SELECT * FROM candidates"], "42703"),
+        "points-repeated-column-42702": ("fit_exponent", ["SELECT user_id, x, y, y FROM points", "SELECT * FROM holdout",
+                                                          "SELECT * FROM candidates"], "42702"),
+    }
+    for name, (function, args, state) in cases.items():
+        text = ", ".join(str(a) if isinstance(a, int) else "'" + a.replace("'", "''") + "'" for a in args)
+        same_error(f"partition-reads-as-one-server-{name}", f"gpurec.{function}({text})",
+                   f"gpurec_shards.{function}({SHARDS}, {text})", state)
+    # an offer of a product no cart holds, whose price no one column holds beside another's
+    one_cart = ("DROP TABLE IF EXISTS one_cart;"
+                "CREATE TABLE one_cart (cart_id bigint, product_id bigint, store_id bigint, quantity integer);")
+    run(*WHOLE, one_cart + "INSERT INTO one_cart VALUES (1, 1, 1, 1);")
+    for i, (host, db) in enumerate(SHARD_DBS):
+        run(host, db, one_cart + ("INSERT INTO one_cart VALUES (1, 1, 1, 1);" if i == 1 else ""))
+    one_line = "'SELECT * FROM one_cart'"
+    same_error("partition-reads-every-offer-of-improve-carts-22003",
+               f"gpurec.improve_carts({one_line}, 'SELECT * FROM wide_offers')",
+               f"gpurec_shards.improve_carts({SHARDS}, {one_line}, 'SELECT * FROM wide_offers')", "22003")
+    # optimize_carts reads the offers of the carts' products alone, on one server as on the partitions
+    compare("partition-reads-the-carts-products-offers-of-optimize-carts",
+            f"gpurec.optimize_carts({one_line}, 'SELECT * FROM wide_offers', 'SELECT 1 AS store_id, 0 AS fee')",
+            f"gpurec_shards.optimize_carts({SHARDS}, {one_line}, 'SELECT * FROM wide_offers', "
+            "'SELECT 1 AS store_id, 0 AS fee')")
+
+
 def same_database_name():
     """Partitions of one database name on two servers, as the README lays a
     cluster out: a partition that cannot be reached is named by its server
@@ -1230,6 +1289,14 @@ def same_database_name():
         e = error_of(*COORD, f"SELECT * FROM gpurec_shards.cheapest_offers('{cluster}', 'SELECT * FROM offers');")
         check(f"unreachable-partition-named-{cluster}", e is not None and e[0] == "08001"
               and f'cluster "{cluster}", partition 1 (dbname {name}) is unreachable' in e[1], f"got {e}")
+    # a partition whose server runs but has no such database: unreachable, not an authentication failure
+    run(*COORD, "CREATE SERVER no_database FOREIGN DATA WRAPPER plproxy OPTIONS ("
+        f"p0 '{connstr(HOSTS[0], 'shop')}', p1 '{connstr(HOSTS[1], 'no_such_db')}');"
+        "CREATE USER MAPPING FOR CURRENT_USER SERVER no_database OPTIONS (user 'postgres');")
+    e = error_of(*COORD, "SELECT * FROM gpurec_shards.cheapest_offers('no_database', 'SELECT * FROM offers');")
+    check("missing-database-unreachable-08001", e is not None and e[0] == "08001"
+          and 'cluster "no_database", partition 1 (dbname no_such_db) is unreachable: its database does not exist'
+          == e[1], f"got {e}")
 
 
 def query_texts(data):
@@ -1400,19 +1467,30 @@ def carts_merge():
     that are not a part, 22P03."""
     carts = "SELECT * FROM carts"
     shipping = "SELECT DISTINCT store_id, 1.5 AS fee, 40 AS free_from FROM offers WHERE store_id IS NOT NULL"
+    # what the coordinator asks every partition for: improve_carts' products and (product, current store)
+    # pairs, optimize_carts' products (every store's offer of them)
+    pairs = f"gpurec_internal._cart_pairs('{carts}')"
+    improve = (f"(SELECT array_agg(DISTINCT product_id) FROM {pairs}), "
+               f"(SELECT array_agg(product_id ORDER BY product_id, store_id) FROM {pairs}), "
+               f"(SELECT array_agg(store_id ORDER BY product_id, store_id) FROM {pairs})")
+    optimize = f"(SELECT array_agg(DISTINCT product_id) FROM gpurec_internal._cart_products('{carts}')), NULL, NULL"
     for name, price in [("numeric", "price"), ("float8", "price::float8 / 7"), ("real", "price::real")]:
         query = f"SELECT product_id, store_id, {price} AS price FROM offers"
-        parts = ", ".join(f"gpurec_internal._offers_part('{query} WHERE store_id % 2 = {r}')" for r in (0, 1))
+        parts = ", ".join(f"gpurec_internal._offers_part('{query} WHERE store_id % 2 = {r}', {improve})"
+                          for r in (0, 1))
         compare(f"carts-merge-improve-carts-{name}", f"gpurec.improve_carts('{carts}', '{query}')",
                 f"gpurec_internal._merge_improve_carts(ARRAY[gpurec_internal._improve_carts_part("
                 f"'{carts}', ARRAY[{parts}])])", where=WHOLE)
         if name == "numeric":
+            parts = ", ".join(f"gpurec_internal._offers_part('{query} WHERE store_id % 2 = {r}', {optimize})"
+                              for r in (0, 1))
             compare(f"carts-merge-optimize-carts-{name}",
                     f"gpurec.optimize_carts('{carts}', '{query}', '{shipping}')",
                     f"gpurec_internal._merge_optimize_carts(ARRAY[gpurec_internal._optimize_carts_part("
                     f"'{carts}', ARRAY[{parts}], gpurec_internal._shipping_part('{shipping}'))])", where=WHOLE)
-    numeric = "gpurec_internal._offers_part('SELECT product_id, store_id, price FROM offers')"
-    floats = "gpurec_internal._offers_part('SELECT product_id, store_id, price::float8 AS price FROM offers')"
+    numeric = f"gpurec_internal._offers_part('SELECT product_id, store_id, price FROM offers', {improve})"
+    floats = (f"gpurec_internal._offers_part('SELECT product_id, store_id, price::float8 AS price FROM offers', "
+              f"{improve})")
     bad = [("carts-merge-prices-of-two-types-42804", "42804", f"ARRAY[{numeric}, {floats}]"),
            ("carts-merge-bad-bytes-22P03", "22P03", "ARRAY['\\x0102'::bytea]"),
            ("carts-merge-truncated-part-22P03", "22P03", f"ARRAY[substr({numeric}, 1, 20)]")]
@@ -1474,6 +1552,20 @@ def credentials():
         check("non-superuser-with-passwords-answers", got == want and len(want) > 0, first_difference(got, want))
     except RuntimeError as e:
         check("non-superuser-with-passwords-answers", False, str(e))
+    # the README's recipe restricting gpurec to chosen roles, on a coordinator: a role left out is refused
+    # by PostgreSQL at the schema, with no internal context; a role granted the four schemas answers
+    schemas = "gpurec, gpurec_internal, gpurec_shards, gpurec_shards_internal"
+    run(*COORD, f"REVOKE USAGE ON SCHEMA {schemas} FROM PUBLIC;")
+    try:
+        proc = run(*COORD, call + ";", check_rc=False, **analyst)
+        check("restricted-role-refused-at-the-schema-42501",
+              proc.returncode != 0 and "ERROR:  42501: permission denied for schema gpurec_shards" in proc.stderr
+              and "CONTEXT" not in proc.stderr, proc.stderr[-600:])
+        run(*COORD, f"GRANT USAGE ON SCHEMA {schemas} TO analyst;")
+        got = [line for line in run(*COORD, call + ";", **analyst).stdout.splitlines() if line]
+        check("role-granted-the-schemas-answers", got == want and len(want) > 0, first_difference(got, want))
+    finally:
+        run(*COORD, f"GRANT USAGE ON SCHEMA {schemas} TO PUBLIC; REVOKE USAGE ON SCHEMA {schemas} FROM analyst;")
 
 
 def main():
@@ -1508,6 +1600,7 @@ def main():
         same_database_name()
         search_path_hijack(rnd, data)
         partition_reads_read_only()
+        partitions_read_as_one_server()
         faults()
     finally:
         teardown()

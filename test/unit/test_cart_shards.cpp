@@ -398,5 +398,81 @@ TEST(CartShards, TheMergeRaisesTheLeastRefusalAsOneServerDoes)
 	}
 }
 
+/*
+ * What a partition sends of its offers (cart_offer_rows): of each product
+ * asked for, its cheapest offer, and of each pair asked for (or each store
+ * of those products), the store's cheapest; cheapest by value, then store,
+ * then fewer decimals (2.5 before 2.50), against a brute force that
+ * compares the values themselves; nothing else.
+ */
+TEST(CartShards, APartitionSendsTheOffersTheLinesDependOn)
+{
+	std::mt19937_64 rng(20261130);
+	for (int round = 0; round < 200; ++round)
+	{
+		IdColumn product;
+		Int64Column store;
+		NumberColumn price(NumberType::Numeric);
+		std::vector<std::tuple<int64_t, int64_t, int64_t, int>> rows; /* product, store, unscaled, scale */
+		size_t n = 1 + rng() % 60;
+		for (size_t i = 0; i < n; ++i)
+		{
+			int64_t p = static_cast<int64_t>(rng() % 8) - 2, s = static_cast<int64_t>(rng() % 5);
+			int64_t cents = static_cast<int64_t>(rng() % 6) * 50; /* many equal prices */
+			int scale = rng() % 2 ? 2 : 3;							/* 2.50 and 2.500 */
+			int64_t unscaled = scale == 2 ? cents : cents * 10;
+			product.push_back(p);
+			store.push_back(s);
+			price.push_numeric(unscaled, scale);
+			rows.emplace_back(p, s, unscaled, scale);
+		}
+		Offers offers{product, store, price};
+		std::vector<int64_t> products;
+		for (int64_t p = -3; p < 7; ++p)
+			if (rng() % 2)
+				products.push_back(p);
+		std::vector<std::pair<int64_t, int64_t>> pairs;
+		for (int64_t p : products)
+			for (int64_t s = 0; s < 6; ++s)
+				if (rng() % 3 == 0)
+					pairs.emplace_back(p, s);
+		bool every_store = rng() % 2;
+		ExecContext ctx;
+		std::vector<size_t> got = cart_offer_rows(offers, products, every_store ? nullptr : &pairs, ctx);
+
+		/* the brute force: values compared as unscaled x 10^(3 - scale) */
+		auto before = [&](size_t a, size_t b) {
+			auto [pa, sa, ua, ca] = rows[a];
+			auto [pb, sb, ub, cb] = rows[b];
+			int64_t va = ua * (ca == 2 ? 10 : 1), vb = ub * (cb == 2 ? 10 : 1);
+			return std::make_tuple(va, sa, ca) < std::make_tuple(vb, sb, cb);
+		};
+		auto cheapest = [&](auto of) {
+			long best = -1;
+			for (size_t r = 0; r < rows.size(); ++r)
+				if (of(rows[r]) && (best < 0 || before(r, static_cast<size_t>(best))))
+					best = static_cast<long>(r);
+			return best;
+		};
+		std::vector<size_t> want;
+		for (int64_t p : products)
+		{
+			long best = cheapest([&](const auto &row) { return std::get<0>(row) == p; });
+			if (best >= 0)
+				want.push_back(static_cast<size_t>(best));
+			for (int64_t s = 0; s < 6; ++s)
+			{
+				bool asked = every_store || std::find(pairs.begin(), pairs.end(), std::make_pair(p, s)) != pairs.end();
+				long at = cheapest([&](const auto &row) { return std::get<0>(row) == p && std::get<1>(row) == s; });
+				if (asked && at >= 0)
+					want.push_back(static_cast<size_t>(at));
+			}
+		}
+		std::sort(want.begin(), want.end());
+		want.erase(std::unique(want.begin(), want.end()), want.end());
+		ASSERT_EQ(got, want) << "round " << round;
+	}
+}
+
 } // namespace
 } // namespace gpurec
