@@ -372,7 +372,12 @@ void check_settings_given_before_loading()
 						errmsg("invalid value for parameter \"%s\": \"%s\"", variable->name, value),
 						errdetail("It was set (%s) before gpurec was loaded, which checks it as it loads.", source),
 						starting ? errhint("%s  Correct it in the server's configuration, then start the server.", hint)
-								 : errhint("%s  SET it to a valid value, or RESET %s.", hint, variable->name)));
+						/* the connection's options: a session that session_preload_libraries refuses has no SET */
+						: variable->source == PGC_S_CLIENT
+							? errhint("%s  Correct it in the connection's options (PGOPTIONS, or options in the connect "
+									  "string); in a session, SET it to a valid value, or RESET %s.",
+									  hint, variable->name)
+							: errhint("%s  SET it to a valid value, or RESET %s.", hint, variable->name)));
 	}
 }
 

@@ -133,6 +133,7 @@ def session_preload():
     rc, out, err = psql("SELECT 1;", {"PGOPTIONS": "-c gpurec.device=gpuu"}, database=database)
     check("session-preload-bad-pgoptions-refuses-the-connection",
           rc != 0 and "gpurec.device" in err and "gpuu" in err, err.strip())
+    check("session-preload-bad-pgoptions-hint-names-the-options", "connection's options (PGOPTIONS" in err, err.strip())
     psql(f"DROP DATABASE {database};", database="postgres")
 
 
