@@ -21,6 +21,9 @@ GROUP BY 1 ORDER BY 1;
 SELECT * FROM gpurec.roc_fitness('SELECT individual_id, label, score FROM examples WHERE false');
 -- errors
 SELECT * FROM gpurec.roc_fitness('SELECT individual_id, 2 AS label, score FROM examples');
+-- several bad labels, whatever their rows' order: the least individual's, and its least
+SELECT * FROM gpurec.roc_fitness('SELECT individual_id, CASE WHEN individual_id = 3 THEN 9 - (score > 0.5)::int WHEN individual_id = 2 THEN -1 ELSE label::int END AS label, score FROM examples ORDER BY individual_id DESC, score');
+SELECT * FROM gpurec.roc_fitness('SELECT individual_id, CASE WHEN individual_id >= 3 THEN 9 - (score > 0.5)::int ELSE label::int END AS label, score FROM examples ORDER BY individual_id DESC, score');
 SELECT * FROM gpurec.roc_fitness('SELECT individual_id, label::text AS label, score FROM examples');
 SELECT * FROM gpurec.roc_fitness('SELECT individual_id, label FROM examples');
 SELECT * FROM gpurec.roc_fitness('SELECT individual_id::float8 AS individual_id, label, score FROM examples');

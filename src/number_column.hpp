@@ -308,9 +308,22 @@ class Int64Column : public ChunkedColumn<int64_t>
 {
 };
 
-/* Booleans, or integers restricted to 0 and 1. */
+/*
+ * Booleans, or integers restricted to 0 and 1.  The reader keeps another
+ * integer as a mark (bad_label_mark) for the engine to refuse, naming the
+ * least individual that holds one (check_labels, roc_fitness.hpp): which
+ * bad row a parallel read meets first is chance.
+ */
 class LabelColumn : public ChunkedColumn<uint8_t>
 {
+  public:
+	/* A value below 0 or above 254. */
+	static constexpr uint8_t kOtherBadLabel = 255;
+	/* A label other than 0 and 1 as the column holds it: the value itself, 2 to 254, else kOtherBadLabel. */
+	static uint8_t bad_label_mark(int64_t value)
+	{
+		return value >= 2 && value <= 254 ? static_cast<uint8_t>(value) : kOtherBadLabel;
+	}
 };
 
 /*

@@ -672,9 +672,51 @@ const bool roc_long_registered =
 
 } // namespace
 
+namespace {
+
+/*
+ * A label other than 0 and 1 (the reader's mark, LabelColumn) is ERROR
+ * 22023 naming the least individual that holds one, and its least such
+ * label: one server's error whatever its rows' order (a parallel read's),
+ * and so the one gpurec_shards raises of every partition's.
+ */
+void check_labels(const IdColumn &individual, const LabelColumn &label, const CallKeys *keys)
+{
+	bool any = false;
+	for (size_t c = 0; c < label.chunk_count() && !any; ++c)
+	{
+		const uint8_t *l = label.chunk_data(c);
+		uint8_t bad = 0;
+		for (size_t i = 0, n = label.chunk_rows(c); i < n; ++i)
+			bad |= l[i] & 0xFE;
+		any = bad != 0;
+	}
+	if (!any)
+		return;
+	/* the least (individual, label) of the bad rows, individuals in id order */
+	std::vector<int32_t> code_of_segment = individual.codes_in_id_order();
+	std::vector<int32_t> segment_of_code(code_of_segment.size());
+	for (size_t s = 0; s < code_of_segment.size(); ++s)
+		segment_of_code[code_of_segment[s]] = static_cast<int32_t>(s);
+	std::pair<int32_t, uint8_t> least{INT32_MAX, 0};
+	for (size_t row = 0; row < label.size(); ++row)
+		if (label[row] > 1)
+			least = std::min(least, std::make_pair(segment_of_code[individual.code(row)], label[row]));
+	int64_t id = individual.value_of(code_of_segment[least.first]);
+	std::string held = least.second == LabelColumn::kOtherBadLabel ? std::string("a value below 0 or above 254")
+																   : std::to_string(least.second);
+	throw Error(sqlstate::invalid_parameter_value,
+				"column \"label\" of the scores query holds " + held + " for individual " +
+					shown_id(keys, "individual_id", id) + "; a label must be 0 or 1 (or boolean)")
+		.ordered({id});
+}
+
+} // namespace
+
 std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelColumn &label,
 										const NumberColumn &score, ExecContext &ctx)
 {
+	check_labels(individual, label, ctx.keys.get());
 	std::vector<int32_t> code_of_segment = individual.codes_in_id_order();
 	std::vector<int32_t> segment_of_code(code_of_segment.size());
 	std::vector<int64_t> ids_of_segments(code_of_segment.size());

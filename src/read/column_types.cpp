@@ -352,10 +352,7 @@ bool convert_value(const ColumnBinding &b, const Datum *values, const bool *isnu
 	}
 	if (spec.kind == ColumnKind::Label && b.conversion[c] != Conversion::Bool && v.i[c] != 0 &&
 		v.i[c] != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("column \"%s\" of the %s holds %lld; a label must be 0 or 1 (or boolean)",
-						spec.name, b.what, static_cast<long long>(v.i[c]))));
+		v.i[c] = LabelColumn::bad_label_mark(v.i[c]);
 	return true;
 }
 

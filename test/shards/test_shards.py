@@ -1248,6 +1248,19 @@ def partitions_read_as_one_server():
         text = ", ".join(str(a) if isinstance(a, int) else "'" + a.replace("'", "''") + "'" for a in args)
         same_error(f"partition-reads-as-one-server-{name}", f"gpurec.{function}({text})",
                    f"gpurec_shards.{function}({SHARDS}, {text})", state)
+    # labels other than 0 and 1 on several partitions: one server's error (the least individual holding
+    # one, and its least), whichever partition answers first
+    labels = ("DROP TABLE IF EXISTS bad_labels;"
+              "CREATE TABLE bad_labels (individual_id bigint, label integer, score float8);")
+    rows_of = {i: f"({i}, {5 if i == 7 else 2 if i == 2 else -3 if i == 6 else i % 2}, {i / 10})" for i in range(1, 9)}
+    run(*WHOLE, labels + "INSERT INTO bad_labels VALUES " + ", ".join(rows_of.values()) + ";")
+    for p, (host, db) in enumerate(SHARD_DBS):
+        mine = [r for i, r in rows_of.items() if i % len(SHARD_DBS) == p]
+        run(host, db, labels + ("INSERT INTO bad_labels VALUES " + ", ".join(mine) + ";" if mine else ""))
+    for attempt in range(3):
+        same_error(f"partition-bad-labels-the-least-individuals-22023-{attempt}",
+                   "gpurec.roc_fitness('SELECT * FROM bad_labels')",
+                   f"gpurec_shards.roc_fitness({SHARDS}, 'SELECT * FROM bad_labels')", "22023", exactly=True)
     # an offer of a product no cart holds, whose price no one column holds beside another's
     one_cart = ("DROP TABLE IF EXISTS one_cart;"
                 "CREATE TABLE one_cart (cart_id bigint, product_id bigint, store_id bigint, quantity integer);")
