@@ -20,6 +20,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -62,15 +63,68 @@ void service_sigterm(int) { service_stopping = true; }
 bool service_should_stop() { return service_stopping; }
 
 /*
+ * The service's log: it writes its lines (and CUDA's own messages) to its
+ * stderr, a pipe that the worker reads and logs through PostgreSQL's
+ * logging, so that they reach every log destination (csvlog, syslog) with
+ * the server's prefix.  The worker's end: -1 where no service runs.
+ */
+int service_log_fd = -1;
+char service_log_line[1024];
+size_t service_log_used = 0;
+
+void log_service_line()
+{
+	service_log_line[service_log_used] = '\0';
+	if (service_log_used > 0)
+		ereport(LOG, (errmsg("%s", service_log_line)));
+	service_log_used = 0;
+}
+
+/* Logs the service's complete lines read so far; until_end: and the rest, up to the pipe's end, then closes it. */
+void read_service_log(bool until_end)
+{
+	while (service_log_fd >= 0)
+	{
+		char buffer[4096];
+		ssize_t n = read(service_log_fd, buffer, sizeof buffer);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !until_end)
+			return;
+		if (n <= 0)
+		{
+			log_service_line();
+			close(service_log_fd);
+			service_log_fd = -1;
+			return;
+		}
+		for (ssize_t i = 0; i < n; ++i)
+		{
+			if (buffer[i] == '\n')
+				log_service_line();
+			else
+			{
+				if (service_log_used == sizeof service_log_line - 1)
+					log_service_line();
+				service_log_line[service_log_used++] = buffer[i];
+			}
+		}
+	}
+}
+
+/*
  * Forks the service.  The child leaves PostgreSQL's world at once: default
  * signal handlers, no PostgreSQL call, _exit at the end (no proc_exit, no
- * atexit handlers of the server's).
+ * atexit handlers of the server's); its stderr is the pipe of its log.
  */
 pid_t start_service(const service::Options &options)
 {
 	pid_t supervisor = getpid();
 	fflush(stdout);
 	fflush(stderr);
+	int log_pipe[2];
+	if (pipe2(log_pipe, O_CLOEXEC) != 0)
+		return -1;
 	/*
 	 * The service shows as `postgres: gpurec GPU service`, the worker that
 	 * forks it as `... service supervisor`, so that an operator tells them
@@ -82,9 +136,23 @@ pid_t start_service(const service::Options &options)
 	pid_t pid = fork();
 	if (pid != 0)
 	{
+		int saved_errno = errno;
 		set_ps_display("supervisor");
+		close(log_pipe[1]);
+		if (pid < 0)
+		{
+			close(log_pipe[0]);
+			errno = saved_errno;
+			return pid;
+		}
+		service_log_fd = log_pipe[0];
+		(void) fcntl(service_log_fd, F_SETFL, O_NONBLOCK);
+		service_log_used = 0;
 		return pid;
 	}
+	dup2(log_pipe[1], STDERR_FILENO); /* dup2 clears O_CLOEXEC on the copy */
+	close(log_pipe[0]);
+	close(log_pipe[1]);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != supervisor)
 		_exit(1);
@@ -203,15 +271,21 @@ void gpurec_gpu_service_main(Datum)
 			else
 				ereport(LOG, (errmsg("gpurec GPU service started (pid %d)", static_cast<int>(service))));
 		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50, PG_WAIT_EXTENSION);
+		int events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
+		if (service_log_fd >= 0)
+			events |= WL_SOCKET_READABLE;
+		(void) WaitLatchOrSocket(MyLatch, events, service_log_fd, 50, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
+		read_service_log(false);
 		int status = 0;
 		if (service > 0 && waitpid(service, &status, WNOHANG) == service)
 		{
+			read_service_log(true); /* its last words, before the line that says how it ended */
 			log_service_end(service, status);
 			service = -1;
 		}
 	}
 	stop_service(service);
+	read_service_log(true);
 	proc_exit(0);
 }

@@ -391,6 +391,16 @@ def many_sessions(db, sessions=32, seconds=float(os.environ.get("GPUREC_SERVICE_
           f"{results['calls']} calls, errors {results['errors'][:2]}, wrong {results['wrong'][:2]}")
 
 
+def service_log(cluster):
+    """The service's own lines reach the server's log through PostgreSQL's logging (its prefix, its
+    destinations), never as bare lines on the server's stderr."""
+    log = cluster.log()
+    logged = re.search(r"^\S.*\[\d+\] LOG:  gpurec GPU service \[\d+\]: ready with \d+ ", log, re.M)
+    bare = re.search(r"^gpurec GPU service \[", log, re.M)
+    check("service-log-through-postgres-logging", logged is not None and bare is None,
+          f"logged {logged and logged.group(0)!r}, bare {bare and bare.group(0)!r}")
+
+
 def gpus_setting():
     """gpurec.gpus: a list of device ids, checked; the service uses only those listed."""
     for value in ("0,x", "0,,2", "0,0", "1, 1", "0,", ",0", "-1", "1024"):
@@ -533,6 +543,7 @@ def body():
             if expected is None:
                 expected = [int(r[0]) for r in db.sql("SELECT device_id FROM gpurec.devices() ORDER BY 1")]
             service_pid = devices_view(db, expected)
+            service_log(cluster)
             identical_answers(db)
             empty_inputs(db, service_pid)
             fault_and_errors(db)
