@@ -421,16 +421,7 @@ Datum cart_pairs_body(FunctionCallInfo fcinfo)
 	ExecContext ctx = exec_context_from_settings();
 	InputTable carts = improve_carts_lines(text_argument(fcinfo, 0), ctx);
 	require_integer_cart_ids(ctx);
-	const Int64Column &product = carts.int64(1), &store = carts.int64(2);
-	std::vector<std::pair<int64_t, int64_t>> pairs(product.size());
-	for (size_t i = 0; i < pairs.size(); ++i)
-		pairs[i] = {product[i], store[i]};
-	std::sort(pairs.begin(), pairs.end());
-	pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-	ResultWriter out(fcinfo);
-	put_bigint_pairs(out, pairs.size(), [&](size_t i) { return pairs[i]; });
-	out.finish();
-	return (Datum) 0;
+	return distinct_pairs_result(fcinfo, carts.int64(1), carts.int64(2));
 }
 
 /*

@@ -7,10 +7,14 @@
  */
 #pragma once
 
+#include <algorithm>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "marketplace.hpp"
 #include "pg_arguments.hpp"
+#include "pg_output.hpp"
 
 namespace gpurec {
 
@@ -23,6 +27,25 @@ inline void require_integer_cart_ids(const ExecContext &ctx)
 	if (ctx.keys && ctx.keys->codes_values())
 		throw Error(sqlstate::feature_not_supported, "gpurec_shards' carts functions take integer ids",
 					"A shard's carts or offers query gives uuid or text ids.");
+}
+
+/*
+ * The distinct (first[i], second[i]) of two columns of a carts query's
+ * lines, ascending, as the rows of a function returning two bigints: what
+ * gpurec_shards' coordinator asks of every partition's carts
+ * (_cart_pairs, _cart_products).
+ */
+inline Datum distinct_pairs_result(FunctionCallInfo fcinfo, const Int64Column &first, const Int64Column &second)
+{
+	std::vector<std::pair<int64_t, int64_t>> pairs(first.size());
+	for (size_t i = 0; i < pairs.size(); ++i)
+		pairs[i] = {first[i], second[i]};
+	std::sort(pairs.begin(), pairs.end());
+	pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+	ResultWriter out(fcinfo);
+	put_bigint_pairs(out, pairs.size(), [&](size_t i) { return pairs[i]; });
+	out.finish();
+	return (Datum) 0;
 }
 
 /*
