@@ -503,7 +503,15 @@ CallResult Client::call(Function function, int64_t device_memory, const std::fun
 	 * copy, on the call's cores, from the backend's columns to the GPU
 	 * service's reach.
 	 */
-	ChunkPlacement counting(nullptr, shared_, shared_bytes_);
+	/*
+	 * The service's shared memory as the chunks are counted: a chunk in it
+	 * is referred to where it is, and placing must see the same mapping,
+	 * though reserve() below may find the service gone (and drop it) or
+	 * map a restarted one's.
+	 */
+	const uint8_t *counted_shared = shared_;
+	size_t counted_shared_bytes = shared_bytes_;
+	ChunkPlacement counting(nullptr, counted_shared, counted_shared_bytes);
 	ByteWriter counter;
 	counter.place_chunks(&counting);
 	write_input(counter);
@@ -513,7 +521,7 @@ CallResult Client::call(Function function, int64_t device_memory, const std::fun
 	ctx.service_written_bytes += message_bytes + counting.copied_bytes;
 	ctx.service_in_place_bytes += counting.in_place_bytes;
 	auto write_at = [&](uint8_t *at) {
-		ChunkPlacement placing(at + area_offset, shared_, shared_bytes_);
+		ChunkPlacement placing(at + area_offset, counted_shared, counted_shared_bytes);
 		ByteWriter writer(at, message_bytes);
 		writer.place_chunks(&placing);
 		write_input(writer);
@@ -525,6 +533,16 @@ CallResult Client::call(Function function, int64_t device_memory, const std::fun
 	 */
 	Stopwatch staging;
 	uint64_t shared_offset = reserve(input_bytes, ctx);
+	/*
+	 * Chunks read in place lie in the shared memory of the service that
+	 * leased it: one that ended since (its reserve found it gone, or mapped
+	 * a new one's) cannot read them, and no other service can.
+	 */
+	if (counting.in_place_bytes > 0 && shared_ != counted_shared)
+	{
+		disconnect(); /* gives back a room a new service reserved */
+		throw service_gone("during the call");
+	}
 	Descriptor input{-1};
 	if (shared_offset != wire::kNotShared)
 	{

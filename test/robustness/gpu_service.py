@@ -444,6 +444,39 @@ def memory_pages_logged(cluster, service_memory_mb, free_before, tag):
     check(f"service-memory-pages{tag}", ok, f"free huge pages before the start {free_before}: {line and line.group(0)}")
 
 
+def killed_mid_read(db, cluster, answer):
+    """The service killed while a parallel read's processes write their chunks into its lease: the call
+    fails with 58000 (the chunks were for the service that ended; no other can read them), or answers
+    where its read had already gone the usual way; no backend crashes, and the next call answers."""
+    # a read of about a second on two cores: its workers check every price
+    slow = ("SELECT * FROM gpurec.cheapest_offers('SELECT product_id, store_id, price FROM offers "
+            "WHERE length(md5(price::text || product_id::text)) = 32', 2) ORDER BY product_id, offer_rank")
+    watcher = db.session("mid_read_watcher")
+    outcomes = []
+    for attempt in range(4):
+        victim = db.session("mid_read_victim")
+        victim.run("SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; "
+                   "SET parallel_tuple_cost = 0; SET gpurec.device = 'gpu';")
+        victim.send(slow + ";")
+        reading = wait_for(lambda: watcher.value(f"SELECT count(*) FROM gpurec.progress() WHERE pid = {victim.pid} "
+                                                 "AND phase = 'reading' AND units_done > 0;") == "1", 30)
+        service = devices(watcher)[0][4]
+        os.kill(service, signal.SIGKILL)
+        res = victim.wait(60)
+        outcomes.append("58000" if res.sqlstates() == ["58000"] else
+                        "answer" if not res.errors() and res.rows == answer else
+                        f"read done {reading}: {res.describe()[:300]}")
+        wait_for(lambda: (lambda rows: rows and rows[0][4] not in (None, service))(devices(watcher)), 20)
+        again = victim.run(slow + ";")
+        outcomes[-1] += "" if again.rows == answer else f"; then {again.describe()[:200]}"
+        victim.close()
+    watcher.close()
+    check("service-killed-mid-read-58000-or-the-answer",
+          all(o in ("58000", "answer") for o in outcomes) and "58000" in outcomes, f"{outcomes}")
+    check("service-killed-mid-read-no-backend-crashed", "terminated by signal 11" not in cluster.log()
+          and "terminating any other active server processes" not in cluster.log(), cluster.log()[-1500:])
+
+
 def parallel_reads_in_place(service_memory_mb=160):
     """A parallel read whose call goes to the service: its workers and the calling backend write their
     chunks into a lease of the service's shared memory, which the call reads where they are.  Answers
@@ -525,6 +558,7 @@ def parallel_reads_in_place(service_memory_mb=160):
             share = float(lines[0].group(5)) / first if lines and first else 0.0
             check("service-lease-given-back-after-cancels", cancelled > 0 and share >= 0.9,
                   f"{cancelled} cancelled; then in place {share:.2f} of the first; {res.describe()[:600]}")
+            killed_mid_read(db, cluster, s.run(call + ";").rows)
             s.close()
             db.check_server_survived("service-lease-no-backend-crashed")
         finally:
