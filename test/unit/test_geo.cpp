@@ -753,7 +753,8 @@ TEST(Geo, HaversineNearestByChordIsTheLeastKeyToTheBit)
 			double y = std::clamp(lat + r * std::sin(angle), -90.0, 90.0);
 			rows.push_back({2, x, y});
 		}
-		rows.push_back({2, rows[0].x, rows[0].y + spread});
+		/* a point of user 2 a spread north of user 1's first, or south where that would pass the pole */
+		rows.push_back({2, rows[0].x, rows[0].y <= 90 - spread ? rows[0].y + spread : rows[0].y - spread});
 		PointColumns in(rows);
 		ExecContext ctx = cpu_context();
 		std::vector<UserSimilarity> got = user_similarity(in.view(), 1, {GeoMetric::Haversine, 1e-9}, ctx);
