@@ -680,7 +680,8 @@ namespace {
  * label: one server's error whatever its rows' order (a parallel read's),
  * and so the one gpurec_shards raises of every partition's.
  */
-void check_labels(const IdColumn &individual, const LabelColumn &label, const CallKeys *keys)
+void check_labels(const IdColumn &individual, const LabelColumn &label, const std::vector<int32_t> &code_of_segment,
+				  const std::vector<int32_t> &segment_of_code, const CallKeys *keys)
 {
 	bool any = false;
 	for (size_t c = 0; c < label.chunk_count() && !any; ++c)
@@ -693,11 +694,7 @@ void check_labels(const IdColumn &individual, const LabelColumn &label, const Ca
 	}
 	if (!any)
 		return;
-	/* the least (individual, label) of the bad rows, individuals in id order */
-	std::vector<int32_t> code_of_segment = individual.codes_in_id_order();
-	std::vector<int32_t> segment_of_code(code_of_segment.size());
-	for (size_t s = 0; s < code_of_segment.size(); ++s)
-		segment_of_code[code_of_segment[s]] = static_cast<int32_t>(s);
+	/* the least (individual, label) of the bad rows, individuals in id order (their segments') */
 	std::pair<int32_t, uint8_t> least{INT32_MAX, 0};
 	for (size_t row = 0; row < label.size(); ++row)
 		if (label[row] > 1)
@@ -716,17 +713,18 @@ void check_labels(const IdColumn &individual, const LabelColumn &label, const Ca
 std::vector<RocResult> roc_fitness_long(const IdColumn &individual, const LabelColumn &label,
 										const NumberColumn &score, ExecContext &ctx)
 {
-	check_labels(individual, label, ctx.keys.get());
 	std::vector<int32_t> code_of_segment = individual.codes_in_id_order();
 	std::vector<int32_t> segment_of_code(code_of_segment.size());
 	std::vector<int64_t> ids_of_segments(code_of_segment.size());
 	for (size_t s = 0; s < code_of_segment.size(); ++s)
 	{
-		int32_t code = code_of_segment[s];
-		segment_of_code[code] = static_cast<int32_t>(s);
-		ids_of_segments[s] = individual.value_of(code);
-		check_examples_per_individual(ids_of_segments[s], individual.counts()[code], ctx.keys.get());
+		segment_of_code[code_of_segment[s]] = static_cast<int32_t>(s);
+		ids_of_segments[s] = individual.value_of(code_of_segment[s]);
 	}
+	/* the labels first (the least individual holding a bad one), then each individual's count of examples */
+	check_labels(individual, label, code_of_segment, segment_of_code, ctx.keys.get());
+	for (size_t s = 0; s < code_of_segment.size(); ++s)
+		check_examples_per_individual(ids_of_segments[s], individual.counts()[code_of_segment[s]], ctx.keys.get());
 	RocExamples examples{individual.codes(), individual.counts(), label, score.keys(), keys_are_doubles(score)};
 	std::vector<RocCounts> counts = counts_of_examples(examples, code_of_segment, ctx);
 	return results_of(ids_of_segments, counts);
